@@ -1,0 +1,188 @@
+/* cddpc.h: the compiler's one internal header, a section per file. */
+#ifndef CDDPC_H
+#define CDDPC_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- util.c: arena, strings ------------------------------------------ */
+/* One arena per compilation; nothing is freed piecemeal. All allocation goes
+ * through util_alloc so an out-of-memory is reported once, cleanly. */
+void *util_alloc(size_t n);                  /* zeroed; exits 1 on OOM */
+void *util_grow(void *p, size_t old, size_t n);
+char *util_strdup(const char *s);
+char *util_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- diag.c: diagnostics --------------------------------------------- */
+typedef struct Loc {
+    const char *file;
+    int line, col;          /* 1-based; line 0: no location */
+} Loc;
+
+/* Registers a source buffer so diagnostics can print the offending line. */
+void diag_source(const char *file, const char *text);
+/* `file:line:col: error: msg`, the source line and a caret; counts errors. */
+void diag_error(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void diag_note(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int diag_count(void);
+/* Internal invariant broken: prints and exits 3 (a compiler bug, not the
+ * user's). */
+_Noreturn void diag_ice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- ir.c: the graph IR ---------------------------------------------- */
+typedef enum {
+#define X(name, arity, kind, text) OP_##name,
+#include "ops.def"
+#undef X
+    OP_COUNT
+} Op;
+
+typedef enum { K_DATA, K_PARAM, K_VIEW, K_EW, K_MATMUL, K_RED, K_ROW, K_OPT } OpKind;
+typedef enum { DT_F32, DT_I32 } DType;
+typedef enum { PH_FWD, PH_LOSS, PH_BWD, PH_OPT } Phase;
+typedef enum { RED_MEAN, RED_SUM, RED_NONE } Reduction;
+
+#define DIM_N (-1)          /* the symbolic batch dimension */
+#define MAX_RANK 4
+#define MAX_IN 3
+
+typedef struct Shape {
+    int rank;
+    int64_t d[MAX_RANK];    /* d[0] == DIM_N for batch-shaped values */
+} Shape;
+
+typedef struct Node {
+    int id;
+    Op op;
+    int nin;
+    int in[MAX_IN];
+    Shape shape;
+    DType dt;
+    Phase phase;
+    Loc loc;
+    const char *name;       /* PARAM: PyTorch state_dict name */
+    int param;              /* PARAM: index into Graph.params */
+    int init;               /* PARAM: RT_INIT_* */
+    int64_t fan_in;         /* PARAM: for default init */
+    int red;                /* CE_LOSS / CE_GRAD: Reduction */
+    int grad_of;            /* node whose final gradient this is, or -1 */
+} Node;
+
+typedef struct Graph {
+    Node **n;
+    int nn, cap;
+    int *params;            /* PARAM node ids, in declaration order */
+    int nparam;
+    int images, labels;     /* data nodes */
+    int logits;             /* model output */
+    int loss;               /* CE_LOSS (per-sample) node */
+    int loss_sum, correct_sum; /* SUM_ALL nodes (stat slots) */
+    int *grad;              /* grad[param index] = node id of its gradient */
+    int *updates;           /* SGD nodes, in param order */
+} Graph;
+
+extern const char *const op_text[OP_COUNT];
+extern const int op_arity[OP_COUNT];
+extern const OpKind op_kind[OP_COUNT];
+
+Graph *ir_new(void);
+int ir_add(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, Loc loc);
+int ir_param(Graph *g, const char *name, Shape s, int init, int64_t fan_in, Loc loc);
+/* ir_shape(2, DIM_N, 784): each dim converted to int64_t by the array. */
+#define ir_shape(rank, ...) ir_shape_a((rank), (const int64_t[]){__VA_ARGS__})
+Shape ir_shape_a(int rank, const int64_t *d);
+int64_t ir_row_elems(const Shape *s);       /* product of dims after d[0] if batched */
+int64_t ir_numel(const Shape *s, int64_t n);/* elements with batch n */
+int ir_batched(const Shape *s);
+int ir_same_shape(const Shape *a, const Shape *b);
+char *ir_shape_str(const Shape *s);         /* "[N, 1, 28, 28]" */
+void ir_dump(FILE *f, const Graph *g);
+/* Checks every node against its op's typing rule; returns the number of
+ * problems and prints each (compiler bug if non-zero after a pass). */
+int ir_verify(const Graph *g, const char *after);
+
+/* ---- frontend: lex.l, parse.y, sema.c -------------------------------- */
+typedef struct TrainCfg {
+    const char *model;      /* model name */
+    const char *data_dir;
+    double norm_mean, norm_std;
+    int reduction;          /* Reduction */
+    int optimizer;          /* 0: sgd */
+    double lr, momentum, dampening, weight_decay;
+    int nesterov;
+    int batch, epochs, shuffle, drop_last;
+    uint64_t seed;
+    Loc loc;
+} TrainCfg;
+
+typedef struct Program {
+    Graph *g;
+    TrainCfg train;
+    const char *model_name;
+    int in_c, in_h, in_w;   /* per-sample input (images are reshaped to it) */
+    int nclass;
+} Program;
+
+/* Parses and checks a model file; on any error prints diagnostics and
+ * returns NULL. The graph holds the forward pass, IMAGES/LABELS and the
+ * per-sample CE_LOSS (g->loss), with g->logits set. */
+Program *front_compile(const char *path, const char *text);
+
+/* ---- autodiff.c ------------------------------------------------------- */
+/* Appends d(y)/d(wrt[i]) given the seed gradient node dy (NULL: y is a
+ * loss node that seeds itself). out[i] receives gradient node ids. */
+void ad_grad(Graph *g, int y, int dy, const int *wrt, int nwrt, int *out);
+/* Training step: loss/accuracy sums, backward for all params, SGD updates. */
+void ad_train_step(Program *p);
+
+/* ---- plan: fuse.c, memplan.c ------------------------------------------ */
+typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT } GroupKind;
+typedef enum { FUSE_NONE, FUSE_ELEMENTWISE, FUSE_ALL } FuseLevel;
+typedef enum { B_NONE, B_ACT, B_FIX, B_PARAM, B_GRAD, B_STAT } BufClass;
+
+typedef struct Group {
+    GroupKind kind;
+    int *nodes;             /* in topological order */
+    int nnodes;
+    int anchor;             /* matmul / row op the group is built around, -1 */
+    char *name;             /* kernel name, e.g. "k3_mm_nt_bias_relu" */
+} Group;
+
+typedef struct Buf {
+    BufClass cls;
+    int64_t off;            /* ACT: units (floats per sample); others: floats/slots */
+    int64_t size;
+} Buf;
+
+typedef struct Plan {
+    const char *name;       /* "train" or "eval" */
+    Graph *g;
+    char *in_plan;          /* in_plan[node] */
+    int *order;             /* nodes in schedule order */
+    int norder;
+    int *group_of;          /* group_of[node], -1 */
+    Group *groups;
+    int ngroups;
+    Buf *buf;               /* buf[node] */
+    int64_t act_units, fix_floats;
+    int nstat;
+    int64_t param_floats;
+    int64_t *param_off;     /* [nparam] */
+} Plan;
+
+/* Nodes reachable backwards from the roots, in topological order. */
+Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots);
+void fuse_plan(Plan *p, FuseLevel level);
+void mem_plan(Plan *p);
+int plan_uses_outside(const Plan *p, int node);   /* used by another group or a root */
+void plan_dump_groups(FILE *f, const Plan *p);
+void plan_report(FILE *f, const Plan *p);
+
+/* ---- emit_c.c, emit_program.c ---------------------------------------- */
+void emit_c_kernels(FILE *f, const Plan *p);      /* static void kN(rt_exec *e) */
+int emit_program(const Program *prog, const Plan *train, const Plan *eval,
+                 const char *out_path, const char *emit_dir);
+
+#endif

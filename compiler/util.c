@@ -1,0 +1,46 @@
+/* util.c: allocation and strings.
+ *
+ * The compiler is a short-lived batch program: everything it allocates
+ * lives until exit, so there is no free(). Every allocation goes through
+ * util_alloc, the one place where out-of-memory is reported. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cddpc.h"
+
+void *util_alloc(size_t n)
+{
+    void *p = calloc(1, n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "cddpc: error: out of memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    return p;
+}
+
+void *util_grow(void *p, size_t old, size_t n)
+{
+    void *q = util_alloc(n);
+    if (p)
+        memcpy(q, p, old < n ? old : n);
+    return q;
+}
+
+char *util_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    return memcpy(util_alloc(n), s, n);
+}
+
+char *util_fmt(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = util_alloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}

@@ -1,0 +1,98 @@
+/* cddprt.h: the contract between a program emitted by cddpc and libcddprt.
+ *
+ * cddpc writes one C file per model: the fused kernels (static functions
+ * taking an rt_exec), tables describing parameters and the two plans
+ * (train step, eval step), and a main() that calls rt_main(). Everything
+ * else -- options, data, initialization, the epoch loop, metrics,
+ * checkpoints -- lives in the runtime so every program behaves the same.
+ *
+ * Memory layout the kernels index into (all offsets are fixed by the
+ * compiler's memory plan):
+ *   param : all parameters, one slab, in rt_param order (float)
+ *   grad  : gradients, one slab, same offsets as param
+ *   opt   : optimizer state (momentum buffers), same offsets as param
+ *   act   : batch-proportional buffers; a buffer at unit offset o with u
+ *           floats per sample lives at act + o * nmax and holds u * n
+ *           floats. One packing therefore fits every batch size.
+ *   fix   : batch-independent scratch (float)
+ *   stat  : per-step scalar results in double (loss sum, correct count)
+ * The int32 label buffer also lives in act (4 bytes per unit, like float).
+ */
+#ifndef CDDPRT_H
+#define CDDPRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RT_ABI_VERSION 1
+
+typedef struct rt_exec {
+    int n;                  /* rows in this batch (last batch may be short) */
+    int nmax;               /* rows the act arena was sized for */
+    float *act, *fix, *param, *grad, *opt;
+    double *stat;
+    const uint8_t *img;     /* dataset images, uint8, img_size each */
+    const uint8_t *lab;     /* dataset labels, uint8 */
+    const int32_t *idx;     /* n sample indices of this batch */
+    int64_t img_size;       /* pixels per image */
+    float lr;               /* current learning rate */
+    int64_t step;           /* optimizer steps taken before this one */
+    int nthreads;
+} rt_exec;
+
+typedef void (*rt_kernel_fn)(rt_exec *e);
+
+typedef struct rt_kernel {
+    rt_kernel_fn fn;
+    const char *name;       /* e.g. "k3_mm_nt_bias_relu" */
+} rt_kernel;
+
+enum { RT_INIT_KAIMING_UNIFORM = 0, RT_INIT_BIAS_UNIFORM = 1, RT_INIT_ZERO = 2, RT_INIT_ONE = 3 };
+
+typedef struct rt_param {
+    const char *name;       /* PyTorch state_dict name, e.g. "fc1.weight" */
+    int rank;
+    int64_t shape[4];
+    int64_t off, numel;     /* in floats, into param/grad/opt */
+    int64_t fan_in;         /* for PyTorch's default init bounds */
+    int init;               /* RT_INIT_* */
+} rt_param;
+
+typedef struct rt_plan {
+    const rt_kernel *k;
+    int nk;
+    int64_t act_units;      /* floats per sample of the act arena */
+    int64_t fix_floats;
+    int nstat;
+    int loss_stat;          /* stat slot: sum of per-sample losses of the batch */
+    int correct_stat;       /* stat slot: correct predictions, -1 if none */
+} rt_plan;
+
+enum { RT_RED_MEAN = 0, RT_RED_SUM = 1, RT_RED_NONE = 2 };
+
+typedef struct rt_model {
+    int abi;                /* RT_ABI_VERSION */
+    const char *name;       /* model name from the .net file */
+    const char *source;     /* path of the .net file it was compiled from */
+    const rt_param *params;
+    int nparam;
+    int64_t param_floats;
+    int64_t opt_floats;     /* 0 when the optimizer keeps no state */
+    rt_plan train, eval;
+    int in_c, in_h, in_w;   /* input elements per sample = in_c*in_h*in_w */
+    int nclass;             /* logits per sample; labels must be < nclass */
+    /* train-block settings; command-line flags override them */
+    const char *data_dir;
+    float norm_mean, norm_std;
+    int reduction;          /* RT_RED_* */
+    float lr, momentum, dampening, weight_decay;
+    int nesterov;
+    int batch, epochs, shuffle, drop_last;
+    uint64_t seed;
+} rt_model;
+
+/* The program's whole life: parse argv, load data, train, evaluate, save.
+ * Returns the process exit status. */
+int rt_main(const rt_model *m, int argc, char **argv);
+
+#endif
