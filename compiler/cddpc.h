@@ -147,7 +147,8 @@ typedef struct Group {
     int *nodes;             /* in topological order */
     int nnodes;
     int anchor;             /* matmul / row op the group is built around, -1 */
-    char *name;             /* kernel name, e.g. "k3_mm_nt_bias_relu" */
+    char *name;             /* kernel name, e.g. "t3_mm_nt_bias_add_relu" */
+    int gemm_out;           /* G_MATMUL: node whose buffer the GEMM writes */
 } Group;
 
 typedef struct Buf {
@@ -160,6 +161,8 @@ typedef struct Plan {
     const char *name;       /* "train" or "eval" */
     Graph *g;
     char *in_plan;          /* in_plan[node] */
+    char *is_root;          /* is_root[node]: an output of the plan */
+    int *nuse;              /* consumers of each node inside the plan */
     int *order;             /* nodes in schedule order */
     int norder;
     int *group_of;          /* group_of[node], -1 */
@@ -176,13 +179,15 @@ typedef struct Plan {
 Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots);
 void fuse_plan(Plan *p, FuseLevel level);
 void mem_plan(Plan *p);
+void mem_dump(FILE *f, const Plan *p);
 int plan_uses_outside(const Plan *p, int node);   /* used by another group or a root */
+int plan_source(const Plan *p, int node);         /* through views to the producer */
 void plan_dump_groups(FILE *f, const Plan *p);
-void plan_report(FILE *f, const Plan *p);
+void plan_report(FILE *f, const Plan *p, int64_t batch);
 
 /* ---- emit_c.c, emit_program.c ---------------------------------------- */
-void emit_c_kernels(FILE *f, const Plan *p);      /* static void kN(rt_exec *e) */
-int emit_program(const Program *prog, const Plan *train, const Plan *eval,
+void emit_c_kernels(FILE *f, const Plan *p, const Program *prog); /* static void NAME(rt_exec *e) */
+int emit_program(const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
                  const char *out_path, const char *emit_dir);
 
 #endif

@@ -91,6 +91,12 @@ typedef struct rt_model {
     uint64_t seed;
 } rt_model;
 
+/* C[m, n] = op(A) . op(B) (row-major; op transposes when ta/tb), with
+ * beta = 0. A tuned BLAS when the runtime was built with one, else a
+ * blocked loop. Kernels call this for every matrix product. */
+void rt_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+              int64_t ldb, float *c, int64_t ldc);
+
 /* The program's whole life: parse argv, load data, train, evaluate, save.
  * Returns the process exit status. */
 int rt_main(const rt_model *m, int argc, char **argv);

@@ -1,0 +1,89 @@
+# cddpc: `make` builds build/cddpc and build/libcddprt.a.
+#   make deps    install what is missing (Debian packages)
+#   make data    lay out data/fashion-mnist and data/mnist
+#   make demo    deps + build + data, then compile models/mnist.net and train it
+#   make test    the whole suite (no GPU needed); SAN=1 runs it under ASan+UBSan
+#   make bench   epoch time against PyTorch, measured in the same run
+CC      ?= cc
+CFLAGS  := -std=c11 -O2 -g -Wall -Wextra
+ifeq ($(WERROR),1)
+CFLAGS  += -Werror
+endif
+ifeq ($(SAN),1)
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+CFLAGS  += $(SANFLAGS)
+LDFLAGS += $(SANFLAGS)
+# programs cddpc emits are sanitized too
+export CDDPC_CFLAGS := $(SANFLAGS)
+export ASAN_OPTIONS := detect_leaks=0:abort_on_error=1
+export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
+endif
+AR      ?= ar
+PY      := /usr/bin/python3
+
+all: build/cddpc build/libcddprt.a build/include/cddprt.h
+
+# Objects depend on the flags they were built with: switching SAN on or
+# off rebuilds everything instead of mixing instrumented objects.
+FLAGS_STAMP := build/.flags-$(shell echo '$(CFLAGS) $(LDFLAGS)' | md5sum | cut -c1-8)
+$(FLAGS_STAMP):
+	@mkdir -p build
+	@rm -f build/.flags-*
+	@touch $@
+
+include runtime/Makefile.inc
+$(RT_OBJS): $(FLAGS_STAMP)
+
+# ---- the compiler -----------------------------------------------------------
+CC_SRCS := $(filter-out compiler/lex.c compiler/parse.c,$(wildcard compiler/*.c))
+CC_OBJS := $(patsubst compiler/%.c,build/compiler/%.o,$(CC_SRCS)) build/compiler/lex.o build/compiler/parse.o
+CC_HDRS := compiler/cddpc.h compiler/ast.h compiler/ops.def runtime/cddprt.h
+# flex/bison output: no warnings are ours to fix there
+GEN_CFLAGS = $(CFLAGS) -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter
+
+build/gen/parse.c build/gen/parse.h: compiler/parse.y
+	@mkdir -p build/gen
+	bison -Wall -Werror --defines=build/gen/parse.h -o build/gen/parse.c $<
+
+build/gen/lex.c: compiler/lex.l
+	@mkdir -p build/gen
+	flex -o $@ $<
+
+build/compiler/parse.o: build/gen/parse.c $(CC_HDRS) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(GEN_CFLAGS) -D_GNU_SOURCE -Icompiler -Iruntime -Ibuild/gen -c $< -o $@
+
+build/compiler/lex.o: build/gen/lex.c build/gen/parse.h $(CC_HDRS) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(GEN_CFLAGS) -D_GNU_SOURCE -Icompiler -Iruntime -Ibuild/gen -c $< -o $@
+
+build/compiler/%.o: compiler/%.c $(CC_HDRS) build/gen/parse.h $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Icompiler -Iruntime -Ibuild/gen -c $< -o $@
+
+build/cddpc: $(CC_OBJS)
+	$(CC) $(LDFLAGS) $^ -o $@
+
+build/include/cddprt.h: runtime/cddprt.h
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+# ---- set-up -----------------------------------------------------------------
+.PHONY: all deps data demo test bench clean test-golden test-unit test-torch test-bad install
+
+deps:
+	scripts/deps.sh
+
+data:
+	scripts/data.sh
+
+demo: deps
+	$(MAKE) all data
+	build/cddpc models/mnist.net -o build/mnist
+	build/mnist --data data/mnist --metrics build/mnist-metrics.csv
+
+# ---- tests ------------------------------------------------------------------
+include tests/Makefile.inc
+
+clean:
+	rm -rf build

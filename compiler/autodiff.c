@@ -1,0 +1,145 @@
+/* autodiff.c: reverse-mode differentiation, one rule per primitive op.
+ *
+ * Gradients are built as new graph nodes (phase PH_BWD) appended after the
+ * forward pass, so the node order stays topological and the backward
+ * nodes come out in reverse order of the forward -- the order in which
+ * parameter gradients become ready, which the scheduler and (later) the
+ * gradient buckets rely on. A missing rule is a compiler bug and stops
+ * compilation loudly instead of producing a wrong gradient. */
+#include <string.h>
+
+#include "cddpc.h"
+
+typedef struct Ad {
+    Graph *g;
+    int *grad;              /* grad[node] = id of d loss / d node, -1 */
+    char *needs;            /* needs[node]: depends on some wrt node */
+} Ad;
+
+static int bwd(Ad *a, Op op, int nin, const int *in, const Shape *s, const Node *like)
+{
+    int id = ir_add(a->g, op, nin, in, *s, DT_F32, like->loc);
+    a->g->n[id]->phase = PH_BWD;
+    return id;
+}
+
+/* Adds contribution c to the gradient of node x (sum over uses). */
+static void accumulate(Ad *a, int x, int c)
+{
+    if (!a->needs[x])
+        return;
+    if (a->grad[x] < 0) {
+        a->grad[x] = c;
+        return;
+    }
+    const Node *xn = a->g->n[x];
+    a->grad[x] = bwd(a, OP_ADD, 2, (int[]){a->grad[x], c}, &xn->shape, xn);
+}
+
+static const Shape *shape_of(Ad *a, int id) { return &a->g->n[id]->shape; }
+
+/* The rule for one node: given dy = grad of n, adds grads of its inputs. */
+static void rule(Ad *a, const Node *n, int dy)
+{
+    const int *x = n->in;
+    switch (n->op) {
+    case OP_RESHAPE:
+        accumulate(a, x[0], bwd(a, OP_RESHAPE, 1, &dy, shape_of(a, x[0]), n));
+        return;
+    case OP_MM_NT: /* y = a b^T: da = dy b, db = dy^T a */
+        if (a->needs[x[0]])
+            accumulate(a, x[0], bwd(a, OP_MM_NN, 2, (int[]){dy, x[1]}, shape_of(a, x[0]), n));
+        if (a->needs[x[1]])
+            accumulate(a, x[1], bwd(a, OP_MM_TN, 2, (int[]){dy, x[0]}, shape_of(a, x[1]), n));
+        return;
+    case OP_MM_NN: /* y = a b: da = dy b^T, db = a^T dy */
+        if (a->needs[x[0]])
+            accumulate(a, x[0], bwd(a, OP_MM_NT, 2, (int[]){dy, x[1]}, shape_of(a, x[0]), n));
+        if (a->needs[x[1]])
+            accumulate(a, x[1], bwd(a, OP_MM_TN, 2, (int[]){x[0], dy}, shape_of(a, x[1]), n));
+        return;
+    case OP_MM_TN: /* y = a^T b: da = b dy^T, db = a dy */
+        if (a->needs[x[0]])
+            accumulate(a, x[0], bwd(a, OP_MM_NT, 2, (int[]){x[1], dy}, shape_of(a, x[0]), n));
+        if (a->needs[x[1]])
+            accumulate(a, x[1], bwd(a, OP_MM_NN, 2, (int[]){x[0], dy}, shape_of(a, x[1]), n));
+        return;
+    case OP_BIAS_ADD:
+        accumulate(a, x[0], dy);
+        if (a->needs[x[1]])
+            accumulate(a, x[1], bwd(a, OP_SUM_ROWS, 1, &dy, shape_of(a, x[1]), n));
+        return;
+    case OP_ADD:
+        accumulate(a, x[0], dy);
+        accumulate(a, x[1], dy);
+        return;
+    case OP_RELU: /* the mask is read from the output: y > 0 iff x > 0 */
+        accumulate(a, x[0], bwd(a, OP_RELU_GRAD, 2, (int[]){dy, n->id}, &n->shape, n));
+        return;
+    default:
+        diag_ice("autodiff: no rule for %s (%%%d)", op_text[n->op], n->id);
+    }
+}
+
+void ad_grad(Graph *g, int y, int dy, const int *wrt, int nwrt, int *out)
+{
+    Ad a = {g, util_alloc(sizeof(int) * (size_t)(g->nn + 1)), util_alloc((size_t)g->nn + 1)};
+    int n0 = g->nn;         /* nodes added from here on are backward nodes */
+    for (int i = 0; i < nwrt; i++)
+        a.needs[wrt[i]] = 1;
+    for (int i = 0; i < n0; i++) {
+        a.grad[i] = -1;
+        for (int k = 0; k < g->n[i]->nin; k++)
+            a.needs[i] |= a.needs[g->n[i]->in[k]];
+    }
+    /* grad[] only ever holds ids of nodes that existed at entry or were
+     * created here; it is indexed by pre-existing ids only. */
+    if (dy >= 0) {
+        a.grad[y] = dy;
+    } else {
+        /* A loss seeds itself: CE_GRAD already is d(reduced loss)/d logits. */
+        Node *l = g->n[y];
+        if (l->op != OP_CE_LOSS)
+            diag_ice("ad_grad: %s cannot seed its own gradient", op_text[l->op]);
+        Node *lg = g->n[l->in[0]];
+        int d = bwd(&a, OP_CE_GRAD, 2, l->in, &lg->shape, l);
+        g->n[d]->red = l->red;
+        accumulate(&a, l->in[0], d);
+    }
+    for (int i = (dy >= 0 ? y : y - 1); i >= 0; i--) {
+        if (a.grad[i] < 0 || !a.needs[i] || g->n[i]->nin == 0)
+            continue;
+        rule(&a, g->n[i], a.grad[i]);
+    }
+    for (int i = 0; i < nwrt; i++)
+        out[i] = a.grad[wrt[i]];
+}
+
+void ad_train_step(Program *p)
+{
+    Graph *g = p->g;
+    Loc loc = g->n[g->loss]->loc;
+    g->loss_sum = ir_add(g, OP_SUM_ALL, 1, &g->loss, (Shape){0}, DT_F32, loc);
+    int c = ir_add(g, OP_CORRECT, 2, (int[]){g->logits, g->labels}, ir_shape(1, DIM_N), DT_F32, loc);
+    g->correct_sum = ir_add(g, OP_SUM_ALL, 1, &c, (Shape){0}, DT_F32, loc);
+    g->n[g->loss_sum]->phase = g->n[c]->phase = g->n[g->correct_sum]->phase = PH_LOSS;
+
+    g->grad = util_alloc(sizeof(int) * (size_t)(g->nparam + 1));
+    ad_grad(g, g->loss, -1, g->params, g->nparam, g->grad);
+
+    /* Optimizer: one in-place update per parameter that got a gradient (a
+     * parameter forward never reads keeps its value, as in PyTorch). */
+    g->updates = util_alloc(sizeof(int) * (size_t)(g->nparam + 1));
+    for (int i = 0; i < g->nparam; i++) {
+        g->updates[i] = -1;
+        int d = g->grad[i], w = g->params[i];
+        if (d < 0)
+            continue;
+        if (g->n[d]->grad_of >= 0 || op_kind[g->n[d]->op] == K_VIEW || op_kind[g->n[d]->op] == K_PARAM)
+            diag_ice("autodiff: gradient of %s is not a fresh node", g->n[w]->name);
+        g->n[d]->grad_of = w;
+        int u = ir_add(g, OP_SGD, 2, (int[]){w, d}, g->n[w]->shape, DT_F32, g->n[w]->loc);
+        g->n[u]->phase = PH_OPT;
+        g->updates[i] = u;
+    }
+}

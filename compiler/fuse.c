@@ -1,0 +1,231 @@
+/* fuse.c: grouping the nodes of a plan into kernels.
+ *
+ * Legality is a set of named predicates; grouping walks the plan in
+ * topological order and grows a group from each unassigned node:
+ *   - matmul: absorbs its elementwise epilogue chain (bias, ReLU, and in
+ *     backward the ReLU mask) and row reductions of the chain (the bias
+ *     gradient), so the product is read back once while still in cache;
+ *   - row ops (softmax + cross-entropy forward, its gradient, argmax) on
+ *     the same logits: one pass per sample, plus the loss/accuracy sums and
+ *     the bias gradient of the last layer;
+ *   - elementwise chains, with their reductions;
+ *   - all optimizer updates: one kernel over the parameter slab.
+ * Groups run in creation order; the predicates guarantee that is a valid
+ * schedule (every input from outside a group is produced before it). */
+#include <string.h>
+
+#include "cddpc.h"
+
+typedef struct Fuser {
+    Plan *p;
+    FuseLevel level;
+    int cap;                /* node capacity of each group */
+} Fuser;
+
+static const Node *node(const Fuser *f, int id) { return f->p->g->n[id]; }
+
+static int new_group(Fuser *f, GroupKind kind, int anchor)
+{
+    Plan *p = f->p;
+    p->groups = util_grow(p->groups, sizeof(Group) * (size_t)p->ngroups, sizeof(Group) * (size_t)(p->ngroups + 1));
+    Group *gr = &p->groups[p->ngroups];
+    gr->kind = kind;
+    gr->anchor = anchor;
+    gr->nodes = util_alloc(sizeof(int) * (size_t)f->cap);
+    return p->ngroups++;
+}
+
+static void add(Fuser *f, int grp, int id)
+{
+    Group *gr = &f->p->groups[grp];
+    /* keep the node list topological: insertion sort by id */
+    int k = gr->nnodes++;
+    while (k > 0 && gr->nodes[k - 1] > id) {
+        gr->nodes[k] = gr->nodes[k - 1];
+        k--;
+    }
+    gr->nodes[k] = id;
+    f->p->group_of[id] = grp;
+}
+
+/* ---- legality predicates ---------------------------------------------- */
+
+/* x's value is needed by exactly one node and by nothing after the plan. */
+static int single_consumer(const Fuser *f, int x)
+{
+    const Node *n = node(f, x);
+    return f->p->nuse[x] == 1 && !f->p->is_root[x] && n->grad_of < 0 && n->op != OP_PARAM;
+}
+
+/* c is the consumer of x in the plan (x has one consumer). */
+static int consumer_of(const Fuser *f, int x)
+{
+    const Plan *p = f->p;
+    for (int k = 0; k < p->norder; k++) {
+        const Node *c = node(f, p->order[k]);
+        for (int j = 0; j < c->nin; j++)
+            if (c->in[j] == x)
+                return c->id;
+    }
+    return -1;
+}
+
+/* Every input of c from outside group grp is produced before the group
+ * starts, so running the whole group at its first node's slot is valid. */
+static int inputs_ready(const Fuser *f, int c, int grp)
+{
+    const Group *gr = &f->p->groups[grp];
+    const Node *n = node(f, c);
+    for (int j = 0; j < n->nin; j++) {
+        int x = n->in[j];
+        if (f->p->group_of[x] == grp)
+            continue;
+        if (plan_source(f->p, x) >= gr->nodes[0] && node(f, x)->op != OP_PARAM)
+            return 0;
+    }
+    return 1;
+}
+
+/* c iterates over the same elements as x (no broadcast of the result). */
+static int same_space(const Fuser *f, int c, int x)
+{
+    return op_kind[node(f, c)->op] == K_EW && ir_same_shape(&node(f, c)->shape, &node(f, x)->shape);
+}
+
+/* A reduction may join the group computing its input when it reduces that
+ * input's full iteration space; its result must not feed back into the
+ * group (no reduce-then-broadcast inside one kernel), which holds because
+ * consumers of the reduction come later and are never absorbed. */
+static int reduction_of_group(const Fuser *f, int r, int grp)
+{
+    const Node *rn = node(f, r);
+    if (op_kind[rn->op] != K_RED || f->p->group_of[r] >= 0)
+        return 0;
+    int x = rn->in[0];
+    if (f->p->group_of[x] != grp)
+        return 0;
+    const Group *gr = &f->p->groups[grp];
+    const Shape *space = &node(f, gr->anchor >= 0 ? gr->anchor : gr->nodes[0])->shape;
+    if (gr->kind == G_ROW)
+        return rn->op == OP_SUM_ALL ? node(f, x)->shape.rank == 1 : ir_same_shape(&node(f, x)->shape, space);
+    return rn->op == OP_SUM_ROWS && ir_same_shape(&node(f, x)->shape, space) && space->rank == 2;
+}
+
+/* ---- grouping ----------------------------------------------------------- */
+
+static void absorb_chain(Fuser *f, int grp, int cur)
+{
+    for (;;) {
+        if (!single_consumer(f, cur))
+            return;
+        int c = consumer_of(f, cur);
+        if (c < 0 || f->p->group_of[c] >= 0 || !same_space(f, c, cur) || !inputs_ready(f, c, grp))
+            return;
+        add(f, grp, c);
+        cur = c;
+    }
+}
+
+static void absorb_reductions(Fuser *f, int grp)
+{
+    const Plan *p = f->p;
+    for (int k = 0; k < p->norder; k++)
+        if (reduction_of_group(f, p->order[k], grp))
+            add(f, grp, p->order[k]);
+}
+
+static void absorb_row_ops(Fuser *f, int grp, int anchor)
+{
+    const Node *a = node(f, anchor);
+    const Plan *p = f->p;
+    for (int k = 0; k < p->norder; k++) {
+        const Node *c = node(f, p->order[k]);
+        if (p->group_of[c->id] < 0 && op_kind[c->op] == K_ROW && c->in[0] == a->in[0] && c->in[1] == a->in[1])
+            add(f, grp, c->id);
+    }
+}
+
+static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp)
+{
+    const Node *n = node(f, id);
+    int all = f->level == FUSE_ALL, grp;
+    switch (op_kind[n->op]) {
+    case K_PARAM:
+    case K_VIEW:
+        return;
+    case K_DATA:
+        if (*data_grp < 0 || !all)
+            *data_grp = new_group(f, G_DATA, -1);
+        add(f, *data_grp, id);
+        return;
+    case K_OPT:
+        if (*opt_grp < 0 || !all)
+            *opt_grp = new_group(f, G_OPT, -1);
+        add(f, *opt_grp, id);
+        return;
+    case K_MATMUL:
+        grp = new_group(f, G_MATMUL, id);
+        add(f, grp, id);
+        if (all) {
+            absorb_chain(f, grp, id);
+            absorb_reductions(f, grp);
+        }
+        return;
+    case K_ROW:
+        grp = new_group(f, G_ROW, id);
+        add(f, grp, id);
+        if (all) {
+            absorb_row_ops(f, grp, id);
+            absorb_reductions(f, grp);
+        }
+        return;
+    case K_EW:
+        grp = new_group(f, G_EW, -1);
+        add(f, grp, id);
+        if (f->level != FUSE_NONE)
+            absorb_chain(f, grp, id);
+        if (all)
+            absorb_reductions(f, grp);
+        return;
+    case K_RED:
+        grp = new_group(f, G_RED, -1);
+        add(f, grp, id);
+        return;
+    }
+}
+
+static void name_groups(Plan *p)
+{
+    for (int i = 0; i < p->ngroups; i++) {
+        Group *gr = &p->groups[i];
+        char buf[160];
+        size_t k = (size_t)snprintf(buf, sizeof buf, "%c%d", p->name[0], i);
+        Op last = OP_COUNT;
+        int reps = 0;
+        for (int j = 0; j <= gr->nnodes; j++) {
+            Op op = j < gr->nnodes ? p->g->n[gr->nodes[j]]->op : OP_COUNT;
+            if (op == last && j < gr->nnodes) {
+                reps++;
+                continue;
+            }
+            if (last != OP_COUNT && k < sizeof buf) {
+                k += (size_t)snprintf(buf + k, sizeof buf - k, "_%s", op_text[last]);
+                if (reps > 1 && k < sizeof buf)
+                    k += (size_t)snprintf(buf + k, sizeof buf - k, "_x%d", reps);
+            }
+            last = op;
+            reps = 1;
+        }
+        gr->name = util_strdup(buf);
+    }
+}
+
+void fuse_plan(Plan *p, FuseLevel level)
+{
+    Fuser f = {p, level, p->norder + 1};
+    int data_grp = -1, opt_grp = -1;
+    for (int k = 0; k < p->norder; k++)
+        if (p->group_of[p->order[k]] < 0)
+            group_node(&f, p->order[k], &data_grp, &opt_grp);
+    name_groups(p);
+}

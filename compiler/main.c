@@ -1,0 +1,211 @@
+/* main.c: the cddpc driver. The pipeline reads top to bottom as a flat
+ * list of passes with the IR verifier between them; -d PASS dumps the
+ * IR after that pass. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cddpc.h"
+
+#define CDDPC_VERSION "0.1.0"
+
+typedef struct Options {
+    const char *input, *output, *emit_dir;
+    int report;
+    FuseLevel fusion;
+    char dump[8][16];
+    int ndump;
+} Options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: cddpc MODEL.net [-o PROGRAM] [options]\n"
+            "  -o PROGRAM         write the training executable (default: MODEL without .net)\n"
+            "  --emit c DIR       write the generated C kernels to DIR/program.c\n"
+            "  --report           list the kernels of one training and eval step\n"
+            "  --fusion=LEVEL     none | elementwise | all (default all)\n"
+            "  -d PASS            dump the IR after PASS: sema, autodiff, fuse, memplan\n"
+            "  --version, --help\n");
+}
+
+static _Noreturn void bad_usage(const char *msg, const char *arg)
+{
+    fprintf(stderr, "cddpc: error: %s%s%s\n", msg, arg ? " " : "", arg ? arg : "");
+    fprintf(stderr, "try 'cddpc --help'\n");
+    exit(2);
+}
+
+static Options parse_args(int argc, char **argv)
+{
+    Options o = {.fusion = FUSE_ALL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--version")) {
+            printf("cddpc %s\n", CDDPC_VERSION);
+            exit(0);
+        } else if (!strcmp(a, "-o")) {
+            if (++i >= argc)
+                bad_usage("-o needs a file name", NULL);
+            o.output = argv[i];
+        } else if (!strcmp(a, "--emit")) {
+            if (i + 2 >= argc || strcmp(argv[i + 1], "c"))
+                bad_usage("--emit takes a target and a directory: --emit c DIR", NULL);
+            o.emit_dir = argv[i + 2];
+            i += 2;
+        } else if (!strcmp(a, "--report")) {
+            o.report = 1;
+        } else if (!strncmp(a, "--fusion=", 9)) {
+            const char *l = a + 9;
+            if (!strcmp(l, "none")) o.fusion = FUSE_NONE;
+            else if (!strcmp(l, "elementwise")) o.fusion = FUSE_ELEMENTWISE;
+            else if (!strcmp(l, "all")) o.fusion = FUSE_ALL;
+            else bad_usage("unknown fusion level (none, elementwise, all):", l);
+        } else if (!strcmp(a, "-d")) {
+            if (++i >= argc)
+                bad_usage("-d needs a pass name", NULL);
+            const char *passes[] = {"sema", "autodiff", "fuse", "memplan"};
+            int ok = 0;
+            for (size_t k = 0; k < 4; k++)
+                ok |= !strcmp(argv[i], passes[k]);
+            if (!ok)
+                bad_usage("unknown pass (sema, autodiff, fuse, memplan):", argv[i]);
+            if (o.ndump < 8)
+                snprintf(o.dump[o.ndump++], sizeof o.dump[0], "%s", argv[i]);
+        } else if (a[0] == '-' && a[1]) {
+            bad_usage("unknown option", a);
+        } else if (o.input) {
+            bad_usage("more than one model file:", a);
+        } else {
+            o.input = a;
+        }
+    }
+    if (!o.input)
+        bad_usage("no model file given", NULL);
+    return o;
+}
+
+static int dumping(const Options *o, const char *pass)
+{
+    for (int i = 0; i < o->ndump; i++)
+        if (!strcmp(o->dump[i], pass))
+            return 1;
+    return 0;
+}
+
+static void verify(const Graph *g, const char *after)
+{
+    if (ir_verify(g, after))
+        diag_ice("IR verification failed after %s", after);
+}
+
+static char *read_model(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "cddpc: error: cannot open '%s': %s\n", path, strerror(errno));
+        exit(1);
+    }
+    if (S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "cddpc: error: '%s' is a directory, not a model file\n", path);
+        exit(1);
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cddpc: error: cannot open '%s': %s\n", path, strerror(errno));
+        exit(1);
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = util_alloc(cap + 1);
+    for (size_t r; (r = fread(buf + len, 1, cap - len, f)) > 0;) {
+        len += r;
+        if (len == cap) {
+            buf = util_grow(buf, cap + 1, 2 * cap + 1);
+            cap *= 2;
+        }
+    }
+    if (ferror(f)) {
+        fprintf(stderr, "cddpc: error: cannot read '%s': %s\n", path, strerror(errno));
+        exit(1);
+    }
+    fclose(f);
+    if (memchr(buf, 0, len)) {
+        fprintf(stderr, "cddpc: error: '%s' is not a text file (it contains NUL bytes)\n", path);
+        exit(1);
+    }
+    buf[len] = 0;
+    return buf;
+}
+
+static char *default_output(const char *in)
+{
+    const char *base = strrchr(in, '/');
+    base = base ? base + 1 : in;
+    char *out = util_strdup(base);
+    size_t n = strlen(out);
+    if (n > 4 && !strcmp(out + n - 4, ".net"))
+        out[n - 4] = 0;
+    else
+        out = util_fmt("%s.out", out);
+    return out;
+}
+
+int main(int argc, char **argv)
+{
+    Options o = parse_args(argc, argv);
+    const char *out = o.output;
+    if (!out && !o.emit_dir && !o.report && !o.ndump)
+        out = default_output(o.input);
+    if (out)
+        unlink(out);        /* a failed compile leaves no stale program behind */
+
+    Program *prog = front_compile(o.input, read_model(o.input));
+    if (!prog)
+        return 1;
+    Graph *g = prog->g;
+    verify(g, "sema");
+    if (dumping(&o, "sema"))
+        ir_dump(stdout, g);
+
+    ad_train_step(prog);
+    verify(g, "autodiff");
+    if (dumping(&o, "autodiff"))
+        ir_dump(stdout, g);
+
+    int nroots = 0, *roots = util_alloc(sizeof(int) * (size_t)(g->nparam + 2));
+    roots[nroots++] = g->loss_sum;
+    for (int i = 0; i < g->nparam; i++)
+        if (g->updates[i] >= 0)
+            roots[nroots++] = g->updates[i];
+    Plan *train = plan_new(g, "train", roots, nroots);
+    Plan *eval = plan_new(g, "eval", (int[]){g->loss_sum, g->correct_sum}, 2);
+
+    fuse_plan(train, o.fusion);
+    fuse_plan(eval, o.fusion);
+    verify(g, "fuse");
+    if (dumping(&o, "fuse")) {
+        plan_dump_groups(stdout, train);
+        plan_dump_groups(stdout, eval);
+    }
+
+    mem_plan(train);
+    mem_plan(eval);
+    verify(g, "memplan");
+    if (dumping(&o, "memplan")) {
+        mem_dump(stdout, train);
+        mem_dump(stdout, eval);
+    }
+    if (o.report) {
+        plan_report(stdout, train, prog->train.batch);
+        plan_report(stdout, eval, prog->train.batch);
+    }
+
+    if (emit_program(prog, train, eval, o.input, out, o.emit_dir) != 0)
+        return 1;
+    return 0;
+}

@@ -1,0 +1,154 @@
+/* memplan.c: where every value of a plan lives.
+ *
+ * Parameters, gradients and optimizer state sit in slabs with one offset
+ * per parameter, so the optimizer is one loop over a range and (later)
+ * gradient buckets are just slab ranges. Everything else that must be
+ * materialized gets a buffer in the batch-proportional arena (act) or in
+ * fixed scratch, packed first-fit by size over liveness intervals measured
+ * in kernels: two values share memory when no kernel sees both alive.
+ * act offsets are in floats per sample, so one packing fits any batch. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cddpc.h"
+
+#define ALIGN 16            /* floats: 64-byte alignment of every buffer */
+
+static int64_t align_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+typedef struct Live {
+    int node;
+    int64_t size;
+    int def, last;          /* group indices, inclusive */
+} Live;
+
+static int by_size_desc(const void *a, const void *b)
+{
+    const Live *x = a, *y = b;
+    if (x->size != y->size)
+        return x->size < y->size ? 1 : -1;
+    return x->node - y->node;
+}
+
+/* First-fit placement of intervals; returns the arena size. */
+static int64_t place(Plan *p, Live *lv, int nlv)
+{
+    qsort(lv, (size_t)nlv, sizeof *lv, by_size_desc);
+    int64_t top = 0;
+    for (int i = 0; i < nlv; i++) {
+        int64_t off = 0;
+        for (int moved = 1; moved;) {
+            moved = 0;
+            for (int j = 0; j < i; j++) {
+                const Buf *b = &p->buf[lv[j].node];
+                int time = lv[j].def <= lv[i].last && lv[i].def <= lv[j].last;
+                int space = b->off < off + lv[i].size && off < b->off + b->size;
+                if (time && space) {
+                    off = align_up(b->off + b->size);
+                    moved = 1;
+                }
+            }
+        }
+        p->buf[lv[i].node].off = off;
+        if (off + lv[i].size > top)
+            top = off + lv[i].size;
+    }
+    return top;
+}
+
+void mem_plan(Plan *p)
+{
+    Graph *g = p->g;
+    p->buf = util_alloc(sizeof(Buf) * (size_t)g->nn);
+    p->param_off = util_alloc(sizeof(int64_t) * (size_t)(g->nparam + 1));
+    for (int i = 0; i < g->nparam; i++) {
+        p->param_off[i] = p->param_floats;
+        p->param_floats = align_up(p->param_floats + ir_numel(&g->n[g->params[i]]->shape, 1));
+    }
+
+    /* A GEMM whose raw result nobody else reads writes straight into the
+     * buffer of its epilogue's materialized output, updated in place. */
+    for (int i = 0; i < p->ngroups; i++) {
+        Group *gr = &p->groups[i];
+        gr->gemm_out = gr->kind == G_MATMUL ? gr->anchor : -1;
+        if (gr->kind != G_MATMUL || plan_uses_outside(p, gr->anchor))
+            continue;
+        for (int k = gr->nnodes - 1; k > 0; k--) {
+            const Node *n = g->n[gr->nodes[k]];
+            if (op_kind[n->op] == K_EW && plan_uses_outside(p, n->id)
+                && ir_same_shape(&n->shape, &g->n[gr->anchor]->shape)) {
+                gr->gemm_out = n->id;
+                break;
+            }
+        }
+    }
+
+    int *last = util_alloc(sizeof(int) * (size_t)g->nn);
+    for (int k = 0; k < p->norder; k++) {
+        int id = p->order[k];
+        const Node *n = g->n[id];
+        last[id] = p->is_root[id] ? p->ngroups : p->group_of[id];
+        for (int j = 0; j < n->nin; j++) {
+            int src = plan_source(p, n->in[j]);
+            int use = p->group_of[id] >= 0 ? p->group_of[id] : last[id];
+            if (use > last[src])
+                last[src] = use;
+        }
+    }
+
+    Live *act = util_alloc(sizeof(Live) * (size_t)g->nn), *fix = util_alloc(sizeof(Live) * (size_t)g->nn);
+    int nact = 0, nfix = 0;
+    for (int k = 0; k < p->norder; k++) {
+        int id = p->order[k];
+        const Node *n = g->n[id];
+        Buf *b = &p->buf[id];
+        if (n->op == OP_PARAM) {
+            *b = (Buf){B_PARAM, p->param_off[n->param], ir_numel(&n->shape, 1)};
+        } else if (n->op == OP_SGD) {
+            p->buf[id] = p->buf[n->in[0]];
+        } else if (n->grad_of >= 0) {
+            *b = (Buf){B_GRAD, p->param_off[g->n[n->grad_of]->param], ir_numel(&n->shape, 1)};
+        } else if (n->op == OP_SUM_ALL) {
+            *b = (Buf){B_STAT, p->nstat++, 1};
+        } else if (op_kind[n->op] == K_VIEW) {
+            continue;       /* aliased below, once its source is placed */
+        } else {
+            int grp = p->group_of[id];
+            int needed = plan_uses_outside(p, id) || (grp >= 0 && p->groups[grp].gemm_out == id);
+            if (!needed)
+                continue;
+            Live l = {id, align_up(ir_row_elems(&n->shape)), grp, last[id]};
+            if (ir_batched(&n->shape)) {
+                b->cls = B_ACT;
+                act[nact++] = l;
+            } else {
+                b->cls = B_FIX;
+                fix[nfix++] = l;
+            }
+            b->size = l.size;
+        }
+    }
+    p->act_units = place(p, act, nact);
+    p->fix_floats = place(p, fix, nfix);
+    for (int k = 0; k < p->norder; k++) {
+        int id = p->order[k];
+        if (op_kind[g->n[id]->op] == K_VIEW)
+            p->buf[id] = p->buf[plan_source(p, id)];
+    }
+}
+
+static const char *const cls_text[] = {"-", "act", "fix", "param", "grad", "stat"};
+
+void mem_dump(FILE *f, const Plan *p)
+{
+    fprintf(f, "plan %s: act %lld floats/sample, fix %lld floats, %d stats, params %lld floats\n", p->name,
+            (long long)p->act_units, (long long)p->fix_floats, p->nstat, (long long)p->param_floats);
+    for (int k = 0; k < p->norder; k++) {
+        int id = p->order[k];
+        const Buf *b = &p->buf[id];
+        if (b->cls == B_NONE)
+            continue;
+        fprintf(f, "  %%%d %-10s %-5s off %lld size %lld%s\n", id, op_text[p->g->n[id]->op], cls_text[b->cls],
+                (long long)b->off, (long long)b->size, b->cls == B_ACT ? " x N" : "");
+    }
+}

@@ -1,0 +1,75 @@
+/* plan.c: a plan is the part of the graph one program entry point runs
+ * (the training step or the evaluation step), with its fusion groups and
+ * its buffers. Both plans share the graph and the parameter slab. */
+#include <string.h>
+
+#include "cddpc.h"
+
+Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots)
+{
+    Plan *p = util_alloc(sizeof *p);
+    p->name = name;
+    p->g = g;
+    p->in_plan = util_alloc((size_t)g->nn);
+    p->is_root = util_alloc((size_t)g->nn);
+    for (int i = 0; i < nroots; i++)
+        if (roots[i] >= 0)
+            p->in_plan[roots[i]] = p->is_root[roots[i]] = 1;
+    /* Node ids are topological, so one backwards sweep marks everything a
+     * root depends on. */
+    for (int i = g->nn - 1; i >= 0; i--)
+        if (p->in_plan[i])
+            for (int k = 0; k < g->n[i]->nin; k++)
+                p->in_plan[g->n[i]->in[k]] = 1;
+    p->order = util_alloc(sizeof(int) * (size_t)g->nn);
+    p->nuse = util_alloc(sizeof(int) * (size_t)g->nn);
+    for (int i = 0; i < g->nn; i++) {
+        if (!p->in_plan[i])
+            continue;
+        p->order[p->norder++] = i;
+        for (int k = 0; k < g->n[i]->nin; k++)
+            p->nuse[g->n[i]->in[k]]++;
+    }
+    p->group_of = util_alloc(sizeof(int) * (size_t)g->nn);
+    for (int i = 0; i < g->nn; i++)
+        p->group_of[i] = -1;
+    return p;
+}
+
+/* The group a value is really produced in: views belong to their source. */
+int plan_source(const Plan *p, int node)
+{
+    while (op_kind[p->g->n[node]->op] == K_VIEW)
+        node = p->g->n[node]->in[0];
+    return node;
+}
+
+/* Must the value of `node` live in memory? Yes when a root, a parameter,
+ * a gradient, or when anything outside its own group reads it. */
+int plan_uses_outside(const Plan *p, int node)
+{
+    const Graph *g = p->g;
+    const Node *n = g->n[node];
+    if (p->is_root[node] || n->op == OP_PARAM || n->grad_of >= 0 || n->op == OP_SUM_ALL)
+        return 1;
+    int grp = p->group_of[node];
+    for (int k = 0; k < p->norder; k++) {
+        const Node *c = g->n[p->order[k]];
+        for (int j = 0; j < c->nin; j++)
+            if (c->in[j] == node && (grp < 0 || p->group_of[c->id] != grp))
+                return 1;
+    }
+    return 0;
+}
+
+void plan_dump_groups(FILE *f, const Plan *p)
+{
+    fprintf(f, "plan %s: %d kernels\n", p->name, p->ngroups);
+    for (int i = 0; i < p->ngroups; i++) {
+        const Group *gr = &p->groups[i];
+        fprintf(f, "  %s:", gr->name);
+        for (int k = 0; k < gr->nnodes; k++)
+            fprintf(f, " %s%%%d", op_text[p->g->n[gr->nodes[k]]->op], gr->nodes[k]);
+        fprintf(f, "\n");
+    }
+}
