@@ -14,6 +14,7 @@ void *util_alloc(size_t n);                  /* zeroed; exits 1 on OOM */
 void *util_grow(void *p, size_t old, size_t n);
 char *util_strdup(const char *s);
 char *util_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *util_cfloat(double v);                /* C float literal: 0.01f, 0.0f */
 
 /* ---- diag.c: diagnostics --------------------------------------------- */
 typedef struct Loc {

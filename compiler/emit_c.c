@@ -246,8 +246,8 @@ static void emit_data(const Em *m, const Program *prog)
         fprintf(f, "    for (int64_t i = 0; i < n; i++) {\n");
         fprintf(f, "        const uint8_t *src = e->img + (int64_t)e->idx[i] * e->img_size;\n");
         fprintf(f, "        float *dst = b%d + i * %lld;\n", n->id, (long long)row);
-        fprintf(f, "        for (int64_t k = 0; k < %lld; k++) dst[k] = ((float)src[k] / 255.0f - %.9gf) / %.9gf;\n",
-                (long long)row, prog->train.norm_mean, prog->train.norm_std);
+        fprintf(f, "        for (int64_t k = 0; k < %lld; k++) dst[k] = ((float)src[k] / 255.0f - %s) / %s;\n",
+                (long long)row, util_cfloat(prog->train.norm_mean), util_cfloat(prog->train.norm_std));
         fprintf(f, "    }\n");
     }
 }
@@ -270,10 +270,14 @@ static void emit_opt(const Em *m, const Program *prog)
         fprintf(f, "    for (int64_t k = %lld; k < %lld; k++) {\n", (long long)b->off, (long long)(b->off + b->size));
         fprintf(f, "        float d = g[k];\n");
         if (t->weight_decay != 0.0)
-            fprintf(f, "        d += %.9gf * w[k];\n", t->weight_decay);
+            fprintf(f, "        d += %s * w[k];\n", util_cfloat(t->weight_decay));
         if (mom) {
-            fprintf(f, "        mb[k] = first ? d : %.9gf * mb[k] + %.9gf * d;\n", t->momentum, 1.0 - t->dampening);
-            fprintf(f, t->nesterov ? "        d += %.9gf * mb[k];\n" : "        d = mb[k];\n", t->momentum);
+            fprintf(f, "        mb[k] = first ? d : %s * mb[k] + %s * d;\n", util_cfloat(t->momentum),
+                    util_cfloat(1.0 - t->dampening));
+            if (t->nesterov)
+                fprintf(f, "        d += %s * mb[k];\n", util_cfloat(t->momentum));
+            else
+                fprintf(f, "        d = mb[k];\n");
         }
         fprintf(f, "        w[k] -= lr * d;\n    }\n");
     }

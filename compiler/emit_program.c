@@ -5,7 +5,6 @@
  * that hands them to the runtime. It is compiled by the system C compiler
  * and linked with libcddprt.a into one self-contained executable. The
  * output appears only when everything succeeded (temp file + rename). */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -83,10 +82,11 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     emit_plan_init(f, eval, "eval", g);
     fprintf(f, "    .in_c = %d, .in_h = %d, .in_w = %d, .nclass = %d,\n", prog->in_c, prog->in_h, prog->in_w,
             prog->nclass);
-    fprintf(f, "    .data_dir = %s,\n    .norm_mean = %.9gf, .norm_std = %.9gf,\n", c_string(t->data_dir),
-            t->norm_mean, t->norm_std);
-    fprintf(f, "    .reduction = %d,\n    .lr = %.9gf, .momentum = %.9gf, .dampening = %.9gf, .weight_decay = %.9gf,\n",
-            t->reduction, t->lr, t->momentum, t->dampening, t->weight_decay);
+    fprintf(f, "    .data_dir = %s,\n    .norm_mean = %s, .norm_std = %s,\n", c_string(t->data_dir),
+            util_cfloat(t->norm_mean), util_cfloat(t->norm_std));
+    fprintf(f, "    .reduction = %d,\n    .lr = %s, .momentum = %s, .dampening = %s, .weight_decay = %s,\n",
+            t->reduction, util_cfloat(t->lr), util_cfloat(t->momentum), util_cfloat(t->dampening),
+            util_cfloat(t->weight_decay));
     fprintf(f, "    .nesterov = %d,\n    .batch = %d, .epochs = %d, .shuffle = %d, .drop_last = %d,\n", t->nesterov,
             t->batch, t->epochs, t->shuffle, t->drop_last);
     fprintf(f, "    .seed = %lluull,\n};\n\n", (unsigned long long)t->seed);

@@ -106,8 +106,8 @@ static int reduction_of_group(const Fuser *f, int r, int grp)
         return 0;
     const Group *gr = &f->p->groups[grp];
     const Shape *space = &node(f, gr->anchor >= 0 ? gr->anchor : gr->nodes[0])->shape;
-    if (gr->kind == G_ROW)
-        return rn->op == OP_SUM_ALL ? node(f, x)->shape.rank == 1 : ir_same_shape(&node(f, x)->shape, space);
+    if (gr->kind == G_ROW)   /* loss/accuracy sums, and the bias gradient from ce_grad */
+        return rn->op == OP_SUM_ALL ? node(f, x)->shape.rank == 1 : node(f, x)->op == OP_CE_GRAD;
     return rn->op == OP_SUM_ROWS && ir_same_shape(&node(f, x)->shape, space) && space->rank == 2;
 }
 

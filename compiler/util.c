@@ -44,3 +44,12 @@ char *util_fmt(const char *fmt, ...)
     va_end(ap);
     return s;
 }
+
+/* A float as a C literal that round-trips through float (9 digits). */
+char *util_cfloat(double v)
+{
+    char *s = util_fmt("%.9g", v);
+    if (!strpbrk(s, ".eEn"))        /* 0 -> 0.0f; inf/nan never reach here */
+        s = util_fmt("%s.0", s);
+    return util_fmt("%sf", s);
+}
