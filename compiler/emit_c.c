@@ -6,6 +6,7 @@
  * elementwise chains and row reductions become one loop nest each, with
  * OpenMP over rows (or over column blocks when the group reduces rows, so
  * every thread owns its own accumulators and results are deterministic). */
+#include <stdint.h>
 #include <string.h>
 
 #include "cddpc.h"
@@ -252,6 +253,27 @@ static void emit_data(const Em *m, const Program *prog)
     }
 }
 
+/* torch.optim.SGD over slab elements [lo, hi): weight decay, then momentum
+ * (buffer = grad on the first step), then the nesterov look-ahead;
+ * p -= lr * d. */
+static void emit_sgd_loop(FILE *f, const TrainCfg *t, int64_t lo, int64_t hi)
+{
+    fprintf(f, "    #pragma omp parallel for simd schedule(static) if (%lld >= 65536)\n", (long long)(hi - lo));
+    fprintf(f, "    for (int64_t k = %lld; k < %lld; k++) {\n", (long long)lo, (long long)hi);
+    fprintf(f, "        float d = g[k];\n");
+    if (t->weight_decay != 0.0)
+        fprintf(f, "        d += %s * w[k];\n", util_cfloat(t->weight_decay));
+    if (t->momentum != 0.0) {
+        fprintf(f, "        mb[k] = first ? d : %s * mb[k] + %s * d;\n", util_cfloat(t->momentum),
+                util_cfloat(1.0 - t->dampening));
+        if (t->nesterov)
+            fprintf(f, "        d += %s * mb[k];\n", util_cfloat(t->momentum));
+        else
+            fprintf(f, "        d = mb[k];\n");
+    }
+    fprintf(f, "        w[k] -= lr * d;\n    }\n");
+}
+
 static void emit_opt(const Em *m, const Program *prog)
 {
     FILE *f = m->f;
@@ -261,25 +283,22 @@ static void emit_opt(const Em *m, const Program *prog)
     if (mom)
         fprintf(f, "    float *const mb = e->opt;\n    const int first = e->step == 0;\n");
     fprintf(f, "    const float lr = e->lr;\n");
+    /* When the group's parameters are consecutive in the slab (the gaps
+     * between them are alignment padding, zero in param, grad and opt, so
+     * updating them is a no-op), one loop covers the whole range. A
+     * parameter forward never reads has no update (PyTorch skips grad None),
+     * so a run broken by one gets a loop per parameter. */
+    const Graph *g = m->p->g;
+    int run = 1;
+    for (int k = 1; k < m->gr->nnodes; k++)
+        run &= g->n[nd(m, m->gr->nodes[k])->in[0]]->param == g->n[nd(m, m->gr->nodes[k - 1])->in[0]]->param + 1;
     for (int k = 0; k < m->gr->nnodes; k++) {
-        const Node *n = nd(m, m->gr->nodes[k]);
-        const Buf *b = &m->p->buf[n->in[0]];
-        /* torch.optim.SGD: weight decay, then momentum (buffer = grad on the
-         * first step), then nesterov look-ahead; p -= lr * d */
-        fprintf(f, "    #pragma omp parallel for simd schedule(static) if (%lld >= 65536)\n", (long long)b->size);
-        fprintf(f, "    for (int64_t k = %lld; k < %lld; k++) {\n", (long long)b->off, (long long)(b->off + b->size));
-        fprintf(f, "        float d = g[k];\n");
-        if (t->weight_decay != 0.0)
-            fprintf(f, "        d += %s * w[k];\n", util_cfloat(t->weight_decay));
-        if (mom) {
-            fprintf(f, "        mb[k] = first ? d : %s * mb[k] + %s * d;\n", util_cfloat(t->momentum),
-                    util_cfloat(1.0 - t->dampening));
-            if (t->nesterov)
-                fprintf(f, "        d += %s * mb[k];\n", util_cfloat(t->momentum));
-            else
-                fprintf(f, "        d = mb[k];\n");
+        const Buf *first = &m->p->buf[nd(m, m->gr->nodes[k])->in[0]], *last = first;
+        if (run) {
+            last = &m->p->buf[nd(m, m->gr->nodes[m->gr->nnodes - 1])->in[0]];
+            k = m->gr->nnodes;
         }
-        fprintf(f, "        w[k] -= lr * d;\n    }\n");
+        emit_sgd_loop(f, t, first->off, last->off + last->size);
     }
 }
 
@@ -292,7 +311,8 @@ void emit_c_kernels(FILE *f, const Plan *p, const Program *prog)
             fprintf(f, " %%%d", m.gr->nodes[k]);
         fprintf(f, " */\nstatic void %s(rt_exec *e)\n{\n", m.gr->name);
         fprintf(f, "    const int64_t n = e->n;\n    (void)n;\n");
-        declare_buffers(&m);
+        if (m.gr->kind != G_OPT)    /* the optimizer indexes the slabs directly */
+            declare_buffers(&m);
         switch (m.gr->kind) {
         case G_DATA: emit_data(&m, prog); break;
         case G_MATMUL: emit_matmul(&m); break;
