@@ -1,0 +1,41 @@
+/* rt_init.c: PyTorch's default parameter initialization.
+ *
+ * nn.Linear / nn.Conv2d reset_parameters() use
+ *   weight: kaiming_uniform_(a=sqrt(5)), i.e. bound = gain*sqrt(3/fan_in)
+ *           with gain = sqrt(2/(1+a^2)) = sqrt(1/3), so bound = 1/sqrt(fan_in)
+ *   bias:   uniform(-1/sqrt(fan_in), 1/sqrt(fan_in))
+ * so both kinds draw from U(-1/sqrt(fan_in), 1/sqrt(fan_in)); BatchNorm's
+ * weight is ONE and its bias ZERO. The distribution matches PyTorch; the
+ * exact values cannot (different generator), which is why --init exists. */
+#include "rt_internal.h"
+#include <math.h>
+
+void rt_init_params(const rt_model *m, float *param, uint64_t seed)
+{
+    for (int i = 0; i < m->nparam; i++) {
+        const rt_param *p = &m->params[i];
+        float *x = param + p->off;
+        switch (p->init) {
+        case RT_INIT_KAIMING_UNIFORM:
+        case RT_INIT_BIAS_UNIFORM: {
+            /* One stream per parameter name: adding or reordering layers
+             * leaves the other layers' initial values unchanged. */
+            rt_rng r;
+            rt_rng_init(&r, seed, rt_hash_str(p->name));
+            double b = p->fan_in > 0 ? 1.0 / sqrt((double)p->fan_in) : 0.0;
+            for (int64_t k = 0; k < p->numel; k++)
+                x[k] = (float)(b * (2.0 * rt_rng_uniform(&r) - 1.0));
+            break;
+        }
+        case RT_INIT_ONE:
+            for (int64_t k = 0; k < p->numel; k++)
+                x[k] = 1.0f;
+            break;
+        case RT_INIT_ZERO:
+        default:        /* rt_main rejects unknown kinds before we get here */
+            for (int64_t k = 0; k < p->numel; k++)
+                x[k] = 0.0f;
+            break;
+        }
+    }
+}

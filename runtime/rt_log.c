@@ -1,0 +1,172 @@
+/* rt_log.c: what a run reports while it trains.
+ *
+ *   stdout: one line per epoch (stable text, safe to grep)
+ *   stderr: a progress bar, only when stderr is a terminal, so logs and
+ *           pipes never fill with carriage-return noise
+ *   --metrics FILE.csv : one row per epoch
+ *   --step-log FILE.csv: one row per optimizer step
+ * CSV floats use %.9g, enough digits to round-trip a float exactly. Rows
+ * are flushed as they are written so a killed run still leaves its data. */
+#include "rt_internal.h"
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BAR_WIDTH 30
+#define BAR_PERIOD 0.1          /* seconds between redraws */
+
+const char *rt_prog = "cddp";
+
+static void vmsg(const char *kind, const char *fmt, va_list ap)
+{
+    char line[2048];
+    vsnprintf(line, sizeof line, fmt, ap);
+    /* One write per message, so parallel runs sharing a terminal do not
+     * interleave half lines. */
+    fprintf(stderr, "%s: %s: %s\n", rt_prog, kind, line);
+    fflush(stderr);
+}
+
+void rt_err(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg("error", fmt, ap);
+    va_end(ap);
+}
+
+void rt_warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg("warning", fmt, ap);
+    va_end(ap);
+}
+
+double rt_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static FILE *open_csv(const char *path, const char *header)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        rt_err("%s: cannot open for writing: %s", path, strerror(errno));
+        return NULL;
+    }
+    fprintf(f, "%s\n", header);
+    fflush(f);
+    return f;
+}
+
+int rt_log_open(rt_log *l, const rt_opts *o)
+{
+    memset(l, 0, sizeof *l);
+    l->tty = isatty(STDERR_FILENO);
+    l->metrics_path = o->metrics_path;
+    l->steplog_path = o->steplog_path;
+    /* Opened before training so a bad path fails in a second, not after
+     * an hour of training. */
+    if (o->metrics_path &&
+        !(l->metrics = open_csv(o->metrics_path,
+                                "epoch,train_loss,test_loss,test_acc,seconds,images_per_s")))
+        return -1;
+    if (o->steplog_path && !(l->steplog = open_csv(o->steplog_path, "step,epoch,loss"))) {
+        fclose(l->metrics);
+        l->metrics = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* printf writes a NaN with its sign bit as "-nan"; one spelling is
+ * easier on whoever parses the logs. */
+static double unsign_nan(double x) { return isnan(x) ? NAN : x; }
+
+void rt_log_step(rt_log *l, int64_t step, int epoch, double loss)
+{
+    if (l->steplog)
+        fprintf(l->steplog, "%lld,%d,%.9g\n", (long long)step, epoch, unsign_nan(loss));
+}
+
+static void bar_clear(rt_log *l)
+{
+    if (l->bar_drawn) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+        l->bar_drawn = 0;
+    }
+}
+
+void rt_log_progress(rt_log *l, int epoch, int epochs, int64_t done, int64_t total,
+                     double loss, int force)
+{
+    if (!l->tty || total <= 0)
+        return;
+    double now = rt_now();
+    if (!force && now - l->last_bar < BAR_PERIOD)
+        return;
+    l->last_bar = now;
+    int fill = (int)(BAR_WIDTH * (double)done / (double)total);
+    char bar[BAR_WIDTH + 1];
+    for (int i = 0; i < BAR_WIDTH; i++)
+        bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
+    bar[BAR_WIDTH] = 0;
+    fprintf(stderr, "\r\033[Kepoch %d/%d [%s] %lld/%lld  loss %.4f", epoch, epochs, bar,
+            (long long)done, (long long)total, loss);
+    fflush(stderr);
+    l->bar_drawn = 1;
+}
+
+void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss, double test_loss,
+                  double test_acc, double seconds, int64_t images)
+{
+    train_loss = unsign_nan(train_loss);
+    test_loss = unsign_nan(test_loss);
+    test_acc = unsign_nan(test_acc);
+    double ips = seconds > 0 ? (double)images / seconds : 0.0;
+    bar_clear(l);
+    printf("epoch %d/%d  train_loss %.4f  test_loss %.4f  test_acc %.4f  %.2f s  %.0f img/s\n",
+           epoch, epochs, train_loss, test_loss, test_acc, seconds, ips);
+    fflush(stdout);
+    if (l->metrics) {
+        fprintf(l->metrics, "%d,%.9g,%.9g,%.9g,%.9g,%.9g\n", epoch, train_loss, test_loss,
+                test_acc, seconds, ips);
+        fflush(l->metrics);
+    }
+    if (l->steplog)
+        fflush(l->steplog);
+}
+
+static int close_csv(FILE *f, const char *path)
+{
+    if (!f)
+        return 0;
+    int bad = ferror(f);
+    int e = errno;
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad) {
+        rt_err("%s: write error: %s", path, strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
+int rt_log_close(rt_log *l)
+{
+    bar_clear(l);
+    int rc = close_csv(l->metrics, l->metrics_path);
+    if (close_csv(l->steplog, l->steplog_path) != 0)
+        rc = -1;
+    l->metrics = l->steplog = NULL;
+    return rc;
+}

@@ -1,0 +1,399 @@
+/* rt_main.c: command-line options and the top-level flow of a program.
+ *
+ * Every compiled model is the same program around different kernels, so
+ * its options, messages and exit statuses live here, once:
+ *   0  success (also --help / --version)
+ *   1  the run failed: bad data or checkpoint, I/O error, no such backend
+ *   2  the command line is wrong
+ * The model's train block supplies the defaults; flags override them. */
+#include "rt_internal.h"
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef CDDP_NO_BLAS
+/* From OpenBLAS; declared here rather than via cblas.h, whose location
+ * differs between distributions. */
+void openblas_set_num_threads(int num_threads);
+#endif
+
+enum { OPT_DATA, OPT_DEVICE, OPT_THREADS, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_SEED,
+       OPT_SHUFFLE, OPT_DROP_LAST, OPT_MAX_STEPS, OPT_INIT, OPT_SAVE, OPT_METRICS,
+       OPT_STEP_LOG, OPT_HELP, OPT_VERSION };
+
+static const struct { const char *name; int id; int takes_value; } options[] = {
+    {"data", OPT_DATA, 1},       {"device", OPT_DEVICE, 1},     {"threads", OPT_THREADS, 1},
+    {"epochs", OPT_EPOCHS, 1},   {"batch", OPT_BATCH, 1},       {"lr", OPT_LR, 1},
+    {"seed", OPT_SEED, 1},       {"shuffle", OPT_SHUFFLE, 1},   {"drop-last", OPT_DROP_LAST, 0},
+    {"max-steps", OPT_MAX_STEPS, 1}, {"init", OPT_INIT, 1},     {"save", OPT_SAVE, 1},
+    {"metrics", OPT_METRICS, 1}, {"step-log", OPT_STEP_LOG, 1}, {"help", OPT_HELP, 0},
+    {"version", OPT_VERSION, 0},
+};
+
+static void usage(const rt_model *m, const rt_opts *d)
+{
+    printf("usage: %s [options]\n"
+           "Train model '%s' (compiled from %s) on an IDX dataset.\n\n"
+           "  --data DIR            dataset directory (default %s): train-images-idx3-ubyte,\n"
+           "                        train-labels-idx1-ubyte, t10k-*; each may be .gz\n"
+           "  --device cpu|cuda|auto  compute backend (default cpu; this build: cpu only)\n"
+           "  --threads N           BLAS/OpenMP threads (default: online CPUs, %d)\n"
+           "  --epochs N            epochs (default %d)\n"
+           "  --batch N             batch size (default %d)\n"
+           "  --lr X                learning rate (default %g)\n"
+           "  --seed N              seed for initialization and shuffling (default %llu)\n"
+           "  --shuffle on|off      reshuffle the training set each epoch (default %s)\n"
+           "  --drop-last[=on|off]  skip the last partial batch (default %s)\n"
+           "  --max-steps N         stop after N optimizer steps (then evaluate and save)\n"
+           "  --init FILE           load initial parameters from a safetensors file\n"
+           "  --save FILE           write final parameters as safetensors (F32)\n"
+           "  --metrics FILE        per-epoch CSV: epoch,train_loss,test_loss,test_acc,"
+           "seconds,images_per_s\n"
+           "  --step-log FILE       per-step CSV: step,epoch,loss\n"
+           "  --help, --version\n"
+           "Options take '--opt VALUE' or '--opt=VALUE'.\n",
+           rt_prog, m->name, m->source ? m->source : "?", d->data_dir, d->threads, d->epochs,
+           d->batch, (double)d->lr, (unsigned long long)d->seed, d->shuffle ? "on" : "off",
+           d->drop_last ? "on" : "off");
+}
+
+/* A usage error: the reason, then where to look; returns exit status 2. */
+static int bad_arg(const char *fmt, ...) RT_PRINTF(1, 2);
+static int bad_arg(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: error: %s\nTry '%s --help' for usage.\n", rt_prog, msg, rt_prog);
+    return 2;
+}
+
+/* Decimal integer in [lo, hi]; no spaces, no '+', no trailing junk. */
+static int parse_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    const char *digits = *v == '-' ? v + 1 : v;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (*digits < '0' || *digits > '9' || *end) {
+        bad_arg("--%s: expected an integer, got '%s'", opt, v);
+        return -1;
+    }
+    if (errno == ERANGE || x < lo || x > hi) {
+        bad_arg("--%s: must be between %lld and %lld, got '%s'", opt, (long long)lo,
+                (long long)hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_onoff(const char *opt, const char *v, int *out)
+{
+    if (!strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "1"))
+        *out = 1;
+    else if (!strcmp(v, "off") || !strcmp(v, "false") || !strcmp(v, "0"))
+        *out = 0;
+    else {
+        bad_arg("--%s: expected on or off, got '%s'", opt, v);
+        return -1;
+    }
+    return 0;
+}
+
+/* Returns -1 to go on, or the exit status (0 for --help/--version, 2 for
+ * a usage error). */
+static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
+{
+    const rt_opts defaults = *o;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || !a[2])
+            return bad_arg("unexpected argument '%s'%s", a,
+                           a[0] == '-' ? " (options start with '--')" : "");
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        int id = -1, takes = 0;
+        for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+            if (strlen(options[k].name) == nlen && !strncmp(options[k].name, name, nlen)) {
+                id = options[k].id;
+                takes = options[k].takes_value;
+                name = options[k].name;
+            }
+        if (id < 0)
+            return bad_arg("unknown option '%s'", a);
+        const char *v = eq ? eq + 1 : NULL;
+        if (takes && !v) {
+            if (i + 1 >= argc)
+                return bad_arg("option '--%s' needs a value", name);
+            v = argv[++i];
+        }
+        if (!takes && v && id != OPT_DROP_LAST)
+            return bad_arg("option '--%s' takes no value (got '%s')", name, v);
+        if (takes && !*v)
+            return bad_arg("option '--%s' needs a value, got an empty string", name);
+        int64_t x;
+        switch (id) {
+        case OPT_HELP:
+            usage(m, &defaults);
+            return 0;
+        case OPT_VERSION:
+            printf("%s: model '%s' from %s; cddp runtime %s (ABI %d, cpu)\n", rt_prog,
+                   m->name, m->source ? m->source : "?", RT_VERSION, RT_ABI_VERSION);
+            return 0;
+        case OPT_DATA:
+            o->data_dir = v;
+            break;
+        case OPT_DEVICE:
+            if (!strcmp(v, "cpu") || !strcmp(v, "auto"))
+                o->device_cuda = 0;
+            else if (!strcmp(v, "cuda"))
+                o->device_cuda = 1;
+            else
+                return bad_arg("--device: expected cpu, cuda or auto, got '%s'", v);
+            break;
+        case OPT_THREADS:
+            if (parse_int(name, v, 1, 4096, &x))
+                return 2;
+            o->threads = (int)x;
+            break;
+        case OPT_EPOCHS:
+            if (parse_int(name, v, 1, INT_MAX, &x))
+                return 2;
+            o->epochs = (int)x;
+            break;
+        case OPT_BATCH:
+            if (parse_int(name, v, 1, INT32_MAX, &x))
+                return 2;
+            o->batch = (int)x;
+            break;
+        case OPT_MAX_STEPS:
+            if (parse_int(name, v, 1, INT64_MAX, &x))
+                return 2;
+            o->max_steps = x;
+            break;
+        case OPT_SEED: {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(v, &end, 10);
+            if (*v < '0' || *v > '9' || *end || errno == ERANGE)
+                return bad_arg("--seed: expected a non-negative integer below 2^64, got '%s'", v);
+            o->seed = s;
+            break;
+        }
+        case OPT_LR: {
+            char *end;
+            errno = 0;
+            double d = strtod(v, &end);
+            if (*end || end == v || !isfinite(d) || d < 0 || errno == ERANGE ||
+                !isfinite((float)d))
+                return bad_arg("--lr: expected a non-negative finite number, got '%s'", v);
+            o->lr = (float)d;
+            break;
+        }
+        case OPT_SHUFFLE:
+            if (parse_onoff(name, v, &o->shuffle))
+                return 2;
+            break;
+        case OPT_DROP_LAST:
+            if (!v)
+                o->drop_last = 1;
+            else if (parse_onoff(name, v, &o->drop_last))
+                return 2;
+            break;
+        case OPT_INIT: o->init_path = v; break;
+        case OPT_SAVE: o->save_path = v; break;
+        case OPT_METRICS: o->metrics_path = v; break;
+        case OPT_STEP_LOG: o->steplog_path = v; break;
+        }
+    }
+    return -1;
+}
+
+/* The compiler and runtime are built separately; catch a mismatched or
+ * inconsistent table here instead of as memory corruption in a kernel. */
+static int check_model(const rt_model *m)
+{
+    const char *name = m->name ? m->name : "?";
+    if (m->abi != RT_ABI_VERSION) {
+        rt_err("model '%s' was compiled for runtime ABI %d, this runtime is ABI %d "
+               "(recompile it)", name, m->abi, RT_ABI_VERSION);
+        return -1;
+    }
+    if (m->nparam < 0 || (m->nparam && !m->params) || m->param_floats < 0 ||
+        m->opt_floats < 0) {
+        rt_err("model '%s' is malformed: bad parameter table", name);
+        return -1;
+    }
+    for (int i = 0; i < m->nparam; i++) {
+        const rt_param *p = &m->params[i];
+        int64_t n = 1;
+        for (int k = 0; k < p->rank && k < 4; k++)
+            n *= p->shape[k];
+        if (!p->name || p->rank < 0 || p->rank > 4 || n != p->numel || p->off < 0 ||
+            p->numel < 0 || p->off > m->param_floats - p->numel || p->init < 0 ||
+            p->init > RT_INIT_ONE) {
+            rt_err("model '%s' is malformed: parameter %d (%s) is inconsistent", name, i,
+                   p->name ? p->name : "?");
+            return -1;
+        }
+    }
+    const rt_plan *plans[2] = { &m->train, &m->eval };
+    for (int q = 0; q < 2; q++) {
+        const rt_plan *p = plans[q];
+        int ok = p->nk >= 0 && (p->nk == 0 || p->k) && p->act_units >= 0 &&
+                 p->fix_floats >= 0 && p->loss_stat >= 0 && p->loss_stat < p->nstat &&
+                 p->correct_stat >= -1 && p->correct_stat < p->nstat;
+        for (int k = 0; ok && k < p->nk; k++)
+            ok = p->k[k].fn != NULL;
+        if (!ok) {
+            rt_err("model '%s' is malformed: %s plan is inconsistent", name,
+                   q ? "eval" : "train");
+            return -1;
+        }
+    }
+    if (m->in_c <= 0 || m->in_h <= 0 || m->in_w <= 0 || m->nclass <= 0) {
+        rt_err("model '%s' is malformed: bad input shape or class count", name);
+        return -1;
+    }
+    return 0;
+}
+
+static void defaults_from_model(const rt_model *m, rt_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    o->data_dir = m->data_dir && *m->data_dir ? m->data_dir : ".";
+    o->threads = cpus > 0 ? (int)(cpus < 4096 ? cpus : 4096) : 1;
+    o->epochs = m->epochs > 0 ? m->epochs : 1;
+    o->batch = m->batch > 0 ? m->batch : 64;
+    o->lr = m->lr >= 0 && isfinite(m->lr) ? m->lr : 0.01f;
+    o->seed = m->seed;
+    o->shuffle = m->shuffle != 0;
+    o->drop_last = m->drop_last != 0;
+}
+
+/* OpenMP wait policy. The kernels mix OpenMP loops with OpenBLAS calls,
+ * and libgomp's default lets idle workers spin after each parallel loop.
+ * When the cores are shared at all (the BLAS pool, any other process),
+ * the spinning and the wake-ups cost a scheduler time slice per loop:
+ * measured on 2 cores with one busy, the compiled SimpleNet took 4.4-6.5 s
+ * for 200 steps with 2 threads under the default policy and 0.36-0.41 s
+ * with OMP_WAIT_POLICY=PASSIVE (1 thread: 0.35 s). Passive waiting costs a
+ * futex wake-up (microseconds) per parallel loop on an idle machine.
+ * libgomp reads the variable once, in its constructor, before main; and a
+ * .preinit_array hook cannot help, because libc's own initializer resets
+ * environ after it. So the program re-executes itself once with the
+ * variable set. Only with more than one thread (one thread never waits)
+ * and only when the user has not chosen a policy; if the exec fails, the
+ * run simply continues with libgomp's default. */
+static void passive_omp_wait(int threads, char **argv)
+{
+    if (threads <= 1 || getenv("OMP_WAIT_POLICY") || !argv || !argv[0])
+        return;
+    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0)
+        return;
+    fflush(stdout);
+    fflush(stderr);
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY");
+}
+
+static int check_data_dir(const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        rt_err("%s: cannot open data directory: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        rt_err("%s: data path is not a directory", dir);
+        return -1;
+    }
+    return 0;
+}
+
+int rt_main(const rt_model *m, int argc, char **argv)
+{
+    if (argc > 0 && argv[0] && *argv[0]) {
+        const char *s = strrchr(argv[0], '/');
+        rt_prog = s ? s + 1 : argv[0];
+    }
+    rt_opts o;
+    defaults_from_model(m, &o);
+    int st = parse_args(m, &o, argc, argv);
+    if (st >= 0)
+        return st;
+    if (check_model(m) != 0)
+        return 1;
+    if (o.device_cuda) {
+        rt_err("cuda backend not available in this build");
+        return 1;
+    }
+    passive_omp_wait(o.threads, argv);
+#ifndef CDDP_NO_BLAS
+    openblas_set_num_threads(o.threads);
+#endif
+    omp_set_num_threads(o.threads);
+
+    int rc = 1;
+    rt_log log;
+    rt_ws w;
+    rt_dataset train = {0}, test = {0};
+    memset(&w, 0, sizeof w);
+    /* Cheap checks first: a typo in a path should cost a second, not a
+     * data load and a training run. */
+    if (check_data_dir(o.data_dir) != 0 || (o.save_path && rt_st_check_writable(o.save_path)))
+        return 1;
+    if (rt_log_open(&log, &o) != 0)
+        return 1;
+    if (rt_ws_alloc_params(m, &w) != 0)
+        goto out;
+    rt_init_params(m, w.param, o.seed);
+    if (o.init_path && rt_st_load(m, o.init_path, w.param) != 0)
+        goto out;
+    if (rt_load_split(m, o.data_dir, "train", &train) != 0 ||
+        rt_load_split(m, o.data_dir, "t10k", &test) != 0)
+        goto out;
+
+    /* Arena rows: the batch, but never more than a whole split needs. */
+    int64_t most = train.n > test.n ? train.n : test.n;
+    int nmax = o.batch < most ? o.batch : (int)most;
+    if (rt_ws_alloc_batch(m, &w, nmax) != 0)
+        goto out;
+    if (o.drop_last && train.n < o.batch)
+        rt_warn("--drop-last with batch %d > %lld training samples: no step will be taken",
+                o.batch, (long long)train.n);
+
+    printf("model %s: %lld parameters  train %lld  test %lld  batch %d  lr %g  epochs %d"
+           "  seed %llu  threads %d\n", m->name, (long long)m->param_floats,
+           (long long)train.n, (long long)test.n, o.batch, (double)o.lr, o.epochs,
+           (unsigned long long)o.seed, o.threads);
+    fflush(stdout);
+    if (rt_train(m, &o, &w, &train, &test, &log) != 0)
+        goto out;
+    if (o.save_path && rt_st_save(m, o.save_path, w.param) != 0)
+        goto out;
+    rc = 0;
+out:
+    if (rt_log_close(&log) != 0)
+        rc = 1;
+    /* The epoch lines are results too: a full disk or closed pipe on
+     * stdout must not pass for success. */
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+        rt_err("write error on standard output: %s", strerror(errno));
+        rc = 1;
+    }
+    rt_dataset_free(&train);
+    rt_dataset_free(&test);
+    rt_ws_free(&w);
+    return rc;
+}

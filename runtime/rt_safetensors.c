@@ -1,0 +1,535 @@
+/* rt_safetensors.c: parameters in and out of safetensors files.
+ *
+ * Format: 8-byte little-endian header length N, N bytes of JSON
+ *   {"name":{"dtype":"F32","shape":[..],"data_offsets":[a,b]},...,
+ *    "__metadata__":{"k":"v"}}
+ * then the data region; a tensor's bytes are data[a..b), little-endian,
+ * row-major. Files written here load with safetensors.torch.load_file and
+ * straight into a PyTorch model's load_state_dict, and files PyTorch wrote
+ * load through --init.
+ *
+ * Loading trusts nothing: the header length is checked against the file
+ * size, every tensor entry is validated before any data is read, and each
+ * failure names the file and the reason. Saving is atomic (temp file in the
+ * same directory, fsync, rename) so a crash or full disk never leaves a
+ * half-written checkpoint under the final name. */
+#include "rt_internal.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_HEADER (100u << 20)     /* the reference implementation's limit */
+#define IO_FLOATS 65536
+
+/* ---------------------------------------------------------------- load -- */
+
+static int dtype_size(const rt_jnode *d)
+{
+    static const struct { const char *name; int size; } t[] = {
+        {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},
+        {"I16", 2}, {"I8", 1}, {"U8", 1}, {"U16", 2}, {"U32", 4}, {"U64", 8},
+        {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (rt_json_streq(d, t[i].name))
+            return t[i].size;
+    return 0;
+}
+
+static void fmt_shape(char *buf, size_t cap, int rank, const int64_t *dims)
+{
+    size_t l = 0;
+    l += (size_t)snprintf(buf + l, cap - l, "[");
+    for (int i = 0; i < rank && l < cap; i++)
+        l += (size_t)snprintf(buf + l, cap - l, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    if (l < cap)
+        snprintf(buf + l, cap - l, "]");
+}
+
+/* A tensor entry after validation. */
+typedef struct entry {
+    const rt_jnode *dtype;
+    int rank;
+    int64_t dims[8];
+    uint64_t a, b;
+} entry;
+
+/* Checks one header entry's structure against the data region size. */
+static int check_entry(const char *path, const rt_json *j, int id, uint64_t datasize, entry *e)
+{
+    const rt_jnode *n = &j->nodes[id];
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", (int)(n->klen > 100 ? 100 : n->klen), n->key);
+    if (n->type != RT_J_OBJ) {
+        rt_err("%s: corrupt header: entry \"%s\" is not an object", path, name);
+        return -1;
+    }
+    int d = rt_json_get(j, id, "dtype"), s = rt_json_get(j, id, "shape"),
+        o = rt_json_get(j, id, "data_offsets");
+    if (d < 0 || j->nodes[d].type != RT_J_STR || s < 0 || j->nodes[s].type != RT_J_ARR ||
+        o < 0 || j->nodes[o].type != RT_J_ARR) {
+        rt_err("%s: corrupt header: tensor \"%s\" needs string \"dtype\", array \"shape\" "
+               "and array \"data_offsets\"", path, name);
+        return -1;
+    }
+    e->dtype = &j->nodes[d];
+    e->rank = j->nodes[s].nchild;
+    if (e->rank > 8) {
+        rt_err("%s: tensor \"%s\" has rank %d, more than supported", path, name, e->rank);
+        return -1;
+    }
+    /* Element count in 128 bits' worth of care: each dim < 2^63, so stop
+     * as soon as the product passes the data region. */
+    uint64_t numel = 1;
+    int k = 0, too_big = 0;
+    for (int c = j->nodes[s].child; c >= 0; c = j->nodes[c].next, k++) {
+        const rt_jnode *dn = &j->nodes[c];
+        if (dn->type != RT_J_NUM || !dn->is_uint) {
+            rt_err("%s: corrupt header: shape of \"%s\" must hold non-negative integers",
+                   path, name);
+            return -1;
+        }
+        e->dims[k] = (int64_t)dn->u;
+        if (dn->u && numel > datasize / dn->u)
+            too_big = 1;
+        else
+            numel *= dn->u;
+    }
+    if (j->nodes[o].nchild != 2 || j->nodes[j->nodes[o].child].type != RT_J_NUM ||
+        !j->nodes[j->nodes[o].child].is_uint ||
+        j->nodes[j->nodes[j->nodes[o].child].next].type != RT_J_NUM ||
+        !j->nodes[j->nodes[j->nodes[o].child].next].is_uint) {
+        rt_err("%s: corrupt header: data_offsets of \"%s\" must be [begin, end] integers",
+               path, name);
+        return -1;
+    }
+    e->a = j->nodes[j->nodes[o].child].u;
+    e->b = j->nodes[j->nodes[j->nodes[o].child].next].u;
+    if (e->a > e->b || e->b > datasize) {
+        rt_err("%s: truncated or corrupt: tensor \"%s\" data_offsets [%llu, %llu] lie "
+               "outside the %llu-byte data region", path, name, (unsigned long long)e->a,
+               (unsigned long long)e->b, (unsigned long long)datasize);
+        return -1;
+    }
+    int es = dtype_size(e->dtype);
+    if (es && (too_big || numel * (uint64_t)es != e->b - e->a)) {
+        rt_err("%s: corrupt header: tensor \"%s\" data_offsets span %llu bytes but its "
+               "dtype and shape need %s", path, name, (unsigned long long)(e->b - e->a),
+               too_big ? "more than the file holds" : "a different size");
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct span { uint64_t a, b; } span;
+
+static int span_cmp(const void *x, const void *y)
+{
+    const span *p = x, *q = y;
+    return p->a < q->a ? -1 : p->a > q->a ? 1 : p->b < q->b ? -1 : p->b > q->b;
+}
+
+/* The format requires the tensors to cover the data region exactly, with
+ * no gaps or overlaps; anything else means a damaged or truncated file. */
+static int tiles(span *s, int n, uint64_t datasize)
+{
+    qsort(s, (size_t)n, sizeof *s, span_cmp);
+    uint64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i].a != at)
+            return 0;
+        at = s[i].b;
+    }
+    return at == datasize;
+}
+
+static float le_f32(const unsigned char *p)
+{
+    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                 (uint32_t)p[3] << 24;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static int load_params(const rt_model *m, const char *path, FILE *f, const rt_json *j,
+                       uint64_t data_start, uint64_t datasize, float *param)
+{
+    /* +1: calloc(0) may return NULL, which is not an error here. */
+    entry *ents = calloc((size_t)m->nparam + 1, sizeof *ents);
+    int *found = calloc((size_t)m->nparam + 1, sizeof *found);
+    span *spans = calloc((size_t)j->nodes[0].nchild + 1, sizeof *spans);
+    unsigned char *buf = malloc(IO_FLOATS * 4);
+    int rc = -1, nspan = 0;
+    if (!ents || !found || !spans || !buf) {
+        rt_err("%s: out of memory", path);
+        goto out;
+    }
+    /* Validate every entry and match the ones we need before touching the
+     * data, so a bad file never leaves the parameters half loaded. */
+    for (int c = j->nodes[0].child; c >= 0; c = j->nodes[c].next) {
+        if (rt_json_keyeq(&j->nodes[c], "__metadata__"))
+            continue;       /* free-form; nothing we rely on */
+        entry e;
+        if (check_entry(path, j, c, datasize, &e) != 0)
+            goto out;
+        spans[nspan].a = e.a;
+        spans[nspan++].b = e.b;
+        for (int i = 0; i < m->nparam; i++) {
+            if (!rt_json_keyeq(&j->nodes[c], m->params[i].name))
+                continue;
+            if (found[i]++) {
+                rt_err("%s: corrupt header: tensor \"%s\" is listed twice", path,
+                       m->params[i].name);
+                goto out;
+            }
+            ents[i] = e;
+        }
+    }
+    if (!tiles(spans, nspan, datasize)) {
+        rt_err("%s: corrupt: tensor data_offsets do not tile the %llu-byte data region "
+               "(gap, overlap or trailing bytes)", path, (unsigned long long)datasize);
+        goto out;
+    }
+    for (int i = 0; i < m->nparam; i++) {
+        const rt_param *p = &m->params[i];
+        const entry *e = &ents[i];
+        char want[128], got[128];
+        if (!found[i]) {
+            rt_err("%s: missing tensor \"%s\"", path, p->name);
+            goto out;
+        }
+        if (!rt_json_streq(e->dtype, "F32")) {
+            rt_err("%s: tensor \"%s\" has dtype %.*s, expected F32", path, p->name,
+                   (int)(e->dtype->slen > 20 ? 20 : e->dtype->slen), e->dtype->s);
+            goto out;
+        }
+        int same = e->rank == p->rank;
+        for (int k = 0; same && k < p->rank; k++)
+            same = e->dims[k] == p->shape[k];
+        if (!same) {
+            fmt_shape(want, sizeof want, p->rank, p->shape);
+            fmt_shape(got, sizeof got, e->rank, e->dims);
+            rt_err("%s: tensor \"%s\" has shape %s, expected %s", path, p->name, got, want);
+            goto out;
+        }
+    }
+    for (int i = 0; i < m->nparam; i++) {
+        const rt_param *p = &m->params[i];
+        if (fseeko(f, (off_t)(data_start + ents[i].a), SEEK_SET) != 0) {
+            rt_err("%s: cannot seek to tensor \"%s\": %s", path, p->name, strerror(errno));
+            goto out;
+        }
+        float *dst = param + p->off;
+        for (int64_t k = 0; k < p->numel;) {
+            int64_t cnt = p->numel - k < IO_FLOATS ? p->numel - k : IO_FLOATS;
+            size_t r = fread(buf, 4, (size_t)cnt, f);
+            if (r != (size_t)cnt) {
+                rt_err("%s: truncated data in tensor \"%s\"%s%s", path, p->name,
+                       ferror(f) ? ": " : "", ferror(f) ? strerror(errno) : "");
+                goto out;
+            }
+            for (int64_t q = 0; q < cnt; q++)
+                dst[k + q] = le_f32(buf + 4 * q);
+            k += cnt;
+        }
+    }
+    rc = 0;
+out:
+    free(ents);
+    free(found);
+    free(spans);
+    free(buf);
+    return rc;
+}
+
+int rt_st_load(const rt_model *m, const char *path, float *param)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        rt_err("%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = -1;
+    char *hdr = NULL;
+    rt_json j = {0};
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        rt_err("%s: not a regular file", path);
+        goto out;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    unsigned char lenb[8];
+    if (size < 8 || fread(lenb, 1, 8, f) != 8) {
+        rt_err("%s: truncated: %llu bytes, too short for a safetensors file", path,
+               (unsigned long long)size);
+        goto out;
+    }
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | lenb[i];
+    if (hlen > size - 8) {
+        rt_err("%s: corrupt header: header length %llu is larger than the file "
+               "(%llu bytes)", path, (unsigned long long)hlen, (unsigned long long)size);
+        goto out;
+    }
+    if (hlen < 2 || hlen > MAX_HEADER) {
+        rt_err("%s: corrupt header: header length %llu is %s", path,
+               (unsigned long long)hlen, hlen < 2 ? "too small" : "over the 100 MiB limit");
+        goto out;
+    }
+    hdr = malloc((size_t)hlen);
+    if (!hdr) {
+        rt_err("%s: out of memory for a %llu-byte header", path, (unsigned long long)hlen);
+        goto out;
+    }
+    if (fread(hdr, 1, (size_t)hlen, f) != hlen) {
+        rt_err("%s: truncated header", path);
+        goto out;
+    }
+    char why[256];
+    if (rt_json_parse(&j, hdr, (size_t)hlen, why, sizeof why) != 0) {
+        rt_err("%s: corrupt header: %s", path, why);
+        goto out;
+    }
+    if (j.nodes[0].type != RT_J_OBJ) {
+        rt_err("%s: corrupt header: top level is not a JSON object", path);
+        goto out;
+    }
+    rc = load_params(m, path, f, &j, 8 + hlen, size - 8 - hlen, param);
+out:
+    rt_json_free(&j);
+    free(hdr);
+    fclose(f);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- save -- */
+
+/* A growing string for the header. */
+typedef struct sbuf { char *p; size_t n, cap; int oom; } sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t l)
+{
+    if (b->oom)
+        return;
+    if (b->n + l + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + l + 1)
+            cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, l);
+    b->n += l;
+    b->p[b->n] = 0;
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+static void sb_json_str(sbuf *b, const char *s)
+{
+    sb_put(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            sb_put(b, esc, 2);
+        } else if (c < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            sb_put(b, esc, 6);
+        } else {
+            sb_put(b, (const char *)&c, 1);
+        }
+    }
+    sb_put(b, "\"", 1);
+}
+
+static int build_header(const rt_model *m, sbuf *b)
+{
+    char num[64];
+    uint64_t off = 0;
+    sb_str(b, "{\"__metadata__\":{\"format\":\"pt\",\"producer\":\"cddp runtime " RT_VERSION
+              "\",\"model\":");
+    sb_json_str(b, m->name ? m->name : "");
+    sb_str(b, "}");
+    for (int i = 0; i < m->nparam; i++) {
+        const rt_param *p = &m->params[i];
+        sb_str(b, ",");
+        sb_json_str(b, p->name);
+        sb_str(b, ":{\"dtype\":\"F32\",\"shape\":[");
+        for (int k = 0; k < p->rank; k++) {
+            snprintf(num, sizeof num, "%s%lld", k ? "," : "", (long long)p->shape[k]);
+            sb_str(b, num);
+        }
+        uint64_t end = off + (uint64_t)p->numel * 4;
+        snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                 (unsigned long long)end);
+        sb_str(b, num);
+        off = end;
+    }
+    sb_str(b, "}");
+    /* Pad with spaces to a multiple of 8 so the data region is aligned, as
+     * the reference writer does. */
+    while (!b->oom && b->n % 8)
+        sb_str(b, " ");
+    return b->oom ? -1 : 0;
+}
+
+static int write_data(const rt_model *m, FILE *f, const float *param)
+{
+    unsigned char *buf = malloc(IO_FLOATS * 4);
+    if (!buf)
+        return -1;
+    int rc = 0;
+    for (int i = 0; i < m->nparam && rc == 0; i++) {
+        const float *src = param + m->params[i].off;
+        int64_t numel = m->params[i].numel;
+        for (int64_t k = 0; k < numel && rc == 0;) {
+            int64_t cnt = numel - k < IO_FLOATS ? numel - k : IO_FLOATS;
+            for (int64_t q = 0; q < cnt; q++) {
+                uint32_t u;
+                memcpy(&u, &src[k + q], 4);
+                buf[4 * q] = (unsigned char)u;
+                buf[4 * q + 1] = (unsigned char)(u >> 8);
+                buf[4 * q + 2] = (unsigned char)(u >> 16);
+                buf[4 * q + 3] = (unsigned char)(u >> 24);
+            }
+            if (fwrite(buf, 4, (size_t)cnt, f) != (size_t)cnt)
+                rc = -1;
+            k += cnt;
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+/* Directory part of path ("." when there is none) into dir. */
+static void dir_of(const char *path, char *dir, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, cap, ".");
+    else if (slash == path)
+        snprintf(dir, cap, "/");
+    else
+        snprintf(dir, cap, "%.*s", (int)(slash - path), path);
+}
+
+int rt_st_check_writable(const char *path)
+{
+    char dir[4096];
+    struct stat st;
+    dir_of(path, dir, sizeof dir);
+    if (stat(dir, &st) != 0) {
+        rt_err("%s: cannot save there: directory %s: %s", path, dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        rt_err("%s: cannot save there: %s is not a directory", path, dir);
+        return -1;
+    }
+    if (access(dir, W_OK) != 0) {
+        rt_err("%s: cannot save there: directory %s: %s", path, dir, strerror(errno));
+        return -1;
+    }
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        rt_err("%s: cannot save there: it is a directory", path);
+        return -1;
+    }
+    return 0;
+}
+
+int rt_st_save(const rt_model *m, const char *path, const float *param)
+{
+    sbuf h = {0};
+    char tmp[4096], dir[4096];
+    const char *why = NULL;
+    int err = 0, fd = -1;
+    FILE *f = NULL;
+    if (build_header(m, &h) != 0) {
+        rt_err("%s: cannot save: out of memory", path);
+        free(h.p);
+        return -1;
+    }
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp) {
+        rt_err("%s: cannot save: path too long", path);
+        free(h.p);
+        return -1;
+    }
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        rt_err("%s: cannot create temporary file %s: %s", path, tmp, strerror(errno));
+        free(h.p);
+        return -1;
+    }
+    /* mkstemp makes the file 0600; give it the usual 0666 & ~umask. */
+    mode_t um = umask(0);
+    umask(um);
+    if (fchmod(fd, 0666 & ~um) != 0) {
+        why = "chmod";
+        goto fail;
+    }
+    f = fdopen(fd, "wb");
+    if (!f) {
+        why = "fdopen";
+        goto fail;
+    }
+    fd = -1;    /* owned by f now */
+    unsigned char lenb[8];
+    for (int i = 0; i < 8; i++)
+        lenb[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
+    if (fwrite(lenb, 1, 8, f) != 8 || fwrite(h.p, 1, h.n, f) != h.n ||
+        write_data(m, f, param) != 0) {
+        why = "write";
+        goto fail;
+    }
+    if (fflush(f) != 0) {
+        why = "write";
+        goto fail;
+    }
+    if (fsync(fileno(f)) != 0) {
+        why = "fsync";
+        goto fail;
+    }
+    if (fclose(f) != 0) {
+        f = NULL;
+        why = "close";
+        goto fail;
+    }
+    f = NULL;
+    if (rename(tmp, path) != 0) {
+        why = "rename";
+        goto fail;
+    }
+    /* Make the rename itself durable; not fatal where directories cannot
+     * be opened or synced (some network file systems). */
+    dir_of(path, dir, sizeof dir);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    free(h.p);
+    return 0;
+fail:
+    err = errno;
+    if (f)
+        fclose(f);
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    free(h.p);
+    rt_err("%s: cannot save (%s failed): %s", path, why, strerror(err));
+    return -1;
+}
