@@ -1,0 +1,131 @@
+/* ast.h: the syntax tree shared by lex.l, parse.y and sema.c.
+ *
+ * The tree is exactly what was written, with a Loc on every node, and no
+ * meaning yet: which names are layers, functions or variables, and every
+ * type and shape check, is sema's job. That keeps the grammar small and
+ * lets sema word its errors in the model's own terms. All nodes live in
+ * the compilation's arena (util_alloc) and are never freed. */
+#ifndef AST_H
+#define AST_H
+
+#include "cddpc.h"
+
+typedef struct Expr Expr;
+
+typedef enum {
+    E_INT,      /* 784            i (and f, so ints pass where floats go) */
+    E_FLOAT,    /* 1e-3           f */
+    E_STR,      /* "data/mnist"   s */
+    E_BOOL,     /* true / false   i */
+    E_NAME,     /* mean, x, fc1   s */
+    E_CALL,     /* s(args)        s, args */
+    E_TUPLE,    /* (a, b)         args, all positional */
+    E_NEG,      /* -a             a */
+    E_ADD,      /* a + b          a, b; loc is the '+' */
+} ExprKind;
+
+/* One argument: `key = val`, or positional when key is NULL. */
+typedef struct Arg {
+    const char *key;
+    Loc key_loc;
+    Expr *val;
+} Arg;
+
+struct Expr {
+    ExprKind kind;
+    Loc loc;
+    int64_t i;
+    double f;
+    const char *s;
+    Expr *a, *b;
+    Arg **args;
+    int nargs;
+};
+
+/* One dimension of a tensor type: a number, or a name (only N is valid). */
+typedef struct Dim {
+    Loc loc;
+    int64_t val;
+    const char *name;       /* non-NULL for a named dimension */
+} Dim;
+
+/* f32[N, 1, 28, 28] */
+typedef struct TypeExpr {
+    Loc loc;
+    const char *dtype;
+    Dim **dims;
+    int ndims;
+} TypeExpr;
+
+typedef enum { S_ASSIGN, S_RETURN } StmtKind;
+
+typedef struct Stmt {
+    StmtKind kind;
+    Loc loc;
+    const char *name;       /* S_ASSIGN target */
+    Expr *val;
+} Stmt;
+
+/* forward(x: T) { body }. The Sequential form `model M(x: T) = e` has the
+ * same input but no body. */
+typedef struct Forward {
+    Loc loc;
+    const char *param;
+    Loc param_loc;
+    TypeExpr *type;
+    Stmt **body;
+    int nbody;
+    Loc end;                /* the closing '}', for "does not return" */
+} Forward;
+
+/* name = Constructor(args) inside a model block. */
+typedef struct LayerDecl {
+    Loc loc;
+    const char *name;
+    Expr *init;
+} LayerDecl;
+
+typedef struct Model {
+    Loc loc;                /* the model's name */
+    const char *name;
+    LayerDecl **layers;
+    int nlayers;
+    Forward **fwd;          /* all forward()s written; sema wants exactly one */
+    int nfwd;
+    Expr *seq;              /* Sequential form: the body expression, else NULL */
+} Model;
+
+typedef struct TrainItem {
+    Loc loc;                /* the key */
+    const char *key;
+    Expr *val;
+} TrainItem;
+
+typedef struct Train {
+    Loc loc;
+    TrainItem **items;
+    int nitems;
+} Train;
+
+typedef struct File {
+    Model **models;
+    int nmodels;
+    Train **trains;
+    int ntrains;
+} File;
+
+/* Parses text (named path in diagnostics). Returns the tree, or NULL after
+ * reporting a syntax error. Lexical errors are reported and skipped, so the
+ * tree may be returned with diag_count() > 0. (lex.l) */
+File *parse_file(const char *path, const char *text);
+
+/* What the scanner and the parser share through yyextra. */
+typedef struct ParseState {
+    const char *file;
+    int col;                /* column of the next character, 1-based */
+    int end_line, end_col;  /* just past the last token: where EOF is reported */
+    const char *last_text;  /* text of the last token, for syntax errors */
+    File *ast;
+} ParseState;
+
+#endif

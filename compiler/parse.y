@@ -1,0 +1,304 @@
+/* parse.y: the grammar of .net model files -> AST (ast.h).
+ *
+ * A pure, reentrant parser with locations: no globals, so the compiler
+ * could parse several files in one run and tests can call it repeatedly.
+ * The grammar only builds the tree; names and shapes are checked in sema.c,
+ * which can word errors far better than a parser can. LAC keeps the list of
+ * expected tokens in syntax errors exact despite LALR's default reductions.
+ * Nodes are arena-allocated, so no %destructor is needed: nothing dropped
+ * during error recovery would ever be freed anyway. */
+
+%define api.pure full
+%locations
+%expect 0
+%define parse.error custom
+%define parse.lac full
+
+%code requires {
+#include "ast.h"
+#ifndef YY_TYPEDEF_YY_SCANNER_T
+#define YY_TYPEDEF_YY_SCANNER_T
+typedef void *yyscan_t;
+#endif
+/* A growing array of tree nodes, copied into the typed fields. */
+typedef struct List {
+    void **v;
+    int n;
+} List;
+}
+
+%code {
+#include <string.h>
+
+int yylex(YYSTYPE *lval, YYLTYPE *lloc, yyscan_t scanner);
+static void yyerror(YYLTYPE *lloc, yyscan_t scanner, ParseState *P, const char *msg);
+
+#define L(yl) ((Loc){P->file, (yl).first_line, (yl).first_column})
+
+/* Capacity is always the next power of two, so no field is needed. */
+static void push(List *l, void *x)
+{
+    if ((l->n & (l->n - 1)) == 0)
+        l->v = util_grow(l->v, sizeof *l->v * (size_t)l->n, sizeof *l->v * (size_t)(l->n ? 2 * l->n : 1));
+    l->v[l->n++] = x;
+}
+
+static Expr *mk(ExprKind kind, Loc loc)
+{
+    Expr *e = util_alloc(sizeof *e);
+    e->kind = kind;
+    e->loc = loc;
+    return e;
+}
+
+static Arg *mkarg(const char *key, Loc key_loc, Expr *val)
+{
+    Arg *a = util_alloc(sizeof *a);
+    a->key = key;
+    a->key_loc = key_loc;
+    a->val = val;
+    return a;
+}
+}
+
+%param {yyscan_t scanner}
+%parse-param {ParseState *P}
+
+%union {
+    int64_t i;
+    double f;
+    const char *s;
+    Expr *e;
+    Arg *arg;
+    List l;
+    Model *m;
+    Forward *fwd;
+    TypeExpr *type;
+    Dim *dim;
+    Stmt *stmt;
+    Train *train;
+    TrainItem *titem;
+}
+
+%token <s> IDENT "identifier"
+%token <s> STRING "string"
+%token <i> INT "integer"
+%token <f> FLOAT "number"
+%token MODEL "'model'" FORWARD "'forward'" RETURN "'return'" TRAIN "'train'"
+%token TRUE "'true'" FALSE "'false'"
+
+%type <e> expr unary primary
+%type <arg> arg
+%type <l> args arglist exprs dims stmts titems
+%type <m> model members
+%type <fwd> forward input
+%type <type> type
+%type <dim> dim
+%type <stmt> stmt
+%type <train> train
+%type <titem> titem
+
+%%
+
+/* file: { model | train } */
+file:
+    %empty          { P->ast = util_alloc(sizeof *P->ast); }
+  | file model      { File *f = P->ast; List l = {(void **)f->models, f->nmodels}; push(&l, $2);
+                      f->models = (Model **)l.v; f->nmodels = l.n; }
+  | file train      { File *f = P->ast; List l = {(void **)f->trains, f->ntrains}; push(&l, $2);
+                      f->trains = (Train **)l.v; f->ntrains = l.n; }
+  ;
+
+/* model: 'model' IDENT '{' members '}'
+ *      | 'model' IDENT '(' input ')' '=' expr      (Sequential form) */
+model:
+    MODEL IDENT '{' members '}'     { $$ = $4; $$->name = $2; $$->loc = L(@2); }
+  | MODEL IDENT '(' input ')' '=' expr
+                    { $$ = util_alloc(sizeof *$$); $$->name = $2; $$->loc = L(@2);
+                      $$->fwd = util_alloc(sizeof *$$->fwd); $$->fwd[0] = $4; $$->nfwd = 1; $$->seq = $7; }
+  ;
+
+/* members: { IDENT '=' expr | forward } */
+members:
+    %empty          { $$ = util_alloc(sizeof *$$); }
+  | members IDENT '=' expr
+                    { LayerDecl *d = util_alloc(sizeof *d); d->name = $2; d->loc = L(@2); d->init = $4;
+                      List l = {(void **)$1->layers, $1->nlayers}; push(&l, d);
+                      $$ = $1; $$->layers = (LayerDecl **)l.v; $$->nlayers = l.n; }
+  | members forward { List l = {(void **)$1->fwd, $1->nfwd}; push(&l, $2);
+                      $$ = $1; $$->fwd = (Forward **)l.v; $$->nfwd = l.n; }
+  ;
+
+/* forward: 'forward' '(' input ')' '{' { stmt } '}' */
+forward:
+    FORWARD '(' input ')' '{' stmts '}'
+                    { $$ = $3; $$->loc = L(@1); $$->body = (Stmt **)$6.v; $$->nbody = $6.n; $$->end = L(@7); }
+  ;
+
+/* input: IDENT ':' type */
+input:
+    IDENT ':' type  { $$ = util_alloc(sizeof *$$); $$->loc = L(@1); $$->param = $1; $$->param_loc = L(@1);
+                      $$->type = $3; }
+  ;
+
+/* type: IDENT '[' dim { ',' dim } ']' */
+type:
+    IDENT '[' dims ']'
+                    { $$ = util_alloc(sizeof *$$); $$->loc = L(@1); $$->dtype = $1;
+                      $$->dims = (Dim **)$3.v; $$->ndims = $3.n; }
+  ;
+
+dims:
+    dim             { $$ = (List){0}; push(&$$, $1); }
+  | dims ',' dim    { $$ = $1; push(&$$, $3); }
+  ;
+
+dim:
+    INT             { $$ = util_alloc(sizeof *$$); $$->loc = L(@1); $$->val = $1; }
+  | IDENT           { $$ = util_alloc(sizeof *$$); $$->loc = L(@1); $$->name = $1; }
+  ;
+
+stmts:
+    %empty          { $$ = (List){0}; }
+  | stmts stmt      { $$ = $1; push(&$$, $2); }
+  ;
+
+/* stmt: IDENT '=' expr | 'return' expr */
+stmt:
+    IDENT '=' expr  { $$ = util_alloc(sizeof *$$); $$->kind = S_ASSIGN; $$->loc = L(@1); $$->name = $1; $$->val = $3; }
+  | RETURN expr     { $$ = util_alloc(sizeof *$$); $$->kind = S_RETURN; $$->loc = L(@1); $$->val = $2; }
+  ;
+
+/* expr: unary { '+' unary } */
+expr:
+    unary
+  | expr '+' unary  { $$ = mk(E_ADD, L(@2)); $$->a = $1; $$->b = $3; }
+  ;
+
+/* unary: '-' unary | primary */
+unary:
+    primary
+  | '-' unary       { $$ = mk(E_NEG, L(@1)); $$->a = $2; }
+  ;
+
+/* primary: INT | FLOAT | STRING | 'true' | 'false' | IDENT | IDENT '(' args ')'
+ *        | '(' expr ')' | '(' expr ',' expr { ',' expr } ')' */
+primary:
+    INT             { $$ = mk(E_INT, L(@1)); $$->i = $1; $$->f = (double)$1; }
+  | FLOAT           { $$ = mk(E_FLOAT, L(@1)); $$->f = $1; }
+  | STRING          { $$ = mk(E_STR, L(@1)); $$->s = $1; }
+  | TRUE            { $$ = mk(E_BOOL, L(@1)); $$->i = 1; }
+  | FALSE           { $$ = mk(E_BOOL, L(@1)); $$->i = 0; }
+  | IDENT           { $$ = mk(E_NAME, L(@1)); $$->s = $1; }
+  | IDENT '(' args ')'
+                    { $$ = mk(E_CALL, L(@1)); $$->s = $1; $$->args = (Arg **)$3.v; $$->nargs = $3.n; }
+  | '(' expr ')'    { $$ = $2; }
+  | '(' expr ',' exprs ')'
+                    { $$ = mk(E_TUPLE, L(@1)); List l = {0}; push(&l, mkarg(NULL, $2->loc, $2));
+                      for (int k = 0; k < $4.n; k++) push(&l, $4.v[k]);
+                      $$->args = (Arg **)l.v; $$->nargs = l.n; }
+  ;
+
+exprs:
+    expr            { $$ = (List){0}; push(&$$, mkarg(NULL, $1->loc, $1)); }
+  | exprs ',' expr  { $$ = $1; push(&$$, mkarg(NULL, $3->loc, $3)); }
+  ;
+
+/* args: [ arg { ',' arg } [ ',' ] ]   (a trailing comma, as in Python) */
+args:
+    %empty          { $$ = (List){0}; }
+  | arglist
+  | arglist ','
+  ;
+
+arglist:
+    arg             { $$ = (List){0}; push(&$$, $1); }
+  | arglist ',' arg { $$ = $1; push(&$$, $3); }
+  ;
+
+/* arg: [ IDENT '=' ] expr */
+arg:
+    expr            { $$ = mkarg(NULL, $1->loc, $1); }
+  | IDENT '=' expr  { $$ = mkarg($1, L(@1), $3); }
+  ;
+
+/* train: 'train' '{' { (IDENT | 'model') expr } '}' */
+train:
+    TRAIN '{' titems '}'
+                    { $$ = util_alloc(sizeof *$$); $$->loc = L(@1); $$->items = (TrainItem **)$3.v;
+                      $$->nitems = $3.n; }
+  ;
+
+titems:
+    %empty          { $$ = (List){0}; }
+  | titems titem    { $$ = $1; push(&$$, $2); }
+  ;
+
+titem:
+    IDENT expr      { $$ = util_alloc(sizeof *$$); $$->loc = L(@1); $$->key = $1; $$->val = $2; }
+  | MODEL expr      { $$ = util_alloc(sizeof *$$); $$->loc = L(@1); $$->key = "model"; $$->val = $2; }
+  ;
+
+%%
+
+/* Bison names tokens by their aliases; string aliases may come quoted. */
+static const char *tok_name(yysymbol_kind_t k, char *buf, size_t n)
+{
+    const char *s = yysymbol_name(k);
+    size_t len = strlen(s);
+    if (len >= 2 && s[0] == '"' && s[len - 1] == '"') {
+        snprintf(buf, n, "%.*s", (int)(len - 2), s + 1);
+        return buf;
+    }
+    return s;
+}
+
+/* Whether k can start an expression; such tokens are listed as one. */
+static int starts_expr(yysymbol_kind_t k)
+{
+    const char *s = yysymbol_name(k);
+    return k == YYSYMBOL_IDENT || k == YYSYMBOL_INT || k == YYSYMBOL_FLOAT || k == YYSYMBOL_STRING
+        || k == YYSYMBOL_TRUE || k == YYSYMBOL_FALSE || !strcmp(s, "'('") || !strcmp(s, "'-'");
+}
+
+/* `unexpected '}', expected identifier or 'return'`: the offending token,
+ * with its text where that helps, and the tokens that would have fit when
+ * there are few enough to be a useful hint. Where any expression fits,
+ * "expression" stands for the eight tokens that can start one. */
+static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, ParseState *P)
+{
+    (void)scanner;
+    char msg[512], b[64];
+    size_t k = 0;
+    yysymbol_kind_t tok = yypcontext_token(ctx);
+    const char *what = tok_name(tok, b, sizeof b);
+    if (tok == YYSYMBOL_IDENT || tok == YYSYMBOL_INT || tok == YYSYMBOL_FLOAT)
+        k += (size_t)snprintf(msg, sizeof msg, "unexpected %s '%.40s'", what, P->last_text);
+    else
+        k += (size_t)snprintf(msg, sizeof msg, "unexpected %s", what);
+
+    yysymbol_kind_t exp[YYNTOKENS];
+    int n = yypcontext_expected_tokens(ctx, exp, YYNTOKENS), expr = 0, m = 0;
+    for (int i = 0; i < n; i++)     /* FLOAT and STRING fit only where any expression does */
+        expr |= exp[i] == YYSYMBOL_FLOAT || exp[i] == YYSYMBOL_STRING;
+    const char *names[YYNTOKENS + 1];
+    if (expr)
+        names[m++] = "expression";
+    for (int i = 0; i < n; i++)
+        if (!expr || !starts_expr(exp[i]))
+            names[m++] = util_strdup(tok_name(exp[i], b, sizeof b));
+    enum { MAXEXP = 5 };
+    for (int i = 0; m <= MAXEXP && i < m && k < sizeof msg; i++)
+        k += (size_t)snprintf(msg + k, sizeof msg - k, "%s%s", i == 0 ? ", expected " : i == m - 1 ? " or " : ", ",
+                              names[i]);
+    diag_error(L(*yypcontext_location(ctx)), "%s", msg);
+    return 0;
+}
+
+static void yyerror(YYLTYPE *lloc, yyscan_t scanner, ParseState *P, const char *msg)
+{
+    (void)scanner;
+    if (strcmp(msg, "memory exhausted") == 0)
+        msg = "nesting too deep";
+    diag_error(L(*lloc), "%s", msg);
+}
