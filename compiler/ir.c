@@ -159,7 +159,7 @@ static int check(const Graph *g, const Node *n, const char *after, int ok, const
     if (ok)
         return 0;
     fprintf(stderr, "cddpc: internal error: IR invalid after %s: %%%d = %s: %s\n", after, n->id,
-            op_text[n->op], what);
+            (unsigned)n->op < OP_COUNT ? op_text[n->op] : "?", what);
     (void)g;
     return 1;
 }
