@@ -32,6 +32,7 @@ typedef struct rt_opts {
     int shuffle, drop_last;
     int64_t max_steps;      /* 0: no limit */
     const char *init_path, *save_path, *metrics_path, *steplog_path;
+    int profile;            /* --profile: per-kernel wall time */
 } rt_opts;
 
 

@@ -25,7 +25,7 @@ void openblas_set_num_threads(int num_threads);
 
 enum { OPT_DATA, OPT_DEVICE, OPT_THREADS, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_SEED,
        OPT_SHUFFLE, OPT_DROP_LAST, OPT_MAX_STEPS, OPT_INIT, OPT_SAVE, OPT_METRICS,
-       OPT_STEP_LOG, OPT_HELP, OPT_VERSION };
+       OPT_STEP_LOG, OPT_PROFILE, OPT_HELP, OPT_VERSION };
 
 static const struct { const char *name; int id; int takes_value; } options[] = {
     {"data", OPT_DATA, 1},       {"device", OPT_DEVICE, 1},     {"threads", OPT_THREADS, 1},
@@ -33,7 +33,7 @@ static const struct { const char *name; int id; int takes_value; } options[] = {
     {"seed", OPT_SEED, 1},       {"shuffle", OPT_SHUFFLE, 1},   {"drop-last", OPT_DROP_LAST, 0},
     {"max-steps", OPT_MAX_STEPS, 1}, {"init", OPT_INIT, 1},     {"save", OPT_SAVE, 1},
     {"metrics", OPT_METRICS, 1}, {"step-log", OPT_STEP_LOG, 1}, {"help", OPT_HELP, 0},
-    {"version", OPT_VERSION, 0},
+    {"version", OPT_VERSION, 0}, {"profile", OPT_PROFILE, 0},
 };
 
 static void usage(const rt_model *m, const rt_opts *d)
@@ -56,6 +56,7 @@ static void usage(const rt_model *m, const rt_opts *d)
            "  --metrics FILE        per-epoch CSV: epoch,train_loss,test_loss,test_acc,"
            "seconds,images_per_s\n"
            "  --step-log FILE       per-step CSV: step,epoch,loss\n"
+           "  --profile             time every kernel; print a table per plan at the end\n"
            "  --help, --version\n"
            "Options take '--opt VALUE' or '--opt=VALUE'.\n",
            rt_prog, m->name, m->source ? m->source : "?", d->data_dir, d->threads, d->epochs,
@@ -213,6 +214,7 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
         case OPT_SAVE: o->save_path = v; break;
         case OPT_METRICS: o->metrics_path = v; break;
         case OPT_STEP_LOG: o->steplog_path = v; break;
+        case OPT_PROFILE: o->profile = 1; break;
         }
     }
     return -1;

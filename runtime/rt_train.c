@@ -95,18 +95,48 @@ void rt_ws_free(rt_ws *w)
     memset(w, 0, sizeof *w);
 }
 
+/* --profile: wall time per kernel, summed over the run. Timing costs two
+ * clock reads per kernel, so it is only done when asked for. */
+typedef struct rt_prof {
+    double *secs;           /* [nk] */
+    int64_t calls;          /* plan invocations */
+} rt_prof;
+
 /* One plan invocation. stat is cleared first so kernels may either assign
  * or accumulate their per-step results. */
-static void run_plan(const rt_plan *p, rt_exec *e, int nstat)
+static void run_plan(const rt_plan *p, rt_exec *e, int nstat, rt_prof *prof)
 {
     memset(e->stat, 0, (size_t)nstat * sizeof(double));
-    for (int k = 0; k < p->nk; k++)
+    if (!prof->secs) {
+        for (int k = 0; k < p->nk; k++)
+            p->k[k].fn(e);
+        return;
+    }
+    for (int k = 0; k < p->nk; k++) {
+        double t = rt_now();
         p->k[k].fn(e);
+        prof->secs[k] += rt_now() - t;
+    }
+    prof->calls++;
+}
+
+static void print_profile(const char *name, const rt_plan *p, const rt_prof *prof)
+{
+    double total = 0;
+    for (int k = 0; k < p->nk; k++)
+        total += prof->secs[k];
+    printf("profile: %s plan, %d kernels, %lld calls, %.3f ms per call\n", name, p->nk,
+           (long long)prof->calls, prof->calls ? 1e3 * total / (double)prof->calls : 0.0);
+    printf("  %-40s %12s %10s %7s\n", "kernel", "total ms", "us/call", "share");
+    for (int k = 0; k < p->nk; k++)
+        printf("  %-40s %12.2f %10.2f %6.1f%%\n", p->k[k].name, 1e3 * prof->secs[k],
+               prof->calls ? 1e6 * prof->secs[k] / (double)prof->calls : 0.0,
+               total > 0 ? 100.0 * prof->secs[k] / total : 0.0);
 }
 
 /* The eval plan over the whole test set in file order, batches of nmax. */
 static void evaluate(const rt_model *m, rt_ws *w, rt_exec *e, const rt_dataset *test,
-                     double *loss, double *acc)
+                     double *loss, double *acc, rt_prof *prof)
 {
     double lsum = 0, csum = 0;
     e->img = test->img;
@@ -116,7 +146,7 @@ static void evaluate(const rt_model *m, rt_ws *w, rt_exec *e, const rt_dataset *
         for (int j = 0; j < n; j++)
             w->idx[j] = (int32_t)(i + j);
         e->n = n;
-        run_plan(&m->eval, e, w->nstat);
+        run_plan(&m->eval, e, w->nstat, prof);
         lsum += w->stat[m->eval.loss_stat];
         if (m->eval.correct_stat >= 0)
             csum += w->stat[m->eval.correct_stat];
@@ -131,6 +161,13 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *tr
     int32_t *perm = alloc_n(train->n, sizeof(int32_t), "sample order");
     if (!perm)
         return -1;
+    rt_prof tprof = {0}, eprof = {0};
+    if (o->profile && (!(tprof.secs = alloc_n(m->train.nk, sizeof(double), "profile")) ||
+                       !(eprof.secs = alloc_n(m->eval.nk, sizeof(double), "profile")))) {
+        rt_free(tprof.secs);
+        rt_free(perm);
+        return -1;
+    }
     rt_exec e;
     memset(&e, 0, sizeof e);
     e.nmax = w->nmax;
@@ -172,7 +209,7 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *tr
             int n = (int)(N - b * batch < batch ? N - b * batch : batch);
             memcpy(w->idx, perm + b * batch, (size_t)n * sizeof(int32_t));
             e.n = n;
-            run_plan(&m->train, &e, w->nstat);
+            run_plan(&m->train, &e, w->nstat, &tprof);
             e.step++;
             double s = w->stat[m->train.loss_stat];
             loss_sum += s;
@@ -197,12 +234,18 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *tr
             stop = 1;
 
         double test_loss, test_acc;
-        evaluate(m, w, &e, test, &test_loss, &test_acc);
+        evaluate(m, w, &e, test, &test_loss, &test_acc, &eprof);
         double train_loss = trained ? loss_sum / (double)trained : NAN;
         rt_log_epoch(log, epoch, o->epochs, train_loss, test_loss, test_acc, secs, trained);
         if (stop)
             break;
     }
+    if (o->profile) {
+        print_profile("train", &m->train, &tprof);
+        print_profile("eval", &m->eval, &eprof);
+    }
+    rt_free(tprof.secs);
+    rt_free(eprof.secs);
     rt_free(perm);
     return 0;
 }
