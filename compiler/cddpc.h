@@ -164,6 +164,7 @@ typedef struct Plan {
     char *in_plan;          /* in_plan[node] */
     char *is_root;          /* is_root[node]: an output of the plan */
     int *nuse;              /* consumers of each node inside the plan */
+    int **cons;             /* cons[node][0..nuse-1]: those consumers, in order */
     int *order;             /* nodes in schedule order */
     int norder;
     int *group_of;          /* group_of[node], -1 */

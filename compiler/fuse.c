@@ -60,14 +60,7 @@ static int single_consumer(const Fuser *f, int x)
 /* c is the consumer of x in the plan (x has one consumer). */
 static int consumer_of(const Fuser *f, int x)
 {
-    const Plan *p = f->p;
-    for (int k = 0; k < p->norder; k++) {
-        const Node *c = node(f, p->order[k]);
-        for (int j = 0; j < c->nin; j++)
-            if (c->in[j] == x)
-                return c->id;
-    }
-    return -1;
+    return f->p->nuse[x] > 0 ? f->p->cons[x][0] : -1;
 }
 
 /* Every input of c from outside group grp is produced before the group
@@ -129,9 +122,13 @@ static void absorb_chain(Fuser *f, int grp, int cur)
 static void absorb_reductions(Fuser *f, int grp)
 {
     const Plan *p = f->p;
-    for (int k = 0; k < p->norder; k++)
-        if (reduction_of_group(f, p->order[k], grp))
-            add(f, grp, p->order[k]);
+    const Group *gr = &p->groups[grp];
+    for (int k = 0; k < gr->nnodes; k++) {     /* the group grows as we go */
+        int x = gr->nodes[k];
+        for (int j = 0; j < p->nuse[x]; j++)
+            if (reduction_of_group(f, p->cons[x][j], grp))
+                add(f, grp, p->cons[x][j]);
+    }
 }
 
 static void absorb_row_ops(Fuser *f, int grp, int anchor)

@@ -30,6 +30,16 @@ Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots)
         for (int k = 0; k < g->n[i]->nin; k++)
             p->nuse[g->n[i]->in[k]]++;
     }
+    /* consumer lists, so "who reads this value" is never a graph scan */
+    p->cons = util_alloc(sizeof(int *) * (size_t)g->nn);
+    int *fill = util_alloc(sizeof(int) * (size_t)g->nn);
+    for (int i = 0; i < g->nn; i++)
+        p->cons[i] = util_alloc(sizeof(int) * (size_t)(p->nuse[i] + 1));
+    for (int k = 0; k < p->norder; k++) {
+        const Node *n = g->n[p->order[k]];
+        for (int j = 0; j < n->nin; j++)
+            p->cons[n->in[j]][fill[n->in[j]]++] = n->id;
+    }
     p->group_of = util_alloc(sizeof(int) * (size_t)g->nn);
     for (int i = 0; i < g->nn; i++)
         p->group_of[i] = -1;
@@ -53,12 +63,9 @@ int plan_uses_outside(const Plan *p, int node)
     if (p->is_root[node] || n->op == OP_PARAM || n->grad_of >= 0 || n->op == OP_SUM_ALL)
         return 1;
     int grp = p->group_of[node];
-    for (int k = 0; k < p->norder; k++) {
-        const Node *c = g->n[p->order[k]];
-        for (int j = 0; j < c->nin; j++)
-            if (c->in[j] == node && (grp < 0 || p->group_of[c->id] != grp))
-                return 1;
-    }
+    for (int k = 0; k < p->nuse[node]; k++)
+        if (grp < 0 || p->group_of[p->cons[node][k]] != grp)
+            return 1;
     return 0;
 }
 
