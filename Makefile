@@ -85,5 +85,15 @@ demo: deps
 # ---- tests ------------------------------------------------------------------
 include tests/Makefile.inc
 
+# cddpc finds libcddprt.a and include/ next to its own executable, so the
+# three live together under lib/cddpc and bin/cddpc is a symlink.
+PREFIX ?= /usr/local
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib/cddpc/include $(DESTDIR)$(PREFIX)/bin
+	install -m 755 build/cddpc $(DESTDIR)$(PREFIX)/lib/cddpc/cddpc
+	install -m 644 build/libcddprt.a $(DESTDIR)$(PREFIX)/lib/cddpc/libcddprt.a
+	install -m 644 runtime/cddprt.h $(DESTDIR)$(PREFIX)/lib/cddpc/include/cddprt.h
+	ln -sf ../lib/cddpc/cddpc $(DESTDIR)$(PREFIX)/bin/cddpc
+
 clean:
 	rm -rf build
