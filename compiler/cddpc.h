@@ -187,7 +187,23 @@ int plan_source(const Plan *p, int node);         /* through views to the produc
 void plan_dump_groups(FILE *f, const Plan *p);
 void plan_report(FILE *f, const Plan *p, int64_t batch);
 
-/* ---- emit_c.c, emit_program.c ---------------------------------------- */
+/* ---- emit_expr.c: shared by the emitters ------------------------------ */
+typedef struct Emit {
+    FILE *f;
+    const Plan *p;
+    const Group *gr;
+    int grp;                /* index of gr in p->groups */
+} Emit;
+const Node *ex_node(const Emit *m, int id);
+int ex_in_group(const Emit *m, int id);
+char *ex_dim(int64_t d);                    /* "n" for the batch, else the number */
+char *ex_addr(const Emit *m, int id);       /* base address of a node's buffer via e-> */
+void ex_declare_buffers(const Emit *m);     /* `T *const b<id> = ...;` for the group */
+char *ex_operand(const Emit *m, int x, const Shape *space);   /* v<x> or b<x>[...] at (i, j) */
+char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space);
+int ex_has_row_reduction(const Emit *m);
+
+/* ---- emit_c.c, emit_cuda.c, emit_program.c ---------------------------- */
 void emit_c_kernels(FILE *f, const Plan *p, const Program *prog); /* static void NAME(rt_exec *e) */
 int emit_program(const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
                  const char *out_path, const char *emit_dir);

@@ -11,110 +11,25 @@
 
 #include "cddpc.h"
 
-typedef struct Em {
-    FILE *f;
-    const Plan *p;
-    const Group *gr;
-    int grp;
-} Em;
-
-static const Node *nd(const Em *m, int id) { return m->p->g->n[id]; }
-static int in_group(const Em *m, int id) { return m->p->group_of[id] == m->grp; }
-
-static char *dim(int64_t d) { return d == DIM_N ? util_strdup("n") : util_fmt("%lld", (long long)d); }
-
-/* C expression for the base address of a node's buffer. */
-static char *addr(const Em *m, int id)
-{
-    const Buf *b = &m->p->buf[id];
-    const char *ty = nd(m, id)->dt == DT_I32 ? "int32_t" : "float";
-    switch (b->cls) {
-    case B_ACT: return util_fmt("((%s *)(e->act + (int64_t)%lld * e->nmax))", ty, (long long)b->off);
-    case B_FIX: return util_fmt("(e->fix + %lld)", (long long)b->off);
-    case B_PARAM: return util_fmt("(e->param + %lld)", (long long)b->off);
-    case B_GRAD: return util_fmt("(e->grad + %lld)", (long long)b->off);
-    case B_STAT: return util_fmt("(e->stat + %lld)", (long long)b->off);
-    case B_NONE: break;
-    }
-    diag_ice("emit_c: %%%d (%s) has no buffer", id, op_text[nd(m, id)->op]);
-}
-
-/* Declares b<id> for every buffer the group touches. */
-static void declare_buffers(const Em *m)
-{
-    const Group *gr = m->gr;
-    char *seen = util_alloc((size_t)m->p->g->nn);
-    for (int k = 0; k < gr->nnodes; k++) {
-        const Node *n = nd(m, gr->nodes[k]);
-        for (int j = -1; j < n->nin; j++) {
-            int id = j < 0 ? n->id : plan_source(m->p, n->in[j]);
-            if (seen[id] || m->p->buf[id].cls == B_NONE || (j >= 0 && in_group(m, id) && !plan_uses_outside(m->p, id)))
-                continue;
-            if (j < 0 && !plan_uses_outside(m->p, id) && gr->gemm_out != id)
-                continue;
-            seen[id] = 1;
-            const char *ty = nd(m, id)->dt == DT_I32 ? "int32_t" : (m->p->buf[id].cls == B_STAT ? "double" : "float");
-            fprintf(m->f, "    %s *const b%d = %s;\n", ty, id, addr(m, id));
-        }
-    }
-}
-
-/* ---- elementwise loop nests ------------------------------------------- */
-
-/* Operand x of a node inside a loop over [R, C] at (i, j). */
-static char *operand(const Em *m, int x, const Shape *space)
-{
-    if (in_group(m, x))
-        return util_fmt("v%d", x);
-    const Shape *s = &nd(m, x)->shape;
-    int src = plan_source(m->p, x);
-    /* same elements in the same row-major order (a view counts) */
-    if (ir_batched(s) == ir_batched(space) && ir_row_elems(s) == ir_row_elems(space))
-        return util_fmt("b%d[i * C + j]", src);
-    if (s->rank == 1 && space->rank == 2 && s->d[0] == space->d[1])
-        return util_fmt("b%d[j]", src);
-    diag_ice("emit_c: cannot broadcast %s into %s", ir_shape_str(s), ir_shape_str(space));
-}
-
-static char *ew_expr(const Em *m, const Node *n, const Shape *space)
-{
-    char *a = operand(m, n->in[0], space), *b = n->nin > 1 ? operand(m, n->in[1], space) : NULL;
-    switch (n->op) {
-    case OP_BIAS_ADD:
-    case OP_ADD: return util_fmt("%s + %s", a, b);
-    case OP_RELU: return util_fmt("%s < 0.0f ? 0.0f : %s", a, a); /* NaN passes, as torch.relu */
-    case OP_RELU_GRAD: return util_fmt("%s > 0.0f ? %s : 0.0f", b, a);
-    default: diag_ice("emit_c: %s is not elementwise", op_text[n->op]);
-    }
-}
-
-static int has_row_reduction(const Em *m)
-{
-    for (int k = 0; k < m->gr->nnodes; k++)
-        if (nd(m, m->gr->nodes[k])->op == OP_SUM_ROWS)
-            return 1;
-    return 0;
-}
-
 /* The loop nest over `space` evaluating every elementwise node and
  * reduction of the group; `load` is the anchor read from memory (the GEMM
  * result), or -1. */
-static void emit_ew_loops(const Em *m, const Shape *space, int load)
+static void emit_ew_loops(const Emit *m, const Shape *space, int load)
 {
     FILE *f = m->f;
     const Group *gr = m->gr;
-    char *rows = dim(space->d[0]);
+    char *rows = ex_dim(space->d[0]);
     int64_t cols = 1;
     for (int i = 1; i < space->rank; i++)
         cols *= space->d[i];
     fprintf(f, "    const int64_t R = %s, C = %lld;\n", rows, (long long)cols);
-    int red = has_row_reduction(m);
+    int red = ex_has_row_reduction(m);
     if (red) {
         fprintf(f, "    #pragma omp parallel for schedule(static) if (R * C >= 65536)\n");
         fprintf(f, "    for (int64_t jb = 0; jb < C; jb += 64) {\n");
         fprintf(f, "        const int64_t je = jb + 64 < C ? jb + 64 : C;\n");
         for (int k = 0; k < gr->nnodes; k++)
-            if (nd(m, gr->nodes[k])->op == OP_SUM_ROWS)
+            if (ex_node(m, gr->nodes[k])->op == OP_SUM_ROWS)
                 fprintf(f, "        for (int64_t j = jb; j < je; j++) b%d[j] = 0.0f;\n", gr->nodes[k]);
         fprintf(f, "        for (int64_t i = 0; i < R; i++)\n");
         fprintf(f, "        for (int64_t j = jb; j < je; j++) {\n");
@@ -127,14 +42,14 @@ static void emit_ew_loops(const Em *m, const Shape *space, int load)
     if (load >= 0)
         fprintf(f, "%sconst float v%d = b%d[i * C + j];\n", ind, load, gr->gemm_out);
     for (int k = 0; k < gr->nnodes; k++) {
-        const Node *n = nd(m, gr->nodes[k]);
+        const Node *n = ex_node(m, gr->nodes[k]);
         if (n->id == load)
             continue;
         if (n->op == OP_SUM_ROWS) {
-            fprintf(f, "%sb%d[j] += %s;\n", ind, n->id, operand(m, n->in[0], space));
+            fprintf(f, "%sb%d[j] += %s;\n", ind, n->id, ex_operand(m, n->in[0], space));
             continue;
         }
-        fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, ew_expr(m, n, space));
+        fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, ex_ew_expr(m, n, space));
         if (plan_uses_outside(m->p, n->id) || gr->gemm_out == n->id)
             fprintf(f, "%sb%d[i * C + j] = v%d;\n", ind, n->id, n->id);
     }
@@ -143,30 +58,30 @@ static void emit_ew_loops(const Em *m, const Shape *space, int load)
 
 /* ---- group kinds ------------------------------------------------------- */
 
-static void emit_matmul(const Em *m)
+static void emit_matmul(const Emit *m)
 {
-    const Node *mm = nd(m, m->gr->anchor);
-    const Shape *a = &nd(m, mm->in[0])->shape, *b = &nd(m, mm->in[1])->shape;
+    const Node *mm = ex_node(m, m->gr->anchor);
+    const Shape *a = &ex_node(m, mm->in[0])->shape, *b = &ex_node(m, mm->in[1])->shape;
     int ta = mm->op == OP_MM_TN, tb = mm->op == OP_MM_NT;
-    char *M = dim(mm->shape.d[0]), *N = dim(mm->shape.d[1]);
-    char *K = dim(ta ? a->d[0] : a->d[1]);
-    char *lda = dim(a->d[1]), *ldb = dim(b->d[1]);
+    char *M = ex_dim(mm->shape.d[0]), *N = ex_dim(mm->shape.d[1]);
+    char *K = ex_dim(ta ? a->d[0] : a->d[1]);
+    char *lda = ex_dim(a->d[1]), *ldb = ex_dim(b->d[1]);
     fprintf(m->f, "    rt_sgemm(%d, %d, %s, %s, %s, b%d, %s, b%d, %s, b%d, %s);\n", ta, tb, M, N, K,
             plan_source(m->p, mm->in[0]), lda, plan_source(m->p, mm->in[1]), ldb, m->gr->gemm_out, N);
     if (m->gr->nnodes > 1)
         emit_ew_loops(m, &mm->shape, mm->id);
 }
 
-static void emit_row(const Em *m)
+static void emit_row(const Emit *m)
 {
     FILE *f = m->f;
     const Group *gr = m->gr;
-    const Node *a = nd(m, gr->anchor);
+    const Node *a = ex_node(m, gr->anchor);
     int lg = plan_source(m->p, a->in[0]), lb = plan_source(m->p, a->in[1]);
-    int64_t C = nd(m, lg)->shape.d[1];
+    int64_t C = ex_node(m, lg)->shape.d[1];
     fprintf(f, "    const int64_t R = n, C = %lld;\n", (long long)C);
     for (int k = 0; k < gr->nnodes; k++) {
-        const Node *n = nd(m, gr->nodes[k]);
+        const Node *n = ex_node(m, gr->nodes[k]);
         if (n->op == OP_SUM_ALL)
             fprintf(f, "    double s%d = 0.0;\n", n->id);
         if (n->op == OP_SUM_ROWS)
@@ -180,7 +95,7 @@ static void emit_row(const Em *m)
     fprintf(f, "        float se = 0.0f;\n        for (int64_t j = 0; j < C; j++) se += expf(x[j] - mx);\n");
     fprintf(f, "        const float lse = mx + logf(se);\n");
     for (int k = 0; k < gr->nnodes; k++) {
-        const Node *n = nd(m, gr->nodes[k]);
+        const Node *n = ex_node(m, gr->nodes[k]);
         int out = plan_uses_outside(m->p, n->id);
         switch (n->op) {
         case OP_CE_LOSS:
@@ -197,7 +112,7 @@ static void emit_row(const Em *m)
             if (out)
                 fprintf(f, "            b%d[i * C + j] = g;\n", n->id);
             for (int r = 0; r < gr->nnodes; r++)
-                if (nd(m, gr->nodes[r])->op == OP_SUM_ROWS && nd(m, gr->nodes[r])->in[0] == n->id)
+                if (ex_node(m, gr->nodes[r])->op == OP_SUM_ROWS && ex_node(m, gr->nodes[r])->in[0] == n->id)
                     fprintf(f, "            b%d[j] += g;\n", gr->nodes[r]);
             fprintf(f, "        }\n");
             out = 0;
@@ -215,28 +130,28 @@ static void emit_row(const Em *m)
     }
     fprintf(f, "        (void)am;\n        (void)lse;\n    }\n");
     for (int k = 0; k < gr->nnodes; k++)
-        if (nd(m, gr->nodes[k])->op == OP_SUM_ALL)
+        if (ex_node(m, gr->nodes[k])->op == OP_SUM_ALL)
             fprintf(f, "    b%d[0] = s%d;\n", gr->nodes[k], gr->nodes[k]);
 }
 
-static void emit_reduce(const Em *m)
+static void emit_reduce(const Emit *m)
 {
-    const Node *n = nd(m, m->gr->nodes[0]);
+    const Node *n = ex_node(m, m->gr->nodes[0]);
     if (n->op == OP_SUM_ROWS) {
-        emit_ew_loops(m, &nd(m, n->in[0])->shape, -1);
+        emit_ew_loops(m, &ex_node(m, n->in[0])->shape, -1);
         return;
     }
-    const Node *x = nd(m, n->in[0]);
+    const Node *x = ex_node(m, n->in[0]);
     fprintf(m->f, "    double s = 0.0;\n    for (int64_t k = 0; k < %s * (int64_t)%lld; k++) s += (double)b%d[k];\n",
             ir_batched(&x->shape) ? "n" : "1", (long long)ir_row_elems(&x->shape), plan_source(m->p, x->id));
     fprintf(m->f, "    b%d[0] = s;\n", n->id);
 }
 
-static void emit_data(const Em *m, const Program *prog)
+static void emit_data(const Emit *m, const Program *prog)
 {
     FILE *f = m->f;
     for (int k = 0; k < m->gr->nnodes; k++) {
-        const Node *n = nd(m, m->gr->nodes[k]);
+        const Node *n = ex_node(m, m->gr->nodes[k]);
         if (n->op == OP_LABELS) {
             fprintf(f, "    for (int64_t i = 0; i < n; i++) b%d[i] = e->lab[e->idx[i]];\n", n->id);
             continue;
@@ -274,7 +189,7 @@ static void emit_sgd_loop(FILE *f, const TrainCfg *t, int64_t lo, int64_t hi)
     fprintf(f, "        w[k] -= lr * d;\n    }\n");
 }
 
-static void emit_opt(const Em *m, const Program *prog)
+static void emit_opt(const Emit *m, const Program *prog)
 {
     FILE *f = m->f;
     const TrainCfg *t = &prog->train;
@@ -291,11 +206,11 @@ static void emit_opt(const Em *m, const Program *prog)
     const Graph *g = m->p->g;
     int run = 1;
     for (int k = 1; k < m->gr->nnodes; k++)
-        run &= g->n[nd(m, m->gr->nodes[k])->in[0]]->param == g->n[nd(m, m->gr->nodes[k - 1])->in[0]]->param + 1;
+        run &= g->n[ex_node(m, m->gr->nodes[k])->in[0]]->param == g->n[ex_node(m, m->gr->nodes[k - 1])->in[0]]->param + 1;
     for (int k = 0; k < m->gr->nnodes; k++) {
-        const Buf *first = &m->p->buf[nd(m, m->gr->nodes[k])->in[0]], *last = first;
+        const Buf *first = &m->p->buf[ex_node(m, m->gr->nodes[k])->in[0]], *last = first;
         if (run) {
-            last = &m->p->buf[nd(m, m->gr->nodes[m->gr->nnodes - 1])->in[0]];
+            last = &m->p->buf[ex_node(m, m->gr->nodes[m->gr->nnodes - 1])->in[0]];
             k = m->gr->nnodes;
         }
         emit_sgd_loop(f, t, first->off, last->off + last->size);
@@ -305,18 +220,18 @@ static void emit_opt(const Em *m, const Program *prog)
 void emit_c_kernels(FILE *f, const Plan *p, const Program *prog)
 {
     for (int i = 0; i < p->ngroups; i++) {
-        Em m = {f, p, &p->groups[i], i};
+        Emit m = {f, p, &p->groups[i], i};
         fprintf(f, "\n/* %s:", m.gr->name);
         for (int k = 0; k < m.gr->nnodes; k++)
             fprintf(f, " %%%d", m.gr->nodes[k]);
         fprintf(f, " */\nstatic void %s(rt_exec *e)\n{\n", m.gr->name);
         fprintf(f, "    const int64_t n = e->n;\n    (void)n;\n");
         if (m.gr->kind != G_OPT)    /* the optimizer indexes the slabs directly */
-            declare_buffers(&m);
+            ex_declare_buffers(&m);
         switch (m.gr->kind) {
         case G_DATA: emit_data(&m, prog); break;
         case G_MATMUL: emit_matmul(&m); break;
-        case G_EW: emit_ew_loops(&m, &nd(&m, m.gr->nodes[0])->shape, -1); break;
+        case G_EW: emit_ew_loops(&m, &ex_node(&m, m.gr->nodes[0])->shape, -1); break;
         case G_ROW: emit_row(&m); break;
         case G_RED: emit_reduce(&m); break;
         case G_OPT: emit_opt(&m, prog); break;

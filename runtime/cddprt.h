@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RT_ABI_VERSION 1
+#define RT_ABI_VERSION 2
 
 typedef struct rt_exec {
     int n;                  /* rows in this batch (last batch may be short) */
@@ -58,6 +58,17 @@ typedef struct rt_param {
     int init;               /* RT_INIT_* */
 } rt_param;
 
+/* CUDA launch geometry of one kernel, parallel to rt_plan.k. Grid dim d is
+ * gfix[d] when gdiv[d] == 0, else ceil(nmax * gmul[d] / gdiv[d]) (at least
+ * 1): batch-shaped kernels are sized for the largest batch and return
+ * early for rows >= e->n. Shared memory is static (declared in kernels). */
+typedef struct rt_cuda_launch {
+    const char *name;       /* extern "C" symbol in rt_model.cuda_src */
+    unsigned block[3];
+    unsigned gfix[3];
+    int64_t gmul[3], gdiv[3];
+} rt_cuda_launch;
+
 typedef struct rt_plan {
     const rt_kernel *k;
     int nk;
@@ -66,6 +77,7 @@ typedef struct rt_plan {
     int nstat;
     int loss_stat;          /* stat slot: sum of per-sample losses of the batch */
     int correct_stat;       /* stat slot: correct predictions, -1 if none */
+    const rt_cuda_launch *cu; /* [nk]: the same kernels for the CUDA device */
 } rt_plan;
 
 enum { RT_RED_MEAN = 0, RT_RED_SUM = 1, RT_RED_NONE = 2 };
@@ -89,7 +101,22 @@ typedef struct rt_model {
     int nesterov;
     int batch, epochs, shuffle, drop_last;
     uint64_t seed;
+    /* CUDA C of every kernel of both plans, for NVRTC (see "CUDA device"
+     * below); it declares rt_exec itself with this header's layout. */
+    const char *cuda_src;
 } rt_model;
+
+/* ---- CUDA device ---------------------------------------------------------
+ * Every CUDA kernel is `extern "C" __global__ void NAME(const rt_exec *e)`
+ * where e points to an rt_exec in DEVICE memory holding device pointers,
+ * laid out exactly as above (the CUDA source declares the same struct).
+ * Kernels index buffers exactly as the C kernels do, so both backends share
+ * one memory plan. Per step, the runtime (on the device, inside the
+ * captured graph) sets e->n, e->idx (the batch's slice of the sample
+ * order), e->lr and e->step, and zeroes grad and stat before the plan
+ * runs: CUDA kernels ACCUMULATE into stat slots and into gradients that
+ * are row reductions (bias gradients, atomicAdd), and assign the rest.
+ * The C kernels assign everything, so the zeroing is harmless there. */
 
 /* C[m, n] = op(A) . op(B) (row-major; op transposes when ta/tb), with
  * beta = 0. A tuned BLAS when the runtime was built with one, else a

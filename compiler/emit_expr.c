@@ -1,0 +1,85 @@
+/* emit_expr.c: what the C and CUDA emitters share. Both index buffers
+ * through the same rt_exec fields with the same memory plan, and both
+ * evaluate a group's elementwise nodes one element at a time as v<id>
+ * locals at (i, j) of a [R, C] iteration space; only the loops around
+ * that code differ per target. */
+#include <stdint.h>
+#include <string.h>
+
+#include "cddpc.h"
+
+const Node *ex_node(const Emit *m, int id) { return m->p->g->n[id]; }
+int ex_in_group(const Emit *m, int id) { return m->p->group_of[id] == m->grp; }
+
+char *ex_dim(int64_t d) { return d == DIM_N ? util_strdup("n") : util_fmt("%lld", (long long)d); }
+
+/* C expression for the base address of a node's buffer. */
+char *ex_addr(const Emit *m, int id)
+{
+    const Buf *b = &m->p->buf[id];
+    const char *ty = ex_node(m, id)->dt == DT_I32 ? "int32_t" : "float";
+    switch (b->cls) {
+    case B_ACT: return util_fmt("((%s *)(e->act + (int64_t)%lld * e->nmax))", ty, (long long)b->off);
+    case B_FIX: return util_fmt("(e->fix + %lld)", (long long)b->off);
+    case B_PARAM: return util_fmt("(e->param + %lld)", (long long)b->off);
+    case B_GRAD: return util_fmt("(e->grad + %lld)", (long long)b->off);
+    case B_STAT: return util_fmt("(e->stat + %lld)", (long long)b->off);
+    case B_NONE: break;
+    }
+    diag_ice("emit: %%%d (%s) has no buffer", id, op_text[ex_node(m, id)->op]);
+}
+
+/* Declares b<id> for every buffer the group touches. */
+void ex_declare_buffers(const Emit *m)
+{
+    const Group *gr = m->gr;
+    char *seen = util_alloc((size_t)m->p->g->nn);
+    for (int k = 0; k < gr->nnodes; k++) {
+        const Node *n = ex_node(m, gr->nodes[k]);
+        for (int j = -1; j < n->nin; j++) {
+            int id = j < 0 ? n->id : plan_source(m->p, n->in[j]);
+            if (seen[id] || m->p->buf[id].cls == B_NONE || (j >= 0 && ex_in_group(m, id) && !plan_uses_outside(m->p, id)))
+                continue;
+            if (j < 0 && !plan_uses_outside(m->p, id) && gr->gemm_out != id)
+                continue;
+            seen[id] = 1;
+            const char *ty = ex_node(m, id)->dt == DT_I32 ? "int32_t" : (m->p->buf[id].cls == B_STAT ? "double" : "float");
+            fprintf(m->f, "    %s *const b%d = %s;\n", ty, id, ex_addr(m, id));
+        }
+    }
+}
+
+/* Operand x of a node inside a loop over [R, C] at (i, j). */
+char *ex_operand(const Emit *m, int x, const Shape *space)
+{
+    if (ex_in_group(m, x))
+        return util_fmt("v%d", x);
+    const Shape *s = &ex_node(m, x)->shape;
+    int src = plan_source(m->p, x);
+    /* same elements in the same row-major order (a view counts) */
+    if (ir_batched(s) == ir_batched(space) && ir_row_elems(s) == ir_row_elems(space))
+        return util_fmt("b%d[i * C + j]", src);
+    if (s->rank == 1 && space->rank == 2 && s->d[0] == space->d[1])
+        return util_fmt("b%d[j]", src);
+    diag_ice("emit: cannot broadcast %s into %s", ir_shape_str(s), ir_shape_str(space));
+}
+
+char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space)
+{
+    char *a = ex_operand(m, n->in[0], space), *b = n->nin > 1 ? ex_operand(m, n->in[1], space) : NULL;
+    switch (n->op) {
+    case OP_BIAS_ADD:
+    case OP_ADD: return util_fmt("%s + %s", a, b);
+    case OP_RELU: return util_fmt("%s < 0.0f ? 0.0f : %s", a, a); /* NaN passes, as torch.relu */
+    case OP_RELU_GRAD: return util_fmt("%s > 0.0f ? %s : 0.0f", b, a);
+    default: diag_ice("emit: %s is not elementwise", op_text[n->op]);
+    }
+}
+
+int ex_has_row_reduction(const Emit *m)
+{
+    for (int k = 0; k < m->gr->nnodes; k++)
+        if (ex_node(m, m->gr->nodes[k])->op == OP_SUM_ROWS)
+            return 1;
+    return 0;
+}
