@@ -204,8 +204,17 @@ char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space);
 int ex_has_row_reduction(const Emit *m);
 
 /* ---- emit_c.c, emit_cuda.c, emit_program.c ---------------------------- */
-void emit_c_kernels(FILE *f, const Plan *p, const Program *prog); /* static void NAME(rt_exec *e) */
+void emit_c_kernels(FILE *f, const Plan *p, const Program *prog);
+/* Launch geometry of one CUDA kernel: rt_cuda_launch in runtime/cddprt.h. */
+typedef struct CudaLaunch {
+    const char *name;
+    unsigned block[3], gfix[3];
+    int64_t gmul[3], gdiv[3];
+} CudaLaunch;
+const char *emit_cuda_prelude(void);
+/* The CUDA kernel of group grp (text after the prelude), and its launch. */
+char *emit_cuda_kernel(const Plan *p, int grp, const Program *prog, CudaLaunch *launch); /* static void NAME(rt_exec *e) */
 int emit_program(const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
-                 const char *out_path, const char *emit_dir);
+                 const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir);
 
 #endif

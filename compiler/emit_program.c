@@ -36,11 +36,52 @@ static char *c_string(const char *s)
     return out;
 }
 
-static void emit_plan_table(FILE *f, const Plan *p, const char *var)
+/* The CUDA side of a program: every kernel of both plans, compiled once.
+ * text: the whole CUDA source; launch[plan][k]: geometry per kernel. */
+typedef struct CudaProgram {
+    char *text;
+    CudaLaunch *launch[2];
+    char **kernel[2];       /* each kernel's own text, for --emit cuda */
+} CudaProgram;
+
+static CudaProgram cuda_program(const Program *prog, const Plan *const plans[2])
+{
+    CudaProgram cp = {0};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        diag_ice("open_memstream failed");
+    fputs(emit_cuda_prelude(), f);
+    for (int pl = 0; pl < 2; pl++) {
+        const Plan *p = plans[pl];
+        cp.launch[pl] = util_alloc(sizeof(CudaLaunch) * (size_t)(p->ngroups + 1));
+        cp.kernel[pl] = util_alloc(sizeof(char *) * (size_t)(p->ngroups + 1));
+        for (int i = 0; i < p->ngroups; i++) {
+            cp.kernel[pl][i] = emit_cuda_kernel(p, i, prog, &cp.launch[pl][i]);
+            fputs(cp.kernel[pl][i], f);
+        }
+    }
+    fclose(f);
+    cp.text = util_strdup(text);
+    free(text);
+    return cp;
+}
+
+static void emit_plan_table(FILE *f, const Plan *p, const char *var, const CudaLaunch *cu)
 {
     fprintf(f, "\nstatic const rt_kernel %s_kernels[] = {\n", var);
     for (int i = 0; i < p->ngroups; i++)
         fprintf(f, "    {%s, \"%s\"},\n", p->groups[i].name, p->groups[i].name);
+    fprintf(f, "};\n");
+    fprintf(f, "\nstatic const rt_cuda_launch %s_cuda[] = {\n", var);
+    for (int i = 0; i < p->ngroups; i++) {
+        const CudaLaunch *l = &cu[i];
+        fprintf(f, "    {\"%s\", {%u, %u, %u}, {%u, %u, %u}, {%lld, %lld, %lld}, {%lld, %lld, %lld}},\n", l->name,
+                l->block[0], l->block[1], l->block[2], l->gfix[0], l->gfix[1], l->gfix[2], (long long)l->gmul[0],
+                (long long)l->gmul[1], (long long)l->gmul[2], (long long)l->gdiv[0], (long long)l->gdiv[1],
+                (long long)l->gdiv[2]);
+    }
     fprintf(f, "};\n");
 }
 
@@ -49,11 +90,12 @@ static void emit_plan_init(FILE *f, const Plan *p, const char *var, const Graph 
     int cs = -1;
     if (p->in_plan[g->correct_sum])
         cs = (int)p->buf[g->correct_sum].off;
-    fprintf(f, "    .%s = {%s_kernels, %d, %lld, %lld, %d, %lld, %d},\n", var, var, p->ngroups,
-            (long long)p->act_units, (long long)p->fix_floats, p->nstat, (long long)p->buf[g->loss_sum].off, cs);
+    fprintf(f, "    .%s = {%s_kernels, %d, %lld, %lld, %d, %lld, %d, %s_cuda},\n", var, var, p->ngroups,
+            (long long)p->act_units, (long long)p->fix_floats, p->nstat, (long long)p->buf[g->loss_sum].off, cs, var);
 }
 
-static void emit_source(FILE *f, const Program *prog, const Plan *train, const Plan *eval, const char *src_path)
+static void emit_source(FILE *f, const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
+                        const CudaProgram *cp)
 {
     const Graph *g = prog->g;
     const TrainCfg *t = &prog->train;
@@ -61,8 +103,18 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "#include <math.h>\n#include <stdint.h>\n#include \"cddprt.h\"\n");
     emit_c_kernels(f, train, prog);
     emit_c_kernels(f, eval, prog);
-    emit_plan_table(f, train, "train");
-    emit_plan_table(f, eval, "eval");
+    emit_plan_table(f, train, "train", cp->launch[0]);
+    emit_plan_table(f, eval, "eval", cp->launch[1]);
+    fprintf(f, "\nstatic const char cuda_src[] =\n");
+    for (const char *s = cp->text; *s;) {   /* one literal per line keeps it readable */
+        const char *nl = strchr(s, '\n');
+        size_t k = nl ? (size_t)(nl - s + 1) : strlen(s);
+        char *line = util_alloc(k + 1);
+        memcpy(line, s, k);
+        fprintf(f, "    %s\n", c_string(line));
+        s += k;
+    }
+    fprintf(f, "    ;\n");
     fprintf(f, "\nstatic const rt_param params[] = {\n");
     for (int i = 0; i < g->nparam; i++) {
         const Node *n = g->n[g->params[i]];
@@ -89,7 +141,8 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
             util_cfloat(t->weight_decay));
     fprintf(f, "    .nesterov = %d,\n    .batch = %d, .epochs = %d, .shuffle = %d, .drop_last = %d,\n", t->nesterov,
             t->batch, t->epochs, t->shuffle, t->drop_last);
-    fprintf(f, "    .seed = %lluull,\n};\n\n", (unsigned long long)t->seed);
+    fprintf(f, "    .seed = %lluull,\n", (unsigned long long)t->seed);
+    fprintf(f, "    .cuda_src = cuda_src,\n};\n\n");
     fprintf(f, "int main(int argc, char **argv)\n{\n    return rt_main(&cddp_model, argc, argv);\n}\n");
 }
 
@@ -195,22 +248,59 @@ static int compile_and_link(const char *src, const char *out_path)
     return rc;
 }
 
-int emit_program(const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
-                 const char *out_path, const char *emit_dir)
+static int make_dir(const char *dir)
 {
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "cddpc: error: cannot create directory '%s': %s\n", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* --emit cuda DIR: NAME.cu per kernel (each compiles on its own), all.cu
+ * (what the program hands NVRTC) and launch.txt (geometry per kernel:
+ * plan name block[3] gfix[3] gmul[3] gdiv[3]). */
+static int write_cuda_dir(const char *dir, const Plan *const plans[2], const CudaProgram *cp)
+{
+    if (make_dir(dir) != 0 || write_file(util_fmt("%s/all.cu", dir), cp->text) != 0)
+        return -1;
+    char *lt = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&lt, &len);
+    if (!f)
+        diag_ice("open_memstream failed");
+    for (int pl = 0; pl < 2; pl++)
+        for (int i = 0; i < plans[pl]->ngroups; i++) {
+            const CudaLaunch *l = &cp->launch[pl][i];
+            if (write_file(util_fmt("%s/%s.cu", dir, l->name), util_fmt("%s%s", emit_cuda_prelude(), cp->kernel[pl][i])))
+                return -1;
+            fprintf(f, "%s %s %u %u %u %u %u %u %lld %lld %lld %lld %lld %lld\n", plans[pl]->name, l->name, l->block[0],
+                    l->block[1], l->block[2], l->gfix[0], l->gfix[1], l->gfix[2], (long long)l->gmul[0],
+                    (long long)l->gmul[1], (long long)l->gmul[2], (long long)l->gdiv[0], (long long)l->gdiv[1],
+                    (long long)l->gdiv[2]);
+        }
+    fclose(f);
+    int rc = write_file(util_fmt("%s/launch.txt", dir), lt);
+    free(lt);
+    return rc;
+}
+
+int emit_program(const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
+                 const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir)
+{
+    const Plan *const plans[2] = {train, eval};
+    CudaProgram cp = cuda_program(prog, plans);
+    if (emit_cuda_dir && write_cuda_dir(emit_cuda_dir, plans, &cp) != 0)
+        return -1;
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f)
         diag_ice("open_memstream failed");
-    emit_source(f, prog, train, eval, src_path);
+    emit_source(f, prog, train, eval, src_path, &cp);
     fclose(f);
-    if (emit_dir) {
-        if (mkdir(emit_dir, 0777) != 0 && errno != EEXIST) {
-            fprintf(stderr, "cddpc: error: cannot create directory '%s': %s\n", emit_dir, strerror(errno));
-            return -1;
-        }
-        if (write_file(util_fmt("%s/program.c", emit_dir), text) != 0)
+    if (emit_c_dir) {
+        if (make_dir(emit_c_dir) != 0 || write_file(util_fmt("%s/program.c", emit_c_dir), text) != 0)
             return -1;
     }
     int rc = out_path ? compile_and_link(text, out_path) : 0;

@@ -12,7 +12,7 @@
 #define CDDPC_VERSION "0.1.0"
 
 typedef struct Options {
-    const char *input, *output, *emit_dir;
+    const char *input, *output, *emit_c_dir, *emit_cuda_dir;
     int report;
     FuseLevel fusion;
     char dump[8][16];
@@ -25,6 +25,7 @@ static void usage(FILE *f)
             "usage: cddpc MODEL.net [-o PROGRAM] [options]\n"
             "  -o PROGRAM         write the training executable (default: MODEL without .net)\n"
             "  --emit c DIR       write the generated C kernels to DIR/program.c\n"
+            "  --emit cuda DIR    write the CUDA kernels: DIR/NAME.cu each, all.cu, launch.txt\n"
             "  --report           list the kernels of one training and eval step\n"
             "  --fusion=LEVEL     none | elementwise | all (default all)\n"
             "  -d PASS            dump the IR after PASS: sema, autodiff, fuse, memplan\n"
@@ -54,9 +55,12 @@ static Options parse_args(int argc, char **argv)
                 bad_usage("-o needs a file name", NULL);
             o.output = argv[i];
         } else if (!strcmp(a, "--emit")) {
-            if (i + 2 >= argc || strcmp(argv[i + 1], "c"))
-                bad_usage("--emit takes a target and a directory: --emit c DIR", NULL);
-            o.emit_dir = argv[i + 2];
+            if (i + 2 >= argc || (strcmp(argv[i + 1], "c") && strcmp(argv[i + 1], "cuda")))
+                bad_usage("--emit takes a target and a directory: --emit c DIR or --emit cuda DIR", NULL);
+            if (!strcmp(argv[i + 1], "c"))
+                o.emit_c_dir = argv[i + 2];
+            else
+                o.emit_cuda_dir = argv[i + 2];
             i += 2;
         } else if (!strcmp(a, "--report")) {
             o.report = 1;
@@ -159,7 +163,7 @@ int main(int argc, char **argv)
 {
     Options o = parse_args(argc, argv);
     const char *out = o.output;
-    if (!out && !o.emit_dir && !o.report && !o.ndump)
+    if (!out && !o.emit_c_dir && !o.emit_cuda_dir && !o.report && !o.ndump)
         out = default_output(o.input);
     if (out)
         unlink(out);        /* a failed compile leaves no stale program behind */
@@ -205,7 +209,7 @@ int main(int argc, char **argv)
         plan_report(stdout, eval, prog->train.batch);
     }
 
-    if (emit_program(prog, train, eval, o.input, out, o.emit_dir) != 0)
+    if (emit_program(prog, train, eval, o.input, out, o.emit_c_dir, o.emit_cuda_dir) != 0)
         return 1;
     return 0;
 }

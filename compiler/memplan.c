@@ -129,7 +129,12 @@ void mem_plan(Plan *p)
         }
     }
     p->act_units = place(p, act, nact);
-    p->fix_floats = place(p, fix, nfix);
+    /* fix values are few and small; distinct slots keep them zero-initialized
+     * per step, which the GPU's atomic row reductions accumulate into */
+    for (int i = 0; i < nfix; i++) {
+        p->buf[fix[i].node].off = p->fix_floats;
+        p->fix_floats = align_up(p->fix_floats + fix[i].size);
+    }
     for (int k = 0; k < p->norder; k++) {
         int id = p->order[k];
         if (op_kind[g->n[id]->op] == K_VIEW)
