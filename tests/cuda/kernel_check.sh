@@ -1,0 +1,103 @@
+#!/bin/sh
+# tests/cuda/kernel_check.sh: the CUDA kernels cddpc emits for MODEL, run on
+# the CPU through tests/cuda/emu.h, checked kernel by kernel (and over one
+# whole plan) against the C kernels of the same compilation.
+#
+# Usage: tests/cuda/kernel_check.sh CDDPC MODEL.net [kernel_check options]
+#   options: --sizes NMAX:N[:STEP],...  --tol X  --orders 1|2  --plan P  -v
+# Builds under build/tests/cuda/kc_MODEL/ (libcddprt.a is taken from beside
+# CDDPC). CC, CXX and CDDPC_CFLAGS (e.g. sanitizer flags) are honoured.
+# KC_CDDPC_FLAGS adds cddpc options (e.g. --fusion=none) to both emissions.
+# KC_MUTATE='sed script' edits all.cu before it is compiled: mutants.sh
+# uses it to show that broken kernels are caught.
+# Skips (exit 0) only when the CUDA toolkit is absent.
+set -eu
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [ ! -d "$CUDA_HOME" ]; then
+    echo "SKIP: no CUDA toolkit at $CUDA_HOME"
+    exit 0
+fi
+if [ $# -lt 2 ]; then
+    echo "usage: $0 CDDPC MODEL.net [kernel_check options]" >&2
+    exit 2
+fi
+CDDPC=$1 MODEL=$2
+shift 2
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+HERE=$ROOT/tests/cuda
+CC=${CC:-cc}
+CXX=${CXX:-g++}
+XFLAGS=${CDDPC_CFLAGS:-}
+LIB=$(dirname "$CDDPC")/libcddprt.a
+[ -f "$LIB" ] || { echo "FAIL: $LIB not found (make first)"; exit 1; }
+NAME=$(basename "$MODEL" .net)
+W=${KC_WORKDIR:-$ROOT/build/tests/cuda/kc_$NAME${KC_CDDPC_FLAGS:+$(echo "$KC_CDDPC_FLAGS" | tr -c 'A-Za-z0-9\n' _)}}
+rm -rf "$W"
+mkdir -p "$W"
+
+# KC_CDDPC_FLAGS: extra cddpc options for both emissions (--fusion=none)
+"$CDDPC" "$MODEL" ${KC_CDDPC_FLAGS:-} --emit c "$W/c"
+"$CDDPC" "$MODEL" ${KC_CDDPC_FLAGS:-} --emit cuda "$W/cu"
+for f in "$W/c/program.c" "$W/cu/all.cu" "$W/cu/launch.txt"; do
+    [ -s "$f" ] || { echo "FAIL: cddpc did not write $f"; exit 1; }
+done
+
+if [ -n "${KC_MUTATE:-}" ]; then
+    cp "$W/cu/all.cu" "$W/cu/all.cu.orig"
+    sed "$KC_MUTATE" "$W/cu/all.cu.orig" > "$W/cu/all.cu"
+    if cmp -s "$W/cu/all.cu" "$W/cu/all.cu.orig"; then
+        echo "FAIL: KC_MUTATE changed nothing in all.cu: $KC_MUTATE"
+        exit 1
+    fi
+fi
+
+# launch.txt -> the table of kc_cuda.cpp, with each kernel's
+# __launch_bounds__ (its first argument) taken from all.cu
+awk -v src="$W/cu/all.cu" '
+BEGIN {
+    while ((getline line < src) > 0) {
+        if (match(line, /__launch_bounds__\( *[0-9]+[^)]*\) *[A-Za-z_][A-Za-z0-9_]* *\(/)) {
+            s = substr(line, RSTART + 18, RLENGTH - 18)
+            n = s + 0
+            sub(/^[^)]*\) */, "", s)
+            sub(/ *\($/, "", s)
+            lb[s] = n
+        }
+    }
+}
+/^[ \t]*(#|$)/ { next }
+{
+    ok = NF == 14 && $1 ~ /^[A-Za-z_][A-Za-z0-9_]*$/ && $2 ~ /^[A-Za-z_][A-Za-z0-9_]*$/
+    for (i = 3; i <= 14; i++)
+        if ($i !~ /^[0-9]+$/) ok = 0
+    if (!ok) {
+        printf "launch.txt:%d: not PLAN NAME bx by bz gfx gfy gfz gmx gmy gmz gdx gdy gdz: %s\n", NR, $0 > "/dev/stderr"
+        bad = 1
+        exit 1
+    }
+    printf "{\"%s\", \"%s\", %s, {%su, %su, %su}, {%su, %su, %su}, {%sLL, %sLL, %sLL}, {%sLL, %sLL, %sLL}, %d},\n",
+        $1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, ($2 in lb) ? lb[$2] : 0
+    nk++
+}
+END { if (!bad && !nk) { print "launch.txt lists no kernels" > "/dev/stderr"; exit 1 } }
+' "$W/cu/launch.txt" > "$W/cu/kc_table.inc"
+
+# (a) the C backend: program.c as a library
+$CC -std=c11 -O2 -fopenmp -D_GNU_SOURCE -Dmain=cddp_program_main $XFLAGS \
+    -I"$ROOT/runtime" -I"$W/c" -c "$HERE/kc_program.c" -o "$W/kc_program.o"
+# (b) the CUDA source on the CPU: all.cu under emu.h
+$CXX -std=c++17 -O2 -DCDDP_HAVE_STDINT $XFLAGS -Wall -Wno-unused-variable -Wno-unused-but-set-variable \
+    -I"$HERE" -I"$W/cu" -c "$HERE/kc_cuda.cpp" -o "$W/kc_cuda.o"
+# the model-independent driver is built once per flag set and reused
+KO=$ROOT/build/tests/cuda/obj/kernel_check.$(printf '%s' "$CXX $XFLAGS" | cksum | cut -d' ' -f1).o
+if [ ! -f "$KO" ] || [ "$HERE/kernel_check.cpp" -nt "$KO" ] || [ "$ROOT/runtime/cddprt.h" -nt "$KO" ]; then
+    mkdir -p "$(dirname "$KO")"
+    $CXX -std=c++17 -O2 $XFLAGS -Wall -Wextra -I"$ROOT/runtime" -c "$HERE/kernel_check.cpp" -o "$KO.tmp.$$"
+    mv "$KO.tmp.$$" "$KO"
+fi
+$CXX $XFLAGS -fopenmp "$KO" "$W/kc_program.o" "$W/kc_cuda.o" "$LIB" \
+    -lopenblas -lz -lm -lpthread -ldl -o "$W/kernel_check"
+
+SRC=$W/cu/all.cu
+[ -n "${KC_MUTATE:-}" ] && SRC=$W/cu/all.cu.orig   # program.c holds the unmutated text
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "$W/kernel_check" --cuda-src "$SRC" "$@"

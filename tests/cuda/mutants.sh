@@ -1,0 +1,47 @@
+#!/bin/sh
+# tests/cuda/mutants.sh: kernel_check must reject broken CUDA kernels. Each
+# mutant is the emitted all.cu of tests/cuda/models/odd.net with one edit
+# (sed); kernel_check has to fail on every one of them (and pass on the
+# unedited source, which kernel_check.sh's own test runs).
+# Usage: tests/cuda/mutants.sh CDDPC
+set -u
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [ ! -d "$CUDA_HOME" ]; then
+    echo "SKIP: no CUDA toolkit at $CUDA_HOME"
+    exit 0
+fi
+[ $# -ge 1 ] || { echo "usage: $0 CDDPC" >&2; exit 2; }
+CDDPC=$1
+HERE=$(cd "$(dirname "$0")" && pwd)
+MODEL=$HERE/models/odd.net
+caught=0 missed=0
+check() { # description, sed script, kernel_check options
+    what=$1 script=$2
+    shift 2
+    out=$(KC_WORKDIR="${TMPDIR:-/tmp}/kc_mutant.$$" KC_MUTATE="$script" \
+          "$HERE/kernel_check.sh" "$CDDPC" "$MODEL" "$@" 2>&1)
+    rc=$?
+    if [ $rc -ne 0 ] && printf '%s\n' "$out" | grep -q 'MISMATCH\|FAIL'; then
+        caught=$((caught + 1))
+        printf 'caught  %-58s %s\n' "$what" "$(printf '%s\n' "$out" | grep -m1 'MISMATCH\|FAIL' | cut -c1-110)"
+    else
+        missed=$((missed + 1))
+        printf 'MISSED  %s (rc %d)\n' "$what" "$rc"
+        printf '%s\n' "$out" | tail -n 5 | sed 's/^/    /'
+    fi
+}
+Q='--sizes 19:19:0,64:37:3 --orders 1 --plan train'
+check 'no __syncthreads at all (race on the shared tiles)' 's/__syncthreads();//' $Q
+check 'one __syncthreads less (second barrier of each K step)' '/acc\[r\]\[c\] += a\[r\] \* bb\[c\];/{n;n;s/__syncthreads();//;}' --sizes 64:37:3 --orders 2 --plan train
+check 'epilogue writes one row past M' 's/if (i >= M || j >= N)/if (i > M || j >= N)/' $Q
+check 'bias gradient stored, not accumulated' 's/atomicAdd(&\(b[0-9]*\)\[j\], g);/\1[j] = g;/' $Q
+check 'mean scaled by nmax instead of n' 's|1.0f / (float)n|1.0f / (float)e->nmax|' $Q
+check 'softmax rows overlap (7 rows per block of 8 warps)' 's/blockIdx.x \* 8 + (threadIdx.x >> 5)/blockIdx.x * 7 + (threadIdx.x >> 5)/' $Q
+check 'warp reduction stops at 8 lanes' 's/for (int o = 16; o > 0; o >>= 1)/for (int o = 4; o > 0; o >>= 1)/' $Q
+check 'optimizer misses the last parameter floats' 's/k < 32653;/k < 32640;/' $Q
+check 'momentum buffer not updated on the first step' 's/mb\[k\] = first ? d :/mb[k] = first ? mb[k] :/' $Q
+check 'early return for the whole block even when row0 < M' 's/if (row0 >= M || col0 >= N)/if (row0 + 64 > M || col0 >= N)/' $Q
+check 'labels read from idx[0] for every row' 's/b1\[t\] = e->lab\[e->idx\[t\]\];/b1[t] = e->lab[e->idx[0]];/' $Q
+rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
+echo "mutants: $caught caught, $missed missed"
+[ "$missed" -eq 0 ]
