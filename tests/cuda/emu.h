@@ -91,8 +91,8 @@ enum { EMU_MAX_THREADS = 1024 };
 #define EMU_STACK (64 * 1024)
 #endif
 
-extern "C" char __start_emu_shared[] __attribute__((weak));
-extern "C" char __stop_emu_shared[] __attribute__((weak));
+extern "C" char __start_emu_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" char __stop_emu_shared[] __attribute__((weak, visibility("hidden")));
 
 namespace emu_detail {
 
