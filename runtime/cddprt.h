@@ -113,9 +113,10 @@ typedef struct rt_model {
  * Kernels index buffers exactly as the C kernels do, so both backends share
  * one memory plan. Per step, the runtime (on the device, inside the
  * captured graph) sets e->n, e->idx (the batch's slice of the sample
- * order), e->lr and e->step, and zeroes grad and stat before the plan
- * runs: CUDA kernels ACCUMULATE into stat slots and into gradients that
- * are row reductions (bias gradients, atomicAdd), and assign the rest.
+ * order), e->lr and e->step, and zeroes grad, fix and stat before the plan
+ * runs: CUDA kernels ACCUMULATE into stat slots and into row reductions
+ * (bias gradients, atomicAdd; their targets are grad or fix, and fix slots
+ * are never shared), and assign the rest.
  * The C kernels assign everything, so the zeroing is harmless there. */
 
 /* C[m, n] = op(A) . op(B) (row-major; op transposes when ta/tb), with

@@ -9,7 +9,7 @@
  * act, fix) gets random floats (uniform in [-1, 1]; parameters scaled to
  * +-1/sqrt(fan_in) as PyTorch initializes them, so that rounding in long
  * dot products is that of training), the dataset random bytes and labels, idx
- * random sample indices; grad and stat are zeroed as the runtime does
+ * random sample indices; grad, fix and stat are zeroed as the runtime does
  * before a plan. Then, kernel by kernel in plan order, the C kernel runs
  * on state A and the emulated CUDA kernel on state B (and, with two
  * orders, on B' with the threads of each block run in reverse order),
@@ -344,8 +344,9 @@ bool run_plan(const rt_model *m, const rt_plan &p, const char *which, const std:
     }
     fill_random(A.opt);
     fill_random(A.grad);
-    /* the runtime zeroes grad and stat before a plan (cddprt.h, CUDA device) */
+    /* the runtime zeroes grad, fix and stat before a plan (cddprt.h, CUDA device) */
     std::fill(A.grad.begin(), A.grad.end(), 0.0f);
+    std::fill(A.fix.begin(), A.fix.end(), 0.0f);
     A.bind(d, n, nmax, m->lr, sz.step);
     State B = A, R = A, A0 = A;
     B.bind(d, n, nmax, m->lr, sz.step);
