@@ -128,9 +128,10 @@ void ad_train_step(Program *p)
     ad_grad(g, g->loss, -1, g->params, g->nparam, g->grad);
 
     /* Optimizer: one in-place update per parameter that got a gradient (a
-     * parameter forward never reads keeps its value, as in PyTorch). */
+     * parameter forward never reads keeps its value, as in PyTorch), in
+     * reverse order: the order their gradients (and buckets) are ready. */
     g->updates = util_alloc(sizeof(int) * (size_t)(g->nparam + 1));
-    for (int i = 0; i < g->nparam; i++) {
+    for (int i = g->nparam - 1; i >= 0; i--) {
         g->updates[i] = -1;
         int d = g->grad[i], w = g->params[i];
         if (d < 0)

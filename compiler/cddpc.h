@@ -69,6 +69,7 @@ typedef struct Node {
     int64_t fan_in;         /* PARAM: for default init */
     int red;                /* CE_LOSS / CE_GRAD: Reduction */
     int grad_of;            /* node whose final gradient this is, or -1 */
+    int bucket;             /* PARAM: gradient bucket (bucket.c) */
 } Node;
 
 typedef struct Graph {
@@ -81,7 +82,8 @@ typedef struct Graph {
     int loss;               /* CE_LOSS (per-sample) node */
     int loss_sum, correct_sum; /* SUM_ALL nodes (stat slots) */
     int *grad;              /* grad[param index] = node id of its gradient */
-    int *updates;           /* SGD nodes, in param order */
+    int *updates;           /* updates[param index] = its SGD node, or -1 */
+    int nbuckets;
 } Graph;
 
 extern const char *const op_text[OP_COUNT];
@@ -115,6 +117,7 @@ typedef struct TrainCfg {
     int nesterov;
     int batch, epochs, shuffle, drop_last;
     uint64_t seed;
+    double bucket_mb;       /* gradient bucket size after the first (1 MB) */
     Loc loc;
 } TrainCfg;
 
@@ -137,6 +140,12 @@ Program *front_compile(const char *path, const char *text);
 void ad_grad(Graph *g, int y, int dy, const int *wrt, int nwrt, int *out);
 /* Training step: loss/accuracy sums, backward for all params, SGD updates. */
 void ad_train_step(Program *p);
+
+/* ---- bucket.c --------------------------------------------------------- */
+/* Gradient buckets as PyTorch DDP forms them: parameters in reverse order
+ * (the order backward produces their gradients), a bucket closes once it
+ * holds at least its cap: first_mb for the first, bucket_mb after. */
+void bucket_plan(Graph *g, double first_mb, double bucket_mb);
 
 /* ---- plan: fuse.c, memplan.c ------------------------------------------ */
 typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT } GroupKind;
@@ -182,10 +191,17 @@ Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots);
 void fuse_plan(Plan *p, FuseLevel level);
 void mem_plan(Plan *p);
 void mem_dump(FILE *f, const Plan *p);
+int64_t mem_align(int64_t floats);               /* buffer alignment in floats */
 int plan_uses_outside(const Plan *p, int node);   /* used by another group or a root */
 int plan_source(const Plan *p, int node);         /* through views to the producer */
 void plan_dump_groups(FILE *f, const Plan *p);
 void plan_report(FILE *f, const Plan *p, int64_t batch);
+typedef struct PlanBucket {
+    int64_t off, end;       /* slab range [off, end) */
+    int ready, opt;         /* kernel indices in the train plan */
+    int nparam;
+} PlanBucket;
+void plan_buckets(const Plan *p, PlanBucket *out);   /* out[g->nbuckets] */
 
 /* ---- emit_expr.c: shared by the emitters ------------------------------ */
 typedef struct Emit {
@@ -202,6 +218,10 @@ void ex_declare_buffers(const Emit *m);     /* `T *const b<id> = ...;` for the g
 char *ex_operand(const Emit *m, int x, const Shape *space);   /* v<x> or b<x>[...] at (i, j) */
 char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space);
 int ex_has_row_reduction(const Emit *m);
+/* Slab ranges an optimizer group updates, merged where only alignment
+ * padding (zero in param, grad and opt: updating it is a no-op) separates
+ * them; returns how many, ranges in lo[], hi[] (capacity gr->nnodes). */
+int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi);
 
 /* ---- emit_c.c, emit_cuda.c, emit_program.c ---------------------------- */
 void emit_c_kernels(FILE *f, const Plan *p, const Program *prog);

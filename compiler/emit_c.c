@@ -198,23 +198,11 @@ static void emit_opt(const Emit *m, const Program *prog)
     if (mom)
         fprintf(f, "    float *const mb = e->opt;\n    const int first = e->step == 0;\n");
     fprintf(f, "    const float lr = e->lr;\n");
-    /* When the group's parameters are consecutive in the slab (the gaps
-     * between them are alignment padding, zero in param, grad and opt, so
-     * updating them is a no-op), one loop covers the whole range. A
-     * parameter forward never reads has no update (PyTorch skips grad None),
-     * so a run broken by one gets a loop per parameter. */
-    const Graph *g = m->p->g;
-    int run = 1;
-    for (int k = 1; k < m->gr->nnodes; k++)
-        run &= g->n[ex_node(m, m->gr->nodes[k])->in[0]]->param == g->n[ex_node(m, m->gr->nodes[k - 1])->in[0]]->param + 1;
-    for (int k = 0; k < m->gr->nnodes; k++) {
-        const Buf *first = &m->p->buf[ex_node(m, m->gr->nodes[k])->in[0]], *last = first;
-        if (run) {
-            last = &m->p->buf[ex_node(m, m->gr->nodes[m->gr->nnodes - 1])->in[0]];
-            k = m->gr->nnodes;
-        }
-        emit_sgd_loop(f, t, first->off, last->off + last->size);
-    }
+    int64_t *lo = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
+    int64_t *hi = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
+    int nr = ex_opt_ranges(m, lo, hi);
+    for (int r = 0; r < nr; r++)
+        emit_sgd_loop(f, t, lo[r], hi[r]);
 }
 
 void emit_c_kernels(FILE *f, const Plan *p, const Program *prog)

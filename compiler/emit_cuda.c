@@ -342,34 +342,34 @@ static void emit_opt(const Emit *m, const Program *prog, CudaLaunch *L)
 {
     FILE *f = m->f;
     const TrainCfg *t = &prog->train;
-    const Graph *g = m->p->g;
-    for (int k = 1; k < m->gr->nnodes; k++)
-        if (g->n[ex_node(m, m->gr->nodes[k])->in[0]]->param != g->n[ex_node(m, m->gr->nodes[k - 1])->in[0]]->param + 1)
-            diag_ice("emit_cuda: optimizer group over non-consecutive parameters");
-    const Buf *first = &m->p->buf[ex_node(m, m->gr->nodes[0])->in[0]];
-    const Buf *last = &m->p->buf[ex_node(m, m->gr->nodes[m->gr->nnodes - 1])->in[0]];
-    int64_t lo = first->off, hi = last->off + last->size;
+    int64_t *lo = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
+    int64_t *hi = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
+    int nr = ex_opt_ranges(m, lo, hi);
     /* torch.optim.SGD, as the C kernel; alignment gaps hold zeros */
     fprintf(f, "    float *const w = e->param, *const g = e->grad;\n");
     if (t->momentum != 0.0)
         fprintf(f, "    float *const mb = e->opt;\n    const int first = e->step == 0;\n");
     fprintf(f, "    const float lr = e->lr;\n");
     fprintf(f, "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n");
-    fprintf(f, "    for (int64_t k = %lld + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < %lld; k += stride) {\n",
-            (long long)lo, (long long)hi);
-    fprintf(f, "        float d = g[k];\n");
-    if (t->weight_decay != 0.0)
-        fprintf(f, "        d += %s * w[k];\n", util_cfloat(t->weight_decay));
-    if (t->momentum != 0.0) {
-        fprintf(f, "        mb[k] = first ? d : %s * mb[k] + %s * d;\n", util_cfloat(t->momentum),
-                util_cfloat(1.0 - t->dampening));
-        if (t->nesterov)
-            fprintf(f, "        d += %s * mb[k];\n", util_cfloat(t->momentum));
-        else
-            fprintf(f, "        d = mb[k];\n");
+    int64_t most = 0;
+    for (int r = 0; r < nr; r++) {
+        most = hi[r] - lo[r] > most ? hi[r] - lo[r] : most;
+        fprintf(f, "    for (int64_t k = %lld + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < %lld; k += stride) {\n",
+                (long long)lo[r], (long long)hi[r]);
+        fprintf(f, "        float d = g[k];\n");
+        if (t->weight_decay != 0.0)
+            fprintf(f, "        d += %s * w[k];\n", util_cfloat(t->weight_decay));
+        if (t->momentum != 0.0) {
+            fprintf(f, "        mb[k] = first ? d : %s * mb[k] + %s * d;\n", util_cfloat(t->momentum),
+                    util_cfloat(1.0 - t->dampening));
+            if (t->nesterov)
+                fprintf(f, "        d += %s * mb[k];\n", util_cfloat(t->momentum));
+            else
+                fprintf(f, "        d = mb[k];\n");
+        }
+        fprintf(f, "        w[k] -= lr * d;\n    }\n");
     }
-    fprintf(f, "        w[k] -= lr * d;\n    }\n");
-    int64_t blocks = (hi - lo + THREADS - 1) / THREADS;
+    int64_t blocks = (most + THREADS - 1) / THREADS;
     L->gfix[0] = (unsigned)(blocks < 1 ? 1 : blocks > 8192 ? 8192 : blocks);
 }
 

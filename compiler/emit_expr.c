@@ -83,3 +83,31 @@ int ex_has_row_reduction(const Emit *m)
             return 1;
     return 0;
 }
+
+int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi)
+{
+    int nr = 0;
+    for (int k = 0; k < m->gr->nnodes; k++) {
+        const Buf *b = &m->p->buf[ex_node(m, m->gr->nodes[k])->in[0]];
+        int at = nr;        /* insertion sort by offset */
+        while (at > 0 && lo[at - 1] > b->off) {
+            lo[at] = lo[at - 1];
+            hi[at] = hi[at - 1];
+            at--;
+        }
+        lo[at] = b->off;
+        hi[at] = b->off + b->size;
+        nr++;
+    }
+    int out = 0;
+    for (int r = 0; r < nr; r++) {
+        if (out > 0 && mem_align(hi[out - 1]) == lo[r]) {
+            hi[out - 1] = hi[r];
+            continue;
+        }
+        lo[out] = lo[r];
+        hi[out] = hi[r];
+        out++;
+    }
+    return out;
+}

@@ -68,6 +68,40 @@ static CudaProgram cuda_program(const Program *prog, const Plan *const plans[2])
     return cp;
 }
 
+/* Gradient buckets of the train plan: slab range, the kernel after which
+ * the last of its gradients is written, and its optimizer kernel. */
+void plan_buckets(const Plan *p, PlanBucket *out)
+{
+    const Graph *g = p->g;
+    for (int b = 0; b < g->nbuckets; b++)
+        out[b] = (PlanBucket){INT64_MAX, 0, -1, -1, 0};
+    for (int i = 0; i < g->nparam; i++) {
+        PlanBucket *b = &out[g->n[g->params[i]]->bucket];
+        int64_t off = p->param_off[i], end = off + ir_numel(&g->n[g->params[i]]->shape, 1);
+        b->off = off < b->off ? off : b->off;
+        b->end = end > b->end ? end : b->end;
+        b->nparam++;
+        if (g->grad[i] >= 0 && p->group_of[g->grad[i]] > b->ready)
+            b->ready = p->group_of[g->grad[i]];
+        if (g->updates[i] >= 0)
+            b->opt = p->group_of[g->updates[i]];
+    }
+}
+
+static void emit_buckets(FILE *f, const Plan *train)
+{
+    const Graph *g = train->g;
+    PlanBucket *pb = util_alloc(sizeof(PlanBucket) * (size_t)(g->nbuckets + 1));
+    plan_buckets(train, pb);
+    fprintf(f, "\nstatic const rt_bucket buckets[] = {\n");
+    for (int b = 0; b < g->nbuckets; b++)
+        fprintf(f, "    {%lld, %lld, %d, %d, %d},\n", (long long)pb[b].off, (long long)(pb[b].end - pb[b].off), pb[b].ready,
+                pb[b].opt, pb[b].nparam);
+    if (!g->nbuckets)
+        fprintf(f, "    {0, 0, -1, -1, 0},\n");
+    fprintf(f, "};\n");
+}
+
 static void emit_plan_table(FILE *f, const Plan *p, const char *var, const CudaLaunch *cu)
 {
     fprintf(f, "\nstatic const rt_kernel %s_kernels[] = {\n", var);
@@ -121,10 +155,13 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
         fprintf(f, "    {%s, %d, {", c_string(n->name), n->shape.rank);
         for (int k = 0; k < MAX_RANK; k++)
             fprintf(f, "%s%lld", k ? ", " : "", (long long)(k < n->shape.rank ? n->shape.d[k] : 0));
-        fprintf(f, "}, %lld, %lld, %lld, %d},\n", (long long)train->param_off[i], (long long)ir_numel(&n->shape, 1),
-                (long long)n->fan_in, n->init);
+        int gk = g->grad[i] >= 0 ? train->group_of[g->grad[i]] : -1;
+        fprintf(f, "}, %lld, %lld, %lld, %d, %d, %d},\n", (long long)train->param_off[i],
+                (long long)ir_numel(&n->shape, 1), (long long)n->fan_in, n->init, n->bucket, gk);
     }
-    fprintf(f, "};\n\nstatic const rt_model cddp_model = {\n");
+    fprintf(f, "};\n");
+    emit_buckets(f, train);
+    fprintf(f, "\nstatic const rt_model cddp_model = {\n");
     fprintf(f, "    .abi = RT_ABI_VERSION,\n    .name = %s,\n    .source = %s,\n", c_string(prog->model_name),
             c_string(src_path));
     fprintf(f, "    .params = params,\n    .nparam = %d,\n    .param_floats = %lld,\n", g->nparam,
@@ -142,7 +179,8 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "    .nesterov = %d,\n    .batch = %d, .epochs = %d, .shuffle = %d, .drop_last = %d,\n", t->nesterov,
             t->batch, t->epochs, t->shuffle, t->drop_last);
     fprintf(f, "    .seed = %lluull,\n", (unsigned long long)t->seed);
-    fprintf(f, "    .cuda_src = cuda_src,\n};\n\n");
+    fprintf(f, "    .cuda_src = cuda_src,\n    .buckets = buckets,\n    .nbuckets = %d,\n", g->nbuckets);
+    fprintf(f, "    .bucket_mb = %.17g,\n};\n\n", t->bucket_mb);
     fprintf(f, "int main(int argc, char **argv)\n{\n    return rt_main(&cddp_model, argc, argv);\n}\n");
 }
 

@@ -142,7 +142,7 @@ static void absorb_row_ops(Fuser *f, int grp, int anchor)
     }
 }
 
-static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp)
+static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbuckets] */)
 {
     const Node *n = node(f, id);
     int all = f->level == FUSE_ALL, grp;
@@ -155,11 +155,15 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp)
             *data_grp = new_group(f, G_DATA, -1);
         add(f, *data_grp, id);
         return;
-    case K_OPT:
-        if (*opt_grp < 0 || !all)
-            *opt_grp = new_group(f, G_OPT, -1);
-        add(f, *opt_grp, id);
+    case K_OPT: {
+        /* one update kernel per gradient bucket: a bucket boundary is a
+         * schedule point (its all-reduce must finish first), never fused over */
+        int b = node(f, n->in[0])->bucket;
+        if (opt_grp[b] < 0 || !all)
+            opt_grp[b] = new_group(f, G_OPT, -1);
+        add(f, opt_grp[b], id);
         return;
+    }
     case K_MATMUL:
         grp = new_group(f, G_MATMUL, id);
         add(f, grp, id);
@@ -220,9 +224,11 @@ static void name_groups(Plan *p)
 void fuse_plan(Plan *p, FuseLevel level)
 {
     Fuser f = {p, level, p->norder + 1};
-    int data_grp = -1, opt_grp = -1;
+    int data_grp = -1, *opt_grp = util_alloc(sizeof(int) * (size_t)(p->g->nbuckets + 1));
+    for (int b = 0; b <= p->g->nbuckets; b++)
+        opt_grp[b] = -1;
     for (int k = 0; k < p->norder; k++)
         if (p->group_of[p->order[k]] < 0)
-            group_node(&f, p->order[k], &data_grp, &opt_grp);
+            group_node(&f, p->order[k], &data_grp, opt_grp);
     name_groups(p);
 }

@@ -177,13 +177,14 @@ int main(int argc, char **argv)
         ir_dump(stdout, g);
 
     ad_train_step(prog);
+    bucket_plan(g, 1.0, prog->train.bucket_mb);
     verify(g, "autodiff");
     if (dumping(&o, "autodiff"))
         ir_dump(stdout, g);
 
     int nroots = 0, *roots = util_alloc(sizeof(int) * (size_t)(g->nparam + 2));
     roots[nroots++] = g->loss_sum;
-    for (int i = 0; i < g->nparam; i++)
+    for (int i = g->nparam - 1; i >= 0; i--)
         if (g->updates[i] >= 0)
             roots[nroots++] = g->updates[i];
     Plan *train = plan_new(g, "train", roots, nroots);

@@ -16,6 +16,8 @@
 
 static int64_t align_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 
+int64_t mem_align(int64_t floats) { return align_up(floats); }
+
 typedef struct Live {
     int node;
     int64_t size;
@@ -61,7 +63,8 @@ void mem_plan(Plan *p)
     Graph *g = p->g;
     p->buf = util_alloc(sizeof(Buf) * (size_t)g->nn);
     p->param_off = util_alloc(sizeof(int64_t) * (size_t)(g->nparam + 1));
-    for (int i = 0; i < g->nparam; i++) {
+    /* reverse order: each gradient bucket is one contiguous slab range */
+    for (int i = g->nparam - 1; i >= 0; i--) {
         p->param_off[i] = p->param_floats;
         p->param_floats = align_up(p->param_floats + ir_numel(&g->n[g->params[i]]->shape, 1));
     }

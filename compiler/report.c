@@ -74,4 +74,19 @@ void plan_report(FILE *f, const Plan *p, int64_t batch)
     fprintf(f, "  %-34s %4s %12.3f %12.1f\n", "total", "", tf / 1e6, tb / 1024);
     fprintf(f, "  memory: act %lld floats/sample, fix %lld floats, params %lld floats\n", (long long)p->act_units,
             (long long)p->fix_floats, (long long)p->param_floats);
+    const Graph *g = p->g;
+    if (strcmp(p->name, "train") != 0 || !g->nbuckets)
+        return;
+    PlanBucket *pb = util_alloc(sizeof(PlanBucket) * (size_t)g->nbuckets);
+    plan_buckets(p, pb);
+    fprintf(f, "  gradient buckets (all-reduced in this order, each when its ready kernel has run):\n");
+    fprintf(f, "  %-6s %12s %-34s %-20s %s\n", "bucket", "KB", "ready after", "update", "parameters");
+    for (int b = 0; b < g->nbuckets; b++) {
+        fprintf(f, "  %-6d %12.1f %-34s %-20s", b, 4.0 * (double)(pb[b].end - pb[b].off) / 1024,
+                pb[b].ready >= 0 ? p->groups[pb[b].ready].name : "-", pb[b].opt >= 0 ? p->groups[pb[b].opt].name : "-");
+        for (int i = g->nparam - 1; i >= 0; i--)
+            if (g->n[g->params[i]]->bucket == b)
+                fprintf(f, " %s", g->n[g->params[i]]->name);
+        fprintf(f, "\n");
+    }
 }

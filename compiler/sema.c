@@ -777,7 +777,7 @@ static Val check_model(Graph *g, const Model *m, Shape *in)
 /* ---- train block ------------------------------------------------------- */
 
 static const char *const train_keys[] = {"model", "data", "loss", "optimizer", "batch",
-                                         "epochs", "shuffle", "seed", "drop_last"};
+                                         "epochs", "shuffle", "seed", "drop_last", "bucket_mb"};
 enum { NTRAIN_KEYS = sizeof train_keys / sizeof train_keys[0] };
 
 /* `name` or `name(args)`: the callee, with e itself as a call node. */
@@ -939,7 +939,8 @@ static int train_model(const File *f, const Expr *e)
 static int check_train(const File *f, const Train *tr, TrainCfg *t)
 {
     *t = (TrainCfg){.data_dir = "data/mnist", .norm_mean = 0.1307, .norm_std = 0.3081, .reduction = RED_MEAN,
-                    .lr = 0.01, .batch = 64, .epochs = 10, .shuffle = 1, .seed = 0, .loc = tr->loc};
+                    .lr = 0.01, .batch = 64, .epochs = 10, .shuffle = 1, .seed = 0, .bucket_mb = 25,
+                    .loc = tr->loc};
     const TrainItem *seen[NTRAIN_KEYS] = {0};
     int model = -1;
     for (int i = 0; i < tr->nitems; i++) {
@@ -972,6 +973,16 @@ static int check_train(const File *f, const Train *tr, TrainCfg *t)
         case 6: get_bool(v, "shuffle", &t->shuffle); break;
         case 7: if (get_int(v, "seed", 0, INT64_MAX, &n)) t->seed = (uint64_t)n; break;
         case 8: get_bool(v, "drop_last", &t->drop_last); break;
+        case 9: {
+            double mb;
+            if (get_num(v, "bucket_mb", &mb)) {
+                if (mb > 0 && mb <= 65536)
+                    t->bucket_mb = mb;
+                else
+                    diag_error(v->loc, "bucket_mb must be a size in MB between 0 and 65536, got %g", mb);
+            }
+            break;
+        }
         }
     }
     if (!seen[0]) {

@@ -56,7 +56,20 @@ typedef struct rt_param {
     int64_t off, numel;     /* in floats, into param/grad/opt */
     int64_t fan_in;         /* for PyTorch's default init bounds */
     int init;               /* RT_INIT_* */
+    int bucket;             /* gradient bucket (rt_model.buckets) */
+    int grad_kernel;        /* train kernel after which its gradient is complete, -1 */
 } rt_param;
+
+/* A gradient bucket: one contiguous range of the grad slab, all-reduced as
+ * one message once train kernel `ready` has run; optimizer kernel `opt`
+ * (the only one reading it) must wait for that all-reduce. Bucket 0 is
+ * ready first. */
+typedef struct rt_bucket {
+    int64_t off, size;      /* floats into grad */
+    int ready;              /* train kernel index */
+    int opt;                /* train kernel index of its update, -1 */
+    int nparam;
+} rt_bucket;
 
 /* CUDA launch geometry of one kernel, parallel to rt_plan.k. Grid dim d is
  * gfix[d] when gdiv[d] == 0, else ceil(nmax * gmul[d] / gdiv[d]) (at least
@@ -104,6 +117,9 @@ typedef struct rt_model {
     /* CUDA C of every kernel of both plans, for NVRTC (see "CUDA device"
      * below); it declares rt_exec itself with this header's layout. */
     const char *cuda_src;
+    const rt_bucket *buckets;
+    int nbuckets;
+    double bucket_mb;       /* train block's bucket_mb (after the 1 MB first) */
 } rt_model;
 
 /* ---- CUDA device ---------------------------------------------------------

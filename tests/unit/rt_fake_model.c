@@ -119,8 +119,8 @@ static const rt_kernel eval_k[] = {
 };
 
 static const rt_param params[] = {
-    {"fc.weight", 2, {NOUT, NIN, 0, 0}, OFF_W, NOUT * NIN, NIN, RT_INIT_KAIMING_UNIFORM},
-    {"fc.bias", 1, {NOUT, 0, 0, 0}, OFF_B, NOUT, NIN, RT_INIT_BIAS_UNIFORM},
+    {"fc.weight", 2, {NOUT, NIN, 0, 0}, OFF_W, NOUT * NIN, NIN, RT_INIT_KAIMING_UNIFORM, 0, 3},
+    {"fc.bias", 1, {NOUT, 0, 0, 0}, OFF_B, NOUT, NIN, RT_INIT_BIAS_UNIFORM, 0, 3},
 };
 
 static const rt_model cddp_model = {
