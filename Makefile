@@ -21,7 +21,7 @@ endif
 AR      ?= ar
 PY      := /usr/bin/python3
 
-all: build/cddpc build/libcddprt.a build/include/cddprt.h
+all: build/cddpc build/libcddprt.a build/include/cddprt.h build/libcddprt.ldflags
 
 # Objects depend on the flags they were built with: switching SAN on or
 # off rebuilds everything instead of mixing instrumented objects.
@@ -63,6 +63,11 @@ build/compiler/%.o: compiler/%.c $(CC_HDRS) build/gen/parse.h $(FLAGS_STAMP)
 
 build/cddpc: $(CC_OBJS)
 	$(CC) $(LDFLAGS) $^ -o $@
+
+# what a program compiled by cddpc links besides libcddprt.a
+RT_LINK ?= -lopenblas -lz -lm -lpthread
+build/libcddprt.ldflags: $(FLAGS_STAMP) Makefile
+	echo '$(RT_LINK)' > $@
 
 build/include/cddprt.h: runtime/cddprt.h
 	@mkdir -p $(dir $@)

@@ -68,6 +68,20 @@ static CudaProgram cuda_program(const Program *prog, const Plan *const plans[2])
     return cp;
 }
 
+/* RT_PH_* of a kernel: its data or optimizer kind, else backward as soon
+ * as it computes any gradient (the fused softmax-CE kernel does). */
+static int group_phase(const Plan *p, const Group *gr)
+{
+    if (gr->kind == G_DATA)
+        return 0;
+    if (gr->kind == G_OPT)
+        return 3;
+    for (int k = 0; k < gr->nnodes; k++)
+        if (p->g->n[gr->nodes[k]]->phase == PH_BWD)
+            return 2;
+    return 1;
+}
+
 /* Gradient buckets of the train plan: slab range, the kernel after which
  * the last of its gradients is written, and its optimizer kernel. */
 void plan_buckets(const Plan *p, PlanBucket *out)
@@ -106,7 +120,7 @@ static void emit_plan_table(FILE *f, const Plan *p, const char *var, const CudaL
 {
     fprintf(f, "\nstatic const rt_kernel %s_kernels[] = {\n", var);
     for (int i = 0; i < p->ngroups; i++)
-        fprintf(f, "    {%s, \"%s\"},\n", p->groups[i].name, p->groups[i].name);
+        fprintf(f, "    {%s, \"%s\", %d},\n", p->groups[i].name, p->groups[i].name, group_phase(p, &p->groups[i]));
     fprintf(f, "};\n");
     fprintf(f, "\nstatic const rt_cuda_launch %s_cuda[] = {\n", var);
     for (int i = 0; i < p->ngroups; i++) {
@@ -231,6 +245,26 @@ static int add_words(char **argv, int argc, const char *env)
     return argc;
 }
 
+/* The libraries libcddprt.a was built against (BLAS or not, MPI or not)
+ * are listed by its build in libcddprt.ldflags beside it; without that
+ * file, the default build's. */
+static int add_link_flags(char **argv, int argc, const char *rt)
+{
+    FILE *f = fopen(util_fmt("%s/libcddprt.ldflags", rt), "r");
+    if (!f) {
+        char *def[] = {"-lopenblas", "-lz", "-lm", "-lpthread"};
+        for (size_t i = 0; i < sizeof def / sizeof *def; i++)
+            argv[argc++] = def[i];
+        return argc;
+    }
+    char line[2048];
+    if (fgets(line, sizeof line, f))
+        for (char *w = strtok(util_strdup(line), " \t\n"); w && argc < 80; w = strtok(NULL, " \t\n"))
+            argv[argc++] = w;
+    fclose(f);
+    return argc;
+}
+
 static int write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -267,9 +301,9 @@ static int compile_and_link(const char *src, const char *out_path)
         for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
             argv[argc++] = fixed[i];
         argc = add_words(argv, argc, "CDDPC_CFLAGS");
-        char *libs[] = {"-lopenblas", "-lz", "-lm", "-lpthread", "-o", tmp_out};
-        for (size_t i = 0; i < sizeof libs / sizeof *libs; i++)
-            argv[argc++] = libs[i];
+        argc = add_link_flags(argv, argc, rt);
+        argv[argc++] = "-o";
+        argv[argc++] = tmp_out;
         argv[argc] = NULL;
         int st = run(argv);
         if (st != 0) {

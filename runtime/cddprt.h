@@ -42,9 +42,13 @@ typedef struct rt_exec {
 
 typedef void (*rt_kernel_fn)(rt_exec *e);
 
+/* What a kernel belongs to, for timelines (--trace categories). */
+enum { RT_PH_DATA = 0, RT_PH_FORWARD = 1, RT_PH_BACKWARD = 2, RT_PH_OPTIMIZER = 3 };
+
 typedef struct rt_kernel {
     rt_kernel_fn fn;
-    const char *name;       /* e.g. "k3_mm_nt_bias_relu" */
+    const char *name;       /* e.g. "t1_mm_nt_bias_add_relu" */
+    int phase;              /* RT_PH_*: backward if it computes any gradient */
 } rt_kernel;
 
 enum { RT_INIT_KAIMING_UNIFORM = 0, RT_INIT_BIAS_UNIFORM = 1, RT_INIT_ZERO = 2, RT_INIT_ONE = 3 };

@@ -111,11 +111,11 @@ static void k4_sgd(rt_exec *e)
 }
 
 static const rt_kernel train_k[] = {
-    {k0_load, "k0_load"}, {k1_linear, "k1_linear"}, {k2_ce_train, "k2_ce_train"},
-    {k3_linear_bwd, "k3_linear_bwd"}, {k4_sgd, "k4_sgd"},
+    {k0_load, "k0_load", RT_PH_DATA}, {k1_linear, "k1_linear", RT_PH_FORWARD}, {k2_ce_train, "k2_ce_train", RT_PH_BACKWARD},
+    {k3_linear_bwd, "k3_linear_bwd", RT_PH_BACKWARD}, {k4_sgd, "k4_sgd", RT_PH_OPTIMIZER},
 };
 static const rt_kernel eval_k[] = {
-    {k0_load, "k0_load"}, {k1_linear, "k1_linear"}, {k2_ce_eval, "k2_ce_eval"},
+    {k0_load, "k0_load", RT_PH_DATA}, {k1_linear, "k1_linear", RT_PH_FORWARD}, {k2_ce_eval, "k2_ce_eval", RT_PH_FORWARD},
 };
 
 static const rt_param params[] = {
