@@ -202,6 +202,7 @@ typedef struct PlanBucket {
     int nparam;
 } PlanBucket;
 void plan_buckets(const Plan *p, PlanBucket *out);   /* out[g->nbuckets] */
+void plan_dump_buckets(FILE *f, const Plan *p);
 
 /* ---- emit_expr.c: shared by the emitters ------------------------------ */
 typedef struct Emit {

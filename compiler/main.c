@@ -15,6 +15,7 @@ typedef struct Options {
     const char *input, *output, *emit_c_dir, *emit_cuda_dir;
     int report;
     FuseLevel fusion;
+    double bucket_mb;       /* --bucket-mb: overrides the train block; 0: keep */
     char dump[8][16];
     int ndump;
 } Options;
@@ -28,7 +29,8 @@ static void usage(FILE *f)
             "  --emit cuda DIR    write the CUDA kernels: DIR/NAME.cu each, all.cu, launch.txt\n"
             "  --report           list the kernels of one training and eval step\n"
             "  --fusion=LEVEL     none | elementwise | all (default all)\n"
-            "  -d PASS            dump the IR after PASS: sema, autodiff, fuse, memplan\n"
+            "  --bucket-mb MB     gradient bucket size after the first 1 MB (default: train block's, 25)\n"
+            "  -d PASS            dump the IR after PASS: sema, autodiff, fuse, memplan, buckets\n"
             "  --version, --help\n");
 }
 
@@ -62,6 +64,10 @@ static Options parse_args(int argc, char **argv)
             else
                 o.emit_cuda_dir = argv[i + 2];
             i += 2;
+        } else if (!strcmp(a, "--bucket-mb")) {
+            char *end;
+            if (++i >= argc || (o.bucket_mb = strtod(argv[i], &end)) <= 0 || *end || o.bucket_mb > 65536)
+                bad_usage("--bucket-mb needs a size in MB between 0 and 65536", NULL);
         } else if (!strcmp(a, "--report")) {
             o.report = 1;
         } else if (!strncmp(a, "--fusion=", 9)) {
@@ -73,12 +79,12 @@ static Options parse_args(int argc, char **argv)
         } else if (!strcmp(a, "-d")) {
             if (++i >= argc)
                 bad_usage("-d needs a pass name", NULL);
-            const char *passes[] = {"sema", "autodiff", "fuse", "memplan"};
+            const char *passes[] = {"sema", "autodiff", "fuse", "memplan", "buckets"};
             int ok = 0;
-            for (size_t k = 0; k < 4; k++)
+            for (size_t k = 0; k < 5; k++)
                 ok |= !strcmp(argv[i], passes[k]);
             if (!ok)
-                bad_usage("unknown pass (sema, autodiff, fuse, memplan):", argv[i]);
+                bad_usage("unknown pass (sema, autodiff, fuse, memplan, buckets):", argv[i]);
             if (o.ndump < 8)
                 snprintf(o.dump[o.ndump++], sizeof o.dump[0], "%s", argv[i]);
         } else if (a[0] == '-' && a[1]) {
@@ -177,6 +183,8 @@ int main(int argc, char **argv)
         ir_dump(stdout, g);
 
     ad_train_step(prog);
+    if (o.bucket_mb > 0)
+        prog->train.bucket_mb = o.bucket_mb;
     bucket_plan(g, 1.0, prog->train.bucket_mb);
     verify(g, "autodiff");
     if (dumping(&o, "autodiff"))
@@ -205,6 +213,8 @@ int main(int argc, char **argv)
         mem_dump(stdout, train);
         mem_dump(stdout, eval);
     }
+    if (dumping(&o, "buckets"))
+        plan_dump_buckets(stdout, train);
     if (o.report) {
         plan_report(stdout, train, prog->train.batch);
         plan_report(stdout, eval, prog->train.batch);

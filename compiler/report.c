@@ -74,8 +74,14 @@ void plan_report(FILE *f, const Plan *p, int64_t batch)
     fprintf(f, "  %-34s %4s %12.3f %12.1f\n", "total", "", tf / 1e6, tb / 1024);
     fprintf(f, "  memory: act %lld floats/sample, fix %lld floats, params %lld floats\n", (long long)p->act_units,
             (long long)p->fix_floats, (long long)p->param_floats);
+    if (!strcmp(p->name, "train"))
+        plan_dump_buckets(f, p);
+}
+
+void plan_dump_buckets(FILE *f, const Plan *p)
+{
     const Graph *g = p->g;
-    if (strcmp(p->name, "train") != 0 || !g->nbuckets)
+    if (!g->nbuckets)
         return;
     PlanBucket *pb = util_alloc(sizeof(PlanBucket) * (size_t)g->nbuckets);
     plan_buckets(p, pb);

@@ -1,17 +1,21 @@
 #!/bin/sh
-# IR and kernel-list goldens: for each tests/golden/X.ir (resp. X.fused),
-# the training-step IR after autodiff (resp. the fused kernel list) that
-# `cddpc -d autodiff` (resp. `-d fuse`) prints for X.net must match.
+# IR, kernel-list and bucket goldens: for each tests/golden/X.ir (X.fused,
+# X.buckets), the training-step IR after autodiff (the fused kernel list,
+# the gradient buckets) that `cddpc -d autodiff` (-d fuse, -d buckets)
+# prints for X.net must match. X@MB.buckets compiles X.net with
+# --bucket-mb MB.
 # UPDATE=1 rewrites the expected files (review the diff before committing).
 cddpc=${1:-build/cddpc}
 dir=tests/golden
 fail=0
-for exp in "$dir"/*.ir "$dir"/*.fused; do
+for exp in "$dir"/*.ir "$dir"/*.fused "$dir"/*.buckets; do
     [ -e "$exp" ] || continue
     base=${exp%.*}
-    case $exp in *.ir) pass=autodiff ;; *) pass=fuse ;; esac
+    flags=""
+    case $base in *@*) flags="--bucket-mb ${base##*@}"; base=${base%@*} ;; esac
+    case $exp in *.ir) pass=autodiff ;; *.fused) pass=fuse ;; *) pass=buckets ;; esac
     got=$(mktemp)
-    if ! "$cddpc" "$base.net" -d "$pass" >"$got" 2>&1; then
+    if ! "$cddpc" "$base.net" -d "$pass" $flags >"$got" 2>&1; then
         echo "FAIL $exp (cddpc exited non-zero)"; cat "$got"; fail=1
     elif [ "${UPDATE:-0}" = 1 ]; then
         cp "$got" "$exp"; echo "UPDATED $exp"
