@@ -25,7 +25,7 @@ void openblas_set_num_threads(int num_threads);
 
 enum { OPT_DATA, OPT_DEVICE, OPT_THREADS, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_SEED,
        OPT_SHUFFLE, OPT_DROP_LAST, OPT_MAX_STEPS, OPT_INIT, OPT_SAVE, OPT_METRICS,
-       OPT_STEP_LOG, OPT_PROFILE, OPT_HELP, OPT_VERSION };
+       OPT_STEP_LOG, OPT_PROFILE, OPT_NO_CACHE, OPT_HELP, OPT_VERSION };
 
 static const struct { const char *name; int id; int takes_value; } options[] = {
     {"data", OPT_DATA, 1},       {"device", OPT_DEVICE, 1},     {"threads", OPT_THREADS, 1},
@@ -33,7 +33,7 @@ static const struct { const char *name; int id; int takes_value; } options[] = {
     {"seed", OPT_SEED, 1},       {"shuffle", OPT_SHUFFLE, 1},   {"drop-last", OPT_DROP_LAST, 0},
     {"max-steps", OPT_MAX_STEPS, 1}, {"init", OPT_INIT, 1},     {"save", OPT_SAVE, 1},
     {"metrics", OPT_METRICS, 1}, {"step-log", OPT_STEP_LOG, 1}, {"help", OPT_HELP, 0},
-    {"version", OPT_VERSION, 0}, {"profile", OPT_PROFILE, 0},
+    {"version", OPT_VERSION, 0}, {"profile", OPT_PROFILE, 0},  {"no-cache", OPT_NO_CACHE, 0},
 };
 
 static void usage(const rt_model *m, const rt_opts *d)
@@ -42,7 +42,10 @@ static void usage(const rt_model *m, const rt_opts *d)
            "Train model '%s' (compiled from %s) on an IDX dataset.\n\n"
            "  --data DIR            dataset directory (default %s): train-images-idx3-ubyte,\n"
            "                        train-labels-idx1-ubyte, t10k-*; each may be .gz\n"
-           "  --device cpu|cuda|auto  compute backend (default cpu; this build: cpu only)\n"
+           "  --device cpu|cuda|auto  compute backend (default cpu); auto: cuda when a GPU is\n"
+           "                        usable, else cpu\n"
+           "  --no-cache            compile the CUDA kernels afresh and do not cache them\n"
+           "                        (cache: $XDG_CACHE_HOME/cddpc or ~/.cache/cddpc)\n"
            "  --threads N           BLAS/OpenMP threads (default: online CPUs, %d)\n"
            "  --epochs N            epochs (default %d)\n"
            "  --batch N             batch size (default %d)\n"
@@ -56,7 +59,7 @@ static void usage(const rt_model *m, const rt_opts *d)
            "  --metrics FILE        per-epoch CSV: epoch,train_loss,test_loss,test_acc,"
            "seconds,images_per_s\n"
            "  --step-log FILE       per-step CSV: step,epoch,loss\n"
-           "  --profile             time every kernel; print a table per plan at the end\n"
+           "  --profile             time every kernel; print a table per plan at the end (cpu)\n"
            "  --help, --version\n"
            "Options take '--opt VALUE' or '--opt=VALUE'.\n",
            rt_prog, m->name, m->source ? m->source : "?", d->data_dir, d->threads, d->epochs,
@@ -147,17 +150,20 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
             usage(m, &defaults);
             return 0;
         case OPT_VERSION:
-            printf("%s: model '%s' from %s; cddp runtime %s (ABI %d, cpu)\n", rt_prog,
-                   m->name, m->source ? m->source : "?", RT_VERSION, RT_ABI_VERSION);
+            printf("%s: model '%s' from %s; cddp runtime %s (ABI %d, %s)\n", rt_prog,
+                   m->name, m->source ? m->source : "?", RT_VERSION, RT_ABI_VERSION,
+                   m->cuda_src ? "cpu, cuda" : "cpu");
             return 0;
         case OPT_DATA:
             o->data_dir = v;
             break;
         case OPT_DEVICE:
-            if (!strcmp(v, "cpu") || !strcmp(v, "auto"))
-                o->device_cuda = 0;
+            if (!strcmp(v, "cpu"))
+                o->device = RT_DEV_CPU;
             else if (!strcmp(v, "cuda"))
-                o->device_cuda = 1;
+                o->device = RT_DEV_CUDA;
+            else if (!strcmp(v, "auto"))
+                o->device = RT_DEV_AUTO;
             else
                 return bad_arg("--device: expected cpu, cuda or auto, got '%s'", v);
             break;
@@ -215,6 +221,7 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
         case OPT_METRICS: o->metrics_path = v; break;
         case OPT_STEP_LOG: o->steplog_path = v; break;
         case OPT_PROFILE: o->profile = 1; break;
+        case OPT_NO_CACHE: o->no_cache = 1; break;
         }
     }
     return -1;
@@ -336,27 +343,58 @@ int rt_main(const rt_model *m, int argc, char **argv)
         return st;
     if (check_model(m) != 0)
         return 1;
-    if (o.device_cuda) {
-        rt_err("cuda backend not available in this build");
+    if (o.device == RT_DEV_CUDA && !m->cuda_src) {
+        rt_err("--device cuda: this program was compiled without CUDA kernels");
         return 1;
     }
-    passive_omp_wait(o.threads, argv);
+    /* The CPU's thread set-up (it may re-execute the program) comes first;
+     * with --device cuda it is not needed. */
+    if (o.device != RT_DEV_CUDA)
+        passive_omp_wait(o.threads, argv);
 #ifndef CDDP_NO_BLAS
     openblas_set_num_threads(o.threads);
 #endif
     omp_set_num_threads(o.threads);
+
+    /* auto: the GPU when a driver, a device and NVRTC are there; any of
+     * them missing means the CPU, said only in the header line. */
+    rt_cuda cu;
+    memset(&cu, 0, sizeof cu);
+    char why[640] = "";
+    int use_cuda = 0;
+    if (o.device == RT_DEV_CUDA || (o.device == RT_DEV_AUTO && m->cuda_src)) {
+        if (rt_cuda_open(&cu, why, sizeof why) == 0)
+            use_cuda = 1;
+        else if (o.device == RT_DEV_CUDA) {
+            rt_err("--device cuda: %s", why);
+            return 1;
+        }
+    }
+    if (use_cuda && o.profile) {
+        rt_warn("--profile times the CPU kernels only; ignored with the cuda device");
+        o.profile = 0;
+    }
 
     int rc = 1;
     rt_log log;
     rt_ws w;
     rt_dataset train = {0}, test = {0};
     memset(&w, 0, sizeof w);
+    memset(&log, 0, sizeof log);
     /* Cheap checks first: a typo in a path should cost a second, not a
      * data load and a training run. */
-    if (check_data_dir(o.data_dir) != 0 || (o.save_path && rt_st_check_writable(o.save_path)))
+    if (check_data_dir(o.data_dir) != 0 || (o.save_path && rt_st_check_writable(o.save_path)) ||
+        rt_log_open(&log, &o) != 0) {
+        rt_cuda_close(&cu);
         return 1;
-    if (rt_log_open(&log, &o) != 0)
-        return 1;
+    }
+    if (use_cuda) {
+        char *src = rt_cuda_source(m->cuda_src);
+        int bad = !src || rt_cuda_load_module(&cu, src, !o.no_cache) != 0;
+        free(src);
+        if (bad)
+            goto out;
+    }
     if (rt_ws_alloc_params(m, &w) != 0)
         goto out;
     rt_init_params(m, w.param, o.seed);
@@ -375,12 +413,22 @@ int rt_main(const rt_model *m, int argc, char **argv)
         rt_warn("--drop-last with batch %d > %lld training samples: no step will be taken",
                 o.batch, (long long)train.n);
 
+    char dev[512];
+    if (use_cuda)
+        snprintf(dev, sizeof dev, "cuda:0 (%s, %s, driver %d.%d, NVRTC %d.%d, kernels %s)", cu.name,
+                 cu.arch, cu.driver / 1000, cu.driver % 1000 / 10, rt_nv.major, rt_nv.minor,
+                 cu.from_cache ? "cached" : "compiled");
+    else if (o.device == RT_DEV_AUTO)
+        snprintf(dev, sizeof dev, "cpu (auto: %s)", *why ? why : "no CUDA kernels in this program");
+    else
+        snprintf(dev, sizeof dev, "cpu");
     printf("model %s: %lld parameters  train %lld  test %lld  batch %d  lr %g  epochs %d"
-           "  seed %llu  threads %d\n", m->name, (long long)m->param_floats,
+           "  seed %llu  threads %d  device %s\n", m->name, (long long)m->param_floats,
            (long long)train.n, (long long)test.n, o.batch, (double)o.lr, o.epochs,
-           (unsigned long long)o.seed, o.threads);
+           (unsigned long long)o.seed, o.threads, dev);
     fflush(stdout);
-    if (rt_train(m, &o, &w, &train, &test, &log) != 0)
+    if ((use_cuda ? rt_cuda_train(&cu, m, &o, &w, &train, &test, &log)
+                  : rt_train(m, &o, &w, &train, &test, &log)) != 0)
         goto out;
     if (o.save_path && rt_st_save(m, o.save_path, w.param) != 0)
         goto out;
@@ -397,5 +445,6 @@ out:
     rt_dataset_free(&train);
     rt_dataset_free(&test);
     rt_ws_free(&w);
+    rt_cuda_close(&cu);
     return rc;
 }

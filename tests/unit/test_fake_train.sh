@@ -134,7 +134,7 @@ expect_rc "--shuffle maybe: exit 2" 2 'shuffle' --shuffle maybe
 expect_rc "missing value: exit 2" 2 'needs a value' --epochs
 expect_rc "positional argument: exit 2" 2 'unexpected argument' train.net
 expect_rc "--help=x: exit 2" 2 'takes no value' --help=x
-expect_rc "--device cuda: exit 1" 1 'cuda backend not available in this build' --device cuda
+expect_rc "--device cuda: exit 1" 1 'this program was compiled without CUDA kernels' --device cuda
 expect_rc "--device tpu: exit 2" 2 'device' --device tpu
 expect_rc "--device auto runs on cpu" 0 '^epoch 1/1' --device auto --threads 1 --max-steps 2 --data "$DATA"
 expect_rc "usage errors print a hint" 2 "Try '.*--help'" --batch 0

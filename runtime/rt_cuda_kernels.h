@@ -1,0 +1,99 @@
+/* rt_cuda_kernels.h: the runtime's own CUDA kernels, compiled by NVRTC
+ * together with the model's (rt_cuda_source appends them to cuda_src).
+ *
+ * They are what lets a whole training step be one CUDA graph replayed
+ * without the host: before the plan's kernels, step_begin points the
+ * device rt_exec at batch b of the pass (e->n, e->idx, e->lr); after them,
+ * step_end adds the step's loss (and correct count) to the pass's sums in
+ * double, records the loss sum of step b for --step-log, and advances b
+ * and e->step. The host only resets a pass's control block (one copy) and
+ * reads it back when the pass is over.
+ *
+ * Everything is in namespace cddprt or prefixed cddprt_, so nothing can
+ * collide with the model's source; no macros, no includes. Every field of
+ * the control block is 8 bytes wide, so host and device agree on its
+ * layout without padding rules; rt_cuda_source appends a kernel that
+ * reports every offset as the device compiler laid it out (and those of
+ * the model's rt_exec), checked against the host's at start-up. */
+#ifndef RT_CUDA_KERNELS_H
+#define RT_CUDA_KERNELS_H
+
+#include <stdint.h>
+
+/* Host view of cddprt::ctl: one pass (a training epoch or an evaluation)
+ * over a split. The host writes it whole before the pass. */
+typedef struct rt_cuda_ctl {
+    uint64_t e;             /* device rt_exec this pass drives */
+    uint64_t order;         /* device int32[nsample]: sample order of the pass */
+    uint64_t steploss;      /* device double[steps]: each step's loss sum, or 0 */
+    double loss_sum;        /* sum of stat[loss_stat] over the steps so far */
+    double correct_sum;     /* sum of stat[correct_stat], if correct_stat >= 0 */
+    int64_t b;              /* the next step's batch number */
+    int64_t nsample;        /* samples in the pass */
+    int64_t batch;          /* rows per batch (the last one may be short) */
+    int64_t loss_stat, correct_stat;
+    int64_t train;          /* 1: step_end advances e->step */
+    double lr;              /* e->lr for every step of the pass */
+} rt_cuda_ctl;
+
+static const char rt_cuda_kernels_src[] =
+    "\n/* ---- cddp runtime kernels (runtime/rt_cuda_kernels.h) ---- */\n"
+    "namespace cddprt {\n"
+    "struct exec {              /* rt_exec of cddprt.h */\n"
+    "    int n, nmax;\n"
+    "    float *act, *fix, *param, *grad, *opt;\n"
+    "    double *stat;\n"
+    "    const unsigned char *img, *lab;\n"
+    "    const int *idx;\n"
+    "    long long img_size;\n"
+    "    float lr;\n"
+    "    long long step;\n"
+    "    int nthreads;\n"
+    "};\n"
+    "struct ctl {               /* rt_cuda_ctl of rt_cuda_kernels.h */\n"
+    "    exec *e;\n"
+    "    const int *order;\n"
+    "    double *steploss;\n"
+    "    double loss_sum, correct_sum;\n"
+    "    long long b, nsample, batch, loss_stat, correct_stat, train;\n"
+    "    double lr;\n"
+    "};\n"
+    "}\n"
+    "\n"
+    "/* Before the plan: batch b is rows [b*batch, min(nsample, (b+1)*batch))\n"
+    " * of the pass's sample order. Launched <<<1, 1>>>. */\n"
+    "extern \"C\" __global__ void cddprt_step_begin(cddprt::ctl *c)\n"
+    "{\n"
+    "    if (threadIdx.x != 0 || blockIdx.x != 0)\n"
+    "        return;\n"
+    "    cddprt::exec *e = c->e;\n"
+    "    const long long off = c->b * c->batch;\n"
+    "    long long n = c->nsample - off;\n"
+    "    if (n > c->batch)\n"
+    "        n = c->batch;\n"
+    "    if (n < 0)\n"
+    "        n = 0;\n"
+    "    e->n = (int)n;\n"
+    "    e->idx = c->order + off;\n"
+    "    e->lr = (float)c->lr;\n"
+    "}\n"
+    "\n"
+    "/* After the plan: the step's results into the pass's sums. The kernels\n"
+    " * accumulated into stat, which the graph zeroed before them. */\n"
+    "extern \"C\" __global__ void cddprt_step_end(cddprt::ctl *c)\n"
+    "{\n"
+    "    if (threadIdx.x != 0 || blockIdx.x != 0)\n"
+    "        return;\n"
+    "    cddprt::exec *e = c->e;\n"
+    "    const double s = e->stat[c->loss_stat];\n"
+    "    c->loss_sum += s;\n"
+    "    if (c->correct_stat >= 0)\n"
+    "        c->correct_sum += e->stat[c->correct_stat];\n"
+    "    if (c->steploss)\n"
+    "        c->steploss[c->b] = s;\n"
+    "    c->b++;\n"
+    "    if (c->train)\n"
+    "        e->step++;\n"
+    "}\n";
+
+#endif

@@ -1,0 +1,420 @@
+/* rt_cuda_train.c: the epoch loop on the CUDA device.
+ *
+ * The same loop as rt_train.c -- same batches, same sums, same log lines
+ * and CSV rows (through rt_log_*) -- arranged so that the host never waits
+ * inside an epoch:
+ *
+ *   - Both splits are copied to the device once, as uint8 images and
+ *     labels; the model's first kernel gathers and normalizes a batch from
+ *     them, exactly as the C kernel does from host memory.
+ *   - A training step is captured ONCE as a CUDA graph:
+ *         memset grad, memset stat       (the kernels accumulate into them)
+ *         cddprt_step_begin(ctl)          e->n, e->idx, e->lr for batch ctl->b
+ *         the train plan's kernels        geometry for nmax rows
+ *         cddprt_step_end(ctl)            loss sums, step loss, ++b, ++e->step
+ *     and an epoch is that graph launched once per batch. Evaluation is a
+ *     second graph over the test set, launched right behind it.
+ *   - At the start of an epoch the host queues two copies: the epoch's
+ *     sample order and a fresh control block (b = 0, sums = 0). At its end
+ *     it queues the read-back of the control blocks and the step losses,
+ *     then waits once (bounded: rt_cuda_wait) and logs.
+ *   - Sample order: computed on the host with the same rt_shuffle the CPU
+ *     path uses -- a deliberate choice, so that --device cpu and cuda see
+ *     identical batches for a seed and a run can be compared step by step
+ *     (tests/gpu/run.sh does). It costs about a millisecond per epoch, done
+ *     while the GPU runs the previous epoch, and one 240 KB copy from
+ *     pinned memory. The order and control-block buffers are double
+ *     buffered (slot = epoch % 2), on the host and on the device: the host
+ *     fills slot k+1 while the copies and graphs of epoch k may still be
+ *     queued, and the last user of slot k+1 (epoch k-1) finished before
+ *     epoch k's results were read.
+ *   - The epoch time is measured on the device: events around the train
+ *     graph launches (evaluation excluded, as on the CPU).
+ * --max-steps launches only that many steps; --init and --save go through
+ * the host parameter slab (copied in before, out after). */
+#include "rt_internal.h"
+#include "rt_cuda_kernels.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CAPTURE_THREAD_LOCAL = 1, FUNC_MAX_THREADS = 0 };
+
+typedef struct plan_dev {
+    const rt_plan *p;
+    CUfunction *f;          /* [nk] */
+    unsigned (*grid)[3];    /* [nk] */
+} plan_dev;
+
+typedef struct dev_run {
+    CUdeviceptr param, grad, opt, act, fix, stat;
+    CUdeviceptr timg, tlab, vimg, vlab;     /* training and test split */
+    CUdeviceptr order[2], vorder;           /* sample orders: train (per slot), test */
+    CUdeviceptr steploss;                   /* double[nbatch] */
+    CUdeviceptr blocks;                     /* exec train, exec eval, ctl train, ctl eval */
+    CUdeviceptr exec_t, exec_v, ctl_t, ctl_v;
+    int32_t *h_order[2];                    /* pinned */
+    rt_cuda_ctl *h_ctl;                     /* pinned [5]: train slot 0/1, eval, back train, back eval */
+    double *h_steploss;                     /* pinned [nbatch] */
+    CUfunction fbegin, fend;
+    plan_dev train, eval;
+    CUgraphExec gtrain, geval;
+    CUevent ev0, ev1;
+} dev_run;
+
+enum { CTL_EVAL = 2, CTL_BACK_T = 3, CTL_BACK_V = 4, NCTL = 5 };
+
+static size_t align16(size_t n) { return (n + 15) / 16 * 16; }
+
+/* Bytes of n elements of each; -1 (after an error) if that overflows. */
+static int nbytes(int64_t n, size_t each, size_t *out, const char *what)
+{
+    if (n < 0 || (n > 0 && (uint64_t)n > SIZE_MAX / each)) {
+        rt_err("cannot allocate %s on the device: %lld elements is too many", what, (long long)n);
+        return -1;
+    }
+    *out = (size_t)n * each;
+    return 0;
+}
+
+static int dalloc(rt_cuda *cu, CUdeviceptr *p, int64_t n, size_t each, const char *what)
+{
+    size_t b;
+    return nbytes(n, each, &b, what) ? -1 : rt_cuda_alloc(cu, p, b, what);
+}
+
+/* The functions and grids of a plan's kernels, checked against the
+ * device's limits before anything is captured. */
+static int plan_setup(rt_cuda *cu, const rt_plan *p, const char *which, int nmax, plan_dev *pd)
+{
+    pd->p = p;
+    if (!p->cu) {
+        rt_err("model is malformed: the %s plan has no CUDA launch table", which);
+        return -1;
+    }
+    pd->f = calloc((size_t)(p->nk ? p->nk : 1), sizeof *pd->f);
+    pd->grid = calloc((size_t)(p->nk ? p->nk : 1), sizeof *pd->grid);
+    if (!pd->f || !pd->grid) {
+        rt_err("out of memory");
+        return -1;
+    }
+    for (int k = 0; k < p->nk; k++) {
+        const rt_cuda_launch *l = &p->cu[k];
+        if (!l->name) {
+            rt_err("model is malformed: %s kernel %d has no CUDA name", which, k);
+            return -1;
+        }
+        if (rt_cuda_function(cu, l->name, &pd->f[k]) != 0 || rt_cuda_grid(l, nmax, pd->grid[k]) != 0)
+            return -1;
+        int maxt = 0;
+        if (CU_CHECK(rt_cu.cuFuncGetAttribute(&maxt, FUNC_MAX_THREADS, pd->f[k])))
+            return -1;
+        uint64_t t = (uint64_t)l->block[0] * l->block[1] * l->block[2];
+        if (t > (uint64_t)maxt) {
+            rt_err("kernel %s: block of %llu threads, but compiled for at most %d on %s", l->name,
+                   (unsigned long long)t, maxt, cu->arch);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* One step of plan p as a graph: the memsets, step_begin, the plan's
+ * kernels on exec, step_end. The capture is always ended, even after a
+ * failed launch, so the stream stays usable. */
+static int capture(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr exec, CUdeviceptr ctl,
+                   int64_t grad_floats, int nstat, CUgraphExec *out)
+{
+    static const unsigned one[3] = {1, 1, 1};
+    *out = NULL;
+    if (CU_CHECK(rt_cu.cuStreamBeginCapture_v2(cu->stream, CAPTURE_THREAD_LOCAL)))
+        return -1;
+    int ok = 1;
+    if (grad_floats > 0)
+        ok = !CU_CHECK(rt_cu.cuMemsetD32Async(d->grad, 0, (size_t)grad_floats, cu->stream));
+    ok = ok && !CU_CHECK(rt_cu.cuMemsetD32Async(d->stat, 0, 2 * (size_t)nstat, cu->stream));
+    ok = ok && !rt_cuda_launch1(cu, d->fbegin, "cddprt_step_begin", one, one, ctl);
+    for (int k = 0; ok && k < pd->p->nk; k++)
+        ok = !rt_cuda_launch1(cu, pd->f[k], pd->p->cu[k].name, pd->grid[k], pd->p->cu[k].block, exec);
+    ok = ok && !rt_cuda_launch1(cu, d->fend, "cddprt_step_end", one, one, ctl);
+    CUgraph g = NULL;
+    CUresult r = rt_cu.cuStreamEndCapture(cu->stream, &g);
+    if (ok && CU_CHECK(r))
+        ok = 0;
+    if (ok && !g) {
+        rt_err("CUDA graph capture produced no graph");
+        ok = 0;
+    }
+    if (ok && CU_CHECK(rt_cu.cuGraphInstantiateWithFlags(out, g, 0)))
+        ok = 0;
+    if (g)
+        CU_CHECK(rt_cu.cuGraphDestroy(g));
+    if (ok && CU_CHECK(rt_cu.cuGraphUpload(*out, cu->stream)))
+        ok = 0;
+    return ok ? 0 : -1;
+}
+
+/* Host image of a device rt_exec: device pointers in the host layout. */
+static rt_exec exec_image(const dev_run *d, int nmax, CUdeviceptr img, CUdeviceptr lab, CUdeviceptr order,
+                          int64_t img_size, float lr)
+{
+    rt_exec e;
+    memset(&e, 0, sizeof e);
+    e.n = nmax;
+    e.nmax = nmax;
+    e.act = (float *)(uintptr_t)d->act;
+    e.fix = (float *)(uintptr_t)d->fix;
+    e.param = (float *)(uintptr_t)d->param;
+    e.grad = (float *)(uintptr_t)d->grad;
+    e.opt = (float *)(uintptr_t)d->opt;
+    e.stat = (double *)(uintptr_t)d->stat;
+    e.img = (const uint8_t *)(uintptr_t)img;
+    e.lab = (const uint8_t *)(uintptr_t)lab;
+    e.idx = (const int32_t *)(uintptr_t)order;
+    e.img_size = img_size;
+    e.lr = lr;
+    e.step = 0;
+    e.nthreads = 1;
+    return e;
+}
+
+/* The epoch's sample order into a pinned slot (see the file comment for
+ * why this is the host's rt_shuffle). */
+static void fill_order(int32_t *o, int64_t n, const rt_opts *opt, int epoch)
+{
+    if (opt->shuffle)
+        rt_shuffle(o, n, opt->seed, (uint64_t)epoch);
+    else
+        for (int64_t i = 0; i < n; i++)
+            o[i] = (int32_t)i;
+}
+
+static void dev_free(dev_run *d)
+{
+    /* after a failure, sticky errors would repeat here: stay quiet */
+    if (!rt_cuda_failed()) {
+        if (d->gtrain)
+            CU_CHECK(rt_cu.cuGraphExecDestroy(d->gtrain));
+        if (d->geval)
+            CU_CHECK(rt_cu.cuGraphExecDestroy(d->geval));
+        if (d->ev0)
+            CU_CHECK(rt_cu.cuEventDestroy_v2(d->ev0));
+        if (d->ev1)
+            CU_CHECK(rt_cu.cuEventDestroy_v2(d->ev1));
+    }
+    CUdeviceptr *ptrs[] = {&d->param, &d->grad, &d->opt, &d->act, &d->fix, &d->stat, &d->timg,
+                           &d->tlab, &d->vimg, &d->vlab, &d->order[0], &d->order[1], &d->vorder,
+                           &d->steploss, &d->blocks};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
+        rt_cuda_free(*ptrs[i]);
+    rt_cuda_host_free(d->h_order[0]);
+    rt_cuda_host_free(d->h_order[1]);
+    rt_cuda_host_free(d->h_ctl);
+    rt_cuda_host_free(d->h_steploss);
+    free(d->train.f);
+    free(d->train.grid);
+    free(d->eval.f);
+    free(d->eval.grid);
+    memset(d, 0, sizeof *d);
+}
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *train,
+                  const rt_dataset *test, rt_log *log)
+{
+    dev_run d;
+    memset(&d, 0, sizeof d);
+    int rc = -1;
+    const int nmax = w->nmax, nstat = w->nstat;
+    const int64_t batch = o->batch, N = train->n, NV = test->n;
+    const int64_t nbatch = o->drop_last ? N / batch : (N + batch - 1) / batch;
+    const int64_t nbatch_v = (NV + nmax - 1) / nmax;
+    const int64_t epoch_samples = o->drop_last ? nbatch * batch : N;
+    const int64_t img_size = train->rows * train->cols;
+    const int64_t units = max64(m->train.act_units, m->eval.act_units);
+    const int64_t fix = max64(m->train.fix_floats, m->eval.fix_floats);
+    if (units > 0 && nmax > INT64_MAX / units) {
+        rt_err("cannot allocate activations: %lld floats per sample x batch %d overflows",
+               (long long)units, nmax);
+        return -1;
+    }
+
+    /* ---- kernels ---- */
+    if (rt_cuda_check_layout(cu, m->cuda_src) != 0 ||
+        rt_cuda_function(cu, "cddprt_step_begin", &d.fbegin) != 0 ||
+        rt_cuda_function(cu, "cddprt_step_end", &d.fend) != 0 ||
+        plan_setup(cu, &m->train, "train", nmax, &d.train) != 0 ||
+        plan_setup(cu, &m->eval, "eval", nmax, &d.eval) != 0)
+        goto out;
+
+    /* ---- device memory: everything a run touches, allocated once ---- */
+    const size_t off_ev = align16(sizeof(rt_exec)), off_ct = 2 * off_ev,
+                 off_cv = off_ct + align16(sizeof(rt_cuda_ctl)), blocks = off_cv + align16(sizeof(rt_cuda_ctl));
+    if (dalloc(cu, &d.param, m->param_floats, sizeof(float), "parameters") ||
+        dalloc(cu, &d.grad, m->param_floats, sizeof(float), "gradients") ||
+        dalloc(cu, &d.opt, m->opt_floats, sizeof(float), "optimizer state") ||
+        dalloc(cu, &d.act, units * nmax, sizeof(float), "activations") ||
+        dalloc(cu, &d.fix, fix, sizeof(float), "scratch") ||
+        dalloc(cu, &d.stat, nstat, sizeof(double), "statistics") ||
+        dalloc(cu, &d.timg, N * img_size, 1, "training images") ||
+        dalloc(cu, &d.tlab, N, 1, "training labels") ||
+        dalloc(cu, &d.vimg, NV * img_size, 1, "test images") ||
+        dalloc(cu, &d.vlab, NV, 1, "test labels") ||
+        dalloc(cu, &d.order[0], N, sizeof(int32_t), "sample order") ||
+        dalloc(cu, &d.order[1], N, sizeof(int32_t), "sample order") ||
+        dalloc(cu, &d.vorder, NV, sizeof(int32_t), "test order") ||
+        dalloc(cu, &d.steploss, nbatch, sizeof(double), "step losses") ||
+        rt_cuda_alloc(cu, &d.blocks, blocks, "control blocks"))
+        goto out;
+    d.exec_t = d.blocks;
+    d.exec_v = d.blocks + off_ev;
+    d.ctl_t = d.blocks + off_ct;
+    d.ctl_v = d.blocks + off_cv;
+    size_t order_b, steps_b;
+    if (nbytes(N, sizeof(int32_t), &order_b, "sample order") ||
+        nbytes(nbatch, sizeof(double), &steps_b, "step losses") ||
+        rt_cuda_host_alloc(cu, (void **)&d.h_order[0], order_b, "sample order") ||
+        rt_cuda_host_alloc(cu, (void **)&d.h_order[1], order_b, "sample order") ||
+        rt_cuda_host_alloc(cu, (void **)&d.h_ctl, NCTL * sizeof(rt_cuda_ctl), "control blocks") ||
+        rt_cuda_host_alloc(cu, (void **)&d.h_steploss, steps_b, "step losses"))
+        goto out;
+
+    /* ---- contents: parameters (after init / --init), data, tables ---- */
+    int32_t *iota = malloc(NV > 0 ? (size_t)NV * sizeof(int32_t) : 1);
+    if (!iota) {
+        rt_err("out of memory");
+        goto out;
+    }
+    for (int64_t i = 0; i < NV; i++)
+        iota[i] = (int32_t)i;
+    rt_exec et = exec_image(&d, nmax, d.timg, d.tlab, d.order[1], img_size, o->lr);
+    rt_exec ev = exec_image(&d, nmax, d.vimg, d.vlab, d.vorder, img_size, o->lr);
+    int up = rt_cuda_htod(cu, d.param, w->param, (size_t)m->param_floats * sizeof(float)) ||
+             (m->param_floats > 0 &&
+              CU_CHECK(rt_cu.cuMemsetD32Async(d.grad, 0, (size_t)m->param_floats, cu->stream))) ||
+             (m->opt_floats > 0 &&
+              CU_CHECK(rt_cu.cuMemsetD32Async(d.opt, 0, (size_t)m->opt_floats, cu->stream))) ||
+             rt_cuda_htod(cu, d.timg, train->img, (size_t)(N * img_size)) ||
+             rt_cuda_htod(cu, d.tlab, train->lab, (size_t)N) ||
+             rt_cuda_htod(cu, d.vimg, test->img, (size_t)(NV * img_size)) ||
+             rt_cuda_htod(cu, d.vlab, test->lab, (size_t)NV) ||
+             rt_cuda_htod(cu, d.vorder, iota, (size_t)NV * sizeof(int32_t)) ||
+             rt_cuda_htod(cu, d.exec_t, &et, sizeof et) || rt_cuda_htod(cu, d.exec_v, &ev, sizeof ev);
+    free(iota);
+    if (up)
+        goto out;
+    /* control blocks: the static fields; b and the sums are reset per pass */
+    for (int s = 0; s < 2; s++) {
+        rt_cuda_ctl *c = &d.h_ctl[s];
+        memset(c, 0, sizeof *c);
+        c->e = d.exec_t;
+        c->order = d.order[s];
+        c->steploss = d.steploss;
+        c->nsample = N;
+        c->batch = batch;
+        c->loss_stat = m->train.loss_stat;
+        c->correct_stat = m->train.correct_stat;
+        c->train = 1;
+        c->lr = o->lr;
+    }
+    rt_cuda_ctl *cv = &d.h_ctl[CTL_EVAL];
+    memset(cv, 0, sizeof *cv);
+    cv->e = d.exec_v;
+    cv->order = d.vorder;
+    cv->nsample = NV;
+    cv->batch = nmax;
+    cv->loss_stat = m->eval.loss_stat;
+    cv->correct_stat = m->eval.correct_stat;
+    cv->lr = o->lr;
+    if (rt_cuda_htod(cu, d.ctl_t, &d.h_ctl[0], sizeof(rt_cuda_ctl)) ||
+        rt_cuda_htod(cu, d.ctl_v, cv, sizeof(rt_cuda_ctl)))
+        goto out;
+
+    /* ---- the two graphs, captured once ---- */
+    if (capture(cu, &d, &d.train, d.exec_t, d.ctl_t, m->param_floats, nstat, &d.gtrain) != 0 ||
+        capture(cu, &d, &d.eval, d.exec_v, d.ctl_v, 0, nstat, &d.geval) != 0 ||
+        CU_CHECK(rt_cu.cuEventCreate(&d.ev0, 0)) || CU_CHECK(rt_cu.cuEventCreate(&d.ev1, 0)) ||
+        rt_cuda_wait(cu, "preparing the CUDA graphs") != 0)
+        goto out;
+
+    /* ---- epochs ---- */
+    int64_t step = 0;
+    int warned_nan = 0;
+    fill_order(d.h_order[1], N, o, 1);
+    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+        const int slot = epoch % 2;
+        int64_t nsteps = nbatch;
+        if (o->max_steps && nsteps > o->max_steps - step)
+            nsteps = o->max_steps - step > 0 ? o->max_steps - step : 0;
+        size_t ob = (size_t)N * sizeof(int32_t);
+        int ok = (ob == 0 ||
+                  !CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d.order[slot], d.h_order[slot], ob, cu->stream))) &&
+                 !CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d.ctl_t, &d.h_ctl[slot], sizeof(rt_cuda_ctl),
+                                                      cu->stream)) &&
+                 !CU_CHECK(rt_cu.cuEventRecord(d.ev0, cu->stream));
+        for (int64_t s = 0; ok && s < nsteps; s++)
+            ok = !CU_CHECK(rt_cu.cuGraphLaunch(d.gtrain, cu->stream));
+        ok = ok && !CU_CHECK(rt_cu.cuEventRecord(d.ev1, cu->stream)) &&
+             !CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d.ctl_v, cv, sizeof(rt_cuda_ctl), cu->stream));
+        for (int64_t s = 0; ok && s < nbatch_v; s++)
+            ok = !CU_CHECK(rt_cu.cuGraphLaunch(d.geval, cu->stream));
+        ok = ok &&
+             !CU_CHECK(rt_cu.cuMemcpyDtoHAsync_v2(&d.h_ctl[CTL_BACK_T], d.ctl_t, sizeof(rt_cuda_ctl),
+                                                  cu->stream)) &&
+             !CU_CHECK(rt_cu.cuMemcpyDtoHAsync_v2(&d.h_ctl[CTL_BACK_V], d.ctl_v, sizeof(rt_cuda_ctl),
+                                                  cu->stream)) &&
+             (nsteps == 0 || !CU_CHECK(rt_cu.cuMemcpyDtoHAsync_v2(d.h_steploss, d.steploss,
+                                                                  (size_t)nsteps * sizeof(double),
+                                                                  cu->stream)));
+        if (!ok)
+            goto out;
+        /* While the GPU works: the next epoch's order into the other slot. */
+        if (epoch < o->epochs)
+            fill_order(d.h_order[1 - slot], N, o, epoch + 1);
+        char what[64];
+        snprintf(what, sizeof what, "epoch %d", epoch);
+        if (rt_cuda_wait(cu, what) != 0)
+            goto out;
+        float ms = 0;
+        if (CU_CHECK(rt_cu.cuEventElapsedTime(&ms, d.ev0, d.ev1)))
+            goto out;
+
+        /* ---- the epoch's results, logged as the CPU loop logs them ---- */
+        const rt_cuda_ctl *bt = &d.h_ctl[CTL_BACK_T], *bv = &d.h_ctl[CTL_BACK_V];
+        if (bt->b != nsteps || bv->b != nbatch_v) {
+            rt_err("epoch %d: the device ran %lld training and %lld evaluation steps, expected %lld and %lld",
+                   epoch, (long long)bt->b, (long long)bv->b, (long long)nsteps, (long long)nbatch_v);
+            goto out;
+        }
+        int64_t trained = 0;
+        for (int64_t s = 0; s < nsteps; s++) {
+            int n = (int)(N - s * batch < batch ? N - s * batch : batch);
+            double sl = d.h_steploss[s];
+            trained += n;
+            step++;
+            double step_loss = m->reduction == RT_RED_MEAN ? sl / n : sl;
+            if (!isfinite(sl) && !warned_nan) {
+                rt_warn("loss is %s at step %lld; training continues", isnan(sl) ? "NaN" : "inf",
+                        (long long)step);
+                warned_nan = 1;
+            }
+            rt_log_step(log, step, epoch, step_loss);
+            if (s + 1 == nsteps)
+                rt_log_progress(log, epoch, o->epochs, trained, epoch_samples, step_loss, 1);
+        }
+        double train_loss = trained ? bt->loss_sum / (double)trained : NAN;
+        double test_loss = bv->loss_sum / (double)NV;
+        double test_acc = m->eval.correct_stat >= 0 ? bv->correct_sum / (double)NV : NAN;
+        rt_log_epoch(log, epoch, o->epochs, train_loss, test_loss, test_acc, ms / 1000.0, trained);
+        if (o->max_steps && step >= o->max_steps)
+            break;
+    }
+    /* --save (and anything after) reads the host slab */
+    if (rt_cuda_dtoh(cu, w->param, d.param, (size_t)m->param_floats * sizeof(float)) != 0)
+        goto out;
+    rc = 0;
+out:
+    dev_free(&d);
+    return rc;
+}

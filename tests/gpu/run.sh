@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh: the one prepared script for a lent GPU machine.
+#
+#   here, first:      tests/gpu/prepare.sh      (writes build/gen and build/gpu-data)
+#   on the device:    bash tests/gpu/run.sh     carry: build/gen build/gpu-data
+#
+# The GPU host has gcc, nvcc and PyTorch with CUDA, and no MPI, OpenBLAS,
+# flex, bison or network. So everything is built here with plain cc: the
+# compiler from the pre-generated parser (build/gen), the runtime with
+# -DCDDP_NO_BLAS (rt_blas.c's own GEMM), programs through tests/gpu/cc.sh
+# (drops -lopenblas), and zlib's headers replaced by tests/gpu/zshim when
+# absent. Steps, each timed, each one row of the table printed LAST:
+#   build    cddpc, libcddprt, SimpleNet (models/mnist.net), kernel_check
+#   nvrtc    NVRTC compile of every kernel for the device's arch (no cache):
+#            time; registers, local and shared memory per kernel in the log
+#   kernels  every CUDA kernel against its C kernel on fresh random state
+#            with poisoned outputs (tests/gpu/kernel_check.c): max rel diff
+#   train    SimpleNet, 2 epochs of Fashion-MNIST, --device cuda: test_acc
+#            (>= 0.80) and the epoch times
+#   parity   100 steps on cuda and on the cpu from the same seed: step losses
+#            and final parameters (within 1e-3 relative; expect ~1e-6)
+#   speed    the timed epoch (device events) against the 15 ms target
+#            (a target, reported, not a failure)
+#   torch    PyTorch eager and torch.compile(mode="reduce-overhead") epochs
+#            with resident data on the same GPU (n/a when unusable)
+# Exit status non-zero when any check FAILs. Logs: build/gpu/logs/.
+# Options (environment): CDDP_GPU_DATA (default build/gpu-data), PYTHON (the
+# one with torch; default: python3 or python, whichever imports torch),
+# CDDP_GPU_BUDGET (seconds for all steps, default 450), CDDP_GPU_ZSHIM=1
+# (use the zlib shim even where zlib.h exists: to rehearse it).
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+ROOT=$PWD
+B=build/gpu
+DATA=${CDDP_GPU_DATA:-build/gpu-data}
+LOGS=$B/logs
+export XDG_CACHE_HOME=$ROOT/$B/cache    # the kernel cache, kept inside the tree
+PY=${PYTHON:-python3}
+CC=${CC:-$(command -v cc || command -v gcc || echo cc)}
+export CDDP_GPU_CC=$CC                  # what tests/gpu/cc.sh runs for cddpc
+CF="-std=c11 -O3 -march=native -D_GNU_SOURCE"
+# NVRTC: the runtime searches the loader's path, then $CUDA_HOME (here: the
+# toolkit of nvcc); as a last resort the NVRTC PyTorch's wheels bring (the
+# runtime takes the newest one the driver supports).
+if [ -z "${CUDA_HOME:-}" ] && command -v nvcc >/dev/null; then
+    CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+    export CUDA_HOME
+fi
+for p in ${PYTHON:-} python3 python; do
+    d=$($p - 2>/dev/null <<'P'
+import glob, os, site
+roots = site.getsitepackages() + [site.getusersitepackages()]
+dirs = sorted({os.path.dirname(f) for r in roots for f in glob.glob(os.path.join(r, 'nvidia', '*', 'lib', 'libnvrtc.so*'))})
+print(':'.join(dirs))
+P
+) && [ -n "$d" ] && { export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d; break; }
+done
+
+# ---- the steps (each runs as: bash run.sh --step NAME, under a timeout) ------
+# A step writes one line to $LOGS/NAME.detail and exits 0 (PASS), 1 (FAIL),
+# 3 (n/a) or 4 (WARN).
+detail() { echo "$*" >"$LOGS/$STEP.detail"; }
+
+zlib_flags() {
+    if [ -z "${CDDP_GPU_ZSHIM:-}" ] && printf '#include <zlib.h>\n' | $CC -E -x c - >/dev/null 2>&1; then
+        ZINC="" ZLIB="-lz" ZWHICH=system
+    else
+        ZINC="-I$ROOT/tests/gpu/zshim" ZLIB="-l:libz.so.1" ZWHICH="shim (no zlib.h)"
+    fi
+}
+
+step_build() {
+    for f in parse.c parse.h lex.c; do
+        if [ ! -s build/gen/$f ]; then
+            detail "build/gen/$f missing: run tests/gpu/prepare.sh on the build machine and carry build/gen"
+            return 1
+        fi
+    done
+    [ -s "$DATA/train-images-idx3-ubyte.gz" ] || [ -s "$DATA/train-images-idx3-ubyte" ] || {
+        detail "$DATA has no Fashion-MNIST: run tests/gpu/prepare.sh and carry build/gpu-data"
+        return 1
+    }
+    zlib_flags
+    echo "zlib: $ZWHICH" >"$LOGS/zlib"
+    mkdir -p $B/obj $B/include $B/emit
+    set -x
+    local srcs=()
+    for f in compiler/*.c; do
+        case $f in compiler/lex.c | compiler/parse.c) ;; *) srcs+=("$f") ;; esac
+    done
+    $CC -std=c11 -O2 -D_GNU_SOURCE -w -Icompiler -Iruntime -Ibuild/gen "${srcs[@]}" build/gen/parse.c build/gen/lex.c \
+        -o $B/cddpc || { detail "compiler build failed (see logs/build.log)"; return 1; }
+    rm -f $B/obj/*.o
+    for f in runtime/rt_*.c; do
+        $CC $CF -Wall -Wextra -DCDDP_NO_BLAS -fopenmp $ZINC -Iruntime -c "$f" -o $B/obj/"$(basename "${f%.c}")".o ||
+            { detail "runtime build failed on $f (see logs/build.log)"; return 1; }
+    done
+    rm -f $B/libcddprt.a
+    ar rcs $B/libcddprt.a $B/obj/*.o && cp runtime/cddprt.h $B/include/ || { detail "ar failed"; return 1; }
+    CDDPC_CC=$ROOT/tests/gpu/cc.sh CDDP_GPU_ZLIB=$ZLIB $B/cddpc models/mnist.net -o $B/mnist ||
+        { detail "cddpc models/mnist.net failed (see logs/build.log)"; return 1; }
+    $B/cddpc models/mnist.net --emit c $B/emit || { detail "cddpc --emit c failed"; return 1; }
+    $CC $CF -fopenmp -Iruntime -DPROGRAM_C="\"$ROOT/$B/emit/program.c\"" tests/gpu/kernel_check.c $B/libcddprt.a \
+        $ZLIB -lm -ldl -lpthread -o $B/kernel_check || { detail "kernel_check build failed"; return 1; }
+    set +x
+    detail "cddpc, libcddprt (no BLAS), SimpleNet, kernel_check; $(basename "$CC") $($CC -dumpversion); zlib $ZWHICH"
+}
+
+step_nvrtc() {
+    $B/kernel_check --compile-only | tee $B/nvrtc.txt
+    local rc=${PIPESTATUS[0]}
+    detail "$(tail -1 $B/nvrtc.txt)"
+    return $rc
+}
+
+step_kernels() {
+    $B/kernel_check | tee $B/kernels.txt
+    local rc=${PIPESTATUS[0]}
+    detail "$(tail -1 $B/kernels.txt | sed 's/^kernels: //')"
+    return $rc
+}
+
+step_train() {
+    rm -f $B/train.csv
+    $B/mnist --device cuda --data "$DATA" --epochs 2 --metrics $B/train.csv --step-log $B/train_steps.csv |
+        tee $B/train.out
+    local rc=${PIPESTATUS[0]}
+    if [ "$rc" -ne 0 ] || [ ! -s $B/train.csv ]; then
+        detail "the run failed (status $rc): $(tail -2 "$LOGS/train.log" | tr '\n' ' ')"
+        return 1
+    fi
+    grep -q 'device cuda:0' $B/train.out || { detail "did not run on the GPU: $(head -1 $B/train.out)"; return 1; }
+    $PY - $B/train.csv "$LOGS/train.detail" <<'P'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+ok = len(rows) == 2 and float(rows[-1]['test_acc']) >= 0.80
+ms = ', '.join('epoch %s %.2f ms' % (r['epoch'], 1e3 * float(r['seconds'])) for r in rows)
+open(sys.argv[2], 'w').write('test_acc %.4f (>= 0.80), train_loss %.4f; %s\n'
+                             % (float(rows[-1]['test_acc']), float(rows[-1]['train_loss']), ms))
+sys.exit(0 if ok else 1)
+P
+}
+
+step_parity() {
+    $B/mnist --device cuda --data "$DATA" --max-steps 100 --step-log $B/par_cuda.csv --save $B/par_cuda.st ||
+        { detail "cuda run failed"; return 1; }
+    $B/mnist --device cpu --data "$DATA" --max-steps 100 --step-log $B/par_cpu.csv --save $B/par_cpu.st ||
+        { detail "cpu run failed"; return 1; }
+    $PY - $B/par_cuda.csv $B/par_cpu.csv $B/par_cuda.st $B/par_cpu.st "$LOGS/parity.detail" <<'P'
+import csv, json, struct, sys
+a, b = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
+def load(p):
+    raw = open(p, 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]; h = json.loads(raw[8:8 + n])
+    return {k: struct.unpack('<%df' % ((v['data_offsets'][1] - v['data_offsets'][0]) // 4),
+            raw[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]]) for k, v in h.items() if k != '__metadata__'}
+if not len(a) == len(b) == 100:
+    open(sys.argv[5], 'w').write('expected 100 steps each, got %d (cuda) and %d (cpu)\n' % (len(a), len(b)))
+    sys.exit(1)
+ok = True
+sl = max(abs(float(x['loss']) - float(y['loss'])) / abs(float(y['loss'])) for x, y in zip(a, b))
+pa, pb = load(sys.argv[3]), load(sys.argv[4])
+pr = max((sum((p - q) ** 2 for p, q in zip(pa[k], pb[k])) / sum(q * q for q in pb[k])) ** 0.5 for k in pb)
+ok = ok and sl <= 1e-3 and pr <= 1e-3
+open(sys.argv[5], 'w').write('100 steps, cuda vs cpu: step loss max rel %.2e, parameters max rel L2 %.2e (<= 1e-3)\n'
+                             % (sl, pr))
+sys.exit(0 if ok else 1)
+P
+}
+
+step_torch() {   # torch eager | compile
+    # the python that has torch: $PYTHON, else python3, else python
+    local tpy=$PY p
+    for p in ${PYTHON:-} python3 python; do
+        if $p -c 'import torch' >/dev/null 2>&1; then tpy=$p; break; fi
+    done
+    $tpy tests/gpu/torch_epoch.py "$DATA" --mode "$1" >$B/torch_$1.json
+    local rc=$?
+    local out
+    out=$(tail -1 $B/torch_$1.json)
+    echo "$out"
+    $PY - "$out" "$LOGS/$STEP.detail" <<'P'
+import json, sys
+try:
+    r = json.loads(sys.argv[1])
+except Exception:
+    open(sys.argv[2], 'w').write('no result (see the log)\n'); sys.exit(1)
+if 'na' in r:
+    open(sys.argv[2], 'w').write('n/a: %s\n' % r['na']); sys.exit(3)
+open(sys.argv[2], 'w').write('epoch %.2f ms (wall %.1f ms), test_acc %.4f, warm-up %.1f s; torch %s\n'
+                             % (r['epoch_ms'], r['wall_ms'], r['test_acc'], r['warmup_s'], r['torch']))
+P
+    local st=$?
+    [ $rc -ne 0 ] && [ $st -eq 0 ] && st=1
+    return $st
+}
+
+if [ "${1:-}" = "--step" ]; then
+    STEP=$2
+    shift 2
+    case $STEP in
+        build) step_build ;;
+        nvrtc) step_nvrtc ;;
+        kernels) step_kernels ;;
+        train) step_train ;;
+        parity) step_parity ;;
+        torch_eager) step_torch eager ;;
+        torch_compile) step_torch compile ;;
+        *) echo "unknown step $STEP" >&2; exit 2 ;;
+    esac
+    exit $?
+fi
+
+# ---- the driver -----------------------------------------------------------------
+rm -rf $LOGS
+mkdir -p $LOGS
+T_START=$(date +%s)
+rows=()
+fails=0
+# Every step has its own limit, and all of them together the budget: the
+# script ends within BUDGET seconds (plus the table) whatever hangs.
+BUDGET=${CDDP_GPU_BUDGET:-450}
+run_step() {    # run_step NAME LIMIT_S TITLE [needs_build]
+    local name=$1 limit=$2 title=$3
+    LAST_RC=1
+    if [ "${4:-}" = needs_build ] && [ "$BUILD_OK" -ne 1 ]; then
+        rows+=("$title|FAIL|0.0|not run: the build failed")
+        fails=$((fails + 1))
+        return
+    fi
+    local left=$((T_START + BUDGET - $(date +%s)))
+    [ "$left" -lt "$limit" ] && limit=$left
+    if [ "$limit" -lt 5 ]; then
+        rows+=("$title|FAIL|0.0|not run: the ${BUDGET} s budget is spent")
+        fails=$((fails + 1))
+        return
+    fi
+    echo "==== $title"
+    local t0 t1 rc st
+    t0=$(date +%s.%N)
+    timeout --kill-after=10 "$limit" bash "$0" --step "$name" 2>&1 | tee "$LOGS/$name.log" | tail -n 40
+    rc=${PIPESTATUS[0]}
+    t1=$(date +%s.%N)
+    case $rc in
+        0) st=PASS ;;
+        3) st=n/a ;;
+        4) st=WARN ;;
+        124 | 137) st=FAIL
+           echo "timed out after $limit s" >"$LOGS/$name.detail" ;;
+        *) st=FAIL ;;
+    esac
+    [ "$st" = FAIL ] && fails=$((fails + 1))
+    local d
+    d=$(cat "$LOGS/$name.detail" 2>/dev/null || echo "(no detail; see $LOGS/$name.log)")
+    rows+=("$title|$st|$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')|$d")
+    LAST_RC=$rc
+}
+
+if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+fi
+BUILD_OK=1
+run_step build 150 "build"
+BUILD_OK=$([ "$LAST_RC" -eq 0 ] && echo 1 || echo 0)
+run_step nvrtc 60 "NVRTC compile, device arch" needs_build
+run_step kernels 120 "kernels vs C reference" needs_build
+run_step train 90 "train SimpleNet 2 epochs" needs_build
+run_step parity 120 "cuda = cpu, 100 steps" needs_build
+run_step torch_eager 90 "torch eager epoch"
+run_step torch_compile 180 "torch.compile epoch"
+
+# the timed epoch against the target and the PyTorch epochs
+speed_row() {
+    local ms
+    ms=$(awk -F, 'NR == 3 {printf "%.2f", 1000 * $5}' $B/train.csv 2>/dev/null)
+    if [ -z "$ms" ]; then
+        rows+=("epoch time vs 15 ms|FAIL|0.0|no timed epoch (the train run failed)")
+        fails=$((fails + 1))
+        return
+    fi
+    local te tc
+    te=$(sed -n 's/^epoch \([0-9.]*\) ms.*/\1/p' "$LOGS/torch_eager.detail" 2>/dev/null)
+    tc=$(sed -n 's/^epoch \([0-9.]*\) ms.*/\1/p' "$LOGS/torch_compile.detail" 2>/dev/null)
+    local vs=""
+    [ -n "$te" ] && vs="$vs; $(awk -v a="$ms" -v b="$te" 'BEGIN {printf "%.2fx torch eager", a / b}')"
+    [ -n "$tc" ] && vs="$vs; $(awk -v a="$ms" -v b="$tc" 'BEGIN {printf "%.2fx torch.compile", a / b}')"
+    local st
+    st=$(awk -v a="$ms" 'BEGIN {print (a <= 15.0) ? "PASS" : "SLOW"}')
+    rows+=("epoch time vs 15 ms|$st|0.0|cddp epoch 2: $ms ms (target <= 15 ms)$vs")
+}
+speed_row
+
+echo
+echo "==== tests/gpu/run.sh: $(( $(date +%s) - T_START )) s in all; logs in $LOGS/"
+printf '%-28s %-5s %7s  %s\n' "check" "" "s" "result"
+for r in "${rows[@]}"; do
+    IFS='|' read -r title st secs d <<<"$r"
+    printf '%-28s %-5s %7s  %s\n' "$title" "$st" "$secs" "$d"
+done
+[ "$fails" -eq 0 ]
