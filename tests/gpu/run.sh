@@ -7,9 +7,10 @@
 # The GPU host has gcc, nvcc and PyTorch with CUDA, and no MPI, OpenBLAS,
 # flex, bison or network. So everything is built here with plain cc: the
 # compiler from the pre-generated parser (build/gen), the runtime with
-# -DCDDP_NO_BLAS (rt_blas.c's own GEMM), programs through tests/gpu/cc.sh
-# (drops -lopenblas), and zlib's headers replaced by tests/gpu/zshim when
-# absent. Steps, each timed, each one row of the table printed LAST:
+# -DCDDP_NO_BLAS (rt_blas.c's own GEMM) and a libcddprt.ldflags without
+# OpenBLAS, programs through tests/gpu/cc.sh (which also drops -lopenblas,
+# for a cddpc that ignores ldflags), and zlib's headers replaced by
+# tests/gpu/zshim when absent. Steps, each timed, each one row of the table printed LAST:
 #   build    cddpc, libcddprt, SimpleNet (models/mnist.net), kernel_check
 #   nvrtc    NVRTC compile of every kernel for the device's arch (no cache):
 #            time; registers, local and shared memory per kernel in the log
@@ -97,6 +98,8 @@ step_build() {
     done
     rm -f $B/libcddprt.a
     ar rcs $B/libcddprt.a $B/obj/*.o && cp runtime/cddprt.h $B/include/ || { detail "ar failed"; return 1; }
+    # what cddpc links programs with, beside libcddprt.a: no OpenBLAS here
+    echo "$ZLIB -lm -lpthread -ldl" >$B/libcddprt.ldflags
     CDDPC_CC=$ROOT/tests/gpu/cc.sh CDDP_GPU_ZLIB=$ZLIB $B/cddpc models/mnist.net -o $B/mnist ||
         { detail "cddpc models/mnist.net failed (see logs/build.log)"; return 1; }
     $B/cddpc models/mnist.net --emit c $B/emit || { detail "cddpc --emit c failed"; return 1; }
