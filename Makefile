@@ -65,7 +65,7 @@ build/cddpc: $(CC_OBJS)
 	$(CC) $(LDFLAGS) $^ -o $@
 
 # what a program compiled by cddpc links besides libcddprt.a
-RT_LINK ?= -lopenblas -lz -lm -lpthread
+RT_LINK ?= -lopenblas -lz -lm -lpthread -ldl
 build/libcddprt.ldflags: $(FLAGS_STAMP) Makefile
 	echo '$(RT_LINK)' > $@
 

@@ -8,7 +8,7 @@
  *     labels; the model's first kernel gathers and normalizes a batch from
  *     them, exactly as the C kernel does from host memory.
  *   - A training step is captured ONCE as a CUDA graph:
- *         memset grad, memset stat       (the kernels accumulate into them)
+ *         memset grad, fix, stat         (the kernels accumulate into them)
  *         cddprt_step_begin(ctl)          e->n, e->idx, e->lr for batch ctl->b
  *         the train plan's kernels        geometry for nmax rows
  *         cddprt_step_end(ctl)            loss sums, step loss, ++b, ++e->step
@@ -132,6 +132,9 @@ static int capture(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr exec
     int ok = 1;
     if (grad_floats > 0)
         ok = !CU_CHECK(rt_cu.cuMemsetD32Async(d->grad, 0, (size_t)grad_floats, cu->stream));
+    /* fused row reductions may accumulate into fix too (cddprt.h) */
+    if (pd->p->fix_floats > 0)
+        ok = ok && !CU_CHECK(rt_cu.cuMemsetD32Async(d->fix, 0, (size_t)pd->p->fix_floats, cu->stream));
     ok = ok && !CU_CHECK(rt_cu.cuMemsetD32Async(d->stat, 0, 2 * (size_t)nstat, cu->stream));
     ok = ok && !rt_cuda_launch1(cu, d->fbegin, "cddprt_step_begin", one, one, ctl);
     for (int k = 0; ok && k < pd->p->nk; k++)

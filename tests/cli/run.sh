@@ -41,8 +41,12 @@ done
 
 # ---- program options --------------------------------------------------------
 expect 0 "--step-log" "program: --help" -- "$prog" --help
-expect 1 "cuda" "program: --device cuda refused without a GPU build" -- "$prog" --device cuda --data "$data" --max-steps 1
-expect 0 "test_acc" "program: --device auto falls back to cpu" -- "$prog" --device auto --data "$data" --max-steps 2 --threads 1
+if [ -e /dev/nvidia0 ]; then
+    expect 0 "device cuda" "program: --device auto picks the GPU" -- "$prog" --device auto --data "$data" --max-steps 2
+else
+    expect 1 "device cuda" "program: --device cuda refused without a GPU" -- "$prog" --device cuda --data "$data" --max-steps 1
+    expect 0 "device cpu" "program: --device auto falls back to cpu" -- "$prog" --device auto --data "$data" --max-steps 2 --threads 1
+fi
 expect 2 "batch" "program: --batch 0 refused" -- "$prog" --batch 0
 expect 2 "unknown option" "program: unknown option" -- "$prog" --frobnicate
 
