@@ -223,6 +223,8 @@ int ex_has_row_reduction(const Emit *m);
  * padding (zero in param, grad and opt: updating it is a no-op) separates
  * them; returns how many, ranges in lo[], hi[] (capacity gr->nnodes). */
 int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi);
+/* SGD update of slab element k (w, g, mb, first, lr in scope); closes the loop. */
+void ex_sgd_body(FILE *f, const TrainCfg *t);
 
 /* ---- emit_c.c, emit_cuda.c, emit_program.c ---------------------------- */
 void emit_c_kernels(FILE *f, const Plan *p, const Program *prog);

@@ -168,25 +168,12 @@ static void emit_data(const Emit *m, const Program *prog)
     }
 }
 
-/* torch.optim.SGD over slab elements [lo, hi): weight decay, then momentum
- * (buffer = grad on the first step), then the nesterov look-ahead;
- * p -= lr * d. */
+/* torch.optim.SGD over slab elements [lo, hi) */
 static void emit_sgd_loop(FILE *f, const TrainCfg *t, int64_t lo, int64_t hi)
 {
     fprintf(f, "    #pragma omp parallel for simd schedule(static) if (%lld >= 65536)\n", (long long)(hi - lo));
     fprintf(f, "    for (int64_t k = %lld; k < %lld; k++) {\n", (long long)lo, (long long)hi);
-    fprintf(f, "        float d = g[k];\n");
-    if (t->weight_decay != 0.0)
-        fprintf(f, "        d += %s * w[k];\n", util_cfloat(t->weight_decay));
-    if (t->momentum != 0.0) {
-        fprintf(f, "        mb[k] = first ? d : %s * mb[k] + %s * d;\n", util_cfloat(t->momentum),
-                util_cfloat(1.0 - t->dampening));
-        if (t->nesterov)
-            fprintf(f, "        d += %s * mb[k];\n", util_cfloat(t->momentum));
-        else
-            fprintf(f, "        d = mb[k];\n");
-    }
-    fprintf(f, "        w[k] -= lr * d;\n    }\n");
+    ex_sgd_body(f, t);
 }
 
 static void emit_opt(const Emit *m, const Program *prog)

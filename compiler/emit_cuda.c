@@ -356,18 +356,7 @@ static void emit_opt(const Emit *m, const Program *prog, CudaLaunch *L)
         most = hi[r] - lo[r] > most ? hi[r] - lo[r] : most;
         fprintf(f, "    for (int64_t k = %lld + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < %lld; k += stride) {\n",
                 (long long)lo[r], (long long)hi[r]);
-        fprintf(f, "        float d = g[k];\n");
-        if (t->weight_decay != 0.0)
-            fprintf(f, "        d += %s * w[k];\n", util_cfloat(t->weight_decay));
-        if (t->momentum != 0.0) {
-            fprintf(f, "        mb[k] = first ? d : %s * mb[k] + %s * d;\n", util_cfloat(t->momentum),
-                    util_cfloat(1.0 - t->dampening));
-            if (t->nesterov)
-                fprintf(f, "        d += %s * mb[k];\n", util_cfloat(t->momentum));
-            else
-                fprintf(f, "        d = mb[k];\n");
-        }
-        fprintf(f, "        w[k] -= lr * d;\n    }\n");
+        ex_sgd_body(f, t);
     }
     int64_t blocks = (most + THREADS - 1) / THREADS;
     L->gfix[0] = (unsigned)(blocks < 1 ? 1 : blocks > 8192 ? 8192 : blocks);

@@ -111,3 +111,22 @@ int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi)
     }
     return out;
 }
+
+/* The body of an SGD loop over slab index k, as torch.optim.SGD: weight
+ * decay, then momentum (the buffer is the gradient itself on the first
+ * step), then the nesterov look-ahead; p -= lr * d. Closes the loop. */
+void ex_sgd_body(FILE *f, const TrainCfg *t)
+{
+    fprintf(f, "        float d = g[k];\n");
+    if (t->weight_decay != 0.0)
+        fprintf(f, "        d += %s * w[k];\n", util_cfloat(t->weight_decay));
+    if (t->momentum != 0.0) {
+        fprintf(f, "        mb[k] = first ? d : %s * mb[k] + %s * d;\n", util_cfloat(t->momentum),
+                util_cfloat(1.0 - t->dampening));
+        if (t->nesterov)
+            fprintf(f, "        d += %s * mb[k];\n", util_cfloat(t->momentum));
+        else
+            fprintf(f, "        d = mb[k];\n");
+    }
+    fprintf(f, "        w[k] -= lr * d;\n    }\n");
+}
