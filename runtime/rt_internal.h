@@ -10,6 +10,7 @@
 #define RT_INTERNAL_H
 
 #include "cddprt.h"
+#include <pthread.h>
 #include <stdio.h>
 
 #define RT_VERSION "0.1.0"
@@ -27,6 +28,7 @@ typedef struct rt_opts {
     int device;             /* RT_DEV_*: --device cpu|cuda|auto */
     int no_cache;           /* --no-cache: compile CUDA kernels afresh, cache nothing */
     int threads;
+    int threads_given;      /* --threads was on the command line */
     int epochs;
     int batch;
     float lr;
@@ -35,6 +37,8 @@ typedef struct rt_opts {
     int64_t max_steps;      /* 0: no limit */
     const char *init_path, *save_path, *metrics_path, *steplog_path;
     int profile;            /* --profile: per-kernel wall time */
+    const char *trace_path; /* --trace FILE.json: Chrome trace of kernels and all-reduces */
+    double comm_timeout;    /* --comm-timeout S: longest a collective may take */
 } rt_opts;
 
 
@@ -145,6 +149,108 @@ void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss,
                   double test_loss, double test_acc, double seconds, int64_t images);
 int rt_log_close(rt_log *l);    /* reports write errors on the CSV files */
 double rt_now(void);            /* CLOCK_MONOTONIC seconds */
+
+/* ---- rt_comm.c: ranks (MPI when a launcher started the program) ----------
+ * One rank and no MPI call at all unless mpirun/srun started the program
+ * (OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_SIZE in the environment), or
+ * always in a build with CDDP_NO_MPI. Every collective is watched: one
+ * that takes longer than --comm-timeout prints why and aborts the job.
+ * Errors in MPI calls print the call and file:line, then abort the job:
+ * the collectives return nothing to check. */
+typedef struct rt_comm {
+    int rank, size;             /* 0 and 1 for a single rank */
+    int local_rank, local_size; /* ranks on this node (MPI_COMM_TYPE_SHARED) */
+    int mpi;                    /* MPI is initialized */
+    double t0;                  /* rt_now() after the start-up barrier */
+    double timeout;             /* seconds a collective may take */
+} rt_comm;
+extern rt_comm rt_world;
+
+int rt_comm_launched(void);
+/* MPI_Init_thread(MULTIPLE) when launched, then a barrier that sets t0.
+ * -1 (after an error) when the thread level is too low. */
+int rt_comm_init(double timeout);
+void rt_comm_finalize(void);
+/* Ends the whole job (MPI_Abort): for failures on one rank, which would
+ * otherwise leave the others waiting in a collective. */
+void rt_comm_abort(int code) __attribute__((noreturn));
+double rt_comm_time(void);      /* seconds since t0, any thread */
+/* Allgather of the program's fingerprint (parameter table, kernel names,
+ * CUDA source) and the effective batch/lr/epochs/seed/shuffle/drop_last/
+ * max_steps/device/trace; -1 on every rank when any rank differs, rank 0
+ * having said which and in what. */
+int rt_comm_check_same(const rt_model *m, const rt_opts *o);
+int rt_comm_check_data(int64_t ntrain, int64_t ntest);
+/* Collectives, in place; `what` names them in a timeout message. */
+void rt_comm_bcast_f32(float *x, int64_t n, const char *what);      /* from rank 0 */
+void rt_comm_sum_f64(double *x, int64_t n, const char *what);
+void rt_comm_allreduce_bucket(float *x, int64_t n, int bucket);     /* MPI_SUM; comm thread */
+void rt_comm_send(const void *buf, int64_t bytes, const char *what); /* to rank 0 */
+void rt_comm_recv(int from, void *buf, int64_t bytes, const char *what);
+
+/* ---- rt_sampler.c: DistributedSampler ------------------------------------- */
+typedef struct rt_sampler {
+    int64_t n;                  /* dataset samples */
+    int rank, world, shuffle, drop_last;
+    uint64_t seed;
+    int64_t per_rank;           /* samples of each rank per epoch */
+    int64_t total;              /* per_rank * world */
+    int64_t pad;                /* repeated samples: total - n when padding */
+    int32_t *order;             /* [n] the epoch's order */
+    int32_t *shard;             /* [per_rank] this rank's samples, in order */
+} rt_sampler;
+int rt_sampler_init(rt_sampler *s, int64_t n, int rank, int world, int shuffle, int drop_last,
+                    uint64_t seed);
+void rt_sampler_set_epoch(rt_sampler *s, uint64_t epoch);
+void rt_sampler_free(rt_sampler *s);
+
+/* ---- rt_trace.c: --trace FILE.json (Chrome trace events) ------------------ */
+enum { RT_TEV_TRAIN = 0, RT_TEV_EVAL = 1, RT_TEV_BUCKET = 2 };
+typedef struct rt_tev {
+    double t0, t1;              /* rt_comm_time() */
+    int64_t step;
+    int32_t id;                 /* kernel index in its plan, or bucket */
+    uint8_t kind, tid;
+    uint8_t pad_[2];
+} rt_tev;
+typedef struct rt_tbuf { rt_tev *ev; int64_t n, cap, dropped; } rt_tbuf;
+typedef struct rt_trace {
+    int on;
+    const char *path;
+    rt_tbuf buf[2];             /* [tid]: each written by one thread only */
+} rt_trace;
+int rt_trace_open(rt_trace *t, const char *path);   /* path NULL: off */
+/* t may be NULL or off: nothing is recorded. */
+void rt_trace_add(rt_trace *t, int tid, int kind, int id, int64_t step, double t0, double t1);
+/* Collective: every rank sends its events, rank 0 writes the file. */
+int rt_trace_write(rt_trace *t, const rt_model *m);
+void rt_trace_free(rt_trace *t);
+
+/* ---- rt_reducer.c: bucket all-reduces on a comm thread --------------------- */
+typedef struct rt_reducer {
+    int active;                 /* several ranks: the comm thread runs */
+    const rt_bucket *b;
+    int nb, nk;
+    rt_bucket one;              /* the table when the model has none */
+    int *launch_upto;           /* [nk] buckets handed over once kernel k ran */
+    int *wait_upto;             /* [nk] buckets reduced before kernel k runs */
+    float *grad;
+    float scale;                /* 1 / world size */
+    rt_trace *trace;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t work, done_cv;
+    int64_t base, launched, done;   /* absolute bucket counts, under mu */
+    int64_t step;               /* the step being reduced (trace) */
+    int quit;
+    int my_launched, my_done;   /* main thread's view of this step */
+} rt_reducer;
+int rt_reducer_init(rt_reducer *r, const rt_model *m, float *grad, rt_trace *trace);
+void rt_reducer_step_begin(rt_reducer *r, int64_t step);
+void rt_reducer_before(rt_reducer *r, int k);   /* waits for the buckets kernel k updates */
+void rt_reducer_after(rt_reducer *r, int k);    /* hands over buckets kernel k completed */
+void rt_reducer_step_end(rt_reducer *r);        /* waits for all */
+void rt_reducer_free(rt_reducer *r);
 
 /* ---- rt_train.c: the epoch loop ------------------------------------------ */
 int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w,

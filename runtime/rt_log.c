@@ -1,6 +1,6 @@
 /* rt_log.c: what a run reports while it trains.
  *
- *   stdout: one line per epoch (stable text, safe to grep)
+ *   stdout: one line per epoch (stable text, safe to grep), rank 0 only
  *   stderr: a progress bar, only when stderr is a terminal, so logs and
  *           pipes never fill with carriage-return noise
  *   --metrics FILE.csv : one row per epoch
@@ -25,8 +25,12 @@ static void vmsg(const char *kind, const char *fmt, va_list ap)
     char line[2048];
     vsnprintf(line, sizeof line, fmt, ap);
     /* One write per message, so parallel runs sharing a terminal do not
-     * interleave half lines. */
-    fprintf(stderr, "%s: %s: %s\n", rt_prog, kind, line);
+     * interleave half lines. With several ranks every rank may report, so
+     * each line says whose it is. */
+    if (rt_world.size > 1)
+        fprintf(stderr, "%s: %s: rank %d: %s\n", rt_prog, kind, rt_world.rank, line);
+    else
+        fprintf(stderr, "%s: %s: %s\n", rt_prog, kind, line);
     fflush(stderr);
 }
 
@@ -68,6 +72,10 @@ static FILE *open_csv(const char *path, const char *header)
 int rt_log_open(rt_log *l, const rt_opts *o)
 {
     memset(l, 0, sizeof *l);
+    /* Only rank 0 reports: the others log nothing, draw no bar, print no
+     * epoch line (the numbers are global, the same on every rank). */
+    if (rt_world.rank != 0)
+        return 0;
     l->tty = isatty(STDERR_FILENO);
     l->metrics_path = o->metrics_path;
     l->steplog_path = o->steplog_path;
@@ -132,6 +140,8 @@ void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss, double te
     test_acc = unsign_nan(test_acc);
     double ips = seconds > 0 ? (double)images / seconds : 0.0;
     bar_clear(l);
+    if (rt_world.rank != 0)
+        return;
     printf("epoch %d/%d  train_loss %.4f  test_loss %.4f  test_acc %.4f  %.2f s  %.0f img/s\n",
            epoch, epochs, train_loss, test_loss, test_acc, seconds, ips);
     fflush(stdout);

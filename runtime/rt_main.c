@@ -25,7 +25,8 @@ void openblas_set_num_threads(int num_threads);
 
 enum { OPT_DATA, OPT_DEVICE, OPT_THREADS, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_SEED,
        OPT_SHUFFLE, OPT_DROP_LAST, OPT_MAX_STEPS, OPT_INIT, OPT_SAVE, OPT_METRICS,
-       OPT_STEP_LOG, OPT_PROFILE, OPT_NO_CACHE, OPT_HELP, OPT_VERSION };
+       OPT_STEP_LOG, OPT_PROFILE, OPT_NO_CACHE, OPT_TRACE, OPT_COMM_TIMEOUT, OPT_HELP,
+       OPT_VERSION };
 
 static const struct { const char *name; int id; int takes_value; } options[] = {
     {"data", OPT_DATA, 1},       {"device", OPT_DEVICE, 1},     {"threads", OPT_THREADS, 1},
@@ -34,6 +35,7 @@ static const struct { const char *name; int id; int takes_value; } options[] = {
     {"max-steps", OPT_MAX_STEPS, 1}, {"init", OPT_INIT, 1},     {"save", OPT_SAVE, 1},
     {"metrics", OPT_METRICS, 1}, {"step-log", OPT_STEP_LOG, 1}, {"help", OPT_HELP, 0},
     {"version", OPT_VERSION, 0}, {"profile", OPT_PROFILE, 0},  {"no-cache", OPT_NO_CACHE, 0},
+    {"trace", OPT_TRACE, 1},     {"comm-timeout", OPT_COMM_TIMEOUT, 1},
 };
 
 static void usage(const rt_model *m, const rt_opts *d)
@@ -60,11 +62,16 @@ static void usage(const rt_model *m, const rt_opts *d)
            "seconds,images_per_s\n"
            "  --step-log FILE       per-step CSV: step,epoch,loss\n"
            "  --profile             time every kernel; print a table per plan at the end (cpu)\n"
+           "  --trace FILE.json     timeline of every kernel and all-reduce, all ranks, as\n"
+           "                        Chrome trace events (chrome://tracing, ui.perfetto.dev)\n"
+           "  --comm-timeout S      abort the job when a collective takes longer than S\n"
+           "                        seconds (another rank failed or hung; default %g)\n"
            "  --help, --version\n"
-           "Options take '--opt VALUE' or '--opt=VALUE'.\n",
+           "Options take '--opt VALUE' or '--opt=VALUE'. Several ranks: mpirun -np N %s ...\n"
+           "(--batch is per rank; gradients are averaged over the ranks).\n",
            rt_prog, m->name, m->source ? m->source : "?", d->data_dir, d->threads, d->epochs,
            d->batch, (double)d->lr, (unsigned long long)d->seed, d->shuffle ? "on" : "off",
-           d->drop_last ? "on" : "off");
+           d->drop_last ? "on" : "off", d->comm_timeout, rt_prog);
 }
 
 /* A usage error: the reason, then where to look; returns exit status 2. */
@@ -171,6 +178,7 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
             if (parse_int(name, v, 1, 4096, &x))
                 return 2;
             o->threads = (int)x;
+            o->threads_given = 1;
             break;
         case OPT_EPOCHS:
             if (parse_int(name, v, 1, INT_MAX, &x))
@@ -222,6 +230,17 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
         case OPT_STEP_LOG: o->steplog_path = v; break;
         case OPT_PROFILE: o->profile = 1; break;
         case OPT_NO_CACHE: o->no_cache = 1; break;
+        case OPT_TRACE: o->trace_path = v; break;
+        case OPT_COMM_TIMEOUT: {
+            char *end;
+            errno = 0;
+            double d = strtod(v, &end);
+            if (*end || end == v || !isfinite(d) || d <= 0 || d > 1e9 || errno == ERANGE)
+                return bad_arg("--comm-timeout: expected a positive number of seconds, got '%s'",
+                               v);
+            o->comm_timeout = d;
+            break;
+        }
         }
     }
     return -1;
@@ -288,6 +307,7 @@ static void defaults_from_model(const rt_model *m, rt_opts *o)
     o->seed = m->seed;
     o->shuffle = m->shuffle != 0;
     o->drop_last = m->drop_last != 0;
+    o->comm_timeout = 300;
 }
 
 /* OpenMP wait policy. The kernels mix OpenMP loops with OpenBLAS calls,
@@ -330,39 +350,26 @@ static int check_data_dir(const char *dir)
     return 0;
 }
 
-int rt_main(const rt_model *m, int argc, char **argv)
+/* Everything after the options and the ranks' set-up. *agreed is set when
+ * a failure was found by all ranks together (they all return alike). */
+static int run(const rt_model *m, rt_opts o, int *agreed)
 {
-    if (argc > 0 && argv[0] && *argv[0]) {
-        const char *s = strrchr(argv[0], '/');
-        rt_prog = s ? s + 1 : argv[0];
-    }
-    rt_opts o;
-    defaults_from_model(m, &o);
-    int st = parse_args(m, &o, argc, argv);
-    if (st >= 0)
-        return st;
-    if (check_model(m) != 0)
-        return 1;
-    if (o.device == RT_DEV_CUDA && !m->cuda_src) {
-        rt_err("--device cuda: this program was compiled without CUDA kernels");
-        return 1;
-    }
-    /* The CPU's thread set-up (it may re-execute the program) comes first;
-     * with --device cuda it is not needed. */
-    if (o.device != RT_DEV_CUDA)
-        passive_omp_wait(o.threads, argv);
-#ifndef CDDP_NO_BLAS
-    openblas_set_num_threads(o.threads);
-#endif
-    omp_set_num_threads(o.threads);
-
     /* auto: the GPU when a driver, a device and NVRTC are there; any of
      * them missing means the CPU, said only in the header line. */
     rt_cuda cu;
     memset(&cu, 0, sizeof cu);
     char why[640] = "";
     int use_cuda = 0;
-    if (o.device == RT_DEV_CUDA || (o.device == RT_DEV_AUTO && m->cuda_src)) {
+    if (rt_world.size > 1 && o.device == RT_DEV_CUDA) {
+        if (rt_world.rank == 0)
+            rt_err("--device cuda: training on several ranks uses the cpu device only in this "
+                   "build (%d ranks); use --device cpu", rt_world.size);
+        *agreed = 1;            /* every rank has the same --device (checked) */
+        return 1;
+    }
+    if (rt_world.size > 1 && o.device == RT_DEV_AUTO)
+        snprintf(why, sizeof why, "%d ranks train on the cpu device", rt_world.size);
+    else if (o.device == RT_DEV_CUDA || (o.device == RT_DEV_AUTO && m->cuda_src)) {
         if (rt_cuda_open(&cu, why, sizeof why) == 0)
             use_cuda = 1;
         else if (o.device == RT_DEV_CUDA) {
@@ -383,8 +390,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
     memset(&log, 0, sizeof log);
     /* Cheap checks first: a typo in a path should cost a second, not a
      * data load and a training run. */
-    if (check_data_dir(o.data_dir) != 0 || (o.save_path && rt_st_check_writable(o.save_path)) ||
-        rt_log_open(&log, &o) != 0) {
+    int r0 = rt_world.rank == 0;    /* only rank 0 writes files */
+    if (check_data_dir(o.data_dir) != 0 ||
+        (r0 && o.save_path && rt_st_check_writable(o.save_path)) ||
+        (r0 && o.trace_path && rt_st_check_writable(o.trace_path)) || rt_log_open(&log, &o) != 0) {
         rt_cuda_close(&cu);
         return 1;
     }
@@ -400,18 +409,24 @@ int rt_main(const rt_model *m, int argc, char **argv)
     rt_init_params(m, w.param, o.seed);
     if (o.init_path && rt_st_load(m, o.init_path, w.param) != 0)
         goto out;
+    /* As DDP's constructor: every rank starts from rank 0's parameters. */
+    rt_comm_bcast_f32(w.param, m->param_floats, "the parameter broadcast");
     if (rt_load_split(m, o.data_dir, "train", &train) != 0 ||
         rt_load_split(m, o.data_dir, "t10k", &test) != 0)
         goto out;
+    if (rt_comm_check_data(train.n, test.n) != 0) {
+        *agreed = 1;
+        goto out;
+    }
 
     /* Arena rows: the batch, but never more than a whole split needs. */
     int64_t most = train.n > test.n ? train.n : test.n;
     int nmax = o.batch < most ? o.batch : (int)most;
     if (rt_ws_alloc_batch(m, &w, nmax) != 0)
         goto out;
-    if (o.drop_last && train.n < o.batch)
-        rt_warn("--drop-last with batch %d > %lld training samples: no step will be taken",
-                o.batch, (long long)train.n);
+    if (r0 && o.drop_last && train.n < (int64_t)o.batch * rt_world.size)
+        rt_warn("--drop-last with batch %d x %d ranks > %lld training samples: no step will "
+                "be taken", o.batch, rt_world.size, (long long)train.n);
 
     char dev[512];
     if (use_cuda)
@@ -422,15 +437,20 @@ int rt_main(const rt_model *m, int argc, char **argv)
         snprintf(dev, sizeof dev, "cpu (auto: %s)", *why ? why : "no CUDA kernels in this program");
     else
         snprintf(dev, sizeof dev, "cpu");
-    printf("model %s: %lld parameters  train %lld  test %lld  batch %d  lr %g  epochs %d"
-           "  seed %llu  threads %d  device %s\n", m->name, (long long)m->param_floats,
-           (long long)train.n, (long long)test.n, o.batch, (double)o.lr, o.epochs,
-           (unsigned long long)o.seed, o.threads, dev);
+    char ranks[64] = "";
+    if (rt_world.size > 1)
+        snprintf(ranks, sizeof ranks, "  ranks %d (global batch %lld)", rt_world.size,
+                 (long long)o.batch * rt_world.size);
+    if (r0)
+        printf("model %s: %lld parameters  train %lld  test %lld  batch %d  lr %g  epochs %d"
+               "  seed %llu  threads %d  device %s%s\n", m->name, (long long)m->param_floats,
+               (long long)train.n, (long long)test.n, o.batch, (double)o.lr, o.epochs,
+               (unsigned long long)o.seed, o.threads, dev, ranks);
     fflush(stdout);
     if ((use_cuda ? rt_cuda_train(&cu, m, &o, &w, &train, &test, &log)
                   : rt_train(m, &o, &w, &train, &test, &log)) != 0)
         goto out;
-    if (o.save_path && rt_st_save(m, o.save_path, w.param) != 0)
+    if (r0 && o.save_path && rt_st_save(m, o.save_path, w.param) != 0)
         goto out;
     rc = 0;
 out:
@@ -446,5 +466,53 @@ out:
     rt_dataset_free(&test);
     rt_ws_free(&w);
     rt_cuda_close(&cu);
+    return rc;
+}
+
+int rt_main(const rt_model *m, int argc, char **argv)
+{
+    if (argc > 0 && argv[0] && *argv[0]) {
+        const char *s = strrchr(argv[0], '/');
+        rt_prog = s ? s + 1 : argv[0];
+    }
+    rt_opts o;
+    defaults_from_model(m, &o);
+    int st = parse_args(m, &o, argc, argv);
+    if (st >= 0)
+        return st;
+    if (check_model(m) != 0)
+        return 1;
+    if (o.device == RT_DEV_CUDA && !m->cuda_src) {
+        rt_err("--device cuda: this program was compiled without CUDA kernels");
+        return 1;
+    }
+    /* The CPU's thread set-up (it may re-execute the program) comes first;
+     * with --device cuda it is not needed. It must precede MPI_Init. */
+    if (o.device != RT_DEV_CUDA)
+        passive_omp_wait(o.threads, argv);
+    if (rt_comm_init(o.comm_timeout) != 0)
+        return 1;
+    /* Ranks sharing a node share its cores: by default each takes its part. */
+    if (rt_world.local_size > 1 && !o.threads_given) {
+        o.threads /= rt_world.local_size;
+        if (o.threads < 1)
+            o.threads = 1;
+    }
+#ifndef CDDP_NO_BLAS
+    openblas_set_num_threads(o.threads);
+#endif
+    omp_set_num_threads(o.threads);
+
+    /* Several ranks: every one must run the same program with the same
+     * settings, or the collectives would not match. A failure on one rank
+     * ends them all (MPI_Abort): the others would wait for it forever. */
+    int agreed = 0, rc;
+    if (rt_comm_check_same(m, &o) != 0)
+        rc = 1, agreed = 1;
+    else
+        rc = run(m, o, &agreed);
+    if (rc != 0 && rt_world.size > 1 && !agreed)
+        rt_comm_abort(rc);
+    rt_comm_finalize();
     return rc;
 }

@@ -96,28 +96,57 @@ void rt_ws_free(rt_ws *w)
 }
 
 /* --profile: wall time per kernel, summed over the run. Timing costs two
- * clock reads per kernel, so it is only done when asked for. */
+ * clock reads per kernel, so it is only done when asked for (--profile or
+ * --trace). */
 typedef struct rt_prof {
     double *secs;           /* [nk] */
     int64_t calls;          /* plan invocations */
 } rt_prof;
 
+/* What one plan invocation records besides its results. */
+typedef struct rt_instr {
+    rt_prof *prof;
+    rt_trace *trace;
+    int kind;               /* RT_TEV_TRAIN / RT_TEV_EVAL */
+    int64_t step;           /* for the trace */
+} rt_instr;
+
 /* One plan invocation. stat is cleared first so kernels may either assign
- * or accumulate their per-step results. */
-static void run_plan(const rt_plan *p, rt_exec *e, int nstat, rt_prof *prof)
+ * or accumulate their per-step results. With a reducer (train plan,
+ * several ranks) each kernel first waits for the buckets it updates and,
+ * once done, hands over the buckets it completed; the comm thread reduces
+ * them while the next kernels run. */
+static void run_plan(const rt_plan *p, rt_exec *e, int nstat, const rt_instr *in,
+                     rt_reducer *red)
 {
     memset(e->stat, 0, (size_t)nstat * sizeof(double));
-    if (!prof->secs) {
+    int timed = in->prof->secs || (in->trace && in->trace->on);
+    if (!timed && !(red && red->active)) {
         for (int k = 0; k < p->nk; k++)
             p->k[k].fn(e);
         return;
     }
+    if (red)
+        rt_reducer_step_begin(red, in->step);
     for (int k = 0; k < p->nk; k++) {
-        double t = rt_now();
-        p->k[k].fn(e);
-        prof->secs[k] += rt_now() - t;
+        if (red)
+            rt_reducer_before(red, k);
+        if (timed) {
+            double t = rt_comm_time();
+            p->k[k].fn(e);
+            double t1 = rt_comm_time();
+            if (in->prof->secs)
+                in->prof->secs[k] += t1 - t;
+            rt_trace_add(in->trace, 0, in->kind, k, in->step, t, t1);
+        } else {
+            p->k[k].fn(e);
+        }
+        if (red)
+            rt_reducer_after(red, k);
     }
-    prof->calls++;
+    if (red)
+        rt_reducer_step_end(red);
+    in->prof->calls++;
 }
 
 static void print_profile(const char *name, const rt_plan *p, const rt_prof *prof)
@@ -134,40 +163,69 @@ static void print_profile(const char *name, const rt_plan *p, const rt_prof *pro
                total > 0 ? 100.0 * prof->secs[k] / total : 0.0);
 }
 
-/* The eval plan over the whole test set in file order, batches of nmax. */
+/* The eval plan over the test set in file order, batches of nmax. With
+ * several ranks each evaluates its own contiguous block, [r*N/W,
+ * (r+1)*N/W): every sample exactly once, no padding; the loss sums and
+ * correct counts are then summed across ranks. */
 static void evaluate(const rt_model *m, rt_ws *w, rt_exec *e, const rt_dataset *test,
-                     double *loss, double *acc, rt_prof *prof)
+                     double *loss, double *acc, rt_instr *in)
 {
-    double lsum = 0, csum = 0;
+    const int64_t W = rt_world.size, r = rt_world.rank;
+    const int64_t lo = test->n * r / W, hi = test->n * (r + 1) / W;
+    double sums[2] = {0, 0};    /* loss, correct */
     e->img = test->img;
     e->lab = test->lab;
-    for (int64_t i = 0; i < test->n; i += w->nmax) {
-        int n = (int)(test->n - i < w->nmax ? test->n - i : w->nmax);
+    in->kind = RT_TEV_EVAL;
+    in->step = e->step;
+    for (int64_t i = lo; i < hi; i += w->nmax) {
+        int n = (int)(hi - i < w->nmax ? hi - i : w->nmax);
         for (int j = 0; j < n; j++)
             w->idx[j] = (int32_t)(i + j);
         e->n = n;
-        run_plan(&m->eval, e, w->nstat, prof);
-        lsum += w->stat[m->eval.loss_stat];
+        run_plan(&m->eval, e, w->nstat, in, NULL);
+        sums[0] += w->stat[m->eval.loss_stat];
         if (m->eval.correct_stat >= 0)
-            csum += w->stat[m->eval.correct_stat];
+            sums[1] += w->stat[m->eval.correct_stat];
     }
-    *loss = lsum / (double)test->n;
-    *acc = m->eval.correct_stat >= 0 ? csum / (double)test->n : NAN;
+    rt_comm_sum_f64(sums, 2, "the evaluation's all-reduce");
+    *loss = sums[0] / (double)test->n;
+    *acc = m->eval.correct_stat >= 0 ? sums[1] / (double)test->n : NAN;
 }
 
+/* The epoch loop. Each rank trains on its DistributedSampler shard with
+ * --batch rows per step; every rank takes the same number of steps (equal
+ * shards), and gradients are averaged over the ranks before each update.
+ * The per-step loss sums and sample counts stay local during the epoch
+ * and are summed across ranks once at its end: no step waits for a loss. */
 int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *train,
              const rt_dataset *test, rt_log *log)
 {
-    int32_t *perm = alloc_n(train->n, sizeof(int32_t), "sample order");
-    if (!perm)
+    const int64_t batch = o->batch;
+    rt_sampler smp;
+    if (rt_sampler_init(&smp, train->n, rt_world.rank, rt_world.size, o->shuffle, o->drop_last,
+                        o->seed) != 0)
         return -1;
+    const int64_t per_rank = smp.per_rank;
+    const int64_t nbatch = o->drop_last ? per_rank / batch : (per_rank + batch - 1) / batch;
+    const int64_t epoch_samples = o->drop_last ? nbatch * batch : per_rank;  /* this rank's */
+
+    int rc = -1;
     rt_prof tprof = {0}, eprof = {0};
+    rt_trace trace;
+    rt_reducer red;
+    memset(&trace, 0, sizeof trace);
+    memset(&red, 0, sizeof red);
+    /* per step of an epoch: [0, nbatch) loss sums, [nbatch, 2 nbatch) rows */
+    double *steps = alloc_n(2 * nbatch + 1, sizeof(double), "step losses");
+    if (!steps)
+        goto out;
     if (o->profile && (!(tprof.secs = alloc_n(m->train.nk, sizeof(double), "profile")) ||
-                       !(eprof.secs = alloc_n(m->eval.nk, sizeof(double), "profile")))) {
-        rt_free(tprof.secs);
-        rt_free(perm);
-        return -1;
-    }
+                       !(eprof.secs = alloc_n(m->eval.nk, sizeof(double), "profile"))))
+        goto out;
+    if (rt_trace_open(&trace, o->trace_path) != 0 ||
+        rt_reducer_init(&red, m, w->grad, &trace) != 0)
+        goto out;
+
     rt_exec e;
     memset(&e, 0, sizeof e);
     e.nmax = w->nmax;
@@ -182,22 +240,14 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *tr
     e.lr = o->lr;
     e.step = 0;
     e.nthreads = o->threads;
-
-    const int64_t batch = o->batch, N = train->n;
-    const int64_t nbatch = o->drop_last ? N / batch : (N + batch - 1) / batch;
-    const int64_t epoch_samples = o->drop_last ? nbatch * batch : N;
     int warned_nan = 0;
+    const int64_t W = rt_world.size;
+    rt_instr tin = { &tprof, &trace, RT_TEV_TRAIN, 0 }, ein = { &eprof, &trace, RT_TEV_EVAL, 0 };
 
     for (int epoch = 1; epoch <= o->epochs; epoch++) {
-        if (o->shuffle)
-            rt_shuffle(perm, N, o->seed, (uint64_t)epoch);
-        else
-            for (int64_t i = 0; i < N; i++)
-                perm[i] = (int32_t)i;
-
+        rt_sampler_set_epoch(&smp, (uint64_t)epoch);
         double t0 = rt_now();
-        double loss_sum = 0;        /* exact epoch mean: sum of sums / count */
-        int64_t trained = 0;
+        int64_t trained = 0, done = 0, first_step = e.step;
         int stop = 0;
         e.img = train->img;
         e.lab = train->lab;
@@ -206,46 +256,69 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *tr
                 stop = 1;
                 break;
             }
-            int n = (int)(N - b * batch < batch ? N - b * batch : batch);
-            memcpy(w->idx, perm + b * batch, (size_t)n * sizeof(int32_t));
+            int n = (int)(per_rank - b * batch < batch ? per_rank - b * batch : batch);
+            memcpy(w->idx, smp.shard + b * batch, (size_t)n * sizeof(int32_t));
             e.n = n;
-            run_plan(&m->train, &e, w->nstat, &tprof);
+            tin.step = e.step + 1;
+            run_plan(&m->train, &e, w->nstat, &tin, &red);
             e.step++;
             double s = w->stat[m->train.loss_stat];
-            loss_sum += s;
+            steps[b] = s;
+            steps[nbatch + b] = n;
+            done = b + 1;
             trained += n;
-            /* The step's loss as PyTorch's loss.item() would show it: mean
-             * divides by the batch; sum is the sum; for 'none' the kernels
-             * backpropagate ones per sample (loss.backward(
-             * torch.ones_like(loss))), the same gradient as 'sum', so the
-             * sum is reported too. */
-            double step_loss = m->reduction == RT_RED_MEAN ? s / n : s;
             if (!isfinite(s) && !warned_nan) {
                 rt_warn("loss is %s at step %lld; training continues", isnan(s) ? "NaN" : "inf",
                         (long long)e.step);
                 warned_nan = 1;
             }
-            rt_log_step(log, e.step, epoch, step_loss);
-            rt_log_progress(log, epoch, o->epochs, trained, epoch_samples, step_loss,
-                            b + 1 == nbatch);
+            /* the bar shows this rank's own loss: the global one is only
+             * known at the epoch's end */
+            rt_log_progress(log, epoch, o->epochs, trained * W, epoch_samples * W,
+                            m->reduction == RT_RED_MEAN ? s / n : s, b + 1 == nbatch);
         }
         double secs = rt_now() - t0;
         if (o->max_steps && e.step >= o->max_steps)
             stop = 1;
 
+        /* Every rank took the same steps: one all-reduce of their sums
+         * and counts (the loss sums, then the rows, packed together). */
+        memmove(steps + done, steps + nbatch, (size_t)done * sizeof(double));
+        rt_comm_sum_f64(steps, 2 * done, "the epoch's loss all-reduce");
+        double loss_sum = 0, rows = 0;
+        for (int64_t b = 0; b < done; b++) {
+            double s = steps[b], n = steps[done + b];
+            loss_sum += s;
+            rows += n;
+            /* The step's loss as PyTorch's loss.item() would show it for
+             * the whole global batch (W ranks x their rows): mean divides
+             * the global sum by the global rows; sum is the sum; for
+             * 'none' the kernels backpropagate ones per sample
+             * (loss.backward(torch.ones_like(loss))), the same gradient as
+             * 'sum', so the sum is reported too. */
+            rt_log_step(log, first_step + b + 1, epoch, m->reduction == RT_RED_MEAN ? s / n : s);
+        }
+
         double test_loss, test_acc;
-        evaluate(m, w, &e, test, &test_loss, &test_acc, &eprof);
-        double train_loss = trained ? loss_sum / (double)trained : NAN;
-        rt_log_epoch(log, epoch, o->epochs, train_loss, test_loss, test_acc, secs, trained);
+        evaluate(m, w, &e, test, &test_loss, &test_acc, &ein);
+        double train_loss = rows > 0 ? loss_sum / rows : NAN;
+        rt_log_epoch(log, epoch, o->epochs, train_loss, test_loss, test_acc, secs,
+                     (int64_t)rows);
         if (stop)
             break;
     }
-    if (o->profile) {
+    if (o->profile && rt_world.rank == 0) {
         print_profile("train", &m->train, &tprof);
         print_profile("eval", &m->eval, &eprof);
     }
+    rt_reducer_free(&red);          /* the comm thread's events are complete */
+    rc = rt_trace_write(&trace, m);
+out:
+    rt_reducer_free(&red);
+    rt_trace_free(&trace);
     rt_free(tprof.secs);
     rt_free(eprof.secs);
-    rt_free(perm);
-    return 0;
+    rt_free(steps);
+    rt_sampler_free(&smp);
+    return rc;
 }

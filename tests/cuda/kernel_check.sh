@@ -95,8 +95,10 @@ if [ ! -f "$KO" ] || [ "$HERE/kernel_check.cpp" -nt "$KO" ] || [ "$ROOT/runtime/
     $CXX -std=c++17 -O2 $XFLAGS -Wall -Wextra -I"$ROOT/runtime" -c "$HERE/kernel_check.cpp" -o "$KO.tmp.$$"
     mv "$KO.tmp.$$" "$KO"
 fi
+# what the runtime was built against (MPI or not) is listed beside it
+LINK=$(cat "$(dirname "$LIB")/libcddprt.ldflags" 2>/dev/null || echo "-lopenblas -lz -lm -lpthread -ldl")
 $CXX $XFLAGS -fopenmp "$KO" "$W/kc_program.o" "$W/kc_cuda.o" "$LIB" \
-    -lopenblas -lz -lm -lpthread -ldl -o "$W/kernel_check"
+    $LINK -o "$W/kernel_check"
 
 SRC=$W/cu/all.cu
 [ -n "${KC_MUTATE:-}" ] && SRC=$W/cu/all.cu.orig   # program.c holds the unmutated text
