@@ -65,8 +65,8 @@ build/cddpc: $(CC_OBJS)
 	$(CC) $(LDFLAGS) $^ -o $@
 
 # what a program compiled by cddpc links besides libcddprt.a
-RT_LINK ?= -lopenblas -lz -lm -lpthread -ldl
-build/libcddprt.ldflags: $(FLAGS_STAMP) Makefile
+RT_LINK ?= -lopenblas -lz -lm -lpthread -ldl $(RT_MPI_LIBS)
+build/libcddprt.ldflags: $(FLAGS_STAMP) $(RT_MPI_STAMP) Makefile
 	echo '$(RT_LINK)' > $@
 
 build/include/cddprt.h: runtime/cddprt.h
