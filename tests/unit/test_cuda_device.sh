@@ -50,6 +50,8 @@ one_line() {
     shift
     timeout 300 "$@" >"$TMP/o1" 2>"$TMP/e1"
     local got=$?
+    # under SAN=1 ASan warns once about the emulator's swapcontext: not ours
+    sed -i '/WARNING: ASan doesn.t fully support makecontext\/swapcontext/d' "$TMP/e1"
     if [ "$got" -eq 1 ] && [ "$(wc -l <"$TMP/e1")" -eq 1 ] && ! grep -q '^epoch' "$TMP/o1"; then
         pass "$name: exit 1, one line: $(cat "$TMP/e1")"
     else fail "$name (status $got; stderr:)"; sed 's/^/      /' "$TMP/e1" | head; fi
