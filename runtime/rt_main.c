@@ -428,7 +428,7 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         rt_warn("--drop-last with batch %d x %d ranks > %lld training samples: no step will "
                 "be taken", o.batch, rt_world.size, (long long)train.n);
 
-    char dev[512];
+    char dev[1024];   /* holds the 640-byte reason too */
     if (use_cuda)
         snprintf(dev, sizeof dev, "cuda:0 (%s, %s, driver %d.%d, NVRTC %d.%d, kernels %s)", cu.name,
                  cu.arch, cu.driver / 1000, cu.driver % 1000 / 10, rt_nv.major, rt_nv.minor,
