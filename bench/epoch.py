@@ -37,6 +37,9 @@ import torch.nn.functional as F
 from PIL import Image
 from torchvision import transforms
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "torch"))
+from simplenet_ref import SimpleNet, read_idx  # noqa: E402
+
 BATCH = 64
 LR = 0.01
 MEAN, STD = 0.1307, 0.3081
@@ -45,26 +48,6 @@ FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
          "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 
 
-class SimpleNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(784, 512)
-        self.fc2 = nn.Linear(512, 256)
-        self.fc3 = nn.Linear(256, 10)
-
-    def forward(self, x):
-        x = torch.flatten(x, 1)
-        x = F.relu(self.fc1(x))
-        x = F.relu(self.fc2(x))
-        return self.fc3(x)
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        buf = f.read()
-    ndim = buf[3]
-    dims = struct.unpack(">" + "I" * ndim, buf[4:4 + 4 * ndim])
-    return np.frombuffer(buf, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims).copy()
 
 
 def write_idx(path, arr):

@@ -31,22 +31,20 @@ loss of the step's forward pass, before the update: the mean over the batch
 for reduction mean, the sum for sum and none); one row per step in order.
 """
 import csv
-import gzip
 import math
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
+from simplenet_ref import SimpleNet, read_idx  # noqa: E402
 
 SEED = 1337
 MAX_STEPS = 200
@@ -63,28 +61,6 @@ PARAM_TOL = 1e-3
 RUN_TIMEOUT = 900  # seconds; generous for sanitizer builds
 
 
-class SimpleNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(784, 512)
-        self.fc2 = nn.Linear(512, 256)
-        self.fc3 = nn.Linear(256, 10)
-
-    def forward(self, x):
-        x = torch.flatten(x, 1)
-        x = F.relu(self.fc1(x))
-        x = F.relu(self.fc2(x))
-        return self.fc3(x)
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        buf = f.read()
-    zero, dtype, ndim = struct.unpack(">HBB", buf[:4])
-    if zero != 0 or dtype != 0x08:
-        raise ValueError("%s: not a ubyte IDX file" % path)
-    dims = struct.unpack(">" + "I" * ndim, buf[4:4 + 4 * ndim])
-    return np.frombuffer(buf, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
 def find_split(data_dir, prefix):
