@@ -12,11 +12,7 @@
 # uses it to show that broken kernels are caught.
 # Skips (exit 0) only when the CUDA toolkit is absent.
 set -eu
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-if [ ! -d "$CUDA_HOME" ]; then
-    echo "SKIP: no CUDA toolkit at $CUDA_HOME"
-    exit 0
-fi
+. "$(dirname "$0")/toolkit.sh"
 if [ $# -lt 2 ]; then
     echo "usage: $0 CDDPC MODEL.net [kernel_check options]" >&2
     exit 2

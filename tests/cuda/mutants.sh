@@ -5,11 +5,7 @@
 # unedited source, which kernel_check.sh's own test runs).
 # Usage: tests/cuda/mutants.sh CDDPC
 set -u
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-if [ ! -d "$CUDA_HOME" ]; then
-    echo "SKIP: no CUDA toolkit at $CUDA_HOME"
-    exit 0
-fi
+. "$(dirname "$0")/toolkit.sh"
 [ $# -ge 1 ] || { echo "usage: $0 CDDPC" >&2; exit 2; }
 CDDPC=$1
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -9,11 +9,7 @@
 # Usage: tests/cuda/nvrtc_check.sh CDDPC
 # Skips (exit 0) only when the CUDA toolkit is absent.
 set -eu
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-if [ ! -d "$CUDA_HOME" ]; then
-    echo "SKIP: no CUDA toolkit at $CUDA_HOME"
-    exit 0
-fi
+. "$(dirname "$0")/toolkit.sh"
 [ $# -ge 1 ] || { echo "usage: $0 CDDPC" >&2; exit 2; }
 CDDPC=$1
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
