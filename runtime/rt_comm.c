@@ -69,6 +69,7 @@ void rt_comm_abort(int code) { exit(code); }
 int rt_comm_check_same(const rt_model *m, const rt_opts *o) { (void)m, (void)o; return 0; }
 int rt_comm_check_data(int64_t ntrain, int64_t ntest) { (void)ntrain, (void)ntest; return 0; }
 void rt_comm_bcast_f32(float *x, int64_t n, const char *what) { (void)x, (void)n, (void)what; }
+void rt_comm_bcast_bytes(void *x, int64_t n, const char *what) { (void)x, (void)n, (void)what; }
 void rt_comm_sum_f64(double *x, int64_t n, const char *what) { (void)x, (void)n, (void)what; }
 void rt_comm_allreduce_bucket(float *x, int64_t n, int bucket) { (void)x, (void)n, (void)bucket; }
 void rt_comm_send(const void *buf, int64_t bytes, const char *what)
@@ -443,6 +444,17 @@ void rt_comm_bcast_f32(float *x, int64_t n, const char *what)
     wd_begin(SLOT_MAIN, what, -1);
     for (int64_t i = 0; i < n; i += CHUNK)
         MPI_CHECK(MPI_Bcast(x + i, (int)(n - i < CHUNK ? n - i : CHUNK), MPI_FLOAT, 0,
+                            MPI_COMM_WORLD));
+    wd_end(SLOT_MAIN);
+}
+
+void rt_comm_bcast_bytes(void *x, int64_t n, const char *what)
+{
+    if (rt_world.size <= 1)
+        return;
+    wd_begin(SLOT_MAIN, what, -1);
+    for (int64_t i = 0; i < n; i += CHUNK)
+        MPI_CHECK(MPI_Bcast((char *)x + i, (int)(n - i < CHUNK ? n - i : CHUNK), MPI_BYTE, 0,
                             MPI_COMM_WORLD));
     wd_end(SLOT_MAIN);
 }

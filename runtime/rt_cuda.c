@@ -16,7 +16,9 @@
  *     cuStreamQuery against a deadline (rt_cuda_wait), and host<->device
  *     copies go through a pinned staging buffer so they too are waited for
  *     that way, never inside a blocking driver call;
- *   - one device (0), its primary context, one non-blocking stream.
+ *   - one device (the rank's local rank), its primary context, one
+ *     non-blocking stream for the model (the device loop adds a comm
+ *     stream when it all-reduces with NCCL).
  *
  * Test hooks (environment): CDDP_LIBCUDA and CDDP_LIBNVRTC name the
  * libraries to load instead of the system's (the toolkit's stub driver, a
@@ -148,6 +150,7 @@ static const sym cu_syms[] = {
     CU_SYM(cuMemFreeHost), CU_SYM(cuMemcpyHtoDAsync_v2), CU_SYM(cuMemcpyDtoHAsync_v2),
     CU_SYM(cuMemsetD32Async), CU_SYM(cuStreamCreate), CU_SYM(cuStreamDestroy_v2),
     CU_SYM(cuStreamQuery), CU_SYM(cuEventCreate), CU_SYM(cuEventDestroy_v2), CU_SYM(cuEventRecord),
+    CU_SYM(cuEventQuery), CU_SYM(cuStreamWaitEvent),
     /* CUDA 12.8 added _v2 with the same signature; older drivers have only v1 */
     {"cuEventElapsedTime_v2", offsetof(rt_cuda_api, cuEventElapsedTime), "cuEventElapsedTime"},
     CU_SYM(cuStreamBeginCapture_v2), CU_SYM(cuStreamEndCapture), CU_SYM(cuGraphInstantiateWithFlags),
@@ -365,10 +368,11 @@ static int open_fail(rt_cuda *cu, char *why, size_t whylen, const char *fmt, CUr
     return -1;
 }
 
-int rt_cuda_open(rt_cuda *cu, char *why, size_t whylen)
+int rt_cuda_open(rt_cuda *cu, int ordinal, char *why, size_t whylen)
 {
     memset(cu, 0, sizeof *cu);
     cu->dev = -1;
+    cu->ordinal = ordinal;
     cu->timeout = timeout_from_env();
     const char *libname = getenv("CDDP_LIBCUDA");
     if (!libname || !*libname)
@@ -413,9 +417,16 @@ int rt_cuda_open(rt_cuda *cu, char *why, size_t whylen)
         rt_cuda_close(cu);
         return -1;
     }
-    /* Every rank uses device 0 for now; local_rank comes with DDP. */
-    if ((r = rt_cu.cuDeviceGet(&cu->dev, 0)))
-        return open_fail(cu, why, whylen, "cuDeviceGet(0) failed: %s", r);
+    /* One rank per GPU: two ranks on one GPU would make NCCL refuse the
+     * communicator ("duplicate GPU") and halve each other's throughput. */
+    if (ordinal >= count) {
+        snprintf(why, whylen, "no CUDA device %d for this rank: the driver sees %d on this node "
+                 "(run at most one rank per GPU)", ordinal, count);
+        rt_cuda_close(cu);
+        return -1;
+    }
+    if ((r = rt_cu.cuDeviceGet(&cu->dev, ordinal)))
+        return open_fail(cu, why, whylen, "cuDeviceGet failed: %s", r);
     if ((r = rt_cu.cuDeviceGetName(cu->name, (int)sizeof cu->name, cu->dev)))
         return open_fail(cu, why, whylen, "cuDeviceGetName failed: %s", r);
     cu->name[sizeof cu->name - 1] = 0;
@@ -446,7 +457,7 @@ int rt_cuda_open(rt_cuda *cu, char *why, size_t whylen)
     }
 
     if ((r = rt_cu.cuDevicePrimaryCtxRetain(&cu->ctx, cu->dev)))
-        return open_fail(cu, why, whylen, "cannot create a context on device 0: %s", r);
+        return open_fail(cu, why, whylen, "cannot create a context on the device: %s", r);
     if ((r = rt_cu.cuCtxSetCurrent(cu->ctx)))
         return open_fail(cu, why, whylen, "cuCtxSetCurrent failed: %s", r);
     if ((r = rt_cu.cuStreamCreate(&cu->stream, STREAM_NON_BLOCKING)))
@@ -715,11 +726,20 @@ void rt_cuda_host_free(void *p)
         CU_CHECK(rt_cu.cuMemFreeHost(p));
 }
 
-int rt_cuda_wait(rt_cuda *cu, const char *what)
+/* Polls query(arg) until it is done, an error, or timeout seconds pass;
+ * NCCL's asynchronous errors are polled too. */
+static int poll_until(rt_cuda *cu, CUresult (*query)(void *), void *arg, double timeout,
+                      const char *what)
 {
     const double t0 = rt_now();
     for (unsigned long i = 0;; i++) {
-        CUresult r = rt_cu.cuStreamQuery(cu->stream);
+        /* a failed communicator first: work behind it may never finish,
+         * or may finish with garbage */
+        if (i % 64 == 0 && rt_nccl_check(cu->nccl, what) != 0) {
+            cu_failed = 1;
+            return -1;
+        }
+        CUresult r = query(arg);
         if (r == RT_CUDA_SUCCESS)
             return 0;
         if (r != RT_CUDA_ERROR_NOT_READY) {
@@ -729,19 +749,38 @@ int rt_cuda_wait(rt_cuda *cu, const char *what)
             cu_failed = 1;
             return -1;
         }
-        if (i % 64 == 0 && rt_now() - t0 > cu->timeout) {
-            rt_err("the GPU did not finish %s within %g s; giving up (CDDP_CUDA_TIMEOUT sets the limit)",
-                   what, cu->timeout);
-            cu_failed = 1;
-            return -1;
+        if (i % 64 == 0) {
+            if (rt_now() - t0 > timeout) {
+                if (cu->nccl)
+                    rt_err("the GPU did not finish %s within %g s: another rank failed or hung, "
+                           "or the work takes longer (--comm-timeout sets the limit)", what, timeout);
+                else
+                    rt_err("the GPU did not finish %s within %g s; giving up (CDDP_CUDA_TIMEOUT "
+                           "sets the limit)", what, timeout);
+                cu_failed = 1;
+                return -1;
+            }
         }
-        /* Spin for the first millisecond or so (a short epoch ends
-         * soon), then poll every 20 us so a long wait costs no core. */
+        /* Spin for the first millisecond or so (a short wait ends soon),
+         * then poll every 20 us so a long wait costs no core. */
         if (i >= 1000) {
             struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
         }
     }
+}
+
+static CUresult query_stream(void *s) { return rt_cu.cuStreamQuery((CUstream)s); }
+static CUresult query_event(void *e) { return rt_cu.cuEventQuery((CUevent)e); }
+
+int rt_cuda_wait(rt_cuda *cu, const char *what)
+{
+    return poll_until(cu, query_stream, cu->stream, cu->timeout, what);
+}
+
+int rt_cuda_event_wait(rt_cuda *cu, CUevent ev, double timeout, const char *what)
+{
+    return poll_until(cu, query_event, ev, timeout, what);
 }
 
 int rt_cuda_htod(rt_cuda *cu, CUdeviceptr dst, const void *src, size_t bytes)

@@ -30,6 +30,21 @@
  *     epoch k's results were read.
  *   - The epoch time is measured on the device: events around the train
  *     graph launches (evaluation excluded, as on the CPU).
+ *   - Pacing: the host runs at most PACE graph launches ahead of the GPU
+ *     (an event recorded after each launch, the one PACE launches back
+ *     waited for). Every wait is then about a few steps of work, so its
+ *     bound means "no progress for that long", whatever an epoch costs.
+ *   - Several ranks (cu->nccl): DDP inside the graph. Each rank trains its
+ *     DistributedSampler shard (rt_sampler, as on the CPU). After the
+ *     kernel that completes a gradient bucket, an event forks a second
+ *     stream, which waits for it and all-reduces the bucket with NCCL
+ *     (ncclAvg) while the main stream goes on with backward; the
+ *     optimizer kernel that reads the bucket waits for its all-reduce's
+ *     event; the step ends by joining the comm stream. All of it is
+ *     captured once, so the overlap costs no host work per step. The loss
+ *     and evaluation sums are reduced over MPI once per epoch, after the
+ *     read-back; evaluation splits the test set into contiguous blocks,
+ *     every sample once.
  * --max-steps launches only that many steps; --init and --save go through
  * the host parameter slab (copied in before, out after). */
 #include "rt_internal.h"
@@ -38,7 +53,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { CAPTURE_THREAD_LOCAL = 1, FUNC_MAX_THREADS = 0 };
+enum { CAPTURE_THREAD_LOCAL = 1, FUNC_MAX_THREADS = 0, EVENT_DISABLE_TIMING = 2,
+       STREAM_NON_BLOCKING = 1, PACE = 8 };
 
 typedef struct plan_dev {
     const rt_plan *p;
@@ -60,6 +76,15 @@ typedef struct dev_run {
     plan_dev train, eval;
     CUgraphExec gtrain, geval;
     CUevent ev0, ev1;
+    CUevent pace[PACE];                     /* after launch i: pace[i % PACE] */
+    int64_t launches;
+    double pace_timeout;
+    /* DDP: the comm stream and each bucket's fork and join events */
+    CUstream comm;
+    const rt_bucket *bk;
+    int nb;
+    rt_bucket one;
+    CUevent *ev_ready, *ev_done;            /* [nb] */
 } dev_run;
 
 enum { CTL_EVAL = 2, CTL_BACK_T = 3, CTL_BACK_V = 4, NCTL = 5 };
@@ -119,11 +144,39 @@ static int plan_setup(rt_cuda *cu, const rt_plan *p, const char *which, int nmax
     return 0;
 }
 
+/* The plan's kernel k inside a capture, with the gradient buckets around
+ * it when ddp: first the main stream waits for the all-reduce of every
+ * bucket kernel k updates; after it, each bucket kernel k completed is
+ * handed to the comm stream (an event the comm stream waits for, the
+ * all-reduce, an event the optimizer will wait for). Buckets go in table
+ * order, the same on every rank, so the collectives match. */
+static int launch_step_kernel(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k, CUdeviceptr exec,
+                              int ddp, int *next_bucket)
+{
+    for (int b = 0; ddp && b < d->nb; b++)
+        if (d->bk[b].opt == k && CU_CHECK(rt_cu.cuStreamWaitEvent(cu->stream, d->ev_done[b], 0)))
+            return -1;
+    if (rt_cuda_launch1(cu, pd->f[k], pd->p->cu[k].name, pd->grid[k], pd->p->cu[k].block, exec))
+        return -1;
+    for (; ddp && *next_bucket < d->nb && d->bk[*next_bucket].ready <= k; ++*next_bucket) {
+        const int b = *next_bucket;
+        const rt_bucket *bk = &d->bk[b];
+        if (CU_CHECK(rt_cu.cuEventRecord(d->ev_ready[b], cu->stream)) ||
+            CU_CHECK(rt_cu.cuStreamWaitEvent(d->comm, d->ev_ready[b], 0)) ||
+            rt_nccl_allreduce_avg(cu->nccl, d->grad + (CUdeviceptr)bk->off * sizeof(float),
+                                  (size_t)bk->size, d->comm, b) ||
+            CU_CHECK(rt_cu.cuEventRecord(d->ev_done[b], d->comm)))
+            return -1;
+    }
+    return 0;
+}
+
 /* One step of plan p as a graph: the memsets, step_begin, the plan's
- * kernels on exec, step_end. The capture is always ended, even after a
- * failed launch, so the stream stays usable. */
+ * kernels on exec (with the bucket all-reduces when ddp), step_end. The
+ * capture is always ended, even after a failed launch, so the stream
+ * stays usable. */
 static int capture(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr exec, CUdeviceptr ctl,
-                   int64_t grad_floats, int nstat, CUgraphExec *out)
+                   int64_t grad_floats, int nstat, int ddp, CUgraphExec *out)
 {
     static const unsigned one[3] = {1, 1, 1};
     *out = NULL;
@@ -137,8 +190,12 @@ static int capture(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr exec
         ok = ok && !CU_CHECK(rt_cu.cuMemsetD32Async(d->fix, 0, (size_t)pd->p->fix_floats, cu->stream));
     ok = ok && !CU_CHECK(rt_cu.cuMemsetD32Async(d->stat, 0, 2 * (size_t)nstat, cu->stream));
     ok = ok && !rt_cuda_launch1(cu, d->fbegin, "cddprt_step_begin", one, one, ctl);
+    int next_bucket = 0;
     for (int k = 0; ok && k < pd->p->nk; k++)
-        ok = !rt_cuda_launch1(cu, pd->f[k], pd->p->cu[k].name, pd->grid[k], pd->p->cu[k].block, exec);
+        ok = !launch_step_kernel(cu, d, pd, k, exec, ddp, &next_bucket);
+    /* join: the comm stream's last all-reduce (it runs them in order) */
+    if (ok && ddp && d->nb > 0)
+        ok = next_bucket == d->nb && !CU_CHECK(rt_cu.cuStreamWaitEvent(cu->stream, d->ev_done[d->nb - 1], 0));
     ok = ok && !rt_cuda_launch1(cu, d->fend, "cddprt_step_end", one, one, ctl);
     CUgraph g = NULL;
     CUresult r = rt_cu.cuStreamEndCapture(cu->stream, &g);
@@ -181,15 +238,48 @@ static rt_exec exec_image(const dev_run *d, int nmax, CUdeviceptr img, CUdevicep
     return e;
 }
 
-/* The epoch's sample order into a pinned slot (see the file comment for
- * why this is the host's rt_shuffle). */
-static void fill_order(int32_t *o, int64_t n, const rt_opts *opt, int epoch)
+/* This rank's samples of the epoch into a pinned slot: the sampler's
+ * shard, which with one rank is the host's rt_shuffle order itself (see
+ * the file comment for why the host computes it). */
+static void fill_order(int32_t *o, rt_sampler *smp, int epoch)
 {
-    if (opt->shuffle)
-        rt_shuffle(o, n, opt->seed, (uint64_t)epoch);
-    else
-        for (int64_t i = 0; i < n; i++)
-            o[i] = (int32_t)i;
+    rt_sampler_set_epoch(smp, (uint64_t)epoch);
+    memcpy(o, smp->shard, (size_t)smp->per_rank * sizeof(int32_t));
+}
+
+/* Records launch i's event and waits for launch i - PACE's: the host
+ * stays at most PACE launches ahead, and each wait is bounded. */
+static int pace(rt_cuda *cu, dev_run *d, int epoch)
+{
+    const int slot = (int)(d->launches % PACE);
+    if (d->launches >= PACE) {
+        char what[96];
+        snprintf(what, sizeof what, "step %lld of epoch %d", (long long)(d->launches - PACE), epoch);
+        if (rt_cuda_event_wait(cu, d->pace[slot], d->pace_timeout, what) != 0)
+            return -1;
+    }
+    d->launches++;
+    return CU_CHECK(rt_cu.cuEventRecord(d->pace[slot], cu->stream));
+}
+
+/* The comm stream and the buckets' events, when several ranks train. */
+static int ddp_setup(const rt_model *m, dev_run *d)
+{
+    if (rt_bucket_table(m, &d->one, &d->bk, &d->nb) != 0)
+        return -1;
+    d->ev_ready = calloc((size_t)d->nb + 1, sizeof(CUevent));
+    d->ev_done = calloc((size_t)d->nb + 1, sizeof(CUevent));
+    if (!d->ev_ready || !d->ev_done) {
+        rt_err("out of memory");
+        return -1;
+    }
+    if (CU_CHECK(rt_cu.cuStreamCreate(&d->comm, STREAM_NON_BLOCKING)))
+        return -1;
+    for (int b = 0; b < d->nb; b++)
+        if (CU_CHECK(rt_cu.cuEventCreate(&d->ev_ready[b], EVENT_DISABLE_TIMING)) ||
+            CU_CHECK(rt_cu.cuEventCreate(&d->ev_done[b], EVENT_DISABLE_TIMING)))
+            return -1;
+    return 0;
 }
 
 static void dev_free(dev_run *d)
@@ -204,7 +294,20 @@ static void dev_free(dev_run *d)
             CU_CHECK(rt_cu.cuEventDestroy_v2(d->ev0));
         if (d->ev1)
             CU_CHECK(rt_cu.cuEventDestroy_v2(d->ev1));
+        for (int i = 0; i < PACE; i++)
+            if (d->pace[i])
+                CU_CHECK(rt_cu.cuEventDestroy_v2(d->pace[i]));
+        for (int b = 0; b < d->nb; b++) {
+            if (d->ev_ready && d->ev_ready[b])
+                CU_CHECK(rt_cu.cuEventDestroy_v2(d->ev_ready[b]));
+            if (d->ev_done && d->ev_done[b])
+                CU_CHECK(rt_cu.cuEventDestroy_v2(d->ev_done[b]));
+        }
+        if (d->comm)
+            CU_CHECK(rt_cu.cuStreamDestroy_v2(d->comm));
     }
+    free(d->ev_ready);
+    free(d->ev_done);
     CUdeviceptr *ptrs[] = {&d->param, &d->grad, &d->opt, &d->act, &d->fix, &d->stat, &d->timg,
                            &d->tlab, &d->vimg, &d->vlab, &d->order[0], &d->order[1], &d->vorder,
                            &d->steploss, &d->blocks};
@@ -228,19 +331,35 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
 {
     dev_run d;
     memset(&d, 0, sizeof d);
+    rt_sampler smp;
+    memset(&smp, 0, sizeof smp);
+    double *sums = NULL;
     int rc = -1;
+    const int ddp = cu->nccl != NULL;
+    const int64_t W = rt_world.size, rank = rt_world.rank;
     const int nmax = w->nmax, nstat = w->nstat;
     const int64_t batch = o->batch, N = train->n, NV = test->n;
-    const int64_t nbatch = o->drop_last ? N / batch : (N + batch - 1) / batch;
-    const int64_t nbatch_v = (NV + nmax - 1) / nmax;
-    const int64_t epoch_samples = o->drop_last ? nbatch * batch : N;
+    if (rt_sampler_init(&smp, N, (int)rank, (int)W, o->shuffle, o->drop_last, o->seed) != 0)
+        return -1;
+    /* this rank's samples: its shard, and a contiguous block of the test set */
+    const int64_t per_rank = smp.per_rank;
+    const int64_t nbatch = o->drop_last ? per_rank / batch : (per_rank + batch - 1) / batch;
+    const int64_t epoch_samples = o->drop_last ? nbatch * batch : per_rank;
+    const int64_t vlo = NV * rank / W, nv_mine = NV * (rank + 1) / W - vlo;
+    const int64_t nbatch_v = (nv_mine + nmax - 1) / nmax;
     const int64_t img_size = train->rows * train->cols;
     const int64_t units = max64(m->train.act_units, m->eval.act_units);
     const int64_t fix = max64(m->train.fix_floats, m->eval.fix_floats);
+    d.pace_timeout = ddp ? o->comm_timeout : cu->timeout;
     if (units > 0 && nmax > INT64_MAX / units) {
         rt_err("cannot allocate activations: %lld floats per sample x batch %d overflows",
                (long long)units, nmax);
-        return -1;
+        goto out;
+    }
+    /* step losses, then the pass sums: reduced over the ranks in one call */
+    if (!(sums = calloc((size_t)nbatch + 3, sizeof *sums))) {
+        rt_err("out of memory");
+        goto out;
     }
 
     /* ---- kernels ---- */
@@ -248,7 +367,7 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         rt_cuda_function(cu, "cddprt_step_begin", &d.fbegin) != 0 ||
         rt_cuda_function(cu, "cddprt_step_end", &d.fend) != 0 ||
         plan_setup(cu, &m->train, "train", nmax, &d.train) != 0 ||
-        plan_setup(cu, &m->eval, "eval", nmax, &d.eval) != 0)
+        plan_setup(cu, &m->eval, "eval", nmax, &d.eval) != 0 || (ddp && ddp_setup(m, &d) != 0))
         goto out;
 
     /* ---- device memory: everything a run touches, allocated once ---- */
@@ -264,9 +383,9 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         dalloc(cu, &d.tlab, N, 1, "training labels") ||
         dalloc(cu, &d.vimg, NV * img_size, 1, "test images") ||
         dalloc(cu, &d.vlab, NV, 1, "test labels") ||
-        dalloc(cu, &d.order[0], N, sizeof(int32_t), "sample order") ||
-        dalloc(cu, &d.order[1], N, sizeof(int32_t), "sample order") ||
-        dalloc(cu, &d.vorder, NV, sizeof(int32_t), "test order") ||
+        dalloc(cu, &d.order[0], per_rank, sizeof(int32_t), "sample order") ||
+        dalloc(cu, &d.order[1], per_rank, sizeof(int32_t), "sample order") ||
+        dalloc(cu, &d.vorder, nv_mine, sizeof(int32_t), "test order") ||
         dalloc(cu, &d.steploss, nbatch, sizeof(double), "step losses") ||
         rt_cuda_alloc(cu, &d.blocks, blocks, "control blocks"))
         goto out;
@@ -275,7 +394,7 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
     d.ctl_t = d.blocks + off_ct;
     d.ctl_v = d.blocks + off_cv;
     size_t order_b, steps_b;
-    if (nbytes(N, sizeof(int32_t), &order_b, "sample order") ||
+    if (nbytes(per_rank, sizeof(int32_t), &order_b, "sample order") ||
         nbytes(nbatch, sizeof(double), &steps_b, "step losses") ||
         rt_cuda_host_alloc(cu, (void **)&d.h_order[0], order_b, "sample order") ||
         rt_cuda_host_alloc(cu, (void **)&d.h_order[1], order_b, "sample order") ||
@@ -284,13 +403,13 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         goto out;
 
     /* ---- contents: parameters (after init / --init), data, tables ---- */
-    int32_t *iota = malloc(NV > 0 ? (size_t)NV * sizeof(int32_t) : 1);
+    int32_t *iota = malloc(nv_mine > 0 ? (size_t)nv_mine * sizeof(int32_t) : 1);
     if (!iota) {
         rt_err("out of memory");
         goto out;
     }
-    for (int64_t i = 0; i < NV; i++)
-        iota[i] = (int32_t)i;
+    for (int64_t i = 0; i < nv_mine; i++)
+        iota[i] = (int32_t)(vlo + i);
     rt_exec et = exec_image(&d, nmax, d.timg, d.tlab, d.order[1], img_size, o->lr);
     rt_exec ev = exec_image(&d, nmax, d.vimg, d.vlab, d.vorder, img_size, o->lr);
     int up = rt_cuda_htod(cu, d.param, w->param, (size_t)m->param_floats * sizeof(float)) ||
@@ -302,7 +421,7 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
              rt_cuda_htod(cu, d.tlab, train->lab, (size_t)N) ||
              rt_cuda_htod(cu, d.vimg, test->img, (size_t)(NV * img_size)) ||
              rt_cuda_htod(cu, d.vlab, test->lab, (size_t)NV) ||
-             rt_cuda_htod(cu, d.vorder, iota, (size_t)NV * sizeof(int32_t)) ||
+             rt_cuda_htod(cu, d.vorder, iota, (size_t)nv_mine * sizeof(int32_t)) ||
              rt_cuda_htod(cu, d.exec_t, &et, sizeof et) || rt_cuda_htod(cu, d.exec_v, &ev, sizeof ev);
     free(iota);
     if (up)
@@ -314,7 +433,7 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         c->e = d.exec_t;
         c->order = d.order[s];
         c->steploss = d.steploss;
-        c->nsample = N;
+        c->nsample = per_rank;
         c->batch = batch;
         c->loss_stat = m->train.loss_stat;
         c->correct_stat = m->train.correct_stat;
@@ -325,7 +444,7 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
     memset(cv, 0, sizeof *cv);
     cv->e = d.exec_v;
     cv->order = d.vorder;
-    cv->nsample = NV;
+    cv->nsample = nv_mine;
     cv->batch = nmax;
     cv->loss_stat = m->eval.loss_stat;
     cv->correct_stat = m->eval.correct_stat;
@@ -335,33 +454,36 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         goto out;
 
     /* ---- the two graphs, captured once ---- */
-    if (capture(cu, &d, &d.train, d.exec_t, d.ctl_t, m->param_floats, nstat, &d.gtrain) != 0 ||
-        capture(cu, &d, &d.eval, d.exec_v, d.ctl_v, 0, nstat, &d.geval) != 0 ||
+    if (capture(cu, &d, &d.train, d.exec_t, d.ctl_t, m->param_floats, nstat, ddp, &d.gtrain) != 0 ||
+        capture(cu, &d, &d.eval, d.exec_v, d.ctl_v, 0, nstat, 0, &d.geval) != 0 ||
         CU_CHECK(rt_cu.cuEventCreate(&d.ev0, 0)) || CU_CHECK(rt_cu.cuEventCreate(&d.ev1, 0)) ||
         rt_cuda_wait(cu, "preparing the CUDA graphs") != 0)
         goto out;
+    for (int i = 0; i < PACE; i++)
+        if (CU_CHECK(rt_cu.cuEventCreate(&d.pace[i], EVENT_DISABLE_TIMING)))
+            goto out;
 
     /* ---- epochs ---- */
     int64_t step = 0;
     int warned_nan = 0;
-    fill_order(d.h_order[1], N, o, 1);
+    fill_order(d.h_order[1], &smp, 1);
     for (int epoch = 1; epoch <= o->epochs; epoch++) {
         const int slot = epoch % 2;
         int64_t nsteps = nbatch;
         if (o->max_steps && nsteps > o->max_steps - step)
             nsteps = o->max_steps - step > 0 ? o->max_steps - step : 0;
-        size_t ob = (size_t)N * sizeof(int32_t);
+        size_t ob = (size_t)per_rank * sizeof(int32_t);
         int ok = (ob == 0 ||
                   !CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d.order[slot], d.h_order[slot], ob, cu->stream))) &&
                  !CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d.ctl_t, &d.h_ctl[slot], sizeof(rt_cuda_ctl),
                                                       cu->stream)) &&
                  !CU_CHECK(rt_cu.cuEventRecord(d.ev0, cu->stream));
         for (int64_t s = 0; ok && s < nsteps; s++)
-            ok = !CU_CHECK(rt_cu.cuGraphLaunch(d.gtrain, cu->stream));
+            ok = !CU_CHECK(rt_cu.cuGraphLaunch(d.gtrain, cu->stream)) && !pace(cu, &d, epoch);
         ok = ok && !CU_CHECK(rt_cu.cuEventRecord(d.ev1, cu->stream)) &&
              !CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d.ctl_v, cv, sizeof(rt_cuda_ctl), cu->stream));
         for (int64_t s = 0; ok && s < nbatch_v; s++)
-            ok = !CU_CHECK(rt_cu.cuGraphLaunch(d.geval, cu->stream));
+            ok = !CU_CHECK(rt_cu.cuGraphLaunch(d.geval, cu->stream)) && !pace(cu, &d, epoch);
         ok = ok &&
              !CU_CHECK(rt_cu.cuMemcpyDtoHAsync_v2(&d.h_ctl[CTL_BACK_T], d.ctl_t, sizeof(rt_cuda_ctl),
                                                   cu->stream)) &&
@@ -374,7 +496,7 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
             goto out;
         /* While the GPU works: the next epoch's order into the other slot. */
         if (epoch < o->epochs)
-            fill_order(d.h_order[1 - slot], N, o, epoch + 1);
+            fill_order(d.h_order[1 - slot], &smp, epoch + 1);
         char what[64];
         snprintf(what, sizeof what, "epoch %d", epoch);
         if (rt_cuda_wait(cu, what) != 0)
@@ -390,13 +512,21 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
                    epoch, (long long)bt->b, (long long)bv->b, (long long)nsteps, (long long)nbatch_v);
             goto out;
         }
+        /* Every rank ran the same steps on equal shards: one sum over the
+         * ranks of the step losses and the three pass sums. */
+        memcpy(sums, d.h_steploss, (size_t)nsteps * sizeof(double));
+        sums[nsteps] = bt->loss_sum;
+        sums[nsteps + 1] = bv->loss_sum;
+        sums[nsteps + 2] = bv->correct_sum;
+        rt_comm_sum_f64(sums, nsteps + 3, "the epoch's loss all-reduce");
         int64_t trained = 0;
         for (int64_t s = 0; s < nsteps; s++) {
-            int n = (int)(N - s * batch < batch ? N - s * batch : batch);
-            double sl = d.h_steploss[s];
+            int n = (int)(per_rank - s * batch < batch ? per_rank - s * batch : batch);
+            double sl = sums[s];
             trained += n;
             step++;
-            double step_loss = m->reduction == RT_RED_MEAN ? sl / n : sl;
+            /* as on the CPU: the global batch's mean for 'mean', else its sum */
+            double step_loss = m->reduction == RT_RED_MEAN ? sl / ((double)n * (double)W) : sl;
             if (!isfinite(sl) && !warned_nan) {
                 rt_warn("loss is %s at step %lld; training continues", isnan(sl) ? "NaN" : "inf",
                         (long long)step);
@@ -404,12 +534,14 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
             }
             rt_log_step(log, step, epoch, step_loss);
             if (s + 1 == nsteps)
-                rt_log_progress(log, epoch, o->epochs, trained, epoch_samples, step_loss, 1);
+                rt_log_progress(log, epoch, o->epochs, trained * W, epoch_samples * W, step_loss, 1);
         }
-        double train_loss = trained ? bt->loss_sum / (double)trained : NAN;
-        double test_loss = bv->loss_sum / (double)NV;
-        double test_acc = m->eval.correct_stat >= 0 ? bv->correct_sum / (double)NV : NAN;
-        rt_log_epoch(log, epoch, o->epochs, train_loss, test_loss, test_acc, ms / 1000.0, trained);
+        const double rows = (double)trained * (double)W;
+        double train_loss = trained ? sums[nsteps] / rows : NAN;
+        double test_loss = sums[nsteps + 1] / (double)NV;
+        double test_acc = m->eval.correct_stat >= 0 ? sums[nsteps + 2] / (double)NV : NAN;
+        rt_log_epoch(log, epoch, o->epochs, train_loss, test_loss, test_acc, ms / 1000.0,
+                     trained * W);
         if (o->max_steps && step >= o->max_steps)
             break;
     }
@@ -419,5 +551,7 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
     rc = 0;
 out:
     dev_free(&d);
+    rt_sampler_free(&smp);
+    free(sums);
     return rc;
 }

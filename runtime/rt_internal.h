@@ -183,6 +183,7 @@ int rt_comm_check_same(const rt_model *m, const rt_opts *o);
 int rt_comm_check_data(int64_t ntrain, int64_t ntest);
 /* Collectives, in place; `what` names them in a timeout message. */
 void rt_comm_bcast_f32(float *x, int64_t n, const char *what);      /* from rank 0 */
+void rt_comm_bcast_bytes(void *x, int64_t n, const char *what);     /* from rank 0 */
 void rt_comm_sum_f64(double *x, int64_t n, const char *what);
 void rt_comm_allreduce_bucket(float *x, int64_t n, int bucket);     /* MPI_SUM; comm thread */
 void rt_comm_send(const void *buf, int64_t bytes, const char *what); /* to rank 0 */
@@ -245,6 +246,9 @@ typedef struct rt_reducer {
     int quit;
     int my_launched, my_done;   /* main thread's view of this step */
 } rt_reducer;
+/* The model's buckets (one over the whole slab, in *one, when the model
+ * has no table); -1 after an error when the table is inconsistent. */
+int rt_bucket_table(const rt_model *m, rt_bucket *one, const rt_bucket **tb, int *nb);
 int rt_reducer_init(rt_reducer *r, const rt_model *m, float *grad, rt_trace *trace);
 void rt_reducer_step_begin(rt_reducer *r, int64_t step);
 void rt_reducer_before(rt_reducer *r, int k);   /* waits for the buckets kernel k updates */
@@ -311,6 +315,8 @@ typedef struct rt_cuda_api {
     CUresult (*cuEventCreate)(CUevent *e, unsigned flags);
     CUresult (*cuEventDestroy_v2)(CUevent e);
     CUresult (*cuEventRecord)(CUevent e, CUstream s);
+    CUresult (*cuEventQuery)(CUevent e);
+    CUresult (*cuStreamWaitEvent)(CUstream s, CUevent e, unsigned flags);
     CUresult (*cuEventElapsedTime)(float *ms, CUevent a, CUevent b);
     CUresult (*cuStreamBeginCapture_v2)(CUstream s, int mode);
     CUresult (*cuStreamEndCapture)(CUstream s, CUgraph *g);
@@ -358,10 +364,13 @@ void rt_cu_describe(CUresult r, char *buf, size_t len);
 /* An error has been reported: cleanup code stays quiet from then on. */
 int rt_cuda_failed(void);
 
-/* Device 0 once opened: context, the one stream all work goes through,
- * and a pinned buffer that bounded host<->device copies pass through. */
+typedef struct rt_nccl rt_nccl;
+
+/* A device once opened: context, the stream all work goes through, and a
+ * pinned buffer that bounded host<->device copies pass through. */
 typedef struct rt_cuda {
     int open;
+    int ordinal;            /* device number: the rank's local rank */
     CUdevice dev;
     CUcontext ctx;
     CUstream stream;
@@ -376,6 +385,7 @@ typedef struct rt_cuda {
     double timeout;         /* seconds any single wait may take */
     int from_cache;         /* the module came from the kernel cache */
     double compile_s;       /* NVRTC time when it did not */
+    rt_nccl *nccl;          /* several GPU ranks: polled while waiting */
 } rt_cuda;
 
 /* Loads NVRTC (CDDP_LIBNVRTC, else libnvrtc.so.13, .so.12, .so, from the
@@ -388,10 +398,11 @@ void rt_nvrtc_unload(void);
  * compile error prints the NVRTC log to stderr. Image is malloc'ed. */
 int rt_nvrtc_compile(const char *src, const char *arch, void **image, size_t *len);
 
-/* Opens the driver (CDDP_LIBCUDA, else libcuda.so.1), device 0 and NVRTC.
- * -1 with one line in why: no driver library, cuInit failed, no device,
- * driver too old, NVRTC missing. Nothing is printed. */
-int rt_cuda_open(rt_cuda *cu, char *why, size_t whylen);
+/* Opens the driver (CDDP_LIBCUDA, else libcuda.so.1), device `ordinal`
+ * and NVRTC. -1 with one line in why: no driver library, cuInit failed,
+ * no device (or fewer than ordinal + 1), driver too old, NVRTC missing.
+ * Nothing is printed. */
+int rt_cuda_open(rt_cuda *cu, int ordinal, char *why, size_t whylen);
 void rt_cuda_close(rt_cuda *cu);
 /* The full NVRTC source of a program: the model's cuda_src, then the
  * runtime's own kernels and the layout-check kernel. malloc'ed. */
@@ -415,6 +426,10 @@ int rt_cuda_dtoh(rt_cuda *cu, void *dst, CUdeviceptr src, size_t bytes);
 /* Waits for everything queued on cu->stream, at most cu->timeout seconds
  * (CDDP_CUDA_TIMEOUT; default 600): the program never hangs on a GPU. */
 int rt_cuda_wait(rt_cuda *cu, const char *what);
+/* Waits until event ev has completed, at most `timeout` seconds, polling
+ * NCCL's asynchronous errors too (cu->nccl): a dead peer ends the wait
+ * with an error instead of a hang. */
+int rt_cuda_event_wait(rt_cuda *cu, CUevent ev, double timeout, const char *what);
 /* Grid of launch l for an arena of nmax rows; -1 (after an error) if the
  * geometry is invalid or exceeds the device's limits. */
 int rt_cuda_grid(const rt_cuda_launch *l, int nmax, unsigned grid[3]);
@@ -443,7 +458,31 @@ int rt_kcache_store(const char *dir, const char *key, const void *image, size_t 
 int rt_kcache_get(const char *src, const char *arch, int use_cache, void **image, size_t *len,
                   int *hit);
 
+/* ---- rt_nccl.c: NCCL for GPU ranks, by dlopen ----------------------------- */
+#define RT_NCCL_ID_BYTES 128
+struct rt_nccl {
+    void *comm;             /* ncclComm_t */
+    int rank, size;
+    int version;            /* ncclGetVersion: 22803 is 2.28.3 */
+    int broken;             /* an error was seen: abort, do not drain */
+};
+/* Loads NCCL (CDDP_LIBNCCL, else libnccl.so.2 from the loader's path or
+ * the CUDA toolkit's lib64/ and lib/); -1 with the reason in why. */
+int rt_nccl_load(int *version, char *why, size_t whylen);
+/* Collective over the MPI world: rank 0's unique id is broadcast, every
+ * rank joins with its MPI rank on the current device. -1 after an error
+ * line (the caller ends the job: the others cannot go on alone). */
+int rt_nccl_init(rt_nccl *n);
+/* In-place average of count floats at buf over the ranks, on stream s
+ * (capturable into a CUDA graph). */
+int rt_nccl_allreduce_avg(rt_nccl *n, CUdeviceptr buf, size_t count, CUstream s, int bucket);
+/* -1 (after an error line) if the communicator has failed. */
+int rt_nccl_check(rt_nccl *n, const char *what);
+void rt_nccl_close(rt_nccl *n);
+
 /* ---- rt_cuda_train.c: the epoch loop on the device ------------------------ */
+/* With cu->nccl, this rank trains its DistributedSampler shard and the
+ * gradient buckets are averaged over the ranks inside the step's graph. */
 int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w,
                   const rt_dataset *train, const rt_dataset *test, rt_log *log);
 

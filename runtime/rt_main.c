@@ -354,28 +354,47 @@ static int check_data_dir(const char *dir)
  * a failure was found by all ranks together (they all return alike). */
 static int run(const rt_model *m, rt_opts o, int *agreed)
 {
-    /* auto: the GPU when a driver, a device and NVRTC are there; any of
-     * them missing means the CPU, said only in the header line. */
+    /* auto: the GPU when a driver, a device and NVRTC are there (and NCCL
+     * with several ranks); any of them missing means the CPU, said only
+     * in the header line. Each rank takes the GPU of its local rank. */
     rt_cuda cu;
     memset(&cu, 0, sizeof cu);
+    rt_nccl nccl;
+    memset(&nccl, 0, sizeof nccl);
     char why[640] = "";
-    int use_cuda = 0;
-    if (rt_world.size > 1 && o.device == RT_DEV_CUDA) {
-        if (rt_world.rank == 0)
-            rt_err("--device cuda: training on several ranks uses the cpu device only in this "
-                   "build (%d ranks); use --device cpu", rt_world.size);
-        *agreed = 1;            /* every rank has the same --device (checked) */
-        return 1;
-    }
-    if (rt_world.size > 1 && o.device == RT_DEV_AUTO)
-        snprintf(why, sizeof why, "%d ranks train on the cpu device", rt_world.size);
-    else if (o.device == RT_DEV_CUDA || (o.device == RT_DEV_AUTO && m->cuda_src)) {
-        if (rt_cuda_open(&cu, why, sizeof why) == 0)
+    int use_cuda = 0, nccl_version = 0;
+    const char *force = getenv("CDDP_NCCL_FORCE");
+    const int want_nccl = rt_world.size > 1 || (force && *force == '1');
+    if (o.device == RT_DEV_CUDA || (o.device == RT_DEV_AUTO && m->cuda_src)) {
+        if (rt_cuda_open(&cu, rt_world.size > 1 ? rt_world.local_rank : 0, why, sizeof why) == 0)
             use_cuda = 1;
-        else if (o.device == RT_DEV_CUDA) {
-            rt_err("--device cuda: %s", why);
-            return 1;
+        if (use_cuda && want_nccl && rt_nccl_load(&nccl_version, why, sizeof why) != 0) {
+            rt_cuda_close(&cu);
+            use_cuda = 0;
         }
+        if (!use_cuda && o.device == RT_DEV_CUDA) {
+            rt_err("--device cuda: %s", why);
+            return 1;           /* with several ranks: the job is aborted */
+        }
+    }
+    /* auto on several ranks: all on their GPUs, or all on the CPU (the
+     * gradient all-reduces of the two devices do not mix). */
+    if (rt_world.size > 1 && o.device == RT_DEV_AUTO) {
+        double have = use_cuda;
+        rt_comm_sum_f64(&have, 1, "the device agreement");
+        if ((int)have != rt_world.size) {
+            if (use_cuda)
+                snprintf(why, sizeof why, "%d of %d ranks have no usable GPU", rt_world.size - (int)have,
+                         rt_world.size);
+            rt_cuda_close(&cu);
+            use_cuda = 0;
+        }
+    }
+    if (use_cuda && o.trace_path) {
+        if (rt_world.rank == 0)
+            rt_warn("--trace records the CPU device's kernels and all-reduces; ignored with the "
+                    "cuda device (use Nsight Systems there)");
+        o.trace_path = NULL;
     }
     if (use_cuda && o.profile) {
         rt_warn("--profile times the CPU kernels only; ignored with the cuda device");
@@ -403,6 +422,14 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         free(src);
         if (bad)
             goto out;
+        /* GPU ranks: the NCCL communicator on this rank's device; a wait
+         * then means "no progress for --comm-timeout", as on the CPU */
+        if (want_nccl) {
+            if (rt_nccl_init(&nccl) != 0)
+                goto out;
+            cu.nccl = &nccl;
+            cu.timeout = o.comm_timeout;
+        }
     }
     if (rt_ws_alloc_params(m, &w) != 0)
         goto out;
@@ -429,10 +456,14 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
                 "be taken", o.batch, rt_world.size, (long long)train.n);
 
     char dev[1024];   /* holds the 640-byte reason too */
+    char nc[48] = "";
+    if (cu.nccl)
+        snprintf(nc, sizeof nc, ", NCCL %d.%d.%d", nccl_version / 10000, nccl_version / 100 % 100,
+                 nccl_version % 100);
     if (use_cuda)
-        snprintf(dev, sizeof dev, "cuda:0 (%s, %s, driver %d.%d, NVRTC %d.%d, kernels %s)", cu.name,
-                 cu.arch, cu.driver / 1000, cu.driver % 1000 / 10, rt_nv.major, rt_nv.minor,
-                 cu.from_cache ? "cached" : "compiled");
+        snprintf(dev, sizeof dev, "cuda:%d (%s, %s, driver %d.%d, NVRTC %d.%d%s, kernels %s)",
+                 cu.ordinal, cu.name, cu.arch, cu.driver / 1000, cu.driver % 1000 / 10, rt_nv.major,
+                 rt_nv.minor, nc, cu.from_cache ? "cached" : "compiled");
     else if (o.device == RT_DEV_AUTO)
         snprintf(dev, sizeof dev, "cpu (auto: %s)", *why ? why : "no CUDA kernels in this program");
     else
@@ -465,6 +496,7 @@ out:
     rt_dataset_free(&train);
     rt_dataset_free(&test);
     rt_ws_free(&w);
+    rt_nccl_close(&nccl);
     rt_cuda_close(&cu);
     return rc;
 }

@@ -53,13 +53,15 @@ static void *comm_main(void *arg)
 /* The model's bucket table, or for a model without one (hand-written
  * programs) a single bucket over the whole slab, reduced just before the
  * first optimizer kernel. -1 when the table cannot be followed without
- * deadlock or out-of-range access. */
-static int take_table(rt_reducer *r, const rt_model *m)
+ * deadlock or out-of-range access. Shared with the CUDA device loop. */
+int rt_bucket_table(const rt_model *m, rt_bucket *one, const rt_bucket **tb, int *nb)
 {
     const rt_plan *p = &m->train;
+    *tb = NULL;
+    *nb = 0;
     if (m->nbuckets > 0) {
-        r->b = m->buckets;
-        r->nb = m->nbuckets;
+        *tb = m->buckets;
+        *nb = m->nbuckets;
     } else if (m->param_floats > 0) {
         int opt = -1;
         for (int k = 0; k < p->nk && opt < 0; k++)
@@ -70,13 +72,13 @@ static int take_table(rt_reducer *r, const rt_model *m)
                    "before: it cannot train on several ranks", m->name);
             return -1;
         }
-        r->one = (rt_bucket){ 0, m->param_floats, opt - 1, opt, m->nparam };
-        r->b = &r->one;
-        r->nb = 1;
+        *one = (rt_bucket){ 0, m->param_floats, opt - 1, opt, m->nparam };
+        *tb = one;
+        *nb = 1;
     }
     int maxready = -1;
-    for (int b = 0; b < r->nb; b++) {
-        const rt_bucket *bk = &r->b[b];
+    for (int b = 0; b < *nb; b++) {
+        const rt_bucket *bk = &(*tb)[b];
         if (bk->ready > maxready)
             maxready = bk->ready;
         /* launched after kernel maxready (bucket order), so its update
@@ -96,7 +98,7 @@ int rt_reducer_init(rt_reducer *r, const rt_model *m, float *grad, rt_trace *tra
     memset(r, 0, sizeof *r);
     if (rt_world.size <= 1)
         return 0;
-    if (take_table(r, m) != 0)
+    if (rt_bucket_table(m, &r->one, &r->b, &r->nb) != 0)
         return -1;
     r->nk = m->train.nk;
     r->grad = grad;

@@ -21,15 +21,30 @@
  *     must point into device memory, launch geometry must be valid;
  *   - cuModuleLoadData wants an ELF image (a CUBIN) that names each kernel
  *     asked for by cuModuleGetFunction.
+ *   - capture follows CUDA's fork/join rules: an event recorded in a
+ *     capturing stream and waited for by another stream pulls that stream
+ *     into the capture; every such stream must be joined back into the
+ *     origin stream before cuStreamEndCapture (else
+ *     CUDA_ERROR_STREAM_CAPTURE_UNJOINED).
  * Violations print "fake cuda: ..." on stderr and return an error code.
  * Execution is synchronous: an operation has finished when its call
  * returns (unless FAKE_CUDA_HANG is set: then a stream never completes).
+ * A graph is a set of nodes with dependencies, replayed in a random
+ * topological order (FAKE_CUDA_SCHEDULE: random, the default; late: host
+ * operations such as the fake NCCL's all-reduces as late as their
+ * dependencies allow; early: as early), so a missing event wait between
+ * streams changes the results instead of passing by luck.
+ * FAKE_CUDA_DROP_WAITS ignores every cuStreamWaitEvent edge: a planted bug
+ * for the tests to catch. fake_nccl.c adds host operations (all-reduces)
+ * through fake_cuda_host_op.
  *
  * Environment: FAKE_CUDA_KERNELS (path of the emulated kernels .so),
  * FAKE_CUDA_INIT_ERROR (cuInit returns this code), FAKE_CUDA_DEVICES
  * (default 1), FAKE_CUDA_DRIVER (cuDriverGetVersion, default 13000),
  * FAKE_CUDA_CC (compute capability, default 90), FAKE_CUDA_MEM (device
- * bytes, default 4 GiB), FAKE_CUDA_HANG, FAKE_CUDA_LOG (print every call). */
+ * bytes, default 4 GiB), FAKE_CUDA_HANG, FAKE_CUDA_LOG (print every call),
+ * FAKE_CUDA_SCHEDULE, FAKE_CUDA_SEED (of the random schedule),
+ * FAKE_CUDA_DROP_WAITS. */
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -45,6 +60,7 @@ enum {
     OK = 0, E_VALUE = 1, E_OOM = 2, E_NOT_INIT = 3, E_NO_DEVICE = 100, E_INVALID_DEVICE = 101,
     E_INVALID_IMAGE = 200, E_CONTEXT = 201, E_HANDLE = 400, E_NOT_FOUND = 500, E_NOT_READY = 600,
     E_LAUNCH_FAILED = 719, E_CAPTURE_UNSUPPORTED = 900, E_CAPTURE_INVALIDATED = 901,
+    E_CAPTURE_UNJOINED = 904, E_CAPTURE_ISOLATION = 905,
 };
 
 static const struct { int code; const char *name, *text; } errs[] = {
@@ -64,14 +80,20 @@ static const struct { int code; const char *name, *text; } errs[] = {
      "operation not permitted when stream is capturing"},
     {E_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
      "operation failed due to a previous error during capture"},
+    {E_CAPTURE_UNJOINED, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
+     "capture sequence contains a fork that was not joined to the primary stream"},
+    {E_CAPTURE_ISOLATION, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
+     "dependency created on uncaptured work in another stream"},
 };
 
 /* ---- state ------------------------------------------------------------------ */
 typedef struct alloc { char *p; size_t n; int pinned; struct alloc *next; } alloc;
 
-enum { OP_KERNEL, OP_MEMSET, OP_COPY };
+enum { OP_KERNEL, OP_MEMSET, OP_COPY, OP_HOST };
 typedef struct op {
     int kind;
+    int (*host)(void *);    /* OP_HOST: a host function (the fake NCCL's) */
+    void *harg;
     void *fn;               /* kernel */
     const char *name;
     unsigned grid[3], block[3];
@@ -82,18 +104,34 @@ typedef struct op {
     unsigned value;
 } op;
 
-typedef struct oplist { op *v; size_t n, cap; } oplist;
+/* A graph node: an operation and the nodes it must follow. */
+typedef struct node { op o; int *dep; int ndep; } node;
+typedef struct nodelist { node *v; size_t n, cap; } nodelist;
 
-struct CUstream_st { int capturing, invalid; oplist ops; };
-struct CUgraph_st { oplist ops; };
-struct CUgraphExec_st { oplist ops; };
-struct CUevent_st { double t; int recorded; };
+/* A capture in progress: its nodes, the stream it began on, and every
+ * stream that joined it (by waiting for an event recorded in it). */
+enum { MAX_MEMBERS = 16 };
+typedef struct capture {
+    nodelist nodes;
+    struct CUstream_st *origin;
+    struct CUstream_st *member[MAX_MEMBERS];
+    int nmember, invalid;
+} capture;
+
+/* While capturing, a stream's next node depends on deps (its last node,
+ * or the nodes of the events it waited for). */
+struct CUstream_st { capture *cap; int *deps; int ndeps; };
+struct CUgraph_st { nodelist nodes; };
+struct CUgraphExec_st { nodelist nodes; };
+struct CUevent_st { double t; int recorded; capture *cap; int *nodes; int nn; };
 struct CUfunc_st { void *fn; char name[128]; };
 struct CUmod_st { int loaded; char *image; size_t len; };
 struct CUctx_st { int dummy; };
 
 static int inited, ctx_current, failed_sticky, logging = -1;
-static struct CUctx_st the_ctx;
+enum { MAX_DEV = 8 };
+static struct CUctx_st the_ctx[MAX_DEV];
+static int cur_dev = -1;            /* device of the current context */
 static alloc *allocs;
 static size_t used, mem_limit;
 static void *kernels_so;
@@ -147,32 +185,79 @@ static alloc *find(const void *p, size_t n, int pinned)
     return NULL;
 }
 
-/* Any stream capturing? (the runtime has one stream; CUDA's rule in
- * thread-local mode is about this thread's captures, which is the same) */
-static struct CUstream_st *capturing_stream;
+/* The capture in progress, if any (the runtime captures from one thread;
+ * CUDA's thread-local rule is then about that one capture). */
+static capture *active_cap;
 
 static CUresult not_while_capturing(const char *fn)
 {
-    if (capturing_stream) {
+    if (active_cap) {
         say("%s called during stream capture", fn);
-        capturing_stream->invalid = 1;
+        active_cap->invalid = 1;
         return E_CAPTURE_UNSUPPORTED;
     }
     return OK;
 }
 
-static int push(oplist *l, const op *o)
+static int *dup_ints(const int *a, int n)
 {
+    int *b = malloc((size_t)(n ? n : 1) * sizeof *b);
+    if (b && n)
+        memcpy(b, a, (size_t)n * sizeof *b);
+    return b;
+}
+
+/* Appends a node after the stream's deps; it becomes the stream's tail. */
+static int push(struct CUstream_st *s, const op *o)
+{
+    nodelist *l = &s->cap->nodes;
     if (l->n == l->cap) {
         size_t c = l->cap ? 2 * l->cap : 16;
-        op *v = realloc(l->v, c * sizeof *v);
+        node *v = realloc(l->v, c * sizeof *v);
         if (!v)
             return -1;
         l->v = v;
         l->cap = c;
     }
-    l->v[l->n++] = *o;
+    node *nd = &l->v[l->n];
+    nd->o = *o;
+    nd->ndep = s->ndeps;
+    if (!(nd->dep = dup_ints(s->deps, s->ndeps)))
+        return -1;
+    int id = (int)l->n++;
+    free(s->deps);
+    if (!(s->deps = dup_ints(&id, 1)))
+        return -1;
+    s->ndeps = 1;
     return 0;
+}
+
+static void join(capture *c, struct CUstream_st *s)
+{
+    for (int i = 0; i < c->nmember; i++)
+        if (c->member[i] == s)
+            return;
+    if (c->nmember < MAX_MEMBERS)
+        c->member[c->nmember++] = s;
+    else
+        c->invalid = 1;
+    s->cap = c;
+}
+
+static void leave(struct CUstream_st *s)
+{
+    s->cap = NULL;
+    free(s->deps);
+    s->deps = NULL;
+    s->ndeps = 0;
+}
+
+static void free_nodes(nodelist *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i].dep);
+    free(l->v);
+    memset(l, 0, sizeof *l);
 }
 
 static CUresult run_op(const op *o)
@@ -184,6 +269,13 @@ static CUresult run_op(const op *o)
         return OK;
     case OP_COPY:
         memmove(o->dst, o->src, o->n);
+        return OK;
+    case OP_HOST:
+        if (o->host(o->harg) != 0) {
+            say("host operation %s failed", o->name);
+            failed_sticky = E_LAUNCH_FAILED;
+            return E_LAUNCH_FAILED;
+        }
         return OK;
     default:
         if (!emu_run) {
@@ -207,8 +299,8 @@ static CUresult enqueue(struct CUstream_st *s, const op *o)
         say("operation on the legacy default stream (the runtime uses its own)");
         return E_HANDLE;
     }
-    if (s->capturing)
-        return push(&s->ops, o) ? E_OOM : OK;
+    if (s->cap)
+        return push(s, o) ? E_OOM : OK;
     if (failed_sticky)
         return failed_sticky;
     return run_op(o);
@@ -275,10 +367,16 @@ CUresult cuDeviceGet(int *d, int ordinal)
     return OK;
 }
 
+static int ndev(void)
+{
+    long n = env_long("FAKE_CUDA_DEVICES", 1);
+    return n < 0 ? 0 : n > MAX_DEV ? MAX_DEV : (int)n;
+}
+
 CUresult cuDeviceGetName(char *name, int len, int d)
 {
     NEED_INIT();
-    if (d != 0 || len < 1)
+    if (d < 0 || d >= ndev() || len < 1)
         return E_VALUE;
     snprintf(name, (size_t)len, "Fake GPU (emulated)");
     return OK;
@@ -287,7 +385,7 @@ CUresult cuDeviceGetName(char *name, int len, int d)
 CUresult cuDeviceGetAttribute(int *v, int attr, int d)
 {
     NEED_INIT();
-    if (d != 0)
+    if (d < 0 || d >= ndev())
         return E_INVALID_DEVICE;
     long cc = env_long("FAKE_CUDA_CC", 90);
     if (attr == 75)
@@ -304,7 +402,7 @@ CUresult cuDeviceGetAttribute(int *v, int attr, int d)
 CUresult cuDeviceTotalMem_v2(size_t *b, int d)
 {
     NEED_INIT();
-    if (d != 0)
+    if (d < 0 || d >= ndev())
         return E_INVALID_DEVICE;
     *b = mem_limit;
     return OK;
@@ -313,9 +411,9 @@ CUresult cuDeviceTotalMem_v2(size_t *b, int d)
 CUresult cuDevicePrimaryCtxRetain(struct CUctx_st **c, int d)
 {
     NEED_INIT();
-    if (d != 0)
+    if (d < 0 || d >= ndev())
         return E_INVALID_DEVICE;
-    *c = &the_ctx;
+    *c = &the_ctx[d];
     return OK;
 }
 
@@ -323,17 +421,22 @@ CUresult cuDevicePrimaryCtxRelease_v2(int d)
 {
     NEED_INIT();
     ctx_current = 0;
-    return d == 0 ? OK : E_INVALID_DEVICE;
+    cur_dev = -1;
+    return d >= 0 && d < ndev() ? OK : E_INVALID_DEVICE;
 }
 
 CUresult cuCtxSetCurrent(struct CUctx_st *c)
 {
     NEED_INIT();
-    if (c && c != &the_ctx)
+    if (c && (c < the_ctx || c >= the_ctx + ndev()))
         return E_CONTEXT;
     ctx_current = c != NULL;
+    cur_dev = c ? (int)(c - the_ctx) : -1;
     return OK;
 }
+
+/* For fake_nccl.c: the device the calling rank works on, -1 for none. */
+int fake_cuda_current_device(void) { return ctx_current ? cur_dev : -1; }
 
 /* ---- modules ------------------------------------------------------------------------ */
 CUresult cuModuleLoadData(struct CUmod_st **m, const void *image)
@@ -533,9 +636,9 @@ static CUresult copy(char *dst, int dst_dev, const char *src, int src_dev, size_
         say("%s: %zu bytes at device address %p are not inside one allocation", fn, n, (void *)dev);
         return E_VALUE;
     }
-    if (s && s->capturing && !find(host, n, 1)) {
+    if (s && s->cap && !find(host, n, 1)) {
         say("%s during capture from/to pageable host memory", fn);
-        s->invalid = 1;
+        s->cap->invalid = 1;
         return E_CAPTURE_UNSUPPORTED;
     }
     (void)src_dev;
@@ -584,9 +687,9 @@ CUresult cuStreamDestroy_v2(struct CUstream_st *s)
     NEED_CTX();
     if (!s)
         return E_HANDLE;
-    if (s->capturing)
+    if (s->cap)
         say("stream destroyed while capturing");
-    free(s->ops.v);
+    free(s->deps);
     free(s);
     return OK;
 }
@@ -596,9 +699,9 @@ CUresult cuStreamQuery(struct CUstream_st *s)
     NEED_CTX();
     if (!s)
         return E_HANDLE;
-    if (s->capturing) {
+    if (s->cap) {
         say("cuStreamQuery on a capturing stream");
-        s->invalid = 1;
+        s->cap->invalid = 1;
         return E_CAPTURE_UNSUPPORTED;
     }
     if (failed_sticky)
@@ -628,22 +731,81 @@ CUresult cuEventCreate(struct CUevent_st **e, unsigned flags)
 CUresult cuEventDestroy_v2(struct CUevent_st *e)
 {
     NEED_CTX();
+    if (e)
+        free(e->nodes);
     free(e);
     return OK;
 }
 
+/* In a capture an event stands for the recording stream's tail nodes;
+ * outside one, work is synchronous, so it is complete at once. */
 CUresult cuEventRecord(struct CUevent_st *e, struct CUstream_st *s)
 {
     NEED_CTX();
     if (!e || !s)
         return E_HANDLE;
-    if (s->capturing) {
-        say("cuEventRecord during capture (the runtime times outside the graphs)");
-        s->invalid = 1;
-        return E_CAPTURE_UNSUPPORTED;
+    free(e->nodes);
+    e->nodes = NULL;
+    e->nn = 0;
+    e->cap = s->cap;
+    if (s->cap) {
+        if (!(e->nodes = dup_ints(s->deps, s->ndeps)))
+            return E_OOM;
+        e->nn = s->ndeps;
+        e->recorded = 0;        /* a capture node, not a timing point */
+        return OK;
     }
     e->t = now();
     e->recorded = 1;
+    return OK;
+}
+
+CUresult cuEventQuery(struct CUevent_st *e)
+{
+    NEED_CTX();
+    if (!e)
+        return E_HANDLE;
+    if (e->cap && e->cap == active_cap) {
+        say("cuEventQuery on an event of the capture in progress");
+        active_cap->invalid = 1;
+        return E_CAPTURE_UNSUPPORTED;
+    }
+    if (failed_sticky)
+        return failed_sticky;
+    if (getenv("FAKE_CUDA_HANG"))
+        return E_NOT_READY;
+    return OK;
+}
+
+/* Waiting for an event of a capture pulls the stream into that capture
+ * (a fork) or adds the event's nodes to its dependencies (a join). */
+CUresult cuStreamWaitEvent(struct CUstream_st *s, struct CUevent_st *e, unsigned flags)
+{
+    NEED_CTX();
+    if (!s || !e)
+        return E_HANDLE;
+    if (flags)
+        return E_VALUE;
+    if (!e->cap || e->cap != active_cap) {
+        if (s->cap) {
+            say("cuStreamWaitEvent: a capturing stream waits for an event recorded outside the capture");
+            s->cap->invalid = 1;
+            return E_CAPTURE_ISOLATION;
+        }
+        return OK;              /* synchronous: that work is done */
+    }
+    if (s->cap && s->cap != e->cap)
+        return E_CAPTURE_ISOLATION;
+    if (!s->cap)
+        join(e->cap, s);
+    if (getenv("FAKE_CUDA_DROP_WAITS"))
+        return OK;              /* the planted bug: the edge is lost */
+    int *d = realloc(s->deps, (size_t)(s->ndeps + e->nn + 1) * sizeof *d);
+    if (!d)
+        return E_OOM;
+    memcpy(d + s->ndeps, e->nodes, (size_t)e->nn * sizeof *d);
+    s->deps = d;
+    s->ndeps += e->nn;
     return OK;
 }
 
@@ -662,36 +824,91 @@ CUresult cuStreamBeginCapture_v2(struct CUstream_st *s, int mode)
     NEED_CTX();
     if (!s)
         return E_HANDLE;
-    if (s->capturing || capturing_stream)
+    if (s->cap || active_cap)
         return E_CAPTURE_UNSUPPORTED;
     if (mode < 0 || mode > 2)
         return E_VALUE;
-    s->capturing = 1;
-    s->invalid = 0;
-    s->ops.n = 0;
-    capturing_stream = s;
+    capture *c = calloc(1, sizeof *c);
+    if (!c)
+        return E_OOM;
+    c->origin = s;
+    join(c, s);
+    active_cap = c;
     return OK;
+}
+
+/* marks every ancestor of the nodes in `from` (themselves included) */
+static void mark_ancestors(const nodelist *l, const int *from, int n, char *seen)
+{
+    for (int i = 0; i < n; i++) {
+        int v = from[i];
+        if (seen[v])
+            continue;
+        seen[v] = 1;
+        mark_ancestors(l, l->v[v].dep, l->v[v].ndep, seen);
+    }
 }
 
 CUresult cuStreamEndCapture(struct CUstream_st *s, struct CUgraph_st **g)
 {
     NEED_CTX();
-    if (!s || !s->capturing)
+    if (!s || !s->cap)
         return E_VALUE;
-    s->capturing = 0;
-    capturing_stream = NULL;
+    capture *c = s->cap;
     *g = NULL;
-    if (s->invalid) {
-        s->ops.n = 0;
-        return E_CAPTURE_INVALIDATED;
+    if (c->origin != s) {
+        say("cuStreamEndCapture on a stream that joined the capture, not the one that began it");
+        c->invalid = 1;
     }
-    struct CUgraph_st *gr = calloc(1, sizeof *gr);
-    if (!gr)
-        return E_OOM;
-    gr->ops = s->ops;
-    memset(&s->ops, 0, sizeof s->ops);
+    /* every forked stream's tail must be an ancestor of the origin's
+     * (not checkable when the planted bug has dropped the edges) */
+    char *seen = calloc(c->nodes.n + 1, 1);
+    CUresult r = seen ? OK : E_OOM;
+    if (seen && getenv("FAKE_CUDA_DROP_WAITS"))
+        memset(seen, 1, c->nodes.n + 1);
+    else if (seen)
+        mark_ancestors(&c->nodes, c->origin->deps, c->origin->ndeps, seen);
+    for (int i = 0; r == OK && i < c->nmember; i++) {
+        struct CUstream_st *m = c->member[i];
+        for (int k = 0; k < m->ndeps; k++)
+            if (!seen[m->deps[k]]) {
+                say("cuStreamEndCapture: a forked stream's work is not joined back into the origin stream");
+                r = E_CAPTURE_UNJOINED;
+                break;
+            }
+    }
+    free(seen);
+    for (int i = 0; i < c->nmember; i++)
+        leave(c->member[i]);
+    active_cap = NULL;
+    if (r == OK && c->invalid)
+        r = E_CAPTURE_INVALIDATED;
+    struct CUgraph_st *gr = r == OK ? calloc(1, sizeof *gr) : NULL;
+    if (r == OK && !gr)
+        r = E_OOM;
+    if (r != OK) {
+        free_nodes(&c->nodes);
+        free(c);
+        return r;
+    }
+    gr->nodes = c->nodes;
+    free(c);
     *g = gr;
     return OK;
+}
+
+static int copy_nodes(nodelist *dst, const nodelist *src)
+{
+    dst->n = dst->cap = src->n;
+    dst->v = calloc(src->n ? src->n : 1, sizeof(node));
+    if (!dst->v)
+        return -1;
+    for (size_t i = 0; i < src->n; i++) {
+        dst->v[i] = src->v[i];
+        if (!(dst->v[i].dep = dup_ints(src->v[i].dep, src->v[i].ndep)))
+            return -1;
+    }
+    return 0;
 }
 
 CUresult cuGraphInstantiateWithFlags(struct CUgraphExec_st **x, struct CUgraph_st *g, unsigned long long fl)
@@ -702,13 +919,11 @@ CUresult cuGraphInstantiateWithFlags(struct CUgraphExec_st **x, struct CUgraph_s
     struct CUgraphExec_st *e = calloc(1, sizeof *e);
     if (!e)
         return E_OOM;
-    e->ops.n = e->ops.cap = g->ops.n;
-    e->ops.v = malloc((g->ops.n ? g->ops.n : 1) * sizeof(op));
-    if (!e->ops.v) {
+    if (copy_nodes(&e->nodes, &g->nodes) != 0) {
+        free_nodes(&e->nodes);
         free(e);
         return E_OOM;
     }
-    memcpy(e->ops.v, g->ops.v, g->ops.n * sizeof(op));
     *x = e;
     return OK;
 }
@@ -718,7 +933,7 @@ CUresult cuGraphDestroy(struct CUgraph_st *g)
     NEED_CTX();
     if (!g)
         return E_HANDLE;
-    free(g->ops.v);
+    free_nodes(&g->nodes);
     free(g);
     return OK;
 }
@@ -728,7 +943,7 @@ CUresult cuGraphExecDestroy(struct CUgraphExec_st *x)
     NEED_CTX();
     if (!x)
         return E_HANDLE;
-    free(x->ops.v);
+    free_nodes(&x->nodes);
     free(x);
     return OK;
 }
@@ -738,9 +953,73 @@ CUresult cuGraphUpload(struct CUgraphExec_st *x, struct CUstream_st *s)
     NEED_CTX();
     if (!x || !s)
         return E_HANDLE;
-    if (s->capturing)
+    if (s->cap)
         return E_CAPTURE_UNSUPPORTED;
     return OK;
+}
+
+/* xorshift64*, seeded by FAKE_CUDA_SEED: the schedule is repeatable */
+static uint64_t sched_state;
+static uint64_t sched_next(void)
+{
+    if (!sched_state)
+        sched_state = (uint64_t)env_long("FAKE_CUDA_SEED", 12345) * 2654435761u + 1;
+    sched_state ^= sched_state >> 12;
+    sched_state ^= sched_state << 25;
+    sched_state ^= sched_state >> 27;
+    return sched_state * 2685821657736338717ull;
+}
+
+/* Which ready node runs next: random, or host operations last/first. */
+static size_t pick(const nodelist *l, const size_t *ready, size_t nready)
+{
+    const char *mode = getenv("FAKE_CUDA_SCHEDULE");
+    int want_host = -1;
+    if (mode && !strcmp(mode, "late"))
+        want_host = 0;
+    else if (mode && !strcmp(mode, "early"))
+        want_host = 1;
+    if (want_host >= 0)
+        for (size_t i = 0; i < nready; i++)
+            if ((l->v[ready[i]].o.kind == OP_HOST) == want_host)
+                return i;
+    return (size_t)(sched_next() % nready);
+}
+
+/* Runs the nodes in a topological order chosen by pick. */
+static CUresult run_graph(const nodelist *l, struct CUstream_st *s)
+{
+    size_t n = l->n, nready = 0;
+    int *left = calloc(n + 1, sizeof *left);
+    size_t *ready = calloc(n + 1, sizeof *ready);
+    char *done = calloc(n + 1, 1);
+    CUresult r = left && ready && done ? OK : E_OOM;
+    for (size_t i = 0; r == OK && i < n; i++)
+        if ((left[i] = l->v[i].ndep) == 0)
+            ready[nready++] = i;
+    for (size_t ran = 0; r == OK && ran < n; ran++) {
+        if (!nready) {
+            say("graph has a dependency cycle");
+            r = E_VALUE;
+            break;
+        }
+        size_t k = pick(l, ready, nready), v = ready[k];
+        ready[k] = ready[--nready];
+        r = enqueue(s, &l->v[v].o);
+        done[v] = 1;
+        /* wake the nodes whose last dependency this was */
+        for (size_t j = 0; r == OK && j < n; j++) {
+            if (done[j] || left[j] == 0)
+                continue;
+            for (int q = 0; q < l->v[j].ndep; q++)
+                if ((size_t)l->v[j].dep[q] == v && --left[j] == 0)
+                    ready[nready++] = j;
+        }
+    }
+    free(left);
+    free(ready);
+    free(done);
+    return r;
 }
 
 CUresult cuGraphLaunch(struct CUgraphExec_st *x, struct CUstream_st *s)
@@ -748,16 +1027,26 @@ CUresult cuGraphLaunch(struct CUgraphExec_st *x, struct CUstream_st *s)
     NEED_CTX();
     if (!x || !s)
         return E_HANDLE;
-    if (s->capturing) {
+    if (s->cap) {
         say("cuGraphLaunch into a capturing stream");
         return E_CAPTURE_UNSUPPORTED;
     }
-    for (size_t i = 0; i < x->ops.n; i++) {
-        CUresult r = enqueue(s, &x->ops.v[i]);
-        if (r)
-            return r;
+    return run_graph(&x->nodes, s);
+}
+
+/* For fake_nccl.c: a host function as a stream operation (a graph node
+ * while capturing); bytes at dev must lie inside one device allocation. */
+CUresult fake_cuda_host_op(struct CUstream_st *s, int (*fn)(void *), void *arg, const void *dev,
+                           size_t bytes, const char *name)
+{
+    if (!inited || !ctx_current)
+        return E_CONTEXT;
+    if (bytes && !find(dev, bytes, 0)) {
+        say("%s: %zu bytes at %p are not inside one device allocation", name, bytes, dev);
+        return E_VALUE;
     }
-    return OK;
+    op o = {.kind = OP_HOST, .host = fn, .harg = arg, .name = name};
+    return enqueue(s, &o);
 }
 
 CUresult cuLaunchKernel(struct CUfunc_st *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,

@@ -1,0 +1,185 @@
+/* rt_nccl.c: NCCL for GPU ranks -- found at run time with dlopen, like the
+ * driver, so a binary built without NCCL runs with it where it is there.
+ *
+ * The communicator is bootstrapped the usual way: rank 0 asks NCCL for a
+ * unique id and broadcasts it over MPI (the launcher's world), then every
+ * rank joins with its MPI rank. Gradient all-reduces are enqueued on the
+ * device loop's comm stream (rt_cuda_train.c captures them into the step's
+ * CUDA graph) with ncclAvg, so the average over ranks costs no extra
+ * kernel. NCCL ops do not return errors for a peer that died: that shows
+ * up as an asynchronous error or as no progress, which rt_cuda_event_wait
+ * polls through rt_nccl_check while it waits.
+ *
+ * Test hooks: CDDP_LIBNCCL names the library to load (a fake one in
+ * tests/unit/fake_cuda.c); CDDP_NCCL_FORCE=1 runs the NCCL path with a
+ * single rank (tests/gpu/run.sh: one lent GPU). */
+#include "rt_internal.h"
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* nccl.h's values */
+enum { NCCL_SUCCESS = 0, NCCL_IN_PROGRESS = 7, NCCL_FLOAT32 = 7, NCCL_AVG = 4 };
+#define NCCL_MIN_VERSION 21000      /* 2.10: ncclAvg */
+
+typedef struct { char internal[RT_NCCL_ID_BYTES]; } nccl_id;
+typedef struct ncclComm *nccl_comm;
+
+typedef struct nccl_api {
+    void *lib;
+    int (*ncclGetVersion)(int *v);
+    const char *(*ncclGetErrorString)(int r);
+    int (*ncclGetUniqueId)(nccl_id *id);
+    int (*ncclCommInitRank)(nccl_comm *c, int nranks, nccl_id id, int rank);
+    int (*ncclCommDestroy)(nccl_comm c);
+    int (*ncclCommAbort)(nccl_comm c);
+    int (*ncclCommGetAsyncError)(nccl_comm c, int *r);
+    int (*ncclAllReduce)(const void *s, void *r, size_t n, int type, int op, nccl_comm c, CUstream st);
+} nccl_api;
+static nccl_api nc;
+
+typedef struct nsym { const char *name; size_t off; } nsym;
+#define NC_SYM(f) {#f, offsetof(nccl_api, f)}
+static const nsym nc_syms[] = {
+    NC_SYM(ncclGetVersion), NC_SYM(ncclGetErrorString), NC_SYM(ncclGetUniqueId),
+    NC_SYM(ncclCommInitRank), NC_SYM(ncclCommDestroy), NC_SYM(ncclCommAbort),
+    NC_SYM(ncclCommGetAsyncError), NC_SYM(ncclAllReduce),
+};
+
+static const char *nc_text(int r)
+{
+    const char *s = nc.ncclGetErrorString ? nc.ncclGetErrorString(r) : NULL;
+    return s ? s : "unknown NCCL error";
+}
+
+static int nc_check(int r, const char *call, const char *file, int line)
+{
+    if (r == NCCL_SUCCESS)
+        return 0;
+    const char *b = strrchr(file, '/');
+    rt_err("NCCL error %d (%s) in %s at %s:%d", r, nc_text(r), call, b ? b + 1 : file, line);
+    return -1;
+}
+#define NC_CHECK(call) nc_check((call), #call, __FILE__, __LINE__)
+
+/* Tries one name; 1 loaded, 0 absent, -1 unusable (reason in why). */
+static int try_lib(const char *path, char *why, size_t whylen)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return 0;
+    for (size_t i = 0; i < sizeof nc_syms / sizeof nc_syms[0]; i++) {
+        void *p = dlsym(h, nc_syms[i].name);
+        if (!p) {
+            snprintf(why, whylen, "NCCL %s lacks %s", path, nc_syms[i].name);
+            memset(&nc, 0, sizeof nc);
+            dlclose(h);
+            return -1;
+        }
+        memcpy((char *)&nc + nc_syms[i].off, &p, sizeof p);
+    }
+    int v = 0;
+    if (nc.ncclGetVersion(&v) != NCCL_SUCCESS || v < NCCL_MIN_VERSION) {
+        snprintf(why, whylen, "NCCL %s is version %d.%d; cddp needs 2.10 or newer (ncclAvg)", path,
+                 v / 10000, v / 100 % 100);
+        memset(&nc, 0, sizeof nc);
+        dlclose(h);
+        return -1;
+    }
+    nc.lib = h;
+    return 1;
+}
+
+int rt_nccl_load(int *version, char *why, size_t whylen)
+{
+    if (!nc.lib) {
+        const char *env = getenv("CDDP_LIBNCCL");
+        if (env && *env) {
+            int r = try_lib(env, why, whylen);
+            if (r == 0)
+                snprintf(why, whylen, "NCCL missing: cannot load CDDP_LIBNCCL=%s (%s)", env, dlerror());
+            if (r != 1)
+                return -1;
+        } else {
+            /* the loader's path, then the toolkit's homes (NCCL often
+             * sits beside the CUDA libraries) */
+            const char *homes[3] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
+            int r = try_lib("libnccl.so.2", why, whylen);
+            for (int d = 0; r == 0 && d < 6; d++) {
+                const char *home = homes[d / 2];
+                if (!home || !*home)
+                    continue;
+                char path[300];
+                snprintf(path, sizeof path, "%s/%s/libnccl.so.2", home, d % 2 ? "lib" : "lib64");
+                r = try_lib(path, why, whylen);
+            }
+            if (r == 0)
+                snprintf(why, whylen, "NCCL missing: cannot load libnccl.so.2 (install NCCL, add "
+                         "its directory to LD_LIBRARY_PATH, or set CDDP_LIBNCCL)");
+            if (r != 1)
+                return -1;
+        }
+    }
+    int v = 0;
+    nc.ncclGetVersion(&v);
+    *version = v;
+    return 0;
+}
+
+int rt_nccl_init(rt_nccl *n)
+{
+    memset(n, 0, sizeof n[0]);
+    nccl_id id;
+    memset(&id, 0, sizeof id);
+    if (rt_world.rank == 0 && NC_CHECK(nc.ncclGetUniqueId(&id)))
+        return -1;      /* the caller aborts the job: the others wait in the broadcast */
+    rt_comm_bcast_bytes(&id, sizeof id, "the NCCL id broadcast");
+    nccl_comm c = NULL;
+    if (NC_CHECK(nc.ncclCommInitRank(&c, rt_world.size, id, rt_world.rank)))
+        return -1;
+    n->comm = c;
+    n->rank = rt_world.rank;
+    n->size = rt_world.size;
+    nc.ncclGetVersion(&n->version);
+    return 0;
+}
+
+int rt_nccl_allreduce_avg(rt_nccl *n, CUdeviceptr buf, size_t count, CUstream s, int bucket)
+{
+    void *p = (void *)(uintptr_t)buf;
+    int r = nc.ncclAllReduce(p, p, count, NCCL_FLOAT32, NCCL_AVG, n->comm, s);
+    if (r != NCCL_SUCCESS) {
+        rt_err("NCCL error %d (%s) enqueuing the all-reduce of bucket %d (%zu floats)", r, nc_text(r),
+               bucket, count);
+        return -1;
+    }
+    return 0;
+}
+
+int rt_nccl_check(rt_nccl *n, const char *what)
+{
+    if (!n || !n->comm)
+        return 0;
+    int async = NCCL_SUCCESS;
+    int r = nc.ncclCommGetAsyncError(n->comm, &async);
+    if (r == NCCL_SUCCESS && (async == NCCL_SUCCESS || async == NCCL_IN_PROGRESS))
+        return 0;
+    int e = r != NCCL_SUCCESS ? r : async;
+    rt_err("NCCL failed while %s: error %d (%s); another rank may have failed", what, e, nc_text(e));
+    n->broken = 1;
+    return -1;
+}
+
+void rt_nccl_close(rt_nccl *n)
+{
+    if (!n || !n->comm)
+        return;
+    /* After an error the communicator may never drain: abort it, which
+     * does not wait for the peers, instead of destroying it. */
+    if (n->broken || rt_cuda_failed())
+        nc.ncclCommAbort(n->comm);
+    else
+        NC_CHECK(nc.ncclCommDestroy(n->comm));
+    n->comm = NULL;
+}
