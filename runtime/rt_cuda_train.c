@@ -45,6 +45,14 @@
  *     and evaluation sums are reduced over MPI once per epoch, after the
  *     read-back; evaluation splits the test set into contiguous blocks,
  *     every sample once.
+ *   - --trace: the training steps are issued one by one instead of as
+ *     the graph -- the same operations in the same order on the same
+ *     streams -- with timing events around every kernel (main stream,
+ *     tid 0) and every all-reduce (comm stream, tid 1), read back after
+ *     each step. Times are the device's, placed on the host clock at the
+ *     step's start (the device is idle then). A traced run therefore pays
+ *     a launch per kernel and a sync per step; evaluation stays a graph
+ *     and is not traced.
  * --max-steps launches only that many steps; --init and --save go through
  * the host parameter slab (copied in before, out after). */
 #include "rt_internal.h"
@@ -85,6 +93,9 @@ typedef struct dev_run {
     int nb;
     rt_bucket one;
     CUevent *ev_ready, *ev_done;            /* [nb] */
+    /* --trace: timing events, [nk] per kernel and [nb] per all-reduce */
+    int tracing;                            /* the step being issued records them */
+    CUevent tbase, *tk0, *tk1, *tb0, *tb1;
 } dev_run;
 
 enum { CTL_EVAL = 2, CTL_BACK_T = 3, CTL_BACK_V = 4, NCTL = 5 };
@@ -156,32 +167,32 @@ static int launch_step_kernel(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k
     for (int b = 0; ddp && b < d->nb; b++)
         if (d->bk[b].opt == k && CU_CHECK(rt_cu.cuStreamWaitEvent(cu->stream, d->ev_done[b], 0)))
             return -1;
-    if (rt_cuda_launch1(cu, pd->f[k], pd->p->cu[k].name, pd->grid[k], pd->p->cu[k].block, exec))
+    if ((d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk0[k], cu->stream))) ||
+        rt_cuda_launch1(cu, pd->f[k], pd->p->cu[k].name, pd->grid[k], pd->p->cu[k].block, exec) ||
+        (d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk1[k], cu->stream))))
         return -1;
     for (; ddp && *next_bucket < d->nb && d->bk[*next_bucket].ready <= k; ++*next_bucket) {
         const int b = *next_bucket;
         const rt_bucket *bk = &d->bk[b];
         if (CU_CHECK(rt_cu.cuEventRecord(d->ev_ready[b], cu->stream)) ||
             CU_CHECK(rt_cu.cuStreamWaitEvent(d->comm, d->ev_ready[b], 0)) ||
+            (d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tb0[b], d->comm))) ||
             rt_nccl_allreduce_avg(cu->nccl, d->grad + (CUdeviceptr)bk->off * sizeof(float),
                                   (size_t)bk->size, d->comm, b) ||
+            (d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tb1[b], d->comm))) ||
             CU_CHECK(rt_cu.cuEventRecord(d->ev_done[b], d->comm)))
             return -1;
     }
     return 0;
 }
 
-/* One step of plan p as a graph: the memsets, step_begin, the plan's
- * kernels on exec (with the bucket all-reduces when ddp), step_end. The
- * capture is always ended, even after a failed launch, so the stream
- * stays usable. */
-static int capture(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr exec, CUdeviceptr ctl,
-                   int64_t grad_floats, int nstat, int ddp, CUgraphExec *out)
+/* One step of plan p: the memsets, step_begin, the plan's kernels on exec
+ * (with the bucket all-reduces when ddp), step_end. Captured once as the
+ * step's graph, or issued as is for a traced step. */
+static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr exec, CUdeviceptr ctl,
+                      int64_t grad_floats, int nstat, int ddp)
 {
     static const unsigned one[3] = {1, 1, 1};
-    *out = NULL;
-    if (CU_CHECK(rt_cu.cuStreamBeginCapture_v2(cu->stream, CAPTURE_THREAD_LOCAL)))
-        return -1;
     int ok = 1;
     if (grad_floats > 0)
         ok = !CU_CHECK(rt_cu.cuMemsetD32Async(d->grad, 0, (size_t)grad_floats, cu->stream));
@@ -197,6 +208,18 @@ static int capture(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr exec
     if (ok && ddp && d->nb > 0)
         ok = next_bucket == d->nb && !CU_CHECK(rt_cu.cuStreamWaitEvent(cu->stream, d->ev_done[d->nb - 1], 0));
     ok = ok && !rt_cuda_launch1(cu, d->fend, "cddprt_step_end", one, one, ctl);
+    return ok ? 0 : -1;
+}
+
+/* issue_step as a graph. The capture is always ended, even after a failed
+ * launch, so the stream stays usable. */
+static int capture(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr exec, CUdeviceptr ctl,
+                   int64_t grad_floats, int nstat, int ddp, CUgraphExec *out)
+{
+    *out = NULL;
+    if (CU_CHECK(rt_cu.cuStreamBeginCapture_v2(cu->stream, CAPTURE_THREAD_LOCAL)))
+        return -1;
+    int ok = !issue_step(cu, d, pd, exec, ctl, grad_floats, nstat, ddp);
     CUgraph g = NULL;
     CUresult r = rt_cu.cuStreamEndCapture(cu->stream, &g);
     if (ok && CU_CHECK(r))
@@ -282,6 +305,54 @@ static int ddp_setup(const rt_model *m, dev_run *d)
     return 0;
 }
 
+/* --trace: a timing event before and after every kernel and all-reduce. */
+static int trace_setup(const rt_plan *p, dev_run *d)
+{
+    CUevent **sets[4] = {&d->tk0, &d->tk1, &d->tb0, &d->tb1};
+    for (int i = 0; i < 4; i++) {
+        int n = i < 2 ? p->nk : d->nb;
+        if (!(*sets[i] = calloc((size_t)n + 1, sizeof(CUevent)))) {
+            rt_err("out of memory");
+            return -1;
+        }
+        for (int j = 0; j < n; j++)
+            if (CU_CHECK(rt_cu.cuEventCreate(&(*sets[i])[j], 0)))
+                return -1;
+    }
+    return CU_CHECK(rt_cu.cuEventCreate(&d->tbase, 0));
+}
+
+/* One traced training step (see the file comment): issued eagerly with
+ * its timing events, waited for, and its events added to the trace with
+ * the host time of its start (the device was idle: the two clocks meet). */
+static int traced_step(rt_cuda *cu, dev_run *d, const rt_model *m, rt_trace *tr, int64_t step,
+                       int nstat, int ddp)
+{
+    if (rt_cuda_wait(cu, "the step before a traced one") != 0)
+        return -1;
+    const double h0 = rt_comm_time();
+    d->tracing = 1;
+    int bad = CU_CHECK(rt_cu.cuEventRecord(d->tbase, cu->stream)) ||
+              issue_step(cu, d, &d->train, d->exec_t, d->ctl_t, m->param_floats, nstat, ddp);
+    d->tracing = 0;
+    if (bad || rt_cuda_wait(cu, "a traced step") != 0)
+        return -1;
+    float a, b;
+    for (int k = 0; k < m->train.nk; k++) {
+        if (CU_CHECK(rt_cu.cuEventElapsedTime(&a, d->tbase, d->tk0[k])) ||
+            CU_CHECK(rt_cu.cuEventElapsedTime(&b, d->tbase, d->tk1[k])))
+            return -1;
+        rt_trace_add(tr, 0, RT_TEV_TRAIN, k, step, h0 + a / 1e3, h0 + b / 1e3);
+    }
+    for (int i = 0; ddp && i < d->nb; i++) {
+        if (CU_CHECK(rt_cu.cuEventElapsedTime(&a, d->tbase, d->tb0[i])) ||
+            CU_CHECK(rt_cu.cuEventElapsedTime(&b, d->tbase, d->tb1[i])))
+            return -1;
+        rt_trace_add(tr, 1, RT_TEV_BUCKET, i, step, h0 + a / 1e3, h0 + b / 1e3);
+    }
+    return 0;
+}
+
 static void dev_free(dev_run *d)
 {
     /* after a failure, sticky errors would repeat here: stay quiet */
@@ -305,7 +376,19 @@ static void dev_free(dev_run *d)
         }
         if (d->comm)
             CU_CHECK(rt_cu.cuStreamDestroy_v2(d->comm));
+        if (d->tbase)
+            CU_CHECK(rt_cu.cuEventDestroy_v2(d->tbase));
+        CUevent *sets[4] = {d->tk0, d->tk1, d->tb0, d->tb1};
+        int counts[4] = {d->train.p ? d->train.p->nk : 0, d->train.p ? d->train.p->nk : 0, d->nb, d->nb};
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; sets[i] && j < counts[i]; j++)
+                if (sets[i][j])
+                    CU_CHECK(rt_cu.cuEventDestroy_v2(sets[i][j]));
     }
+    free(d->tk0);
+    free(d->tk1);
+    free(d->tb0);
+    free(d->tb1);
     free(d->ev_ready);
     free(d->ev_done);
     CUdeviceptr *ptrs[] = {&d->param, &d->grad, &d->opt, &d->act, &d->fix, &d->stat, &d->timg,
@@ -336,6 +419,8 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
     double *sums = NULL;
     int rc = -1;
     const int ddp = cu->nccl != NULL;
+    rt_trace trace;
+    memset(&trace, 0, sizeof trace);
     const int64_t W = rt_world.size, rank = rt_world.rank;
     const int nmax = w->nmax, nstat = w->nstat;
     const int64_t batch = o->batch, N = train->n, NV = test->n;
@@ -367,8 +452,10 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         rt_cuda_function(cu, "cddprt_step_begin", &d.fbegin) != 0 ||
         rt_cuda_function(cu, "cddprt_step_end", &d.fend) != 0 ||
         plan_setup(cu, &m->train, "train", nmax, &d.train) != 0 ||
-        plan_setup(cu, &m->eval, "eval", nmax, &d.eval) != 0 || (ddp && ddp_setup(m, &d) != 0))
+        plan_setup(cu, &m->eval, "eval", nmax, &d.eval) != 0 || (ddp && ddp_setup(m, &d) != 0) ||
+        rt_trace_open(&trace, o->trace_path) != 0 || (trace.on && trace_setup(&m->train, &d) != 0))
         goto out;
+    trace.gpu = 1;
 
     /* ---- device memory: everything a run touches, allocated once ---- */
     const size_t off_ev = align16(sizeof(rt_exec)), off_ct = 2 * off_ev,
@@ -479,7 +566,8 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
                                                       cu->stream)) &&
                  !CU_CHECK(rt_cu.cuEventRecord(d.ev0, cu->stream));
         for (int64_t s = 0; ok && s < nsteps; s++)
-            ok = !CU_CHECK(rt_cu.cuGraphLaunch(d.gtrain, cu->stream)) && !pace(cu, &d, epoch);
+            ok = trace.on ? !traced_step(cu, &d, m, &trace, step + s + 1, nstat, ddp)
+                          : !CU_CHECK(rt_cu.cuGraphLaunch(d.gtrain, cu->stream)) && !pace(cu, &d, epoch);
         ok = ok && !CU_CHECK(rt_cu.cuEventRecord(d.ev1, cu->stream)) &&
              !CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d.ctl_v, cv, sizeof(rt_cuda_ctl), cu->stream));
         for (int64_t s = 0; ok && s < nbatch_v; s++)
@@ -548,8 +636,9 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
     /* --save (and anything after) reads the host slab */
     if (rt_cuda_dtoh(cu, w->param, d.param, (size_t)m->param_floats * sizeof(float)) != 0)
         goto out;
-    rc = 0;
+    rc = rt_trace_write(&trace, m);
 out:
+    rt_trace_free(&trace);
     dev_free(&d);
     rt_sampler_free(&smp);
     free(sums);

@@ -217,6 +217,7 @@ typedef struct rt_tev {
 typedef struct rt_tbuf { rt_tev *ev; int64_t n, cap, dropped; } rt_tbuf;
 typedef struct rt_trace {
     int on;
+    int gpu;                    /* tids are streams (compute, comm), not threads */
     const char *path;
     rt_tbuf buf[2];             /* [tid]: each written by one thread only */
 } rt_trace;

@@ -64,11 +64,13 @@ static void usage(const rt_model *m, const rt_opts *d)
            "  --profile             time every kernel; print a table per plan at the end (cpu)\n"
            "  --trace FILE.json     timeline of every kernel and all-reduce, all ranks, as\n"
            "                        Chrome trace events (chrome://tracing, ui.perfetto.dev)\n"
-           "  --comm-timeout S      abort the job when a collective takes longer than S\n"
-           "                        seconds (another rank failed or hung; default %g)\n"
+           "  --comm-timeout S      abort the job when a collective (or, on GPU ranks, the\n"
+           "                        device) makes no progress for S seconds (another rank\n"
+           "                        failed or hung; default %g)\n"
            "  --help, --version\n"
            "Options take '--opt VALUE' or '--opt=VALUE'. Several ranks: mpirun -np N %s ...\n"
-           "(--batch is per rank; gradients are averaged over the ranks).\n",
+           "(--batch is per rank; gradients are averaged over the ranks; GPU ranks use the\n"
+           "GPU of their local rank and NCCL).\n",
            rt_prog, m->name, m->source ? m->source : "?", d->data_dir, d->threads, d->epochs,
            d->batch, (double)d->lr, (unsigned long long)d->seed, d->shuffle ? "on" : "off",
            d->drop_last ? "on" : "off", d->comm_timeout, rt_prog);
@@ -389,12 +391,6 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
             rt_cuda_close(&cu);
             use_cuda = 0;
         }
-    }
-    if (use_cuda && o.trace_path) {
-        if (rt_world.rank == 0)
-            rt_warn("--trace records the CPU device's kernels and all-reduces; ignored with the "
-                    "cuda device (use Nsight Systems there)");
-        o.trace_path = NULL;
     }
     if (use_cuda && o.profile) {
         rt_warn("--profile times the CPU kernels only; ignored with the cuda device");

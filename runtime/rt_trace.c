@@ -109,13 +109,14 @@ static void put_events(FILE *f, const rt_model *m, int rank, const rt_tev *ev, i
     }
 }
 
-static void put_meta(FILE *f, int rank, int *first)
+static void put_meta(FILE *f, int rank, int gpu, int *first)
 {
     fprintf(f, "%s{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_name\","
                "\"args\":{\"name\":\"rank %d\"}},\n"
-               "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"thread_name\",\"args\":{\"name\":\"main\"}},\n"
-               "{\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"comm\"}}",
-            *first ? "\n" : ",\n", rank, rank, rank, rank);
+               "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}},\n"
+               "{\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}}",
+            *first ? "\n" : ",\n", rank, rank, rank, gpu ? "compute stream" : "main", rank,
+            gpu ? "comm stream (NCCL)" : "comm");
     *first = 0;
 }
 
@@ -167,7 +168,7 @@ int rt_trace_write(rt_trace *t, const rt_model *m)
                              "receiving the traces");
             }
         }
-        put_meta(f, r, &first);
+        put_meta(f, r, t->gpu, &first);
         for (int i = 0; i < 2; i++)
             put_events(f, m, r, t->buf[i].ev, hdr[i], &first);
         if (hdr[2] + hdr[3] > 0)

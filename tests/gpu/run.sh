@@ -20,6 +20,10 @@
 #            (>= 0.80) and the epoch times
 #   parity   100 steps on cuda and on the cpu from the same seed: step losses
 #            and final parameters (within 1e-3 relative; expect ~1e-6)
+#   nccl     the GPU data-parallel path on this one GPU (CDDP_NCCL_FORCE=1:
+#            a communicator of one rank, the bucket all-reduces captured on
+#            the comm stream with their fork/join events): the same 100
+#            steps as parity's cuda run (n/a without a libnccl.so.2)
 #   speed    the timed epoch (device events) against the 15 ms target
 #            (a target, reported, not a failure)
 #   torch    PyTorch eager and torch.compile(mode="reduce-overhead") epochs
@@ -51,7 +55,8 @@ for p in ${PYTHON:-} python3 python; do
     d=$($p - 2>/dev/null <<'P'
 import glob, os, site
 roots = site.getsitepackages() + [site.getusersitepackages()]
-dirs = sorted({os.path.dirname(f) for r in roots for f in glob.glob(os.path.join(r, 'nvidia', '*', 'lib', 'libnvrtc.so*'))})
+dirs = sorted({os.path.dirname(f) for r in roots for n in ('libnvrtc.so*', 'libnccl.so*')
+               for f in glob.glob(os.path.join(r, 'nvidia', '*', 'lib', n))})
 print(':'.join(dirs))
 P
 ) && [ -n "$d" ] && { export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d; break; }
@@ -170,6 +175,36 @@ sys.exit(0 if ok else 1)
 P
 }
 
+step_nccl() {
+    [ -s $B/par_cuda.st ] || { detail "no parity run to compare with"; return 1; }
+    CDDP_NCCL_FORCE=1 $B/mnist --device cuda --data "$DATA" --max-steps 100 --step-log $B/nccl.csv \
+        --save $B/nccl.st >$B/nccl.out 2>&1
+    local rc=$?
+    cat $B/nccl.out
+    if grep -q 'NCCL missing' $B/nccl.out; then
+        detail "n/a: $(grep -o 'NCCL missing[^)]*' $B/nccl.out | head -1)"
+        return 3
+    fi
+    [ $rc -eq 0 ] && grep -q ', NCCL ' $B/nccl.out || { detail "the NCCL run failed (status $rc)"; return 1; }
+    $PY - $B/nccl.csv $B/par_cuda.csv $B/nccl.st $B/par_cuda.st "$LOGS/nccl.detail" "$(grep -o 'NCCL [0-9.]*' $B/nccl.out)" <<'P'
+import csv, json, struct, sys
+a, b = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
+def load(p):
+    raw = open(p, 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]; h = json.loads(raw[8:8 + n])
+    return {k: struct.unpack('<%df' % ((v['data_offsets'][1] - v['data_offsets'][0]) // 4),
+            raw[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]]) for k, v in h.items() if k != '__metadata__'}
+# not bitwise: the bias-gradient atomics sum in a different order each run
+if not len(a) == len(b) == 100:
+    open(sys.argv[5], 'w').write('expected 100 steps each, got %d and %d\n' % (len(a), len(b))); sys.exit(1)
+sl = max(abs(float(x['loss']) - float(y['loss'])) / abs(float(y['loss'])) for x, y in zip(a, b))
+pa, pb = load(sys.argv[3]), load(sys.argv[4])
+pr = max((sum((p - q) ** 2 for p, q in zip(pa[k], pb[k])) / sum(q * q for q in pb[k])) ** 0.5 for k in pb)
+open(sys.argv[5], 'w').write('%s, 1 rank vs the plain cuda run, 100 steps: step loss max rel %.2e, '
+                             'parameters max rel L2 %.2e (<= 1e-4)\n' % (sys.argv[6], sl, pr))
+sys.exit(0 if sl <= 1e-4 and pr <= 1e-4 else 1)
+P
+}
+
 step_torch() {   # torch eager | compile
     # the python that has torch: $PYTHON, else python3, else python
     local tpy=$PY p
@@ -206,6 +241,7 @@ if [ "${1:-}" = "--step" ]; then
         kernels) step_kernels ;;
         train) step_train ;;
         parity) step_parity ;;
+        nccl) step_nccl ;;
         torch_eager) step_torch eager ;;
         torch_compile) step_torch compile ;;
         *) echo "unknown step $STEP" >&2; exit 2 ;;
@@ -268,6 +304,7 @@ run_step nvrtc 60 "NVRTC compile, device arch" needs_build
 run_step kernels 120 "kernels vs C reference" needs_build
 run_step train 90 "train SimpleNet 2 epochs" needs_build
 run_step parity 120 "cuda = cpu, 100 steps" needs_build
+run_step nccl 60 "NCCL path, 1 GPU" needs_build
 run_step torch_eager 90 "torch eager epoch"
 run_step torch_compile 180 "torch.compile epoch"
 

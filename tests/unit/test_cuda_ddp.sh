@@ -132,6 +132,22 @@ grep -q 'device cuda:0 (Fake GPU (emulated), sm_90, driver 13.0, NVRTC [0-9.]*, 
     "$TMP/ograndom" && [ "$(grep -c '^model ' "$TMP/ograndom")" = 1 ] &&
     pass "rank 0 alone prints the header: device, NCCL, ranks" || { fail "header"; show "$TMP/ograndom"; }
 
+# --trace on GPU ranks: the steps issued one by one with timing events
+mpirun -np 2 $XS "$PROG" "${C[@]}" --device cuda --batch 16 --max-steps 2 --trace "$TMP/t.json" \
+    --step-log "$TMP/st.csv" >"$TMP/ot" 2>&1 || { fail "traced run"; show "$TMP/ot"; }
+if v=$($PY "$ROOT/tests/ddp/trace_stats.py" validate "$TMP/t.json" 2>&1) &&
+    o=$($PY "$ROOT/tests/ddp/trace_stats.py" check-overlap "$TMP/t.json" 2>&1) &&
+    grep -q '"comm stream (NCCL)"' "$TMP/t.json" &&
+    [ "$(grep -c '"name":"allreduce bucket' "$TMP/t.json")" -eq 12 ] &&
+    $PY - "$TMP/st.csv" "$TMP/sgrandom.csv" <<'P'
+import csv, sys
+a, b = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
+assert len(a) == 2 and all(abs(float(x['loss']) - float(y['loss'])) <= 1e-6 * abs(float(y['loss']))
+                           for x, y in zip(a, b)), (a, b[:2])
+P
+then pass "--trace: $v; 2 ranks x 2 steps x 3 all-reduces on the comm stream; $o; same losses as the graph"
+else fail "--trace on GPU ranks: ${v:-} ${o:-}"; show "$TMP/ot"; fi
+
 # ---- 2. the planted bug: without the event edges the runs differ ----------------------
 for sched in late early; do
     gpu2 "b$sched" FAKE_CUDA_SCHEDULE=$sched FAKE_CUDA_DROP_WAITS=1
