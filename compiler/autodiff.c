@@ -19,7 +19,10 @@ typedef struct Ad {
 static int bwd(Ad *a, Op op, int nin, const int *in, const Shape *s, const Node *like)
 {
     int id = ir_add(a->g, op, nin, in, *s, DT_F32, like->loc);
-    a->g->n[id]->phase = PH_BWD;
+    Node *n = a->g->n[id];
+    n->phase = PH_BWD;
+    n->win = like->win;     /* conv / pool gradients slide the forward's window */
+    n->eps = like->eps;
     return id;
 }
 
@@ -67,7 +70,33 @@ static void rule(Ad *a, const Node *n, int dy)
     case OP_BIAS_ADD:
         accumulate(a, x[0], dy);
         if (a->needs[x[1]])
-            accumulate(a, x[1], bwd(a, OP_SUM_ROWS, 1, &dy, shape_of(a, x[1]), n));
+            accumulate(a, x[1], bwd(a, n->shape.rank == 4 ? OP_SUM_CHAN : OP_SUM_ROWS, 1, &dy, shape_of(a, x[1]), n));
+        return;
+    case OP_CONV2D: /* dx: the transposed convolution of dy; dw: dy against the input's windows */
+        if (a->needs[x[0]])
+            accumulate(a, x[0], bwd(a, OP_CONV2D_DX, 2, (int[]){dy, x[1]}, shape_of(a, x[0]), n));
+        if (a->needs[x[1]])
+            accumulate(a, x[1], bwd(a, OP_CONV2D_DW, 2, (int[]){dy, x[0]}, shape_of(a, x[1]), n));
+        return;
+    case OP_BN_APPLY:
+        /* x[1] must be BN_STATS(x[0]) (sema builds it so): bn_dx differentiates
+         * through the batch mean and variance, so the stats get no gradient */
+        if (a->g->n[x[1]]->op != OP_BN_STATS || a->g->n[x[1]]->in[0] != x[0])
+            diag_ice("autodiff: bn_apply %%%d does not normalize by its input's statistics", n->id);
+        if (a->needs[x[0]])
+            accumulate(a, x[0], bwd(a, OP_BN_DX, 4, (int[]){dy, x[0], x[1], x[2]}, shape_of(a, x[0]), n));
+        if (a->needs[x[2]])
+            accumulate(a, x[2], bwd(a, OP_BN_DW, 3, (int[]){dy, x[0], x[1]}, shape_of(a, x[2]), n));
+        if (a->needs[x[3]])
+            accumulate(a, x[3], bwd(a, OP_SUM_CHAN, 1, &dy, shape_of(a, x[3]), n));
+        return;
+    case OP_BN_STATS:   /* differentiated by bn_apply's rule */
+        return;
+    case OP_MAXPOOL:
+        accumulate(a, x[0], bwd(a, OP_MAXPOOL_DX, 2, (int[]){dy, x[0]}, shape_of(a, x[0]), n));
+        return;
+    case OP_AVGPOOL:
+        accumulate(a, x[0], bwd(a, OP_AVGPOOL_DX, 1, &dy, shape_of(a, x[0]), n));
         return;
     case OP_ADD:
         accumulate(a, x[0], dy);

@@ -12,15 +12,22 @@ void bucket_plan(Graph *g, double first_mb, double bucket_mb)
 {
     int b = 0;
     double bytes = 0, cap = first_mb * 1024 * 1024;
+    int last = 0;           /* the last trained parameter the reverse walk reaches */
+    while (last < g->nparam && g->n[g->params[last]]->buffer)
+        last++;
     for (int i = g->nparam - 1; i >= 0; i--) {
         Node *p = g->n[g->params[i]];
+        if (p->buffer) {    /* batch norm statistics: never all-reduced nor updated */
+            p->bucket = -1;
+            continue;
+        }
         p->bucket = b;
         bytes += 4.0 * (double)ir_numel(&p->shape, 1);
-        if (bytes >= cap && i > 0) {
+        if (bytes >= cap && i > last) {
             b++;
             bytes = 0;
             cap = bucket_mb * 1024 * 1024;
         }
     }
-    g->nbuckets = g->nparam ? b + 1 : 0;
+    g->nbuckets = last < g->nparam ? b + 1 : 0;
 }

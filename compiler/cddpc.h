@@ -40,19 +40,28 @@ typedef enum {
     OP_COUNT
 } Op;
 
-typedef enum { K_DATA, K_PARAM, K_VIEW, K_EW, K_MATMUL, K_RED, K_ROW, K_OPT } OpKind;
+typedef enum { K_DATA, K_PARAM, K_VIEW, K_EW, K_MATMUL, K_RED, K_ROW, K_OPT, K_CONV, K_CHAN, K_POOL, K_STATE } OpKind;
 typedef enum { DT_F32, DT_I32 } DType;
 typedef enum { PH_FWD, PH_LOSS, PH_BWD, PH_OPT } Phase;
 typedef enum { RED_MEAN, RED_SUM, RED_NONE } Reduction;
 
 #define DIM_N (-1)          /* the symbolic batch dimension */
 #define MAX_RANK 4
-#define MAX_IN 3
+#define MAX_IN 4
 
 typedef struct Shape {
     int rank;
     int64_t d[MAX_RANK];    /* d[0] == DIM_N for batch-shaped values */
 } Shape;
+
+/* A sliding window over H and W: convolution and pooling geometry. */
+typedef struct Window {
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+    int groups;             /* convolution only; 1 otherwise */
+} Window;
+
+/* Output extent of a window sliding over `in`: may be <= 0 (sema rejects). */
+int64_t ir_window_out(int64_t in, int k, int s, int p, int d);
 
 typedef struct Node {
     int id;
@@ -69,7 +78,11 @@ typedef struct Node {
     int64_t fan_in;         /* PARAM: for default init */
     int red;                /* CE_LOSS / CE_GRAD: Reduction */
     int grad_of;            /* node whose final gradient this is, or -1 */
-    int bucket;             /* PARAM: gradient bucket (bucket.c) */
+    int bucket;             /* PARAM: gradient bucket (bucket.c), -1 for buffers */
+    int buffer;             /* PARAM: a buffer (batch norm statistics): never trained */
+    int i64;                /* PARAM: an integer counter, int64 in checkpoints */
+    Window win;             /* CONV2D*, *POOL*: geometry */
+    double eps, momentum;   /* BN_*: batch norm settings */
 } Node;
 
 typedef struct Graph {
@@ -84,6 +97,8 @@ typedef struct Graph {
     int *grad;              /* grad[param index] = node id of its gradient */
     int *updates;           /* updates[param index] = its SGD node, or -1 */
     int nbuckets;
+    int *effects;           /* in-place buffer updates the train plan must run */
+    int neffects;
 } Graph;
 
 extern const char *const op_text[OP_COUNT];
@@ -93,6 +108,9 @@ extern const OpKind op_kind[OP_COUNT];
 Graph *ir_new(void);
 int ir_add(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, Loc loc);
 int ir_param(Graph *g, const char *name, Shape s, int init, int64_t fan_in, Loc loc);
+/* A PyTorch buffer: saved and loaded under its name, never trained. */
+int ir_buffer(Graph *g, const char *name, Shape s, int init, int i64, Loc loc);
+void ir_effect(Graph *g, int id);
 /* ir_shape(2, DIM_N, 784): each dim converted to int64_t by the array. */
 #define ir_shape(rank, ...) ir_shape_a((rank), (const int64_t[]){__VA_ARGS__})
 Shape ir_shape_a(int rank, const int64_t *d);
@@ -148,7 +166,7 @@ void ad_train_step(Program *p);
 void bucket_plan(Graph *g, double first_mb, double bucket_mb);
 
 /* ---- plan: fuse.c, memplan.c ------------------------------------------ */
-typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT } GroupKind;
+typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT, G_CONV, G_CHAN, G_POOL, G_STATE } GroupKind;
 typedef enum { FUSE_NONE, FUSE_ELEMENTWISE, FUSE_ALL } FuseLevel;
 typedef enum { B_NONE, B_ACT, B_FIX, B_PARAM, B_GRAD, B_STAT } BufClass;
 
@@ -169,6 +187,7 @@ typedef struct Buf {
 
 typedef struct Plan {
     const char *name;       /* "train" or "eval" */
+    int training;           /* batch norm: batch statistics (train) or running ones */
     Graph *g;
     char *in_plan;          /* in_plan[node] */
     char *is_root;          /* is_root[node]: an output of the plan */
@@ -228,12 +247,16 @@ void ex_sgd_body(FILE *f, const TrainCfg *t);
 
 /* ---- emit_c.c, emit_cuda.c, emit_program.c ---------------------------- */
 void emit_c_kernels(FILE *f, const Plan *p, const Program *prog);
+/* emit_nchw.c: the body of a G_CONV, G_CHAN, G_POOL or G_STATE kernel. */
+typedef struct CudaLaunch CudaLaunch;
+void emit_nchw_c(const Emit *m);
+void emit_nchw_cuda(const Emit *m, CudaLaunch *L);
 /* Launch geometry of one CUDA kernel: rt_cuda_launch in runtime/cddprt.h. */
-typedef struct CudaLaunch {
+struct CudaLaunch {
     const char *name;
     unsigned block[3], gfix[3];
     int64_t gmul[3], gdiv[3];
-} CudaLaunch;
+};
 const char *emit_cuda_prelude(void);
 /* The CUDA kernel of group grp (text after the prelude), and its launch. */
 char *emit_cuda_kernel(const Plan *p, int grp, const Program *prog, CudaLaunch *launch); /* static void NAME(rt_exec *e) */

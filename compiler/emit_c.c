@@ -210,6 +210,7 @@ void emit_c_kernels(FILE *f, const Plan *p, const Program *prog)
         case G_ROW: emit_row(&m); break;
         case G_RED: emit_reduce(&m); break;
         case G_OPT: emit_opt(&m, prog); break;
+        case G_CONV: case G_CHAN: case G_POOL: case G_STATE: emit_nchw_c(&m); break;
         }
         fprintf(f, "}\n");
     }

@@ -397,6 +397,7 @@ char *emit_cuda_kernel(const Plan *p, int grp, const Program *prog, CudaLaunch *
         break;
     }
     case G_OPT: emit_opt(&m, prog, L); break;
+    case G_CONV: case G_CHAN: case G_POOL: case G_STATE: emit_nchw_cuda(&m, L); break;
     }
     fprintf(f, "}\n");
     fclose(f);

@@ -61,17 +61,31 @@ char *ex_operand(const Emit *m, int x, const Shape *space)
         return util_fmt("b%d[i * C + j]", src);
     if (s->rank == 1 && space->rank == 2 && s->d[0] == space->d[1])
         return util_fmt("b%d[j]", src);
+    /* a per-channel vector over [N, C, H, W]: j runs over C*H*W */
+    if (s->rank == 1 && space->rank == 4 && s->d[0] == space->d[1])
+        return util_fmt("b%d[j / %lld]", src, (long long)(space->d[2] * space->d[3]));
     diag_ice("emit: cannot broadcast %s into %s", ir_shape_str(s), ir_shape_str(space));
 }
 
 char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space)
 {
-    char *a = ex_operand(m, n->in[0], space), *b = n->nin > 1 ? ex_operand(m, n->in[1], space) : NULL;
+    /* bn_apply's statistics are indexed per channel below, not broadcast */
+    char *a = ex_operand(m, n->in[0], space);
+    char *b = n->nin > 1 && n->op != OP_BN_APPLY ? ex_operand(m, n->in[1], space) : NULL;
     switch (n->op) {
     case OP_BIAS_ADD:
     case OP_ADD: return util_fmt("%s + %s", a, b);
     case OP_RELU: return util_fmt("%s < 0.0f ? 0.0f : %s", a, a); /* NaN passes, as torch.relu */
     case OP_RELU_GRAD: return util_fmt("%s > 0.0f ? %s : 0.0f", b, a);
+    case OP_BN_APPLY: {
+        /* as PyTorch: invstd = 1/sqrt(var + eps), (x - mean) * invstd * w + b */
+        const Shape *x = &ex_node(m, n->in[0])->shape;
+        int st = plan_source(m->p, n->in[1]);
+        char *c = util_fmt("(j / %lld)", (long long)(x->d[2] * x->d[3]));
+        return util_fmt("(%s - b%d[%s]) * (1.0f / sqrtf(b%d[%lld + %s] + %s)) * %s + %s", a, st, c, st,
+                        (long long)x->d[1], c, util_cfloat(n->eps), ex_operand(m, n->in[2], space),
+                        ex_operand(m, n->in[3], space));
+    }
     default: diag_ice("emit: %s is not elementwise", op_text[n->op]);
     }
 }

@@ -9,7 +9,9 @@
  *     the same logits: one pass per sample, plus the loss/accuracy sums and
  *     the bias gradient of the last layer;
  *   - elementwise chains, with their reductions;
- *   - all optimizer updates: one kernel over the parameter slab.
+ *   - all optimizer updates: one kernel over the parameter slab;
+ *   - convolutions, per-channel reductions (batch norm), pooling and the
+ *     running-statistics update: one kernel each.
  * Groups run in creation order; the predicates guarantee that is a valid
  * schedule (every input from outside a group is produced before it). */
 #include <string.h>
@@ -190,6 +192,14 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
         return;
     case K_RED:
         grp = new_group(f, G_RED, -1);
+        add(f, grp, id);
+        return;
+    case K_CONV:    /* window ops are kernels of their own (no epilogue fusion yet) */
+    case K_CHAN:
+    case K_POOL:
+    case K_STATE:
+        grp = new_group(f, op_kind[n->op] == K_CONV ? G_CONV : op_kind[n->op] == K_CHAN ? G_CHAN
+                        : op_kind[n->op] == K_POOL ? G_POOL : G_STATE, id);
         add(f, grp, id);
         return;
     }

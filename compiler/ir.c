@@ -74,6 +74,26 @@ int ir_param(Graph *g, const char *name, Shape s, int init, int64_t fan_in, Loc 
     return id;
 }
 
+int ir_buffer(Graph *g, const char *name, Shape s, int init, int i64, Loc loc)
+{
+    int id = ir_param(g, name, s, init, 0, loc);
+    g->n[id]->buffer = 1;
+    g->n[id]->i64 = i64;
+    return id;
+}
+
+void ir_effect(Graph *g, int id)
+{
+    g->effects = util_grow(g->effects, sizeof(int) * (size_t)g->neffects, sizeof(int) * (size_t)(g->neffects + 1));
+    g->effects[g->neffects++] = id;
+}
+
+int64_t ir_window_out(int64_t in, int k, int s, int p, int d)
+{
+    int64_t span = in + 2 * (int64_t)p - (int64_t)d * (k - 1) - 1;
+    return span < 0 ? 0 : span / s + 1;
+}
+
 Shape ir_shape_a(int rank, const int64_t *d)
 {
     Shape s = {0};
@@ -143,6 +163,18 @@ void ir_dump(FILE *f, const Graph *g)
         }
         if (n->op == OP_CE_LOSS || n->op == OP_CE_GRAD)
             fprintf(f, " reduction=%s", red_text[n->red]);
+        if (op_kind[n->op] == K_CONV || op_kind[n->op] == K_POOL) {
+            const Window *w = &n->win;
+            fprintf(f, " k=%dx%d s=%dx%d p=%dx%d", w->kh, w->kw, w->sh, w->sw, w->ph, w->pw);
+            if (op_kind[n->op] == K_CONV)
+                fprintf(f, " d=%dx%d g=%d", w->dh, w->dw, w->groups);
+        }
+        if (n->op == OP_BN_STATS || n->op == OP_BN_APPLY || n->op == OP_BN_DX)
+            fprintf(f, " eps=%g", n->eps);
+        if (n->op == OP_BN_RUNNING)
+            fprintf(f, " momentum=%g", n->momentum);
+        if (n->op == OP_PARAM && n->buffer)
+            fprintf(f, " buffer%s", n->i64 ? " i64" : "");
         fprintf(f, " : %s%s %s", n->dt == DT_I32 ? "i32" : "f32", ir_shape_str(&n->shape), phase_text[n->phase]);
         if (n->grad_of >= 0)
             fprintf(f, " grad(%%%d)", n->grad_of);
@@ -180,6 +212,75 @@ static int verify_matmul(const Graph *g, const Node *n, const char *after)
     return check(g, n, after, k1 == k2 && y->d[0] == m && y->d[1] == nn, "matmul shapes disagree");
 }
 
+static int is_nchw(const Shape *s) { return s->rank == 4 && ir_batched(s); }
+
+/* x[N,C,H,W] -> y[N,O,OH,OW] through window w with weight [O, C/g, kh, kw]. */
+static int conv_shapes_agree(const Shape *x, const Shape *wt, const Shape *y, const Window *w)
+{
+    return is_nchw(x) && is_nchw(y) && wt->rank == 4 && w->groups >= 1 && x->d[1] % w->groups == 0
+        && wt->d[0] == y->d[1] && wt->d[0] % w->groups == 0 && wt->d[1] * w->groups == x->d[1]
+        && wt->d[2] == w->kh && wt->d[3] == w->kw
+        && y->d[2] == ir_window_out(x->d[2], w->kh, w->sh, w->ph, w->dh)
+        && y->d[3] == ir_window_out(x->d[3], w->kw, w->sw, w->pw, w->dw);
+}
+
+static int pool_shapes_agree(const Shape *x, const Shape *y, const Window *w)
+{
+    return is_nchw(x) && is_nchw(y) && x->d[1] == y->d[1]
+        && y->d[2] == ir_window_out(x->d[2], w->kh, w->sh, w->ph, 1)
+        && y->d[3] == ir_window_out(x->d[3], w->kw, w->sw, w->pw, 1);
+}
+
+/* [C] per-channel vector of an NCHW value */
+static int chan_vec(const Shape *v, const Shape *x) { return v->rank == 1 && is_nchw(x) && v->d[0] == x->d[1]; }
+static int bn_stats_of(const Shape *st, const Shape *x)
+{
+    return st->rank == 2 && st->d[0] == 2 && is_nchw(x) && st->d[1] == x->d[1];
+}
+
+static int verify_nchw(const Graph *g, const Node *n, const char *after)
+{
+    const Shape *s = &n->shape, *a = in_shape(g, n, 0), *b = n->nin > 1 ? in_shape(g, n, 1) : NULL;
+    switch (n->op) {
+    case OP_CONV2D:
+        return check(g, n, after, conv_shapes_agree(a, b, s, &n->win), "conv2d: x[N,C,H,W], w[O,C/g,kh,kw]");
+    case OP_CONV2D_DX:
+        return check(g, n, after, conv_shapes_agree(s, b, a, &n->win), "conv2d_dx: dy and w give dx's shape");
+    case OP_CONV2D_DW:
+        return check(g, n, after, conv_shapes_agree(b, s, a, &n->win), "conv2d_dw: dy and x give dw's shape");
+    case OP_SUM_CHAN:
+        return check(g, n, after, chan_vec(s, a), "sum_chan: [N,C,H,W] -> [C]");
+    case OP_BN_STATS:
+        return check(g, n, after, bn_stats_of(s, a) && chan_vec(b, a) && chan_vec(in_shape(g, n, 2), a),
+                     "bn_stats: x[N,C,H,W], running [C] -> [2,C]");
+    case OP_BN_APPLY:
+        return check(g, n, after, ir_same_shape(a, s) && bn_stats_of(b, a) && chan_vec(in_shape(g, n, 2), a)
+                     && chan_vec(in_shape(g, n, 3), a), "bn_apply: x, stats[2,C], w[C], b[C]");
+    case OP_BN_DX:
+        return check(g, n, after, ir_same_shape(a, s) && ir_same_shape(b, s) && bn_stats_of(in_shape(g, n, 2), s)
+                     && chan_vec(in_shape(g, n, 3), s), "bn_dx: dy, x, stats, w");
+    case OP_BN_DW:
+        return check(g, n, after, ir_same_shape(a, b) && bn_stats_of(in_shape(g, n, 2), a) && chan_vec(s, a),
+                     "bn_dw: dy, x, stats -> [C]");
+    case OP_BN_RUNNING: {
+        const Shape *st = in_shape(g, n, 3);
+        int ok = st->rank == 2 && st->d[0] == 2 && a->rank == 1 && a->d[0] == st->d[1] && ir_same_shape(a, b)
+              && in_shape(g, n, 2)->rank == 0 && ir_same_shape(a, s);
+        for (int k = 0; k < 3; k++)
+            ok = ok && g->n[n->in[k]]->op == OP_PARAM && g->n[n->in[k]]->buffer;
+        return check(g, n, after, ok, "bn_running updates three buffers from stats[2,C]");
+    }
+    case OP_MAXPOOL: case OP_AVGPOOL:
+        return check(g, n, after, pool_shapes_agree(a, s, &n->win), "pool: window and shapes disagree");
+    case OP_MAXPOOL_DX:
+        return check(g, n, after, ir_same_shape(b, s) && pool_shapes_agree(s, a, &n->win), "maxpool_dx: dy, x");
+    case OP_AVGPOOL_DX:
+        return check(g, n, after, pool_shapes_agree(s, a, &n->win), "avgpool_dx: dy -> dx");
+    default:
+        return check(g, n, after, 0, "not an NCHW op");
+    }
+}
+
 static int verify_node(const Graph *g, const Node *n, const char *after)
 {
     int bad = 0;
@@ -204,8 +305,8 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
         return verify_matmul(g, n, after);
     case OP_BIAS_ADD: {
         const Shape *x = in_shape(g, n, 0), *b = in_shape(g, n, 1);
-        return check(g, n, after, x->rank == 2 && b->rank == 1 && b->d[0] == x->d[1] && ir_same_shape(x, s),
-                     "bias_add needs x[M, N] and b[N]");
+        return check(g, n, after, (x->rank == 2 || is_nchw(x)) && b->rank == 1 && b->d[0] == x->d[1]
+                     && ir_same_shape(x, s), "bias_add needs x[M, N] and b[N], or x[N, C, H, W] and b[C]");
     }
     case OP_ADD: case OP_RELU_GRAD:
         return check(g, n, after, ir_same_shape(in_shape(g, n, 0), s) && ir_same_shape(in_shape(g, n, 1), s),
@@ -231,6 +332,10 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
     case OP_SGD:
         return check(g, n, after, g->n[n->in[0]]->op == OP_PARAM && ir_same_shape(in_shape(g, n, 0), in_shape(g, n, 1))
                      && ir_same_shape(in_shape(g, n, 0), s), "sgd updates a param with a gradient of its shape");
+    case OP_CONV2D: case OP_CONV2D_DX: case OP_CONV2D_DW: case OP_SUM_CHAN: case OP_BN_STATS: case OP_BN_APPLY:
+    case OP_BN_DX: case OP_BN_DW: case OP_BN_RUNNING: case OP_MAXPOOL: case OP_MAXPOOL_DX: case OP_AVGPOOL:
+    case OP_AVGPOOL_DX:
+        return verify_nchw(g, n, after);
     case OP_COUNT:
         break;
     }

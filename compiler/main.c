@@ -190,8 +190,10 @@ int main(int argc, char **argv)
     if (dumping(&o, "autodiff"))
         ir_dump(stdout, g);
 
-    int nroots = 0, *roots = util_alloc(sizeof(int) * (size_t)(g->nparam + 2));
+    int nroots = 0, *roots = util_alloc(sizeof(int) * (size_t)(g->nparam + g->neffects + 2));
     roots[nroots++] = g->loss_sum;
+    for (int i = 0; i < g->neffects; i++)
+        roots[nroots++] = g->effects[i];
     for (int i = g->nparam - 1; i >= 0; i--)
         if (g->updates[i] >= 0)
             roots[nroots++] = g->updates[i];

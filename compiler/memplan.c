@@ -63,11 +63,15 @@ void mem_plan(Plan *p)
     Graph *g = p->g;
     p->buf = util_alloc(sizeof(Buf) * (size_t)g->nn);
     p->param_off = util_alloc(sizeof(int64_t) * (size_t)(g->nparam + 1));
-    /* reverse order: each gradient bucket is one contiguous slab range */
-    for (int i = g->nparam - 1; i >= 0; i--) {
-        p->param_off[i] = p->param_floats;
-        p->param_floats = align_up(p->param_floats + ir_numel(&g->n[g->params[i]]->shape, 1));
-    }
+    /* reverse order: each gradient bucket is one contiguous slab range;
+     * buffers (never trained) after all of them, outside every bucket */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = g->nparam - 1; i >= 0; i--) {
+            if (g->n[g->params[i]]->buffer != pass)
+                continue;
+            p->param_off[i] = p->param_floats;
+            p->param_floats = align_up(p->param_floats + ir_numel(&g->n[g->params[i]]->shape, 1));
+        }
 
     /* A GEMM whose raw result nobody else reads writes straight into the
      * buffer of its epilogue's materialized output, updated in place. */
@@ -107,7 +111,7 @@ void mem_plan(Plan *p)
         Buf *b = &p->buf[id];
         if (n->op == OP_PARAM) {
             *b = (Buf){B_PARAM, p->param_off[n->param], ir_numel(&n->shape, 1)};
-        } else if (n->op == OP_SGD) {
+        } else if (n->op == OP_SGD || n->op == OP_BN_RUNNING) {   /* in place */
             p->buf[id] = p->buf[n->in[0]];
         } else if (n->grad_of >= 0) {
             *b = (Buf){B_GRAD, p->param_off[g->n[n->grad_of]->param], ir_numel(&n->shape, 1)};

@@ -9,6 +9,7 @@ Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots)
 {
     Plan *p = util_alloc(sizeof *p);
     p->name = name;
+    p->training = strcmp(name, "train") == 0;
     p->g = g;
     p->in_plan = util_alloc((size_t)g->nn);
     p->is_root = util_alloc((size_t)g->nn);

@@ -23,6 +23,12 @@ static double node_flops(const Graph *g, const Node *n, int64_t b)
     case K_OPT: return 2.0 * (double)numel(n, b);
     case K_DATA: return n->op == OP_IMAGES ? 2.0 * (double)numel(n, b) : 0;
     case K_EW: return (double)numel(n, b);
+    case K_CONV: {   /* 2 flops per output element and weight of its group */
+        const Node *y = n->op == OP_CONV2D ? n : g->n[n->in[0]];
+        const Shape *w = n->op == OP_CONV2D_DW ? &n->shape : &g->n[n->in[1]]->shape;
+        return 2.0 * (double)numel(y, b) * (double)(w->d[1] * w->d[2] * w->d[3]);
+    }
+    case K_CHAN: case K_POOL: return (double)numel(g->n[n->in[0]], b) * 2;
     default: return 0;
     }
 }

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RT_ABI_VERSION 2
+#define RT_ABI_VERSION 3
 
 typedef struct rt_exec {
     int n;                  /* rows in this batch (last batch may be short) */
@@ -63,6 +63,14 @@ typedef struct rt_param {
     int bucket;             /* gradient bucket (rt_model.buckets) */
     int grad_kernel;        /* train kernel after which its gradient is complete, -1 */
 } rt_param;
+
+/* rt_model.param_flags: a buffer (PyTorch's register_buffer: batch norm's
+ * running statistics) is saved and loaded under its name but never
+ * trained: no gradient bucket (bucket -1), no optimizer update; kernels
+ * update it in place. An I64 buffer (num_batches_tracked) is held as a
+ * float in the slab (exact to 2^24) and is int64 in safetensors files, as
+ * PyTorch stores it. */
+enum { RT_PARAM_BUFFER = 1, RT_PARAM_I64 = 2 };
 
 /* A gradient bucket: one contiguous range of the grad slab, all-reduced as
  * one message once train kernel `ready` has run; optimizer kernel `opt`
@@ -124,7 +132,11 @@ typedef struct rt_model {
     const rt_bucket *buckets;
     int nbuckets;
     double bucket_mb;       /* train block's bucket_mb (after the 1 MB first) */
+    const int *param_flags; /* [nparam] RT_PARAM_*; NULL: all trained, F32 */
 } rt_model;
+
+/* RT_PARAM_* flags of parameter i of m. */
+static inline int rt_param_flags(const rt_model *m, int i) { return m->param_flags ? m->param_flags[i] : 0; }
 
 /* ---- CUDA device ---------------------------------------------------------
  * Every CUDA kernel is `extern "C" __global__ void NAME(const rt_exec *e)`

@@ -202,9 +202,10 @@ static int load_params(const rt_model *m, const char *path, FILE *f, const rt_js
             rt_err("%s: missing tensor \"%s\"", path, p->name);
             goto out;
         }
-        if (!rt_json_streq(e->dtype, "F32")) {
-            rt_err("%s: tensor \"%s\" has dtype %.*s, expected F32", path, p->name,
-                   (int)(e->dtype->slen > 20 ? 20 : e->dtype->slen), e->dtype->s);
+        const char *want_dt = rt_param_flags(m, i) & RT_PARAM_I64 ? "I64" : "F32";
+        if (!rt_json_streq(e->dtype, want_dt)) {
+            rt_err("%s: tensor \"%s\" has dtype %.*s, expected %s", path, p->name,
+                   (int)(e->dtype->slen > 20 ? 20 : e->dtype->slen), e->dtype->s, want_dt);
             goto out;
         }
         int same = e->rank == p->rank;
@@ -224,6 +225,25 @@ static int load_params(const rt_model *m, const char *path, FILE *f, const rt_js
             goto out;
         }
         float *dst = param + p->off;
+        if (rt_param_flags(m, i) & RT_PARAM_I64) {  /* counters: int64 in the file, float here */
+            for (int64_t k = 0; k < p->numel; k++) {
+                unsigned char b8[8];
+                if (fread(b8, 1, 8, f) != 8) {
+                    rt_err("%s: truncated data in tensor \"%s\"", path, p->name);
+                    goto out;
+                }
+                uint64_t u = 0;
+                for (int q = 7; q >= 0; q--)
+                    u = u << 8 | b8[q];
+                int64_t v = (int64_t)u;
+                if (v < 0 || v > (int64_t)1 << 24) {
+                    rt_err("%s: tensor \"%s\" holds %lld, outside 0..2^24", path, p->name, (long long)v);
+                    goto out;
+                }
+                dst[k] = (float)v;
+            }
+            continue;
+        }
         for (int64_t k = 0; k < p->numel;) {
             int64_t cnt = p->numel - k < IO_FLOATS ? p->numel - k : IO_FLOATS;
             size_t r = fread(buf, 4, (size_t)cnt, f);
@@ -367,12 +387,12 @@ static int build_header(const rt_model *m, sbuf *b)
         const rt_param *p = &m->params[i];
         sb_str(b, ",");
         sb_json_str(b, p->name);
-        sb_str(b, ":{\"dtype\":\"F32\",\"shape\":[");
+        sb_str(b, rt_param_flags(m, i) & RT_PARAM_I64 ? ":{\"dtype\":\"I64\",\"shape\":[" : ":{\"dtype\":\"F32\",\"shape\":[");
         for (int k = 0; k < p->rank; k++) {
             snprintf(num, sizeof num, "%s%lld", k ? "," : "", (long long)p->shape[k]);
             sb_str(b, num);
         }
-        uint64_t end = off + (uint64_t)p->numel * 4;
+        uint64_t end = off + (uint64_t)p->numel * (rt_param_flags(m, i) & RT_PARAM_I64 ? 8 : 4);
         snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
                  (unsigned long long)end);
         sb_str(b, num);
@@ -395,6 +415,17 @@ static int write_data(const rt_model *m, FILE *f, const float *param)
     for (int i = 0; i < m->nparam && rc == 0; i++) {
         const float *src = param + m->params[i].off;
         int64_t numel = m->params[i].numel;
+        if (rt_param_flags(m, i) & RT_PARAM_I64) {
+            for (int64_t k = 0; k < numel && rc == 0; k++) {
+                uint64_t u = (uint64_t)(int64_t)src[k];
+                unsigned char b8[8];
+                for (int q = 0; q < 8; q++)
+                    b8[q] = (unsigned char)(u >> (8 * q));
+                if (fwrite(b8, 1, 8, f) != 8)
+                    rc = -1;
+            }
+            continue;
+        }
         for (int64_t k = 0; k < numel && rc == 0;) {
             int64_t cnt = numel - k < IO_FLOATS ? numel - k : IO_FLOATS;
             for (int64_t q = 0; q < cnt; q++) {

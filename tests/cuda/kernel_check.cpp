@@ -339,8 +339,18 @@ bool run_plan(const rt_model *m, const rt_plan &p, const char *which, const std:
     for (int i = 0; i < m->nparam; i++) {
         const rt_param &q = m->params[i];
         const float bound = q.fan_in > 0 ? 1.0f / sqrtf((float)q.fan_in) : 1.0f;
-        for (int64_t j = 0; j < q.numel; j++)
-            A.param[(size_t)(q.off + j)] *= bound;
+        for (int64_t j = 0; j < q.numel; j++) {
+            float &v = A.param[(size_t)(q.off + j)];
+            v *= bound;
+            /* buffers hold what they would in training: a variance (init
+             * one) is positive -- a negative one would make both sides NaN,
+             * which compares equal and checks nothing -- a counter counts */
+            const int fl = rt_param_flags(m, i);
+            if ((fl & RT_PARAM_BUFFER) && (fl & RT_PARAM_I64))
+                v = (float)(rnd() % 1000);
+            else if ((fl & RT_PARAM_BUFFER) && q.init == RT_INIT_ONE)
+                v = 0.5f + fabsf(v);
+        }
     }
     fill_random(A.opt);
     fill_random(A.grad);

@@ -1,8 +1,9 @@
 #!/bin/sh
 # tests/cuda/mutants.sh: kernel_check must reject broken CUDA kernels. Each
-# mutant is the emitted all.cu of tests/cuda/models/odd.net with one edit
-# (sed); kernel_check has to fail on every one of them (and pass on the
-# unedited source, which kernel_check.sh's own test runs).
+# mutant is the emitted all.cu of tests/cuda/models/odd.net (then of
+# tests/cuda/models/conv.net, for the image kernels) with one edit (sed);
+# kernel_check has to fail on every one of them (and pass on the unedited
+# source, which kernel_check.sh's own test runs).
 # Usage: tests/cuda/mutants.sh CDDPC
 set -u
 . "$(dirname "$0")/toolkit.sh"
@@ -40,6 +41,17 @@ check 'optimizer misses the last parameter floats' 's/k < 32653;/k < 32640;/' $Q
 check 'momentum buffer not updated on the first step' 's/mb\[k\] = first ? d :/mb[k] = first ? mb[k] :/' $Q
 check 'early return for the whole block even when row0 < M' 's/if (row0 >= M || col0 >= N)/if (row0 + 64 > M || col0 >= N)/' $Q
 check 'labels read from idx[0] for every row' 's/b1\[t\] = e->lab\[e->idx\[t\]\];/b1[t] = e->lab[e->idx[0]];/' $Q
+# the image kernels: convolution, batch norm, pooling
+MODEL=$HERE/models/conv.net
+C='--sizes 9:7:0 --orders 1'
+check 'conv2d_dx ignores the stride (gathers from every row)' 's/if (hh < 0 || hh % SH != 0 || hh \/ SH >= OH)/if (hh < 0 || hh \/ SH >= OH)/' $C --plan train
+check 'conv2d_dw reads the first group'"'"'s input channels' 's/const int64_t ch = o \/ OG \* CG + cl;/const int64_t ch = cl;/' $C --plan train
+check 'conv2d forward window one column short' 's/for (int64_t kj = 0; kj < KW; kj++) {/for (int64_t kj = 1; kj < KW; kj++) {/' $C --plan eval
+check 'block reduction one level short (half the threads lost)' 's/for (int half = 128; half > 0; half >>= 1)/for (int half = 64; half > 0; half >>= 1)/' $C --plan train
+check 'running variance not made unbiased' 's/ \* unbias)/)/' $C --plan train
+check 'eval batch norm halves the running variance' 's/b\([0-9]*\)\[C + c\] = b\([0-9]*\)\[c\];/b\1[C + c] = 0.5f * b\2[c];/' $C --plan eval
+check 'avgpool divides by one more' 's|/ (float)(KH \* KW)|/ (float)(KH * KW + 1)|' $C --plan train
+check 'maxpool_dx sends every window'"'"'s gradient to its first element' 's/if (am == h \* W + w)/if (am == h * W + w || 1)/' $C --plan train
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]

@@ -3,7 +3,8 @@
 # models/ and tests/cuda/models/ (and for models/mnist.net at the other
 # fusion levels) compiles with NVRTC for sm_80 and sm_90
 # with an empty log (DESIGN.md section 5, tier 3); then ptxas -v on the
-# sm_90 PTX of the kernels of PTXAS_MODELS (default models/mnist.net)
+# sm_90 PTX of the kernels of PTXAS_MODELS (default models/mnist.net and
+# models/mnist_convnet.net)
 # prints registers, shared memory, stack and spills per kernel, and fails
 # on any spill or on static shared memory over 48 KiB.
 # Usage: tests/cuda/nvrtc_check.sh CDDPC
@@ -16,7 +17,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/tests/cuda
 W=$ROOT/build/tests/cuda/nvrtc
 CC=${CC:-cc}
-PTXAS_MODELS=${PTXAS_MODELS:-$ROOT/models/mnist.net}
+PTXAS_MODELS=${PTXAS_MODELS:-$ROOT/models/mnist.net $ROOT/models/mnist_convnet.net}
 JOBS=$(nproc 2>/dev/null || echo 2)
 rm -rf "$W"
 mkdir -p "$W"

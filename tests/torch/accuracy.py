@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """Accuracy test: one epoch of a cddpc program must reach test_acc >= 0.80.
 
-usage: accuracy.py PROGRAM DATA_DIR [--min ACC]
+usage: accuracy.py PROGRAM DATA_DIR [--min ACC] [--epochs N] [--lr X] [--threads N]
 
-Runs `PROGRAM --data DATA_DIR --epochs 1 --metrics m.csv` with every other
-setting left to the model file (for models/mnist.net: batch 64, lr 0.01,
-shuffle on, the file's seed), reads test_acc from the metrics CSV (a header
-naming the columns, one row per epoch; test_acc is a fraction in [0,1]) and
-checks the last epoch's value against ACC (default 0.80).
+Runs `PROGRAM --data DATA_DIR --epochs N --metrics m.csv` (N default 1; --lr
+and --threads passed on when given) with every other setting left to the
+model file (for models/mnist.net: batch 64, lr 0.01, shuffle on, the file's
+seed), reads test_acc from the metrics CSV (a header naming the columns, one
+row per epoch; test_acc is a fraction in [0,1]) and checks the last epoch's
+value against ACC (default 0.80).
 """
 import csv
 import os
@@ -21,11 +22,17 @@ RUN_TIMEOUT = 1800
 
 
 def main(argv):
-    args, min_acc = [], 0.80
+    args, min_acc, epochs, passed = [], 0.80, 1, []
     i = 0
     while i < len(argv):
         if argv[i] == "--min" and i + 1 < len(argv):
             min_acc = float(argv[i + 1])
+            i += 2
+        elif argv[i] == "--epochs" and i + 1 < len(argv):
+            epochs = int(argv[i + 1])
+            i += 2
+        elif argv[i] in ("--lr", "--threads") and i + 1 < len(argv):
+            passed += [argv[i], argv[i + 1]]
             i += 2
         else:
             args.append(argv[i])
@@ -37,7 +44,7 @@ def main(argv):
     name = "accuracy[%s]" % os.path.basename(data_dir.rstrip("/"))
     work = tempfile.mkdtemp(prefix="cddpc-acc-")
     metrics = os.path.join(work, "m.csv")
-    cmd = [program, "--data", data_dir, "--epochs", "1", "--metrics", metrics]
+    cmd = [program, "--data", data_dir, "--epochs", str(epochs), "--metrics", metrics] + passed
     print("%s: %s" % (name, " ".join(cmd)))
     sys.stdout.flush()
     t0 = time.time()
@@ -66,7 +73,8 @@ def main(argv):
     extra = ""
     if "seconds" in rows[-1]:
         extra = ", epoch %.2f s" % float(rows[-1]["seconds"])
-    print("%s: test_acc %.4f after 1 epoch (min %.2f%s, wall %.1f s)" % (name, acc, min_acc, extra, wall))
+    print("%s: test_acc %.4f after %d epoch%s (min %.2f%s, wall %.1f s)"
+          % (name, acc, epochs, "" if epochs == 1 else "s", min_acc, extra, wall))
     if not 0.0 <= acc <= 1.0:
         print("%s: FAIL: test_acc %g is not a fraction in [0,1] (work dir %s)" % (name, acc, work))
         return 1

@@ -5,7 +5,10 @@
  * (passed to ad_grad as the seed dy = w), and the gradient nodes autodiff
  * appends are evaluated and compared with (L(x+h) - L(x-h)) / 2h per
  * element. The loss op is checked the same way with its own seed, for
- * each reduction, inside a two-layer network. */
+ * each reduction, inside a two-layer network. The image ops (conv2d,
+ * batch norm in train mode, pooling) are checked on small [N, C, H, W]
+ * inputs with strides, padding, dilation and groups; the interpreter
+ * computes their gradients the plain way (scatter loops) in double. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +29,126 @@ static int *lab;
 
 static int64_t size_of(int id) { return ir_numel(&g->n[id]->shape, BATCH); }
 static int64_t dim(int64_t d) { return d == DIM_N ? BATCH : d; }
+
+/* [N, C, H, W] element (i, c, h, w) of a shape */
+static int64_t at4(const Shape *s, int64_t i, int64_t c, int64_t h, int64_t w)
+{
+    return ((i * s->d[1] + c) * s->d[2] + h) * s->d[3] + w;
+}
+
+/* Convolution by its definition, and its gradients by scattering each
+ * output's contribution back: the plain loops, no im2col. */
+static void eval_conv(const Node *n, double *y, const double *a, const double *b)
+{
+    const Shape *xs, *ws, *ys;
+    const double *x = NULL, *w = NULL, *dy = NULL;
+    if (n->op == OP_CONV2D) {
+        xs = &g->n[n->in[0]]->shape, ws = &g->n[n->in[1]]->shape, ys = &n->shape, x = a, w = b;
+    } else if (n->op == OP_CONV2D_DX) {
+        ys = &g->n[n->in[0]]->shape, ws = &g->n[n->in[1]]->shape, xs = &n->shape, dy = a, w = b;
+    } else {
+        ys = &g->n[n->in[0]]->shape, xs = &g->n[n->in[1]]->shape, ws = &n->shape, dy = a, x = b;
+    }
+    const Window *v = &n->win;
+    int64_t O = ys->d[1], CG = ws->d[1], OG = O / v->groups;
+    memset(y, 0, sizeof(double) * (size_t)size_of(n->id));
+    for (int64_t i = 0; i < BATCH; i++)
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t oh = 0; oh < ys->d[2]; oh++)
+                for (int64_t ow = 0; ow < ys->d[3]; ow++)
+                    for (int64_t cl = 0; cl < CG; cl++)
+                        for (int64_t ki = 0; ki < v->kh; ki++)
+                            for (int64_t kj = 0; kj < v->kw; kj++) {
+                                int64_t ih = oh * v->sh - v->ph + ki * v->dh, iw = ow * v->sw - v->pw + kj * v->dw;
+                                if (ih < 0 || ih >= xs->d[2] || iw < 0 || iw >= xs->d[3])
+                                    continue;
+                                int64_t xi = at4(xs, i, o / OG * CG + cl, ih, iw), wi = at4(ws, o, cl, ki, kj);
+                                int64_t yi = at4(ys, i, o, oh, ow);
+                                if (n->op == OP_CONV2D)
+                                    y[yi] += x[xi] * w[wi];
+                                else if (n->op == OP_CONV2D_DX)
+                                    y[xi] += dy[yi] * w[wi];
+                                else
+                                    y[wi] += dy[yi] * x[xi];
+                            }
+}
+
+/* Batch norm in train mode: statistics of the batch (biased variance),
+ * and the textbook gradient through them. */
+static void eval_bn(const Node *n, double *y)
+{
+    int xin = n->op == OP_BN_DX || n->op == OP_BN_DW ? 1 : 0;
+    const Shape *xs = &g->n[n->in[xin]]->shape;
+    int64_t C = xs->d[1], HW = xs->d[2] * xs->d[3], M = BATCH * HW;
+    const double *in0 = val[n->in[0]].v, *x = val[n->in[xin]].v;
+    const double *st = n->op == OP_BN_STATS || n->op == OP_SUM_CHAN ? NULL : val[n->in[n->op == OP_BN_APPLY ? 1 : 2]].v;
+    for (int64_t c = 0; c < C; c++) {
+        double s = 0, q = 0, sdy = 0, sdyx = 0, mean = st ? st[c] : 0, invstd = st ? 1 / sqrt(st[C + c] + n->eps) : 0;
+        for (int64_t i = 0; i < BATCH; i++)
+            for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++) {
+                s += in0[k];
+                if (n->op == OP_BN_DX || n->op == OP_BN_DW) {
+                    sdy += in0[k];
+                    sdyx += in0[k] * (x[k] - mean) * invstd;
+                }
+            }
+        if (n->op == OP_BN_STATS) {
+            for (int64_t i = 0; i < BATCH; i++)
+                for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++)
+                    q += (x[k] - s / M) * (x[k] - s / M);
+            y[c] = s / M;
+            y[C + c] = q / M;
+        } else if (n->op == OP_SUM_CHAN) {
+            y[c] = s;
+        } else if (n->op == OP_BN_DW) {
+            y[c] = sdyx;
+        } else {
+            const double *w = val[n->in[n->op == OP_BN_APPLY ? 2 : 3]].v, *bb = val[n->in[3]].v;
+            for (int64_t i = 0; i < BATCH; i++)
+                for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++) {
+                    double xh = (x[k] - mean) * invstd;
+                    y[k] = n->op == OP_BN_APPLY ? xh * w[c] + bb[c]
+                                                : w[c] * invstd * (in0[k] - sdy / M - xh * sdyx / M);
+                }
+        }
+    }
+}
+
+/* Pooling by definition; gradients scattered to the first maximum (or
+ * evenly over the window, zero padding counted) of each output. */
+static void eval_pool(const Node *n, double *y, const double *a, const double *b)
+{
+    int grad = n->op == OP_MAXPOOL_DX || n->op == OP_AVGPOOL_DX;
+    const Shape *xs = grad ? &n->shape : &g->n[n->in[0]]->shape, *ys = grad ? &g->n[n->in[0]]->shape : &n->shape;
+    const double *x = n->op == OP_MAXPOOL_DX ? b : a;
+    const Window *v = &n->win;
+    memset(y, 0, sizeof(double) * (size_t)size_of(n->id));
+    for (int64_t i = 0; i < BATCH; i++)
+        for (int64_t c = 0; c < xs->d[1]; c++)
+            for (int64_t oh = 0; oh < ys->d[2]; oh++)
+                for (int64_t ow = 0; ow < ys->d[3]; ow++) {
+                    int64_t best = -1, yi = at4(ys, i, c, oh, ow);
+                    double s = 0;
+                    for (int64_t ih = oh * v->sh - v->ph; ih < oh * v->sh - v->ph + v->kh; ih++)
+                        for (int64_t iw = ow * v->sw - v->pw; iw < ow * v->sw - v->pw + v->kw; iw++) {
+                            if (ih < 0 || ih >= xs->d[2] || iw < 0 || iw >= xs->d[3])
+                                continue;
+                            int64_t xi = at4(xs, i, c, ih, iw);
+                            if (n->op == OP_AVGPOOL_DX)
+                                y[xi] += a[yi] / (v->kh * v->kw);
+                            else if (n->op == OP_AVGPOOL)
+                                s += x[xi];
+                            else if (best < 0 || x[xi] > x[best])
+                                best = xi;
+                        }
+                    if (n->op == OP_AVGPOOL)
+                        y[yi] = s / (v->kh * v->kw);
+                    else if (n->op == OP_MAXPOOL)
+                        y[yi] = x[best];
+                    else if (n->op == OP_MAXPOOL_DX)
+                        y[best] += a[yi];
+                }
+}
 
 static void eval_node(int id)
 {
@@ -58,6 +181,12 @@ static void eval_node(int id)
         break;
     }
     case OP_BIAS_ADD:
+        if (n->shape.rank == 4) {   /* per channel over [N, C, H, W] */
+            int64_t hw = n->shape.d[2] * n->shape.d[3];
+            for (int64_t k = 0; k < sz; k++)
+                y[k] = a[k] + b[k / hw % N];
+            break;
+        }
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++)
                 y[i * N + j] = a[i * N + j] + b[j];
@@ -91,6 +220,9 @@ static void eval_node(int id)
         }
         break;
     }
+    case OP_CONV2D: case OP_CONV2D_DX: case OP_CONV2D_DW: eval_conv(n, y, a, b); break;
+    case OP_SUM_CHAN: case OP_BN_STATS: case OP_BN_APPLY: case OP_BN_DX: case OP_BN_DW: eval_bn(n, y); break;
+    case OP_MAXPOOL: case OP_MAXPOOL_DX: case OP_AVGPOOL: case OP_AVGPOOL_DX: eval_pool(n, y, a, b); break;
     default:
         fprintf(stderr, "gradcheck: interpreter lacks %s\n", op_text[n->op]);
         exit(1);
@@ -200,6 +332,63 @@ static int check_unary(const char *what, Op op, Shape sa, Shape sy)
     return check(what, y, w, RED_SUM, &a, 1);
 }
 
+static Window win(int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int groups)
+{
+    return (Window){kh, kw, sh, sw, ph, pw, dh, dw, groups};
+}
+
+/* y = conv2d(x, w) (+ b per channel) for x[N, C, H, W], w[O, C/g, kh, kw]. */
+static int check_conv(const char *what, int64_t C, int64_t H, int64_t W, int64_t O, Window v, int bias)
+{
+    reset();
+    Shape xs = ir_shape(4, DIM_N, C, H, W), ws = ir_shape(4, O, C / v.groups, v.kh, v.kw);
+    Shape ys = ir_shape(4, DIM_N, O, ir_window_out(H, v.kh, v.sh, v.ph, v.dh), ir_window_out(W, v.kw, v.sw, v.pw, v.dw));
+    int x = input(OP_IMAGES, xs), w = input(OP_PARAM, ws), b = input(OP_PARAM, ir_shape(1, O));
+    fill(x);
+    fill(w);
+    fill(b);
+    int y = ir_add(g, OP_CONV2D, 2, (int[]){x, w}, ys, DT_F32, (Loc){0});
+    g->n[y]->win = v;
+    if (bias)
+        y = ir_add(g, OP_BIAS_ADD, 2, (int[]){y, b}, ys, DT_F32, (Loc){0});
+    int seed = input(OP_IMAGES, ys);
+    fill(seed);
+    return check(what, y, seed, RED_SUM, (int[]){x, w, b}, bias ? 3 : 2);
+}
+
+/* Batch norm in train mode: y = bn_apply(x, bn_stats(x), w, b); the
+ * gradient of x goes through the batch mean and variance. */
+static int check_bn(const char *what, int64_t C, int64_t H, int64_t W, double eps)
+{
+    reset();
+    Shape xs = ir_shape(4, DIM_N, C, H, W), cs = ir_shape(1, C);
+    int x = input(OP_IMAGES, xs), w = input(OP_PARAM, cs), b = input(OP_PARAM, cs);
+    int rm = input(OP_PARAM, cs), rv = input(OP_PARAM, cs);
+    int ids[] = {x, w, b, rm, rv};
+    for (int i = 0; i < 5; i++)
+        fill(ids[i]);
+    int st = ir_add(g, OP_BN_STATS, 3, (int[]){x, rm, rv}, ir_shape(2, 2, C), DT_F32, (Loc){0});
+    int y = ir_add(g, OP_BN_APPLY, 4, (int[]){x, st, w, b}, xs, DT_F32, (Loc){0});
+    g->n[st]->eps = g->n[y]->eps = eps;
+    int seed = input(OP_IMAGES, xs);
+    fill(seed);
+    return check(what, y, seed, RED_SUM, (int[]){x, w, b}, 3);
+}
+
+static int check_pool(const char *what, Op op, int64_t C, int64_t H, int64_t W, Window v)
+{
+    reset();
+    Shape xs = ir_shape(4, DIM_N, C, H, W);
+    Shape ys = ir_shape(4, DIM_N, C, ir_window_out(H, v.kh, v.sh, v.ph, 1), ir_window_out(W, v.kw, v.sw, v.pw, 1));
+    int x = input(OP_IMAGES, xs);
+    fill(x);
+    int y = ir_add(g, op, 1, &x, ys, DT_F32, (Loc){0});
+    g->n[y]->win = v;
+    int seed = input(OP_IMAGES, ys);
+    fill(seed);
+    return check(what, y, seed, RED_SUM, &x, 1);
+}
+
 /* Two layers, ReLU, cross-entropy: the loss seeds itself. */
 static int check_network(int red, const char *what)
 {
@@ -237,6 +426,16 @@ int main(void)
     fails += check_binary("add    x[N,3] y[N,3]", OP_ADD, nn, nn, nn);
     fails += check_unary("relu   x[N,4]", OP_RELU, nk, nk);
     fails += check_unary("reshape x[N,2,2] -> [N,4]", OP_RESHAPE, ir_shape(3, DIM_N, 2, 2), nk);
+    fails += check_conv("conv2d 5x5 pad 2 + bias", 2, 6, 5, 3, win(5, 5, 1, 1, 2, 2, 1, 1, 1), 1);
+    fails += check_conv("conv2d 3x3 stride 2 pad 1", 3, 7, 6, 4, win(3, 3, 2, 2, 1, 1, 1, 1, 1), 1);
+    fails += check_conv("conv2d 3x2 dil 2x1 groups 2", 4, 7, 5, 6, win(3, 2, 1, 2, 2, 1, 2, 1, 2), 0);
+    fails += check_conv("conv2d 1x1 groups 3 (depthwise)", 3, 4, 4, 3, win(1, 1, 1, 1, 0, 0, 1, 1, 3), 1);
+    fails += check_bn("batchnorm2d train [N,3,4,5]", 3, 4, 5, 1e-5);
+    fails += check_bn("batchnorm2d train eps 0.1", 2, 1, 3, 0.1);
+    fails += check_pool("maxpool 2x2", OP_MAXPOOL, 2, 6, 5, win(2, 2, 2, 2, 0, 0, 1, 1, 1));
+    fails += check_pool("maxpool 3x3 stride 2 pad 1", OP_MAXPOOL, 2, 7, 6, win(3, 3, 2, 2, 1, 1, 1, 1, 1));
+    fails += check_pool("avgpool 2x2", OP_AVGPOOL, 2, 6, 5, win(2, 2, 2, 2, 0, 0, 1, 1, 1));
+    fails += check_pool("avgpool 3x2 stride 1 pad 1", OP_AVGPOOL, 2, 5, 4, win(3, 2, 1, 1, 1, 1, 1, 1, 1));
     fails += check_network(RED_MEAN, "ce_loss mean (2-layer net)");
     fails += check_network(RED_SUM, "ce_loss sum (2-layer net)");
     fails += check_network(RED_NONE, "ce_loss none (2-layer net)");

@@ -1,0 +1,575 @@
+/* emit_nchw.c: the kernels over images [N, C, H, W], for both targets:
+ * convolution and its two gradients, the per-channel reductions of batch
+ * norm, pooling, and the running-statistics update.
+ *
+ * CPU: a convolution is im2col + one rt_sgemm per group over the whole
+ * batch (the columns of all samples side by side), so the tuned GEMM does
+ * the work; its gradients are the same GEMM transposed (dx through col2im).
+ * CUDA: direct kernels, one thread per output element (the weight gradient:
+ * one block per weight, a block reduction over the batch), correct first.
+ * Per-channel reductions are one block per channel on the GPU (a fixed-order
+ * tree: deterministic) and one loop per channel in double on the CPU.
+ * Pooling gradients on the GPU gather from the windows that contain an
+ * input element (no atomics, no zeroing); the CPU scatters each window's
+ * gradient, one thread per plane. */
+#include <string.h>
+
+#include "cddpc.h"
+
+#define THREADS 256
+
+/* Geometry of a convolution node (forward or either gradient). */
+typedef struct ConvGeo {
+    int x, w, y;            /* buffers: input, weight, output (any may be the node itself) */
+    int64_t C, H, W, O, OH, OW, CG, OG, K, P;
+    Window win;
+} ConvGeo;
+
+static ConvGeo conv_geo(const Emit *m, const Node *n)
+{
+    const Plan *p = m->p;
+    ConvGeo c = {0};
+    const Node *xs, *ws, *ys;
+    switch (n->op) {
+    case OP_CONV2D:
+        c.x = plan_source(p, n->in[0]), c.w = plan_source(p, n->in[1]), c.y = n->id;
+        break;
+    case OP_CONV2D_DX:
+        c.y = plan_source(p, n->in[0]), c.w = plan_source(p, n->in[1]), c.x = n->id;
+        break;
+    default:
+        c.y = plan_source(p, n->in[0]), c.x = plan_source(p, n->in[1]), c.w = n->id;
+        break;
+    }
+    xs = ex_node(m, c.x), ws = ex_node(m, c.w), ys = ex_node(m, c.y);
+    c.C = xs->shape.d[1], c.H = xs->shape.d[2], c.W = xs->shape.d[3];
+    c.O = ys->shape.d[1], c.OH = ys->shape.d[2], c.OW = ys->shape.d[3];
+    c.win = n->win;
+    c.CG = c.C / c.win.groups, c.OG = c.O / c.win.groups;
+    c.K = c.CG * c.win.kh * c.win.kw;
+    c.P = c.OH * c.OW;
+    (void)ws;
+    return c;
+}
+
+static void conv_consts(FILE *f, const ConvGeo *c)
+{
+    const Window *w = &c->win;
+    fprintf(f, "    const int64_t C = %lld, H = %lld, W = %lld, O = %lld, OH = %lld, OW = %lld;\n", (long long)c->C,
+            (long long)c->H, (long long)c->W, (long long)c->O, (long long)c->OH, (long long)c->OW);
+    fprintf(f, "    const int64_t KH = %d, KW = %d, SH = %d, SW = %d, PH = %d, PW = %d, DH = %d, DW = %d;\n", w->kh,
+            w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw);
+    fprintf(f, "    const int64_t G = %d, CG = %lld, OG = %lld, K = %lld, P = %lld;\n", w->groups, (long long)c->CG,
+            (long long)c->OG, (long long)c->K, (long long)c->P);
+    fprintf(f, "    (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;\n");
+    fprintf(f, "    (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;\n");
+}
+
+/* Pool geometry: x is the pooled input, y the pooled output. */
+static void pool_consts(FILE *f, const Shape *x, const Shape *y, const Window *w)
+{
+    fprintf(f, "    const int64_t C = %lld, H = %lld, W = %lld, OH = %lld, OW = %lld;\n", (long long)x->d[1],
+            (long long)x->d[2], (long long)x->d[3], (long long)y->d[2], (long long)y->d[3]);
+    fprintf(f, "    const int64_t KH = %d, KW = %d, SH = %d, SW = %d, PH = %d, PW = %d;\n", w->kh, w->kw, w->sh, w->sw,
+            w->ph, w->pw);
+    fprintf(f, "    (void)C;\n");
+}
+
+/* ---- C ------------------------------------------------------------------ */
+
+/* col[r * NP + i * P + p] = the input under weight r of output pixel p of
+ * sample i, for the channels of group g (0 where the window hangs over the
+ * padding). */
+static void c_im2col(FILE *f, int x)
+{
+    fprintf(f, "        #pragma omp parallel for schedule(static) if (K * NP >= 65536)\n");
+    fprintf(f, "        for (int64_t r = 0; r < K; r++) {\n");
+    fprintf(f, "            const int64_t c = g * CG + r / (KH * KW), ki = r / KW %% KH, kj = r %% KW;\n");
+    fprintf(f, "            float *dst = col + r * NP;\n");
+    fprintf(f, "            for (int64_t i = 0; i < n; i++)\n");
+    fprintf(f, "                for (int64_t oh = 0; oh < OH; oh++) {\n");
+    fprintf(f, "                    const int64_t ih = oh * SH - PH + ki * DH;\n");
+    fprintf(f, "                    const float *src = b%d + (i * C + c) * H * W + ih * W;\n", x);
+    fprintf(f, "                    for (int64_t ow = 0; ow < OW; ow++) {\n");
+    fprintf(f, "                        const int64_t iw = ow * SW - PW + kj * DW;\n");
+    fprintf(f, "                        *dst++ = ih >= 0 && ih < H && iw >= 0 && iw < W ? src[iw] : 0.0f;\n");
+    fprintf(f, "                    }\n                }\n        }\n");
+}
+
+/* dyg[o * NP + i * P + p] = dy of output channel g*OG + o: the GEMM's layout */
+static void c_gather_dy(FILE *f, int y)
+{
+    fprintf(f, "        #pragma omp parallel for schedule(static) if (OG * NP >= 65536)\n");
+    fprintf(f, "        for (int64_t o = 0; o < OG; o++)\n");
+    fprintf(f, "            for (int64_t i = 0; i < n; i++)\n");
+    fprintf(f, "                memcpy(dyg + o * NP + i * P, b%d + (i * O + g * OG + o) * P, sizeof(float) * (size_t)P);\n", y);
+}
+
+/* Scratch that outlives the call: a kernel runs once per step on the one
+ * thread that runs the plan, and a fresh multi-megabyte malloc each step
+ * would be fresh pages (faults, zeroing) each step. Grown, never freed:
+ * it stays reachable until exit. */
+static void c_alloc(FILE *f, const char *var, const char *rows)
+{
+    fprintf(f, "    static float *%s_buf;\n    static size_t %s_cap;\n", var, var);
+    fprintf(f, "    const size_t %s_need = (size_t)(%s * NP > 0 ? %s * NP : 1);\n", var, rows, rows);
+    fprintf(f, "    if (%s_need > %s_cap) {\n        free(%s_buf);\n", var, var, var);
+    fprintf(f, "        %s_buf = malloc(sizeof(float) * %s_need);\n        %s_cap = %s_need;\n", var, var, var, var);
+    fprintf(f, "        if (!%s_buf) {\n            fprintf(stderr, \"error: out of memory for convolution scratch\\n\");\n",
+            var);
+    fprintf(f, "            exit(1);\n        }\n    }\n    float *const %s = %s_buf;\n", var, var);
+}
+
+static void c_conv(const Emit *m, const Node *n)
+{
+    FILE *f = m->f;
+    ConvGeo c = conv_geo(m, n);
+    conv_consts(f, &c);
+    fprintf(f, "    const int64_t NP = n * P;\n");
+    c_alloc(f, "col", "K");
+    if (n->op != OP_CONV2D)
+        c_alloc(f, "dyg", "OG");
+    else
+        c_alloc(f, "out", "OG");
+    if (n->op == OP_CONV2D_DX)
+        fprintf(f, "    memset(b%d, 0, sizeof(float) * (size_t)(n * C * H * W));\n", c.x);
+    fprintf(f, "    for (int64_t g = 0; g < G; g++) {\n");
+    switch (n->op) {
+    case OP_CONV2D:
+        c_im2col(f, c.x);
+        fprintf(f, "        rt_sgemm(0, 0, OG, NP, K, b%d + g * OG * K, K, col, NP, out, NP);\n", c.w);
+        fprintf(f, "        #pragma omp parallel for schedule(static) if (OG * NP >= 65536)\n");
+        fprintf(f, "        for (int64_t o = 0; o < OG; o++)\n");
+        fprintf(f, "            for (int64_t i = 0; i < n; i++)\n");
+        fprintf(f, "                memcpy(b%d + (i * O + g * OG + o) * P, out + o * NP + i * P, sizeof(float) * (size_t)P);\n",
+                c.y);
+        break;
+    case OP_CONV2D_DW:
+        c_im2col(f, c.x);
+        c_gather_dy(f, c.y);
+        fprintf(f, "        rt_sgemm(0, 1, OG, K, NP, dyg, NP, col, NP, b%d + g * OG * K, K);\n", c.w);
+        break;
+    default:    /* dx: col = W_g^T dy_g, then col2im, each thread owning whole channels */
+        c_gather_dy(f, c.y);
+        fprintf(f, "        rt_sgemm(1, 0, K, NP, OG, b%d + g * OG * K, K, dyg, NP, col, NP);\n", c.w);
+        fprintf(f, "        #pragma omp parallel for schedule(static) if (K * NP >= 65536)\n");
+        fprintf(f, "        for (int64_t cl = 0; cl < CG; cl++)\n");
+        fprintf(f, "            for (int64_t r = cl * KH * KW; r < (cl + 1) * KH * KW; r++) {\n");
+        fprintf(f, "                const int64_t ki = r / KW %% KH, kj = r %% KW;\n");
+        fprintf(f, "                const float *src = col + r * NP;\n");
+        fprintf(f, "                for (int64_t i = 0; i < n; i++)\n");
+        fprintf(f, "                    for (int64_t oh = 0; oh < OH; oh++) {\n");
+        fprintf(f, "                        const int64_t ih = oh * SH - PH + ki * DH;\n");
+        fprintf(f, "                        float *dst = b%d + (i * C + g * CG + cl) * H * W + ih * W;\n", c.x);
+        fprintf(f, "                        for (int64_t ow = 0; ow < OW; ow++, src++) {\n");
+        fprintf(f, "                            const int64_t iw = ow * SW - PW + kj * DW;\n");
+        fprintf(f, "                            if (ih >= 0 && ih < H && iw >= 0 && iw < W)\n");
+        fprintf(f, "                                dst[iw] += *src;\n");
+        fprintf(f, "                        }\n                    }\n            }\n");
+        break;
+    }
+    fprintf(f, "    }\n");
+}
+
+/* One loop per channel; `body` runs with c, M (elements per channel), and
+ * a macro-like pair of loops over the channel's elements at index e. */
+static void c_chan_loop_open(FILE *f, int64_t C, int64_t HW)
+{
+    fprintf(f, "    const int64_t C = %lld, HW = %lld, M = n * HW;\n    (void)M;\n", (long long)C, (long long)HW);
+    fprintf(f, "    #pragma omp parallel for schedule(static) if (M * C >= 65536)\n");
+    fprintf(f, "    for (int64_t c = 0; c < C; c++) {\n");
+}
+
+#define FOR_CHAN "for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++)"
+
+static void c_chan(const Emit *m, const Node *n)
+{
+    FILE *f = m->f;
+    const Plan *p = m->p;
+    const Shape *x = &ex_node(m, n->in[n->op == OP_BN_DX || n->op == OP_BN_DW ? 1 : 0])->shape;
+    int a = plan_source(p, n->in[0]);
+    int xb = n->nin > 1 ? plan_source(p, n->in[1]) : -1;
+    c_chan_loop_open(f, x->d[1], x->d[2] * x->d[3]);
+    switch (n->op) {
+    case OP_SUM_CHAN:
+        fprintf(f, "        double s = 0.0;\n        " FOR_CHAN " s += b%d[e];\n", a);
+        fprintf(f, "        b%d[c] = (float)s;\n", n->id);
+        break;
+    case OP_BN_STATS:
+        if (!p->training) {     /* eval: normalize with the running statistics */
+            fprintf(f, "        b%d[c] = b%d[c];\n        b%d[C + c] = b%d[c];\n        (void)b%d;\n", n->id,
+                    plan_source(p, n->in[1]), n->id, plan_source(p, n->in[2]), a);
+            break;
+        }
+        /* two passes: the variance about the mean, not E[x^2] - E[x]^2 */
+        fprintf(f, "        (void)b%d, (void)b%d;    /* the eval plan's */\n", plan_source(p, n->in[1]),
+                plan_source(p, n->in[2]));
+        fprintf(f, "        double s = 0.0, q = 0.0;\n        " FOR_CHAN " s += b%d[e];\n", a);
+        fprintf(f, "        const double mean = s / (double)M;\n");
+        fprintf(f, "        " FOR_CHAN " q += ((double)b%d[e] - mean) * ((double)b%d[e] - mean);\n", a, a);
+        fprintf(f, "        b%d[c] = (float)mean;\n        b%d[C + c] = (float)(q / (double)M);\n", n->id, n->id);
+        break;
+    case OP_BN_DX: case OP_BN_DW: {
+        int st = plan_source(p, n->in[2]);
+        fprintf(f, "        const float mean = b%d[c], invstd = 1.0f / sqrtf(b%d[C + c] + %s);\n", st, st,
+                util_cfloat(n->eps));
+        fprintf(f, "        double sdy = 0.0, sdyx = 0.0;\n");
+        fprintf(f, "        " FOR_CHAN " {\n            sdy += b%d[e];\n", a);
+        fprintf(f, "            sdyx += (double)b%d[e] * (double)((b%d[e] - mean) * invstd);\n        }\n", a, xb);
+        if (n->op == OP_BN_DW) {
+            fprintf(f, "        b%d[c] = (float)sdyx;\n        (void)sdy;\n", n->id);
+            break;
+        }
+        /* dx = w invstd (dy - mean(dy) - xhat mean(dy xhat)) */
+        fprintf(f, "        const float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);\n");
+        fprintf(f, "        const float scale = b%d[c] * invstd;\n", plan_source(p, n->in[3]));
+        fprintf(f, "        " FOR_CHAN " b%d[e] = scale * (b%d[e] - mdy - (b%d[e] - mean) * invstd * mdyx);\n", n->id,
+                a, xb);
+        break;
+    }
+    default:
+        diag_ice("emit_nchw: %s is not a channel op", op_text[n->op]);
+    }
+    fprintf(f, "    }\n");
+}
+
+/* running = (1 - momentum) running + momentum batch, PyTorch's order of
+ * operations; the variance made unbiased by M / (M - 1). */
+static void running_update(FILE *f, const Plan *p, const Node *n, const char *ind)
+{
+    int rm = plan_source(p, n->in[0]), rv = plan_source(p, n->in[1]), st = plan_source(p, n->in[3]);
+    const char *mom = util_cfloat(n->momentum), *keep = util_cfloat(1.0 - n->momentum);
+    fprintf(f, "%sb%d[c] = %s * b%d[c] + %s * b%d[c];\n", ind, rm, mom, st, keep, rm);
+    fprintf(f, "%sb%d[c] = %s * (b%d[C + c] * unbias) + %s * b%d[c];\n", ind, rv, mom, st, keep, rv);
+}
+
+static int64_t running_channels(const Emit *m, const Node *n) { return ex_node(m, n->in[0])->shape.d[0]; }
+
+/* The batch's elements per channel, M, from the stats' producer. */
+static int64_t running_hw(const Emit *m, const Node *n)
+{
+    const Node *st = ex_node(m, n->in[3]);
+    const Shape *x = &ex_node(m, st->in[0])->shape;
+    return x->d[2] * x->d[3];
+}
+
+static void c_state(const Emit *m, const Node *n)
+{
+    FILE *f = m->f;
+    fprintf(f, "    const int64_t C = %lld, M = n * (int64_t)%lld;\n", (long long)running_channels(m, n),
+            (long long)running_hw(m, n));
+    fprintf(f, "    const float unbias = M > 1 ? (float)M / (float)(M - 1) : 1.0f;\n");
+    fprintf(f, "    for (int64_t c = 0; c < C; c++) {\n");
+    running_update(f, m->p, n, "        ");
+    fprintf(f, "    }\n    b%d[0] += 1.0f;\n    (void)b%d;\n", plan_source(m->p, n->in[2]), n->id);
+}
+
+/* The windows containing input row h: oh from (h + PH) / SH down while the
+ * window still reaches h (same order on both targets). */
+static void pool_gather_open(FILE *f, const char *ind)
+{
+    fprintf(f, "%sfor (int64_t oh = (h + PH) / SH; oh >= 0 && h + PH - oh * SH < KH; oh--)\n", ind);
+    fprintf(f, "%s    for (int64_t ow = (w + PW) / SW; ow >= 0 && w + PW - ow * SW < KW; ow--) {\n", ind);
+    fprintf(f, "%s        if (oh >= OH || ow >= OW)\n%s            continue;\n", ind, ind);
+}
+
+/* Window (oh, ow) of plane xp: its maximum into mx and its index into am,
+ * as PyTorch's CPU kernel: the first in-bounds element to start, then any
+ * greater one or any NaN (so ties keep the first, a NaN propagates). */
+static void pool_max_window(FILE *f, const char *ind, const char *xp)
+{
+    fprintf(f, "%sfloat mx = -INFINITY;\n%sint64_t am = -1;\n", ind, ind);
+    fprintf(f, "%sfor (int64_t ki = 0; ki < KH; ki++) {\n", ind);
+    fprintf(f, "%s    const int64_t ih = oh * SH - PH + ki;\n", ind);
+    fprintf(f, "%s    if (ih < 0 || ih >= H)\n%s        continue;\n", ind, ind);
+    fprintf(f, "%s    for (int64_t kj = 0; kj < KW; kj++) {\n", ind);
+    fprintf(f, "%s        const int64_t iw = ow * SW - PW + kj;\n", ind);
+    fprintf(f, "%s        if (iw < 0 || iw >= W)\n%s            continue;\n", ind, ind);
+    fprintf(f, "%s        const float v = %s[ih * W + iw];\n", ind, xp);
+    fprintf(f, "%s        if (v > mx || v != v || am < 0) {\n%s            mx = v;\n%s            am = ih * W + iw;\n",
+            ind, ind, ind);
+    fprintf(f, "%s        }\n%s    }\n%s}\n", ind, ind, ind);
+}
+
+/* The body of one pool element at (plane, oh, ow) or, for a gradient, at
+ * input (plane, h, w); writes `dst`. Shared by both targets. */
+static void pool_body(FILE *f, const Plan *p, const Node *n, const char *ind, const char *plane)
+{
+    int x = plan_source(p, n->in[n->op == OP_MAXPOOL_DX ? 1 : 0]);
+    switch (n->op) {
+    case OP_MAXPOOL:
+        fprintf(f, "%sconst float *xp = b%d + %s * H * W;\n", ind, x, plane);
+        pool_max_window(f, ind, "xp");
+        fprintf(f, "%sb%d[(%s * OH + oh) * OW + ow] = mx;\n", ind, n->id, plane);
+        break;
+    case OP_AVGPOOL:
+        /* zero padding counts in the divisor (count_include_pad) */
+        fprintf(f, "%sconst float *xp = b%d + %s * H * W;\n%sfloat s = 0.0f;\n", ind, x, plane, ind);
+        fprintf(f, "%sfor (int64_t ih = oh * SH - PH; ih < oh * SH - PH + KH; ih++)\n", ind);
+        fprintf(f, "%s    for (int64_t iw = ow * SW - PW; iw < ow * SW - PW + KW; iw++)\n", ind);
+        fprintf(f, "%s        if (ih >= 0 && ih < H && iw >= 0 && iw < W)\n%s            s += xp[ih * W + iw];\n", ind,
+                ind);
+        fprintf(f, "%sb%d[(%s * OH + oh) * OW + ow] = s / (float)(KH * KW);\n", ind, n->id, plane);
+        break;
+    case OP_MAXPOOL_DX: {
+        int dy = plan_source(p, n->in[0]);
+        char *in2 = util_fmt("%s        ", ind);
+        fprintf(f, "%sconst float *xp = b%d + %s * H * W;\n%sfloat s = 0.0f;\n", ind, x, plane, ind);
+        pool_gather_open(f, ind);
+        pool_max_window(f, in2, "xp");
+        fprintf(f, "%sif (am == h * W + w)\n%s    s += b%d[(%s * OH + oh) * OW + ow];\n", in2, in2, dy, plane);
+        fprintf(f, "%s    }\n%sb%d[(%s * H + h) * W + w] = s;\n", ind, ind, n->id, plane);
+        break;
+    }
+    case OP_AVGPOOL_DX: {
+        int dy = plan_source(p, n->in[0]);
+        fprintf(f, "%sfloat s = 0.0f;\n", ind);
+        pool_gather_open(f, ind);
+        fprintf(f, "%s        s += b%d[(%s * OH + oh) * OW + ow];\n", ind, dy, plane);
+        fprintf(f, "%s    }\n%sb%d[(%s * H + h) * W + w] = s / (float)(KH * KW);\n", ind, ind, n->id, plane);
+        break;
+    }
+    default:
+        diag_ice("emit_nchw: %s is not a pool op", op_text[n->op]);
+    }
+}
+
+static int is_pool_grad(const Node *n) { return n->op == OP_MAXPOOL_DX || n->op == OP_AVGPOOL_DX; }
+
+/* x: the pooled input's shape; y: the pooled output's. */
+static void pool_shapes(const Emit *m, const Node *n, const Shape **x, const Shape **y)
+{
+    *x = is_pool_grad(n) ? &n->shape : &ex_node(m, n->in[0])->shape;
+    *y = is_pool_grad(n) ? &ex_node(m, n->in[0])->shape : &n->shape;
+}
+
+static void c_pool(const Emit *m, const Node *n)
+{
+    FILE *f = m->f;
+    const Shape *x, *y;
+    pool_shapes(m, n, &x, &y);
+    pool_consts(f, x, y, &n->win);
+    int grad = is_pool_grad(n);
+    fprintf(f, "    #pragma omp parallel for schedule(static) if (n * C >= 64)\n");
+    if (n->op == OP_MAXPOOL_DX) {
+        /* each window once: its maximum gets its gradient (a thread owns
+         * whole planes, so the scatter has no races) */
+        fprintf(f, "    for (int64_t pl = 0; pl < n * C; pl++) {\n");
+        fprintf(f, "        const float *xp = b%d + pl * H * W;\n", plan_source(m->p, n->in[1]));
+        fprintf(f, "        float *dx = b%d + pl * H * W;\n", n->id);
+        fprintf(f, "        memset(dx, 0, sizeof(float) * (size_t)(H * W));\n");
+        fprintf(f, "        for (int64_t oh = 0; oh < OH; oh++)\n            for (int64_t ow = 0; ow < OW; ow++) {\n");
+        pool_max_window(f, "                ", "xp");
+        fprintf(f, "                (void)mx;\n                dx[am] += b%d[(pl * OH + oh) * OW + ow];\n",
+                plan_source(m->p, n->in[0]));
+        fprintf(f, "            }\n    }\n");
+        return;
+    }
+    fprintf(f, "    for (int64_t pl = 0; pl < n * C; pl++)\n");
+    fprintf(f, "        for (int64_t %s = 0; %s < %s; %s++)\n", grad ? "h" : "oh", grad ? "h" : "oh",
+            grad ? "H" : "OH", grad ? "h" : "oh");
+    fprintf(f, "            for (int64_t %s = 0; %s < %s; %s++) {\n", grad ? "w" : "ow", grad ? "w" : "ow",
+            grad ? "W" : "OW", grad ? "w" : "ow");
+    pool_body(f, m->p, n, "                ", "pl");
+    fprintf(f, "            }\n");
+}
+
+void emit_nchw_c(const Emit *m)
+{
+    const Node *n = ex_node(m, m->gr->anchor);
+    switch (m->gr->kind) {
+    case G_CONV: c_conv(m, n); break;
+    case G_CHAN: c_chan(m, n); break;
+    case G_POOL: c_pool(m, n); break;
+    case G_STATE: c_state(m, n); break;
+    default: diag_ice("emit_nchw_c: group %s", m->gr->name);
+    }
+}
+
+/* ---- CUDA ---------------------------------------------------------------- */
+
+static void cu_grid_stride(FILE *f, const char *total)
+{
+    fprintf(f, "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n");
+    fprintf(f, "    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < %s; t += stride) {\n", total);
+}
+
+/* Batch-shaped grid over `per_sample` elements of each sample. */
+static void cu_batch_grid(CudaLaunch *L, int64_t per_sample)
+{
+    L->gmul[0] = per_sample;
+    L->gdiv[0] = THREADS;
+}
+
+/* Sums `var` over the block into red_<name>[0] (a fixed-order tree); every
+ * thread reads the total into `out`. */
+static void cu_block_sum(FILE *f, const char *name, const char *var, const char *out)
+{
+    fprintf(f, "    red_%s[threadIdx.x] = %s;\n    __syncthreads();\n", name, var);
+    fprintf(f, "    for (int half = %d; half > 0; half >>= 1) {\n", THREADS / 2);
+    fprintf(f, "        if ((int)threadIdx.x < half)\n            red_%s[threadIdx.x] += red_%s[threadIdx.x + half];\n",
+            name, name);
+    fprintf(f, "        __syncthreads();\n    }\n");
+    fprintf(f, "    const float %s = red_%s[0];\n    __syncthreads();\n", out, name);
+}
+
+static void cu_conv(const Emit *m, const Node *n, CudaLaunch *L)
+{
+    FILE *f = m->f;
+    ConvGeo c = conv_geo(m, n);
+    conv_consts(f, &c);
+    switch (n->op) {
+    case OP_CONV2D:
+        cu_grid_stride(f, "n * O * P");
+        fprintf(f, "        const int64_t i = t / (O * P), o = t / P %% O, oh = t %% P / OW, ow = t %% OW, g = o / OG;\n");
+        fprintf(f, "        float acc = 0.0f;\n");
+        fprintf(f, "        for (int64_t cl = 0; cl < CG; cl++)\n");
+        fprintf(f, "            for (int64_t ki = 0; ki < KH; ki++) {\n");
+        fprintf(f, "                const int64_t ih = oh * SH - PH + ki * DH;\n");
+        fprintf(f, "                if (ih < 0 || ih >= H)\n                    continue;\n");
+        fprintf(f, "                for (int64_t kj = 0; kj < KW; kj++) {\n");
+        fprintf(f, "                    const int64_t iw = ow * SW - PW + kj * DW;\n");
+        fprintf(f, "                    if (iw >= 0 && iw < W)\n");
+        fprintf(f, "                        acc += b%d[((i * C + g * CG + cl) * H + ih) * W + iw] * b%d[((o * CG + cl) * KH + ki) * KW + kj];\n",
+                c.x, c.w);
+        fprintf(f, "                }\n            }\n        b%d[t] = acc;\n    }\n", c.y);
+        cu_batch_grid(L, c.O * c.P);
+        break;
+    case OP_CONV2D_DX:
+        /* each input element gathers from the outputs whose windows hold it */
+        cu_grid_stride(f, "n * C * H * W");
+        fprintf(f, "        const int64_t i = t / (C * H * W), ch = t / (H * W) %% C, h = t %% (H * W) / W, w = t %% W;\n");
+        fprintf(f, "        const int64_t g = ch / CG, cl = ch %% CG;\n        float acc = 0.0f;\n");
+        fprintf(f, "        for (int64_t o = g * OG; o < (g + 1) * OG; o++)\n");
+        fprintf(f, "            for (int64_t ki = 0; ki < KH; ki++) {\n");
+        fprintf(f, "                const int64_t hh = h + PH - ki * DH;\n");
+        fprintf(f, "                if (hh < 0 || hh %% SH != 0 || hh / SH >= OH)\n                    continue;\n");
+        fprintf(f, "                for (int64_t kj = 0; kj < KW; kj++) {\n");
+        fprintf(f, "                    const int64_t ww = w + PW - kj * DW;\n");
+        fprintf(f, "                    if (ww < 0 || ww %% SW != 0 || ww / SW >= OW)\n                        continue;\n");
+        fprintf(f, "                    acc += b%d[((i * O + o) * OH + hh / SH) * OW + ww / SW] * b%d[((o * CG + cl) * KH + ki) * KW + kj];\n",
+                c.y, c.w);
+        fprintf(f, "                }\n            }\n        b%d[t] = acc;\n    }\n", c.x);
+        cu_batch_grid(L, c.C * c.H * c.W);
+        break;
+    default:
+        /* one block per weight, its threads over the batch's output pixels */
+        fprintf(f, "    __shared__ float red_dw[%d];\n", THREADS);
+        fprintf(f, "    const int64_t wi = blockIdx.x, o = wi / K, cl = wi / (KH * KW) %% CG, ki = wi / KW %% KH, kj = wi %% KW;\n");
+        fprintf(f, "    const int64_t ch = o / OG * CG + cl;\n    float acc = 0.0f;\n");
+        fprintf(f, "    for (int64_t t = threadIdx.x; t < n * P; t += blockDim.x) {\n");
+        fprintf(f, "        const int64_t i = t / P, oh = t %% P / OW, ow = t %% OW;\n");
+        fprintf(f, "        const int64_t ih = oh * SH - PH + ki * DH, iw = ow * SW - PW + kj * DW;\n");
+        fprintf(f, "        if (ih >= 0 && ih < H && iw >= 0 && iw < W)\n");
+        fprintf(f, "            acc += b%d[(i * O + o) * P + oh * OW + ow] * b%d[((i * C + ch) * H + ih) * W + iw];\n", c.y,
+                c.x);
+        fprintf(f, "    }\n");
+        cu_block_sum(f, "dw", "acc", "total");
+        fprintf(f, "    if (threadIdx.x == 0)\n        b%d[wi] = total;\n", c.w);
+        L->gfix[0] = (unsigned)(c.O * c.K);
+        break;
+    }
+}
+
+#define CU_FOR_CHAN "for (int64_t t = threadIdx.x; t < M; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t %% HW;"
+
+static void cu_chan(const Emit *m, const Node *n, CudaLaunch *L)
+{
+    FILE *f = m->f;
+    const Plan *p = m->p;
+    const Shape *x = &ex_node(m, n->in[n->op == OP_BN_DX || n->op == OP_BN_DW ? 1 : 0])->shape;
+    int a = plan_source(p, n->in[0]);
+    int xb = n->nin > 1 ? plan_source(p, n->in[1]) : -1;
+    L->gfix[0] = (unsigned)x->d[1];
+    fprintf(f, "    const int64_t C = %lld, HW = %lld, M = n * HW, c = blockIdx.x;\n    (void)M, (void)HW;\n", (long long)x->d[1],
+            (long long)(x->d[2] * x->d[3]));
+    if (n->op == OP_BN_STATS && !p->training) {
+        fprintf(f, "    (void)b%d;    /* eval: the input is not looked at */\n", a);
+        fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = b%d[c];\n        b%d[C + c] = b%d[c];\n    }\n", n->id,
+                plan_source(p, n->in[1]), n->id, plan_source(p, n->in[2]));
+        return;
+    }
+    fprintf(f, "    __shared__ float red_a[%d];\n    float pa = 0.0f;\n", THREADS);
+    if (n->op != OP_SUM_CHAN)
+        fprintf(f, "    __shared__ float red_b[%d];\n    float pb = 0.0f;\n", THREADS);
+    switch (n->op) {
+    case OP_SUM_CHAN:
+        fprintf(f, "    " CU_FOR_CHAN " pa += b%d[e]; }\n", a);
+        cu_block_sum(f, "a", "pa", "s");
+        fprintf(f, "    if (threadIdx.x == 0)\n        b%d[c] = s;\n", n->id);
+        break;
+    case OP_BN_STATS:
+        /* train: the running statistics are inputs for the eval plan only */
+        fprintf(f, "    (void)b%d, (void)b%d;\n", plan_source(p, n->in[1]), plan_source(p, n->in[2]));
+        fprintf(f, "    " CU_FOR_CHAN " pa += b%d[e]; }\n", a);
+        cu_block_sum(f, "a", "pa", "s");
+        fprintf(f, "    const float mean = s / (float)M;\n");
+        fprintf(f, "    " CU_FOR_CHAN " const float d = b%d[e] - mean; pb += d * d; }\n", a);
+        cu_block_sum(f, "b", "pb", "q");
+        fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = mean;\n        b%d[C + c] = q / (float)M;\n    }\n",
+                n->id, n->id);
+        break;
+    case OP_BN_DX: case OP_BN_DW: {
+        int st = plan_source(p, n->in[2]);
+        fprintf(f, "    const float mean = b%d[c], invstd = 1.0f / sqrtf(b%d[C + c] + %s);\n", st, st, util_cfloat(n->eps));
+        fprintf(f, "    " CU_FOR_CHAN " pa += b%d[e]; pb += b%d[e] * ((b%d[e] - mean) * invstd); }\n", a, a, xb);
+        cu_block_sum(f, "a", "pa", "sdy");
+        cu_block_sum(f, "b", "pb", "sdyx");
+        if (n->op == OP_BN_DW) {
+            fprintf(f, "    (void)sdy;\n    if (threadIdx.x == 0)\n        b%d[c] = sdyx;\n", n->id);
+            break;
+        }
+        fprintf(f, "    const float mdy = sdy / (float)M, mdyx = sdyx / (float)M, scale = b%d[c] * invstd;\n",
+                plan_source(p, n->in[3]));
+        fprintf(f, "    " CU_FOR_CHAN " b%d[e] = scale * (b%d[e] - mdy - (b%d[e] - mean) * invstd * mdyx); }\n", n->id,
+                a, xb);
+        break;
+    }
+    default:
+        diag_ice("emit_nchw: %s is not a channel op", op_text[n->op]);
+    }
+}
+
+static void cu_state(const Emit *m, const Node *n, CudaLaunch *L)
+{
+    FILE *f = m->f;
+    fprintf(f, "    const int64_t C = %lld, M = n * (int64_t)%lld;\n", (long long)running_channels(m, n),
+            (long long)running_hw(m, n));
+    fprintf(f, "    const float unbias = M > 1 ? (float)M / (float)(M - 1) : 1.0f;\n");
+    fprintf(f, "    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {\n");
+    running_update(f, m->p, n, "        ");
+    fprintf(f, "    }\n    if (threadIdx.x == 0)\n        b%d[0] += 1.0f;\n", plan_source(m->p, n->in[2]));
+    fprintf(f, "    (void)b%d;    /* the node itself: running_mean, updated above */\n", n->id);
+    L->gfix[0] = 1;
+}
+
+static void cu_pool(const Emit *m, const Node *n, CudaLaunch *L)
+{
+    FILE *f = m->f;
+    const Shape *x, *y;
+    pool_shapes(m, n, &x, &y);
+    pool_consts(f, x, y, &n->win);
+    int grad = is_pool_grad(n);
+    if (grad) {
+        cu_grid_stride(f, "n * C * H * W");
+        fprintf(f, "        const int64_t pl = t / (H * W), h = t %% (H * W) / W, w = t %% W;\n");
+    } else {
+        cu_grid_stride(f, "n * C * OH * OW");
+        fprintf(f, "        const int64_t pl = t / (OH * OW), oh = t %% (OH * OW) / OW, ow = t %% OW;\n");
+    }
+    pool_body(f, m->p, n, "        ", "pl");
+    fprintf(f, "    }\n");
+    cu_batch_grid(L, ir_row_elems(grad ? x : y));
+}
+
+void emit_nchw_cuda(const Emit *m, CudaLaunch *L)
+{
+    const Node *n = ex_node(m, m->gr->anchor);
+    switch (m->gr->kind) {
+    case G_CONV: cu_conv(m, n, L); break;
+    case G_CHAN: cu_chan(m, n, L); break;
+    case G_POOL: cu_pool(m, n, L); break;
+    case G_STATE: cu_state(m, n, L); break;
+    default: diag_ice("emit_nchw_cuda: group %s", m->gr->name);
+    }
+}
