@@ -171,8 +171,8 @@ static void c_conv(const Emit *m, const Node *n)
     fprintf(f, "    }\n");
 }
 
-/* One loop per channel; `body` runs with c, M (elements per channel), and
- * a macro-like pair of loops over the channel's elements at index e. */
+/* Opens the loop over channels c (a thread owns whole channels); M is the
+ * channel's element count in this batch, FOR_CHAN walks them as e. */
 static void c_chan_loop_open(FILE *f, int64_t C, int64_t HW)
 {
     fprintf(f, "    const int64_t C = %lld, HW = %lld, M = n * HW;\n    (void)M;\n", (long long)C, (long long)HW);
@@ -233,8 +233,8 @@ static void c_chan(const Emit *m, const Node *n)
     fprintf(f, "    }\n");
 }
 
-/* running = (1 - momentum) running + momentum batch, PyTorch's order of
- * operations; the variance made unbiased by M / (M - 1). */
+/* running = momentum * batch + (1 - momentum) * running, PyTorch's order of
+ * operations; the batch variance made unbiased by M / (M - 1). */
 static void running_update(FILE *f, const Plan *p, const Node *n, const char *ind)
 {
     int rm = plan_source(p, n->in[0]), rv = plan_source(p, n->in[1]), st = plan_source(p, n->in[3]);

@@ -27,7 +27,9 @@ order, plain SGD at 0.01, cross_entropy mean) and checks:
     running_var included (momentum update with the unbiased variance), and
     num_batches_tracked exactly 50 (int64);
   - the test loss after those steps, in eval mode (running statistics),
-    within 1e-3 relative, and the accuracy within 0.1 point.
+    within 1e-3 relative, and the accuracy within 0.1 point;
+  - an --init file whose num_batches_tracked is float, not int64, is
+    refused with an error naming the tensor.
 """
 import csv
 import math
@@ -300,6 +302,19 @@ def main(argv):
             failures.append("%d steps: test loss rel diff %.3e" % (steps, dl))
         if not abs(ta - ref_ta) <= ACC_TOL:
             failures.append("%d steps: test accuracy %.4f, torch %.4f" % (steps, ta, ref_ta))
+
+    # a checkpoint with the counter stored as float is refused, naming it
+    bad = dict(init)
+    nbt = [k for k in bad if k.endswith("num_batches_tracked")][0]
+    bad[nbt] = bad[nbt].astype(np.float32)
+    st.save(os.path.join(work, "bad.safetensors"), bad)
+    r = subprocess.run([program, "--data", data, "--init", os.path.join(work, "bad.safetensors"), "--max-steps", "1"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT)
+    out = r.stdout.decode("utf-8", "replace")
+    want = 'tensor "%s" has dtype F32, expected I64' % nbt
+    print("float num_batches_tracked: exit %d, %s" % (r.returncode, out.strip().splitlines()[-1] if out.strip() else ""))
+    if r.returncode != 1 or want not in out:
+        failures.append("a float %s was not refused with '%s'" % (nbt, want))
 
     if failures:
         print("%s: FAIL (work dir kept: %s)" % (name, work))
