@@ -28,6 +28,8 @@ order, plain SGD at 0.01, cross_entropy mean) and checks:
     num_batches_tracked exactly 50 (int64);
   - the test loss after those steps, in eval mode (running statistics),
     within 1e-3 relative, and the accuracy within 0.1 point;
+  - the program's own initialization has PyTorch's distributions (see
+    check_init);
   - an --init file whose num_batches_tracked is float, not int64, is
     refused with an error naming the tensor.
 """
@@ -225,6 +227,45 @@ def check_tensors(got, ref32, ref64, init, failures, one_step):
     return worst
 
 
+def check_init(program, data, work, which, failures):
+    """The program's own initialization (no --init; one step at lr 0
+    leaves the parameters as drawn) against PyTorch's reset_parameters():
+    Conv2d and Linear weights kaiming_uniform(a = sqrt(5)) and biases
+    uniform(+-1/sqrt(fan_in)), with fan_in from torch.nn.init for the same
+    module (in_channels / groups * kh * kw for a convolution): every value
+    inside the bound, and for tensors of 64 or more values the largest
+    magnitude above 0.9 bound and the standard deviation within 10% of a
+    uniform's (bound / sqrt(3)). BatchNorm2d: weight 1, bias 0."""
+    path = os.path.join(work, "own_init.safetensors")
+    r = subprocess.run([program, "--data", data, "--lr", "0", "--max-steps", "1", "--epochs", "1", "--threads", "1",
+                        "--save", path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT)
+    if r.returncode != 0:
+        failures.append("own init: program exited with %d" % r.returncode)
+        return
+    got = st.load(path)
+    for name, mod in MODELS[which]().named_modules():
+        if isinstance(mod, (nn.Conv2d, nn.Linear)):
+            fan_in, _ = nn.init._calculate_fan_in_and_fan_out(mod.weight)
+            wbound = nn.init.calculate_gain("leaky_relu", math.sqrt(5)) * math.sqrt(3.0 / fan_in)
+            for leaf, bound in (("weight", wbound), ("bias", 1 / math.sqrt(fan_in))):
+                if getattr(mod, leaf) is None:
+                    continue
+                v = got[name + "." + leaf].astype(np.float64)
+                top, sd = float(np.max(np.abs(v))), float(np.std(v))
+                ok = top <= bound * (1 + 1e-6)
+                if v.size >= 64:
+                    ok = ok and top >= 0.9 * bound and abs(sd - bound / math.sqrt(3)) <= 0.1 * bound / math.sqrt(3)
+                print("  init %-18s fan_in %4d bound %.5f: max |x| %.5f, std %.5f (uniform %.5f) %s"
+                      % (name + "." + leaf, fan_in, bound, top, sd, bound / math.sqrt(3), "OK" if ok else "NOT OK"))
+                if not ok:
+                    failures.append("own init of %s.%s is not PyTorch's distribution" % (name, leaf))
+        elif isinstance(mod, nn.BatchNorm2d):
+            ok = np.all(got[name + ".weight"] == 1) and np.all(got[name + ".bias"] == 0)
+            print("  init %-18s weight 1, bias 0: %s" % (name, "OK" if ok else "NOT OK"))
+            if not ok:
+                failures.append("own init of %s: weight %s, bias %s" % (name, got[name + ".weight"], got[name + ".bias"]))
+
+
 def main(argv):
     args = [a for a in argv if not a.startswith("--")]
     flags = set(a for a in argv if a.startswith("--"))
@@ -302,6 +343,8 @@ def main(argv):
             failures.append("%d steps: test loss rel diff %.3e" % (steps, dl))
         if not abs(ta - ref_ta) <= ACC_TOL:
             failures.append("%d steps: test accuracy %.4f, torch %.4f" % (steps, ta, ref_ta))
+
+    check_init(program, data, work, which, failures)
 
     # a checkpoint with the counter stored as float is refused, naming it
     bad = dict(init)
