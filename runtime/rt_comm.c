@@ -299,7 +299,7 @@ static uint64_t fnv_i64(uint64_t h, int64_t v) { return fnv(h, &v, sizeof v); }
 
 /* What all ranks must agree on, and how a difference is shown. */
 enum { FP_PARAMS, FP_KERNELS, FP_CUDA, FP_BATCH, FP_LR, FP_EPOCHS, FP_SEED, FP_SHUFFLE,
-       FP_DROP_LAST, FP_MAX_STEPS, FP_DEVICE, FP_TRACE, FP_N };
+       FP_DROP_LAST, FP_MAX_STEPS, FP_DEVICE, FP_TRACE, FP_CKPT_EVERY, FP_RESUME, FP_N };
 static const struct { const char *what; char kind; } fp_info[FP_N] = {
     [FP_PARAMS] = {"parameter table", 'h'},  [FP_KERNELS] = {"kernel names", 'h'},
     [FP_CUDA] = {"CUDA source", 'h'},        [FP_BATCH] = {"--batch", 'i'},
@@ -307,6 +307,7 @@ static const struct { const char *what; char kind; } fp_info[FP_N] = {
     [FP_SEED] = {"--seed", 'u'},             [FP_SHUFFLE] = {"--shuffle", 'b'},
     [FP_DROP_LAST] = {"--drop-last", 'b'},   [FP_MAX_STEPS] = {"--max-steps", 'i'},
     [FP_DEVICE] = {"--device", 'd'},         [FP_TRACE] = {"--trace", 'b'},
+    [FP_CKPT_EVERY] = {"--checkpoint-every", 'i'}, [FP_RESUME] = {"--resume", 'b'},
 };
 
 static void fp_value(char *buf, size_t len, int f, uint64_t v)
@@ -367,6 +368,8 @@ static void fingerprint(const rt_model *m, const rt_opts *o, uint64_t fp[FP_N])
     /* these decide which collectives a rank makes, too */
     fp[FP_DEVICE] = (uint64_t)o->device;
     fp[FP_TRACE] = o->trace_path != NULL;
+    fp[FP_CKPT_EVERY] = (uint64_t)o->ckpt_every;    /* a checkpoint sums the losses */
+    fp[FP_RESUME] = o->resume_path != NULL;         /* resuming broadcasts the state */
 }
 
 /* Gathers everyone's values; rank 0 names each rank that differs from it

@@ -409,7 +409,40 @@ static void dev_free(dev_run *d)
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
-int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *train,
+/* --checkpoint: the device's parameters and optimizer state through the
+ * host slabs, written by rank 0 (every rank copies: the loop stays the
+ * same on all of them, and the copies are cheap next to an epoch). */
+static int save_from_device(rt_cuda *cu, dev_run *d, const rt_model *m, const rt_opts *o, rt_ws *w,
+                            const rt_resume *st)
+{
+    if (rt_cuda_dtoh(cu, w->param, d->param, (size_t)m->param_floats * sizeof(float)) != 0 ||
+        rt_cuda_dtoh(cu, w->opt, d->opt, (size_t)m->opt_floats * sizeof(float)) != 0)
+        return -1;
+    return rt_world.rank == 0 ? rt_ckpt_save(m, o, o->ckpt_path, w->param, w->opt, st) : 0;
+}
+
+/* --checkpoint-every inside an epoch: after `done` steps of it (from batch
+ * skip), the step losses so far summed over the ranks and added in step
+ * order to st's sums (as the epoch's end adds them), then the save. */
+static int device_checkpoint(rt_cuda *cu, dev_run *d, const rt_model *m, const rt_opts *o, rt_ws *w,
+                             int64_t skip, int64_t done, int64_t per_rank, int64_t batch, double *buf,
+                             rt_resume *st)
+{
+    if (rt_cuda_wait(cu, "the steps before a checkpoint") != 0 ||
+        rt_cuda_dtoh(cu, buf, d->steploss + (CUdeviceptr)skip * sizeof(double),
+                     (size_t)done * sizeof(double)) != 0)
+        return -1;
+    rt_comm_sum_f64(buf, done, "the checkpoint's loss all-reduce");
+    for (int64_t s = 0; s < done; s++) {
+        const int64_t b = skip + s;
+        st->loss_sum += buf[s];
+        st->rows += (double)(per_rank - b * batch < batch ? per_rank - b * batch : batch) * rt_world.size;
+    }
+    return save_from_device(cu, d, m, o, w, st);
+}
+
+int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
+                  const rt_dataset *train,
                   const rt_dataset *test, rt_log *log)
 {
     dev_run d;
@@ -498,12 +531,12 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
     for (int64_t i = 0; i < nv_mine; i++)
         iota[i] = (int32_t)(vlo + i);
     rt_exec et = exec_image(&d, nmax, d.timg, d.tlab, d.order[1], img_size, o->lr);
+    et.step = rs->active ? rs->step : 0;        /* optimizer steps taken (Adam's t) */
     rt_exec ev = exec_image(&d, nmax, d.vimg, d.vlab, d.vorder, img_size, o->lr);
     int up = rt_cuda_htod(cu, d.param, w->param, (size_t)m->param_floats * sizeof(float)) ||
              (m->param_floats > 0 &&
               CU_CHECK(rt_cu.cuMemsetD32Async(d.grad, 0, (size_t)m->param_floats, cu->stream))) ||
-             (m->opt_floats > 0 &&
-              CU_CHECK(rt_cu.cuMemsetD32Async(d.opt, 0, (size_t)m->opt_floats, cu->stream))) ||
+             rt_cuda_htod(cu, d.opt, w->opt, (size_t)m->opt_floats * sizeof(float)) ||
              rt_cuda_htod(cu, d.timg, train->img, (size_t)(N * img_size)) ||
              rt_cuda_htod(cu, d.tlab, train->lab, (size_t)N) ||
              rt_cuda_htod(cu, d.vimg, test->img, (size_t)(NV * img_size)) ||
@@ -551,23 +584,35 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
             goto out;
 
     /* ---- epochs ---- */
-    int64_t step = 0;
+    int64_t step = rs->active ? rs->step : 0;
     int warned_nan = 0;
-    fill_order(d.h_order[1], &smp, 1);
-    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+    const int first_epoch = rs->active ? rs->epoch : 1;
+    fill_order(d.h_order[first_epoch % 2 ? 1 : 0], &smp, first_epoch);
+    for (int epoch = first_epoch; epoch <= o->epochs; epoch++) {
         const int slot = epoch % 2;
-        int64_t nsteps = nbatch;
+        /* the part of this epoch a resumed run has done already */
+        const int resumed = rs->active && epoch == rs->epoch;
+        const int64_t skip = resumed ? (rs->skip < nbatch ? rs->skip : nbatch) : 0;
+        const double loss0 = resumed ? rs->loss_sum : 0, rows0 = resumed ? rs->rows : 0;
+        int64_t nsteps = nbatch - skip;
         if (o->max_steps && nsteps > o->max_steps - step)
             nsteps = o->max_steps - step > 0 ? o->max_steps - step : 0;
+        d.h_ctl[slot].b = skip;     /* step_begin takes batch b of the order */
         size_t ob = (size_t)per_rank * sizeof(int32_t);
         int ok = (ob == 0 ||
                   !CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d.order[slot], d.h_order[slot], ob, cu->stream))) &&
                  !CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d.ctl_t, &d.h_ctl[slot], sizeof(rt_cuda_ctl),
                                                       cu->stream)) &&
                  !CU_CHECK(rt_cu.cuEventRecord(d.ev0, cu->stream));
-        for (int64_t s = 0; ok && s < nsteps; s++)
+        for (int64_t s = 0; ok && s < nsteps; s++) {
             ok = trace.on ? !traced_step(cu, &d, m, &trace, step + s + 1, nstat, ddp)
                           : !CU_CHECK(rt_cu.cuGraphLaunch(d.gtrain, cu->stream)) && !pace(cu, &d, epoch);
+            /* --checkpoint-every inside the epoch (its end writes its own) */
+            if (ok && o->ckpt_every && (step + s + 1) % o->ckpt_every == 0 && skip + s + 1 < nbatch) {
+                rt_resume st = {1, epoch, step + s + 1, skip + s + 1, loss0, rows0, 0};
+                ok = !device_checkpoint(cu, &d, m, o, w, skip, s + 1, per_rank, batch, sums, &st);
+            }
+        }
         ok = ok && !CU_CHECK(rt_cu.cuEventRecord(d.ev1, cu->stream)) &&
              !CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d.ctl_v, cv, sizeof(rt_cuda_ctl), cu->stream));
         for (int64_t s = 0; ok && s < nbatch_v; s++)
@@ -577,7 +622,8 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
                                                   cu->stream)) &&
              !CU_CHECK(rt_cu.cuMemcpyDtoHAsync_v2(&d.h_ctl[CTL_BACK_V], d.ctl_v, sizeof(rt_cuda_ctl),
                                                   cu->stream)) &&
-             (nsteps == 0 || !CU_CHECK(rt_cu.cuMemcpyDtoHAsync_v2(d.h_steploss, d.steploss,
+             (nsteps == 0 || !CU_CHECK(rt_cu.cuMemcpyDtoHAsync_v2(d.h_steploss,
+                                                                  d.steploss + (CUdeviceptr)skip * sizeof(double),
                                                                   (size_t)nsteps * sizeof(double),
                                                                   cu->stream)));
         if (!ok)
@@ -589,15 +635,17 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         snprintf(what, sizeof what, "epoch %d", epoch);
         if (rt_cuda_wait(cu, what) != 0)
             goto out;
+        d.h_ctl[slot].b = 0;
         float ms = 0;
         if (CU_CHECK(rt_cu.cuEventElapsedTime(&ms, d.ev0, d.ev1)))
             goto out;
 
         /* ---- the epoch's results, logged as the CPU loop logs them ---- */
         const rt_cuda_ctl *bt = &d.h_ctl[CTL_BACK_T], *bv = &d.h_ctl[CTL_BACK_V];
-        if (bt->b != nsteps || bv->b != nbatch_v) {
+        if (bt->b != skip + nsteps || bv->b != nbatch_v) {
             rt_err("epoch %d: the device ran %lld training and %lld evaluation steps, expected %lld and %lld",
-                   epoch, (long long)bt->b, (long long)bv->b, (long long)nsteps, (long long)nbatch_v);
+                   epoch, (long long)(bt->b - skip), (long long)bv->b, (long long)nsteps,
+                   (long long)nbatch_v);
             goto out;
         }
         /* Every rank ran the same steps on equal shards: one sum over the
@@ -609,7 +657,8 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         rt_comm_sum_f64(sums, nsteps + 3, "the epoch's loss all-reduce");
         int64_t trained = 0;
         for (int64_t s = 0; s < nsteps; s++) {
-            int n = (int)(per_rank - s * batch < batch ? per_rank - s * batch : batch);
+            const int64_t b = skip + s;
+            int n = (int)(per_rank - b * batch < batch ? per_rank - b * batch : batch);
             double sl = sums[s];
             trained += n;
             step++;
@@ -621,15 +670,25 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
                 warned_nan = 1;
             }
             rt_log_step(log, step, epoch, step_loss);
-            if (s + 1 == nsteps)
-                rt_log_progress(log, epoch, o->epochs, trained * W, epoch_samples * W, step_loss, 1);
+            if (s + 1 == nsteps) {
+                int64_t seen = (b + 1) * batch < epoch_samples ? (b + 1) * batch : epoch_samples;
+                rt_log_progress(log, epoch, o->epochs, seen * W, epoch_samples * W, step_loss, 1);
+            }
         }
-        const double rows = (double)trained * (double)W;
-        double train_loss = trained ? sums[nsteps] / rows : NAN;
+        const double rows = rows0 + (double)trained * (double)W;
+        const double secs = ms / 1000.0 + (resumed ? rs->secs : 0);
+        double train_loss = rows > 0 ? (loss0 + sums[nsteps]) / rows : NAN;
         double test_loss = sums[nsteps + 1] / (double)NV;
         double test_acc = m->eval.correct_stat >= 0 ? sums[nsteps + 2] / (double)NV : NAN;
-        rt_log_epoch(log, epoch, o->epochs, train_loss, test_loss, test_acc, ms / 1000.0,
-                     trained * W);
+        rt_log_epoch(log, epoch, o->epochs, train_loss, test_loss, test_acc, secs, (int64_t)rows);
+        if (o->ckpt_path) {
+            /* the next epoch, or where --max-steps stopped this one */
+            rt_resume st = {1, epoch + 1, step, 0, 0, 0, 0};
+            if (skip + nsteps < nbatch)
+                st = (rt_resume){1, epoch, step, skip + nsteps, loss0 + sums[nsteps], rows, secs};
+            if (save_from_device(cu, &d, m, o, w, &st) != 0)
+                goto out;
+        }
         if (o->max_steps && step >= o->max_steps)
             break;
     }

@@ -39,6 +39,9 @@ typedef struct rt_opts {
     int profile;            /* --profile: per-kernel wall time */
     const char *trace_path; /* --trace FILE.json: Chrome trace of kernels and all-reduces */
     double comm_timeout;    /* --comm-timeout S: longest a collective may take */
+    const char *ckpt_path;  /* --checkpoint FILE: written every epoch (rank 0) */
+    int64_t ckpt_every;     /* --checkpoint-every N: also every N optimizer steps */
+    const char *resume_path; /* --resume FILE */
 } rt_opts;
 
 
@@ -112,6 +115,34 @@ int rt_st_load(const rt_model *m, const char *path, float *param);
 int rt_st_save(const rt_model *m, const char *path, const float *param);
 /* Cheap check before a long run that `path` can be created at the end. */
 int rt_st_check_writable(const char *path);
+/* A string in a file's __metadata__ (checkpoints keep their state there). */
+typedef struct rt_st_kv { const char *key; char val[96]; } rt_st_kv;
+/* rt_st_save with these metadata entries besides format/producer/model. */
+int rt_st_save_kv(const rt_model *m, const char *path, const float *param, const rt_st_kv *kv,
+                  int nkv);
+/* Fills the value of every key in kv from path's metadata; -1 (after an
+ * error naming the key) if one is missing or the file is damaged. */
+int rt_st_load_meta(const char *path, rt_st_kv *kv, int nkv);
+
+/* ---- rt_ckpt.c: --checkpoint / --resume ---------------------------------- */
+/* Where a run stands: what a checkpoint saves and --resume continues. */
+typedef struct rt_resume {
+    int active;             /* loaded from --resume */
+    int epoch;              /* the epoch to continue, 1-based */
+    int64_t step;           /* optimizer steps taken in all */
+    int64_t skip;           /* batches of `epoch` already trained (per rank) */
+    double loss_sum, rows;  /* `epoch`'s loss and sample sums so far, all ranks */
+    double secs;            /* `epoch`'s training time so far */
+} rt_resume;
+/* Rank 0: parameters, optimizer state and st into path, atomically. */
+int rt_ckpt_save(const rt_model *m, const rt_opts *o, const char *path, const float *param,
+                 const float *opt, const rt_resume *st);
+/* Everything checked first (tensors, model, optimizer, sampler settings
+ * when inside an epoch), then param, opt and st filled; -1 after an error
+ * naming the file and what does not fit. */
+int rt_ckpt_load(const rt_model *m, const rt_opts *o, const char *path, float *param, float *opt,
+                 rt_resume *st);
+void rt_ckpt_bcast(rt_resume *st);  /* rank 0's state to all ranks */
 
 /* ---- rt_rng.c ------------------------------------------------------------ */
 typedef struct rt_rng { uint64_t s[4]; } rt_rng;
@@ -258,7 +289,8 @@ void rt_reducer_step_end(rt_reducer *r);        /* waits for all */
 void rt_reducer_free(rt_reducer *r);
 
 /* ---- rt_train.c: the epoch loop ------------------------------------------ */
-int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w,
+/* rs: where to continue (--resume), or a fresh run (rs->active 0). */
+int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
              const rt_dataset *train, const rt_dataset *test, rt_log *log);
 
 /* ---- rt_cuda.c: the CUDA device, driver API and NVRTC by dlopen ----------
@@ -484,7 +516,7 @@ void rt_nccl_close(rt_nccl *n);
 /* ---- rt_cuda_train.c: the epoch loop on the device ------------------------ */
 /* With cu->nccl, this rank trains its DistributedSampler shard and the
  * gradient buckets are averaged over the ranks inside the step's graph. */
-int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w,
+int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
                   const rt_dataset *train, const rt_dataset *test, rt_log *log);
 
 #endif

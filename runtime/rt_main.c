@@ -26,7 +26,7 @@ void openblas_set_num_threads(int num_threads);
 enum { OPT_DATA, OPT_DEVICE, OPT_THREADS, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_SEED,
        OPT_SHUFFLE, OPT_DROP_LAST, OPT_MAX_STEPS, OPT_INIT, OPT_SAVE, OPT_METRICS,
        OPT_STEP_LOG, OPT_PROFILE, OPT_NO_CACHE, OPT_TRACE, OPT_COMM_TIMEOUT, OPT_HELP,
-       OPT_VERSION };
+       OPT_VERSION, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME };
 
 static const struct { const char *name; int id; int takes_value; } options[] = {
     {"data", OPT_DATA, 1},       {"device", OPT_DEVICE, 1},     {"threads", OPT_THREADS, 1},
@@ -36,6 +36,8 @@ static const struct { const char *name; int id; int takes_value; } options[] = {
     {"metrics", OPT_METRICS, 1}, {"step-log", OPT_STEP_LOG, 1}, {"help", OPT_HELP, 0},
     {"version", OPT_VERSION, 0}, {"profile", OPT_PROFILE, 0},  {"no-cache", OPT_NO_CACHE, 0},
     {"trace", OPT_TRACE, 1},     {"comm-timeout", OPT_COMM_TIMEOUT, 1},
+    {"checkpoint", OPT_CHECKPOINT, 1}, {"checkpoint-every", OPT_CHECKPOINT_EVERY, 1},
+    {"resume", OPT_RESUME, 1},
 };
 
 static void usage(const rt_model *m, const rt_opts *d)
@@ -58,6 +60,10 @@ static void usage(const rt_model *m, const rt_opts *d)
            "  --max-steps N         stop after N optimizer steps (then evaluate and save)\n"
            "  --init FILE           load initial parameters from a safetensors file\n"
            "  --save FILE           write final parameters as safetensors (F32)\n"
+           "  --checkpoint FILE     write a checkpoint after every epoch (parameters, optimizer\n"
+           "                        and training state; atomically; rank 0)\n"
+           "  --checkpoint-every N  ... and every N optimizer steps\n"
+           "  --resume FILE         continue a run from its checkpoint, bit for bit\n"
            "  --metrics FILE        per-epoch CSV: epoch,train_loss,test_loss,test_acc,"
            "seconds,images_per_s\n"
            "  --step-log FILE       per-step CSV: step,epoch,loss\n"
@@ -233,6 +239,13 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
         case OPT_PROFILE: o->profile = 1; break;
         case OPT_NO_CACHE: o->no_cache = 1; break;
         case OPT_TRACE: o->trace_path = v; break;
+        case OPT_CHECKPOINT: o->ckpt_path = v; break;
+        case OPT_RESUME: o->resume_path = v; break;
+        case OPT_CHECKPOINT_EVERY:
+            if (parse_int(name, v, 1, INT64_MAX, &x))
+                return 2;
+            o->ckpt_every = x;
+            break;
         case OPT_COMM_TIMEOUT: {
             char *end;
             errno = 0;
@@ -245,6 +258,10 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
         }
         }
     }
+    if (o->ckpt_every && !o->ckpt_path)
+        return bad_arg("--checkpoint-every needs --checkpoint FILE (where to write)");
+    if (o->init_path && o->resume_path)
+        return bad_arg("--init and --resume both give the starting parameters; use one");
     return -1;
 }
 
@@ -408,7 +425,8 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     int r0 = rt_world.rank == 0;    /* only rank 0 writes files */
     if (check_data_dir(o.data_dir) != 0 ||
         (r0 && o.save_path && rt_st_check_writable(o.save_path)) ||
-        (r0 && o.trace_path && rt_st_check_writable(o.trace_path)) || rt_log_open(&log, &o) != 0) {
+        (r0 && o.trace_path && rt_st_check_writable(o.trace_path)) ||
+        (r0 && o.ckpt_path && rt_st_check_writable(o.ckpt_path)) || rt_log_open(&log, &o) != 0) {
         rt_cuda_close(&cu);
         return 1;
     }
@@ -432,8 +450,17 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     rt_init_params(m, w.param, o.seed);
     if (o.init_path && rt_st_load(m, o.init_path, w.param) != 0)
         goto out;
-    /* As DDP's constructor: every rank starts from rank 0's parameters. */
+    rt_resume rs;
+    memset(&rs, 0, sizeof rs);
+    if (o.resume_path && r0 && rt_ckpt_load(m, &o, o.resume_path, w.param, w.opt, &rs) != 0)
+        goto out;       /* with several ranks: aborted, the others wait below */
+    /* As DDP's constructor: every rank starts from rank 0's parameters
+     * (and, resuming, its optimizer state and position). */
     rt_comm_bcast_f32(w.param, m->param_floats, "the parameter broadcast");
+    if (o.resume_path) {
+        rt_comm_bcast_f32(w.opt, m->opt_floats, "the optimizer state broadcast");
+        rt_ckpt_bcast(&rs);
+    }
     if (rt_load_split(m, o.data_dir, "train", &train) != 0 ||
         rt_load_split(m, o.data_dir, "t10k", &test) != 0)
         goto out;
@@ -474,8 +501,11 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
                (long long)train.n, (long long)test.n, o.batch, (double)o.lr, o.epochs,
                (unsigned long long)o.seed, o.threads, dev, ranks);
     fflush(stdout);
-    if ((use_cuda ? rt_cuda_train(&cu, m, &o, &w, &train, &test, &log)
-                  : rt_train(m, &o, &w, &train, &test, &log)) != 0)
+    if (rs.active && r0)
+        printf("resuming from %s: epoch %d, %lld batches of it done, %lld steps in all\n",
+               o.resume_path, rs.epoch, (long long)rs.skip, (long long)rs.step);
+    if ((use_cuda ? rt_cuda_train(&cu, m, &o, &w, &rs, &train, &test, &log)
+                  : rt_train(m, &o, &w, &rs, &train, &test, &log)) != 0)
         goto out;
     if (r0 && o.save_path && rt_st_save(m, o.save_path, w.param) != 0)
         goto out;

@@ -266,27 +266,44 @@ out:
     return rc;
 }
 
-int rt_st_load(const rt_model *m, const char *path, float *param)
+/* An open safetensors file: its parsed header and where the data starts. */
+typedef struct st_file {
+    FILE *f;
+    char *hdr;
+    rt_json j;
+    uint64_t data_start, datasize;
+} st_file;
+
+static void st_close(st_file *sf)
 {
+    rt_json_free(&sf->j);
+    free(sf->hdr);
+    if (sf->f)
+        fclose(sf->f);
+    memset(sf, 0, sizeof *sf);
+}
+
+/* Opens path and parses its header, checking it against the file's size. */
+static int st_open(const char *path, st_file *sf)
+{
+    memset(sf, 0, sizeof *sf);
     FILE *f = fopen(path, "rb");
     if (!f) {
         rt_err("%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
-    int rc = -1;
-    char *hdr = NULL;
-    rt_json j = {0};
+    sf->f = f;
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         rt_err("%s: not a regular file", path);
-        goto out;
+        goto fail;
     }
     uint64_t size = (uint64_t)st.st_size;
     unsigned char lenb[8];
     if (size < 8 || fread(lenb, 1, 8, f) != 8) {
         rt_err("%s: truncated: %llu bytes, too short for a safetensors file", path,
                (unsigned long long)size);
-        goto out;
+        goto fail;
     }
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
@@ -294,36 +311,76 @@ int rt_st_load(const rt_model *m, const char *path, float *param)
     if (hlen > size - 8) {
         rt_err("%s: corrupt header: header length %llu is larger than the file "
                "(%llu bytes)", path, (unsigned long long)hlen, (unsigned long long)size);
-        goto out;
+        goto fail;
     }
     if (hlen < 2 || hlen > MAX_HEADER) {
         rt_err("%s: corrupt header: header length %llu is %s", path,
                (unsigned long long)hlen, hlen < 2 ? "too small" : "over the 100 MiB limit");
-        goto out;
+        goto fail;
     }
-    hdr = malloc((size_t)hlen);
-    if (!hdr) {
+    sf->hdr = malloc((size_t)hlen);
+    if (!sf->hdr) {
         rt_err("%s: out of memory for a %llu-byte header", path, (unsigned long long)hlen);
-        goto out;
+        goto fail;
     }
-    if (fread(hdr, 1, (size_t)hlen, f) != hlen) {
+    if (fread(sf->hdr, 1, (size_t)hlen, f) != hlen) {
         rt_err("%s: truncated header", path);
-        goto out;
+        goto fail;
     }
     char why[256];
-    if (rt_json_parse(&j, hdr, (size_t)hlen, why, sizeof why) != 0) {
+    if (rt_json_parse(&sf->j, sf->hdr, (size_t)hlen, why, sizeof why) != 0) {
         rt_err("%s: corrupt header: %s", path, why);
-        goto out;
+        goto fail;
     }
-    if (j.nodes[0].type != RT_J_OBJ) {
+    if (sf->j.nodes[0].type != RT_J_OBJ) {
         rt_err("%s: corrupt header: top level is not a JSON object", path);
+        goto fail;
+    }
+    sf->data_start = 8 + hlen;
+    sf->datasize = size - 8 - hlen;
+    return 0;
+fail:
+    st_close(sf);
+    return -1;
+}
+
+int rt_st_load(const rt_model *m, const char *path, float *param)
+{
+    st_file sf;
+    if (st_open(path, &sf) != 0)
+        return -1;
+    int rc = load_params(m, path, sf.f, &sf.j, sf.data_start, sf.datasize, param);
+    st_close(&sf);
+    return rc;
+}
+
+int rt_st_load_meta(const char *path, rt_st_kv *kv, int nkv)
+{
+    st_file sf;
+    if (st_open(path, &sf) != 0)
+        return -1;
+    int rc = -1, md = rt_json_get(&sf.j, 0, "__metadata__");
+    if (md < 0 || sf.j.nodes[md].type != RT_J_OBJ) {
+        rt_err("%s: no metadata: not a checkpoint written by a cddp program", path);
         goto out;
     }
-    rc = load_params(m, path, f, &j, 8 + hlen, size - 8 - hlen, param);
+    for (int i = 0; i < nkv; i++) {
+        int v = rt_json_get(&sf.j, md, kv[i].key);
+        if (v < 0 || sf.j.nodes[v].type != RT_J_STR) {
+            rt_err("%s: not a cddp checkpoint: its metadata has no \"%s\"", path, kv[i].key);
+            goto out;
+        }
+        const rt_jnode *n = &sf.j.nodes[v];
+        if (n->slen >= sizeof kv[i].val) {
+            rt_err("%s: corrupt metadata: \"%s\" is too long", path, kv[i].key);
+            goto out;
+        }
+        memcpy(kv[i].val, n->s, n->slen);
+        kv[i].val[n->slen] = 0;
+    }
+    rc = 0;
 out:
-    rt_json_free(&j);
-    free(hdr);
-    fclose(f);
+    st_close(&sf);
     return rc;
 }
 
@@ -375,13 +432,19 @@ static void sb_json_str(sbuf *b, const char *s)
     sb_put(b, "\"", 1);
 }
 
-static int build_header(const rt_model *m, sbuf *b)
+static int build_header(const rt_model *m, const rt_st_kv *kv, int nkv, sbuf *b)
 {
     char num[64];
     uint64_t off = 0;
     sb_str(b, "{\"__metadata__\":{\"format\":\"pt\",\"producer\":\"cddp runtime " RT_VERSION
               "\",\"model\":");
     sb_json_str(b, m->name ? m->name : "");
+    for (int i = 0; i < nkv; i++) {
+        sb_str(b, ",");
+        sb_json_str(b, kv[i].key);
+        sb_str(b, ":");
+        sb_json_str(b, kv[i].val);
+    }
     sb_str(b, "}");
     for (int i = 0; i < m->nparam; i++) {
         const rt_param *p = &m->params[i];
@@ -483,12 +546,18 @@ int rt_st_check_writable(const char *path)
 
 int rt_st_save(const rt_model *m, const char *path, const float *param)
 {
+    return rt_st_save_kv(m, path, param, NULL, 0);
+}
+
+int rt_st_save_kv(const rt_model *m, const char *path, const float *param, const rt_st_kv *kv,
+                  int nkv)
+{
     sbuf h = {0};
     char tmp[4096], dir[4096];
     const char *why = NULL;
     int err = 0, fd = -1;
     FILE *f = NULL;
-    if (build_header(m, &h) != 0) {
+    if (build_header(m, kv, nkv, &h) != 0) {
         rt_err("%s: cannot save: out of memory", path);
         free(h.p);
         return -1;

@@ -192,13 +192,40 @@ static void evaluate(const rt_model *m, rt_ws *w, rt_exec *e, const rt_dataset *
     *acc = m->eval.correct_stat >= 0 ? sums[1] / (double)test->n : NAN;
 }
 
+/* Sums over the ranks of the first n step losses and rows (steps[0..n),
+ * steps[cap..cap+n)), added in step order to the epoch's sums so far: the
+ * same additions, in the same order, as at the epoch's end, so a resumed
+ * epoch's loss is the uninterrupted one's to the last bit. */
+static void partial_sums(const double *steps, int64_t cap, int64_t n, double *tmp, double *loss,
+                         double *rows)
+{
+    memcpy(tmp, steps, (size_t)n * sizeof *tmp);
+    memcpy(tmp + n, steps + cap, (size_t)n * sizeof *tmp);
+    rt_comm_sum_f64(tmp, 2 * n, "the checkpoint's loss all-reduce");
+    for (int64_t b = 0; b < n; b++) {
+        *loss += tmp[b];
+        *rows += tmp[n + b];
+    }
+}
+
+/* --checkpoint: rank 0 writes; every rank reaches here (the sums above
+ * are collective). A checkpoint that cannot be written stops the run. */
+static int checkpoint(const rt_model *m, const rt_opts *o, const rt_ws *w, const rt_resume *st)
+{
+    if (rt_world.rank != 0)
+        return 0;
+    return rt_ckpt_save(m, o, o->ckpt_path, w->param, w->opt, st);
+}
+
 /* The epoch loop. Each rank trains on its DistributedSampler shard with
  * --batch rows per step; every rank takes the same number of steps (equal
  * shards), and gradients are averaged over the ranks before each update.
  * The per-step loss sums and sample counts stay local during the epoch
- * and are summed across ranks once at its end: no step waits for a loss. */
-int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *train,
-             const rt_dataset *test, rt_log *log)
+ * and are summed across ranks once at its end: no step waits for a loss.
+ * Resuming (rs->active), it starts at epoch rs->epoch, batch rs->skip,
+ * with that epoch's sums so far. */
+int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
+             const rt_dataset *train, const rt_dataset *test, rt_log *log)
 {
     const int64_t batch = o->batch;
     rt_sampler smp;
@@ -215,10 +242,12 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *tr
     rt_reducer red;
     memset(&trace, 0, sizeof trace);
     memset(&red, 0, sizeof red);
-    /* per step of an epoch: [0, nbatch) loss sums, [nbatch, 2 nbatch) rows */
-    double *steps = alloc_n(2 * nbatch + 1, sizeof(double), "step losses");
+    /* per step of an epoch: [0, nbatch) loss sums, [nbatch, 2 nbatch) rows;
+     * then room for a copy of both (checkpoints) */
+    double *steps = alloc_n(4 * nbatch + 1, sizeof(double), "step losses");
     if (!steps)
         goto out;
+    double *tmp = steps + 2 * nbatch;
     if (o->profile && (!(tprof.secs = alloc_n(m->train.nk, sizeof(double), "profile")) ||
                        !(eprof.secs = alloc_n(m->eval.nk, sizeof(double), "profile"))))
         goto out;
@@ -238,20 +267,24 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *tr
     e.idx = w->idx;
     e.img_size = train->rows * train->cols;
     e.lr = o->lr;
-    e.step = 0;
+    e.step = rs->active ? rs->step : 0;
     e.nthreads = o->threads;
     int warned_nan = 0;
     const int64_t W = rt_world.size;
     rt_instr tin = { &tprof, &trace, RT_TEV_TRAIN, 0 }, ein = { &eprof, &trace, RT_TEV_EVAL, 0 };
 
-    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+    for (int epoch = rs->active ? rs->epoch : 1; epoch <= o->epochs; epoch++) {
         rt_sampler_set_epoch(&smp, (uint64_t)epoch);
-        double t0 = rt_now();
+        /* the part of this epoch a resumed run has done already */
+        const int resumed = rs->active && epoch == rs->epoch;
+        const int64_t skip = resumed ? (rs->skip < nbatch ? rs->skip : nbatch) : 0;
+        double t0 = rt_now() - (resumed ? rs->secs : 0);
+        double loss0 = resumed ? rs->loss_sum : 0, rows0 = resumed ? rs->rows : 0;
         int64_t trained = 0, done = 0, first_step = e.step;
         int stop = 0;
         e.img = train->img;
         e.lab = train->lab;
-        for (int64_t b = 0; b < nbatch; b++) {
+        for (int64_t b = skip; b < nbatch; b++) {
             if (o->max_steps && e.step >= o->max_steps) {
                 stop = 1;
                 break;
@@ -263,9 +296,9 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *tr
             run_plan(&m->train, &e, w->nstat, &tin, &red);
             e.step++;
             double s = w->stat[m->train.loss_stat];
-            steps[b] = s;
-            steps[nbatch + b] = n;
-            done = b + 1;
+            steps[done] = s;
+            steps[nbatch + done] = n;
+            done++;
             trained += n;
             if (!isfinite(s) && !warned_nan) {
                 rt_warn("loss is %s at step %lld; training continues", isnan(s) ? "NaN" : "inf",
@@ -274,8 +307,16 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *tr
             }
             /* the bar shows this rank's own loss: the global one is only
              * known at the epoch's end */
-            rt_log_progress(log, epoch, o->epochs, trained * W, epoch_samples * W,
+            int64_t seen = (b + 1) * batch < epoch_samples ? (b + 1) * batch : epoch_samples;
+            rt_log_progress(log, epoch, o->epochs, seen * W, epoch_samples * W,
                             m->reduction == RT_RED_MEAN ? s / n : s, b + 1 == nbatch);
+            /* --checkpoint-every inside the epoch (its end writes its own) */
+            if (o->ckpt_every && e.step % o->ckpt_every == 0 && b + 1 < nbatch) {
+                rt_resume st = {1, epoch, e.step, b + 1, loss0, rows0, rt_now() - t0};
+                partial_sums(steps, nbatch, done, tmp, &st.loss_sum, &st.rows);
+                if (checkpoint(m, o, w, &st) != 0)
+                    goto out;
+            }
         }
         double secs = rt_now() - t0;
         if (o->max_steps && e.step >= o->max_steps)
@@ -285,7 +326,7 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *tr
          * and counts (the loss sums, then the rows, packed together). */
         memmove(steps + done, steps + nbatch, (size_t)done * sizeof(double));
         rt_comm_sum_f64(steps, 2 * done, "the epoch's loss all-reduce");
-        double loss_sum = 0, rows = 0;
+        double loss_sum = loss0, rows = rows0;
         for (int64_t b = 0; b < done; b++) {
             double s = steps[b], n = steps[done + b];
             loss_sum += s;
@@ -304,6 +345,15 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *tr
         double train_loss = rows > 0 ? loss_sum / rows : NAN;
         rt_log_epoch(log, epoch, o->epochs, train_loss, test_loss, test_acc, secs,
                      (int64_t)rows);
+        if (o->ckpt_path) {
+            /* the next epoch, or where --max-steps stopped this one */
+            int64_t at = skip + done;
+            rt_resume st = {1, epoch + 1, e.step, 0, 0, 0, 0};
+            if (at < nbatch)
+                st = (rt_resume){1, epoch, e.step, at, loss_sum, rows, secs};
+            if (checkpoint(m, o, w, &st) != 0)
+                goto out;
+        }
         if (stop)
             break;
     }

@@ -154,25 +154,8 @@ step_parity() {
         { detail "cuda run failed"; return 1; }
     $B/mnist --device cpu --data "$DATA" --max-steps 100 --step-log $B/par_cpu.csv --save $B/par_cpu.st ||
         { detail "cpu run failed"; return 1; }
-    $PY - $B/par_cuda.csv $B/par_cpu.csv $B/par_cuda.st $B/par_cpu.st "$LOGS/parity.detail" <<'P'
-import csv, json, struct, sys
-a, b = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
-def load(p):
-    raw = open(p, 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]; h = json.loads(raw[8:8 + n])
-    return {k: struct.unpack('<%df' % ((v['data_offsets'][1] - v['data_offsets'][0]) // 4),
-            raw[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]]) for k, v in h.items() if k != '__metadata__'}
-if not len(a) == len(b) == 100:
-    open(sys.argv[5], 'w').write('expected 100 steps each, got %d (cuda) and %d (cpu)\n' % (len(a), len(b)))
-    sys.exit(1)
-ok = True
-sl = max(abs(float(x['loss']) - float(y['loss'])) / abs(float(y['loss'])) for x, y in zip(a, b))
-pa, pb = load(sys.argv[3]), load(sys.argv[4])
-pr = max((sum((p - q) ** 2 for p, q in zip(pa[k], pb[k])) / sum(q * q for q in pb[k])) ** 0.5 for k in pb)
-ok = ok and sl <= 1e-3 and pr <= 1e-3
-open(sys.argv[5], 'w').write('100 steps, cuda vs cpu: step loss max rel %.2e, parameters max rel L2 %.2e (<= 1e-3)\n'
-                             % (sl, pr))
-sys.exit(0 if ok else 1)
-P
+    $PY tests/gpu/cmp_runs.py $B/par_cuda.csv $B/par_cpu.csv $B/par_cuda.st $B/par_cpu.st 1e-3 "cuda vs cpu" \
+        >"$LOGS/parity.detail"
 }
 
 step_nccl() {
@@ -186,23 +169,9 @@ step_nccl() {
         return 3
     fi
     [ $rc -eq 0 ] && grep -q ', NCCL ' $B/nccl.out || { detail "the NCCL run failed (status $rc)"; return 1; }
-    $PY - $B/nccl.csv $B/par_cuda.csv $B/nccl.st $B/par_cuda.st "$LOGS/nccl.detail" "$(grep -o 'NCCL [0-9.]*' $B/nccl.out)" <<'P'
-import csv, json, struct, sys
-a, b = list(csv.DictReader(open(sys.argv[1]))), list(csv.DictReader(open(sys.argv[2])))
-def load(p):
-    raw = open(p, 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]; h = json.loads(raw[8:8 + n])
-    return {k: struct.unpack('<%df' % ((v['data_offsets'][1] - v['data_offsets'][0]) // 4),
-            raw[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]]) for k, v in h.items() if k != '__metadata__'}
-# not bitwise: the bias-gradient atomics sum in a different order each run
-if not len(a) == len(b) == 100:
-    open(sys.argv[5], 'w').write('expected 100 steps each, got %d and %d\n' % (len(a), len(b))); sys.exit(1)
-sl = max(abs(float(x['loss']) - float(y['loss'])) / abs(float(y['loss'])) for x, y in zip(a, b))
-pa, pb = load(sys.argv[3]), load(sys.argv[4])
-pr = max((sum((p - q) ** 2 for p, q in zip(pa[k], pb[k])) / sum(q * q for q in pb[k])) ** 0.5 for k in pb)
-open(sys.argv[5], 'w').write('%s, 1 rank vs the plain cuda run, 100 steps: step loss max rel %.2e, '
-                             'parameters max rel L2 %.2e (<= 1e-4)\n' % (sys.argv[6], sl, pr))
-sys.exit(0 if sl <= 1e-4 and pr <= 1e-4 else 1)
-P
+    # not bitwise: the bias-gradient atomics sum in another order each run
+    $PY tests/gpu/cmp_runs.py $B/nccl.csv $B/par_cuda.csv $B/nccl.st $B/par_cuda.st 1e-4 \
+        "$(grep -o 'NCCL [0-9.]*' $B/nccl.out), 1 rank vs the plain cuda run" >"$LOGS/nccl.detail"
 }
 
 step_torch() {   # torch eager | compile

@@ -694,6 +694,15 @@ CUresult cuStreamDestroy_v2(struct CUstream_st *s)
     return OK;
 }
 
+/* What a query of finished work says: work is synchronous here, so done,
+ * unless an earlier failure is sticky or FAKE_CUDA_HANG holds it back. */
+static CUresult completion(void)
+{
+    if (failed_sticky)
+        return failed_sticky;
+    return getenv("FAKE_CUDA_HANG") ? E_NOT_READY : OK;
+}
+
 CUresult cuStreamQuery(struct CUstream_st *s)
 {
     NEED_CTX();
@@ -704,11 +713,7 @@ CUresult cuStreamQuery(struct CUstream_st *s)
         s->cap->invalid = 1;
         return E_CAPTURE_UNSUPPORTED;
     }
-    if (failed_sticky)
-        return failed_sticky;
-    if (getenv("FAKE_CUDA_HANG"))
-        return E_NOT_READY;
-    return OK;
+    return completion();
 }
 
 static double now(void)
@@ -770,11 +775,7 @@ CUresult cuEventQuery(struct CUevent_st *e)
         active_cap->invalid = 1;
         return E_CAPTURE_UNSUPPORTED;
     }
-    if (failed_sticky)
-        return failed_sticky;
-    if (getenv("FAKE_CUDA_HANG"))
-        return E_NOT_READY;
-    return OK;
+    return completion();
 }
 
 /* Waiting for an event of a capture pulls the stream into that capture

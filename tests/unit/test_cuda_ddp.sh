@@ -48,20 +48,7 @@ show() { sed '/WARNING: ASan doesn.t fully support makecontext/d; s/^/      /' "
 
 # a small cut of the data: the emulator runs a few steps a second
 SMALL=$TMP/small
-mkdir -p "$SMALL"
-$PY - "$DATA" "$SMALL" <<'P' || { echo "FAIL cuda-ddp: cannot make the small data set"; exit 1; }
-import gzip, os, struct, sys
-src, dst = sys.argv[1], sys.argv[2]
-def read(name):
-    p = os.path.join(src, name)
-    return open(p, 'rb').read() if os.path.exists(p) else gzip.open(p + '.gz').read()
-for split, n in (('train', 200), ('t10k', 90)):
-    img, lab = read(split + '-images-idx3-ubyte'), read(split + '-labels-idx1-ubyte')
-    open(os.path.join(dst, split + '-images-idx3-ubyte'), 'wb').write(
-        img[:4] + struct.pack('>I', n) + img[8:16] + img[16:16 + n * 784])
-    open(os.path.join(dst, split + '-labels-idx1-ubyte'), 'wb').write(
-        lab[:4] + struct.pack('>I', n) + lab[8:8 + n])
-P
+$PY "$ROOT/tests/unit/small_idx.py" "$DATA" "$SMALL" 200 90 || { echo "FAIL cuda-ddp: cannot make the small data set"; exit 1; }
 
 # the emulated kernels, from the program's own NVRTC source
 env CDDP_CUDA_DUMP="$TMP/src.cu" "$PROG" --data "$SMALL" --device cuda --max-steps 1 >/dev/null 2>&1

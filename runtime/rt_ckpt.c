@@ -1,0 +1,238 @@
+/* rt_ckpt.c: --checkpoint and --resume.
+ *
+ * A checkpoint is one safetensors file, written by rank 0 atomically (temp
+ * file, fsync, rename, directory fsync: rt_st_save_kv), that holds
+ *   - the parameters and buffers under their PyTorch state_dict names, so
+ *     it loads into the PyTorch module (and through --init) like --save;
+ *   - the optimizer state as tensors named "optimizer.<param>.<slot>"
+ *     (momentum_buffer for SGD), shaped as the parameter;
+ *   - the training state in __metadata__ (strings, doubles in C's exact
+ *     hexadecimal form): the epoch to continue, the optimizer steps taken,
+ *     the batches of that epoch already trained, the epoch's loss and row
+ *     sums and time so far, and the sampler's settings.
+ * That is the whole state of a run: the sample order is a pure function
+ * of (seed, epoch) and initialization happens before the first step, so
+ * with (seed, epoch, batches done) the sampler resumes exactly where it
+ * stopped, and a run killed at any point and resumed from its last
+ * checkpoint ends with the same weights, bit for bit, as one never
+ * interrupted (the kernels are deterministic for a given thread count).
+ * Loading checks everything before using anything: the tensors (names,
+ * dtypes, shapes, the file's integrity: rt_st_load), the model, the
+ * optimizer state's size, and, for a checkpoint taken inside an epoch, the
+ * sampler settings that give "batches done" its meaning. */
+#include "rt_internal.h"
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { K_FORMAT, K_EPOCH, K_STEP, K_SKIP, K_LOSS, K_ROWS, K_SECS, K_BATCH, K_WORLD, K_SEED,
+       K_SHUFFLE, K_DROP, K_OPT, K_MODEL, NK };
+static const char *const keys[NK] = {
+    "cddp.checkpoint", "cddp.epoch", "cddp.step", "cddp.skip", "cddp.loss_sum", "cddp.rows",
+    "cddp.seconds", "cddp.batch", "cddp.world", "cddp.seed", "cddp.shuffle", "cddp.drop_last",
+    "cddp.optimizer_floats", "model",
+};
+#define FORMAT "1"
+
+/* The model with the optimizer state's slots as extra "parameters" over
+ * one slab [param | opt], so rt_st_save/rt_st_load write and check them
+ * like the rest. */
+typedef struct ck_model {
+    rt_model m;
+    rt_param *p;
+    char **names;
+    int np;
+    float *slab;
+} ck_model;
+
+static void ck_free(ck_model *c)
+{
+    for (int i = 0; c->names && i < c->np; i++)
+        free(c->names[i]);
+    free(c->names);
+    free(c->p);
+    rt_free(c->slab);
+    memset(c, 0, sizeof *c);
+}
+
+static int ck_build(const rt_model *m, ck_model *c)
+{
+    memset(c, 0, sizeof *c);
+    /* opt is nslot copies of the param layout (SGD momentum: one) */
+    int nslot = m->opt_floats == 0 ? 0
+                : m->param_floats > 0 && m->opt_floats % m->param_floats == 0
+                    ? (int)(m->opt_floats / m->param_floats) : -1;
+    int extra = nslot >= 0 ? m->nparam * nslot : 1;
+    c->np = m->nparam + extra;
+    c->p = calloc((size_t)c->np + 1, sizeof *c->p);
+    c->names = calloc((size_t)c->np + 1, sizeof *c->names);
+    c->slab = rt_alloc((size_t)(m->param_floats + m->opt_floats) * sizeof(float), "the checkpoint");
+    if (!c->p || !c->names || !c->slab) {
+        rt_err("out of memory for the checkpoint");
+        ck_free(c);
+        return -1;
+    }
+    memcpy(c->p, m->params, (size_t)m->nparam * sizeof *c->p);
+    int k = m->nparam;
+    if (nslot < 0) {            /* an unknown layout: one flat tensor */
+        rt_param *q = &c->p[k];
+        q->name = c->names[k] = strdup("optimizer.state");
+        q->rank = 1;
+        q->shape[0] = q->numel = m->opt_floats;
+        q->off = m->param_floats;
+        k++;
+    }
+    for (int s = 0; s < nslot; s++)
+        for (int i = 0; i < m->nparam; i++, k++) {
+            const rt_param *p = &m->params[i];
+            rt_param *q = &c->p[k];
+            size_t len = strlen(p->name) + 32;
+            if ((c->names[k] = malloc(len)) && nslot == 1)
+                snprintf(c->names[k], len, "optimizer.%s.momentum_buffer", p->name);
+            else if (c->names[k])
+                snprintf(c->names[k], len, "optimizer.%s.state%d", p->name, s);
+            *q = *p;
+            q->name = c->names[k];
+            q->off = m->param_floats * (1 + s) + p->off;
+        }
+    for (int i = m->nparam; i < c->np; i++)
+        if (!c->names[i]) {
+            rt_err("out of memory for the checkpoint");
+            ck_free(c);
+            return -1;
+        }
+    c->m = *m;
+    c->m.params = c->p;
+    c->m.nparam = c->np;
+    c->m.param_floats = m->param_floats + m->opt_floats;
+    return 0;
+}
+
+int rt_ckpt_save(const rt_model *m, const rt_opts *o, const char *path, const float *param,
+                 const float *opt, const rt_resume *st)
+{
+    ck_model c;
+    if (ck_build(m, &c) != 0)
+        return -1;
+    memcpy(c.slab, param, (size_t)m->param_floats * sizeof(float));
+    memcpy(c.slab + m->param_floats, opt, (size_t)m->opt_floats * sizeof(float));
+    rt_st_kv kv[NK];
+    for (int i = 0; i < NK; i++)
+        kv[i].key = keys[i];
+    snprintf(kv[K_FORMAT].val, sizeof kv[0].val, FORMAT);
+    snprintf(kv[K_EPOCH].val, sizeof kv[0].val, "%d", st->epoch);
+    snprintf(kv[K_STEP].val, sizeof kv[0].val, "%lld", (long long)st->step);
+    snprintf(kv[K_SKIP].val, sizeof kv[0].val, "%lld", (long long)st->skip);
+    snprintf(kv[K_LOSS].val, sizeof kv[0].val, "%a", st->loss_sum);
+    snprintf(kv[K_ROWS].val, sizeof kv[0].val, "%a", st->rows);
+    snprintf(kv[K_SECS].val, sizeof kv[0].val, "%a", st->secs);
+    snprintf(kv[K_BATCH].val, sizeof kv[0].val, "%d", o->batch);
+    snprintf(kv[K_WORLD].val, sizeof kv[0].val, "%d", rt_world.size);
+    snprintf(kv[K_SEED].val, sizeof kv[0].val, "%llu", (unsigned long long)o->seed);
+    snprintf(kv[K_SHUFFLE].val, sizeof kv[0].val, "%d", o->shuffle);
+    snprintf(kv[K_DROP].val, sizeof kv[0].val, "%d", o->drop_last);
+    snprintf(kv[K_OPT].val, sizeof kv[0].val, "%lld", (long long)m->opt_floats);
+    int rc = rt_st_save_kv(&c.m, path, c.slab, kv, K_MODEL);    /* "model": the header's own */
+    ck_free(&c);
+    return rc;
+}
+
+/* A metadata number: the whole string must parse. */
+static int num(const char *path, const rt_st_kv *kv, double *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtod(kv->val, &end);
+    if (!*kv->val || *end || errno || !isfinite(*out)) {
+        rt_err("%s: corrupt checkpoint: \"%s\" is \"%s\", not a number", path, kv->key, kv->val);
+        return -1;
+    }
+    return 0;
+}
+
+int rt_ckpt_load(const rt_model *m, const rt_opts *o, const char *path, float *param, float *opt,
+                 rt_resume *st)
+{
+    memset(st, 0, sizeof *st);
+    rt_st_kv kv[NK];
+    for (int i = 0; i < NK; i++)
+        kv[i].key = keys[i];
+    /* the metadata first: a plain --save file is told apart clearly */
+    if (rt_st_load_meta(path, kv, 1) != 0)
+        return -1;
+    if (strcmp(kv[K_FORMAT].val, FORMAT) != 0) {
+        rt_err("%s: checkpoint format %s; this program reads format " FORMAT, path, kv[K_FORMAT].val);
+        return -1;
+    }
+    if (rt_st_load_meta(path, kv, NK) != 0)
+        return -1;
+    if (strcmp(kv[K_MODEL].val, m->name ? m->name : "") != 0) {
+        rt_err("%s: a checkpoint of model '%s'; this program trains '%s'", path, kv[K_MODEL].val,
+               m->name ? m->name : "");
+        return -1;
+    }
+    double v[NK];
+    for (int i = K_EPOCH; i < K_MODEL; i++)
+        if (num(path, &kv[i], &v[i]) != 0)
+            return -1;
+    if (v[K_OPT] != (double)m->opt_floats) {
+        rt_err("%s: the checkpoint's optimizer state is %.0f floats, this program's is %lld "
+               "(another optimizer or model)", path, v[K_OPT], (long long)m->opt_floats);
+        return -1;
+    }
+    if (v[K_EPOCH] < 1 || v[K_EPOCH] > 1e9 || v[K_STEP] < 0 || v[K_SKIP] < 0 || v[K_ROWS] < 0 ||
+        v[K_STEP] != floor(v[K_STEP]) || v[K_SKIP] != floor(v[K_SKIP])) {
+        rt_err("%s: corrupt checkpoint: epoch %s, step %s, skip %s", path, kv[K_EPOCH].val,
+               kv[K_STEP].val, kv[K_SKIP].val);
+        return -1;
+    }
+    /* Inside an epoch, "batches done" counts batches of this sampler. */
+    int same = v[K_BATCH] == o->batch && v[K_WORLD] == rt_world.size &&
+               v[K_SEED] == (double)o->seed && v[K_SHUFFLE] == o->shuffle && v[K_DROP] == o->drop_last;
+    if (!same && v[K_SKIP] > 0) {
+        rt_err("%s: the checkpoint was taken inside epoch %s, with batch %s on %s rank(s), seed %s, "
+               "shuffle %s, drop_last %s; resuming there needs the same (this run: batch %d on %d, "
+               "seed %llu, shuffle %d, drop_last %d)", path, kv[K_EPOCH].val, kv[K_BATCH].val,
+               kv[K_WORLD].val, kv[K_SEED].val, kv[K_SHUFFLE].val, kv[K_DROP].val, o->batch,
+               rt_world.size, (unsigned long long)o->seed, o->shuffle, o->drop_last);
+        return -1;
+    }
+    if (!same)
+        rt_warn("%s: resuming with other sampler settings than the checkpoint's (batch %s on %s "
+                "rank(s), seed %s): the run goes on, but not as the original would have", path,
+                kv[K_BATCH].val, kv[K_WORLD].val, kv[K_SEED].val);
+    /* the tensors, all checked before any is used */
+    ck_model c;
+    if (ck_build(m, &c) != 0)
+        return -1;
+    int rc = rt_st_load(&c.m, path, c.slab);
+    if (rc == 0) {
+        memcpy(param, c.slab, (size_t)m->param_floats * sizeof(float));
+        memcpy(opt, c.slab + m->param_floats, (size_t)m->opt_floats * sizeof(float));
+        st->active = 1;
+        st->epoch = (int)v[K_EPOCH];
+        st->step = (int64_t)v[K_STEP];
+        st->skip = (int64_t)v[K_SKIP];
+        st->loss_sum = v[K_LOSS];
+        st->rows = v[K_ROWS];
+        st->secs = v[K_SECS];
+    }
+    ck_free(&c);
+    return rc;
+}
+
+/* Rank 0's state to every rank, as doubles (exact for these values). */
+void rt_ckpt_bcast(rt_resume *st)
+{
+    double v[7] = {st->active, st->epoch, (double)st->step, (double)st->skip, st->loss_sum,
+                   st->rows, st->secs};
+    rt_comm_bcast_bytes(v, sizeof v, "the checkpoint's state broadcast");
+    st->active = (int)v[0];
+    st->epoch = (int)v[1];
+    st->step = (int64_t)v[2];
+    st->skip = (int64_t)v[3];
+    st->loss_sum = v[4];
+    st->rows = v[5];
+    st->secs = v[6];
+}
