@@ -3,7 +3,8 @@
  * A checkpoint is one safetensors file, written by rank 0 atomically (temp
  * file, fsync, rename, directory fsync: rt_st_save_kv), that holds
  *   - the parameters and buffers under their PyTorch state_dict names, so
- *     it loads into the PyTorch module (and through --init) like --save;
+ *     it loads into the PyTorch module (and through --init) like --save
+ *     (batch norm's num_batches_tracked as I64, as PyTorch keeps it);
  *   - the optimizer state as tensors named "optimizer.<param>.<slot>"
  *     (momentum_buffer for SGD), shaped as the parameter;
  *   - the training state in __metadata__ (strings, doubles in C's exact
@@ -41,6 +42,7 @@ static const char *const keys[NK] = {
 typedef struct ck_model {
     rt_model m;
     rt_param *p;
+    int *flags;             /* the model's, then 0: optimizer state is F32 */
     char **names;
     int np;
     float *slab;
@@ -52,6 +54,7 @@ static void ck_free(ck_model *c)
         free(c->names[i]);
     free(c->names);
     free(c->p);
+    free(c->flags);
     rt_free(c->slab);
     memset(c, 0, sizeof *c);
 }
@@ -63,17 +66,24 @@ static int ck_build(const rt_model *m, ck_model *c)
     int nslot = m->opt_floats == 0 ? 0
                 : m->param_floats > 0 && m->opt_floats % m->param_floats == 0
                     ? (int)(m->opt_floats / m->param_floats) : -1;
-    int extra = nslot >= 0 ? m->nparam * nslot : 1;
+    /* buffers (batch norm statistics) are never updated: no state */
+    int trained = 0;
+    for (int i = 0; i < m->nparam; i++)
+        trained += !(rt_param_flags(m, i) & RT_PARAM_BUFFER);
+    int extra = nslot >= 0 ? trained * nslot : 1;
     c->np = m->nparam + extra;
     c->p = calloc((size_t)c->np + 1, sizeof *c->p);
+    c->flags = calloc((size_t)c->np + 1, sizeof *c->flags);
     c->names = calloc((size_t)c->np + 1, sizeof *c->names);
     c->slab = rt_alloc((size_t)(m->param_floats + m->opt_floats) * sizeof(float), "the checkpoint");
-    if (!c->p || !c->names || !c->slab) {
+    if (!c->p || !c->flags || !c->names || !c->slab) {
         rt_err("out of memory for the checkpoint");
         ck_free(c);
         return -1;
     }
     memcpy(c->p, m->params, (size_t)m->nparam * sizeof *c->p);
+    for (int i = 0; i < m->nparam; i++)
+        c->flags[i] = rt_param_flags(m, i);
     int k = m->nparam;
     if (nslot < 0) {            /* an unknown layout: one flat tensor */
         rt_param *q = &c->p[k];
@@ -84,7 +94,9 @@ static int ck_build(const rt_model *m, ck_model *c)
         k++;
     }
     for (int s = 0; s < nslot; s++)
-        for (int i = 0; i < m->nparam; i++, k++) {
+        for (int i = 0; i < m->nparam; i++) {
+            if (rt_param_flags(m, i) & RT_PARAM_BUFFER)
+                continue;
             const rt_param *p = &m->params[i];
             rt_param *q = &c->p[k];
             size_t len = strlen(p->name) + 32;
@@ -95,6 +107,7 @@ static int ck_build(const rt_model *m, ck_model *c)
             *q = *p;
             q->name = c->names[k];
             q->off = m->param_floats * (1 + s) + p->off;
+            k++;
         }
     for (int i = m->nparam; i < c->np; i++)
         if (!c->names[i]) {
@@ -104,6 +117,7 @@ static int ck_build(const rt_model *m, ck_model *c)
         }
     c->m = *m;
     c->m.params = c->p;
+    c->m.param_flags = c->flags;
     c->m.nparam = c->np;
     c->m.param_floats = m->param_floats + m->opt_floats;
     return 0;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/unit/test_resume.sh MNIST MOMENTUM_PROG KAGGLE FASHION MNIST_DATA [FAKE_LIBCUDA]
+# tests/unit/test_resume.sh MNIST MOMENTUM_PROG KAGGLE CONVNET FASHION MNIST_DATA [FAKE_LIBCUDA]
 #
 # --checkpoint / --resume:
 #   1. kill -9 in the middle of epoch 2 of a 3-epoch run (checkpoints every
@@ -8,6 +8,8 @@
 #      3 of the metrics (train_loss is the exact epoch mean across the cut);
 #   2. SGD with momentum (MOMENTUM_PROG: the optimizer state is saved as
 #      optimizer.<param>.momentum_buffer), resumed at an epoch boundary;
+#   2b. the ConvNet (batch norm: running statistics and the I64
+#      num_batches_tracked are in the checkpoint), resumed inside an epoch;
 #   3. two ranks under mpirun, stopped by --max-steps inside an epoch and
 #      resumed: bit for bit the uninterrupted 2-rank run;
 #   4. the emulated CUDA device (when FAKE_LIBCUDA is given and NVRTC and
@@ -19,8 +21,8 @@
 #      and the usage errors (--init with --resume, --checkpoint-every alone).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
-MNIST=$(realpath "$1") MOM=$(realpath "$2") KAGGLE=$(realpath "$3")
-FASHION=$4 MDATA=$5 FAKE=${6:-}
+MNIST=$(realpath "$1") MOM=$(realpath "$2") KAGGLE=$(realpath "$3") CONV=$(realpath "$4")
+FASHION=$5 MDATA=$6 FAKE=${7:-}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/resume.XXXXXX")
@@ -98,6 +100,22 @@ assert h['__metadata__']['cddp.epoch'] == '3' and h['__metadata__']['cddp.skip']
 P
     pass "momentum SGD: checkpoint after epoch 2 (8 momentum buffers), resumed: bitwise equal"
 else fail "momentum SGD resumed at an epoch boundary"; show "$TMP/om"; fi
+
+# ---- 2b. batch norm buffers -------------------------------------------------------------
+V=("$CONV" --data "$MDATA" --threads 1 --epochs 1 --seed 1)
+"${V[@]}" --max-steps 40 --save "$TMP/va.st" >/dev/null 2>&1
+"${V[@]}" --max-steps 25 --checkpoint "$TMP/vck.st" --checkpoint-every 10 >/dev/null 2>&1
+"${V[@]}" --max-steps 40 --resume "$TMP/vck.st" --save "$TMP/vb.st" >"$TMP/ov" 2>&1
+if cmp -s "$TMP/va.st" "$TMP/vb.st" && $PY - "$TMP/vck.st" <<'P'; then
+import json, struct, sys
+raw = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]; h = json.loads(raw[8:8 + n])
+assert h['layer1.1.num_batches_tracked']['dtype'] == 'I64', h['layer1.1.num_batches_tracked']
+assert h['layer2.1.running_var']['shape'] == [32], h['layer2.1.running_var']
+assert not [k for k in h if k.startswith('optimizer.')], 'plain SGD keeps no state'
+assert h['__metadata__']['cddp.skip'] == '25', h['__metadata__']
+P
+    pass "ConvNet (batch norm buffers, I64 num_batches_tracked): stopped at step 25, resumed: bitwise equal"
+else fail "ConvNet resumed"; show "$TMP/ov"; fi
 
 # ---- 3. two ranks, stopped inside an epoch by --max-steps ---------------------------------
 if command -v mpirun >/dev/null 2>&1 && strings "$MNIST" | grep -q MPI_Init_thread; then
