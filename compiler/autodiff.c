@@ -159,6 +159,8 @@ void ad_train_step(Program *p)
     /* Optimizer: one in-place update per parameter that got a gradient (a
      * parameter forward never reads keeps its value, as in PyTorch), in
      * reverse order: the order their gradients (and buckets) are ready. */
+    static const char *const opt_names[] = {"sgd", "adam", "adamw"};
+    g->opt_name = opt_names[p->train.optimizer];
     g->updates = util_alloc(sizeof(int) * (size_t)(g->nparam + 1));
     for (int i = g->nparam - 1; i >= 0; i--) {
         g->updates[i] = -1;

@@ -96,6 +96,7 @@ typedef struct Graph {
     int loss_sum, correct_sum; /* SUM_ALL nodes (stat slots) */
     int *grad;              /* grad[param index] = node id of its gradient */
     int *updates;           /* updates[param index] = its SGD node, or -1 */
+    const char *opt_name;   /* what the update nodes run: "sgd", "adam", "adamw" (kernel names) */
     int nbuckets;
     int *effects;           /* in-place buffer updates the train plan must run */
     int neffects;
@@ -125,14 +126,18 @@ void ir_dump(FILE *f, const Graph *g);
 int ir_verify(const Graph *g, const char *after);
 
 /* ---- frontend: lex.l, parse.y, sema.c -------------------------------- */
+enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2 };
 typedef struct TrainCfg {
     const char *model;      /* model name */
     const char *data_dir;
     double norm_mean, norm_std;
     int reduction;          /* Reduction */
-    int optimizer;          /* 0: sgd */
+    int optimizer;          /* OPT_SGD, OPT_ADAM, OPT_ADAMW */
     double lr, momentum, dampening, weight_decay;
     int nesterov;
+    double beta1, beta2, eps;   /* adam, adamw */
+    int sched;              /* RT_SCHED_NONE, RT_SCHED_STEP, RT_SCHED_COSINE: the lr per epoch */
+    double step_size, gamma, t_max, eta_min;
     int batch, epochs, shuffle, drop_last;
     uint64_t seed;
     double bucket_mb;       /* gradient bucket size after the first (1 MB) */
@@ -243,7 +248,10 @@ int ex_has_row_reduction(const Emit *m);
  * them; returns how many, ranges in lo[], hi[] (capacity gr->nnodes). */
 int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi);
 /* SGD update of slab element k (w, g, mb, first, lr in scope); closes the loop. */
-void ex_sgd_body(FILE *f, const TrainCfg *t);
+void ex_opt_body(FILE *f, const TrainCfg *t);
+/* Declarations the update loops read (w, g, lr, and the optimizer's). */
+void ex_opt_prelude(FILE *f, const TrainCfg *t, int64_t param_floats);
+int ex_opt_slots(const TrainCfg *t);     /* opt floats per param float */
 
 /* ---- emit_c.c, emit_cuda.c, emit_program.c ---------------------------- */
 void emit_c_kernels(FILE *f, const Plan *p, const Program *prog);

@@ -173,18 +173,14 @@ static void emit_sgd_loop(FILE *f, const TrainCfg *t, int64_t lo, int64_t hi)
 {
     fprintf(f, "    #pragma omp parallel for simd schedule(static) if (%lld >= 65536)\n", (long long)(hi - lo));
     fprintf(f, "    for (int64_t k = %lld; k < %lld; k++) {\n", (long long)lo, (long long)hi);
-    ex_sgd_body(f, t);
+    ex_opt_body(f, t);
 }
 
 static void emit_opt(const Emit *m, const Program *prog)
 {
     FILE *f = m->f;
     const TrainCfg *t = &prog->train;
-    int mom = t->momentum != 0.0;
-    fprintf(f, "    float *const w = e->param, *const g = e->grad;\n");
-    if (mom)
-        fprintf(f, "    float *const mb = e->opt;\n    const int first = e->step == 0;\n");
-    fprintf(f, "    const float lr = e->lr;\n");
+    ex_opt_prelude(f, t, m->p->param_floats);
     int64_t *lo = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
     int64_t *hi = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
     int nr = ex_opt_ranges(m, lo, hi);

@@ -337,7 +337,7 @@ static void emit_matmul(const Emit *m, CudaLaunch *L)
     grid_dim(L, 1, mm->shape.d[0], 1, TILE_M);
 }
 
-/* All SGD updates over the parameter slab range, grid-stride. */
+/* All optimizer updates over the parameter slab range, grid-stride. */
 static void emit_opt(const Emit *m, const Program *prog, CudaLaunch *L)
 {
     FILE *f = m->f;
@@ -345,18 +345,15 @@ static void emit_opt(const Emit *m, const Program *prog, CudaLaunch *L)
     int64_t *lo = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
     int64_t *hi = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
     int nr = ex_opt_ranges(m, lo, hi);
-    /* torch.optim.SGD, as the C kernel; alignment gaps hold zeros */
-    fprintf(f, "    float *const w = e->param, *const g = e->grad;\n");
-    if (t->momentum != 0.0)
-        fprintf(f, "    float *const mb = e->opt;\n    const int first = e->step == 0;\n");
-    fprintf(f, "    const float lr = e->lr;\n");
+    /* torch.optim.SGD / Adam / AdamW, as the C kernel; alignment gaps hold zeros */
+    ex_opt_prelude(f, t, m->p->param_floats);
     fprintf(f, "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n");
     int64_t most = 0;
     for (int r = 0; r < nr; r++) {
         most = hi[r] - lo[r] > most ? hi[r] - lo[r] : most;
         fprintf(f, "    for (int64_t k = %lld + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < %lld; k += stride) {\n",
                 (long long)lo[r], (long long)hi[r]);
-        ex_sgd_body(f, t);
+        ex_opt_body(f, t);
     }
     int64_t blocks = (most + THREADS - 1) / THREADS;
     L->gfix[0] = (unsigned)(blocks < 1 ? 1 : blocks > 8192 ? 8192 : blocks);

@@ -126,11 +126,59 @@ int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi)
     return out;
 }
 
+/* What every update loop of the optimizer kernel reads, declared once
+ * before the loops: the slabs, the step's lr, and for Adam the step's
+ * bias corrections (in double, as torch.optim.Adam computes them in
+ * Python). The opt slab holds the state slot by slot, each with the
+ * parameters' offsets: momentum for SGD; exp_avg, then exp_avg_sq for
+ * Adam. */
+void ex_opt_prelude(FILE *f, const TrainCfg *t, int64_t param_floats)
+{
+    fprintf(f, "    float *const w = e->param, *const g = e->grad;\n");
+    fprintf(f, "    const float lr = e->lr;\n");
+    if (t->optimizer == OPT_SGD) {
+        if (t->momentum != 0.0)
+            fprintf(f, "    float *const mb = e->opt;\n    const int first = e->step == 0;\n");
+        return;
+    }
+    fprintf(f, "    float *const m1 = e->opt, *const m2 = e->opt + %lld;\n", (long long)param_floats);
+    fprintf(f, "    const double tstep = (double)e->step + 1.0;\n");
+    fprintf(f, "    const float sc = (float)((double)lr / (1.0 - pow(%.17g, tstep)));\n", t->beta1);
+    fprintf(f, "    const float bc2s = (float)sqrt(1.0 - pow(%.17g, tstep));\n", t->beta2);
+}
+
+/* Floats of optimizer state per parameter float. */
+int ex_opt_slots(const TrainCfg *t)
+{
+    return t->optimizer != OPT_SGD ? 2 : t->momentum != 0.0 ? 1 : 0;
+}
+
+/* torch.optim.Adam (weight decay added to the gradient) or AdamW
+ * (decoupled: the weight shrinks by lr * wd first) at slab index k:
+ * exp_avg and exp_avg_sq, then p -= step_size * m / (sqrt(v) / sqrt(bc2)
+ * + eps). Closes the loop. */
+static void adam_body(FILE *f, const TrainCfg *t)
+{
+    fprintf(f, "        float d = g[k];\n");
+    if (t->weight_decay != 0.0 && t->optimizer == OPT_ADAMW)
+        fprintf(f, "        w[k] *= 1.0f - lr * %s;\n", util_cfloat(t->weight_decay));
+    else if (t->weight_decay != 0.0)
+        fprintf(f, "        d += %s * w[k];\n", util_cfloat(t->weight_decay));
+    fprintf(f, "        m1[k] = m1[k] * %s + d * %s;\n", util_cfloat(t->beta1), util_cfloat(1.0 - t->beta1));
+    fprintf(f, "        m2[k] = m2[k] * %s + d * d * %s;\n", util_cfloat(t->beta2), util_cfloat(1.0 - t->beta2));
+    fprintf(f, "        w[k] -= sc * (m1[k] / (sqrtf(m2[k]) / bc2s + %s));\n    }\n", util_cfloat(t->eps));
+}
+
 /* The body of an SGD loop over slab index k, as torch.optim.SGD: weight
  * decay, then momentum (the buffer is the gradient itself on the first
- * step), then the nesterov look-ahead; p -= lr * d. Closes the loop. */
-void ex_sgd_body(FILE *f, const TrainCfg *t)
+ * step), then the nesterov look-ahead; p -= lr * d. Closes the loop.
+ * Adam and AdamW have their own. */
+void ex_opt_body(FILE *f, const TrainCfg *t)
 {
+    if (t->optimizer != OPT_SGD) {
+        adam_body(f, t);
+        return;
+    }
     fprintf(f, "        float d = g[k];\n");
     if (t->weight_decay != 0.0)
         fprintf(f, "        d += %s * w[k];\n", util_cfloat(t->weight_decay));

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cddpc.h"
+#include "cddprt.h"         /* RT_SCHED_*: the schedule the runtime follows */
 
 /* Model-file text reaches emitted source only through this: a C string
  * literal with everything outside printable ASCII escaped. */
@@ -189,7 +190,7 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
             c_string(src_path));
     fprintf(f, "    .params = params,\n    .nparam = %d,\n    .param_floats = %lld,\n", g->nparam,
             (long long)train->param_floats);
-    fprintf(f, "    .opt_floats = %lld,\n", (long long)(t->momentum != 0.0 ? train->param_floats : 0));
+    fprintf(f, "    .opt_floats = %lld,\n", (long long)(ex_opt_slots(t) * train->param_floats));
     emit_plan_init(f, train, "train", g);
     emit_plan_init(f, eval, "eval", g);
     fprintf(f, "    .in_c = %d, .in_h = %d, .in_w = %d, .nclass = %d,\n", prog->in_c, prog->in_h, prog->in_w,
@@ -203,7 +204,11 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
             t->batch, t->epochs, t->shuffle, t->drop_last);
     fprintf(f, "    .seed = %lluull,\n", (unsigned long long)t->seed);
     fprintf(f, "    .cuda_src = cuda_src,\n    .buckets = buckets,\n    .nbuckets = %d,\n", g->nbuckets);
-    fprintf(f, "    .bucket_mb = %.17g,\n    .param_flags = param_flags,\n};\n\n", t->bucket_mb);
+    fprintf(f, "    .bucket_mb = %.17g,\n    .param_flags = param_flags,\n", t->bucket_mb);
+    static const char *const state[] = {"momentum_buffer", "exp_avg,exp_avg_sq", "exp_avg,exp_avg_sq"};
+    fprintf(f, "    .opt_state = %s,\n", ex_opt_slots(t) ? c_string(state[t->optimizer]) : "NULL");
+    fprintf(f, "    .sched = %d, .sched_a = %.17g, .sched_b = %.17g,\n};\n\n", t->sched,
+            t->sched == RT_SCHED_STEP ? t->step_size : t->t_max, t->sched == RT_SCHED_STEP ? t->gamma : t->eta_min);
     fprintf(f, "int main(int argc, char **argv)\n{\n    return rt_main(&cddp_model, argc, argv);\n}\n");
 }
 

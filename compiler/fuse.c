@@ -220,7 +220,8 @@ static void name_groups(Plan *p)
                 continue;
             }
             if (last != OP_COUNT && k < sizeof buf) {
-                k += (size_t)snprintf(buf + k, sizeof buf - k, "_%s", op_text[last]);
+                k += (size_t)snprintf(buf + k, sizeof buf - k, "_%s",
+                                      last == OP_SGD && p->g->opt_name ? p->g->opt_name : op_text[last]);
                 if (reps > 1 && k < sizeof buf)
                     k += (size_t)snprintf(buf + k, sizeof buf - k, "_x%d", reps);
             }

@@ -986,7 +986,8 @@ static Val check_model(Graph *g, const Model *m, Shape *in)
 /* ---- train block ------------------------------------------------------- */
 
 static const char *const train_keys[] = {"model", "data", "loss", "optimizer", "batch",
-                                         "epochs", "shuffle", "seed", "drop_last", "bucket_mb"};
+                                         "epochs", "shuffle", "seed", "drop_last", "bucket_mb",
+                                         "schedule"};
 enum { NTRAIN_KEYS = sizeof train_keys / sizeof train_keys[0] };
 
 /* `name` or `name(args)`: the callee, with e itself as a call node. */
@@ -1069,14 +1070,74 @@ static void train_loss(TrainCfg *t, const Expr *e)
     diag_error(a[0]->loc, "reduction must be mean, sum or none, got %s", show(a[0]));
 }
 
-/* sgd(lr, momentum, dampening, weight_decay, nesterov), torch.optim.SGD's. */
+/* A number >= lo (or > lo when open) into *out; 0 after reporting. */
+static int num_at_least(const Expr *e, const char *what, double lo, int open, double *out)
+{
+    double v;
+    if (!get_num(e, what, &v))
+        return 0;
+    if (v < lo || (open && v == lo)) {
+        if (!open && lo == 0)
+            diag_error(e->loc, "%s must not be negative, got %s", what, show(e));
+        else
+            diag_error(e->loc, "%s must be %s %g, got %s", what, open ? "greater than" : "at least", lo, show(e));
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* adam / adamw(lr, betas, eps, weight_decay, amsgrad), torch.optim.Adam's
+ * and AdamW's, with their defaults (AdamW decays by 0.01 unless told). */
+static void train_adam(TrainCfg *t, const Expr *e, int which)
+{
+    static const char *const names[] = {"lr", "betas", "eps", "weight_decay", "amsgrad"};
+    const Sig sig = {which == OPT_ADAM ? "adam" : "adamw", names, 5, 1, 0};
+    Expr *a[5] = {NULL};
+    if (e->kind == E_CALL && !bind(e, &sig, a))
+        return;
+    t->optimizer = which;
+    t->lr = 1e-3;
+    t->beta1 = 0.9;
+    t->beta2 = 0.999;
+    t->eps = 1e-8;
+    t->weight_decay = which == OPT_ADAMW ? 1e-2 : 0;
+    if (a[0])
+        num_at_least(a[0], "lr", 0, 1, &t->lr);
+    if (a[1]) {
+        const Expr *b = a[1];
+        double b1, b2;
+        if (b->kind != E_TUPLE || b->nargs != 2)
+            diag_error(b->loc, "betas must be a pair (beta1, beta2), got %s", show(b));
+        else if (get_num(b->args[0]->val, "beta1", &b1) && get_num(b->args[1]->val, "beta2", &b2)) {
+            for (int i = 0; i < 2; i++) {
+                double v = i ? b2 : b1;
+                if (v < 0 || v >= 1)
+                    diag_error(b->args[i]->val->loc, "beta%d must be in [0, 1), got %s", i + 1,
+                               show(b->args[i]->val));
+            }
+            t->beta1 = b1;
+            t->beta2 = b2;
+        }
+    }
+    if (a[2])
+        num_at_least(a[2], "eps", 0, 1, &t->eps);
+    if (a[3])
+        num_at_least(a[3], "weight_decay", 0, 0, &t->weight_decay);
+    int ams = 0;
+    if (a[4] && get_bool(a[4], "amsgrad", &ams) && ams)
+        diag_error(a[4]->loc, "amsgrad is not supported yet");
+}
+
+/* sgd(lr, momentum, dampening, weight_decay, nesterov), torch.optim.SGD's;
+ * adam(...), adamw(...). */
 static void train_optimizer(TrainCfg *t, const Expr *e)
 {
     const char *name = callee(e, "optimizer");
     if (!name)
         return;
     if (strcmp(name, "adam") == 0 || strcmp(name, "adamw") == 0) {
-        diag_error(e->loc, "optimizer %s is not supported yet (supported: sgd)", name);
+        train_adam(t, e, strcmp(name, "adam") == 0 ? OPT_ADAM : OPT_ADAMW);
         return;
     }
     if (strcmp(name, "sgd") != 0) {
@@ -1084,7 +1145,7 @@ static void train_optimizer(TrainCfg *t, const Expr *e)
         near_try(&s, "sgd");
         near_try(&s, "adam");
         near_try(&s, "adamw");
-        diag_error(e->loc, "unknown optimizer '%s'%s (supported: sgd)", name, near_hint(&s));
+        diag_error(e->loc, "unknown optimizer '%s'%s (supported: sgd, adam, adamw)", name, near_hint(&s));
         return;
     }
     static const char *const names[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
@@ -1105,6 +1166,49 @@ static void train_optimizer(TrainCfg *t, const Expr *e)
     if (a[4] && get_bool(a[4], "nesterov", &t->nesterov) && t->nesterov
         && (t->momentum <= 0 || t->dampening != 0))
         diag_error(a[4]->loc, "nesterov needs momentum > 0 and dampening = 0");
+}
+
+/* step(step_size, gamma = 0.1) | cosine(T_max, eta_min = 0): the learning
+ * rate per epoch as torch.optim.lr_scheduler's StepLR and
+ * CosineAnnealingLR stepped once an epoch. */
+static void train_schedule(TrainCfg *t, const Expr *e)
+{
+    const char *name = callee(e, "schedule");
+    if (!name)
+        return;
+    int step = strcmp(name, "step") == 0, cosine = strcmp(name, "cosine") == 0;
+    if (!step && !cosine) {
+        Near s = near_start(name);
+        near_try(&s, "step");
+        near_try(&s, "cosine");
+        diag_error(e->loc, "unknown schedule '%s'%s (supported: step, cosine)", name, near_hint(&s));
+        return;
+    }
+    static const char *const sn[] = {"step_size", "gamma"}, *const cn[] = {"T_max", "eta_min"};
+    const Sig sig = {name, step ? sn : cn, 2, 2, 1};
+    Expr *a[2] = {NULL};
+    if (e->kind != E_CALL) {
+        diag_error(e->loc, "%s needs %s: schedule %s", name, step ? "step_size" : "T_max",
+                   step ? "step(step_size = 30, gamma = 0.1)" : "cosine(T_max = 10)");
+        return;
+    }
+    if (!bind(e, &sig, a))
+        return;
+    int64_t n;
+    if (!a[0] || !get_int(a[0], step ? "step_size" : "T_max", 1, 1000000, &n))
+        return;
+    t->sched = step ? RT_SCHED_STEP : RT_SCHED_COSINE;
+    if (step) {
+        t->step_size = (double)n;
+        t->gamma = 0.1;
+        if (a[1])
+            num_at_least(a[1], "gamma", 0, 1, &t->gamma);
+    } else {
+        t->t_max = (double)n;
+        t->eta_min = 0;
+        if (a[1])
+            num_at_least(a[1], "eta_min", 0, 0, &t->eta_min);
+    }
 }
 
 /* PyTorch habits: settings that live elsewhere, or under another name. */
@@ -1192,6 +1296,7 @@ static int check_train(const File *f, const Train *tr, TrainCfg *t)
             }
             break;
         }
+        case 10: train_schedule(t, v); break;
         }
     }
     if (!seen[0]) {

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RT_ABI_VERSION 3
+#define RT_ABI_VERSION 4
 
 typedef struct rt_exec {
     int n;                  /* rows in this batch (last batch may be short) */
@@ -106,6 +106,7 @@ typedef struct rt_plan {
 } rt_plan;
 
 enum { RT_RED_MEAN = 0, RT_RED_SUM = 1, RT_RED_NONE = 2 };
+enum { RT_SCHED_NONE = 0, RT_SCHED_STEP = 1, RT_SCHED_COSINE = 2 };
 
 typedef struct rt_model {
     int abi;                /* RT_ABI_VERSION */
@@ -133,6 +134,17 @@ typedef struct rt_model {
     int nbuckets;
     double bucket_mb;       /* train block's bucket_mb (after the 1 MB first) */
     const int *param_flags; /* [nparam] RT_PARAM_*; NULL: all trained, F32 */
+    /* The optimizer's state in opt, slot by slot (each slot laid out as
+     * the parameters): comma-separated names for checkpoints, as PyTorch's
+     * optimizer state calls them ("momentum_buffer", "exp_avg,exp_avg_sq");
+     * NULL when there is none. */
+    const char *opt_state;
+    /* The learning rate of epoch e (1-based), from lr: RT_SCHED_NONE: lr;
+     * RT_SCHED_STEP: lr * b^floor((e-1)/a) (StepLR, step_size a, gamma b);
+     * RT_SCHED_COSINE: b + (lr-b)(1+cos(pi (e-1)/a))/2 (CosineAnnealingLR,
+     * T_max a, eta_min b); schedulers stepped once an epoch. */
+    int sched;
+    double sched_a, sched_b;
 } rt_model;
 
 /* RT_PARAM_* flags of parameter i of m. */

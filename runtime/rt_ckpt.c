@@ -6,7 +6,8 @@
  *     it loads into the PyTorch module (and through --init) like --save
  *     (batch norm's num_batches_tracked as I64, as PyTorch keeps it);
  *   - the optimizer state as tensors named "optimizer.<param>.<slot>"
- *     (momentum_buffer for SGD), shaped as the parameter;
+ *     (momentum_buffer for SGD, exp_avg and exp_avg_sq for Adam: the
+ *     names of PyTorch's optimizer state), shaped as the parameter;
  *   - the training state in __metadata__ (strings, doubles in C's exact
  *     hexadecimal form): the epoch to continue, the optimizer steps taken,
  *     the batches of that epoch already trained, the epoch's loss and row
@@ -59,6 +60,21 @@ static void ck_free(ck_model *c)
     memset(c, 0, sizeof *c);
 }
 
+/* Name s of the comma-separated list (rt_model.opt_state), or "stateS". */
+static void slot_name(const char *list, int s, char *out, size_t cap)
+{
+    snprintf(out, cap, "state%d", s);
+    for (int i = 0; list && *list; i++) {
+        size_t n = strcspn(list, ",");
+        if (i == s && n > 0 && n < cap) {
+            memcpy(out, list, n);
+            out[n] = 0;
+            return;
+        }
+        list += n + (list[n] == ',');
+    }
+}
+
 static int ck_build(const rt_model *m, ck_model *c)
 {
     memset(c, 0, sizeof *c);
@@ -100,10 +116,11 @@ static int ck_build(const rt_model *m, ck_model *c)
             const rt_param *p = &m->params[i];
             rt_param *q = &c->p[k];
             size_t len = strlen(p->name) + 32;
-            if ((c->names[k] = malloc(len)) && nslot == 1)
-                snprintf(c->names[k], len, "optimizer.%s.momentum_buffer", p->name);
-            else if (c->names[k])
-                snprintf(c->names[k], len, "optimizer.%s.state%d", p->name, s);
+            char slot[64];
+            slot_name(m->opt_state, s, slot, sizeof slot);
+            len += strlen(slot);
+            if ((c->names[k] = malloc(len)))
+                snprintf(c->names[k], len, "optimizer.%s.%s", p->name, slot);
             *q = *p;
             q->name = c->names[k];
             q->off = m->param_floats * (1 + s) + p->off;

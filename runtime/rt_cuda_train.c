@@ -598,6 +598,7 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         if (o->max_steps && nsteps > o->max_steps - step)
             nsteps = o->max_steps - step > 0 ? o->max_steps - step : 0;
         d.h_ctl[slot].b = skip;     /* step_begin takes batch b of the order */
+        d.h_ctl[slot].lr = rt_lr_at(m, o->lr, epoch);
         size_t ob = (size_t)per_rank * sizeof(int32_t);
         int ok = (ob == 0 ||
                   !CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d.order[slot], d.h_order[slot], ob, cu->stream))) &&

@@ -289,6 +289,9 @@ void rt_reducer_step_end(rt_reducer *r);        /* waits for all */
 void rt_reducer_free(rt_reducer *r);
 
 /* ---- rt_train.c: the epoch loop ------------------------------------------ */
+/* The learning rate of epoch `epoch` (1-based): --lr (or the train
+ * block's) through the model's schedule (cddprt.h, rt_model.sched). */
+float rt_lr_at(const rt_model *m, float lr, int epoch);
 /* rs: where to continue (--resume), or a fresh run (rs->active 0). */
 int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
              const rt_dataset *train, const rt_dataset *test, rt_log *log);

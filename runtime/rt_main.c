@@ -307,6 +307,11 @@ static int check_model(const rt_model *m)
             return -1;
         }
     }
+    if (m->sched < RT_SCHED_NONE || m->sched > RT_SCHED_COSINE ||
+        (m->sched != RT_SCHED_NONE && !(m->sched_a >= 1 && m->sched_b >= 0))) {
+        rt_err("model '%s' is malformed: bad learning-rate schedule", name);
+        return -1;
+    }
     if (m->in_c <= 0 || m->in_h <= 0 || m->in_w <= 0 || m->nclass <= 0) {
         rt_err("model '%s' is malformed: bad input shape or class count", name);
         return -1;

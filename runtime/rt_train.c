@@ -192,6 +192,19 @@ static void evaluate(const rt_model *m, rt_ws *w, rt_exec *e, const rt_dataset *
     *acc = m->eval.correct_stat >= 0 ? sums[1] / (double)test->n : NAN;
 }
 
+float rt_lr_at(const rt_model *m, float lr, int epoch)
+{
+    const double e = epoch - 1;     /* the scheduler has stepped once per epoch done */
+    switch (m->sched) {
+    case RT_SCHED_STEP:
+        return (float)((double)lr * pow(m->sched_b, floor(e / m->sched_a)));
+    case RT_SCHED_COSINE:
+        return (float)(m->sched_b + ((double)lr - m->sched_b) * (1 + cos(M_PI * e / m->sched_a)) / 2);
+    default:
+        return lr;
+    }
+}
+
 /* Sums over the ranks of the first n step losses and rows (steps[0..n),
  * steps[cap..cap+n)), added in step order to the epoch's sums so far: the
  * same additions, in the same order, as at the epoch's end, so a resumed
@@ -284,6 +297,7 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
         int stop = 0;
         e.img = train->img;
         e.lab = train->lab;
+        e.lr = rt_lr_at(m, o->lr, epoch);
         for (int64_t b = skip; b < nbatch; b++) {
             if (o->max_steps && e.step >= o->max_steps) {
                 stop = 1;

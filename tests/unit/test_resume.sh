@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/unit/test_resume.sh MNIST MOMENTUM_PROG KAGGLE CONVNET FASHION MNIST_DATA [FAKE_LIBCUDA]
+# tests/unit/test_resume.sh MNIST MOMENTUM_PROG KAGGLE CONVNET ADAM_PROG FASHION MNIST_DATA [FAKE_LIBCUDA]
 #
 # --checkpoint / --resume:
 #   1. kill -9 in the middle of epoch 2 of a 3-epoch run (checkpoints every
@@ -10,6 +10,9 @@
 #      optimizer.<param>.momentum_buffer), resumed at an epoch boundary;
 #   2b. the ConvNet (batch norm: running statistics and the I64
 #      num_batches_tracked are in the checkpoint), resumed inside an epoch;
+#   2c. Adam with a step schedule (ADAM_PROG: exp_avg and exp_avg_sq saved;
+#      the bias correction and the epoch's lr come from the restored step
+#      and epoch), resumed inside epoch 2;
 #   3. two ranks under mpirun, stopped by --max-steps inside an epoch and
 #      resumed: bit for bit the uninterrupted 2-rank run;
 #   4. the emulated CUDA device (when FAKE_LIBCUDA is given and NVRTC and
@@ -22,7 +25,7 @@
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 MNIST=$(realpath "$1") MOM=$(realpath "$2") KAGGLE=$(realpath "$3") CONV=$(realpath "$4")
-FASHION=$5 MDATA=$6 FAKE=${7:-}
+ADAM=$(realpath "$5") FASHION=$6 MDATA=$7 FAKE=${8:-}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/resume.XXXXXX")
@@ -116,6 +119,23 @@ assert h['__metadata__']['cddp.skip'] == '25', h['__metadata__']
 P
     pass "ConvNet (batch norm buffers, I64 num_batches_tracked): stopped at step 25, resumed: bitwise equal"
 else fail "ConvNet resumed"; show "$TMP/ov"; fi
+
+# ---- 2c. Adam, a schedule -----------------------------------------------------------------
+A=("$ADAM" --data "$MDATA" --threads 1 --epochs 3 --batch 256 --seed 2)
+"${A[@]}" --save "$TMP/aa.st" >/dev/null 2>&1
+"${A[@]}" --max-steps 40 --checkpoint "$TMP/ack.st" >/dev/null 2>&1
+"${A[@]}" --resume "$TMP/ack.st" --save "$TMP/ab.st" >"$TMP/oad" 2>&1
+if cmp -s "$TMP/aa.st" "$TMP/ab.st" && grep -q 'epoch 2, 8 batches of it done, 40 steps' "$TMP/oad" &&
+    $PY - "$TMP/ack.st" <<'P'; then
+import json, struct, sys
+raw = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]; h = json.loads(raw[8:8 + n])
+params = [k for k in h if k != '__metadata__' and not k.startswith('optimizer.')]
+for p in params:
+    for slot in ('exp_avg', 'exp_avg_sq'):
+        assert h['optimizer.%s.%s' % (p, slot)]['shape'] == h[p]['shape'], (p, slot)
+P
+    pass "Adam + step schedule: stopped at step 40 (epoch 2, batch 8), exp_avg and exp_avg_sq saved, resumed: bitwise equal"
+else fail "Adam resumed"; show "$TMP/oad"; fi
 
 # ---- 3. two ranks, stopped inside an epoch by --max-steps ---------------------------------
 if command -v mpirun >/dev/null 2>&1 && strings "$MNIST" | grep -q MPI_Init_thread; then
