@@ -3,7 +3,7 @@
 #   make data    lay out data/fashion-mnist and data/mnist
 #   make demo    deps + build + data, then compile models/mnist.net and train it
 #   make test    the whole suite (no GPU needed); SAN=1 runs it under ASan+UBSan
-#   make bench   epoch time against PyTorch, measured in the same run
+#   make bench   epoch time against PyTorch, measured in the same run; 1 vs 2 ranks
 CC      ?= cc
 CFLAGS  := -std=c11 -O2 -g -Wall -Wextra
 ifeq ($(WERROR),1)
