@@ -509,6 +509,9 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     if (rs.active && r0)
         printf("resuming from %s: epoch %d, %lld batches of it done, %lld steps in all\n",
                o.resume_path, rs.epoch, (long long)rs.skip, (long long)rs.step);
+    if (rs.active && r0 && rs.epoch > o.epochs)
+        rt_warn("%s is at the end of epoch %d and --epochs is %d: nothing left to train (raise "
+                "--epochs to go on)", o.resume_path, rs.epoch - 1, o.epochs);
     if ((use_cuda ? rt_cuda_train(&cu, m, &o, &w, &rs, &train, &test, &log)
                   : rt_train(m, &o, &w, &rs, &train, &test, &log)) != 0)
         goto out;
