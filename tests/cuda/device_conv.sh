@@ -43,8 +43,7 @@ P
 R=("$TMP/convodd" --data "$SMALL" --batch 32 --threads 1 --epochs 2)
 export CDDP_LIBCUDA=$FAKE
 env CDDP_CUDA_DUMP="$TMP/src.cu" "${R[@]}" --device cuda --max-steps 1 >/dev/null 2>&1
-if ! [ -s "$TMP/src.cu" ] || ! g++ -std=c++17 -O1 -fPIC -shared -I"$ROOT/tests/cuda" -include emu.h -x c++ \
-        "$TMP/src.cu" -x none "$ROOT/tests/unit/fake_cuda_emu.cpp" -o "$TMP/kernels.so" 2>"$TMP/gxx.err"; then
+if ! bash "$ROOT/tests/unit/emu_kernels.sh" "$TMP/src.cu" "$TMP/kernels.so" 2>"$TMP/gxx.err"; then
     echo "FAIL: cannot build the emulated kernels from the program's NVRTC source"
     sed 's/^/    /' "$TMP/gxx.err" | head -20
     exit 1

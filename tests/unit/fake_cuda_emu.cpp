@@ -4,7 +4,8 @@
  * pointer argument, so one instantiation of emu_launch serves them all
  * (the kernel is called through a pointer to a function of one pointer
  * argument, which is how x86-64 and aarch64 pass it either way).
- * Built together with the program's NVRTC source (CDDP_CUDA_DUMP):
+ * Built together with the program's NVRTC source (CDDP_CUDA_DUMP) by
+ * tests/unit/emu_kernels.sh:
  *   g++ -std=c++17 -fPIC -shared -include tests/cuda/emu.h -x c++ SRC.cu \
  *       -x none tests/unit/fake_cuda_emu.cpp -Itests/cuda -o kernels.so */
 #include "emu.h"

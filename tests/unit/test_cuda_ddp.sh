@@ -52,8 +52,7 @@ $PY "$ROOT/tests/unit/small_idx.py" "$DATA" "$SMALL" 200 90 || { echo "FAIL cuda
 
 # the emulated kernels, from the program's own NVRTC source
 env CDDP_CUDA_DUMP="$TMP/src.cu" "$PROG" --data "$SMALL" --device cuda --max-steps 1 >/dev/null 2>&1
-if [ -s "$TMP/src.cu" ] && g++ -std=c++17 -O1 -fPIC -shared -I"$ROOT/tests/cuda" -include emu.h -x c++ \
-        "$TMP/src.cu" -x none "$ROOT/tests/unit/fake_cuda_emu.cpp" -o "$TMP/kernels.so" 2>"$TMP/gxx.err"; then
+if bash "$ROOT/tests/unit/emu_kernels.sh" "$TMP/src.cu" "$TMP/kernels.so" 2>"$TMP/gxx.err"; then
     export FAKE_CUDA_KERNELS=$TMP/kernels.so
 else
     fail "cannot build the emulated kernels"; show "$TMP/gxx.err"; exit 1

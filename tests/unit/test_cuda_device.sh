@@ -113,8 +113,7 @@ expect "sm_35: NVRTC cannot compile for it" 1 'cannot compile for sm_35' env FAK
 # ---- 3. the device loop, emulated --------------------------------------------------
 # the program's full NVRTC source, then the emulated kernels built from it
 env CDDP_CUDA_DUMP="$TMP/src.cu" "$PROG" --data "$SMALL" --device cuda --epochs 1 >/dev/null 2>&1
-if [ -s "$TMP/src.cu" ] && g++ -std=c++17 -O1 -fPIC -shared -I"$ROOT/tests/cuda" -include emu.h -x c++ \
-        "$TMP/src.cu" -x none "$ROOT/tests/unit/fake_cuda_emu.cpp" -o "$TMP/kernels.so" 2>"$TMP/gxx.err"; then
+if bash "$ROOT/tests/unit/emu_kernels.sh" "$TMP/src.cu" "$TMP/kernels.so" 2>"$TMP/gxx.err"; then
     pass "emulated kernels built from the dumped NVRTC source"
 else
     fail "cannot build the emulated kernels"
@@ -242,8 +241,7 @@ sys.exit(a == model or b == model)
 P
 variants=$?
 for v in layout fail; do
-    g++ -std=c++17 -O1 -fPIC -shared -I"$ROOT/tests/cuda" -include emu.h -x c++ "$TMP/src_$v.cu" -x none \
-        "$ROOT/tests/unit/fake_cuda_emu.cpp" -o "$TMP/kernels_$v.so" 2>/dev/null || variants=1
+    bash "$ROOT/tests/unit/emu_kernels.sh" "$TMP/src_$v.cu" "$TMP/kernels_$v.so" 2>/dev/null || variants=1
 done
 if [ $variants -eq 0 ]; then
     expect "rt_exec laid out differently: clear error" 1 \
