@@ -143,6 +143,8 @@ static int ck_build(const rt_model *m, ck_model *c)
 int rt_ckpt_save(const rt_model *m, const rt_opts *o, const char *path, const float *param,
                  const float *opt, const rt_resume *st)
 {
+    if (rt_world.rank != 0)
+        return 0;       /* every rank holds the same state: rank 0 writes it */
     ck_model c;
     if (ck_build(m, &c) != 0)
         return -1;

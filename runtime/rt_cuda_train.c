@@ -410,15 +410,15 @@ static void dev_free(dev_run *d)
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* --checkpoint: the device's parameters and optimizer state through the
- * host slabs, written by rank 0 (every rank copies: the loop stays the
- * same on all of them, and the copies are cheap next to an epoch). */
+ * host slabs (every rank copies: the loop stays the same on all of them,
+ * and the copies are cheap next to an epoch; rank 0 writes). */
 static int save_from_device(rt_cuda *cu, dev_run *d, const rt_model *m, const rt_opts *o, rt_ws *w,
                             const rt_resume *st)
 {
     if (rt_cuda_dtoh(cu, w->param, d->param, (size_t)m->param_floats * sizeof(float)) != 0 ||
         rt_cuda_dtoh(cu, w->opt, d->opt, (size_t)m->opt_floats * sizeof(float)) != 0)
         return -1;
-    return rt_world.rank == 0 ? rt_ckpt_save(m, o, o->ckpt_path, w->param, w->opt, st) : 0;
+    return rt_ckpt_save(m, o, o->ckpt_path, w->param, w->opt, st);
 }
 
 /* --checkpoint-every inside an epoch: after `done` steps of it (from batch

@@ -134,7 +134,8 @@ typedef struct rt_resume {
     double loss_sum, rows;  /* `epoch`'s loss and sample sums so far, all ranks */
     double secs;            /* `epoch`'s training time so far */
 } rt_resume;
-/* Rank 0: parameters, optimizer state and st into path, atomically. */
+/* Parameters, optimizer state and st into path, atomically, by rank 0
+ * (a no-op returning 0 elsewhere, so every rank may call it). */
 int rt_ckpt_save(const rt_model *m, const rt_opts *o, const char *path, const float *param,
                  const float *opt, const rt_resume *st);
 /* Everything checked first (tensors, model, optimizer, sampler settings

@@ -221,15 +221,6 @@ static void partial_sums(const double *steps, int64_t cap, int64_t n, double *tm
     }
 }
 
-/* --checkpoint: rank 0 writes; every rank reaches here (the sums above
- * are collective). A checkpoint that cannot be written stops the run. */
-static int checkpoint(const rt_model *m, const rt_opts *o, const rt_ws *w, const rt_resume *st)
-{
-    if (rt_world.rank != 0)
-        return 0;
-    return rt_ckpt_save(m, o, o->ckpt_path, w->param, w->opt, st);
-}
-
 /* The epoch loop. Each rank trains on its DistributedSampler shard with
  * --batch rows per step; every rank takes the same number of steps (equal
  * shards), and gradients are averaged over the ranks before each update.
@@ -328,7 +319,7 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
             if (o->ckpt_every && e.step % o->ckpt_every == 0 && b + 1 < nbatch) {
                 rt_resume st = {1, epoch, e.step, b + 1, loss0, rows0, rt_now() - t0};
                 partial_sums(steps, nbatch, done, tmp, &st.loss_sum, &st.rows);
-                if (checkpoint(m, o, w, &st) != 0)
+                if (rt_ckpt_save(m, o, o->ckpt_path, w->param, w->opt, &st) != 0)
                     goto out;
             }
         }
@@ -365,7 +356,8 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
             rt_resume st = {1, epoch + 1, e.step, 0, 0, 0, 0};
             if (at < nbatch)
                 st = (rt_resume){1, epoch, e.step, at, loss_sum, rows, secs};
-            if (checkpoint(m, o, w, &st) != 0)
+            /* a checkpoint that cannot be written stops the run */
+            if (rt_ckpt_save(m, o, o->ckpt_path, w->param, w->opt, &st) != 0)
                 goto out;
         }
         if (stop)
