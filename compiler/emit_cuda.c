@@ -45,6 +45,8 @@ static const char prelude[] =
     "    float lr;\n"
     "    int64_t step;\n"
     "    int nthreads;\n"
+    "    int rank, world;\n"
+    "    unsigned long long seed;\n"
     "} rt_exec;\n";
 
 const char *emit_cuda_prelude(void) { return prelude; }

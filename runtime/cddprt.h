@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RT_ABI_VERSION 4
+#define RT_ABI_VERSION 5
 
 typedef struct rt_exec {
     int n;                  /* rows in this batch (last batch may be short) */
@@ -38,6 +38,8 @@ typedef struct rt_exec {
     float lr;               /* current learning rate */
     int64_t step;           /* optimizer steps taken before this one */
     int nthreads;
+    int rank, world;        /* this process's rank and the number of ranks */
+    uint64_t seed;          /* the run's seed (random streams: dropout) */
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e);

@@ -49,6 +49,8 @@ static const char rt_cuda_kernels_src[] =
     "    float lr;\n"
     "    long long step;\n"
     "    int nthreads;\n"
+    "    int rank, world;\n"
+    "    unsigned long long seed;\n"
     "};\n"
     "struct ctl {               /* rt_cuda_ctl of rt_cuda_kernels.h */\n"
     "    exec *e;\n"

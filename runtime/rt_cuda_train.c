@@ -258,6 +258,8 @@ static rt_exec exec_image(const dev_run *d, int nmax, CUdeviceptr img, CUdevicep
     e.lr = lr;
     e.step = 0;
     e.nthreads = 1;
+    e.rank = rt_world.rank;
+    e.world = rt_world.size;
     return e;
 }
 
@@ -531,6 +533,7 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
     for (int64_t i = 0; i < nv_mine; i++)
         iota[i] = (int32_t)(vlo + i);
     rt_exec et = exec_image(&d, nmax, d.timg, d.tlab, d.order[1], img_size, o->lr);
+    et.seed = o->seed;
     et.step = rs->active ? rs->step : 0;        /* optimizer steps taken (Adam's t) */
     rt_exec ev = exec_image(&d, nmax, d.vimg, d.vlab, d.vorder, img_size, o->lr);
     int up = rt_cuda_htod(cu, d.param, w->param, (size_t)m->param_floats * sizeof(float)) ||

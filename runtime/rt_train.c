@@ -273,6 +273,9 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
     e.lr = o->lr;
     e.step = rs->active ? rs->step : 0;
     e.nthreads = o->threads;
+    e.rank = rt_world.rank;
+    e.world = (int)rt_world.size;
+    e.seed = o->seed;
     int warned_nan = 0;
     const int64_t W = rt_world.size;
     rt_instr tin = { &tprof, &trace, RT_TEV_TRAIN, 0 }, ein = { &eprof, &trace, RT_TEV_EVAL, 0 };
