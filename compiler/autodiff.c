@@ -78,19 +78,30 @@ static void rule(Ad *a, const Node *n, int dy)
         if (a->needs[x[1]])
             accumulate(a, x[1], bwd(a, OP_CONV2D_DW, 2, (int[]){dy, x[0]}, shape_of(a, x[1]), n));
         return;
-    case OP_BN_APPLY:
-        /* x[1] must be BN_STATS(x[0]) (sema builds it so): bn_dx differentiates
-         * through the batch mean and variance, so the stats get no gradient */
-        if (a->g->n[x[1]]->op != OP_BN_STATS || a->g->n[x[1]]->in[0] != x[0])
+    case OP_BN_APPLY: {
+        /* x[1] must be BN_STATS(x[0]) or BN_GSTATS(x[0], ...) (sema builds it
+         * so): bn_dx differentiates through the batch mean and variance, so
+         * the stats get no gradient */
+        const Node *st = a->g->n[x[1]];
+        if ((st->op != OP_BN_STATS && st->op != OP_BN_GSTATS) || st->in[0] != x[0])
             diag_ice("autodiff: bn_apply %%%d does not normalize by its input's statistics", n->id);
-        if (a->needs[x[0]])
+        if (a->needs[x[0]] && st->op == OP_BN_GSTATS) {
+            /* SyncBatchNorm: dx needs mean(dy) and mean(dy xhat) over all
+             * ranks' samples; w's and b's own gradients stay this rank's
+             * (DDP averages them, as PyTorch's SyncBatchNorm leaves it) */
+            int part = bwd(a, OP_BN_DPART, 3, (int[]){dy, x[0], x[1]}, shape_of(a, x[1]), n);
+            int sums = bwd(a, OP_ALLREDUCE, 1, &part, shape_of(a, x[1]), n);
+            accumulate(a, x[0], bwd(a, OP_BN_GDX, 5, (int[]){dy, x[0], x[1], x[2], sums}, shape_of(a, x[0]), n));
+        } else if (a->needs[x[0]]) {
             accumulate(a, x[0], bwd(a, OP_BN_DX, 4, (int[]){dy, x[0], x[1], x[2]}, shape_of(a, x[0]), n));
+        }
         if (a->needs[x[2]])
             accumulate(a, x[2], bwd(a, OP_BN_DW, 3, (int[]){dy, x[0], x[1]}, shape_of(a, x[2]), n));
         if (a->needs[x[3]])
             accumulate(a, x[3], bwd(a, OP_SUM_CHAN, 1, &dy, shape_of(a, x[3]), n));
         return;
-    case OP_BN_STATS:   /* differentiated by bn_apply's rule */
+    }
+    case OP_BN_STATS: case OP_BN_GSTATS:    /* differentiated by bn_apply's rule */
         return;
     case OP_MAXPOOL:
         accumulate(a, x[0], bwd(a, OP_MAXPOOL_DX, 2, (int[]){dy, x[0]}, shape_of(a, x[0]), n));

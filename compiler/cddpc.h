@@ -40,14 +40,14 @@ typedef enum {
     OP_COUNT
 } Op;
 
-typedef enum { K_DATA, K_PARAM, K_VIEW, K_EW, K_MATMUL, K_RED, K_ROW, K_OPT, K_CONV, K_CHAN, K_POOL, K_STATE } OpKind;
+typedef enum { K_DATA, K_PARAM, K_VIEW, K_EW, K_MATMUL, K_RED, K_ROW, K_OPT, K_CONV, K_CHAN, K_POOL, K_STATE, K_COMM } OpKind;
 typedef enum { DT_F32, DT_I32 } DType;
 typedef enum { PH_FWD, PH_LOSS, PH_BWD, PH_OPT } Phase;
 typedef enum { RED_MEAN, RED_SUM, RED_NONE } Reduction;
 
 #define DIM_N (-1)          /* the symbolic batch dimension */
 #define MAX_RANK 4
-#define MAX_IN 4
+#define MAX_IN 5
 
 typedef struct Shape {
     int rank;
@@ -83,6 +83,7 @@ typedef struct Node {
     int i64;                /* PARAM: an integer counter, int64 in checkpoints */
     Window win;             /* CONV2D*, *POOL*: geometry */
     double eps, momentum;   /* BN_*: batch norm settings */
+    int sync;               /* BN_RUNNING: of statistics over all ranks (SyncBatchNorm) */
 } Node;
 
 typedef struct Graph {
@@ -140,6 +141,7 @@ typedef struct TrainCfg {
     double step_size, gamma, t_max, eta_min;
     int batch, epochs, shuffle, drop_last;
     uint64_t seed;
+    int sync_bn;            /* SyncBatchNorm: batch statistics over all ranks */
     double bucket_mb;       /* gradient bucket size after the first (1 MB) */
     Loc loc;
 } TrainCfg;
@@ -171,7 +173,7 @@ void ad_train_step(Program *p);
 void bucket_plan(Graph *g, double first_mb, double bucket_mb);
 
 /* ---- plan: fuse.c, memplan.c ------------------------------------------ */
-typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT, G_CONV, G_CHAN, G_POOL, G_STATE } GroupKind;
+typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT, G_CONV, G_CHAN, G_POOL, G_STATE, G_COMM } GroupKind;
 typedef enum { FUSE_NONE, FUSE_ELEMENTWISE, FUSE_ALL } FuseLevel;
 typedef enum { B_NONE, B_ACT, B_FIX, B_PARAM, B_GRAD, B_STAT } BufClass;
 
@@ -211,6 +213,9 @@ typedef struct Plan {
 } Plan;
 
 /* Nodes reachable backwards from the roots, in topological order. */
+/* The inputs of n the plan reads: all but the sync inputs of bn_gstats in
+ * the eval plan (it normalizes with the running statistics there). */
+int plan_nin(const Plan *p, const Node *n);
 Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots);
 void fuse_plan(Plan *p, FuseLevel level);
 void mem_plan(Plan *p);
@@ -264,6 +269,7 @@ struct CudaLaunch {
     const char *name;
     unsigned block[3], gfix[3];
     int64_t gmul[3], gdiv[3];
+    int64_t coll_off, coll_n;   /* rt_cuda_launch's: a sum over the ranks after the kernel */
 };
 const char *emit_cuda_prelude(void);
 /* The CUDA kernel of group grp (text after the prelude), and its launch. */

@@ -188,6 +188,17 @@ static void emit_opt(const Emit *m, const Program *prog)
         emit_sgd_loop(f, t, lo[r], hi[r]);
 }
 
+/* A sum over the ranks: the input copied to the node's own buffer, then
+ * summed there in place by the runtime (rt_sync_sum, cddprt.h). */
+static void emit_comm(const Emit *m)
+{
+    const Node *n = ex_node(m, m->gr->nodes[0]);
+    int64_t count = ir_numel(&n->shape, 1);
+    fprintf(m->f, "    for (int64_t k = 0; k < %lld; k++)\n        b%d[k] = b%d[k];\n", (long long)count, n->id,
+            plan_source(m->p, n->in[0]));
+    fprintf(m->f, "    rt_sync_sum(b%d, %lld);\n", n->id, (long long)count);
+}
+
 void emit_c_kernels(FILE *f, const Plan *p, const Program *prog)
 {
     for (int i = 0; i < p->ngroups; i++) {
@@ -207,6 +218,7 @@ void emit_c_kernels(FILE *f, const Plan *p, const Program *prog)
         case G_RED: emit_reduce(&m); break;
         case G_OPT: emit_opt(&m, prog); break;
         case G_CONV: case G_CHAN: case G_POOL: case G_STATE: emit_nchw_c(&m); break;
+        case G_COMM: emit_comm(&m); break;
         }
         fprintf(f, "}\n");
     }

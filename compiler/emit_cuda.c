@@ -361,6 +361,23 @@ static void emit_opt(const Emit *m, const Program *prog, CudaLaunch *L)
     L->gfix[0] = (unsigned)(blocks < 1 ? 1 : blocks > 8192 ? 8192 : blocks);
 }
 
+/* A sum over the ranks: this kernel copies the input into the node's own
+ * fix buffer; with several ranks the runtime then sums that range in
+ * place with NCCL (L->coll_*), on the stream the gradient buckets use. */
+static void emit_comm(const Emit *m, CudaLaunch *L)
+{
+    const Node *n = ex_node(m, m->gr->nodes[0]);
+    const Buf *b = &m->p->buf[n->id];
+    if (b->cls != B_FIX)
+        diag_ice("emit: allreduce %%%d must live in fix", n->id);
+    int64_t count = ir_numel(&n->shape, 1);
+    fprintf(m->f, "    for (int64_t k = threadIdx.x; k < %lld; k += blockDim.x)\n        b%d[k] = b%d[k];\n",
+            (long long)count, n->id, plan_source(m->p, n->in[0]));
+    L->gfix[0] = 1;
+    L->coll_off = b->off;
+    L->coll_n = count;
+}
+
 char *emit_cuda_kernel(const Plan *p, int grp, const Program *prog, CudaLaunch *L)
 {
     char *text = NULL;
@@ -397,6 +414,7 @@ char *emit_cuda_kernel(const Plan *p, int grp, const Program *prog, CudaLaunch *
     }
     case G_OPT: emit_opt(&m, prog, L); break;
     case G_CONV: case G_CHAN: case G_POOL: case G_STATE: emit_nchw_cuda(&m, L); break;
+    case G_COMM: emit_comm(&m, L); break;
     }
     fprintf(f, "}\n");
     fclose(f);

@@ -36,7 +36,7 @@ void ex_declare_buffers(const Emit *m)
     char *seen = util_alloc((size_t)m->p->g->nn);
     for (int k = 0; k < gr->nnodes; k++) {
         const Node *n = ex_node(m, gr->nodes[k]);
-        for (int j = -1; j < n->nin; j++) {
+        for (int j = -1; j < plan_nin(m->p, n); j++) {
             int id = j < 0 ? n->id : plan_source(m->p, n->in[j]);
             if (seen[id] || m->p->buf[id].cls == B_NONE || (j >= 0 && ex_in_group(m, id) && !plan_uses_outside(m->p, id)))
                 continue;

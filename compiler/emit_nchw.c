@@ -182,11 +182,21 @@ static void c_chan_loop_open(FILE *f, int64_t C, int64_t HW)
 
 #define FOR_CHAN "for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++)"
 
+/* The input x of a channel op: in[1] for the gradient ops (in[0] is dy). */
+static int chan_x_input(const Node *n)
+{
+    return n->op == OP_BN_DX || n->op == OP_BN_DW || n->op == OP_BN_DPART || n->op == OP_BN_GDX;
+}
+
+/* Channel c's mean and variance from sums over all ranks (bn_gstats), or
+ * the running ones in the eval plan; Mg: the count on all ranks. */
+#define MG "(double)(M * e->world)"
+
 static void c_chan(const Emit *m, const Node *n)
 {
     FILE *f = m->f;
     const Plan *p = m->p;
-    const Shape *x = &ex_node(m, n->in[n->op == OP_BN_DX || n->op == OP_BN_DW ? 1 : 0])->shape;
+    const Shape *x = &ex_node(m, n->in[chan_x_input(n)])->shape;
     int a = plan_source(p, n->in[0]);
     int xb = n->nin > 1 ? plan_source(p, n->in[1]) : -1;
     c_chan_loop_open(f, x->d[1], x->d[2] * x->d[3]);
@@ -195,33 +205,57 @@ static void c_chan(const Emit *m, const Node *n)
         fprintf(f, "        double s = 0.0;\n        " FOR_CHAN " s += b%d[e];\n", a);
         fprintf(f, "        b%d[c] = (float)s;\n", n->id);
         break;
-    case OP_BN_STATS:
+    case OP_BN_STATS: case OP_BN_GSTATS:
         if (!p->training) {     /* eval: normalize with the running statistics */
             fprintf(f, "        b%d[c] = b%d[c];\n        b%d[C + c] = b%d[c];\n        (void)b%d;\n", n->id,
                     plan_source(p, n->in[1]), n->id, plan_source(p, n->in[2]), a);
             break;
         }
-        /* two passes: the variance about the mean, not E[x^2] - E[x]^2 */
         fprintf(f, "        (void)b%d, (void)b%d;    /* the eval plan's */\n", plan_source(p, n->in[1]),
                 plan_source(p, n->in[2]));
+        if (n->op == OP_BN_GSTATS) {    /* the passes ran before, their sums summed over the ranks */
+            fprintf(f, "        (void)b%d;\n        b%d[c] = (float)((double)b%d[c] / " MG ");\n", a, n->id,
+                    plan_source(p, n->in[3]));
+            fprintf(f, "        b%d[C + c] = (float)((double)b%d[c] / " MG ");\n", n->id, plan_source(p, n->in[4]));
+            break;
+        }
+        /* two passes: the variance about the mean, not E[x^2] - E[x]^2 */
         fprintf(f, "        double s = 0.0, q = 0.0;\n        " FOR_CHAN " s += b%d[e];\n", a);
         fprintf(f, "        const double mean = s / (double)M;\n");
         fprintf(f, "        " FOR_CHAN " q += ((double)b%d[e] - mean) * ((double)b%d[e] - mean);\n", a, a);
         fprintf(f, "        b%d[c] = (float)mean;\n        b%d[C + c] = (float)(q / (double)M);\n", n->id, n->id);
         break;
-    case OP_BN_DX: case OP_BN_DW: {
+    case OP_BN_SQDEV:   /* this rank's second pass, about the mean of all ranks */
+        fprintf(f, "        const double mean = (double)b%d[c] / " MG ";\n        double q = 0.0;\n", xb);
+        fprintf(f, "        " FOR_CHAN " q += ((double)b%d[e] - mean) * ((double)b%d[e] - mean);\n", a, a);
+        fprintf(f, "        b%d[c] = (float)q;\n", n->id);
+        break;
+    case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: case OP_BN_GDX: {
         int st = plan_source(p, n->in[2]);
         fprintf(f, "        const float mean = b%d[c], invstd = 1.0f / sqrtf(b%d[C + c] + %s);\n", st, st,
                 util_cfloat(n->eps));
-        fprintf(f, "        double sdy = 0.0, sdyx = 0.0;\n");
-        fprintf(f, "        " FOR_CHAN " {\n            sdy += b%d[e];\n", a);
-        fprintf(f, "            sdyx += (double)b%d[e] * (double)((b%d[e] - mean) * invstd);\n        }\n", a, xb);
+        if (n->op != OP_BN_GDX) {
+            fprintf(f, "        double sdy = 0.0, sdyx = 0.0;\n");
+            fprintf(f, "        " FOR_CHAN " {\n            sdy += b%d[e];\n", a);
+            fprintf(f, "            sdyx += (double)b%d[e] * (double)((b%d[e] - mean) * invstd);\n        }\n", a, xb);
+        }
         if (n->op == OP_BN_DW) {
             fprintf(f, "        b%d[c] = (float)sdyx;\n        (void)sdy;\n", n->id);
             break;
         }
-        /* dx = w invstd (dy - mean(dy) - xhat mean(dy xhat)) */
-        fprintf(f, "        const float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);\n");
+        if (n->op == OP_BN_DPART) {
+            fprintf(f, "        b%d[c] = (float)sdy;\n        b%d[C + c] = (float)sdyx;\n", n->id, n->id);
+            break;
+        }
+        /* dx = w invstd (dy - mean(dy) - xhat mean(dy xhat)), the means over
+         * this batch, or over all ranks' batches (bn_gdx) */
+        if (n->op == OP_BN_GDX) {
+            int sums = plan_source(p, n->in[4]);
+            fprintf(f, "        const float mdy = (float)((double)b%d[c] / " MG "), mdyx = (float)((double)b%d[C + c] / " MG ");\n",
+                    sums, sums);
+        } else {
+            fprintf(f, "        const float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);\n");
+        }
         fprintf(f, "        const float scale = b%d[c] * invstd;\n", plan_source(p, n->in[3]));
         fprintf(f, "        " FOR_CHAN " b%d[e] = scale * (b%d[e] - mdy - (b%d[e] - mean) * invstd * mdyx);\n", n->id,
                 a, xb);
@@ -253,11 +287,18 @@ static int64_t running_hw(const Emit *m, const Node *n)
     return x->d[2] * x->d[3];
 }
 
+/* The statistics' element count per channel: of all ranks' batches when
+ * they were taken over all ranks (SyncBatchNorm). */
+static void running_count(const Emit *m, const Node *n)
+{
+    fprintf(m->f, "    const int64_t C = %lld, M = n * (int64_t)%lld%s;\n", (long long)running_channels(m, n),
+            (long long)running_hw(m, n), n->sync ? " * e->world" : "");
+}
+
 static void c_state(const Emit *m, const Node *n)
 {
     FILE *f = m->f;
-    fprintf(f, "    const int64_t C = %lld, M = n * (int64_t)%lld;\n", (long long)running_channels(m, n),
-            (long long)running_hw(m, n));
+    running_count(m, n);
     fprintf(f, "    const float unbias = M > 1 ? (float)M / (float)(M - 1) : 1.0f;\n");
     fprintf(f, "    for (int64_t c = 0; c < C; c++) {\n");
     running_update(f, m->p, n, "        ");
@@ -477,20 +518,28 @@ static void cu_chan(const Emit *m, const Node *n, CudaLaunch *L)
 {
     FILE *f = m->f;
     const Plan *p = m->p;
-    const Shape *x = &ex_node(m, n->in[n->op == OP_BN_DX || n->op == OP_BN_DW ? 1 : 0])->shape;
+    const Shape *x = &ex_node(m, n->in[chan_x_input(n)])->shape;
     int a = plan_source(p, n->in[0]);
     int xb = n->nin > 1 ? plan_source(p, n->in[1]) : -1;
     L->gfix[0] = (unsigned)x->d[1];
     fprintf(f, "    const int64_t C = %lld, HW = %lld, M = n * HW, c = blockIdx.x;\n    (void)M, (void)HW;\n", (long long)x->d[1],
             (long long)(x->d[2] * x->d[3]));
-    if (n->op == OP_BN_STATS && !p->training) {
+    if ((n->op == OP_BN_STATS || n->op == OP_BN_GSTATS) && !p->training) {
         fprintf(f, "    (void)b%d;    /* eval: the input is not looked at */\n", a);
         fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = b%d[c];\n        b%d[C + c] = b%d[c];\n    }\n", n->id,
                 plan_source(p, n->in[1]), n->id, plan_source(p, n->in[2]));
         return;
     }
-    fprintf(f, "    __shared__ float red_a[%d];\n    float pa = 0.0f;\n", THREADS);
-    if (n->op != OP_SUM_CHAN)
+    if (n->op == OP_BN_GSTATS) {    /* the passes ran before, their sums summed over the ranks */
+        fprintf(f, "    (void)b%d, (void)b%d, (void)b%d;\n", a, plan_source(p, n->in[1]), plan_source(p, n->in[2]));
+        fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = (float)((double)b%d[c] / " MG ");\n", n->id,
+                plan_source(p, n->in[3]));
+        fprintf(f, "        b%d[C + c] = (float)((double)b%d[c] / " MG ");\n    }\n", n->id, plan_source(p, n->in[4]));
+        return;
+    }
+    if (n->op != OP_BN_GDX)
+        fprintf(f, "    __shared__ float red_a[%d];\n    float pa = 0.0f;\n", THREADS);
+    if (n->op != OP_SUM_CHAN && n->op != OP_BN_SQDEV && n->op != OP_BN_GDX)
         fprintf(f, "    __shared__ float red_b[%d];\n    float pb = 0.0f;\n", THREADS);
     switch (n->op) {
     case OP_SUM_CHAN:
@@ -509,18 +558,35 @@ static void cu_chan(const Emit *m, const Node *n, CudaLaunch *L)
         fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = mean;\n        b%d[C + c] = q / (float)M;\n    }\n",
                 n->id, n->id);
         break;
-    case OP_BN_DX: case OP_BN_DW: {
+    case OP_BN_SQDEV:   /* this rank's second pass, about the mean of all ranks */
+        fprintf(f, "    const float mean = (float)((double)b%d[c] / " MG ");\n", xb);
+        fprintf(f, "    " CU_FOR_CHAN " const float d = b%d[e] - mean; pa += d * d; }\n", a);
+        cu_block_sum(f, "a", "pa", "q");
+        fprintf(f, "    if (threadIdx.x == 0)\n        b%d[c] = q;\n", n->id);
+        break;
+    case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: case OP_BN_GDX: {
         int st = plan_source(p, n->in[2]);
         fprintf(f, "    const float mean = b%d[c], invstd = 1.0f / sqrtf(b%d[C + c] + %s);\n", st, st, util_cfloat(n->eps));
-        fprintf(f, "    " CU_FOR_CHAN " pa += b%d[e]; pb += b%d[e] * ((b%d[e] - mean) * invstd); }\n", a, a, xb);
-        cu_block_sum(f, "a", "pa", "sdy");
-        cu_block_sum(f, "b", "pb", "sdyx");
+        if (n->op == OP_BN_GDX) {
+            int sums = plan_source(p, n->in[4]);
+            fprintf(f, "    const float mdy = (float)((double)b%d[c] / " MG "), mdyx = (float)((double)b%d[C + c] / " MG ");\n",
+                    sums, sums);
+        } else {
+            fprintf(f, "    " CU_FOR_CHAN " pa += b%d[e]; pb += b%d[e] * ((b%d[e] - mean) * invstd); }\n", a, a, xb);
+            cu_block_sum(f, "a", "pa", "sdy");
+            cu_block_sum(f, "b", "pb", "sdyx");
+        }
         if (n->op == OP_BN_DW) {
             fprintf(f, "    (void)sdy;\n    if (threadIdx.x == 0)\n        b%d[c] = sdyx;\n", n->id);
             break;
         }
-        fprintf(f, "    const float mdy = sdy / (float)M, mdyx = sdyx / (float)M, scale = b%d[c] * invstd;\n",
-                plan_source(p, n->in[3]));
+        if (n->op == OP_BN_DPART) {
+            fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = sdy;\n        b%d[C + c] = sdyx;\n    }\n", n->id, n->id);
+            break;
+        }
+        if (n->op == OP_BN_DX)
+            fprintf(f, "    const float mdy = sdy / (float)M, mdyx = sdyx / (float)M;\n");
+        fprintf(f, "    const float scale = b%d[c] * invstd;\n", plan_source(p, n->in[3]));
         fprintf(f, "    " CU_FOR_CHAN " b%d[e] = scale * (b%d[e] - mdy - (b%d[e] - mean) * invstd * mdyx); }\n", n->id,
                 a, xb);
         break;
@@ -533,8 +599,7 @@ static void cu_chan(const Emit *m, const Node *n, CudaLaunch *L)
 static void cu_state(const Emit *m, const Node *n, CudaLaunch *L)
 {
     FILE *f = m->f;
-    fprintf(f, "    const int64_t C = %lld, M = n * (int64_t)%lld;\n", (long long)running_channels(m, n),
-            (long long)running_hw(m, n));
+    running_count(m, n);
     fprintf(f, "    const float unbias = M > 1 ? (float)M / (float)(M - 1) : 1.0f;\n");
     fprintf(f, "    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {\n");
     running_update(f, m->p, n, "        ");

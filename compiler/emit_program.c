@@ -128,10 +128,10 @@ static void emit_plan_table(FILE *f, const Plan *p, const char *var, const CudaL
     fprintf(f, "\nstatic const rt_cuda_launch %s_cuda[] = {\n", var);
     for (int i = 0; i < p->ngroups; i++) {
         const CudaLaunch *l = &cu[i];
-        fprintf(f, "    {\"%s\", {%u, %u, %u}, {%u, %u, %u}, {%lld, %lld, %lld}, {%lld, %lld, %lld}},\n", l->name,
-                l->block[0], l->block[1], l->block[2], l->gfix[0], l->gfix[1], l->gfix[2], (long long)l->gmul[0],
-                (long long)l->gmul[1], (long long)l->gmul[2], (long long)l->gdiv[0], (long long)l->gdiv[1],
-                (long long)l->gdiv[2]);
+        fprintf(f, "    {\"%s\", {%u, %u, %u}, {%u, %u, %u}, {%lld, %lld, %lld}, {%lld, %lld, %lld}, %lld, %lld},\n",
+                l->name, l->block[0], l->block[1], l->block[2], l->gfix[0], l->gfix[1], l->gfix[2],
+                (long long)l->gmul[0], (long long)l->gmul[1], (long long)l->gmul[2], (long long)l->gdiv[0],
+                (long long)l->gdiv[1], (long long)l->gdiv[2], (long long)l->coll_off, (long long)l->coll_n);
     }
     fprintf(f, "};\n");
 }

@@ -71,7 +71,7 @@ static int inputs_ready(const Fuser *f, int c, int grp)
 {
     const Group *gr = &f->p->groups[grp];
     const Node *n = node(f, c);
-    for (int j = 0; j < n->nin; j++) {
+    for (int j = 0; j < plan_nin(f->p, n); j++) {
         int x = n->in[j];
         if (f->p->group_of[x] == grp)
             continue;
@@ -198,8 +198,9 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
     case K_CHAN:
     case K_POOL:
     case K_STATE:
+    case K_COMM:    /* a collective between kernels: its own table entry */
         grp = new_group(f, op_kind[n->op] == K_CONV ? G_CONV : op_kind[n->op] == K_CHAN ? G_CHAN
-                        : op_kind[n->op] == K_POOL ? G_POOL : G_STATE, id);
+                        : op_kind[n->op] == K_POOL ? G_POOL : op_kind[n->op] == K_STATE ? G_STATE : G_COMM, id);
         add(f, grp, id);
         return;
     }

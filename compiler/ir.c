@@ -169,10 +169,11 @@ void ir_dump(FILE *f, const Graph *g)
             if (op_kind[n->op] == K_CONV)
                 fprintf(f, " d=%dx%d g=%d", w->dh, w->dw, w->groups);
         }
-        if (n->op == OP_BN_STATS || n->op == OP_BN_APPLY || n->op == OP_BN_DX)
+        if (n->op == OP_BN_STATS || n->op == OP_BN_GSTATS || n->op == OP_BN_APPLY || n->op == OP_BN_DX
+            || n->op == OP_BN_DPART || n->op == OP_BN_GDX)
             fprintf(f, " eps=%g", n->eps);
         if (n->op == OP_BN_RUNNING)
-            fprintf(f, " momentum=%g", n->momentum);
+            fprintf(f, " momentum=%g%s", n->momentum, n->sync ? " sync" : "");
         if (n->op == OP_PARAM && n->buffer)
             fprintf(f, " buffer%s", n->i64 ? " i64" : "");
         fprintf(f, " : %s%s %s", n->dt == DT_I32 ? "i32" : "f32", ir_shape_str(&n->shape), phase_text[n->phase]);
@@ -262,6 +263,19 @@ static int verify_nchw(const Graph *g, const Node *n, const char *after)
     case OP_BN_DW:
         return check(g, n, after, ir_same_shape(a, b) && bn_stats_of(in_shape(g, n, 2), a) && chan_vec(s, a),
                      "bn_dw: dy, x, stats -> [C]");
+    case OP_BN_SQDEV:
+        return check(g, n, after, chan_vec(b, a) && chan_vec(s, a), "bn_sqdev: x, sum[C] -> [C]");
+    case OP_BN_GSTATS:
+        return check(g, n, after, bn_stats_of(s, a) && chan_vec(b, a) && chan_vec(in_shape(g, n, 2), a)
+                     && chan_vec(in_shape(g, n, 3), a) && chan_vec(in_shape(g, n, 4), a),
+                     "bn_gstats: x, running [C], sums [C] -> [2,C]");
+    case OP_BN_DPART:
+        return check(g, n, after, ir_same_shape(a, b) && bn_stats_of(in_shape(g, n, 2), a) && bn_stats_of(s, a),
+                     "bn_dpart: dy, x, stats -> [2,C]");
+    case OP_BN_GDX:
+        return check(g, n, after, ir_same_shape(a, s) && ir_same_shape(b, s) && bn_stats_of(in_shape(g, n, 2), s)
+                     && chan_vec(in_shape(g, n, 3), s) && bn_stats_of(in_shape(g, n, 4), s),
+                     "bn_gdx: dy, x, stats, w, sums[2,C]");
     case OP_BN_RUNNING: {
         const Shape *st = in_shape(g, n, 3);
         int ok = st->rank == 2 && st->d[0] == 2 && a->rank == 1 && a->d[0] == st->d[1] && ir_same_shape(a, b)
@@ -334,8 +348,11 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
                      && ir_same_shape(in_shape(g, n, 0), s), "sgd updates a param with a gradient of its shape");
     case OP_CONV2D: case OP_CONV2D_DX: case OP_CONV2D_DW: case OP_SUM_CHAN: case OP_BN_STATS: case OP_BN_APPLY:
     case OP_BN_DX: case OP_BN_DW: case OP_BN_RUNNING: case OP_MAXPOOL: case OP_MAXPOOL_DX: case OP_AVGPOOL:
-    case OP_AVGPOOL_DX:
+    case OP_AVGPOOL_DX: case OP_BN_SQDEV: case OP_BN_GSTATS: case OP_BN_DPART: case OP_BN_GDX:
         return verify_nchw(g, n, after);
+    case OP_ALLREDUCE:
+        return check(g, n, after, !ir_batched(s) && ir_same_shape(in_shape(g, n, 0), s),
+                     "allreduce keeps the shape of an unbatched value");
     case OP_COUNT:
         break;
     }

@@ -95,7 +95,7 @@ void mem_plan(Plan *p)
         int id = p->order[k];
         const Node *n = g->n[id];
         last[id] = p->is_root[id] ? p->ngroups : p->group_of[id];
-        for (int j = 0; j < n->nin; j++) {
+        for (int j = 0; j < plan_nin(p, n); j++) {
             int src = plan_source(p, n->in[j]);
             int use = p->group_of[id] >= 0 ? p->group_of[id] : last[id];
             if (use > last[src])

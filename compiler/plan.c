@@ -5,6 +5,11 @@
 
 #include "cddpc.h"
 
+int plan_nin(const Plan *p, const Node *n)
+{
+    return n->op == OP_BN_GSTATS && !p->training ? 3 : n->nin;
+}
+
 Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots)
 {
     Plan *p = util_alloc(sizeof *p);
@@ -20,7 +25,7 @@ Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots)
      * root depends on. */
     for (int i = g->nn - 1; i >= 0; i--)
         if (p->in_plan[i])
-            for (int k = 0; k < g->n[i]->nin; k++)
+            for (int k = 0; k < plan_nin(p, g->n[i]); k++)
                 p->in_plan[g->n[i]->in[k]] = 1;
     p->order = util_alloc(sizeof(int) * (size_t)g->nn);
     p->nuse = util_alloc(sizeof(int) * (size_t)g->nn);
@@ -28,7 +33,7 @@ Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots)
         if (!p->in_plan[i])
             continue;
         p->order[p->norder++] = i;
-        for (int k = 0; k < g->n[i]->nin; k++)
+        for (int k = 0; k < plan_nin(p, g->n[i]); k++)
             p->nuse[g->n[i]->in[k]]++;
     }
     /* consumer lists, so "who reads this value" is never a graph scan */
@@ -38,7 +43,7 @@ Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots)
         p->cons[i] = util_alloc(sizeof(int) * (size_t)(p->nuse[i] + 1));
     for (int k = 0; k < p->norder; k++) {
         const Node *n = g->n[p->order[k]];
-        for (int j = 0; j < n->nin; j++)
+        for (int j = 0; j < plan_nin(p, n); j++)
             p->cons[n->in[j]][fill[n->in[j]]++] = n->id;
     }
     p->group_of = util_alloc(sizeof(int) * (size_t)g->nn);

@@ -48,7 +48,7 @@ static double group_bytes(const Plan *p, const Group *gr, int64_t b)
             bytes += (double)b;
         if (plan_uses_outside(p, n->id) || gr->gemm_out == n->id)
             bytes += 4.0 * (double)numel(n, b) * (n->op == OP_SGD ? 3 : 1);
-        for (int j = 0; j < n->nin; j++) {
+        for (int j = 0; j < plan_nin(p, n); j++) {
             int x = plan_source(p, n->in[j]);
             if (p->group_of[x] == p->group_of[n->id] || seen[x])
                 continue;

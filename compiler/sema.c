@@ -322,6 +322,7 @@ typedef struct Sema {
     int nlayers;
     Var *vars;
     int nvars;
+    int sync_bn;            /* the train block's sync_batchnorm */
 } Sema;
 
 static Shape shape2(int64_t a, int64_t b) { return (Shape){2, {a, b}}; }
@@ -639,13 +640,27 @@ static Val apply_nchw(Sema *S, const Layer *l, Val x, Loc loc)
     const Window *w = &l->win;
     if (l->kind == LK_BATCHNORM2D) {
         Graph *g = S->g;
-        Val st = node4(S, OP_BN_STATS, (int[]){x.id, l->rm, l->rv}, shape2(2, l->in), loc);
+        Val st;
+        if (S->sync_bn) {
+            /* SyncBatchNorm: each pass's channel sums over all ranks before
+             * the next pass (the mean, then the squares about it): the
+             * statistics of one rank holding the whole global batch */
+            Shape c = shape1(l->in);
+            Val s = node4(S, OP_SUM_CHAN, &x.id, c, loc);
+            Val gs = node4(S, OP_ALLREDUCE, &s.id, c, loc);
+            Val q = node4(S, OP_BN_SQDEV, (int[]){x.id, gs.id}, c, loc);
+            Val gq = node4(S, OP_ALLREDUCE, &q.id, c, loc);
+            st = node4(S, OP_BN_GSTATS, (int[]){x.id, l->rm, l->rv, gs.id, gq.id}, shape2(2, l->in), loc);
+        } else {
+            st = node4(S, OP_BN_STATS, (int[]){x.id, l->rm, l->rv}, shape2(2, l->in), loc);
+        }
         g->n[st.id]->eps = l->eps;
         Val y = node4(S, OP_BN_APPLY, (int[]){x.id, st.id, l->w, l->b}, x.s, loc);
         g->n[y.id]->eps = l->eps;
         /* the running statistics move once per training step, from the stats */
         Val r = node4(S, OP_BN_RUNNING, (int[]){l->rm, l->rv, l->nbt, st.id}, shape1(l->in), loc);
         g->n[r.id]->momentum = l->momentum;
+        g->n[r.id]->sync = S->sync_bn;
         ir_effect(g, r.id);
         return y;
     }
@@ -937,9 +952,9 @@ static Val run_body(Sema *S, const Forward *f)
 
 /* Checks one model, building its graph in g: IMAGES, LABELS, its
  * parameters in declaration order, then forward. Returns the logits. */
-static Val check_model(Graph *g, const Model *m, Shape *in)
+static Val check_model(Graph *g, const Model *m, Shape *in, int sync_bn)
 {
-    Sema S = {.g = g, .m = m, .decls = m->layers};
+    Sema S = {.g = g, .m = m, .decls = m->layers, .sync_bn = sync_bn};
     const Forward *f = m->nfwd ? m->fwd[0] : NULL;
     if (!f)
         diag_error(m->loc, "model '%s' has no forward(x: f32[N, ...]) { ... }", m->name);
@@ -987,7 +1002,7 @@ static Val check_model(Graph *g, const Model *m, Shape *in)
 
 static const char *const train_keys[] = {"model", "data", "loss", "optimizer", "batch",
                                          "epochs", "shuffle", "seed", "drop_last", "bucket_mb",
-                                         "schedule"};
+                                         "schedule", "sync_batchnorm"};
 enum { NTRAIN_KEYS = sizeof train_keys / sizeof train_keys[0] };
 
 /* `name` or `name(args)`: the callee, with e itself as a call node. */
@@ -1297,6 +1312,7 @@ static int check_train(const File *f, const Train *tr, TrainCfg *t)
             break;
         }
         case 10: train_schedule(t, v); break;
+        case 11: get_bool(v, "sync_batchnorm", &t->sync_bn); break;
         }
     }
     if (!seen[0]) {
@@ -1337,6 +1353,12 @@ Program *front_compile(const char *path, const char *text)
         return NULL;
     Loc file_loc = {path, 0, 0};
 
+    /* SyncBatchNorm changes how each BatchNorm2d is built: read it first
+     * (check_train reports a bad value later) */
+    int sync_bn = 0;
+    for (int i = 0; f->ntrains > 0 && i < f->trains[0]->nitems; i++)
+        if (strcmp(f->trains[0]->items[i]->key, "sync_batchnorm") == 0 && f->trains[0]->items[i]->val->kind == E_BOOL)
+            sync_bn = (int)f->trains[0]->items[i]->val->i;
     Graph **graphs = util_alloc(sizeof *graphs * (size_t)(f->nmodels + 1));
     Val *logits = util_alloc(sizeof *logits * (size_t)(f->nmodels + 1));
     Shape *inputs = util_alloc(sizeof *inputs * (size_t)(f->nmodels + 1));
@@ -1349,7 +1371,7 @@ Program *front_compile(const char *path, const char *text)
                 break;
             }
         graphs[i] = ir_new();
-        logits[i] = check_model(graphs[i], m, &inputs[i]);
+        logits[i] = check_model(graphs[i], m, &inputs[i], sync_bn);
     }
     if (f->nmodels == 0)
         diag_error(file_loc, "no model in this file (add 'model NAME { ... }')");

@@ -94,6 +94,10 @@ typedef struct rt_cuda_launch {
     unsigned block[3];
     unsigned gfix[3];
     int64_t gmul[3], gdiv[3];
+    /* coll_n > 0: after the kernel, fix[coll_off, coll_off + coll_n) is
+     * summed over the ranks in place (SyncBatchNorm; the C kernel calls
+     * rt_sync_sum itself) */
+    int64_t coll_off, coll_n;
 } rt_cuda_launch;
 
 typedef struct rt_plan {
@@ -170,6 +174,13 @@ static inline int rt_param_flags(const rt_model *m, int i) { return m->param_fla
  * blocked loop. Kernels call this for every matrix product. */
 void rt_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
               int64_t ldb, float *c, int64_t ldc);
+
+/* x[0..n) := its sum over the data-parallel ranks, in place; nothing with
+ * one rank. The C kernels of SyncBatchNorm's collectives call it between
+ * the passes that need the whole batch's sums; it runs on its own
+ * communicator, so it never interleaves with the gradient all-reduces of
+ * the reducer's thread. */
+void rt_sync_sum(float *x, int64_t n);
 
 /* The program's whole life: parse argv, load data, train, evaluate, save.
  * Returns the process exit status. */

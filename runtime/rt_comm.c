@@ -72,6 +72,7 @@ void rt_comm_bcast_f32(float *x, int64_t n, const char *what) { (void)x, (void)n
 void rt_comm_bcast_bytes(void *x, int64_t n, const char *what) { (void)x, (void)n, (void)what; }
 void rt_comm_sum_f64(double *x, int64_t n, const char *what) { (void)x, (void)n, (void)what; }
 void rt_comm_allreduce_bucket(float *x, int64_t n, int bucket) { (void)x, (void)n, (void)bucket; }
+void rt_sync_sum(float *x, int64_t n) { (void)x, (void)n; }
 void rt_comm_send(const void *buf, int64_t bytes, const char *what)
 {
     (void)buf, (void)bytes, (void)what;
@@ -88,6 +89,7 @@ void rt_comm_recv(int from, void *buf, int64_t bytes, const char *what)
  * sleeps on a condition variable (CLOCK_MONOTONIC) until the earliest
  * deadline or until a slot changes; it never polls. */
 enum { SLOT_MAIN = 0, SLOT_COMM = 1, NSLOT = 2 };
+static MPI_Comm sync_comm = MPI_COMM_NULL;     /* rt_sync_sum's (see there) */
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -256,6 +258,8 @@ int rt_comm_init(double timeout)
     MPI_CHECK(MPI_Comm_rank(local, &rt_world.local_rank));
     MPI_CHECK(MPI_Comm_size(local, &rt_world.local_size));
     MPI_Comm_free(&local);
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &sync_comm));
+    MPI_Comm_set_errhandler(sync_comm, MPI_ERRORS_RETURN);
     if (rt_world.size > 1 && wd_start() != 0)
         rt_comm_abort(1);
     /* Time 0 of the trace: right after everyone has arrived. */
@@ -270,6 +274,8 @@ void rt_comm_finalize(void)
 {
     wd_stop();
     if (rt_world.mpi) {
+        if (sync_comm != MPI_COMM_NULL)
+            MPI_Comm_free(&sync_comm);
         MPI_Finalize();
         rt_world.mpi = 0;
     }
@@ -482,6 +488,21 @@ void rt_comm_allreduce_bucket(float *x, int64_t n, int bucket)
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x + i, (int)(n - i < CHUNK ? n - i : CHUNK),
                                 MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
     wd_end(SLOT_COMM);
+}
+
+/* The main thread's collectives inside a step (SyncBatchNorm) on a
+ * communicator of their own: the comm thread may be all-reducing a
+ * gradient bucket on MPI_COMM_WORLD at the same time, and two threads'
+ * collectives on one communicator could pair up wrongly across ranks. */
+void rt_sync_sum(float *x, int64_t n)
+{
+    if (rt_world.size <= 1)
+        return;
+    wd_begin(SLOT_MAIN, "SyncBatchNorm's all-reduce", -1);
+    for (int64_t i = 0; i < n; i += CHUNK)
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x + i, (int)(n - i < CHUNK ? n - i : CHUNK),
+                                MPI_FLOAT, MPI_SUM, sync_comm));
+    wd_end(SLOT_MAIN);
 }
 
 #define TAG_BYTES 7

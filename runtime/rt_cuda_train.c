@@ -93,6 +93,7 @@ typedef struct dev_run {
     int nb;
     rt_bucket one;
     CUevent *ev_ready, *ev_done;            /* [nb] */
+    CUevent *ev_cfork, *ev_cjoin;           /* [nk]: around a SyncBatchNorm sum after kernel k */
     /* --trace: timing events, [nk] per kernel and [nb] per all-reduce */
     int tracing;                            /* the step being issued records them */
     CUevent tbase, *tk0, *tk1, *tb0, *tb1;
@@ -170,6 +171,19 @@ static int launch_step_kernel(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k
     if ((d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk0[k], cu->stream))) ||
         rt_cuda_launch1(cu, pd->f[k], pd->p->cu[k].name, pd->grid[k], pd->p->cu[k].block, exec) ||
         (d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk1[k], cu->stream))))
+        return -1;
+    /* SyncBatchNorm's sums: on the comm stream too, behind the buckets
+     * handed over so far, because one NCCL communicator must see its
+     * collectives in one order on every rank; the main stream waits,
+     * since the next kernel reads the sums */
+    const rt_cuda_launch *l = &pd->p->cu[k];
+    if (ddp && l->coll_n > 0 &&
+        (CU_CHECK(rt_cu.cuEventRecord(d->ev_cfork[k], cu->stream)) ||
+         CU_CHECK(rt_cu.cuStreamWaitEvent(d->comm, d->ev_cfork[k], 0)) ||
+         rt_nccl_allreduce_sum(cu->nccl, d->fix + (CUdeviceptr)l->coll_off * sizeof(float), (size_t)l->coll_n,
+                               d->comm, l->name) ||
+         CU_CHECK(rt_cu.cuEventRecord(d->ev_cjoin[k], d->comm)) ||
+         CU_CHECK(rt_cu.cuStreamWaitEvent(cu->stream, d->ev_cjoin[k], 0))))
         return -1;
     for (; ddp && *next_bucket < d->nb && d->bk[*next_bucket].ready <= k; ++*next_bucket) {
         const int b = *next_bucket;
@@ -294,7 +308,9 @@ static int ddp_setup(const rt_model *m, dev_run *d)
         return -1;
     d->ev_ready = calloc((size_t)d->nb + 1, sizeof(CUevent));
     d->ev_done = calloc((size_t)d->nb + 1, sizeof(CUevent));
-    if (!d->ev_ready || !d->ev_done) {
+    d->ev_cfork = calloc((size_t)m->train.nk + 1, sizeof(CUevent));
+    d->ev_cjoin = calloc((size_t)m->train.nk + 1, sizeof(CUevent));
+    if (!d->ev_ready || !d->ev_done || !d->ev_cfork || !d->ev_cjoin) {
         rt_err("out of memory");
         return -1;
     }
@@ -303,6 +319,11 @@ static int ddp_setup(const rt_model *m, dev_run *d)
     for (int b = 0; b < d->nb; b++)
         if (CU_CHECK(rt_cu.cuEventCreate(&d->ev_ready[b], EVENT_DISABLE_TIMING)) ||
             CU_CHECK(rt_cu.cuEventCreate(&d->ev_done[b], EVENT_DISABLE_TIMING)))
+            return -1;
+    for (int k = 0; k < m->train.nk; k++)
+        if (m->train.cu[k].coll_n > 0 &&
+            (CU_CHECK(rt_cu.cuEventCreate(&d->ev_cfork[k], EVENT_DISABLE_TIMING)) ||
+             CU_CHECK(rt_cu.cuEventCreate(&d->ev_cjoin[k], EVENT_DISABLE_TIMING))))
             return -1;
     return 0;
 }
@@ -380,9 +401,10 @@ static void dev_free(dev_run *d)
             CU_CHECK(rt_cu.cuStreamDestroy_v2(d->comm));
         if (d->tbase)
             CU_CHECK(rt_cu.cuEventDestroy_v2(d->tbase));
-        CUevent *sets[4] = {d->tk0, d->tk1, d->tb0, d->tb1};
-        int counts[4] = {d->train.p ? d->train.p->nk : 0, d->train.p ? d->train.p->nk : 0, d->nb, d->nb};
-        for (int i = 0; i < 4; i++)
+        const int nk = d->train.p ? d->train.p->nk : 0;
+        CUevent *sets[6] = {d->tk0, d->tk1, d->tb0, d->tb1, d->ev_cfork, d->ev_cjoin};
+        int counts[6] = {nk, nk, d->nb, d->nb, nk, nk};
+        for (int i = 0; i < 6; i++)
             for (int j = 0; sets[i] && j < counts[i]; j++)
                 if (sets[i][j])
                     CU_CHECK(rt_cu.cuEventDestroy_v2(sets[i][j]));
@@ -393,6 +415,8 @@ static void dev_free(dev_run *d)
     free(d->tb1);
     free(d->ev_ready);
     free(d->ev_done);
+    free(d->ev_cfork);
+    free(d->ev_cjoin);
     CUdeviceptr *ptrs[] = {&d->param, &d->grad, &d->opt, &d->act, &d->fix, &d->stat, &d->timg,
                            &d->tlab, &d->vimg, &d->vlab, &d->order[0], &d->order[1], &d->vorder,
                            &d->steploss, &d->blocks};
@@ -407,6 +431,27 @@ static void dev_free(dev_run *d)
     free(d->eval.f);
     free(d->eval.grid);
     memset(d, 0, sizeof *d);
+}
+
+/* rt_bcast_buffers for the device's copy: through the host, once an
+ * epoch, when several ranks hold buffers (it waits for the epoch's steps). */
+static int bcast_buffers(rt_cuda *cu, dev_run *d, const rt_model *m, rt_ws *w)
+{
+    if (rt_world.size <= 1)
+        return 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < m->nparam; i++) {
+            const rt_param *p = &m->params[i];
+            const CUdeviceptr at = d->param + (CUdeviceptr)p->off * sizeof(float);
+            const size_t bytes = (size_t)p->numel * sizeof(float);
+            if ((rt_param_flags(m, i) & RT_PARAM_BUFFER) &&
+                (pass ? rt_cuda_htod(cu, at, w->param + p->off, bytes) : rt_cuda_dtoh(cu, w->param + p->off, at, bytes)))
+                return -1;
+        }
+        if (pass == 0)
+            rt_bcast_buffers(m, w->param);
+    }
+    return 0;
 }
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -617,7 +662,7 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
                 ok = !device_checkpoint(cu, &d, m, o, w, skip, s + 1, per_rank, batch, sums, &st);
             }
         }
-        ok = ok && !CU_CHECK(rt_cu.cuEventRecord(d.ev1, cu->stream)) &&
+        ok = ok && !CU_CHECK(rt_cu.cuEventRecord(d.ev1, cu->stream)) && !bcast_buffers(cu, &d, m, w) &&
              !CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d.ctl_v, cv, sizeof(rt_cuda_ctl), cu->stream));
         for (int64_t s = 0; ok && s < nbatch_v; s++)
             ok = !CU_CHECK(rt_cu.cuGraphLaunch(d.geval, cu->stream)) && !pace(cu, &d, epoch);

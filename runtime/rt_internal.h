@@ -293,6 +293,8 @@ void rt_reducer_free(rt_reducer *r);
 /* The learning rate of epoch `epoch` (1-based): --lr (or the train
  * block's) through the model's schedule (cddprt.h, rt_model.sched). */
 float rt_lr_at(const rt_model *m, float lr, int epoch);
+/* Rank 0's buffers (RT_PARAM_BUFFER) onto every rank: before evaluating. */
+void rt_bcast_buffers(const rt_model *m, float *param);
 /* rs: where to continue (--resume), or a fresh run (rs->active 0). */
 int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
              const rt_dataset *train, const rt_dataset *test, rt_log *log);
@@ -513,6 +515,8 @@ int rt_nccl_init(rt_nccl *n);
 /* In-place average of count floats at buf over the ranks, on stream s
  * (capturable into a CUDA graph). */
 int rt_nccl_allreduce_avg(rt_nccl *n, CUdeviceptr buf, size_t count, CUstream s, int bucket);
+/* In-place sum, the same way: SyncBatchNorm's sums after `kernel`. */
+int rt_nccl_allreduce_sum(rt_nccl *n, CUdeviceptr buf, size_t count, CUstream s, const char *kernel);
 /* -1 (after an error line) if the communicator has failed. */
 int rt_nccl_check(rt_nccl *n, const char *what);
 void rt_nccl_close(rt_nccl *n);

@@ -20,7 +20,7 @@
 #include <string.h>
 
 /* nccl.h's values */
-enum { NCCL_SUCCESS = 0, NCCL_IN_PROGRESS = 7, NCCL_FLOAT32 = 7, NCCL_AVG = 4 };
+enum { NCCL_SUCCESS = 0, NCCL_IN_PROGRESS = 7, NCCL_FLOAT32 = 7, NCCL_SUM = 0, NCCL_AVG = 4 };
 #define NCCL_MIN_VERSION 21000      /* 2.10: ncclAvg */
 
 typedef struct { char internal[RT_NCCL_ID_BYTES]; } nccl_id;
@@ -152,6 +152,18 @@ int rt_nccl_allreduce_avg(rt_nccl *n, CUdeviceptr buf, size_t count, CUstream s,
     if (r != NCCL_SUCCESS) {
         rt_err("NCCL error %d (%s) enqueuing the all-reduce of bucket %d (%zu floats)", r, nc_text(r),
                bucket, count);
+        return -1;
+    }
+    return 0;
+}
+
+int rt_nccl_allreduce_sum(rt_nccl *n, CUdeviceptr buf, size_t count, CUstream s, const char *kernel)
+{
+    void *p = (void *)(uintptr_t)buf;
+    int r = nc.ncclAllReduce(p, p, count, NCCL_FLOAT32, NCCL_SUM, n->comm, s);
+    if (r != NCCL_SUCCESS) {
+        rt_err("NCCL error %d (%s) enqueuing the all-reduce after kernel %s (%zu floats)", r, nc_text(r),
+               kernel, count);
         return -1;
     }
     return 0;

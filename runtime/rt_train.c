@@ -163,6 +163,20 @@ static void print_profile(const char *name, const rt_plan *p, const rt_prof *pro
                total > 0 ? 100.0 * prof->secs[k] / total : 0.0);
 }
 
+/* DDP's broadcast_buffers: rank 0's buffers (batch norm's running
+ * statistics) onto every rank before it evaluates, so every rank
+ * evaluates the model rank 0 saves. During training each rank keeps its
+ * own: in train mode batch norm reads only the batch, and PyTorch's
+ * broadcast before each forward leaves rank 0's buffers what rank 0's own
+ * updates made them, so the evaluated model is PyTorch's. (With
+ * SyncBatchNorm they are the same on every rank anyway.) */
+void rt_bcast_buffers(const rt_model *m, float *param)
+{
+    for (int i = 0; rt_world.size > 1 && i < m->nparam; i++)
+        if (rt_param_flags(m, i) & RT_PARAM_BUFFER)
+            rt_comm_bcast_f32(param + m->params[i].off, m->params[i].numel, "the broadcast of the buffers");
+}
+
 /* The eval plan over the test set in file order, batches of nmax. With
  * several ranks each evaluates its own contiguous block, [r*N/W,
  * (r+1)*N/W): every sample exactly once, no padding; the loss sums and
@@ -173,6 +187,7 @@ static void evaluate(const rt_model *m, rt_ws *w, rt_exec *e, const rt_dataset *
     const int64_t W = rt_world.size, r = rt_world.rank;
     const int64_t lo = test->n * r / W, hi = test->n * (r + 1) / W;
     double sums[2] = {0, 0};    /* loss, correct */
+    rt_bcast_buffers(m, w->param);
     e->img = test->img;
     e->lab = test->lab;
     in->kind = RT_TEV_EVAL;

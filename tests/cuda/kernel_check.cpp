@@ -92,6 +92,9 @@ struct State {
         e.lr = lr;
         e.step = step;
         e.nthreads = 1;
+        e.rank = 0;
+        e.world = 1;        /* SyncBatchNorm's counts: one rank, its sums are the sums */
+        e.seed = 7;
     }
     void copy_from(const State &o)
     {
@@ -227,9 +230,11 @@ bool check_layout()
                   offsetof(rt_exec, grad),  offsetof(rt_exec, opt),      offsetof(rt_exec, stat),
                   offsetof(rt_exec, img),   offsetof(rt_exec, lab),      offsetof(rt_exec, idx),
                   offsetof(rt_exec, img_size), offsetof(rt_exec, lr),    offsetof(rt_exec, step),
-                  offsetof(rt_exec, nthreads)};
+                  offsetof(rt_exec, nthreads), offsetof(rt_exec, rank), offsetof(rt_exec, world),
+                  offsetof(rt_exec, seed)};
     const char *names[] = {"sizeof", "n", "nmax", "act", "fix", "param", "grad", "opt",
-                           "stat", "img", "lab", "idx", "img_size", "lr", "step", "nthreads"};
+                           "stat", "img", "lab", "idx", "img_size", "lr", "step", "nthreads",
+                           "rank", "world", "seed"};
     bool ok = k == (int)(sizeof c / sizeof c[0]);
     for (int i = 0; ok && i < k; i++)
         if (cu[i] != c[i]) {

@@ -24,9 +24,9 @@ def load_st(path):
     for k, v in hdr.items():
         if k == "__metadata__":
             continue
-        assert v["dtype"] == "F32", v
+        assert v["dtype"] in ("F32", "I64"), v     # I64: batch norm's num_batches_tracked
         a, b = v["data_offsets"]
-        out[k] = np.frombuffer(raw[base + a:base + b], dtype="<f4").reshape(v["shape"])
+        out[k] = np.frombuffer(raw[base + a:base + b], dtype="<f4" if v["dtype"] == "F32" else "<i8").reshape(v["shape"])
     return out
 
 

@@ -114,6 +114,52 @@ static void eval_bn(const Node *n, double *y)
     }
 }
 
+/* SyncBatchNorm's ops, for WORLD ranks that all hold this same batch: a
+ * sum over the ranks is WORLD times the value, and the statistics count
+ * WORLD times the elements. With identical ranks the result must be plain
+ * batch norm's, so a lost or doubled factor of the world size shows. */
+#define WORLD 2
+static void eval_sync_bn(const Node *n, double *y)
+{
+    if (n->op == OP_ALLREDUCE) {
+        for (int64_t k = 0; k < size_of(n->id); k++)
+            y[k] = WORLD * val[n->in[0]].v[k];
+        return;
+    }
+    int xin = n->op == OP_BN_DPART || n->op == OP_BN_GDX ? 1 : 0;
+    const Shape *xs = &g->n[n->in[xin]]->shape;
+    int64_t C = xs->d[1], HW = xs->d[2] * xs->d[3];
+    double Mg = (double)(BATCH * HW * WORLD);
+    const double *in0 = val[n->in[0]].v, *x = val[n->in[xin]].v;
+    for (int64_t c = 0; c < C; c++) {
+        if (n->op == OP_BN_GSTATS) {
+            y[c] = val[n->in[3]].v[c] / Mg;
+            y[C + c] = val[n->in[4]].v[c] / Mg;
+            continue;
+        }
+        const double *st = n->op == OP_BN_SQDEV ? NULL : val[n->in[2]].v;
+        double mean = st ? st[c] : val[n->in[1]].v[c] / Mg, invstd = st ? 1 / sqrt(st[C + c] + n->eps) : 0;
+        double q = 0, sdy = 0, sdyx = 0;
+        for (int64_t i = 0; i < BATCH; i++)
+            for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++) {
+                q += (x[k] - mean) * (x[k] - mean);
+                sdy += in0[k];
+                sdyx += in0[k] * (x[k] - mean) * invstd;
+            }
+        if (n->op == OP_BN_SQDEV) {
+            y[c] = q;
+        } else if (n->op == OP_BN_DPART) {
+            y[c] = sdy;
+            y[C + c] = sdyx;
+        } else {    /* BN_GDX */
+            const double *w = val[n->in[3]].v, *sums = val[n->in[4]].v;
+            for (int64_t i = 0; i < BATCH; i++)
+                for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++)
+                    y[k] = w[c] * invstd * (in0[k] - sums[c] / Mg - (x[k] - mean) * invstd * sums[C + c] / Mg);
+        }
+    }
+}
+
 /* Pooling by definition; gradients scattered to the first maximum (or
  * evenly over the window, zero padding counted) of each output. */
 static void eval_pool(const Node *n, double *y, const double *a, const double *b)
@@ -223,6 +269,7 @@ static void eval_node(int id)
     case OP_CONV2D: case OP_CONV2D_DX: case OP_CONV2D_DW: eval_conv(n, y, a, b); break;
     case OP_SUM_CHAN: case OP_BN_STATS: case OP_BN_APPLY: case OP_BN_DX: case OP_BN_DW: eval_bn(n, y); break;
     case OP_MAXPOOL: case OP_MAXPOOL_DX: case OP_AVGPOOL: case OP_AVGPOOL_DX: eval_pool(n, y, a, b); break;
+    case OP_ALLREDUCE: case OP_BN_SQDEV: case OP_BN_GSTATS: case OP_BN_DPART: case OP_BN_GDX: eval_sync_bn(n, y); break;
     default:
         fprintf(stderr, "gradcheck: interpreter lacks %s\n", op_text[n->op]);
         exit(1);
@@ -358,7 +405,7 @@ static int check_conv(const char *what, int64_t C, int64_t H, int64_t W, int64_t
 
 /* Batch norm in train mode: y = bn_apply(x, bn_stats(x), w, b); the
  * gradient of x goes through the batch mean and variance. */
-static int check_bn(const char *what, int64_t C, int64_t H, int64_t W, double eps)
+static int check_bn(const char *what, int64_t C, int64_t H, int64_t W, double eps, int sync)
 {
     reset();
     Shape xs = ir_shape(4, DIM_N, C, H, W), cs = ir_shape(1, C);
@@ -367,7 +414,16 @@ static int check_bn(const char *what, int64_t C, int64_t H, int64_t W, double ep
     int ids[] = {x, w, b, rm, rv};
     for (int i = 0; i < 5; i++)
         fill(ids[i]);
-    int st = ir_add(g, OP_BN_STATS, 3, (int[]){x, rm, rv}, ir_shape(2, 2, C), DT_F32, (Loc){0});
+    int st;
+    if (sync) {     /* what sema builds for sync_batchnorm true */
+        int s = ir_add(g, OP_SUM_CHAN, 1, &x, cs, DT_F32, (Loc){0});
+        int gs = ir_add(g, OP_ALLREDUCE, 1, &s, cs, DT_F32, (Loc){0});
+        int q = ir_add(g, OP_BN_SQDEV, 2, (int[]){x, gs}, cs, DT_F32, (Loc){0});
+        int gq = ir_add(g, OP_ALLREDUCE, 1, &q, cs, DT_F32, (Loc){0});
+        st = ir_add(g, OP_BN_GSTATS, 5, (int[]){x, rm, rv, gs, gq}, ir_shape(2, 2, C), DT_F32, (Loc){0});
+    } else {
+        st = ir_add(g, OP_BN_STATS, 3, (int[]){x, rm, rv}, ir_shape(2, 2, C), DT_F32, (Loc){0});
+    }
     int y = ir_add(g, OP_BN_APPLY, 4, (int[]){x, st, w, b}, xs, DT_F32, (Loc){0});
     g->n[st]->eps = g->n[y]->eps = eps;
     int seed = input(OP_IMAGES, xs);
@@ -430,8 +486,10 @@ int main(void)
     fails += check_conv("conv2d 3x3 stride 2 pad 1", 3, 7, 6, 4, win(3, 3, 2, 2, 1, 1, 1, 1, 1), 1);
     fails += check_conv("conv2d 3x2 dil 2x1 groups 2", 4, 7, 5, 6, win(3, 2, 1, 2, 2, 1, 2, 1, 2), 0);
     fails += check_conv("conv2d 1x1 groups 3 (depthwise)", 3, 4, 4, 3, win(1, 1, 1, 1, 0, 0, 1, 1, 3), 1);
-    fails += check_bn("batchnorm2d train [N,3,4,5]", 3, 4, 5, 1e-5);
-    fails += check_bn("batchnorm2d train eps 0.1", 2, 1, 3, 0.1);
+    fails += check_bn("batchnorm2d train [N,3,4,5]", 3, 4, 5, 1e-5, 0);
+    fails += check_bn("batchnorm2d train eps 0.1", 2, 1, 3, 0.1, 0);
+    fails += check_bn("syncbatchnorm, 2 equal ranks [N,3,4,5]", 3, 4, 5, 1e-5, 1);
+    fails += check_bn("syncbatchnorm, 2 equal ranks eps 0.1", 2, 1, 3, 0.1, 1);
     fails += check_pool("maxpool 2x2", OP_MAXPOOL, 2, 6, 5, win(2, 2, 2, 2, 0, 0, 1, 1, 1));
     fails += check_pool("maxpool 3x3 stride 2 pad 1", OP_MAXPOOL, 2, 7, 6, win(3, 3, 2, 2, 1, 1, 1, 1, 1));
     fails += check_pool("avgpool 2x2", OP_AVGPOOL, 2, 6, 5, win(2, 2, 2, 2, 0, 0, 1, 1, 1));
