@@ -24,6 +24,9 @@
 #            a communicator of one rank, the bucket all-reduces captured on
 #            the comm stream with their fork/join events): the same 100
 #            steps as parity's cuda run (n/a without a libnccl.so.2)
+#   convnet  the notes' ConvNet (models/mnist_convnet.net: Conv2d, SyncBatchNorm,
+#            pooling) through the NCCL path (its SyncBatchNorm sums as NCCL
+#            all-reduces in the step graph) against the cpu: 50 steps
 #   speed    the timed epoch (device events) against the 15 ms target
 #            (a target, reported, not a failure)
 #   torch    PyTorch eager and torch.compile(mode="reduce-overhead") epochs
@@ -174,6 +177,23 @@ step_nccl() {
         "$(grep -o 'NCCL [0-9.]*' $B/nccl.out), 1 rank vs the plain cuda run" >"$LOGS/nccl.detail"
 }
 
+step_convnet() {
+    zlib_flags
+    CDDPC_CC=$ROOT/tests/gpu/cc.sh CDDP_GPU_ZLIB=$ZLIB $B/cddpc models/mnist_convnet.net \
+        -o $B/convnet || { detail "cddpc models/mnist_convnet.net failed"; return 1; }
+    local common="--data $DATA --max-steps 50 --lr 0.03" force=1
+    grep -q 'NCCL missing' $B/nccl.out 2>/dev/null && force=     # then the plain device path
+    CDDP_NCCL_FORCE=$force $B/convnet --device cuda $common --step-log $B/cn_cuda.csv --save $B/cn_cuda.st \
+        >$B/cn_cuda.out 2>&1
+    local rc=$?
+    cat $B/cn_cuda.out
+    [ $rc -eq 0 ] && grep -q 'device cuda:0' $B/cn_cuda.out || { detail "the cuda run failed (status $rc)"; return 1; }
+    $B/convnet --device cpu $common --step-log $B/cn_cpu.csv --save $B/cn_cpu.st >$B/cn_cpu.out 2>&1 ||
+        { detail "the cpu run failed"; return 1; }
+    $PY tests/gpu/cmp_runs.py $B/cn_cuda.csv $B/cn_cpu.csv $B/cn_cuda.st $B/cn_cpu.st 1e-3 \
+        "ConvNet$(grep -o ', NCCL [0-9.]*' $B/cn_cuda.out) vs cpu" >"$LOGS/convnet.detail"
+}
+
 step_torch() {   # torch eager | compile
     # the python that has torch: $PYTHON, else python3, else python
     local tpy=$PY p
@@ -211,6 +231,7 @@ if [ "${1:-}" = "--step" ]; then
         train) step_train ;;
         parity) step_parity ;;
         nccl) step_nccl ;;
+        convnet) step_convnet ;;
         torch_eager) step_torch eager ;;
         torch_compile) step_torch compile ;;
         *) echo "unknown step $STEP" >&2; exit 2 ;;
@@ -274,6 +295,7 @@ run_step kernels 120 "kernels vs C reference" needs_build
 run_step train 90 "train SimpleNet 2 epochs" needs_build
 run_step parity 120 "cuda = cpu, 100 steps" needs_build
 run_step nccl 60 "NCCL path, 1 GPU" needs_build
+run_step convnet 90 "ConvNet + SyncBN, NCCL vs cpu" needs_build
 run_step torch_eager 90 "torch eager epoch"
 run_step torch_compile 180 "torch.compile epoch"
 
