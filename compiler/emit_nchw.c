@@ -188,6 +188,37 @@ static int chan_x_input(const Node *n)
     return n->op == OP_BN_DX || n->op == OP_BN_DW || n->op == OP_BN_DPART || n->op == OP_BN_GDX;
 }
 
+/* A channel result fused into this pass (fuse.c's chan_pass_result): the
+ * group's node of op `op` reading `from` (bn_running: as its statistics),
+ * or -1. Each is computed exactly as its own kernel would: the same sums
+ * in the same order, so fusing changes no bit. */
+static int chan_extra(const Emit *m, Op op, int from)
+{
+    for (int k = 0; k < m->gr->nnodes; k++) {
+        const Node *c = ex_node(m, m->gr->nodes[k]);
+        if (c->id != m->gr->anchor && c->op == op && c->in[op == OP_BN_RUNNING ? 3 : 0] == from)
+            return c->id;
+    }
+    return -1;
+}
+
+static void running_update(FILE *f, const Plan *p, const Node *n, const char *ind);
+
+/* The running statistics of channel c from the statistics just written
+ * (the train plan's statistics pass), as c_state/cu_state do for all. */
+static void running_in_pass(const Emit *m, const Node *st, const char *ind)
+{
+    int r = chan_extra(m, OP_BN_RUNNING, st->id);
+    if (r < 0)
+        return;
+    const Node *rn = ex_node(m, r);
+    fprintf(m->f, "%s{\n%s    const int64_t MR = M%s;\n", ind, ind, rn->sync ? " * e->world" : "");
+    fprintf(m->f, "%s    const float unbias = MR > 1 ? (float)MR / (float)(MR - 1) : 1.0f;\n", ind);
+    running_update(m->f, m->p, rn, util_fmt("%s    ", ind));
+    fprintf(m->f, "%s    if (c == 0)\n%s        b%d[0] += 1.0f;\n%s    (void)b%d;\n%s}\n", ind, ind,
+            plan_source(m->p, rn->in[2]), ind, r, ind);
+}
+
 /* Channel c's mean and variance from sums over all ranks (bn_gstats), or
  * the running ones in the eval plan; Mg: the count on all ranks. */
 #define MG "(double)(M * e->world)"
@@ -217,6 +248,7 @@ static void c_chan(const Emit *m, const Node *n)
             fprintf(f, "        (void)b%d;\n        b%d[c] = (float)((double)b%d[c] / " MG ");\n", a, n->id,
                     plan_source(p, n->in[3]));
             fprintf(f, "        b%d[C + c] = (float)((double)b%d[c] / " MG ");\n", n->id, plan_source(p, n->in[4]));
+            running_in_pass(m, n, "        ");
             break;
         }
         /* two passes: the variance about the mean, not E[x^2] - E[x]^2 */
@@ -224,6 +256,7 @@ static void c_chan(const Emit *m, const Node *n)
         fprintf(f, "        const double mean = s / (double)M;\n");
         fprintf(f, "        " FOR_CHAN " q += ((double)b%d[e] - mean) * ((double)b%d[e] - mean);\n", a, a);
         fprintf(f, "        b%d[c] = (float)mean;\n        b%d[C + c] = (float)(q / (double)M);\n", n->id, n->id);
+        running_in_pass(m, n, "        ");
         break;
     case OP_BN_SQDEV:   /* this rank's second pass, about the mean of all ranks */
         fprintf(f, "        const double mean = (double)b%d[c] / " MG ";\n        double q = 0.0;\n", xb);
@@ -238,6 +271,12 @@ static void c_chan(const Emit *m, const Node *n)
             fprintf(f, "        double sdy = 0.0, sdyx = 0.0;\n");
             fprintf(f, "        " FOR_CHAN " {\n            sdy += b%d[e];\n", a);
             fprintf(f, "            sdyx += (double)b%d[e] * (double)((b%d[e] - mean) * invstd);\n        }\n", a, xb);
+            /* the weight and bias gradients are these sums (fused) */
+            int dw = chan_extra(m, OP_BN_DW, n->in[0]), db = chan_extra(m, OP_SUM_CHAN, n->in[0]);
+            if (dw >= 0)
+                fprintf(f, "        b%d[c] = (float)sdyx;\n", dw);
+            if (db >= 0)
+                fprintf(f, "        b%d[c] = (float)sdy;\n", db);
         }
         if (n->op == OP_BN_DW) {
             fprintf(f, "        b%d[c] = (float)sdyx;\n        (void)sdy;\n", n->id);
@@ -257,8 +296,15 @@ static void c_chan(const Emit *m, const Node *n)
             fprintf(f, "        const float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);\n");
         }
         fprintf(f, "        const float scale = b%d[c] * invstd;\n", plan_source(p, n->in[3]));
-        fprintf(f, "        " FOR_CHAN " b%d[e] = scale * (b%d[e] - mdy - (b%d[e] - mean) * invstd * mdyx);\n", n->id,
-                a, xb);
+        int so = chan_extra(m, OP_SUM_CHAN, n->id);     /* the sum of dx (fused) */
+        if (so < 0) {
+            fprintf(f, "        " FOR_CHAN " b%d[e] = scale * (b%d[e] - mdy - (b%d[e] - mean) * invstd * mdyx);\n",
+                    n->id, a, xb);
+            break;
+        }
+        fprintf(f, "        double so = 0.0;\n        " FOR_CHAN " {\n");
+        fprintf(f, "            const float v = scale * (b%d[e] - mdy - (b%d[e] - mean) * invstd * mdyx);\n", a, xb);
+        fprintf(f, "            b%d[e] = v;\n            so += v;\n        }\n        b%d[c] = (float)so;\n", n->id, so);
         break;
     }
     default:
@@ -534,7 +580,9 @@ static void cu_chan(const Emit *m, const Node *n, CudaLaunch *L)
         fprintf(f, "    (void)b%d, (void)b%d, (void)b%d;\n", a, plan_source(p, n->in[1]), plan_source(p, n->in[2]));
         fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = (float)((double)b%d[c] / " MG ");\n", n->id,
                 plan_source(p, n->in[3]));
-        fprintf(f, "        b%d[C + c] = (float)((double)b%d[c] / " MG ");\n    }\n", n->id, plan_source(p, n->in[4]));
+        fprintf(f, "        b%d[C + c] = (float)((double)b%d[c] / " MG ");\n", n->id, plan_source(p, n->in[4]));
+        running_in_pass(m, n, "        ");
+        fprintf(f, "    }\n");
         return;
     }
     if (n->op != OP_BN_GDX)
@@ -555,8 +603,10 @@ static void cu_chan(const Emit *m, const Node *n, CudaLaunch *L)
         fprintf(f, "    const float mean = s / (float)M;\n");
         fprintf(f, "    " CU_FOR_CHAN " const float d = b%d[e] - mean; pb += d * d; }\n", a);
         cu_block_sum(f, "b", "pb", "q");
-        fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = mean;\n        b%d[C + c] = q / (float)M;\n    }\n",
+        fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = mean;\n        b%d[C + c] = q / (float)M;\n",
                 n->id, n->id);
+        running_in_pass(m, n, "        ");
+        fprintf(f, "    }\n");
         break;
     case OP_BN_SQDEV:   /* this rank's second pass, about the mean of all ranks */
         fprintf(f, "    const float mean = (float)((double)b%d[c] / " MG ");\n", xb);
@@ -575,6 +625,12 @@ static void cu_chan(const Emit *m, const Node *n, CudaLaunch *L)
             fprintf(f, "    " CU_FOR_CHAN " pa += b%d[e]; pb += b%d[e] * ((b%d[e] - mean) * invstd); }\n", a, a, xb);
             cu_block_sum(f, "a", "pa", "sdy");
             cu_block_sum(f, "b", "pb", "sdyx");
+            /* the weight and bias gradients are these sums (fused) */
+            int dw = chan_extra(m, OP_BN_DW, n->in[0]), db = chan_extra(m, OP_SUM_CHAN, n->in[0]);
+            if (dw >= 0)
+                fprintf(f, "    if (threadIdx.x == 0)\n        b%d[c] = sdyx;\n", dw);
+            if (db >= 0)
+                fprintf(f, "    if (threadIdx.x == 0)\n        b%d[c] = sdy;\n", db);
         }
         if (n->op == OP_BN_DW) {
             fprintf(f, "    (void)sdy;\n    if (threadIdx.x == 0)\n        b%d[c] = sdyx;\n", n->id);
@@ -587,8 +643,19 @@ static void cu_chan(const Emit *m, const Node *n, CudaLaunch *L)
         if (n->op == OP_BN_DX)
             fprintf(f, "    const float mdy = sdy / (float)M, mdyx = sdyx / (float)M;\n");
         fprintf(f, "    const float scale = b%d[c] * invstd;\n", plan_source(p, n->in[3]));
-        fprintf(f, "    " CU_FOR_CHAN " b%d[e] = scale * (b%d[e] - mdy - (b%d[e] - mean) * invstd * mdyx); }\n", n->id,
-                a, xb);
+        int so = chan_extra(m, OP_SUM_CHAN, n->id);     /* the sum of dx (fused) */
+        if (so < 0) {
+            fprintf(f, "    " CU_FOR_CHAN " b%d[e] = scale * (b%d[e] - mdy - (b%d[e] - mean) * invstd * mdyx); }\n",
+                    n->id, a, xb);
+            break;
+        }
+        if (n->op == OP_BN_GDX)     /* no sums of its own before: the block-sum scratch */
+            fprintf(f, "    __shared__ float red_a[%d];\n", THREADS);
+        fprintf(f, "    float po = 0.0f;\n    " CU_FOR_CHAN "\n");
+        fprintf(f, "        const float v = scale * (b%d[e] - mdy - (b%d[e] - mean) * invstd * mdyx);\n", a, xb);
+        fprintf(f, "        b%d[e] = v;\n        po += v;\n    }\n", n->id);
+        cu_block_sum(f, "a", "po", "so");
+        fprintf(f, "    if (threadIdx.x == 0)\n        b%d[c] = so;\n", so);
         break;
     }
     default:

@@ -10,8 +10,13 @@
  *     the bias gradient of the last layer;
  *   - elementwise chains, with their reductions;
  *   - all optimizer updates: one kernel over the parameter slab;
- *   - convolutions, per-channel reductions (batch norm), pooling and the
- *     running-statistics update: one kernel each.
+ *   - per-channel passes (batch norm): one kernel per pass over
+ *     [N, C, H, W], holding every channel result that pass can give: the
+ *     backward pass's sum(dy) and sum(dy * xhat) are also the weight and
+ *     bias gradients, the input gradient it writes is summed into the
+ *     previous layer's bias gradient, and the statistics pass updates the
+ *     running statistics;
+ *   - convolutions, pooling: one kernel each.
  * Groups run in creation order; the predicates guarantee that is a valid
  * schedule (every input from outside a group is produced before it). */
 #include <string.h>
@@ -104,6 +109,38 @@ static int reduction_of_group(const Fuser *f, int r, int grp)
     if (gr->kind == G_ROW)   /* loss/accuracy sums, and the bias gradient from ce_grad */
         return rn->op == OP_SUM_ALL ? node(f, x)->shape.rank == 1 : node(f, x)->op == OP_CE_GRAD;
     return rn->op == OP_SUM_ROWS && ir_same_shape(&node(f, x)->shape, space) && space->rank == 2;
+}
+
+/* The channel passes c can join: anchor a is a batch-norm pass whose
+ * kernel owns whole channels of [N, C, H, W] (a thread or a block per
+ * channel), and c is a per-channel result of data a already runs over:
+ *   - bn_dx / bn_dpart compute sum(dy) and sum(dy * xhat): bn_dw of the
+ *     same dy, x and statistics, and sum_chan of the same dy, are those;
+ *   - bn_dx / bn_gdx write dx: sum_chan of dx sums what the kernel writes
+ *     (the previous layer's bias gradient); nothing in the group reads it;
+ *   - bn_stats / bn_gstats in the train plan: bn_running of those
+ *     statistics updates the channel's running statistics. */
+static int chan_pass_result(const Fuser *f, int c, int a)
+{
+    const Node *cn = node(f, c), *an = node(f, a);
+    int sums = an->op == OP_BN_DX || an->op == OP_BN_DPART, writes_dx = an->op == OP_BN_DX || an->op == OP_BN_GDX;
+    if (cn->op == OP_BN_DW && sums)
+        return cn->in[0] == an->in[0] && cn->in[1] == an->in[1] && cn->in[2] == an->in[2];
+    if (cn->op == OP_SUM_CHAN)
+        return (sums && cn->in[0] == an->in[0]) || (writes_dx && cn->in[0] == a);
+    if (cn->op == OP_BN_RUNNING)
+        return (an->op == OP_BN_STATS || an->op == OP_BN_GSTATS) && f->p->training && cn->in[3] == a;
+    return 0;
+}
+
+static void absorb_chan_results(Fuser *f, int grp, int anchor)
+{
+    const Plan *p = f->p;
+    for (int k = 0; k < p->norder; k++) {
+        int c = p->order[k];
+        if (c > anchor && p->group_of[c] < 0 && chan_pass_result(f, c, anchor) && inputs_ready(f, c, grp))
+            add(f, grp, c);
+    }
 }
 
 /* ---- grouping ----------------------------------------------------------- */
@@ -202,6 +239,8 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
         grp = new_group(f, op_kind[n->op] == K_CONV ? G_CONV : op_kind[n->op] == K_CHAN ? G_CHAN
                         : op_kind[n->op] == K_POOL ? G_POOL : op_kind[n->op] == K_STATE ? G_STATE : G_COMM, id);
         add(f, grp, id);
+        if (all && op_kind[n->op] == K_CHAN)
+            absorb_chan_results(f, grp, id);
         return;
     }
 }
