@@ -31,8 +31,8 @@ static ConvGeo conv_geo(const Emit *m, const Node *n)
     ConvGeo c = {0};
     const Node *xs, *ws, *ys;
     switch (n->op) {
-    case OP_CONV2D:
-        c.x = plan_source(p, n->in[0]), c.w = plan_source(p, n->in[1]), c.y = n->id;
+    case OP_CONV2D:     /* into its bias's output when that is fused (memplan's gemm_out) */
+        c.x = plan_source(p, n->in[0]), c.w = plan_source(p, n->in[1]), c.y = m->gr->gemm_out;
         break;
     case OP_CONV2D_DX:
         c.y = plan_source(p, n->in[0]), c.w = plan_source(p, n->in[1]), c.x = n->id;
@@ -50,6 +50,19 @@ static ConvGeo conv_geo(const Emit *m, const Node *n)
     c.P = c.OH * c.OW;
     (void)ws;
     return c;
+}
+
+/* The bias vector fused into a forward convolution (fuse.c's
+ * conv_bias_epilogue), as an expression to add to output channel `o`, or
+ * "" without one. */
+static const char *conv_bias(const Emit *m, const char *o)
+{
+    for (int k = 0; k < m->gr->nnodes; k++) {
+        const Node *b = ex_node(m, m->gr->nodes[k]);
+        if (b->op == OP_BIAS_ADD)
+            return util_fmt(" + b%d[%s]", plan_source(m->p, b->in[1]), o);
+    }
+    return "";
 }
 
 static void conv_consts(FILE *f, const ConvGeo *c)
@@ -141,8 +154,14 @@ static void c_conv(const Emit *m, const Node *n)
         fprintf(f, "        #pragma omp parallel for schedule(static) if (OG * NP >= 65536)\n");
         fprintf(f, "        for (int64_t o = 0; o < OG; o++)\n");
         fprintf(f, "            for (int64_t i = 0; i < n; i++)\n");
-        fprintf(f, "                memcpy(b%d + (i * O + g * OG + o) * P, out + o * NP + i * P, sizeof(float) * (size_t)P);\n",
-                c.y);
+        if (*conv_bias(m, "o")) {
+            fprintf(f, "                for (int64_t q = 0; q < P; q++)\n");
+            fprintf(f, "                    b%d[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q]%s;\n", c.y,
+                    conv_bias(m, "g * OG + o"));
+        } else {
+            fprintf(f, "                memcpy(b%d + (i * O + g * OG + o) * P, out + o * NP + i * P, sizeof(float) * (size_t)P);\n",
+                    c.y);
+        }
         break;
     case OP_CONV2D_DW:
         c_im2col(f, c.x);
@@ -519,7 +538,7 @@ static void cu_conv(const Emit *m, const Node *n, CudaLaunch *L)
         fprintf(f, "                    if (iw >= 0 && iw < W)\n");
         fprintf(f, "                        acc += b%d[((i * C + g * CG + cl) * H + ih) * W + iw] * b%d[((o * CG + cl) * KH + ki) * KW + kj];\n",
                 c.x, c.w);
-        fprintf(f, "                }\n            }\n        b%d[t] = acc;\n    }\n", c.y);
+        fprintf(f, "                }\n            }\n        b%d[t] = acc%s;\n    }\n", c.y, conv_bias(m, "o"));
         cu_batch_grid(L, c.O * c.P);
         break;
     case OP_CONV2D_DX:

@@ -16,7 +16,7 @@
  *     bias gradients, the input gradient it writes is summed into the
  *     previous layer's bias gradient, and the statistics pass updates the
  *     running statistics;
- *   - convolutions, pooling: one kernel each.
+ *   - convolutions with their bias, pooling: one kernel each.
  * Groups run in creation order; the predicates guarantee that is a valid
  * schedule (every input from outside a group is produced before it). */
 #include <string.h>
@@ -133,6 +133,18 @@ static int chan_pass_result(const Fuser *f, int c, int a)
     return 0;
 }
 
+/* A convolution's bias as its epilogue: the one consumer of the product is
+ * bias_add of a per-output-channel vector, added as each output is stored
+ * (the product itself is never stored, memplan's gemm_out). */
+static int conv_bias_epilogue(const Fuser *f, int conv, int grp)
+{
+    if (node(f, conv)->op != OP_CONV2D || !single_consumer(f, conv))
+        return 0;
+    int c = consumer_of(f, conv);
+    return c >= 0 && f->p->group_of[c] < 0 && node(f, c)->op == OP_BIAS_ADD && node(f, c)->in[0] == conv
+        && inputs_ready(f, c, grp);
+}
+
 static void absorb_chan_results(Fuser *f, int grp, int anchor)
 {
     const Plan *p = f->p;
@@ -241,6 +253,8 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
         add(f, grp, id);
         if (all && op_kind[n->op] == K_CHAN)
             absorb_chan_results(f, grp, id);
+        if (all && conv_bias_epilogue(f, id, grp))
+            add(f, grp, consumer_of(f, id));
         return;
     }
 }

@@ -77,8 +77,9 @@ void mem_plan(Plan *p)
      * buffer of its epilogue's materialized output, updated in place. */
     for (int i = 0; i < p->ngroups; i++) {
         Group *gr = &p->groups[i];
-        gr->gemm_out = gr->kind == G_MATMUL ? gr->anchor : -1;
-        if (gr->kind != G_MATMUL || plan_uses_outside(p, gr->anchor))
+        const int gemm = gr->kind == G_MATMUL || (gr->kind == G_CONV && g->n[gr->anchor]->op == OP_CONV2D);
+        gr->gemm_out = gemm ? gr->anchor : -1;
+        if (!gemm || plan_uses_outside(p, gr->anchor))
             continue;
         for (int k = gr->nnodes - 1; k > 0; k--) {
             const Node *n = g->n[gr->nodes[k]];

@@ -88,10 +88,10 @@ class ConvMix(nn.Module):
     def __init__(self):
         super().__init__()
         self.stem = nn.Sequential(
-            nn.Conv2d(1, 8, kernel_size=3, stride=2, padding=1),
+            nn.Conv2d(1, 8, kernel_size=3, stride=2, padding=1, bias=False),
             nn.BatchNorm2d(8, eps=1e-3, momentum=0.3), nn.ReLU())
         self.body = nn.Sequential(
-            nn.Conv2d(8, 12, kernel_size=(3, 2), padding=(2, 1), dilation=(2, 1), groups=4, bias=False),
+            nn.Conv2d(8, 12, kernel_size=(3, 2), padding=(2, 1), dilation=(2, 1), groups=4),
             nn.ReLU(), nn.AvgPool2d(2), nn.MaxPool2d(3, stride=2, padding=1))
         self.head = nn.Linear(12 * 4 * 4, 10)
 
