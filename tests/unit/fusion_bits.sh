@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/unit/fusion_bits.sh CDDPC DATA: fusing the batch-norm channel
-# results into their pass (fuse.c: chan_pass_result) changes no bit. The
+# results into their pass (fuse.c: chan_pass_result) and a convolution's
+# bias into its store (conv_bias_epilogue) changes no bit. The
 # ConvNet with plain and with synced batch norm, compiled at
 # --fusion=elementwise (each channel result its own kernel) and at the
 # default level, trains 10 steps on the CPU: saved weights and buffers, and
