@@ -52,6 +52,11 @@ check 'running variance not made unbiased' 's/ \* unbias)/)/' $C --plan train
 check 'eval batch norm halves the running variance' 's/b\([0-9]*\)\[C + c\] = b\([0-9]*\)\[c\];/b\1[C + c] = 0.5f * b\2[c];/' $C --plan eval
 check 'avgpool divides by one more' 's|/ (float)(KH \* KW)|/ (float)(KH * KW + 1)|' $C --plan train
 check 'maxpool_dx sends every window'"'"'s gradient to its first element' 's/if (am == h \* W + w)/if (am == h * W + w || 1)/' $C --plan train
+# the fused epilogues: the convolution's bias, and the batch-norm pass's
+# channel results (fuse.c: conv_bias_epilogue, chan_pass_result)
+check 'conv2d drops its fused bias' 's/b\([0-9]*\)\[t\] = acc + b[0-9]*\[o\];/b\1[t] = acc;/' $C --plan train
+check 'fused sum of dx adds one per element (the sum is ~0 after batch norm)' 's/po += v;/po += v + 1.0f;/' $C --plan train
+check 'fused running update never counts the batch' 's/if (c == 0)/if (c < 0)/' $C --plan train
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]
