@@ -51,12 +51,14 @@ static const char prelude[] =
     "} rt_exec;\n";
 
 /* The prelude and dropout's random stream, the same text as the C
- * kernels' (dropout_rng.h), so both targets draw the same masks. */
+ * kernels' (dropout_rng.h), so both targets draw the same masks. Not
+ * static: NVRTC warns about unused static functions (most kernels use
+ * none), never about external ones. */
 const char *emit_cuda_prelude(void)
 {
     static char *text;
     if (!text)
-        text = util_fmt("%s%s\n", prelude, CDDP_DROP_RNG_TEXT(static __device__ __forceinline__));
+        text = util_fmt("%s%s\n", prelude, CDDP_DROP_RNG_TEXT(__device__ __forceinline__));
     return text;
 }
 

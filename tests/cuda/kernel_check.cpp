@@ -91,6 +91,8 @@ struct State {
         e.img_size = d.img_size;
         e.lr = lr;
         e.step = step;
+        e.rank = 1;         /* dropout streams: a rank and seed other than 0 */
+        e.seed = 3407;
         e.nthreads = 1;
     }
     void copy_from(const State &o)
