@@ -25,6 +25,9 @@ STEPS is 100: float32 trajectories part for good once a ReLU input lands
 within rounding of 0 (the unit's gradient is dy in one and 0 in the other;
 with this seed a kept pre-activation of 1.4e-7 at step 116 lifts the loss
 difference from 1e-7 to 1e-4), which is float32 at a kink, not dropout.
+A run stopped after 25 steps (checkpoint at step 20) and resumed to step
+40 must end bit for bit where the uninterrupted 40-step run does: the
+masks depend on (seed, rank, step, dropout) only.
 A second run at another --seed must give other losses (the masks follow the
 seed), and the torch run with dropout removed must not match (the test sees
 the masks).
@@ -162,6 +165,24 @@ def run(program, data_dir, work, tag, seed, init_path):
     return [float(r["loss"]) for r in read_csv(steps)], read_csv(metrics)[-1], st.load(final)
 
 
+def resume_check(program, data_dir, work):
+    """Bit-for-bit --resume: the saved weights of both 40-step runs are equal."""
+    base = [program, "--data", data_dir, "--shuffle", "on", "--epochs", "1", "--batch", str(BATCH),
+            "--threads", "1", "--seed", "77"]
+    a, b, ck = (os.path.join(work, n) for n in ("r_full.st", "r_resumed.st", "r_ck.st"))
+    for extra in (["--max-steps", "40", "--save", a],
+                  ["--max-steps", "25", "--checkpoint", ck, "--checkpoint-every", "10"],
+                  ["--max-steps", "40", "--resume", ck, "--save", b]):
+        r = subprocess.run(base + extra, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+        if r.returncode != 0:
+            sys.stdout.write(r.stdout.decode("utf-8", "replace")[-2000:])
+            return "run %s exited with %d" % (" ".join(extra), r.returncode)
+    same = open(a, "rb").read() == open(b, "rb").read()
+    print("resume: 40 steps straight vs 25 (checkpoint at 20) + resumed to 40: %s"
+          % ("bit for bit equal" if same else "DIFFERENT"))
+    return None if same else "the resumed run's weights differ from the uninterrupted run's"
+
+
 def main(argv):
     args = [a for a in argv if not a.startswith("--")]
     flags = set(a for a in argv if a.startswith("--"))
@@ -234,6 +255,10 @@ def main(argv):
           % (d_seed, d_plain, 100 * LOSS_TOL))
     if not (d_seed > 100 * LOSS_TOL and d_plain > 100 * LOSS_TOL):
         failures.append("the losses do not depend on the masks")
+
+    why = resume_check(program, data_dir, work)
+    if why:
+        failures.append(why)
 
     if failures:
         print("dropout_equiv: FAIL (work dir kept: %s)" % work)
