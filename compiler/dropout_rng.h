@@ -15,8 +15,9 @@
  * the element is kept when u >= p (p rounded to float).
  *
  * The text is a macro so that the compiler emits it verbatim (stringified:
- * CDDP_DROP_RNG_TEXT) into the C kernels' prelude and the CUDA prelude,
- * and the tests compile the very same code (CDDP_DROP_RNG(static inline)).
+ * CDDP_DROP_RNG_TEXT) into the C kernels' prelude (static inline) and the
+ * CUDA prelude (__device__ __forceinline__), and the tests compile the very
+ * same code (CDDP_DROP_RNG(static inline)).
  * Integer arithmetic only: unsigned long long is 64 bits on both targets. */
 #ifndef CDDP_DROPOUT_RNG_H
 #define CDDP_DROPOUT_RNG_H
@@ -45,7 +46,7 @@
 
 #define CDDP_STR_(...) #__VA_ARGS__
 #define CDDP_STR(...) CDDP_STR_(__VA_ARGS__)
-/* The functions as source text, with qualifiers Q (a string literal). */
+/* The functions as one line of source text (a string literal), qualified by Q. */
 #define CDDP_DROP_RNG_TEXT(Q) CDDP_STR(CDDP_DROP_RNG(Q))
 
 #endif
