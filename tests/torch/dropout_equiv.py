@@ -28,6 +28,10 @@ difference from 1e-7 to 1e-4), which is float32 at a kink, not dropout.
 A run stopped after 25 steps (checkpoint at step 20) and resumed to step
 40 must end bit for bit where the uninterrupted 40-step run does: the
 masks depend on (seed, rank, step, dropout) only.
+Two CPU ranks under mpirun (skipped without it), RANK_STEPS steps: rank r
+trains on samples r, r + 2, ... with rank r's masks and the gradients are
+averaged; the final weights must match PyTorch doing the same to 1e-4,
+and not match it when both ranks share rank 0's masks.
 A second run at another --seed must give other losses (the masks follow the
 seed), and the torch run with dropout removed must not match (the test sees
 the masks).
@@ -183,6 +187,58 @@ def resume_check(program, data_dir, work):
     return None if same else "the resumed run's weights differ from the uninterrupted run's"
 
 
+RANK_STEPS = 50
+
+
+def oracle_ranks(init_sd, X, Y, seed, rank_of_masks):
+    """DDP over 2 ranks in one process: the mean of the ranks' mean losses."""
+    model = DropMLP()
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in init_sd.items()})
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    for s in range(RANK_STEPS):
+        opt.zero_grad()
+        total = 0
+        for r in (0, 1):
+            idx = torch.arange(s * BATCH, (s + 1) * BATCH) * 2 + r
+            mr = rank_of_masks(r)
+            model.masks = [keep_mask(seed, mr, s, 0, P[0], (BATCH, 128)), keep_mask(seed, mr, s, 1, P[1], (BATCH, 64))]
+            total = total + F.cross_entropy(model(X[idx]), Y[idx]) / 2
+        total.backward()
+        opt.step()
+    return {k: v.detach().numpy() for k, v in model.state_dict().items()}
+
+
+def ranks_check(program, data_dir, work, init_path, init_sd, X, Y):
+    """Ranks draw their own masks: 2 MPI ranks vs the two-rank oracle."""
+    if not shutil.which("mpirun"):
+        print("ranks: mpirun not found: skipped")
+        return None
+    env = dict(os.environ, OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1",
+               OMPI_MCA_hwloc_base_binding_policy="none", OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    out = os.path.join(work, "ranks.st")
+    cmd = ["mpirun", "-np", "2", program, "--data", data_dir, "--init", init_path, "--shuffle", "off",
+           "--epochs", "1", "--max-steps", str(RANK_STEPS), "--batch", str(BATCH), "--lr", str(LR),
+           "--threads", "1", "--seed", str(SEED), "--save", out]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600, env=env)
+    if r.returncode != 0:
+        sys.stdout.write(r.stdout.decode("utf-8", "replace")[-2000:])
+        return "2 ranks: mpirun exited with %d" % r.returncode
+    got = st.load(out)
+
+    def worst(ref):
+        return max(np.linalg.norm(got[k].astype(np.float64) - ref[k]) / np.linalg.norm(ref[k]) for k in ref)
+    own = worst(oracle_ranks(init_sd, X, Y, SEED, lambda r: r))
+    shared = worst(oracle_ranks(init_sd, X, Y, SEED, lambda r: 0))
+    print("ranks: 2 MPI ranks, %d steps: weights vs torch with per-rank masks rel L2 %.2e (tol %.0e); "
+          "with rank 0's masks on both %.2e (must exceed %.0e)" % (RANK_STEPS, own, PARAM_TOL, shared, 100 * PARAM_TOL))
+    if not own <= PARAM_TOL:
+        return "2 ranks: weights differ from the per-rank-mask oracle by %.2e" % own
+    if not shared > 100 * PARAM_TOL:
+        return "2 ranks: the ranks' masks look the same"
+    return None
+
+
 def main(argv):
     args = [a for a in argv if not a.startswith("--")]
     flags = set(a for a in argv if a.startswith("--"))
@@ -256,9 +312,12 @@ def main(argv):
     if not (d_seed > 100 * LOSS_TOL and d_plain > 100 * LOSS_TOL):
         failures.append("the losses do not depend on the masks")
 
-    why = resume_check(program, data_dir, work)
-    if why:
-        failures.append(why)
+    for why in (resume_check(program, data_dir, work),
+                ranks_check(program, data_dir, work, init_path, init_sd,
+                            normalize(Xu8[:2 * RANK_STEPS * BATCH]),
+                            torch.from_numpy(Yu8[:2 * RANK_STEPS * BATCH].astype(np.int64)))):
+        if why:
+            failures.append(why)
 
     if failures:
         print("dropout_equiv: FAIL (work dir kept: %s)" % work)
