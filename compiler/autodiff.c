@@ -113,6 +113,16 @@ static void rule(Ad *a, const Node *n, int dy)
         accumulate(a, x[0], dy);
         accumulate(a, x[1], dy);
         return;
+    case OP_DROPOUT: {
+        /* dx = dy * mask / (1 - p) with the mask regenerated from the same
+         * (seed, rank, step, key) stream, not saved by forward: no mask
+         * buffer to keep alive across the step, and one read less */
+        int d = bwd(a, OP_DROPOUT_GRAD, 1, &dy, &n->shape, n);
+        a->g->n[d]->drop_p = n->drop_p;
+        a->g->n[d]->drop_key = n->drop_key;
+        accumulate(a, x[0], d);
+        return;
+    }
     case OP_RELU: /* the mask is read from the output: y > 0 iff x > 0 */
         accumulate(a, x[0], bwd(a, OP_RELU_GRAD, 2, (int[]){dy, n->id}, &n->shape, n));
         return;

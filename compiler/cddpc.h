@@ -84,6 +84,9 @@ typedef struct Node {
     Window win;             /* CONV2D*, *POOL*: geometry */
     double eps, momentum;   /* BN_*: batch norm settings */
     int sync;               /* BN_RUNNING: of statistics over all ranks (SyncBatchNorm) */
+    double drop_p;          /* DROPOUT*: probability of zeroing an element, in (0, 1) */
+    int drop_key;           /* DROPOUT*: which random stream (dropout_rng.h): the forward
+                               dropout's ordinal in the graph, 0, 1, ... */
 } Node;
 
 typedef struct Graph {
@@ -101,6 +104,7 @@ typedef struct Graph {
     int nbuckets;
     int *effects;           /* in-place buffer updates the train plan must run */
     int neffects;
+    int ndropout;           /* DROPOUT nodes so far: the next one's drop_key */
 } Graph;
 
 extern const char *const op_text[OP_COUNT];
@@ -113,6 +117,8 @@ int ir_param(Graph *g, const char *name, Shape s, int init, int64_t fan_in, Loc 
 /* A PyTorch buffer: saved and loaded under its name, never trained. */
 int ir_buffer(Graph *g, const char *name, Shape s, int init, int i64, Loc loc);
 void ir_effect(Graph *g, int id);
+/* y = dropout(x, p) for 0 < p < 1, keyed by its ordinal among the graph's dropouts. */
+int ir_dropout(Graph *g, int x, double p, Loc loc);
 /* ir_shape(2, DIM_N, 784): each dim converted to int64_t by the array. */
 #define ir_shape(rank, ...) ir_shape_a((rank), (const int64_t[]){__VA_ARGS__})
 Shape ir_shape_a(int rank, const int64_t *d);
@@ -223,6 +229,8 @@ void mem_dump(FILE *f, const Plan *p);
 int64_t mem_align(int64_t floats);               /* buffer alignment in floats */
 int plan_uses_outside(const Plan *p, int node);   /* used by another group or a root */
 int plan_source(const Plan *p, int node);         /* through views to the producer */
+/* No kernel, aliases its input: K_VIEW ops, and dropout in the eval plan. */
+int plan_is_view(const Plan *p, int node);
 void plan_dump_groups(FILE *f, const Plan *p);
 void plan_report(FILE *f, const Plan *p, int64_t batch);
 typedef struct PlanBucket {

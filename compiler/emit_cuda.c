@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cddpc.h"
+#include "dropout_rng.h"
 
 #define TILE_M 64
 #define TILE_N 64
@@ -49,7 +50,17 @@ static const char prelude[] =
     "    unsigned long long seed;\n"
     "} rt_exec;\n";
 
-const char *emit_cuda_prelude(void) { return prelude; }
+/* The prelude and dropout's random stream, the same text as the C
+ * kernels' (dropout_rng.h), so both targets draw the same masks. Not
+ * static: NVRTC warns about unused static functions (most kernels use
+ * none), never about external ones. */
+const char *emit_cuda_prelude(void)
+{
+    static char *text;
+    if (!text)
+        text = util_fmt("%s%s\n", prelude, CDDP_DROP_RNG_TEXT(__device__ __forceinline__));
+    return text;
+}
 
 /* A grid dimension over `d` items in blocks of `per`: fixed, or scaled by
  * nmax when d is the batch. */

@@ -47,6 +47,13 @@ void ex_declare_buffers(const Emit *m)
             fprintf(m->f, "    %s *const b%d = %s;\n", ty, id, ex_addr(m, id));
         }
     }
+    /* each dropout's stream key, once per kernel (dropout_rng.h) */
+    for (int k = 0; k < gr->nnodes; k++) {
+        const Node *n = ex_node(m, gr->nodes[k]);
+        if (n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD)
+            fprintf(m->f, "    const unsigned long long dk%d = cddp_drop_key(e->seed, e->rank, (long long)e->step, %d);\n",
+                    n->id, n->drop_key);
+    }
 }
 
 /* Operand x of a node inside a loop over [R, C] at (i, j). */
@@ -77,6 +84,16 @@ char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space)
     case OP_ADD: return util_fmt("%s + %s", a, b);
     case OP_RELU: return util_fmt("%s < 0.0f ? 0.0f : %s", a, a); /* NaN passes, as torch.relu */
     case OP_RELU_GRAD: return util_fmt("%s > 0.0f ? %s : 0.0f", b, a);
+    case OP_DROPOUT:
+    case OP_DROPOUT_GRAD: {
+        /* as torch's CPU dropout: x * noise, noise = mask / (1 - p) in
+         * float (so a dropped NaN stays NaN and -x gives -0). The counter
+         * is the element's index in the batch tensor: i * C + j, since
+         * dropout's operand and result fill the [R, C] space row-major. */
+        float p = (float)n->drop_p, scale = 1.0f / (float)(1.0 - n->drop_p);
+        return util_fmt("%s * (cddp_drop_u(dk%d, i * C + j) >= %s ? %s : 0.0f)", a, n->id, util_cfloat(p),
+                        util_cfloat(scale));
+    }
     case OP_BN_APPLY: {
         /* as PyTorch: invstd = 1/sqrt(var + eps), (x - mean) * invstd * w + b */
         const Shape *x = &ex_node(m, n->in[0])->shape;

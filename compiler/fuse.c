@@ -89,7 +89,8 @@ static int inputs_ready(const Fuser *f, int c, int grp)
 /* c iterates over the same elements as x (no broadcast of the result). */
 static int same_space(const Fuser *f, int c, int x)
 {
-    return op_kind[node(f, c)->op] == K_EW && ir_same_shape(&node(f, c)->shape, &node(f, x)->shape);
+    return op_kind[node(f, c)->op] == K_EW && !plan_is_view(f->p, c)
+        && ir_same_shape(&node(f, c)->shape, &node(f, x)->shape);
 }
 
 /* A reduction may join the group computing its input when it reduces that
@@ -157,12 +158,25 @@ static void absorb_chan_results(Fuser *f, int grp, int anchor)
 
 /* ---- grouping ----------------------------------------------------------- */
 
+/* A dropout of x, when x has other readers too. Dropout may still join
+ * the kernel computing x: x is stored for those readers anyway (ReLU's
+ * gradient reads the ReLU output), and the kernel saves a launch and a
+ * read of x. Only dropout, so other chains keep their single-consumer
+ * shape. */
+static int dropout_consumer(const Fuser *f, int x)
+{
+    for (int k = 0; k < f->p->nuse[x]; k++) {
+        int c = f->p->cons[x][k];
+        if (node(f, c)->op == OP_DROPOUT && !plan_is_view(f->p, c))
+            return c;
+    }
+    return -1;
+}
+
 static void absorb_chain(Fuser *f, int grp, int cur)
 {
     for (;;) {
-        if (!single_consumer(f, cur))
-            return;
-        int c = consumer_of(f, cur);
+        int c = single_consumer(f, cur) ? consumer_of(f, cur) : dropout_consumer(f, cur);
         if (c < 0 || f->p->group_of[c] >= 0 || !same_space(f, c, cur) || !inputs_ready(f, c, grp))
             return;
         add(f, grp, c);
@@ -197,6 +211,8 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
 {
     const Node *n = node(f, id);
     int all = f->level == FUSE_ALL, grp;
+    if (plan_is_view(f->p, id))     /* eval's dropout too: no kernel */
+        return;
     switch (op_kind[n->op]) {
     case K_PARAM:
     case K_VIEW:

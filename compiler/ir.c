@@ -88,6 +88,16 @@ void ir_effect(Graph *g, int id)
     g->effects[g->neffects++] = id;
 }
 
+int ir_dropout(Graph *g, int x, double p, Loc loc)
+{
+    int id = ir_add(g, OP_DROPOUT, 1, &x, g->n[x]->shape, DT_F32, loc);
+    g->n[id]->drop_p = p;
+    /* the ordinal, not the node id: adding a layer elsewhere does not
+     * change the masks of the dropouts, and tests can predict the key */
+    g->n[id]->drop_key = g->ndropout++;
+    return id;
+}
+
 int64_t ir_window_out(int64_t in, int k, int s, int p, int d)
 {
     int64_t span = in + 2 * (int64_t)p - (int64_t)d * (k - 1) - 1;
@@ -174,6 +184,8 @@ void ir_dump(FILE *f, const Graph *g)
             fprintf(f, " eps=%g", n->eps);
         if (n->op == OP_BN_RUNNING)
             fprintf(f, " momentum=%g%s", n->momentum, n->sync ? " sync" : "");
+        if (n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD)
+            fprintf(f, " p=%g key=%d", n->drop_p, n->drop_key);
         if (n->op == OP_PARAM && n->buffer)
             fprintf(f, " buffer%s", n->i64 ? " i64" : "");
         fprintf(f, " : %s%s %s", n->dt == DT_I32 ? "i32" : "f32", ir_shape_str(&n->shape), phase_text[n->phase]);
@@ -327,6 +339,11 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
                      "operands and result must have one shape");
     case OP_RELU:
         return check(g, n, after, ir_same_shape(in_shape(g, n, 0), s), "relu keeps its shape");
+    case OP_DROPOUT: case OP_DROPOUT_GRAD:
+        /* batched: the mask is indexed by the element's place in the batch tensor */
+        return check(g, n, after, ir_same_shape(in_shape(g, n, 0), s) && ir_batched(s) && n->dt == DT_F32
+                     && n->drop_p > 0 && n->drop_p < 1 && n->drop_key >= 0,
+                     "dropout keeps its batched f32 shape, 0 < p < 1");
     case OP_SUM_ROWS: {
         const Shape *x = in_shape(g, n, 0);
         return check(g, n, after, x->rank == 2 && s->rank == 1 && s->d[0] == x->d[1], "sum_rows: [M, N] -> [N]");

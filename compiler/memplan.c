@@ -118,7 +118,7 @@ void mem_plan(Plan *p)
             *b = (Buf){B_GRAD, p->param_off[g->n[n->grad_of]->param], ir_numel(&n->shape, 1)};
         } else if (n->op == OP_SUM_ALL) {
             *b = (Buf){B_STAT, p->nstat++, 1};
-        } else if (op_kind[n->op] == K_VIEW) {
+        } else if (plan_is_view(p, id)) {
             continue;       /* aliased below, once its source is placed */
         } else {
             int grp = p->group_of[id];
@@ -145,7 +145,7 @@ void mem_plan(Plan *p)
     }
     for (int k = 0; k < p->norder; k++) {
         int id = p->order[k];
-        if (op_kind[g->n[id]->op] == K_VIEW)
+        if (plan_is_view(p, id))
             p->buf[id] = p->buf[plan_source(p, id)];
     }
 }

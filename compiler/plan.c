@@ -52,10 +52,18 @@ Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots)
     return p;
 }
 
+/* Dropout is the identity when evaluating (as nn.Dropout in eval mode):
+ * the eval plan aliases it to its input instead of running a copy. */
+int plan_is_view(const Plan *p, int node)
+{
+    Op op = p->g->n[node]->op;
+    return op_kind[op] == K_VIEW || (op == OP_DROPOUT && !p->training);
+}
+
 /* The group a value is really produced in: views belong to their source. */
 int plan_source(const Plan *p, int node)
 {
-    while (op_kind[p->g->n[node]->op] == K_VIEW)
+    while (plan_is_view(p, node))
         node = p->g->n[node]->in[0];
     return node;
 }

@@ -251,7 +251,7 @@ static int bind(const Expr *call, const Sig *sig, Expr **out)
 
 typedef enum {
     LK_LINEAR, LK_RELU, LK_FLATTEN, LK_SEQUENTIAL, LK_CONV2D, LK_BATCHNORM2D, LK_MAXPOOL2D, LK_AVGPOOL2D,
-    LK_UNSUPPORTED
+    LK_DROPOUT, LK_UNSUPPORTED
 } LayerKind;
 
 static const struct {
@@ -262,7 +262,7 @@ static const struct {
     {"Flatten", LK_FLATTEN},        {"Sequential", LK_SEQUENTIAL},
     {"Conv2d", LK_CONV2D},          {"BatchNorm2d", LK_BATCHNORM2D},
     {"MaxPool2d", LK_MAXPOOL2D},    {"AvgPool2d", LK_AVGPOOL2D},
-    {"Dropout", LK_UNSUPPORTED},
+    {"Dropout", LK_DROPOUT},        {"LayerNorm", LK_UNSUPPORTED},
 };
 enum { NLAYER_TYPES = sizeof layer_types / sizeof layer_types[0] };
 
@@ -275,7 +275,7 @@ static int layer_type(const char *name)
 }
 
 /* Functions callable in forward. */
-static const char *const functions[] = {"relu", "flatten"};
+static const char *const functions[] = {"relu", "flatten", "dropout"};
 enum { NFUNCTIONS = sizeof functions / sizeof functions[0] };
 
 static int is_function(const char *name)
@@ -296,6 +296,7 @@ typedef struct Layer {
     int rm, rv, nbt;        /* BatchNorm2d: running_mean, running_var, num_batches_tracked */
     Window win;             /* Conv2d, pooling */
     double eps, momentum;   /* BatchNorm2d */
+    double p;               /* Dropout */
     struct Layer **kids;    /* Sequential */
     int nkids;
 } Layer;
@@ -405,6 +406,35 @@ static Layer *make_flatten(const Expr *e, const char *prefix, const char *what)
         return NULL;
     }
     return new_layer(LK_FLATTEN, prefix, what, e->loc);
+}
+
+/* Dropout's p: a number in [0, 1) (1 would scale by 1/0). */
+static int get_drop_p(const Expr *e, double *p)
+{
+    if (!get_num(e, "p", p))
+        return 0;
+    if (!(*p >= 0 && *p < 1)) {
+        diag_error(e->loc, "dropout probability p must be in [0, 1), got %s", show(e));
+        return 0;
+    }
+    return 1;
+}
+
+/* Dropout(p = 0.5, inplace = false): no parameters, so the state_dict
+ * names of the layers around it are unchanged (a Sequential still counts
+ * it, as PyTorch does). */
+static Layer *make_dropout(const Expr *e, const char *prefix, const char *what)
+{
+    static const char *const names[] = {"p", "inplace"};
+    const Sig sig = {"Dropout", names, 2, 2, 0};
+    Expr *a[2];
+    double p = 0.5;
+    int inplace;
+    if (!bind(e, &sig, a) || (a[0] && !get_drop_p(a[0], &p)) || (a[1] && !get_bool(a[1], "inplace", &inplace)))
+        return NULL;
+    Layer *l = new_layer(LK_DROPOUT, prefix, what, e->loc);
+    l->p = p;
+    return l;
 }
 
 /* An int or a pair (h, w), as PyTorch's _pair: kernel_size = 5 or (5, 3). */
@@ -598,10 +628,11 @@ static Layer *make_layer(Sema *S, const Expr *e, const char *prefix, const char 
     case LK_BATCHNORM2D: return make_batchnorm2d(S, e, prefix, what);
     case LK_MAXPOOL2D:
     case LK_AVGPOOL2D: return make_pool(e, layer_types[t].kind, prefix, what);
+    case LK_DROPOUT: return make_dropout(e, prefix, what);
     case LK_UNSUPPORTED: break;
     }
     diag_error(e->loc, "%s is not supported yet (supported layers: Linear, ReLU, Flatten, Sequential, Conv2d, "
-               "BatchNorm2d, MaxPool2d, AvgPool2d)", e->s);
+               "BatchNorm2d, MaxPool2d, AvgPool2d, Dropout)", e->s);
     return NULL;
 }
 
@@ -611,6 +642,14 @@ static Val node(Sema *S, Op op, int a, int b, Shape s, Loc loc)
 {
     int in[2] = {a, b};
     return (Val){ir_add(S->g, op, op_arity[op], in, s, DT_F32, loc), s};
+}
+
+/* Dropout with probability p; p == 0 is the identity: no node. */
+static Val dropout(Sema *S, Val x, double p, Loc loc)
+{
+    if (x.id < 0 || p == 0)
+        return x;
+    return (Val){ir_dropout(S->g, x.id, p, loc), x.s};
 }
 
 /* flatten(x) = torch.flatten(x, 1): no node when already [N, K]. */
@@ -712,6 +751,8 @@ static Val apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
         return node(S, OP_RELU, x.id, -1, x.s, loc);
     case LK_FLATTEN:
         return flatten(S, x, loc);
+    case LK_DROPOUT:
+        return dropout(S, x, l->p, loc);
     case LK_SEQUENTIAL:
         for (int i = 0; i < l->nkids && x.id >= 0; i++)
             x = apply(S, l->kids[i], x, l->kids[i]->loc, 1);
@@ -758,11 +799,29 @@ static void set_var(Sema *S, const char *name, Val v)
 
 static Val eval(Sema *S, const Expr *e);
 
+/* dropout(x, p = 0.5): F.dropout(x, p, self.training), i.e. like the
+ * Dropout layer, identity in the eval plan. */
+static Val eval_dropout(Sema *S, const Expr *e)
+{
+    static const char *const names[] = {"input", "p"};
+    const Sig sig = {"dropout", names, 2, 2, 1};
+    Expr *a[2];
+    double p = 0.5;
+    if (!bind(e, &sig, a))
+        return POISON;
+    Val x = eval(S, a[0]);
+    if (a[1] && !get_drop_p(a[1], &p))
+        return POISON;
+    return dropout(S, x, p, e->loc);
+}
+
 /* callee(x): a layer of the model, or a function. */
 static Val eval_call(Sema *S, const Expr *e)
 {
     int li = find_layer(S, e->s);
     int ok = 1;
+    if (li < 0 && strcmp(e->s, "dropout") == 0)
+        return eval_dropout(S, e);
     if (li >= 0 || is_function(e->s)) {
         /* fine: checked below */
     } else if (layer_type(e->s) >= 0) {
@@ -772,7 +831,8 @@ static Val eval_call(Sema *S, const Expr *e)
             diag_error(e->loc, "'%s' is a layer type: declare the layer in the model (name = %s(...)) and call "
                        "it by name%s", e->s, e->s,
                        strcmp(e->s, "ReLU") == 0 ? ", or use relu(x)"
-                       : strcmp(e->s, "Flatten") == 0 ? ", or use flatten(x)" : "");
+                       : strcmp(e->s, "Flatten") == 0 ? ", or use flatten(x)"
+                       : strcmp(e->s, "Dropout") == 0 ? ", or use dropout(x, p)" : "");
         ok = 0;
     } else if (find_var(S, e->s)) {
         diag_error(e->loc, "'%s' is a tensor, not a layer or function", e->s);

@@ -9,22 +9,26 @@
 # Two epochs on a small cut of DATA must match the CPU run of the same
 # program: step losses, epoch metrics (the eval plan reads the running
 # statistics) and every saved tensor, num_batches_tracked (int64) exact.
+# An optional MODEL replaces conv.net: tests/cuda/models/dropout.net checks
+# that the device loop hands the kernels the step, rank and seed the CPU
+# loop does (the dropout masks of every step must agree).
 # Skips (exit 0) only without the CUDA toolkit or g++.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 . "$(dirname "$0")/toolkit.sh"
 command -v g++ >/dev/null || { echo "SKIP: no g++"; exit 0; }
-CDDPC=$(realpath "${1:?usage: device_conv.sh CDDPC FAKE_LIBCUDA DATA}")
+CDDPC=$(realpath "${1:?usage: device_conv.sh CDDPC FAKE_LIBCUDA DATA [MODEL]}")
 FAKE=$(realpath "$2")
 DATA=$3
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+MODEL=$(realpath "${4:-$ROOT/tests/cuda/models/conv.net}")
 PY=/usr/bin/python3
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/device_conv.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 export XDG_CACHE_HOME=$TMP/cache
 unset CDDP_LIBNVRTC CDDP_CUDA_DUMP FAKE_CUDA_KERNELS
 
-"$CDDPC" "$ROOT/tests/cuda/models/conv.net" -o "$TMP/convodd" || { echo "FAIL: cddpc"; exit 1; }
+"$CDDPC" "$MODEL" -o "$TMP/convodd" || { echo "FAIL: cddpc"; exit 1; }
 SMALL=$TMP/small
 mkdir -p "$SMALL"
 $PY - "$DATA" "$SMALL" <<'P' || { echo "FAIL: cannot make the small data set"; exit 1; }
@@ -101,6 +105,6 @@ for k in ph:
         fail.append("%s differs by %.2e" % (k, d))
 for f in fail:
     print("FAIL: " + f)
-print("device_conv: %s" % ("FAIL" if fail else "cuda = cpu for the image ops on the device loop"))
+print("device_conv: %s" % ("FAIL" if fail else "cuda = cpu on the device loop"))
 sys.exit(1 if fail else 0)
 P

@@ -57,6 +57,14 @@ check 'maxpool_dx sends every window'"'"'s gradient to its first element' 's/if 
 check 'conv2d drops its fused bias' 's/b\([0-9]*\)\[t\] = acc + b[0-9]*\[o\];/b\1[t] = acc;/' $C --plan train
 check 'fused sum of dx adds one per element (the sum is ~0 after batch norm)' 's/po += v;/po += v + 1.0f;/' $C --plan train
 check 'fused running update never counts the batch' 's/if (c == 0)/if (c < 0)/' $C --plan train
+# dropout: the CUDA masks must be the C ones (kernel_check runs rank 1, seed 3407)
+MODEL=$HERE/models/dropout.net
+D='--sizes 19:19:0,64:37:3 --orders 1 --plan train'
+check 'dropout counter off by one' 's/cddp_drop_u(dk\([0-9]*\), i \* C + j)/cddp_drop_u(dk\1, i * C + j + 1)/' $D
+check 'dropout stream ignores the rank' 's/cddp_drop_key(e->seed, e->rank,/cddp_drop_key(e->seed, 0,/' $D
+check 'dropout stream ignores the step' 's/(long long)e->step, /(long long)0, /' $D
+check 'dropout hash on the GPU differs from the C one' 's/z ^= z >> 27;/z ^= z >> 26;/' $D
+check 'dropout threshold 0.31 instead of p = 0.3' 's/>= 0.300000012f/>= 0.310000012f/' $D
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]

@@ -15,8 +15,16 @@
 #include <string.h>
 
 #include "cddpc.h"
+#include "dropout_rng.h"
 
 #define BATCH 3
+
+CDDP_DROP_RNG(static inline)    /* the kernels' own mask stream */
+/* the (seed, rank, step) the dropout checks run at: any fixed step gives a
+ * fixed mask, so the function is differentiable there */
+#define DROP_SEED 3407ull
+#define DROP_RANK 1
+#define DROP_STEP 12
 
 typedef struct Val {
     double *v;
@@ -240,6 +248,12 @@ static void eval_node(int id)
     case OP_ADD: for (int64_t k = 0; k < sz; k++) y[k] = a[k] + b[k]; break;
     case OP_RELU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] > 0 ? a[k] : 0; break;
     case OP_RELU_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = b[k] > 0 ? a[k] : 0; break;
+    case OP_DROPOUT: case OP_DROPOUT_GRAD: {     /* the same mask forward and backward */
+        unsigned long long key = cddp_drop_key(DROP_SEED, DROP_RANK, DROP_STEP, n->drop_key);
+        for (int64_t k = 0; k < sz; k++)
+            y[k] = cddp_drop_u(key, k) >= (float)n->drop_p ? a[k] / (1 - n->drop_p) : 0;
+        break;
+    }
     case OP_SUM_ROWS: {
         int64_t R = dim(sa->d[0]), C = dim(sa->d[1]);
         for (int64_t j = 0; j < C; j++) {
@@ -379,6 +393,28 @@ static int check_unary(const char *what, Op op, Shape sa, Shape sy)
     return check(what, y, w, RED_SUM, &a, 1);
 }
 
+/* y = dropout(relu(x), p) (and a second dropout of y when twice, so two
+ * keys meet in one backward); prints how many elements the mask kept so
+ * a trivial mask is visible. */
+static int check_dropout(const char *what, Shape xs, double p, int twice)
+{
+    reset();
+    int x = input(OP_IMAGES, xs);
+    fill(x);
+    int r = ir_add(g, OP_RELU, 1, &x, xs, DT_F32, (Loc){0});
+    int y = ir_dropout(g, r, p, (Loc){0});
+    if (twice)
+        y = ir_dropout(g, y, p, (Loc){0});
+    int seed = input(OP_IMAGES, xs);
+    fill(seed);
+    eval_all();
+    int64_t kept = 0;
+    for (int64_t k = 0; k < val[y].n; k++)
+        kept += val[y].v[k] != 0;
+    printf("     %s: %lld of %lld elements nonzero\n", what, (long long)kept, (long long)val[y].n);
+    return check(what, y, seed, RED_SUM, &x, 1);
+}
+
 static Window win(int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int groups)
 {
     return (Window){kh, kw, sh, sw, ph, pw, dh, dw, groups};
@@ -482,6 +518,8 @@ int main(void)
     fails += check_binary("add    x[N,3] y[N,3]", OP_ADD, nn, nn, nn);
     fails += check_unary("relu   x[N,4]", OP_RELU, nk, nk);
     fails += check_unary("reshape x[N,2,2] -> [N,4]", OP_RESHAPE, ir_shape(3, DIM_N, 2, 2), nk);
+    fails += check_dropout("dropout p=0.5 relu x[N,7]", ir_shape(2, DIM_N, 7), 0.5, 0);
+    fails += check_dropout("dropout p=0.2 x2 [N,2,3,4]", ir_shape(4, DIM_N, 2, 3, 4), 0.2, 1);
     fails += check_conv("conv2d 5x5 pad 2 + bias", 2, 6, 5, 3, win(5, 5, 1, 1, 2, 2, 1, 1, 1), 1);
     fails += check_conv("conv2d 3x3 stride 2 pad 1", 3, 7, 6, 4, win(3, 3, 2, 2, 1, 1, 1, 1, 1), 1);
     fails += check_conv("conv2d 3x2 dil 2x1 groups 2", 4, 7, 5, 6, win(3, 2, 1, 2, 2, 1, 2, 1, 2), 0);
