@@ -47,6 +47,7 @@ static const char prelude[] =
     "    int nthreads;\n"
     "    int rank, world;\n"
     "    unsigned long long seed;\n"
+    "    float scale;\n"
     "} rt_exec;\n";
 
 const char *emit_cuda_prelude(void) { return prelude; }

@@ -137,7 +137,7 @@ static void c_conv(const Emit *m, const Node *n)
     switch (n->op) {
     case OP_CONV2D:
         c_im2col(f, c.x);
-        fprintf(f, "        rt_sgemm(0, 0, OG, NP, K, b%d + g * OG * K, K, col, NP, out, NP);\n", c.w);
+        fprintf(f, "        %s0, 0, OG, NP, K, b%d + g * OG * K, K, col, NP, out, NP);\n", ex_gemm_call(m), c.w);
         fprintf(f, "        #pragma omp parallel for schedule(static) if (OG * NP >= 65536)\n");
         fprintf(f, "        for (int64_t o = 0; o < OG; o++)\n");
         fprintf(f, "            for (int64_t i = 0; i < n; i++)\n");
@@ -147,11 +147,11 @@ static void c_conv(const Emit *m, const Node *n)
     case OP_CONV2D_DW:
         c_im2col(f, c.x);
         c_gather_dy(f, c.y);
-        fprintf(f, "        rt_sgemm(0, 1, OG, K, NP, dyg, NP, col, NP, b%d + g * OG * K, K);\n", c.w);
+        fprintf(f, "        %s0, 1, OG, K, NP, dyg, NP, col, NP, b%d + g * OG * K, K);\n", ex_gemm_call(m), c.w);
         break;
     default:    /* dx: col = W_g^T dy_g, then col2im, each thread owning whole channels */
         c_gather_dy(f, c.y);
-        fprintf(f, "        rt_sgemm(1, 0, K, NP, OG, b%d + g * OG * K, K, dyg, NP, col, NP);\n", c.w);
+        fprintf(f, "        %s1, 0, K, NP, OG, b%d + g * OG * K, K, dyg, NP, col, NP);\n", ex_gemm_call(m), c.w);
         fprintf(f, "        #pragma omp parallel for schedule(static) if (K * NP >= 65536)\n");
         fprintf(f, "        for (int64_t cl = 0; cl < CG; cl++)\n");
         fprintf(f, "            for (int64_t r = cl * KH * KW; r < (cl + 1) * KH * KW; r++) {\n");

@@ -51,6 +51,7 @@ static const char rt_cuda_kernels_src[] =
     "    int nthreads;\n"
     "    int rank, world;\n"
     "    unsigned long long seed;\n"
+    "    float scale;\n"
     "};\n"
     "struct ctl {               /* rt_cuda_ctl of rt_cuda_kernels.h */\n"
     "    exec *e;\n"

@@ -613,7 +613,7 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
                           : !CU_CHECK(rt_cu.cuGraphLaunch(d.gtrain, cu->stream)) && !pace(cu, &d, epoch);
             /* --checkpoint-every inside the epoch (its end writes its own) */
             if (ok && o->ckpt_every && (step + s + 1) % o->ckpt_every == 0 && skip + s + 1 < nbatch) {
-                rt_resume st = {1, epoch, step + s + 1, skip + s + 1, loss0, rows0, 0};
+                rt_resume st = {1, epoch, step + s + 1, skip + s + 1, loss0, rows0, 0, step + s + 1, 1.0f, 0, 0};
                 ok = !device_checkpoint(cu, &d, m, o, w, skip, s + 1, per_rank, batch, sums, &st);
             }
         }
@@ -673,7 +673,7 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
                         (long long)step);
                 warned_nan = 1;
             }
-            rt_log_step(log, step, epoch, step_loss);
+            rt_log_step(log, step, epoch, step_loss, NAN, -1);
             if (s + 1 == nsteps) {
                 int64_t seen = (b + 1) * batch < epoch_samples ? (b + 1) * batch : epoch_samples;
                 rt_log_progress(log, epoch, o->epochs, seen * W, epoch_samples * W, step_loss, 1);
@@ -687,9 +687,9 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         rt_log_epoch(log, epoch, o->epochs, train_loss, test_loss, test_acc, secs, (int64_t)rows);
         if (o->ckpt_path) {
             /* the next epoch, or where --max-steps stopped this one */
-            rt_resume st = {1, epoch + 1, step, 0, 0, 0, 0};
+            rt_resume st = {1, epoch + 1, step, 0, 0, 0, 0, step, 1.0f, 0, 0};
             if (skip + nsteps < nbatch)
-                st = (rt_resume){1, epoch, step, skip + nsteps, loss0 + sums[nsteps], rows, secs};
+                st = (rt_resume){1, epoch, step, skip + nsteps, loss0 + sums[nsteps], rows, secs, step, 1.0f, 0, 0};
             if (save_from_device(cu, &d, m, o, w, &st) != 0)
                 goto out;
         }

@@ -69,7 +69,7 @@ static FILE *open_csv(const char *path, const char *header)
     return f;
 }
 
-int rt_log_open(rt_log *l, const rt_opts *o)
+int rt_log_open(rt_log *l, const rt_opts *o, int scaler)
 {
     memset(l, 0, sizeof *l);
     /* Only rank 0 reports: the others log nothing, draw no bar, print no
@@ -85,7 +85,8 @@ int rt_log_open(rt_log *l, const rt_opts *o)
         !(l->metrics = open_csv(o->metrics_path,
                                 "epoch,train_loss,test_loss,test_acc,seconds,images_per_s")))
         return -1;
-    if (o->steplog_path && !(l->steplog = open_csv(o->steplog_path, "step,epoch,loss"))) {
+    if (o->steplog_path &&
+        !(l->steplog = open_csv(o->steplog_path, scaler ? "step,epoch,loss,scale,found_inf" : "step,epoch,loss"))) {
         fclose(l->metrics);
         l->metrics = NULL;
         return -1;
@@ -97,10 +98,24 @@ int rt_log_open(rt_log *l, const rt_opts *o)
  * easier on whoever parses the logs. */
 static double unsign_nan(double x) { return isnan(x) ? NAN : x; }
 
-void rt_log_step(rt_log *l, int64_t step, int epoch, double loss)
+void rt_log_step(rt_log *l, int64_t step, int epoch, double loss, double scale, int found_inf)
 {
-    if (l->steplog)
+    if (!l->steplog)
+        return;
+    if (found_inf < 0)
         fprintf(l->steplog, "%lld,%d,%.9g\n", (long long)step, epoch, unsign_nan(loss));
+    else
+        fprintf(l->steplog, "%lld,%d,%.9g,%.9g,%d\n", (long long)step, epoch, unsign_nan(loss), scale, found_inf);
+}
+
+void rt_log_scaler(rt_log *l, double scale, int64_t skipped, int64_t skipped_all)
+{
+    (void)l;
+    if (rt_world.rank != 0)
+        return;
+    printf("loss scale %.9g  skipped %lld steps (%lld in all)\n", scale, (long long)skipped,
+           (long long)skipped_all);
+    fflush(stdout);
 }
 
 static void bar_clear(rt_log *l)
