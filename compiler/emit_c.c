@@ -55,15 +55,6 @@ static void emit_ew_loops(const Emit *m, const Shape *space, int load)
         if (plan_uses_outside(m->p, n->id) || gr->gemm_out == n->id)
             fprintf(f, "%sb%d[i * C + j] = v%d;\n", ind, n->id, n->id);
     }
-    if (red && m->p->g->prec) {   /* a bias gradient: summed in fp32, stored rounded */
-        fprintf(f, "        }\n");
-        for (int k = 0; k < gr->nnodes; k++)
-            if (ex_node(m, gr->nodes[k])->op == OP_SUM_ROWS)
-                fprintf(f, "        for (int64_t j = jb; j < je; j++) b%d[j] = %s;\n", gr->nodes[k],
-                        ex_round(m, util_fmt("b%d[j]", gr->nodes[k])));
-        fprintf(f, "    }\n");
-        return;
-    }
     fprintf(f, red ? "        }\n    }\n" : "    }\n");
 }
 
@@ -145,10 +136,6 @@ static void emit_row(const Emit *m)
             fprintf(f, "        b%d[i] = v%d;\n", n->id, n->id);
     }
     fprintf(f, "        (void)am;\n        (void)lse;\n    }\n");
-    for (int k = 0; k < gr->nnodes && m->p->g->prec; k++)
-        if (ex_node(m, gr->nodes[k])->op == OP_SUM_ROWS)
-            fprintf(f, "    for (int64_t j = 0; j < C; j++) b%d[j] = %s;\n", gr->nodes[k],
-                    ex_round(m, util_fmt("b%d[j]", gr->nodes[k])));
     for (int k = 0; k < gr->nnodes; k++)
         if (ex_node(m, gr->nodes[k])->op == OP_SUM_ALL)
             fprintf(f, "    b%d[0] = s%d;\n", gr->nodes[k], gr->nodes[k]);

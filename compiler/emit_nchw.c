@@ -151,7 +151,10 @@ static void c_conv(const Emit *m, const Node *n)
         break;
     default:    /* dx: col = W_g^T dy_g, then col2im, each thread owning whole channels */
         c_gather_dy(f, c.y);
-        fprintf(f, "        %s1, 0, K, NP, OG, b%d + g * OG * K, K, dyg, NP, col, NP);\n", ex_gemm_call(m), c.w);
+        /* low precision: the products' sum is rounded once, after col2im
+         * (as the CUDA kernel's gather), not per column */
+        fprintf(f, "        %s1, 0, K, NP, OG, b%d + g * OG * K, K, dyg, NP, col, NP);\n",
+                m->p->g->prec ? util_fmt("rt_sgemm_prec(RT_PREC_KEEP_C | %d, ", m->p->g->prec) : "rt_sgemm(", c.w);
         fprintf(f, "        #pragma omp parallel for schedule(static) if (K * NP >= 65536)\n");
         fprintf(f, "        for (int64_t cl = 0; cl < CG; cl++)\n");
         fprintf(f, "            for (int64_t r = cl * KH * KW; r < (cl + 1) * KH * KW; r++) {\n");
@@ -169,6 +172,9 @@ static void c_conv(const Emit *m, const Node *n)
         break;
     }
     fprintf(f, "    }\n");
+    if (n->op == OP_CONV2D_DX && m->p->g->prec)
+        fprintf(f, "    for (int64_t k = 0; k < n * C * H * W; k++)\n        b%d[k] = %s;\n", c.x,
+                ex_round(m, util_fmt("b%d[k]", c.x)));
 }
 
 /* Opens the loop over channels c (a thread owns whole channels); M is the
@@ -430,9 +436,10 @@ static void cu_conv(const Emit *m, const Node *n, CudaLaunch *L)
         fprintf(f, "                for (int64_t kj = 0; kj < KW; kj++) {\n");
         fprintf(f, "                    const int64_t iw = ow * SW - PW + kj * DW;\n");
         fprintf(f, "                    if (iw >= 0 && iw < W)\n");
-        fprintf(f, "                        acc += b%d[((i * C + g * CG + cl) * H + ih) * W + iw] * b%d[((o * CG + cl) * KH + ki) * KW + kj];\n",
-                c.x, c.w);
-        fprintf(f, "                }\n            }\n        b%d[t] = acc;\n    }\n", c.y);
+        fprintf(f, "                        acc += %s * %s;\n",
+                ex_round(m, util_fmt("b%d[((i * C + g * CG + cl) * H + ih) * W + iw]", c.x)),
+                ex_round(m, util_fmt("b%d[((o * CG + cl) * KH + ki) * KW + kj]", c.w)));
+        fprintf(f, "                }\n            }\n        b%d[t] = %s;\n    }\n", c.y, ex_round(m, "acc"));
         cu_batch_grid(L, c.O * c.P);
         break;
     case OP_CONV2D_DX:
@@ -447,9 +454,10 @@ static void cu_conv(const Emit *m, const Node *n, CudaLaunch *L)
         fprintf(f, "                for (int64_t kj = 0; kj < KW; kj++) {\n");
         fprintf(f, "                    const int64_t ww = w + PW - kj * DW;\n");
         fprintf(f, "                    if (ww < 0 || ww %% SW != 0 || ww / SW >= OW)\n                        continue;\n");
-        fprintf(f, "                    acc += b%d[((i * O + o) * OH + hh / SH) * OW + ww / SW] * b%d[((o * CG + cl) * KH + ki) * KW + kj];\n",
-                c.y, c.w);
-        fprintf(f, "                }\n            }\n        b%d[t] = acc;\n    }\n", c.x);
+        fprintf(f, "                    acc += %s * %s;\n",
+                ex_round(m, util_fmt("b%d[((i * O + o) * OH + hh / SH) * OW + ww / SW]", c.y)),
+                ex_round(m, util_fmt("b%d[((o * CG + cl) * KH + ki) * KW + kj]", c.w)));
+        fprintf(f, "                }\n            }\n        b%d[t] = %s;\n    }\n", c.x, ex_round(m, "acc"));
         cu_batch_grid(L, c.C * c.H * c.W);
         break;
     default:
@@ -461,11 +469,11 @@ static void cu_conv(const Emit *m, const Node *n, CudaLaunch *L)
         fprintf(f, "        const int64_t i = t / P, oh = t %% P / OW, ow = t %% OW;\n");
         fprintf(f, "        const int64_t ih = oh * SH - PH + ki * DH, iw = ow * SW - PW + kj * DW;\n");
         fprintf(f, "        if (ih >= 0 && ih < H && iw >= 0 && iw < W)\n");
-        fprintf(f, "            acc += b%d[(i * O + o) * P + oh * OW + ow] * b%d[((i * C + ch) * H + ih) * W + iw];\n", c.y,
-                c.x);
+        fprintf(f, "            acc += %s * %s;\n", ex_round(m, util_fmt("b%d[(i * O + o) * P + oh * OW + ow]", c.y)),
+                ex_round(m, util_fmt("b%d[((i * C + ch) * H + ih) * W + iw]", c.x)));
         fprintf(f, "    }\n");
         cu_block_sum(f, "dw", "acc", "total");
-        fprintf(f, "    if (threadIdx.x == 0)\n        b%d[wi] = total;\n", c.w);
+        fprintf(f, "    if (threadIdx.x == 0)\n        b%d[wi] = %s;\n", c.w, ex_round(m, "total"));
         L->gfix[0] = (unsigned)(c.O * c.K);
         break;
     }

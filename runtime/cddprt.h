@@ -55,6 +55,8 @@ typedef void (*rt_kernel_fn)(rt_exec *e);
  * helpers (the CUDA prelude has a copy), round to nearest even, as
  * tensor.to(torch.bfloat16 / torch.float16).float(). */
 enum { RT_PREC_FP32 = 0, RT_PREC_BF16 = 1, RT_PREC_FP16 = 2 };
+/* rt_sgemm_prec: round the operands only, not the result */
+#define RT_PREC_KEEP_C 0x100
 
 static inline float rt_round_bf16(float x)
 {
@@ -238,7 +240,7 @@ void rt_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, i
               int64_t ldb, float *c, int64_t ldc);
 /* rt_sgemm as autocast runs a matrix product in low precision (prec
  * RT_PREC_BF16 / FP16): both operands rounded as read, fp32 accumulation,
- * the result rounded as stored. */
+ * the result rounded as stored (unless prec has RT_PREC_KEEP_C). */
 void rt_sgemm_prec(int prec, int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                    const float *b, int64_t ldb, float *c, int64_t ldc);
 

@@ -64,12 +64,14 @@ void rt_sgemm_prec(int prec, int ta, int tb, int64_t m, int64_t n, int64_t k, co
 {
     if (m == 0 || n == 0)
         return;
+    const int keep_c = prec & RT_PREC_KEEP_C;
+    prec &= ~RT_PREC_KEEP_C;
     int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
     float *ra = rounded_copy(prec, ar, ac, a, lda), *rb = rounded_copy(prec, br, bc, b, ldb);
     rt_sgemm(ta, tb, m, n, k, ra, ac, rb, bc, c, ldc);
     free(ra);
     free(rb);
-    for (int64_t i = 0; i < m; i++)
+    for (int64_t i = 0; i < m && !keep_c; i++)
         for (int64_t j = 0; j < n; j++)
             c[i * ldc + j] = rt_round_prec(prec, c[i * ldc + j]);
 }

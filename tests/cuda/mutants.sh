@@ -52,6 +52,15 @@ check 'running variance not made unbiased' 's/ \* unbias)/)/' $C --plan train
 check 'eval batch norm halves the running variance' 's/b\([0-9]*\)\[C + c\] = b\([0-9]*\)\[c\];/b\1[C + c] = 0.5f * b\2[c];/' $C --plan eval
 check 'avgpool divides by one more' 's|/ (float)(KH \* KW)|/ (float)(KH * KW + 1)|' $C --plan train
 check 'maxpool_dx sends every window'"'"'s gradient to its first element' 's/if (am == h \* W + w)/if (am == h * W + w || 1)/' $C --plan train
+# mixed precision: the CUDA kernels must round and scale as the C ones
+MODEL=$HERE/models/amp_bf16.net
+A='--sizes 19:19:0 --orders 1 --flips 0.001'
+check 'bf16: GEMM result not rounded' 's/rt_round_bf16(acc\[r\]\[c\])/(acc[r][c])/' $A --plan train
+check 'bf16: weights read unrounded by the GEMM' 's/Bs\[kk\]\[c\] = gj < N \&\& gk < K ? rt_round_bf16(\(b[0-9]*\[[^]]*\]\))/Bs[kk][c] = gj < N \&\& gk < K ? (\1)/' $A --plan eval
+MODEL=$HERE/models/amp_fp16.net
+check 'fp16: the loss gradient not scaled by S' 's/ \* e->scale;/;/' $A --plan train
+check 'fp16: the optimizer does not unscale' 's/g\[k\] \* inv_scale/g[k]/' $A --plan train
+check 'fp16: rounded to bf16 instead' 's/rt_round_fp16(acc)/rt_round_bf16(acc)/' $A --plan eval
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]
