@@ -49,6 +49,7 @@ static const char prelude[] =
     "    int rank, world;\n"
     "    unsigned long long seed;\n"
     "    float scale;\n"
+    "    int found_inf;\n"
     "} rt_exec;\n"
     /* mixed precision: cddprt.h's rt_round_bf16 / rt_round_fp16, the
      * same bit operations (tests/cuda checks them against the C kernels) */

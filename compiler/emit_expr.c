@@ -153,8 +153,12 @@ void ex_opt_prelude(FILE *f, const TrainCfg *t, int64_t param_floats)
 {
     fprintf(f, "    float *const w = e->param, *const g = e->grad;\n");
     fprintf(f, "    const float lr = e->lr;\n");
-    if (t->precision == RT_PREC_FP16)   /* GradScaler.unscale_: grads were scaled by S */
+    if (t->precision == RT_PREC_FP16) {
+        /* a skipped step (GradScaler found inf/NaN): no update at all */
+        fprintf(f, "    if (e->found_inf)\n        return;\n");
+        /* GradScaler.unscale_: the gradients were scaled by S */
         fprintf(f, "    const float inv_scale = 1.0f / e->scale;\n");
+    }
     if (t->optimizer == OPT_SGD) {
         if (t->momentum != 0.0)
             fprintf(f, "    float *const mb = e->opt;\n    const int first = e->step == 0;\n");

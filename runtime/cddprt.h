@@ -44,6 +44,8 @@ typedef struct rt_exec {
     float scale;            /* fp16 loss scale S: the backward's seed is S x dloss;
                                the optimizer unscales by 1/S (1 when off; only
                                fp16 kernels read it) */
+    int found_inf;          /* fp16: this step's gradients overflowed on some
+                               rank: the optimizer kernels return at once */
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e);

@@ -162,6 +162,7 @@ static void run_plan(const rt_plan *p, rt_exec *e, int nstat, rt_instr *in, rt_r
         rt_reducer_step_end(red);
     if (amp) {
         in->found_inf = rt_amp_found_inf(amp, e->grad, in->param_floats, in->step);
+        e->found_inf = in->found_inf;   /* the kernels would return at once too */
         for (int k = 0; k < p->nk && !in->found_inf; k++)
             if (p->k[k].phase == RT_PH_OPTIMIZER)
                 run_kernel(p, k, e, in, timed);
