@@ -749,16 +749,14 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         double train_loss = rows > 0 ? (loss0 + sums[nsteps]) / rows : NAN;
         double test_loss = sums[nsteps + 1] / (double)NV;
         double test_acc = m->eval.correct_stat >= 0 ? sums[nsteps + 2] / (double)NV : NAN;
+        rt_log_scaler(log, bt->scale, bt->skipped - d.h_ctl[slot].skipped, bt->skipped);
         rt_log_epoch(log, epoch, o->epochs, train_loss, test_loss, test_acc, secs, (int64_t)rows);
         /* the scaler's state goes on into the next epoch's control block */
-        const int64_t skipped0 = d.h_ctl[slot].skipped;
         for (int s2 = 0; s2 < 2; s2++) {
             d.h_ctl[s2].scale = bt->scale;
             d.h_ctl[s2].tracker = bt->tracker;
             d.h_ctl[s2].skipped = bt->skipped;
         }
-        if (d.amp)
-            rt_log_scaler(log, bt->scale, bt->skipped - skipped0, bt->skipped);
         if (o->ckpt_path) {
             /* the next epoch, or where --max-steps stopped this one */
             const int64_t sk = bt->skipped, taken = step - sk;   /* skipped: in all, as step */

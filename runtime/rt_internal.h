@@ -196,13 +196,17 @@ typedef struct rt_log {
     int tty;                /* stderr is a terminal: draw a progress bar */
     double last_bar;        /* time of the last redraw */
     int bar_drawn;
+    int scaler;             /* fp16: the epoch's line and row report the loss scaler */
+    double scale;           /* ... as rt_log_scaler last set it */
+    int64_t skipped, skipped_all;
 } rt_log;
 
 int rt_log_open(rt_log *l, const rt_opts *o, int scaler);
 /* scale: the fp16 loss scale the step ran with and found_inf (0/1), or
  * NAN and -1 without a scaler (the step log then has no such columns) */
 void rt_log_step(rt_log *l, int64_t step, int epoch, double loss, double scale, int found_inf);
-/* After an fp16 epoch's line: the loss scale, steps skipped (epoch, run). */
+/* fp16, before rt_log_epoch: the loss scale after the epoch and the steps
+ * skipped (in the epoch, in the run), for its line and CSV row. */
 void rt_log_scaler(rt_log *l, double scale, int64_t skipped, int64_t skipped_all);
 void rt_log_progress(rt_log *l, int epoch, int epochs, int64_t done, int64_t total,
                      double loss, int force);

@@ -67,6 +67,7 @@ static void usage(const rt_model *m, const rt_opts *d)
            "  --resume FILE         continue a run from its checkpoint, bit for bit\n"
            "  --metrics FILE        per-epoch CSV: epoch,train_loss,test_loss,test_acc,"
            "seconds,images_per_s\n"
+           "                        (fp16 models: ,loss_scale,skipped)\n"
            "  --step-log FILE       per-step CSV: step,epoch,loss (fp16 models: ,scale,found_inf)\n"
            "  --profile             time every kernel; print a table per plan at the end (cpu)\n"
            "  --trace FILE.json     timeline of every kernel and all-reduce, all ranks, as\n"

@@ -392,10 +392,9 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
         double test_loss, test_acc;
         evaluate(m, w, &e, test, &test_loss, &test_acc, &ein);
         double train_loss = rows > 0 ? loss_sum / rows : NAN;
+        rt_log_scaler(log, amp.scale, amp.skipped - skipped0, amp.skipped);
         rt_log_epoch(log, epoch, o->epochs, train_loss, test_loss, test_acc, secs,
                      (int64_t)rows);
-        if (amp.on)
-            rt_log_scaler(log, amp.scale, amp.skipped - skipped0, amp.skipped);
         if (o->ckpt_path) {
             /* the next epoch, or where --max-steps stopped this one */
             int64_t at = skip + done;
