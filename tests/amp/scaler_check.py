@@ -11,7 +11,13 @@ PROGRAM is an fp16 model whose scaler starts far too high (init_scale
      times any cross-entropy gradient overflows fp16); a skipped step
      leaves the weights bitwise unchanged and a clean step changes them
      (--save after --max-steps k vs k-1); the first clean step's scale is
-     one at which the logits' gradient fits fp16 (|g| <= S/batch < 65520).
+     one at which the logits' gradient fits fp16 (|g| <= S/batch < 65520);
+  3. the decisions recomputed by PyTorch: with --shuffle off (batch t is
+     samples 64(t-1)..64t-1 in file order) every step up to the first clean
+     one starts from the initial weights (the skipped steps changed
+     nothing); PyTorch computes SimpleNet's backward at each step's scale
+     with the program's roundings (x.half().float() where it rounds) and
+     its own found_inf must be the program's, step for step.
 
 GradScaler's update is torch._amp_update_scale_, which PyTorch 1.13 has
 for CUDA tensors only; on CPU the same kernel
@@ -26,7 +32,13 @@ import subprocess
 import sys
 import tempfile
 
+import gzip
+
 import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch"))
+import st  # noqa: E402  (tests/torch/st.py: safetensors)
 
 INIT, GROWTH, BACKOFF, INTERVAL, BATCH = 2.0 ** 40, 2.0, 0.5, 3, 64
 STEPS = 40
@@ -135,7 +147,61 @@ def main(argv):
             bad += 1
         checked += 1
     print("weights: %d steps checked: skipped ones leave them bitwise unchanged, clean ones update" % checked)
+    bad += torch_decisions(program, data, work)
     return 1 if bad else 0
+
+
+def idx(path):
+    if not os.path.exists(path):        # the plain file, or gzipped
+        path += ".gz"
+    raw = gzip.open(path).read() if path.endswith(".gz") else open(path, "rb").read()
+    nd = raw[3]
+    dims = struct.unpack(">%dI" % nd, raw[4:4 + 4 * nd])
+    return torch.frombuffer(bytearray(raw[4 + 4 * nd:]), dtype=torch.uint8).reshape(dims)
+
+
+def torch_found_inf(w, x, y, scale):
+    """found_inf of one fp16 step of SimpleNet, rounding as the program's
+    kernels do (README "Mixed precision"): GEMM operands and results,
+    elementwise results, the scaled logits gradient; fp32 accumulation."""
+    r = lambda t: t.half().float()
+    mm = lambda a, b: r(r(a) @ r(b))
+    h1 = r(mm(x, w["fc1.weight"].t()) + w["fc1.bias"]).clamp_min(0)
+    h2 = r(mm(h1, w["fc2.weight"].t()) + w["fc2.bias"]).clamp_min(0)
+    z = r(mm(h2, w["fc3.weight"].t()) + w["fc3.bias"])
+    g = r((F.softmax(z, 1) - F.one_hot(y, 10).float()) * (1.0 / len(y) * scale))
+    grads = [mm(g.t(), h2), g.sum(0)]
+    d2 = r(mm(g, w["fc3.weight"]) * (h2 > 0))
+    grads += [mm(d2.t(), h1), d2.sum(0)]
+    d1 = r(mm(d2, w["fc2.weight"]) * (h1 > 0))
+    grads += [mm(d1.t(), x), d1.sum(0)]
+    return int(not all(torch.isfinite(t).all() for t in grads))
+
+
+def torch_decisions(program, data, work):
+    log = os.path.join(work, "noshuffle.csv")
+    init, _ = run(program, data, work, 1, ["--shuffle", "off"])
+    run(program, data, work, STEPS, ["--shuffle", "off", "--step-log", log])
+    rows = list(csv.DictReader(open(log)))
+    found = [int(r["found_inf"]) for r in rows]
+    if 0 not in found or found[0] != 1:
+        print("FAIL: shuffle off: want a skipped first step and a clean one later, got %s" % found)
+        return 1
+    w = {k: torch.from_numpy(v.copy()) for k, v in st.load(init).items()}
+    imgs = idx(os.path.join(data, "train-images-idx3-ubyte")).reshape(-1, 784).float()
+    labs = idx(os.path.join(data, "train-labels-idx1-ubyte")).long()
+    bad = 0
+    last = found.index(0)
+    for t in range(last + 1):
+        x = (imgs[BATCH * t:BATCH * (t + 1)] / 255.0 - 0.1307) / 0.3081
+        mine = torch_found_inf(w, x, labs[BATCH * t:BATCH * (t + 1)], f32(rows[t]["scale"]))
+        if mine != found[t]:
+            print("FAIL: step %d at scale %s: program found_inf %d, PyTorch %d" % (t + 1, rows[t]["scale"],
+                                                                                 found[t], mine))
+            bad += 1
+    print("PyTorch found_inf: steps 1..%d (%d skipped, then the first clean one at scale %s): %s" % (
+        last + 1, last, rows[last]["scale"], "the same decisions" if not bad else "DIFFERENT"))
+    return bad
 
 
 if __name__ == "__main__":
