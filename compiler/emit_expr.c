@@ -74,7 +74,8 @@ char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space)
     char *a = ex_operand(m, n->in[0], space);
     char *b = n->nin > 1 && n->op != OP_BN_APPLY ? ex_operand(m, n->in[1], space) : NULL;
     switch (n->op) {
-    case OP_BIAS_ADD:
+    case OP_BIAS_ADD:   /* autocast casts the fp32 bias to the low precision too */
+        return util_fmt("%s + %s", a, ex_round(m, b));
     case OP_ADD: return util_fmt("%s + %s", a, b);
     case OP_RELU: return util_fmt("%s < 0.0f ? 0.0f : %s", a, a); /* NaN passes, as torch.relu */
     case OP_RELU_GRAD: return util_fmt("%s > 0.0f ? %s : 0.0f", b, a);

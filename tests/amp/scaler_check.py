@@ -166,9 +166,9 @@ def torch_found_inf(w, x, y, scale):
     elementwise results, the scaled logits gradient; fp32 accumulation."""
     r = lambda t: t.half().float()
     mm = lambda a, b: r(r(a) @ r(b))
-    h1 = r(mm(x, w["fc1.weight"].t()) + w["fc1.bias"]).clamp_min(0)
-    h2 = r(mm(h1, w["fc2.weight"].t()) + w["fc2.bias"]).clamp_min(0)
-    z = r(mm(h2, w["fc3.weight"].t()) + w["fc3.bias"])
+    h1 = r(mm(x, w["fc1.weight"].t()) + r(w["fc1.bias"])).clamp_min(0)
+    h2 = r(mm(h1, w["fc2.weight"].t()) + r(w["fc2.bias"])).clamp_min(0)
+    z = r(mm(h2, w["fc3.weight"].t()) + r(w["fc3.bias"]))
     g = r((F.softmax(z, 1) - F.one_hot(y, 10).float()) * (1.0 / len(y) * scale))
     grads = [mm(g.t(), h2), g.sum(0)]
     d2 = r(mm(g, w["fc3.weight"]) * (h2 > 0))
