@@ -8,7 +8,8 @@
 # scale and skips, carried across 3 epochs (the host rewrites the device's
 # control block each epoch), parameters close. Then 2 GPU ranks (fake
 # NCCL: the found_inf all-reduce is a node of the step graph) against 2
-# CPU ranks, 2 epochs: the same scale/found_inf sequence.
+# CPU ranks, 2 epochs: the same scale/found_inf sequence. And a device
+# checkpoint inside epoch 2, resumed, continues bit for bit.
 # PROG: fp16 SimpleNet with scaler dynamic(init_scale = 2^24,
 # growth_interval = 2): skips, backoffs and growth within 12 steps.
 # Skipped without the CUDA toolkit (NVRTC), as the device tests are.
@@ -34,6 +35,19 @@ R=("$PROG" --data "$T/small" --epochs 3 --threads 1)
     { echo "FAIL: cpu run"; cat "$T/oh"; exit 1; }
 status=0
 $PY "$ROOT/tests/amp/cmp_scaler.py" "$T" sc sh oc oh pc ph 3 || status=1
+# the device's checkpoint: stopped inside epoch 2 (after skips and a
+# growth), resumed: the uninterrupted device run's steps and weights, bit
+# for bit (the scale, tracker and steps taken come back from the file)
+"${R[@]}" --device cuda --max-steps 6 --checkpoint "$T/ck.st" >"$T/ok" 2>&1 || { echo "FAIL: 6 steps"; status=1; }
+"${R[@]}" --device cuda --resume "$T/ck.st" --step-log "$T/rc.csv" --save "$T/rc.st" >"$T/or" 2>&1 ||
+    { echo "FAIL: resumed device run"; tail "$T/or"; status=1; }
+if cmp -s "$T/pc.st" "$T/rc.st" && [ "$(sed -n '8,13p' "$T/sc.csv")" = "$(sed -n '2,7p' "$T/rc.csv")" ] &&
+    [ "$(wc -l <"$T/rc.csv")" = 7 ]; then
+    echo "PASS: device checkpoint at step 6, resumed: steps 7..12 and weights bit for bit"
+else
+    echo "FAIL: the resumed device run differs"; diff <(sed -n '8,13p' "$T/sc.csv") <(sed -n '2,7p' "$T/rc.csv")
+    status=1
+fi
 # 2 GPU ranks over the fake NCCL vs 2 CPU ranks
 if command -v mpirun >/dev/null 2>&1 && strings "$PROG" | grep -q MPI_Init_thread; then
     export OMPI_MCA_btl=self,vader OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
