@@ -182,6 +182,7 @@ void ad_train_step(Program *p)
      * reverse order: the order their gradients (and buckets) are ready. */
     static const char *const opt_names[] = {"sgd", "adam", "adamw"};
     g->opt_name = opt_names[p->train.optimizer];
+    g->prec = p->train.precision;
     g->updates = util_alloc(sizeof(int) * (size_t)(g->nparam + 1));
     for (int i = g->nparam - 1; i >= 0; i--) {
         g->updates[i] = -1;

@@ -101,6 +101,7 @@ typedef struct Graph {
     int *grad;              /* grad[param index] = node id of its gradient */
     int *updates;           /* updates[param index] = its SGD node, or -1 */
     const char *opt_name;   /* what the update nodes run: "sgd", "adam", "adamw" (kernel names) */
+    int prec;               /* RT_PREC_*: the kernels round to bf16 / fp16 where autocast stores it */
     int nbuckets;
     int *effects;           /* in-place buffer updates the train plan must run */
     int neffects;
@@ -149,6 +150,9 @@ typedef struct TrainCfg {
     uint64_t seed;
     int sync_bn;            /* SyncBatchNorm: batch statistics over all ranks */
     double bucket_mb;       /* gradient bucket size after the first (1 MB) */
+    int precision;          /* RT_PREC_*: fp32, or autocast-like bf16 / fp16 */
+    double init_scale, growth_factor, backoff_factor;   /* fp16: GradScaler's */
+    int64_t growth_interval;
     Loc loc;
 } TrainCfg;
 
@@ -265,6 +269,12 @@ void ex_opt_body(FILE *f, const TrainCfg *t);
 /* Declarations the update loops read (w, g, lr, and the optimizer's). */
 void ex_opt_prelude(FILE *f, const TrainCfg *t, int64_t param_floats);
 int ex_opt_slots(const TrainCfg *t);     /* opt floats per param float */
+/* Mixed precision (README "Mixed precision"): the GEMM call of the
+ * plan's precision ("rt_sgemm(" or "rt_sgemm_prec(RT_PREC_BF16, "), and
+ * an expression rounded to it (x itself in fp32). The same helper name
+ * on both targets: cddprt.h's for C, the CUDA prelude's copy. */
+const char *ex_gemm_call(const Emit *m);
+char *ex_round(const Emit *m, const char *x);
 
 /* ---- emit_c.c, emit_cuda.c, emit_program.c ---------------------------- */
 void emit_c_kernels(FILE *f, const Plan *p, const Program *prog);

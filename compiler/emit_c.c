@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cddpc.h"
+#include "cddprt.h"         /* RT_PREC_* */
 
 /* The loop nest over `space` evaluating every elementwise node and
  * reduction of the group; `load` is the anchor read from memory (the GEMM
@@ -49,7 +50,8 @@ static void emit_ew_loops(const Emit *m, const Shape *space, int load)
             fprintf(f, "%sb%d[j] += %s;\n", ind, n->id, ex_operand(m, n->in[0], space));
             continue;
         }
-        fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, ex_ew_expr(m, n, space));
+        /* low precision: every elementwise result is a bf16/fp16 tensor in torch */
+        fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, ex_round(m, ex_ew_expr(m, n, space)));
         if (plan_uses_outside(m->p, n->id) || gr->gemm_out == n->id)
             fprintf(f, "%sb%d[i * C + j] = v%d;\n", ind, n->id, n->id);
     }
@@ -66,7 +68,7 @@ static void emit_matmul(const Emit *m)
     char *M = ex_dim(mm->shape.d[0]), *N = ex_dim(mm->shape.d[1]);
     char *K = ex_dim(ta ? a->d[0] : a->d[1]);
     char *lda = ex_dim(a->d[1]), *ldb = ex_dim(b->d[1]);
-    fprintf(m->f, "    rt_sgemm(%d, %d, %s, %s, %s, b%d, %s, b%d, %s, b%d, %s);\n", ta, tb, M, N, K,
+    fprintf(m->f, "    %s%d, %d, %s, %s, %s, b%d, %s, b%d, %s, b%d, %s);\n", ex_gemm_call(m), ta, tb, M, N, K,
             plan_source(m->p, mm->in[0]), lda, plan_source(m->p, mm->in[1]), ldb, m->gr->gemm_out, N);
     if (m->gr->nnodes > 1)
         emit_ew_loops(m, &mm->shape, mm->id);
@@ -106,9 +108,14 @@ static void emit_row(const Emit *m)
             break;
         case OP_CE_GRAD:
             /* mean: d(sum/n)/dx; sum and none (backward of ones): d(sum)/dx */
-            fprintf(f, "        const float scale%d = %s;\n", n->id, n->red == RED_MEAN ? "1.0f / (float)n" : "1.0f");
+            /* fp16: times the loss scale S, the backward of scaler.scale(loss) */
+            fprintf(f, "        const float scale%d = %s%s;\n", n->id, n->red == RED_MEAN ? "1.0f / (float)n" : "1.0f",
+                    m->p->g->prec == RT_PREC_FP16 ? " * e->scale" : "");
             fprintf(f, "        for (int64_t j = 0; j < C; j++) {\n");
-            fprintf(f, "            const float g = (expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale%d;\n", n->id);
+            /* softmax in fp32 (autocast's fp32 list); the logits' gradient
+             * is stored in the logits' precision */
+            fprintf(f, "            const float g = %s;\n",
+                    ex_round(m, util_fmt("(expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale%d", n->id)));
             if (out)
                 fprintf(f, "            b%d[i * C + j] = g;\n", n->id);
             for (int r = 0; r < gr->nnodes; r++)

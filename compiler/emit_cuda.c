@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cddpc.h"
+#include "cddprt.h"         /* RT_PREC_* */
 #include "dropout_rng.h"
 
 #define TILE_M 64
@@ -48,7 +49,42 @@ static const char prelude[] =
     "    int nthreads;\n"
     "    int rank, world;\n"
     "    unsigned long long seed;\n"
-    "} rt_exec;\n";
+    "    float scale;\n"
+    "    int found_inf;\n"
+    "} rt_exec;\n"
+    /* mixed precision: cddprt.h's rt_round_bf16 / rt_round_fp16, the
+     * same bit operations (tests/cuda checks them against the C kernels) */
+    "__device__ __forceinline__ float rt_round_bf16(float x)\n"
+    "{\n"
+    "    unsigned u = __float_as_uint(x);\n"
+    "    if ((u & 0x7fffffffu) > 0x7f800000u)\n"
+    "        return x;\n"
+    "    u += 0x7fffu + ((u >> 16) & 1u);\n"
+    "    return __uint_as_float(u & 0xffff0000u);\n"
+    "}\n"
+    "__device__ __forceinline__ float rt_round_fp16(float x)\n"
+    "{\n"
+    "    const unsigned u = __float_as_uint(x), s = u & 0x80000000u;\n"
+    "    unsigned a = u ^ s;\n"
+    "    if (a >= 0x7f800000u)\n"
+    "        return x;\n"
+    "    if (a >= 0x477ff000u) {\n"
+    "        a = 0x7f800000u;\n"
+    "    } else if (a >= 0x38800000u) {\n"
+    "        a += 0xfffu + ((a >> 13) & 1u);\n"
+    "        a &= ~0x1fffu;\n"
+    "    } else {\n"
+    "        const int sh = 126 - (int)(a >> 23);\n"
+    "        const unsigned m = (a & 0x7fffffu) | 0x800000u;\n"
+    "        unsigned q = 0;\n"
+    "        if (a >= 0x00800000u && sh < 25) {\n"
+    "            const unsigned rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1);\n"
+    "            q = (m >> sh) + (rem > half || (rem == half && ((m >> sh) & 1u)));\n"
+    "        }\n"
+    "        a = __float_as_uint((float)q * 5.9604644775390625e-8f);\n"
+    "    }\n"
+    "    return __uint_as_float(a | s);\n"
+    "}\n";
 
 /* The prelude and dropout's random stream, the same text as the C
  * kernels' (dropout_rng.h), so both targets draw the same masks. Not
@@ -113,7 +149,7 @@ static void emit_element(const Emit *m, const Shape *space, int load, const char
                 fprintf(f, "%satomicAdd(&b%d[j], %s);\n", ind, n->id, ex_operand(m, n->in[0], space));
             continue;
         }
-        fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, ex_ew_expr(m, n, space));
+        fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, ex_round(m, ex_ew_expr(m, n, space)));
         if (plan_uses_outside(m->p, n->id) || gr->gemm_out == n->id)
             fprintf(f, "%sb%d[i * C + j] = v%d;\n", ind, n->id, n->id);
     }
@@ -251,9 +287,11 @@ static void emit_row(const Emit *m, CudaLaunch *L)
             break;
         case OP_CE_GRAD:
             /* mean: d(sum/n)/dx; sum and none (backward of ones): d(sum)/dx */
-            fprintf(f, "    const float scale%d = %s;\n", n->id, n->red == RED_MEAN ? "1.0f / (float)n" : "1.0f");
+            fprintf(f, "    const float scale%d = %s%s;\n", n->id, n->red == RED_MEAN ? "1.0f / (float)n" : "1.0f",
+                    m->p->g->prec == RT_PREC_FP16 ? " * e->scale" : "");
             fprintf(f, "    for (int64_t j = lane; j < C; j += 32) {\n");
-            fprintf(f, "        const float g = (expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale%d;\n", n->id);
+            fprintf(f, "        const float g = %s;\n",
+                    ex_round(m, util_fmt("(expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale%d", n->id)));
             if (plan_uses_outside(m->p, n->id))
                 fprintf(f, "        b%d[i * C + j] = g;\n", n->id);
             for (int r = 0; r < gr->nnodes; r++)
@@ -300,8 +338,9 @@ static void emit_matmul(const Emit *m, CudaLaunch *L)
     else
         fprintf(f, "            const int kk = l / %d, r = l %% %d;\n", TILE_M, TILE_M);
     fprintf(f, "            const int64_t gi = row0 + r, gk = k0 + kk;\n");
-    fprintf(f, "            As[kk][r] = gi < M && gk < K ? b%d[%s] : 0.0f;\n", A,
-            ta ? util_fmt("gk * %s + gi", lda) : util_fmt("gi * %s + gk", lda));
+    /* low precision: operands rounded as read (weights are fp32 masters) */
+    fprintf(f, "            As[kk][r] = gi < M && gk < K ? %s : 0.0f;\n",
+            ex_round(m, util_fmt("b%d[%s]", A, ta ? util_fmt("gk * %s + gi", lda) : util_fmt("gi * %s + gk", lda))));
     fprintf(f, "        }\n");
     fprintf(f, "        for (int l = threadIdx.x; l < %d; l += %d) {\n", TILE_N * TILE_K, THREADS);
     if (!tb)
@@ -309,8 +348,8 @@ static void emit_matmul(const Emit *m, CudaLaunch *L)
     else
         fprintf(f, "            const int c = l / %d, kk = l %% %d;\n", TILE_K, TILE_K);
     fprintf(f, "            const int64_t gj = col0 + c, gk = k0 + kk;\n");
-    fprintf(f, "            Bs[kk][c] = gj < N && gk < K ? b%d[%s] : 0.0f;\n", B,
-            tb ? util_fmt("gj * %s + gk", ldb) : util_fmt("gk * %s + gj", ldb));
+    fprintf(f, "            Bs[kk][c] = gj < N && gk < K ? %s : 0.0f;\n",
+            ex_round(m, util_fmt("b%d[%s]", B, tb ? util_fmt("gj * %s + gk", ldb) : util_fmt("gk * %s + gj", ldb))));
     fprintf(f, "        }\n");
     fprintf(f, "        __syncthreads();\n");
     fprintf(f, "        for (int kk = 0; kk < %d; kk++) {\n", TILE_K);
@@ -331,9 +370,9 @@ static void emit_matmul(const Emit *m, CudaLaunch *L)
     fprintf(f, "            const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;\n");
     fprintf(f, "            if (i >= M || j >= N)\n                continue;\n");
     if (m->gr->nnodes == 1) {
-        fprintf(f, "            b%d[i * C + j] = acc[r][c];\n", m->gr->gemm_out);
+        fprintf(f, "            b%d[i * C + j] = %s;\n", m->gr->gemm_out, ex_round(m, "acc[r][c]"));
     } else {
-        emit_element(m, &mm->shape, mm->id, "acc[r][c]", "            ", 1);
+        emit_element(m, &mm->shape, mm->id, ex_round(m, "acc[r][c]"), "            ", 1);
         if (m->gr->gemm_out == mm->id)
             fprintf(f, "            b%d[i * C + j] = v%d;\n", mm->id, mm->id);
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cddpc.h"
+#include "cddprt.h"         /* RT_PREC_* */
 
 const Node *ex_node(const Emit *m, int id) { return m->p->g->n[id]; }
 int ex_in_group(const Emit *m, int id) { return m->p->group_of[id] == m->grp; }
@@ -80,7 +81,8 @@ char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space)
     char *a = ex_operand(m, n->in[0], space);
     char *b = n->nin > 1 && n->op != OP_BN_APPLY ? ex_operand(m, n->in[1], space) : NULL;
     switch (n->op) {
-    case OP_BIAS_ADD:
+    case OP_BIAS_ADD:   /* autocast casts the fp32 bias to the low precision too */
+        return util_fmt("%s + %s", a, ex_round(m, b));
     case OP_ADD: return util_fmt("%s + %s", a, b);
     case OP_RELU: return util_fmt("%s < 0.0f ? 0.0f : %s", a, a); /* NaN passes, as torch.relu */
     case OP_RELU_GRAD: return util_fmt("%s > 0.0f ? %s : 0.0f", b, a);
@@ -104,6 +106,22 @@ char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space)
                         ex_operand(m, n->in[3], space));
     }
     default: diag_ice("emit: %s is not elementwise", op_text[n->op]);
+    }
+}
+
+static const char *const prec_names[] = {"RT_PREC_FP32", "RT_PREC_BF16", "RT_PREC_FP16"};
+
+const char *ex_gemm_call(const Emit *m)
+{
+    return m->p->g->prec ? util_fmt("rt_sgemm_prec(%s, ", prec_names[m->p->g->prec]) : "rt_sgemm(";
+}
+
+char *ex_round(const Emit *m, const char *x)
+{
+    switch (m->p->g->prec) {
+    case RT_PREC_BF16: return util_fmt("rt_round_bf16(%s)", x);
+    case RT_PREC_FP16: return util_fmt("rt_round_fp16(%s)", x);
+    default: return util_strdup(x);
     }
 }
 
@@ -153,6 +171,12 @@ void ex_opt_prelude(FILE *f, const TrainCfg *t, int64_t param_floats)
 {
     fprintf(f, "    float *const w = e->param, *const g = e->grad;\n");
     fprintf(f, "    const float lr = e->lr;\n");
+    if (t->precision == RT_PREC_FP16) {
+        /* a skipped step (GradScaler found inf/NaN): no update at all */
+        fprintf(f, "    if (e->found_inf)\n        return;\n");
+        /* GradScaler.unscale_: the gradients were scaled by S */
+        fprintf(f, "    const float inv_scale = 1.0f / e->scale;\n");
+    }
     if (t->optimizer == OPT_SGD) {
         if (t->momentum != 0.0)
             fprintf(f, "    float *const mb = e->opt;\n    const int first = e->step == 0;\n");
@@ -176,7 +200,7 @@ int ex_opt_slots(const TrainCfg *t)
  * + eps). Closes the loop. */
 static void adam_body(FILE *f, const TrainCfg *t)
 {
-    fprintf(f, "        float d = g[k];\n");
+    fprintf(f, "        float d = %s;\n", t->precision == RT_PREC_FP16 ? "g[k] * inv_scale" : "g[k]");
     if (t->weight_decay != 0.0 && t->optimizer == OPT_ADAMW)
         fprintf(f, "        w[k] *= 1.0f - lr * %s;\n", util_cfloat(t->weight_decay));
     else if (t->weight_decay != 0.0)
@@ -196,7 +220,7 @@ void ex_opt_body(FILE *f, const TrainCfg *t)
         adam_body(f, t);
         return;
     }
-    fprintf(f, "        float d = g[k];\n");
+    fprintf(f, "        float d = %s;\n", t->precision == RT_PREC_FP16 ? "g[k] * inv_scale" : "g[k]");
     if (t->weight_decay != 0.0)
         fprintf(f, "        d += %s * w[k];\n", util_cfloat(t->weight_decay));
     if (t->momentum != 0.0) {

@@ -52,17 +52,25 @@ static ConvGeo conv_geo(const Emit *m, const Node *n)
     return c;
 }
 
-/* The bias vector fused into a forward convolution (fuse.c's
- * conv_bias_epilogue), as an expression to add to output channel `o`, or
- * "" without one. */
-static const char *conv_bias(const Emit *m, const char *o)
+/* What a forward convolution stores for product v of output channel o:
+ * v, or with its fused bias (fuse.c's conv_bias_epilogue) v + bias[o],
+ * rounded as bias_add's own kernel would (cast bias, rounded sum), so
+ * fusing changes no bit at any precision. */
+static int conv_has_bias(const Emit *m)
 {
-    for (int k = 0; k < m->gr->nnodes; k++) {
-        const Node *b = ex_node(m, m->gr->nodes[k]);
-        if (b->op == OP_BIAS_ADD)
-            return util_fmt(" + b%d[%s]", plan_source(m->p, b->in[1]), o);
-    }
-    return "";
+    for (int k = 0; k < m->gr->nnodes; k++)
+        if (ex_node(m, m->gr->nodes[k])->op == OP_BIAS_ADD)
+            return m->gr->nodes[k];
+    return 0;
+}
+
+static char *conv_store(const Emit *m, const char *v, const char *o)
+{
+    int b = conv_has_bias(m);
+    if (!b)
+        return util_strdup(v);
+    char *bias = ex_round(m, util_fmt("b%d[%s]", plan_source(m->p, ex_node(m, b)->in[1]), o));
+    return ex_round(m, util_fmt("%s + %s", v, bias));
 }
 
 static void conv_consts(FILE *f, const ConvGeo *c)
@@ -150,14 +158,14 @@ static void c_conv(const Emit *m, const Node *n)
     switch (n->op) {
     case OP_CONV2D:
         c_im2col(f, c.x);
-        fprintf(f, "        rt_sgemm(0, 0, OG, NP, K, b%d + g * OG * K, K, col, NP, out, NP);\n", c.w);
+        fprintf(f, "        %s0, 0, OG, NP, K, b%d + g * OG * K, K, col, NP, out, NP);\n", ex_gemm_call(m), c.w);
         fprintf(f, "        #pragma omp parallel for schedule(static) if (OG * NP >= 65536)\n");
         fprintf(f, "        for (int64_t o = 0; o < OG; o++)\n");
         fprintf(f, "            for (int64_t i = 0; i < n; i++)\n");
-        if (*conv_bias(m, "o")) {
+        if (conv_has_bias(m)) {
             fprintf(f, "                for (int64_t q = 0; q < P; q++)\n");
-            fprintf(f, "                    b%d[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q]%s;\n", c.y,
-                    conv_bias(m, "g * OG + o"));
+            fprintf(f, "                    b%d[(i * O + g * OG + o) * P + q] = %s;\n", c.y,
+                    conv_store(m, "out[o * NP + i * P + q]", "g * OG + o"));
         } else {
             fprintf(f, "                memcpy(b%d + (i * O + g * OG + o) * P, out + o * NP + i * P, sizeof(float) * (size_t)P);\n",
                     c.y);
@@ -166,11 +174,14 @@ static void c_conv(const Emit *m, const Node *n)
     case OP_CONV2D_DW:
         c_im2col(f, c.x);
         c_gather_dy(f, c.y);
-        fprintf(f, "        rt_sgemm(0, 1, OG, K, NP, dyg, NP, col, NP, b%d + g * OG * K, K);\n", c.w);
+        fprintf(f, "        %s0, 1, OG, K, NP, dyg, NP, col, NP, b%d + g * OG * K, K);\n", ex_gemm_call(m), c.w);
         break;
     default:    /* dx: col = W_g^T dy_g, then col2im, each thread owning whole channels */
         c_gather_dy(f, c.y);
-        fprintf(f, "        rt_sgemm(1, 0, K, NP, OG, b%d + g * OG * K, K, dyg, NP, col, NP);\n", c.w);
+        /* low precision: the products' sum is rounded once, after col2im
+         * (as the CUDA kernel's gather), not per column */
+        fprintf(f, "        %s1, 0, K, NP, OG, b%d + g * OG * K, K, dyg, NP, col, NP);\n",
+                m->p->g->prec ? util_fmt("rt_sgemm_prec(RT_PREC_KEEP_C | %d, ", m->p->g->prec) : "rt_sgemm(", c.w);
         fprintf(f, "        #pragma omp parallel for schedule(static) if (K * NP >= 65536)\n");
         fprintf(f, "        for (int64_t cl = 0; cl < CG; cl++)\n");
         fprintf(f, "            for (int64_t r = cl * KH * KW; r < (cl + 1) * KH * KW; r++) {\n");
@@ -188,6 +199,9 @@ static void c_conv(const Emit *m, const Node *n)
         break;
     }
     fprintf(f, "    }\n");
+    if (n->op == OP_CONV2D_DX && m->p->g->prec)
+        fprintf(f, "    for (int64_t k = 0; k < n * C * H * W; k++)\n        b%d[k] = %s;\n", c.x,
+                ex_round(m, util_fmt("b%d[k]", c.x)));
 }
 
 /* Opens the loop over channels c (a thread owns whole channels); M is the
@@ -536,9 +550,10 @@ static void cu_conv(const Emit *m, const Node *n, CudaLaunch *L)
         fprintf(f, "                for (int64_t kj = 0; kj < KW; kj++) {\n");
         fprintf(f, "                    const int64_t iw = ow * SW - PW + kj * DW;\n");
         fprintf(f, "                    if (iw >= 0 && iw < W)\n");
-        fprintf(f, "                        acc += b%d[((i * C + g * CG + cl) * H + ih) * W + iw] * b%d[((o * CG + cl) * KH + ki) * KW + kj];\n",
-                c.x, c.w);
-        fprintf(f, "                }\n            }\n        b%d[t] = acc%s;\n    }\n", c.y, conv_bias(m, "o"));
+        fprintf(f, "                        acc += %s * %s;\n",
+                ex_round(m, util_fmt("b%d[((i * C + g * CG + cl) * H + ih) * W + iw]", c.x)),
+                ex_round(m, util_fmt("b%d[((o * CG + cl) * KH + ki) * KW + kj]", c.w)));
+        fprintf(f, "                }\n            }\n        b%d[t] = %s;\n    }\n", c.y, conv_store(m, ex_round(m, "acc"), "o"));
         cu_batch_grid(L, c.O * c.P);
         break;
     case OP_CONV2D_DX:
@@ -553,9 +568,10 @@ static void cu_conv(const Emit *m, const Node *n, CudaLaunch *L)
         fprintf(f, "                for (int64_t kj = 0; kj < KW; kj++) {\n");
         fprintf(f, "                    const int64_t ww = w + PW - kj * DW;\n");
         fprintf(f, "                    if (ww < 0 || ww %% SW != 0 || ww / SW >= OW)\n                        continue;\n");
-        fprintf(f, "                    acc += b%d[((i * O + o) * OH + hh / SH) * OW + ww / SW] * b%d[((o * CG + cl) * KH + ki) * KW + kj];\n",
-                c.y, c.w);
-        fprintf(f, "                }\n            }\n        b%d[t] = acc;\n    }\n", c.x);
+        fprintf(f, "                    acc += %s * %s;\n",
+                ex_round(m, util_fmt("b%d[((i * O + o) * OH + hh / SH) * OW + ww / SW]", c.y)),
+                ex_round(m, util_fmt("b%d[((o * CG + cl) * KH + ki) * KW + kj]", c.w)));
+        fprintf(f, "                }\n            }\n        b%d[t] = %s;\n    }\n", c.x, ex_round(m, "acc"));
         cu_batch_grid(L, c.C * c.H * c.W);
         break;
     default:
@@ -567,11 +583,11 @@ static void cu_conv(const Emit *m, const Node *n, CudaLaunch *L)
         fprintf(f, "        const int64_t i = t / P, oh = t %% P / OW, ow = t %% OW;\n");
         fprintf(f, "        const int64_t ih = oh * SH - PH + ki * DH, iw = ow * SW - PW + kj * DW;\n");
         fprintf(f, "        if (ih >= 0 && ih < H && iw >= 0 && iw < W)\n");
-        fprintf(f, "            acc += b%d[(i * O + o) * P + oh * OW + ow] * b%d[((i * C + ch) * H + ih) * W + iw];\n", c.y,
-                c.x);
+        fprintf(f, "            acc += %s * %s;\n", ex_round(m, util_fmt("b%d[(i * O + o) * P + oh * OW + ow]", c.y)),
+                ex_round(m, util_fmt("b%d[((i * C + ch) * H + ih) * W + iw]", c.x)));
         fprintf(f, "    }\n");
         cu_block_sum(f, "dw", "acc", "total");
-        fprintf(f, "    if (threadIdx.x == 0)\n        b%d[wi] = total;\n", c.w);
+        fprintf(f, "    if (threadIdx.x == 0)\n        b%d[wi] = %s;\n", c.w, ex_round(m, "total"));
         L->gfix[0] = (unsigned)(c.O * c.K);
         break;
     }

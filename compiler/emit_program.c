@@ -209,8 +209,11 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "    .bucket_mb = %.17g,\n    .param_flags = param_flags,\n", t->bucket_mb);
     static const char *const state[] = {"momentum_buffer", "exp_avg,exp_avg_sq", "exp_avg,exp_avg_sq"};
     fprintf(f, "    .opt_state = %s,\n", ex_opt_slots(t) ? c_string(state[t->optimizer]) : "NULL");
-    fprintf(f, "    .sched = %d, .sched_a = %.17g, .sched_b = %.17g,\n};\n\n", t->sched,
+    fprintf(f, "    .sched = %d, .sched_a = %.17g, .sched_b = %.17g,\n", t->sched,
             t->sched == RT_SCHED_STEP ? t->step_size : t->t_max, t->sched == RT_SCHED_STEP ? t->gamma : t->eta_min);
+    fprintf(f, "    .precision = %d, .init_scale = %.9g, .growth_factor = %.9g, .backoff_factor = %.9g,\n"
+            "    .growth_interval = %lld,\n};\n\n", t->precision, t->init_scale, t->growth_factor, t->backoff_factor,
+            (long long)t->growth_interval);
     fprintf(f, "int main(int argc, char **argv)\n{\n    return rt_main(&cddp_model, argc, argv);\n}\n");
 }
 

@@ -1062,7 +1062,7 @@ static Val check_model(Graph *g, const Model *m, Shape *in, int sync_bn)
 
 static const char *const train_keys[] = {"model", "data", "loss", "optimizer", "batch",
                                          "epochs", "shuffle", "seed", "drop_last", "bucket_mb",
-                                         "schedule", "sync_batchnorm"};
+                                         "schedule", "sync_batchnorm", "precision", "scaler"};
 enum { NTRAIN_KEYS = sizeof train_keys / sizeof train_keys[0] };
 
 /* `name` or `name(args)`: the callee, with e itself as a call node. */
@@ -1072,7 +1072,8 @@ static const char *callee(const Expr *e, const char *what)
         return e->s;
     diag_error(e->loc, "%s must be a name such as %s, got %s", what,
                strcmp(what, "data") == 0 ? "mnist(\"data/mnist\")"
-               : strcmp(what, "loss") == 0 ? "cross_entropy()" : "sgd(lr = 0.01)", show(e));
+               : strcmp(what, "loss") == 0 ? "cross_entropy()"
+               : strcmp(what, "scaler") == 0 ? "dynamic(init_scale = 65536)" : "sgd(lr = 0.01)", show(e));
     return NULL;
 }
 
@@ -1286,6 +1287,65 @@ static void train_schedule(TrainCfg *t, const Expr *e)
     }
 }
 
+/* precision fp32 | bf16 | fp16: torch.autocast's dtype (fp32: no autocast). */
+static void train_precision(TrainCfg *t, const Expr *e)
+{
+    static const char *const names[] = {"fp32", "bf16", "fp16"};   /* RT_PREC_* order */
+    static const char *const alias[][2] = {{"float32", "fp32"}, {"bfloat16", "bf16"}, {"float16", "fp16"},
+                                           {"half", "fp16"}, {"f32", "fp32"}, {"f16", "fp16"}};
+    const char *v = e->kind == E_NAME || e->kind == E_STR ? e->s : NULL;
+    if (v)
+        for (int i = 0; i < 3; i++)
+            if (strcmp(v, names[i]) == 0) {
+                t->precision = i;
+                return;
+            }
+    const char *hint = "";
+    for (size_t i = 0; v && i < sizeof alias / sizeof alias[0]; i++)
+        if (strcmp(v, alias[i][0]) == 0)
+            hint = util_fmt("; did you mean '%s'?", alias[i][1]);
+    diag_error(e->loc, "precision must be fp32, bf16 or fp16, got %s%s", show(e), hint);
+}
+
+/* scaler dynamic(init_scale, growth_factor, backoff_factor,
+ * growth_interval): torch.cuda.amp.GradScaler's arguments and defaults;
+ * fp16 only. */
+static void train_scaler(TrainCfg *t, const Expr *e)
+{
+    static const char *const names[] = {"init_scale", "growth_factor", "backoff_factor", "growth_interval"};
+    const Sig sig = {"dynamic", names, 4, 0, 0};
+    Expr *a[4] = {NULL};
+    const char *name = callee(e, "scaler");
+    if (!name)
+        return;
+    if (strcmp(name, "dynamic") != 0) {
+        Near s = near_start(name);
+        near_try(&s, "dynamic");
+        diag_error(e->loc, "unknown loss scaler '%s'%s (supported: dynamic, GradScaler's)", name, near_hint(&s));
+        return;
+    }
+    if (e->kind == E_CALL && !bind(e, &sig, a))
+        return;
+    double v;
+    if (a[0] && num_at_least(a[0], "init_scale", 0, 1, &v)) {
+        if (v > 3.4e38)
+            diag_error(a[0]->loc, "init_scale must be a finite float, got %s", show(a[0]));
+        else
+            t->init_scale = v;
+    }
+    if (a[1] && num_at_least(a[1], "growth_factor", 1, 1, &v))
+        t->growth_factor = v;
+    if (a[2] && get_num(a[2], "backoff_factor", &v)) {
+        if (v <= 0 || v >= 1)
+            diag_error(a[2]->loc, "backoff_factor must be in (0, 1), got %s", show(a[2]));
+        else
+            t->backoff_factor = v;
+    }
+    int64_t n;
+    if (a[3] && get_int(a[3], "growth_interval", 1, INT32_MAX, &n))
+        t->growth_interval = n;
+}
+
 /* PyTorch habits: settings that live elsewhere, or under another name. */
 static const char *moved_hint(const char *key, const Near *s)
 {
@@ -1328,6 +1388,7 @@ static int check_train(const File *f, const Train *tr, TrainCfg *t)
 {
     *t = (TrainCfg){.data_dir = "data/mnist", .norm_mean = 0.1307, .norm_std = 0.3081, .reduction = RED_MEAN,
                     .lr = 0.01, .batch = 64, .epochs = 10, .shuffle = 1, .seed = 0, .bucket_mb = 25,
+                    .init_scale = 65536, .growth_factor = 2, .backoff_factor = 0.5, .growth_interval = 2000,
                     .loc = tr->loc};
     const TrainItem *seen[NTRAIN_KEYS] = {0};
     int model = -1;
@@ -1373,8 +1434,15 @@ static int check_train(const File *f, const Train *tr, TrainCfg *t)
         }
         case 10: train_schedule(t, v); break;
         case 11: get_bool(v, "sync_batchnorm", &t->sync_bn); break;
+        case 12: train_precision(t, v); break;
+        case 13: train_scaler(t, v); break;
         }
     }
+    /* GradScaler scales fp16's gradients; bf16 has fp32's range */
+    const TrainItem *prec = seen[12], *scaler = seen[13];
+    if (scaler && !(prec && t->precision == RT_PREC_FP16))
+        diag_error(scaler->loc, "a loss scaler needs 'precision fp16'%s",
+                   prec && t->precision == RT_PREC_BF16 ? " (bf16 has fp32's range: no scaling needed)" : "");
     if (!seen[0]) {
         if (f->nmodels == 1)
             diag_error(tr->loc, "the train block does not name a model (add 'model %s')", f->models[0]->name);

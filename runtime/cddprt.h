@@ -23,8 +23,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
-#define RT_ABI_VERSION 5
+#define RT_ABI_VERSION 6
 
 typedef struct rt_exec {
     int n;                  /* rows in this batch (last batch may be short) */
@@ -40,9 +41,72 @@ typedef struct rt_exec {
     int nthreads;
     int rank, world;        /* this process's rank and the number of ranks */
     uint64_t seed;          /* the run's seed (random streams: dropout) */
+    float scale;            /* fp16 loss scale S: the backward's seed is S x dloss;
+                               the optimizer unscales by 1/S (1 when off; only
+                               fp16 kernels read it) */
+    int found_inf;          /* fp16: this step's gradients overflowed on some
+                               rank: the optimizer kernels return at once */
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e);
+
+/* ---- mixed precision -----------------------------------------------------
+ * `precision bf16|fp16` in the train block: values are held in fp32 but
+ * rounded to the low precision where torch.autocast would store them in
+ * it (see README "Mixed precision"); both targets round with these
+ * helpers (the CUDA prelude has a copy), round to nearest even, as
+ * tensor.to(torch.bfloat16 / torch.float16).float(). */
+enum { RT_PREC_FP32 = 0, RT_PREC_BF16 = 1, RT_PREC_FP16 = 2 };
+/* rt_sgemm_prec: round the operands only, not the result */
+#define RT_PREC_KEEP_C 0x100
+
+static inline float rt_round_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return x;                               /* NaN stays NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);            /* overflow carries to inf, as torch */
+    u &= 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* IEEE half: 10 mantissa bits, largest finite 65504 (from 65520 on,
+ * round to nearest even gives inf), subnormals down to 2^-24. */
+static inline float rt_round_fp16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    const uint32_t s = u & 0x80000000u;
+    uint32_t a = u ^ s;
+    if (a >= 0x7f800000u)
+        return x;                               /* inf, NaN */
+    if (a >= 0x477ff000u) {
+        a = 0x7f800000u;
+    } else if (a >= 0x38800000u) {             /* >= 2^-14: a normal half */
+        a += 0xfffu + ((a >> 13) & 1u);
+        a &= ~0x1fffu;
+    } else {                                    /* a subnormal half: q * 2^-24 */
+        const int sh = 126 - (int)(a >> 23);    /* value = m * 2^-24 / 2^sh */
+        const uint32_t m = (a & 0x7fffffu) | 0x800000u;
+        uint32_t q = 0;
+        if (a >= 0x00800000u && sh < 25) {      /* float subnormals and < 2^-25 round to 0 */
+            const uint32_t rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1);
+            q = (m >> sh) + (rem > half || (rem == half && ((m >> sh) & 1u)));
+        }
+        float f = (float)q * 5.9604644775390625e-8f;
+        memcpy(&a, &f, 4);
+    }
+    u = a | s;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static inline float rt_round_prec(int prec, float x)
+{
+    return prec == RT_PREC_BF16 ? rt_round_bf16(x) : prec == RT_PREC_FP16 ? rt_round_fp16(x) : x;
+}
 
 /* What a kernel belongs to, for timelines (--trace categories). */
 enum { RT_PH_DATA = 0, RT_PH_FORWARD = 1, RT_PH_BACKWARD = 2, RT_PH_OPTIMIZER = 3 };
@@ -151,6 +215,12 @@ typedef struct rt_model {
      * T_max a, eta_min b); schedulers stepped once an epoch. */
     int sched;
     double sched_a, sched_b;
+    /* RT_PREC_*: what the kernels were compiled for (they round); with
+     * fp16 the runtime runs torch.cuda.amp.GradScaler's dynamic loss
+     * scaling with these settings (its defaults: 65536, 2, 0.5, 2000) */
+    int precision;
+    float init_scale, growth_factor, backoff_factor;
+    int growth_interval;
 } rt_model;
 
 /* RT_PARAM_* flags of parameter i of m. */
@@ -174,6 +244,11 @@ static inline int rt_param_flags(const rt_model *m, int i) { return m->param_fla
  * blocked loop. Kernels call this for every matrix product. */
 void rt_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
               int64_t ldb, float *c, int64_t ldc);
+/* rt_sgemm as autocast runs a matrix product in low precision (prec
+ * RT_PREC_BF16 / FP16): both operands rounded as read, fp32 accumulation,
+ * the result rounded as stored (unless prec has RT_PREC_KEEP_C). */
+void rt_sgemm_prec(int prec, int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                   const float *b, int64_t ldb, float *c, int64_t ldc);
 
 /* x[0..n) := its sum over the data-parallel ranks, in place; nothing with
  * one rank. The C kernels of SyncBatchNorm's collectives call it between

@@ -40,3 +40,38 @@ void rt_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, i
     }
 }
 #endif
+
+/* Low precision emulated in fp32: rounded copies of the operands (a
+ * product of two rounded values is exact in fp32 for bf16 and fp16, so
+ * only the accumulation rounds, in fp32, as tensor cores do), and the
+ * result rounded as autocast stores it. Copies per call keep this simple;
+ * it is the emulation, not the fast path. */
+#include <stdlib.h>
+
+static float *rounded_copy(int prec, int64_t rows, int64_t cols, const float *x, int64_t ld)
+{
+    float *y = malloc(sizeof(float) * (size_t)(rows * cols > 0 ? rows * cols : 1));
+    if (!y)
+        abort();    /* kernels cannot fail; an emulation-only path */
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            y[i * cols + j] = rt_round_prec(prec, x[i * ld + j]);
+    return y;
+}
+
+void rt_sgemm_prec(int prec, int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                   const float *b, int64_t ldb, float *c, int64_t ldc)
+{
+    if (m == 0 || n == 0)
+        return;
+    const int keep_c = prec & RT_PREC_KEEP_C;
+    prec &= ~RT_PREC_KEEP_C;
+    int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+    float *ra = rounded_copy(prec, ar, ac, a, lda), *rb = rounded_copy(prec, br, bc, b, ldb);
+    rt_sgemm(ta, tb, m, n, k, ra, ac, rb, bc, c, ldc);
+    free(ra);
+    free(rb);
+    for (int64_t i = 0; i < m && !keep_c; i++)
+        for (int64_t j = 0; j < n; j++)
+            c[i * ldc + j] = rt_round_prec(prec, c[i * ldc + j]);
+}

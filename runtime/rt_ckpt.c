@@ -11,7 +11,9 @@
  *   - the training state in __metadata__ (strings, doubles in C's exact
  *     hexadecimal form): the epoch to continue, the optimizer steps taken,
  *     the batches of that epoch already trained, the epoch's loss and row
- *     sums and time so far, and the sampler's settings.
+ *     sums and time so far, and the sampler's settings; for fp16 models
+ *     also GradScaler's state (scale, growth tracker), the steps it
+ *     skipped and the optimizer steps taken (Adam's t).
  * That is the whole state of a run: the sample order is a pure function
  * of (seed, epoch) and initialization happens before the first step, so
  * with (seed, epoch, batches done) the sampler resumes exactly where it
@@ -36,6 +38,11 @@ static const char *const keys[NK] = {
     "cddp.optimizer_floats", "model",
 };
 #define FORMAT "1"
+
+/* fp16 models only (older checkpoints and other precisions lack them) */
+enum { A_SCALE, A_TRACKER, A_SKIPPED, A_OPT_STEPS, NA };
+static const char *const amp_keys[NA] = {"cddp.amp.scale", "cddp.amp.growth_tracker", "cddp.amp.skipped",
+                                         "cddp.optimizer_steps"};
 
 /* The model with the optimizer state's slots as extra "parameters" over
  * one slab [param | opt], so rt_st_save/rt_st_load write and check them
@@ -166,7 +173,20 @@ int rt_ckpt_save(const rt_model *m, const rt_opts *o, const char *path, const fl
     snprintf(kv[K_SHUFFLE].val, sizeof kv[0].val, "%d", o->shuffle);
     snprintf(kv[K_DROP].val, sizeof kv[0].val, "%d", o->drop_last);
     snprintf(kv[K_OPT].val, sizeof kv[0].val, "%lld", (long long)m->opt_floats);
-    int rc = rt_st_save_kv(&c.m, path, c.slab, kv, K_MODEL);    /* "model": the header's own */
+    /* "model" (kv[K_MODEL]) is the header's own: the amp keys take its place */
+    rt_st_kv all[NK - 1 + NA];
+    memcpy(all, kv, sizeof kv[0] * K_MODEL);
+    int nkv = K_MODEL;
+    if (m->precision == RT_PREC_FP16) {
+        for (int i = 0; i < NA; i++)
+            all[K_MODEL + i].key = amp_keys[i];
+        snprintf(all[K_MODEL + A_SCALE].val, sizeof kv[0].val, "%a", (double)st->scale);
+        snprintf(all[K_MODEL + A_TRACKER].val, sizeof kv[0].val, "%lld", (long long)st->tracker);
+        snprintf(all[K_MODEL + A_SKIPPED].val, sizeof kv[0].val, "%lld", (long long)st->skipped);
+        snprintf(all[K_MODEL + A_OPT_STEPS].val, sizeof kv[0].val, "%lld", (long long)st->opt_steps);
+        nkv += NA;
+    }
+    int rc = rt_st_save_kv(&c.m, path, c.slab, all, nkv);
     ck_free(&c);
     return rc;
 }
@@ -235,6 +255,25 @@ int rt_ckpt_load(const rt_model *m, const rt_opts *o, const char *path, float *p
         rt_warn("%s: resuming with other sampler settings than the checkpoint's (batch %s on %s "
                 "rank(s), seed %s): the run goes on, but not as the original would have", path,
                 kv[K_BATCH].val, kv[K_WORLD].val, kv[K_SEED].val);
+    /* fp16: the loss scaler's state */
+    rt_st_kv akv[NA];
+    double av[NA] = {1, 0, 0, v[K_STEP]};
+    for (int i = 0; i < NA; i++)
+        akv[i].key = amp_keys[i];
+    if (m->precision == RT_PREC_FP16) {
+        if (rt_st_load_meta(path, akv, NA) != 0)
+            return -1;
+        for (int i = 0; i < NA; i++)
+            if (num(path, &akv[i], &av[i]) != 0)
+                return -1;
+        if (!(av[A_SCALE] > 0) || av[A_TRACKER] < 0 || av[A_SKIPPED] < 0 || av[A_OPT_STEPS] < 0 ||
+            av[A_OPT_STEPS] + av[A_SKIPPED] != v[K_STEP]) {
+            rt_err("%s: corrupt checkpoint: loss scale %s, growth tracker %s, %s skipped + %s taken != %s steps",
+                   path, akv[A_SCALE].val, akv[A_TRACKER].val, akv[A_SKIPPED].val, akv[A_OPT_STEPS].val,
+                   kv[K_STEP].val);
+            return -1;
+        }
+    }
     /* the tensors, all checked before any is used */
     ck_model c;
     if (ck_build(m, &c) != 0)
@@ -250,6 +289,10 @@ int rt_ckpt_load(const rt_model *m, const rt_opts *o, const char *path, float *p
         st->loss_sum = v[K_LOSS];
         st->rows = v[K_ROWS];
         st->secs = v[K_SECS];
+        st->scale = (float)av[A_SCALE];
+        st->tracker = (int64_t)av[A_TRACKER];
+        st->skipped = (int64_t)av[A_SKIPPED];
+        st->opt_steps = (int64_t)av[A_OPT_STEPS];
     }
     ck_free(&c);
     return rc;
@@ -258,8 +301,9 @@ int rt_ckpt_load(const rt_model *m, const rt_opts *o, const char *path, float *p
 /* Rank 0's state to every rank, as doubles (exact for these values). */
 void rt_ckpt_bcast(rt_resume *st)
 {
-    double v[7] = {st->active, st->epoch, (double)st->step, (double)st->skip, st->loss_sum,
-                   st->rows, st->secs};
+    double v[11] = {st->active, st->epoch, (double)st->step, (double)st->skip, st->loss_sum,
+                    st->rows, st->secs, (double)st->opt_steps, st->scale, (double)st->tracker,
+                    (double)st->skipped};
     rt_comm_bcast_bytes(v, sizeof v, "the checkpoint's state broadcast");
     st->active = (int)v[0];
     st->epoch = (int)v[1];
@@ -268,4 +312,8 @@ void rt_ckpt_bcast(rt_resume *st)
     st->loss_sum = v[4];
     st->rows = v[5];
     st->secs = v[6];
+    st->opt_steps = (int64_t)v[7];
+    st->scale = (float)v[8];
+    st->tracker = (int64_t)v[9];
+    st->skipped = (int64_t)v[10];
 }

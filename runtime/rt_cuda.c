@@ -498,9 +498,10 @@ void rt_cuda_close(rt_cuda *cu)
  * model's rt_exec and cddprt.h is a clear error, not wrong numbers. (A
  * run-time check rather than static_assert: NVRTC has no offsetof.) */
 #define EXEC_FIELDS(X) X(n) X(nmax) X(act) X(fix) X(param) X(grad) X(opt) X(stat) X(img) X(lab) \
-    X(idx) X(img_size) X(lr) X(step) X(nthreads) X(rank) X(world) X(seed)
+    X(idx) X(img_size) X(lr) X(step) X(nthreads) X(rank) X(world) X(seed) X(scale) X(found_inf)
 #define CTL_FIELDS(X) X(e) X(order) X(steploss) X(loss_sum) X(correct_sum) X(b) X(nsample) X(batch) \
-    X(loss_stat) X(correct_stat) X(train) X(lr)
+    X(loss_stat) X(correct_stat) X(train) X(lr) X(amp) X(scale) X(growth) X(backoff) X(tracker) X(skipped) \
+    X(interval) X(ngrad) X(found) X(amp_log)
 #define COUNT(f) +1
 enum { N_EXEC = 1 EXEC_FIELDS(COUNT), N_CTL = 1 CTL_FIELDS(COUNT), N_LAYOUT = 2 * N_EXEC + N_CTL };
 #undef COUNT

@@ -34,6 +34,18 @@ typedef struct rt_cuda_ctl {
     int64_t loss_stat, correct_stat;
     int64_t train;          /* 1: step_end advances e->step */
     double lr;              /* e->lr for every step of the pass */
+    /* fp16 loss scaling (amp = 1; GradScaler, as rt_amp.c on the host):
+     * step_begin sets e->scale from scale; cddprt_amp_check raises *found
+     * for an inf/NaN among the ngrad gradients (then, with several ranks,
+     * the graph all-reduces it); cddprt_amp_decide sets e->found_inf, so
+     * the optimizer kernels return; step_end logs (scale, found) of step b
+     * into amp_log[2b], [2b+1], and updates the scale and tracker. */
+    int64_t amp;
+    double scale;           /* a float value */
+    double growth, backoff;
+    int64_t tracker, skipped, interval, ngrad;
+    uint64_t found;         /* device float: > 0 when some rank overflowed */
+    uint64_t amp_log;       /* device double[2 * steps], or 0 */
 } rt_cuda_ctl;
 
 static const char rt_cuda_kernels_src[] =
@@ -51,6 +63,8 @@ static const char rt_cuda_kernels_src[] =
     "    int nthreads;\n"
     "    int rank, world;\n"
     "    unsigned long long seed;\n"
+    "    float scale;\n"
+    "    int found_inf;\n"
     "};\n"
     "struct ctl {               /* rt_cuda_ctl of rt_cuda_kernels.h */\n"
     "    exec *e;\n"
@@ -59,6 +73,11 @@ static const char rt_cuda_kernels_src[] =
     "    double loss_sum, correct_sum;\n"
     "    long long b, nsample, batch, loss_stat, correct_stat, train;\n"
     "    double lr;\n"
+    "    long long amp;\n"
+    "    double scale, growth, backoff;\n"
+    "    long long tracker, skipped, interval, ngrad;\n"
+    "    float *found;\n"
+    "    double *amp_log;\n"
     "};\n"
     "}\n"
     "\n"
@@ -78,6 +97,32 @@ static const char rt_cuda_kernels_src[] =
     "    e->n = (int)n;\n"
     "    e->idx = c->order + off;\n"
     "    e->lr = (float)c->lr;\n"
+    "    if (c->amp) {\n"
+    "        e->scale = (float)c->scale;\n"
+    "        e->found_inf = 0;\n"
+    "        *c->found = 0.0f;\n"
+    "    }\n"
+    "}\n"
+    "\n"
+    "/* fp16: any inf/NaN among the gradients (after their all-reduce) raises\n"
+    " * *found. x - x is 0 for finite x, NaN otherwise. Any grid. */\n"
+    "extern \"C\" __global__ void cddprt_amp_check(cddprt::ctl *c)\n"
+    "{\n"
+    "    const float *g = c->e->grad;\n"
+    "    float acc = 0.0f;\n"
+    "    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < c->ngrad;\n"
+    "         k += (long long)gridDim.x * blockDim.x)\n"
+    "        acc += g[k] - g[k];\n"
+    "    if (acc != 0.0f)\n"
+    "        *c->found = 1.0f;   /* every writer writes the same */\n"
+    "}\n"
+    "\n"
+    "/* fp16: the (all-reduced) flag into e->found_inf, before the optimizer\n"
+    " * kernels. Launched <<<1, 1>>>. */\n"
+    "extern \"C\" __global__ void cddprt_amp_decide(cddprt::ctl *c)\n"
+    "{\n"
+    "    if (threadIdx.x == 0 && blockIdx.x == 0)\n"
+    "        c->e->found_inf = *c->found > 0.0f;\n"
     "}\n"
     "\n"
     "/* After the plan: the step's results into the pass's sums. The kernels\n"
@@ -93,9 +138,27 @@ static const char rt_cuda_kernels_src[] =
     "        c->correct_sum += e->stat[c->correct_stat];\n"
     "    if (c->steploss)\n"
     "        c->steploss[c->b] = s;\n"
+    "    if (c->amp) {       /* torch._amp_update_scale_ */\n"
+    "        if (c->amp_log) {\n"
+    "            c->amp_log[2 * c->b] = c->scale;\n"
+    "            c->amp_log[2 * c->b + 1] = e->found_inf;\n"
+    "        }\n"
+    "        float s = (float)c->scale;\n"
+    "        if (e->found_inf) {\n"
+    "            s *= (float)c->backoff;\n"
+    "            c->tracker = 0;\n"
+    "            c->skipped++;\n"
+    "        } else if (++c->tracker == c->interval) {\n"
+    "            const float grown = s * (float)c->growth;\n"
+    "            if (grown - grown == 0.0f)\n"
+    "                s = grown;\n"
+    "            c->tracker = 0;\n"
+    "        }\n"
+    "        c->scale = s;\n"
+    "    }\n"
     "    c->b++;\n"
-    "    if (c->train)\n"
-    "        e->step++;\n"
+    "    if (c->train && !e->found_inf)\n"
+    "        e->step++;      /* optimizer steps taken */\n"
     "}\n";
 
 #endif

@@ -12,6 +12,16 @@
  *         cddprt_step_begin(ctl)          e->n, e->idx, e->lr for batch ctl->b
  *         the train plan's kernels        geometry for nmax rows
  *         cddprt_step_end(ctl)            loss sums, step loss, ++b, ++e->step
+ *     With fp16's loss scaler (GradScaler, see rt_amp.c) the optimizer
+ *     kernels move behind the whole backward and the all-reduces:
+ *         ... backward, all-reduces joined
+ *         cddprt_amp_check(ctl)           inf/NaN in grad -> *found
+ *         all-reduce of *found            (several ranks: all skip together)
+ *         cddprt_amp_decide(ctl)          e->found_inf: optimizer kernels return
+ *         the optimizer kernels
+ *         cddprt_step_end(ctl)            scale update, ++e->step unless skipped
+ *     The scaler's state lives in the train control block and is carried
+ *     from epoch to epoch by the host (it rewrites the block per epoch).
  *     and an epoch is that graph launched once per batch. Evaluation is a
  *     second graph over the test set, launched right behind it.
  *   - At the start of an epoch the host queues two copies: the epoch's
@@ -81,6 +91,10 @@ typedef struct dev_run {
     rt_cuda_ctl *h_ctl;                     /* pinned [5]: train slot 0/1, eval, back train, back eval */
     double *h_steploss;                     /* pinned [nbatch] */
     CUfunction fbegin, fend;
+    int amp;                                /* fp16 loss scaling in the train step */
+    CUfunction famp_check, famp_decide;
+    CUdeviceptr found, amp_log;             /* float; double[2 * nbatch] */
+    double *h_amp_log;                      /* pinned [2 * nbatch] */
     plan_dev train, eval;
     CUgraphExec gtrain, geval;
     CUevent ev0, ev1;
@@ -163,14 +177,15 @@ static int plan_setup(rt_cuda *cu, const rt_plan *p, const char *which, int nmax
  * all-reduce, an event the optimizer will wait for). Buckets go in table
  * order, the same on every rank, so the collectives match. */
 static int launch_step_kernel(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k, CUdeviceptr exec,
-                              int ddp, int *next_bucket)
+                              int ddp, int *next_bucket, int later)
 {
-    for (int b = 0; ddp && b < d->nb; b++)
+    for (int b = 0; ddp && b < d->nb && !later; b++)
         if (d->bk[b].opt == k && CU_CHECK(rt_cu.cuStreamWaitEvent(cu->stream, d->ev_done[b], 0)))
             return -1;
-    if ((d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk0[k], cu->stream))) ||
-        rt_cuda_launch1(cu, pd->f[k], pd->p->cu[k].name, pd->grid[k], pd->p->cu[k].block, exec) ||
-        (d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk1[k], cu->stream))))
+    /* later: an optimizer kernel the loss scaler runs after all buckets */
+    if (!later && ((d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk0[k], cu->stream))) ||
+                   rt_cuda_launch1(cu, pd->f[k], pd->p->cu[k].name, pd->grid[k], pd->p->cu[k].block, exec) ||
+                   (d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk1[k], cu->stream)))))
         return -1;
     /* SyncBatchNorm's sums: on the comm stream too, behind the buckets
      * handed over so far, because one NCCL communicator must see its
@@ -216,11 +231,26 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
     ok = ok && !CU_CHECK(rt_cu.cuMemsetD32Async(d->stat, 0, 2 * (size_t)nstat, cu->stream));
     ok = ok && !rt_cuda_launch1(cu, d->fbegin, "cddprt_step_begin", one, one, ctl);
     int next_bucket = 0;
+    const int amp = d->amp && pd == &d->train;
     for (int k = 0; ok && k < pd->p->nk; k++)
-        ok = !launch_step_kernel(cu, d, pd, k, exec, ddp, &next_bucket);
+        ok = !launch_step_kernel(cu, d, pd, k, exec, ddp, &next_bucket,
+                                 amp && pd->p->k[k].phase == RT_PH_OPTIMIZER);
     /* join: the comm stream's last all-reduce (it runs them in order) */
     if (ok && ddp && d->nb > 0)
         ok = next_bucket == d->nb && !CU_CHECK(rt_cu.cuStreamWaitEvent(cu->stream, d->ev_done[d->nb - 1], 0));
+    if (ok && amp) {
+        const unsigned threads[3] = {256, 1, 1};
+        int64_t blocks = (grad_floats + 255) / 256;
+        const unsigned grid[3] = {(unsigned)(blocks < 1 ? 1 : blocks > 1024 ? 1024 : blocks), 1, 1};
+        ok = !rt_cuda_launch1(cu, d->famp_check, "cddprt_amp_check", grid, threads, ctl) &&
+             (!ddp || !rt_nccl_allreduce_avg(cu->nccl, d->found, 1, cu->stream, d->nb)) &&
+             !rt_cuda_launch1(cu, d->famp_decide, "cddprt_amp_decide", one, one, ctl);
+        for (int k = 0; ok && k < pd->p->nk; k++)
+            if (pd->p->k[k].phase == RT_PH_OPTIMIZER)
+                ok = !((d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk0[k], cu->stream))) ||
+                       rt_cuda_launch1(cu, pd->f[k], pd->p->cu[k].name, pd->grid[k], pd->p->cu[k].block, exec) ||
+                       (d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk1[k], cu->stream))));
+    }
     ok = ok && !rt_cuda_launch1(cu, d->fend, "cddprt_step_end", one, one, ctl);
     return ok ? 0 : -1;
 }
@@ -419,13 +449,14 @@ static void dev_free(dev_run *d)
     free(d->ev_cjoin);
     CUdeviceptr *ptrs[] = {&d->param, &d->grad, &d->opt, &d->act, &d->fix, &d->stat, &d->timg,
                            &d->tlab, &d->vimg, &d->vlab, &d->order[0], &d->order[1], &d->vorder,
-                           &d->steploss, &d->blocks};
+                           &d->steploss, &d->blocks, &d->found, &d->amp_log};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         rt_cuda_free(*ptrs[i]);
     rt_cuda_host_free(d->h_order[0]);
     rt_cuda_host_free(d->h_order[1]);
     rt_cuda_host_free(d->h_ctl);
     rt_cuda_host_free(d->h_steploss);
+    rt_cuda_host_free(d->h_amp_log);
     free(d->train.f);
     free(d->train.grid);
     free(d->eval.f);
@@ -480,6 +511,15 @@ static int device_checkpoint(rt_cuda *cu, dev_run *d, const rt_model *m, const r
                      (size_t)done * sizeof(double)) != 0)
         return -1;
     rt_comm_sum_f64(buf, done, "the checkpoint's loss all-reduce");
+    if (d->amp) {       /* the scaler's state now: from the train control block */
+        rt_cuda_ctl c;
+        if (rt_cuda_dtoh(cu, &c, d->ctl_t, sizeof c) != 0)
+            return -1;
+        st->scale = (float)c.scale;
+        st->tracker = c.tracker;
+        st->skipped = c.skipped;
+        st->opt_steps = st->step - c.skipped;
+    }
     for (int64_t s = 0; s < done; s++) {
         const int64_t b = skip + s;
         st->loss_sum += buf[s];
@@ -531,6 +571,8 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
     if (rt_cuda_check_layout(cu, m->cuda_src) != 0 ||
         rt_cuda_function(cu, "cddprt_step_begin", &d.fbegin) != 0 ||
         rt_cuda_function(cu, "cddprt_step_end", &d.fend) != 0 ||
+        rt_cuda_function(cu, "cddprt_amp_check", &d.famp_check) != 0 ||
+        rt_cuda_function(cu, "cddprt_amp_decide", &d.famp_decide) != 0 ||
         plan_setup(cu, &m->train, "train", nmax, &d.train) != 0 ||
         plan_setup(cu, &m->eval, "eval", nmax, &d.eval) != 0 || (ddp && ddp_setup(m, &d) != 0) ||
         rt_trace_open(&trace, o->trace_path) != 0 || (trace.on && trace_setup(&m->train, &d) != 0))
@@ -554,8 +596,11 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         dalloc(cu, &d.order[1], per_rank, sizeof(int32_t), "sample order") ||
         dalloc(cu, &d.vorder, nv_mine, sizeof(int32_t), "test order") ||
         dalloc(cu, &d.steploss, nbatch, sizeof(double), "step losses") ||
-        rt_cuda_alloc(cu, &d.blocks, blocks, "control blocks"))
+        rt_cuda_alloc(cu, &d.blocks, blocks, "control blocks") ||
+        dalloc(cu, &d.found, 1, sizeof(float), "the loss scaler's flag") ||
+        dalloc(cu, &d.amp_log, 2 * nbatch, sizeof(double), "the loss scaler's log"))
         goto out;
+    d.amp = m->precision == RT_PREC_FP16;
     d.exec_t = d.blocks;
     d.exec_v = d.blocks + off_ev;
     d.ctl_t = d.blocks + off_ct;
@@ -566,7 +611,8 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         rt_cuda_host_alloc(cu, (void **)&d.h_order[0], order_b, "sample order") ||
         rt_cuda_host_alloc(cu, (void **)&d.h_order[1], order_b, "sample order") ||
         rt_cuda_host_alloc(cu, (void **)&d.h_ctl, NCTL * sizeof(rt_cuda_ctl), "control blocks") ||
-        rt_cuda_host_alloc(cu, (void **)&d.h_steploss, steps_b, "step losses"))
+        rt_cuda_host_alloc(cu, (void **)&d.h_steploss, steps_b, "step losses") ||
+        rt_cuda_host_alloc(cu, (void **)&d.h_amp_log, 2 * steps_b, "the loss scaler's log"))
         goto out;
 
     /* ---- contents: parameters (after init / --init), data, tables ---- */
@@ -579,7 +625,11 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         iota[i] = (int32_t)(vlo + i);
     rt_exec et = exec_image(&d, nmax, d.timg, d.tlab, d.order[1], img_size, o->lr);
     et.seed = o->seed;
-    et.step = rs->active ? rs->step : 0;        /* optimizer steps taken (Adam's t) */
+    /* optimizer steps taken (Adam's t): fewer than steps when fp16 skipped some */
+    et.step = rs->active ? (d.amp ? rs->opt_steps : rs->step) : 0;
+    et.scale = 1.0f;
+    rt_amp amp;     /* the scaler's settings and starting state */
+    rt_amp_init(&amp, m, rs);
     rt_exec ev = exec_image(&d, nmax, d.vimg, d.vlab, d.vorder, img_size, o->lr);
     int up = rt_cuda_htod(cu, d.param, w->param, (size_t)m->param_floats * sizeof(float)) ||
              (m->param_floats > 0 &&
@@ -607,6 +657,16 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         c->correct_stat = m->train.correct_stat;
         c->train = 1;
         c->lr = o->lr;
+        c->amp = d.amp;
+        c->scale = amp.scale;
+        c->growth = amp.growth;
+        c->backoff = amp.backoff;
+        c->tracker = amp.tracker;
+        c->skipped = amp.skipped;
+        c->interval = amp.interval;
+        c->ngrad = m->param_floats;
+        c->found = d.found;
+        c->amp_log = d.amp_log;
     }
     rt_cuda_ctl *cv = &d.h_ctl[CTL_EVAL];
     memset(cv, 0, sizeof *cv);
@@ -658,7 +718,8 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
                           : !CU_CHECK(rt_cu.cuGraphLaunch(d.gtrain, cu->stream)) && !pace(cu, &d, epoch);
             /* --checkpoint-every inside the epoch (its end writes its own) */
             if (ok && o->ckpt_every && (step + s + 1) % o->ckpt_every == 0 && skip + s + 1 < nbatch) {
-                rt_resume st = {1, epoch, step + s + 1, skip + s + 1, loss0, rows0, 0};
+                rt_resume st = {1, epoch, step + s + 1, skip + s + 1, loss0, rows0, 0, step + s + 1, 1.0f, 0, 0};
+                /* device_checkpoint reads the scaler's state (fp16) */
                 ok = !device_checkpoint(cu, &d, m, o, w, skip, s + 1, per_rank, batch, sums, &st);
             }
         }
@@ -674,7 +735,10 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
              (nsteps == 0 || !CU_CHECK(rt_cu.cuMemcpyDtoHAsync_v2(d.h_steploss,
                                                                   d.steploss + (CUdeviceptr)skip * sizeof(double),
                                                                   (size_t)nsteps * sizeof(double),
-                                                                  cu->stream)));
+                                                                  cu->stream))) &&
+             (nsteps == 0 || !d.amp ||
+              !CU_CHECK(rt_cu.cuMemcpyDtoHAsync_v2(d.h_amp_log, d.amp_log + (CUdeviceptr)(2 * skip) * sizeof(double),
+                                                   (size_t)(2 * nsteps) * sizeof(double), cu->stream)));
         if (!ok)
             goto out;
         /* While the GPU works: the next epoch's order into the other slot. */
@@ -718,7 +782,8 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
                         (long long)step);
                 warned_nan = 1;
             }
-            rt_log_step(log, step, epoch, step_loss);
+            rt_log_step(log, step, epoch, step_loss, d.amp ? d.h_amp_log[2 * s] : NAN,
+                        d.amp ? (int)d.h_amp_log[2 * s + 1] : -1);
             if (s + 1 == nsteps) {
                 int64_t seen = (b + 1) * batch < epoch_samples ? (b + 1) * batch : epoch_samples;
                 rt_log_progress(log, epoch, o->epochs, seen * W, epoch_samples * W, step_loss, 1);
@@ -729,12 +794,22 @@ int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, co
         double train_loss = rows > 0 ? (loss0 + sums[nsteps]) / rows : NAN;
         double test_loss = sums[nsteps + 1] / (double)NV;
         double test_acc = m->eval.correct_stat >= 0 ? sums[nsteps + 2] / (double)NV : NAN;
+        rt_log_scaler(log, bt->scale, bt->skipped - d.h_ctl[slot].skipped, bt->skipped);
         rt_log_epoch(log, epoch, o->epochs, train_loss, test_loss, test_acc, secs, (int64_t)rows);
+        /* the scaler's state goes on into the next epoch's control block */
+        for (int s2 = 0; s2 < 2; s2++) {
+            d.h_ctl[s2].scale = bt->scale;
+            d.h_ctl[s2].tracker = bt->tracker;
+            d.h_ctl[s2].skipped = bt->skipped;
+        }
         if (o->ckpt_path) {
             /* the next epoch, or where --max-steps stopped this one */
-            rt_resume st = {1, epoch + 1, step, 0, 0, 0, 0};
+            const int64_t sk = bt->skipped, taken = step - sk;   /* skipped: in all, as step */
+            const float sc = (float)bt->scale;
+            rt_resume st = {1, epoch + 1, step, 0, 0, 0, 0, taken, sc, bt->tracker, sk};
             if (skip + nsteps < nbatch)
-                st = (rt_resume){1, epoch, step, skip + nsteps, loss0 + sums[nsteps], rows, secs};
+                st = (rt_resume){1, epoch, step, skip + nsteps, loss0 + sums[nsteps], rows, secs, taken, sc,
+                                 bt->tracker, sk};
             if (save_from_device(cu, &d, m, o, w, &st) != 0)
                 goto out;
         }

@@ -133,7 +133,32 @@ typedef struct rt_resume {
     int64_t skip;           /* batches of `epoch` already trained (per rank) */
     double loss_sum, rows;  /* `epoch`'s loss and sample sums so far, all ranks */
     double secs;            /* `epoch`'s training time so far */
+    /* fp16 (rt_amp): optimizer steps taken (step minus the skipped ones:
+     * Adam's t), and GradScaler's state */
+    int64_t opt_steps;
+    float scale;
+    int64_t tracker, skipped;
 } rt_resume;
+
+/* ---- rt_amp.c: fp16 dynamic loss scaling (torch.cuda.amp.GradScaler) ---- */
+typedef struct rt_amp {
+    int on;                 /* the model is fp16 */
+    float scale;            /* S: the loss (so every gradient) is multiplied by it */
+    int64_t tracker;        /* clean steps since S last changed (_growth_tracker) */
+    int64_t skipped;        /* steps skipped in the run so far */
+    float growth, backoff;
+    int64_t interval;
+    int inject_rank;        /* test hook CDDP_TEST_FOUND_INF=RANK:STEP, or -1 */
+    int64_t inject_step;
+} rt_amp;
+/* From the model's settings, or a checkpoint's state (rs->active). */
+void rt_amp_init(rt_amp *a, const rt_model *m, const rt_resume *rs);
+/* found_inf of this rank: any inf/NaN among the n gradients (or the test
+ * hook's step); then the logical or over all ranks, so all skip together. */
+int rt_amp_found_inf(const rt_amp *a, const float *grad, int64_t n, int64_t step);
+/* torch._amp_update_scale_: backoff and reset on found_inf, else grow
+ * after `interval` clean steps (if the grown scale is finite). */
+void rt_amp_update(rt_amp *a, int found_inf);
 /* Parameters, optimizer state and st into path, atomically, by rank 0
  * (a no-op returning 0 elsewhere, so every rank may call it). */
 int rt_ckpt_save(const rt_model *m, const rt_opts *o, const char *path, const float *param,
@@ -171,10 +196,18 @@ typedef struct rt_log {
     int tty;                /* stderr is a terminal: draw a progress bar */
     double last_bar;        /* time of the last redraw */
     int bar_drawn;
+    int scaler;             /* fp16: the epoch's line and row report the loss scaler */
+    double scale;           /* ... as rt_log_scaler last set it */
+    int64_t skipped, skipped_all;
 } rt_log;
 
-int rt_log_open(rt_log *l, const rt_opts *o);
-void rt_log_step(rt_log *l, int64_t step, int epoch, double loss);
+int rt_log_open(rt_log *l, const rt_opts *o, int scaler);
+/* scale: the fp16 loss scale the step ran with and found_inf (0/1), or
+ * NAN and -1 without a scaler (the step log then has no such columns) */
+void rt_log_step(rt_log *l, int64_t step, int epoch, double loss, double scale, int found_inf);
+/* fp16, before rt_log_epoch: the loss scale after the epoch and the steps
+ * skipped (in the epoch, in the run), for its line and CSV row. */
+void rt_log_scaler(rt_log *l, double scale, int64_t skipped, int64_t skipped_all);
 void rt_log_progress(rt_log *l, int epoch, int epochs, int64_t done, int64_t total,
                      double loss, int force);
 void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss,

@@ -3,8 +3,8 @@
  *   stdout: one line per epoch (stable text, safe to grep), rank 0 only
  *   stderr: a progress bar, only when stderr is a terminal, so logs and
  *           pipes never fill with carriage-return noise
- *   --metrics FILE.csv : one row per epoch
- *   --step-log FILE.csv: one row per optimizer step
+ *   --metrics FILE.csv : one row per epoch (fp16: and loss_scale,skipped)
+ *   --step-log FILE.csv: one row per step (fp16: and its scale,found_inf)
  * CSV floats use %.9g, enough digits to round-trip a float exactly. Rows
  * are flushed as they are written so a killed run still leaves its data. */
 #include "rt_internal.h"
@@ -69,7 +69,7 @@ static FILE *open_csv(const char *path, const char *header)
     return f;
 }
 
-int rt_log_open(rt_log *l, const rt_opts *o)
+int rt_log_open(rt_log *l, const rt_opts *o, int scaler)
 {
     memset(l, 0, sizeof *l);
     /* Only rank 0 reports: the others log nothing, draw no bar, print no
@@ -77,15 +77,19 @@ int rt_log_open(rt_log *l, const rt_opts *o)
     if (rt_world.rank != 0)
         return 0;
     l->tty = isatty(STDERR_FILENO);
+    l->scaler = scaler;
     l->metrics_path = o->metrics_path;
     l->steplog_path = o->steplog_path;
     /* Opened before training so a bad path fails in a second, not after
      * an hour of training. */
     if (o->metrics_path &&
         !(l->metrics = open_csv(o->metrics_path,
-                                "epoch,train_loss,test_loss,test_acc,seconds,images_per_s")))
+                                scaler ? "epoch,train_loss,test_loss,test_acc,seconds,images_per_s,"
+                                         "loss_scale,skipped"
+                                       : "epoch,train_loss,test_loss,test_acc,seconds,images_per_s")))
         return -1;
-    if (o->steplog_path && !(l->steplog = open_csv(o->steplog_path, "step,epoch,loss"))) {
+    if (o->steplog_path &&
+        !(l->steplog = open_csv(o->steplog_path, scaler ? "step,epoch,loss,scale,found_inf" : "step,epoch,loss"))) {
         fclose(l->metrics);
         l->metrics = NULL;
         return -1;
@@ -97,10 +101,21 @@ int rt_log_open(rt_log *l, const rt_opts *o)
  * easier on whoever parses the logs. */
 static double unsign_nan(double x) { return isnan(x) ? NAN : x; }
 
-void rt_log_step(rt_log *l, int64_t step, int epoch, double loss)
+void rt_log_step(rt_log *l, int64_t step, int epoch, double loss, double scale, int found_inf)
 {
-    if (l->steplog)
+    if (!l->steplog)
+        return;
+    if (found_inf < 0)
         fprintf(l->steplog, "%lld,%d,%.9g\n", (long long)step, epoch, unsign_nan(loss));
+    else
+        fprintf(l->steplog, "%lld,%d,%.9g,%.9g,%d\n", (long long)step, epoch, unsign_nan(loss), scale, found_inf);
+}
+
+void rt_log_scaler(rt_log *l, double scale, int64_t skipped, int64_t skipped_all)
+{
+    l->scale = scale;
+    l->skipped = skipped;
+    l->skipped_all = skipped_all;
 }
 
 static void bar_clear(rt_log *l)
@@ -144,10 +159,16 @@ void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss, double te
         return;
     printf("epoch %d/%d  train_loss %.4f  test_loss %.4f  test_acc %.4f  %.2f s  %.0f img/s\n",
            epoch, epochs, train_loss, test_loss, test_acc, seconds, ips);
+    if (l->scaler)
+        printf("loss scale %.9g  skipped %lld steps (%lld in all)\n", l->scale, (long long)l->skipped,
+               (long long)l->skipped_all);
     fflush(stdout);
     if (l->metrics) {
-        fprintf(l->metrics, "%d,%.9g,%.9g,%.9g,%.9g,%.9g\n", epoch, train_loss, test_loss,
+        fprintf(l->metrics, "%d,%.9g,%.9g,%.9g,%.9g,%.9g", epoch, train_loss, test_loss,
                 test_acc, seconds, ips);
+        if (l->scaler)
+            fprintf(l->metrics, ",%.9g,%lld", l->scale, (long long)l->skipped);
+        fputc('\n', l->metrics);
         fflush(l->metrics);
     }
     if (l->steplog)

@@ -57,7 +57,8 @@ static void usage(const rt_model *m, const rt_opts *d)
            "  --seed N              seed for initialization and shuffling (default %llu)\n"
            "  --shuffle on|off      reshuffle the training set each epoch (default %s)\n"
            "  --drop-last[=on|off]  skip the last partial batch (default %s)\n"
-           "  --max-steps N         stop after N optimizer steps (then evaluate and save)\n"
+           "  --max-steps N         stop after N steps (then evaluate and save; fp16: skipped\n"
+           "                        steps count)\n"
            "  --init FILE           load initial parameters from a safetensors file\n"
            "  --save FILE           write final parameters as safetensors (F32)\n"
            "  --checkpoint FILE     write a checkpoint after every epoch (parameters, optimizer\n"
@@ -66,7 +67,8 @@ static void usage(const rt_model *m, const rt_opts *d)
            "  --resume FILE         continue a run from its checkpoint, bit for bit\n"
            "  --metrics FILE        per-epoch CSV: epoch,train_loss,test_loss,test_acc,"
            "seconds,images_per_s\n"
-           "  --step-log FILE       per-step CSV: step,epoch,loss\n"
+           "                        (fp16 models: ,loss_scale,skipped)\n"
+           "  --step-log FILE       per-step CSV: step,epoch,loss (fp16 models: ,scale,found_inf)\n"
            "  --profile             time every kernel; print a table per plan at the end (cpu)\n"
            "  --trace FILE.json     timeline of every kernel and all-reduce, all ranks, as\n"
            "                        Chrome trace events (chrome://tracing, ui.perfetto.dev)\n"
@@ -431,7 +433,7 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     if (check_data_dir(o.data_dir) != 0 ||
         (r0 && o.save_path && rt_st_check_writable(o.save_path)) ||
         (r0 && o.trace_path && rt_st_check_writable(o.trace_path)) ||
-        (r0 && o.ckpt_path && rt_st_check_writable(o.ckpt_path)) || rt_log_open(&log, &o) != 0) {
+        (r0 && o.ckpt_path && rt_st_check_writable(o.ckpt_path)) || rt_log_open(&log, &o, m->precision == RT_PREC_FP16) != 0) {
         rt_cuda_close(&cu);
         return 1;
     }
@@ -500,11 +502,13 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     if (rt_world.size > 1)
         snprintf(ranks, sizeof ranks, "  ranks %d (global batch %lld)", rt_world.size,
                  (long long)o.batch * rt_world.size);
+    static const char *const precs[] = {"", "  precision bf16", "  precision fp16"};
     if (r0)
         printf("model %s: %lld parameters  train %lld  test %lld  batch %d  lr %g  epochs %d"
-               "  seed %llu  threads %d  device %s%s\n", m->name, (long long)m->param_floats,
+               "  seed %llu  threads %d  device %s%s%s\n", m->name, (long long)m->param_floats,
                (long long)train.n, (long long)test.n, o.batch, (double)o.lr, o.epochs,
-               (unsigned long long)o.seed, o.threads, dev, ranks);
+               (unsigned long long)o.seed, o.threads, dev, ranks,
+               precs[m->precision >= 0 && m->precision <= 2 ? m->precision : 0]);
     fflush(stdout);
     if (rs.active && r0)
         printf("resuming from %s: epoch %d, %lld batches of it done, %lld steps in all\n",

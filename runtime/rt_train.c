@@ -109,6 +109,9 @@ typedef struct rt_instr {
     rt_trace *trace;
     int kind;               /* RT_TEV_TRAIN / RT_TEV_EVAL */
     int64_t step;           /* for the trace */
+    rt_amp *amp;            /* train plan of an fp16 model: the loss scaler */
+    int64_t param_floats;   /* with amp: the grad slab it scans */
+    int found_inf;          /* with amp: the step was skipped */
 } rt_instr;
 
 /* One plan invocation. stat is cleared first so kernels may either assign
@@ -116,12 +119,30 @@ typedef struct rt_instr {
  * several ranks) each kernel first waits for the buckets it updates and,
  * once done, hands over the buckets it completed; the comm thread reduces
  * them while the next kernels run. */
-static void run_plan(const rt_plan *p, rt_exec *e, int nstat, const rt_instr *in,
-                     rt_reducer *red)
+static void run_kernel(const rt_plan *p, int k, rt_exec *e, const rt_instr *in, int timed)
+{
+    if (!timed) {
+        p->k[k].fn(e);
+        return;
+    }
+    double t = rt_comm_time();
+    p->k[k].fn(e);
+    double t1 = rt_comm_time();
+    if (in->prof->secs)
+        in->prof->secs[k] += t1 - t;
+    rt_trace_add(in->trace, 0, in->kind, k, in->step, t, t1);
+}
+
+/* With the fp16 loss scaler (in->amp) the optimizer kernels cannot run as
+ * each bucket is reduced: they wait for found_inf over the whole grad
+ * slab of every rank, so they run after all buckets, or not at all when
+ * the step is skipped. (fp16 loses the overlap of updates with backward.) */
+static void run_plan(const rt_plan *p, rt_exec *e, int nstat, rt_instr *in, rt_reducer *red)
 {
     memset(e->stat, 0, (size_t)nstat * sizeof(double));
     int timed = in->prof->secs || (in->trace && in->trace->on);
-    if (!timed && !(red && red->active)) {
+    rt_amp *amp = in->amp && in->amp->on ? in->amp : NULL;
+    if (!timed && !(red && red->active) && !amp) {
         for (int k = 0; k < p->nk; k++)
             p->k[k].fn(e);
         return;
@@ -129,23 +150,23 @@ static void run_plan(const rt_plan *p, rt_exec *e, int nstat, const rt_instr *in
     if (red)
         rt_reducer_step_begin(red, in->step);
     for (int k = 0; k < p->nk; k++) {
+        if (amp && p->k[k].phase == RT_PH_OPTIMIZER)
+            continue;
         if (red)
             rt_reducer_before(red, k);
-        if (timed) {
-            double t = rt_comm_time();
-            p->k[k].fn(e);
-            double t1 = rt_comm_time();
-            if (in->prof->secs)
-                in->prof->secs[k] += t1 - t;
-            rt_trace_add(in->trace, 0, in->kind, k, in->step, t, t1);
-        } else {
-            p->k[k].fn(e);
-        }
+        run_kernel(p, k, e, in, timed);
         if (red)
             rt_reducer_after(red, k);
     }
     if (red)
         rt_reducer_step_end(red);
+    if (amp) {
+        in->found_inf = rt_amp_found_inf(amp, e->grad, in->param_floats, in->step);
+        e->found_inf = in->found_inf;   /* the kernels would return at once too */
+        for (int k = 0; k < p->nk && !in->found_inf; k++)
+            if (p->k[k].phase == RT_PH_OPTIMIZER)
+                run_kernel(p, k, e, in, timed);
+    }
     in->prof->calls++;
 }
 
@@ -263,10 +284,12 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
     memset(&red, 0, sizeof red);
     /* per step of an epoch: [0, nbatch) loss sums, [nbatch, 2 nbatch) rows;
      * then room for a copy of both (checkpoints) */
-    double *steps = alloc_n(4 * nbatch + 1, sizeof(double), "step losses");
+    double *steps = alloc_n(6 * nbatch + 1, sizeof(double), "step losses");
     if (!steps)
         goto out;
     double *tmp = steps + 2 * nbatch;
+    /* fp16: each step's loss scale and found_inf, for --step-log */
+    double *amp_log = steps + 4 * nbatch;
     if (o->profile && (!(tprof.secs = alloc_n(m->train.nk, sizeof(double), "profile")) ||
                        !(eprof.secs = alloc_n(m->eval.nk, sizeof(double), "profile"))))
         goto out;
@@ -286,14 +309,22 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
     e.idx = w->idx;
     e.img_size = train->rows * train->cols;
     e.lr = o->lr;
-    e.step = rs->active ? rs->step : 0;
+    /* e.step counts optimizer steps taken (Adam's t; torch's state
+     * 'step'), `it` the training steps: they differ by the steps the fp16
+     * loss scaler skipped */
+    rt_amp amp;
+    rt_amp_init(&amp, m, rs);
+    int64_t it = rs->active ? rs->step : 0;
+    e.step = rs->active ? (amp.on ? rs->opt_steps : rs->step) : 0;
+    e.scale = amp.scale;
     e.nthreads = o->threads;
     e.rank = rt_world.rank;
     e.world = (int)rt_world.size;
     e.seed = o->seed;
     int warned_nan = 0;
     const int64_t W = rt_world.size;
-    rt_instr tin = { &tprof, &trace, RT_TEV_TRAIN, 0 }, ein = { &eprof, &trace, RT_TEV_EVAL, 0 };
+    rt_instr tin = { &tprof, &trace, RT_TEV_TRAIN, 0, &amp, m->param_floats, 0 },
+             ein = { &eprof, &trace, RT_TEV_EVAL, 0, NULL, 0, 0 };
 
     for (int epoch = rs->active ? rs->epoch : 1; epoch <= o->epochs; epoch++) {
         rt_sampler_set_epoch(&smp, (uint64_t)epoch);
@@ -302,22 +333,30 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
         const int64_t skip = resumed ? (rs->skip < nbatch ? rs->skip : nbatch) : 0;
         double t0 = rt_now() - (resumed ? rs->secs : 0);
         double loss0 = resumed ? rs->loss_sum : 0, rows0 = resumed ? rs->rows : 0;
-        int64_t trained = 0, done = 0, first_step = e.step;
+        int64_t trained = 0, done = 0, first_step = it, skipped0 = amp.skipped;
         int stop = 0;
         e.img = train->img;
         e.lab = train->lab;
         e.lr = rt_lr_at(m, o->lr, epoch);
         for (int64_t b = skip; b < nbatch; b++) {
-            if (o->max_steps && e.step >= o->max_steps) {
+            if (o->max_steps && it >= o->max_steps) {
                 stop = 1;
                 break;
             }
             int n = (int)(per_rank - b * batch < batch ? per_rank - b * batch : batch);
             memcpy(w->idx, smp.shard + b * batch, (size_t)n * sizeof(int32_t));
             e.n = n;
-            tin.step = e.step + 1;
+            tin.step = it + 1;
+            e.scale = amp.scale;
             run_plan(&m->train, &e, w->nstat, &tin, &red);
-            e.step++;
+            it++;
+            if (amp.on) {
+                amp_log[done] = amp.scale;
+                amp_log[nbatch + done] = tin.found_inf;
+                rt_amp_update(&amp, tin.found_inf);
+            }
+            if (!tin.found_inf)
+                e.step++;
             double s = w->stat[m->train.loss_stat];
             steps[done] = s;
             steps[nbatch + done] = n;
@@ -325,7 +364,7 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
             trained += n;
             if (!isfinite(s) && !warned_nan) {
                 rt_warn("loss is %s at step %lld; training continues", isnan(s) ? "NaN" : "inf",
-                        (long long)e.step);
+                        (long long)it);
                 warned_nan = 1;
             }
             /* the bar shows this rank's own loss: the global one is only
@@ -334,15 +373,16 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
             rt_log_progress(log, epoch, o->epochs, seen * W, epoch_samples * W,
                             m->reduction == RT_RED_MEAN ? s / n : s, b + 1 == nbatch);
             /* --checkpoint-every inside the epoch (its end writes its own) */
-            if (o->ckpt_every && e.step % o->ckpt_every == 0 && b + 1 < nbatch) {
-                rt_resume st = {1, epoch, e.step, b + 1, loss0, rows0, rt_now() - t0};
+            if (o->ckpt_every && it % o->ckpt_every == 0 && b + 1 < nbatch) {
+                rt_resume st = {1, epoch, it, b + 1, loss0, rows0, rt_now() - t0, e.step, amp.scale,
+                                amp.tracker, amp.skipped};
                 partial_sums(steps, nbatch, done, tmp, &st.loss_sum, &st.rows);
                 if (rt_ckpt_save(m, o, o->ckpt_path, w->param, w->opt, &st) != 0)
                     goto out;
             }
         }
         double secs = rt_now() - t0;
-        if (o->max_steps && e.step >= o->max_steps)
+        if (o->max_steps && it >= o->max_steps)
             stop = 1;
 
         /* Every rank took the same steps: one all-reduce of their sums
@@ -360,20 +400,23 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
              * 'none' the kernels backpropagate ones per sample
              * (loss.backward(torch.ones_like(loss))), the same gradient as
              * 'sum', so the sum is reported too. */
-            rt_log_step(log, first_step + b + 1, epoch, m->reduction == RT_RED_MEAN ? s / n : s);
+            rt_log_step(log, first_step + b + 1, epoch, m->reduction == RT_RED_MEAN ? s / n : s,
+                        amp.on ? amp_log[b] : NAN, amp.on ? (int)amp_log[nbatch + b] : -1);
         }
 
         double test_loss, test_acc;
         evaluate(m, w, &e, test, &test_loss, &test_acc, &ein);
         double train_loss = rows > 0 ? loss_sum / rows : NAN;
+        rt_log_scaler(log, amp.scale, amp.skipped - skipped0, amp.skipped);
         rt_log_epoch(log, epoch, o->epochs, train_loss, test_loss, test_acc, secs,
                      (int64_t)rows);
         if (o->ckpt_path) {
             /* the next epoch, or where --max-steps stopped this one */
             int64_t at = skip + done;
-            rt_resume st = {1, epoch + 1, e.step, 0, 0, 0, 0};
+            rt_resume st = {1, epoch + 1, it, 0, 0, 0, 0, e.step, amp.scale, amp.tracker, amp.skipped};
             if (at < nbatch)
-                st = (rt_resume){1, epoch, e.step, at, loss_sum, rows, secs};
+                st = (rt_resume){1, epoch, it, at, loss_sum, rows, secs, e.step, amp.scale, amp.tracker,
+                                 amp.skipped};
             /* a checkpoint that cannot be written stops the run */
             if (rt_ckpt_save(m, o, o->ckpt_path, w->param, w->opt, &st) != 0)
                 goto out;

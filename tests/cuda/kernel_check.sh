@@ -4,7 +4,7 @@
 # whole plan) against the C kernels of the same compilation.
 #
 # Usage: tests/cuda/kernel_check.sh CDDPC MODEL.net [kernel_check options]
-#   options: --sizes NMAX:N[:STEP],...  --tol X  --orders 1|2  --plan P  -v
+#   options: --sizes NMAX:N[:STEP],...  --tol X  --flips F  --orders 1|2  --plan P  -v
 # Builds under build/tests/cuda/kc_MODEL/ (libcddprt.a is taken from beside
 # CDDPC). CC, CXX and CDDPC_CFLAGS (e.g. sanitizer flags) are honoured.
 # KC_CDDPC_FLAGS adds cddpc options (e.g. --fusion=none) to both emissions.

@@ -65,6 +65,15 @@ check 'dropout stream ignores the rank' 's/cddp_drop_key(e->seed, e->rank,/cddp_
 check 'dropout stream ignores the step' 's/(long long)e->step, /(long long)0, /' $D
 check 'dropout hash on the GPU differs from the C one' 's/z ^= z >> 27;/z ^= z >> 26;/' $D
 check 'dropout threshold 0.31 instead of p = 0.3' 's/>= 0.300000012f/>= 0.310000012f/' $D
+# mixed precision: the CUDA kernels must round and scale as the C ones
+MODEL=$HERE/models/amp_bf16.net
+A='--sizes 19:19:0 --orders 1 --flips 0.001'
+check 'bf16: GEMM result not rounded' 's/rt_round_bf16(acc\[r\]\[c\])/(acc[r][c])/' $A --plan train
+check 'bf16: weights read unrounded by the GEMM' 's/Bs\[kk\]\[c\] = gj < N \&\& gk < K ? rt_round_bf16(\(b[0-9]*\[[^]]*\]\))/Bs[kk][c] = gj < N \&\& gk < K ? (\1)/' $A --plan eval
+MODEL=$HERE/models/amp_fp16.net
+check 'fp16: the loss gradient not scaled by S' 's/ \* e->scale;/;/' $A --plan train
+check 'fp16: the optimizer does not unscale' 's/g\[k\] \* inv_scale/g[k]/' $A --plan train
+check 'fp16: rounded to bf16 instead' 's/rt_round_fp16(acc)/rt_round_bf16(acc)/' $A --plan eval
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]

@@ -2,7 +2,8 @@
 # tests/unit/fusion_bits.sh CDDPC DATA: fusing the batch-norm channel
 # results into their pass (fuse.c: chan_pass_result) and a convolution's
 # bias into its store (conv_bias_epilogue) changes no bit. The
-# ConvNet with plain and with synced batch norm, compiled at
+# ConvNet with plain and with synced batch norm, and a conv model in fp16
+# (the fused bias rounded as bias_add's own kernel rounds it), compiled at
 # --fusion=elementwise (each channel result its own kernel) and at the
 # default level, trains 10 steps on the CPU: saved weights and buffers, and
 # the step losses, must be byte-identical, and the default level must have
@@ -13,7 +14,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 fails=0
-for net in "$root/tests/golden/mnist_convnet.net" "$root/tests/ddp/syncbn.net"; do
+for net in "$root/tests/golden/mnist_convnet.net" "$root/tests/ddp/syncbn.net" "$root/tests/cuda/models/amp_fp16.net"; do
     name=$(basename "$net" .net)
     for lvl in elementwise all; do
         "$cddpc" "$net" --fusion=$lvl -o "$t/$lvl" || { echo "FAIL $name: cddpc --fusion=$lvl"; exit 1; }
