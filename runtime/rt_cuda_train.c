@@ -170,6 +170,15 @@ static int plan_setup(rt_cuda *cu, const rt_plan *p, const char *which, int nmax
     return 0;
 }
 
+/* Kernel k of the plan on the main stream, between its timing events
+ * when the step is traced. */
+static int launch_kernel(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k, CUdeviceptr exec)
+{
+    return (d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk0[k], cu->stream))) ||
+           rt_cuda_launch1(cu, pd->f[k], pd->p->cu[k].name, pd->grid[k], pd->p->cu[k].block, exec) ||
+           (d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk1[k], cu->stream)));
+}
+
 /* The plan's kernel k inside a capture, with the gradient buckets around
  * it when ddp: first the main stream waits for the all-reduce of every
  * bucket kernel k updates; after it, each bucket kernel k completed is
@@ -183,9 +192,7 @@ static int launch_step_kernel(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k
         if (d->bk[b].opt == k && CU_CHECK(rt_cu.cuStreamWaitEvent(cu->stream, d->ev_done[b], 0)))
             return -1;
     /* later: an optimizer kernel the loss scaler runs after all buckets */
-    if (!later && ((d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk0[k], cu->stream))) ||
-                   rt_cuda_launch1(cu, pd->f[k], pd->p->cu[k].name, pd->grid[k], pd->p->cu[k].block, exec) ||
-                   (d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk1[k], cu->stream)))))
+    if (!later && launch_kernel(cu, d, pd, k, exec))
         return -1;
     /* SyncBatchNorm's sums: on the comm stream too, behind the buckets
      * handed over so far, because one NCCL communicator must see its
@@ -247,9 +254,7 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
              !rt_cuda_launch1(cu, d->famp_decide, "cddprt_amp_decide", one, one, ctl);
         for (int k = 0; ok && k < pd->p->nk; k++)
             if (pd->p->k[k].phase == RT_PH_OPTIMIZER)
-                ok = !((d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk0[k], cu->stream))) ||
-                       rt_cuda_launch1(cu, pd->f[k], pd->p->cu[k].name, pd->grid[k], pd->p->cu[k].block, exec) ||
-                       (d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk1[k], cu->stream))));
+                ok = !launch_kernel(cu, d, pd, k, exec);
     }
     ok = ok && !rt_cuda_launch1(cu, d->fend, "cddprt_step_end", one, one, ctl);
     return ok ? 0 : -1;
