@@ -133,7 +133,7 @@ void ir_dump(FILE *f, const Graph *g);
  * problems and prints each (compiler bug if non-zero after a pass). */
 int ir_verify(const Graph *g, const char *after);
 
-/* ---- frontend: lex.l, parse.y, sema.c -------------------------------- */
+/* ---- frontend: lex.l, parse.y, then sema.h's files ----------------- */
 enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2 };
 typedef struct TrainCfg {
     const char *model;      /* model name */
