@@ -236,6 +236,12 @@ int plan_source(const Plan *p, int node);         /* through views to the produc
 /* No kernel, aliases its input: K_VIEW ops, and dropout in the eval plan. */
 int plan_is_view(const Plan *p, int node);
 void plan_dump_groups(FILE *f, const Plan *p);
+/* plan_verify.c: what fuse produced (each node in one group, an order
+ * that respects dependencies, only fusions the emitters implement) and
+ * what memplan produced (no two live buffers overlap); return the number
+ * of problems, each printed (compiler bugs). */
+int plan_verify_groups(const Plan *p, const char *after);
+int plan_verify_memory(const Plan *p, const char *after);
 void plan_report(FILE *f, const Plan *p, int64_t batch);
 typedef struct PlanBucket {
     int64_t off, end;       /* slab range [off, end) */

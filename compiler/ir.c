@@ -24,7 +24,12 @@ const OpKind op_kind[OP_COUNT] = {
 #include "ops.def"
 #undef X
 };
-_Static_assert(sizeof op_text / sizeof op_text[0] == OP_COUNT, "ops.def and op tables disagree");
+/* Each row within what a Node can hold: a new op with more inputs than
+ * MAX_IN, or a negative arity, stops the build here. */
+#define X(name, arity, kind, text) \
+    _Static_assert((arity) >= 0 && (arity) <= MAX_IN, "ops.def: " #name "'s arity is outside 0..MAX_IN");
+#include "ops.def"
+#undef X
 
 Graph *ir_new(void)
 {
