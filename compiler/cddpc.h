@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cddprt.h"         /* rt_cuda_launch: a CUDA kernel's launch geometry, as the runtime reads it */
+
 /* ---- util.c: arena, strings ------------------------------------------ */
 /* One arena per compilation; nothing is freed piecemeal. All allocation goes
  * through util_alloc so an out-of-memory is reported once, cleanly. */
@@ -285,19 +287,11 @@ char *ex_round(const Emit *m, const char *x);
 /* ---- emit_c.c, emit_cuda.c, emit_program.c ---------------------------- */
 void emit_c_kernels(FILE *f, const Plan *p, const Program *prog);
 /* emit_nchw.c: the body of a G_CONV, G_CHAN, G_POOL or G_STATE kernel. */
-typedef struct CudaLaunch CudaLaunch;
 void emit_nchw_c(const Emit *m);
-void emit_nchw_cuda(const Emit *m, CudaLaunch *L);
-/* Launch geometry of one CUDA kernel: rt_cuda_launch in runtime/cddprt.h. */
-struct CudaLaunch {
-    const char *name;
-    unsigned block[3], gfix[3];
-    int64_t gmul[3], gdiv[3];
-    int64_t coll_off, coll_n;   /* rt_cuda_launch's: a sum over the ranks after the kernel */
-};
+void emit_nchw_cuda(const Emit *m, rt_cuda_launch *L);
 const char *emit_cuda_prelude(void);
 /* The CUDA kernel of group grp (text after the prelude), and its launch. */
-char *emit_cuda_kernel(const Plan *p, int grp, const Program *prog, CudaLaunch *launch); /* static void NAME(rt_exec *e) */
+char *emit_cuda_kernel(const Plan *p, int grp, const Program *prog, rt_cuda_launch *launch); /* static void NAME(rt_exec *e) */
 int emit_program(const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
                  const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir);
 

@@ -515,7 +515,7 @@ static void cu_grid_stride(FILE *f, const char *total)
 }
 
 /* Batch-shaped grid over `per_sample` elements of each sample. */
-static void cu_batch_grid(CudaLaunch *L, int64_t per_sample)
+static void cu_batch_grid(rt_cuda_launch *L, int64_t per_sample)
 {
     L->gmul[0] = per_sample;
     L->gdiv[0] = THREADS;
@@ -533,7 +533,7 @@ static void cu_block_sum(FILE *f, const char *name, const char *var, const char 
     fprintf(f, "    const float %s = red_%s[0];\n    __syncthreads();\n", out, name);
 }
 
-static void cu_conv(const Emit *m, const Node *n, CudaLaunch *L)
+static void cu_conv(const Emit *m, const Node *n, rt_cuda_launch *L)
 {
     FILE *f = m->f;
     ConvGeo c = conv_geo(m, n);
@@ -595,7 +595,7 @@ static void cu_conv(const Emit *m, const Node *n, CudaLaunch *L)
 
 #define CU_FOR_CHAN "for (int64_t t = threadIdx.x; t < M; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t %% HW;"
 
-static void cu_chan(const Emit *m, const Node *n, CudaLaunch *L)
+static void cu_chan(const Emit *m, const Node *n, rt_cuda_launch *L)
 {
     FILE *f = m->f;
     const Plan *p = m->p;
@@ -698,7 +698,7 @@ static void cu_chan(const Emit *m, const Node *n, CudaLaunch *L)
     }
 }
 
-static void cu_state(const Emit *m, const Node *n, CudaLaunch *L)
+static void cu_state(const Emit *m, const Node *n, rt_cuda_launch *L)
 {
     FILE *f = m->f;
     running_count(m, n);
@@ -710,7 +710,7 @@ static void cu_state(const Emit *m, const Node *n, CudaLaunch *L)
     L->gfix[0] = 1;
 }
 
-static void cu_pool(const Emit *m, const Node *n, CudaLaunch *L)
+static void cu_pool(const Emit *m, const Node *n, rt_cuda_launch *L)
 {
     FILE *f = m->f;
     const Shape *x, *y;
@@ -729,7 +729,7 @@ static void cu_pool(const Emit *m, const Node *n, CudaLaunch *L)
     cu_batch_grid(L, ir_row_elems(grad ? x : y));
 }
 
-void emit_nchw_cuda(const Emit *m, CudaLaunch *L)
+void emit_nchw_cuda(const Emit *m, rt_cuda_launch *L)
 {
     const Node *n = ex_node(m, m->gr->anchor);
     switch (m->gr->kind) {
