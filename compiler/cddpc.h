@@ -36,13 +36,16 @@ _Noreturn void diag_ice(const char *fmt, ...) __attribute__((format(printf, 1, 2
 
 /* ---- ir.c: the graph IR ---------------------------------------------- */
 typedef enum {
-#define X(name, arity, kind, text) OP_##name,
+#define X(name, ...) OP_##name,
 #include "ops.def"
 #undef X
     OP_COUNT
 } Op;
 
 typedef enum { K_DATA, K_PARAM, K_VIEW, K_EW, K_MATMUL, K_RED, K_ROW, K_OPT, K_CONV, K_CHAN, K_POOL, K_STATE, K_COMM } OpKind;
+/* ops.def's FUSE and EVAL columns */
+enum { F_EPI = 1, F_CONV_EPI = 2 };
+typedef enum { EV_SAME, EV_VIEW, EV_RUNNING, EV_TRAIN } OpEval;
 typedef enum { DT_F32, DT_I32 } DType;
 typedef enum { PH_FWD, PH_LOSS, PH_BWD, PH_OPT } Phase;
 typedef enum { RED_MEAN, RED_SUM, RED_NONE } Reduction;
@@ -91,6 +94,14 @@ typedef struct Node {
                                dropout's ordinal in the graph, 0, 1, ... */
 } Node;
 
+/* The optimizer's hyperparameters (the train block's), read by the update
+ * ops' bodies; the learning rate is the runtime's (rt_exec.lr, per epoch). */
+typedef struct OptHyper {
+    double momentum, dampening, weight_decay;   /* SGD, SGD_MOMENTUM (weight_decay: all) */
+    int nesterov;
+    double beta1, beta2, eps;                   /* ADAM, ADAMW */
+} OptHyper;
+
 typedef struct Graph {
     Node **n;
     int nn, cap;
@@ -102,7 +113,8 @@ typedef struct Graph {
     int loss_sum, correct_sum; /* SUM_ALL nodes (stat slots) */
     int *grad;              /* grad[param index] = node id of its gradient */
     int *updates;           /* updates[param index] = its SGD node, or -1 */
-    const char *opt_name;   /* what the update nodes run: "sgd", "adam", "adamw" (kernel names) */
+    Op opt_op;              /* the update nodes' op: OP_SGD, OP_SGD_MOMENTUM, OP_ADAM, OP_ADAMW */
+    OptHyper opt;
     int prec;               /* RT_PREC_*: the kernels round to bf16 / fp16 where autocast stores it */
     int nbuckets;
     int *effects;           /* in-place buffer updates the train plan must run */
@@ -110,9 +122,14 @@ typedef struct Graph {
     int ndropout;           /* DROPOUT nodes so far: the next one's drop_key */
 } Graph;
 
+/* ops.def's columns, indexed by Op */
 extern const char *const op_text[OP_COUNT];
 extern const int op_arity[OP_COUNT];
 extern const OpKind op_kind[OP_COUNT];
+extern const char *const op_formula[OP_COUNT];
+extern const int op_fuse[OP_COUNT];
+extern const double op_flops[OP_COUNT], op_rd[OP_COUNT], op_wr[OP_COUNT];
+extern const OpEval op_eval[OP_COUNT];
 
 Graph *ir_new(void);
 int ir_add(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, Loc loc);
@@ -272,11 +289,12 @@ int ex_has_row_reduction(const Emit *m);
  * padding (zero in param, grad and opt: updating it is a no-op) separates
  * them; returns how many, ranges in lo[], hi[] (capacity gr->nnodes). */
 int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi);
-/* SGD update of slab element k (w, g, mb, first, lr in scope); closes the loop. */
-void ex_opt_body(FILE *f, const TrainCfg *t);
+/* The update (g->opt_op) of slab element k (w, g, lr and the prelude's
+ * names in scope); closes the loop. */
+void ex_opt_body(FILE *f, const Graph *g);
 /* Declarations the update loops read (w, g, lr, and the optimizer's). */
-void ex_opt_prelude(FILE *f, const TrainCfg *t, int64_t param_floats);
-int ex_opt_slots(const TrainCfg *t);     /* opt floats per param float */
+void ex_opt_prelude(FILE *f, const Graph *g, int64_t param_floats);
+int ex_opt_slots(Op op);                 /* opt floats per param float */
 /* Mixed precision (README "Mixed precision"): the GEMM call of the
  * plan's precision ("rt_sgemm(" or "rt_sgemm_prec(RT_PREC_BF16, "), and
  * an expression rounded to it (x itself in fp32). The same helper name

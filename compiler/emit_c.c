@@ -175,24 +175,24 @@ static void emit_data(const Emit *m, const Program *prog)
     }
 }
 
-/* torch.optim.SGD over slab elements [lo, hi) */
-static void emit_sgd_loop(FILE *f, const TrainCfg *t, int64_t lo, int64_t hi)
+/* the optimizer's update over slab elements [lo, hi) */
+static void emit_opt_loop(FILE *f, const Graph *g, int64_t lo, int64_t hi)
 {
     fprintf(f, "    #pragma omp parallel for simd schedule(static) if (%lld >= 65536)\n", (long long)(hi - lo));
     fprintf(f, "    for (int64_t k = %lld; k < %lld; k++) {\n", (long long)lo, (long long)hi);
-    ex_opt_body(f, t);
+    ex_opt_body(f, g);
 }
 
-static void emit_opt(const Emit *m, const Program *prog)
+static void emit_opt(const Emit *m)
 {
     FILE *f = m->f;
-    const TrainCfg *t = &prog->train;
-    ex_opt_prelude(f, t, m->p->param_floats);
+    const Graph *g = m->p->g;
+    ex_opt_prelude(f, g, m->p->param_floats);
     int64_t *lo = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
     int64_t *hi = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
     int nr = ex_opt_ranges(m, lo, hi);
     for (int r = 0; r < nr; r++)
-        emit_sgd_loop(f, t, lo[r], hi[r]);
+        emit_opt_loop(f, g, lo[r], hi[r]);
 }
 
 /* A sum over the ranks: the input copied to the node's own buffer, then
@@ -223,7 +223,7 @@ void emit_c_kernels(FILE *f, const Plan *p, const Program *prog)
         case G_EW: emit_ew_loops(&m, &ex_node(&m, m.gr->nodes[0])->shape, -1); break;
         case G_ROW: emit_row(&m); break;
         case G_RED: emit_reduce(&m); break;
-        case G_OPT: emit_opt(&m, prog); break;
+        case G_OPT: emit_opt(&m); break;
         case G_CONV: case G_CHAN: case G_POOL: case G_STATE: emit_nchw_c(&m); break;
         case G_COMM: emit_comm(&m); break;
         }

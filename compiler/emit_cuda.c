@@ -345,22 +345,22 @@ static void emit_matmul(const Emit *m, rt_cuda_launch *L)
 }
 
 /* All optimizer updates over the parameter slab range, grid-stride. */
-static void emit_opt(const Emit *m, const Program *prog, rt_cuda_launch *L)
+static void emit_opt(const Emit *m, rt_cuda_launch *L)
 {
     FILE *f = m->f;
-    const TrainCfg *t = &prog->train;
+    const Graph *g = m->p->g;
     int64_t *lo = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
     int64_t *hi = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
     int nr = ex_opt_ranges(m, lo, hi);
     /* torch.optim.SGD / Adam / AdamW, as the C kernel; alignment gaps hold zeros */
-    ex_opt_prelude(f, t, m->p->param_floats);
+    ex_opt_prelude(f, g, m->p->param_floats);
     fprintf(f, "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n");
     int64_t most = 0;
     for (int r = 0; r < nr; r++) {
         most = hi[r] - lo[r] > most ? hi[r] - lo[r] : most;
         fprintf(f, "    for (int64_t k = %lld + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < %lld; k += stride) {\n",
                 (long long)lo[r], (long long)hi[r]);
-        ex_opt_body(f, t);
+        ex_opt_body(f, g);
     }
     int64_t blocks = (most + THREADS - 1) / THREADS;
     L->gfix[0] = (unsigned)(blocks < 1 ? 1 : blocks > 8192 ? 8192 : blocks);
@@ -417,7 +417,7 @@ char *emit_cuda_kernel(const Plan *p, int grp, const Program *prog, rt_cuda_laun
             emit_sum_all(&m, n, L);
         break;
     }
-    case G_OPT: emit_opt(&m, prog, L); break;
+    case G_OPT: emit_opt(&m, L); break;
     case G_CONV: case G_CHAN: case G_POOL: case G_STATE: emit_nchw_cuda(&m, L); break;
     case G_COMM: emit_comm(&m, L); break;
     }

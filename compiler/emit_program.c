@@ -192,7 +192,7 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
             c_string(src_path));
     fprintf(f, "    .params = params,\n    .nparam = %d,\n    .param_floats = %lld,\n", g->nparam,
             (long long)train->param_floats);
-    fprintf(f, "    .opt_floats = %lld,\n", (long long)(ex_opt_slots(t) * train->param_floats));
+    fprintf(f, "    .opt_floats = %lld,\n", (long long)(ex_opt_slots(prog->g->opt_op) * train->param_floats));
     emit_plan_init(f, train, "train", g);
     emit_plan_init(f, eval, "eval", g);
     fprintf(f, "    .in_c = %d, .in_h = %d, .in_w = %d, .nclass = %d,\n", prog->in_c, prog->in_h, prog->in_w,
@@ -207,8 +207,10 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "    .seed = %lluull,\n", (unsigned long long)t->seed);
     fprintf(f, "    .cuda_src = cuda_src,\n    .buckets = buckets,\n    .nbuckets = %d,\n", g->nbuckets);
     fprintf(f, "    .bucket_mb = %.17g,\n    .param_flags = param_flags,\n", t->bucket_mb);
-    static const char *const state[] = {"momentum_buffer", "exp_avg,exp_avg_sq", "exp_avg,exp_avg_sq"};
-    fprintf(f, "    .opt_state = %s,\n", ex_opt_slots(t) ? c_string(state[t->optimizer]) : "NULL");
+    /* the state's names in checkpoints, PyTorch's */
+    Op op = prog->g->opt_op;
+    fprintf(f, "    .opt_state = %s,\n", op == OP_SGD_MOMENTUM ? c_string("momentum_buffer")
+                                          : ex_opt_slots(op) ? c_string("exp_avg,exp_avg_sq") : "NULL");
     fprintf(f, "    .sched = %d, .sched_a = %.17g, .sched_b = %.17g,\n", t->sched,
             t->sched == RT_SCHED_STEP ? t->step_size : t->t_max, t->sched == RT_SCHED_STEP ? t->gamma : t->eta_min);
     fprintf(f, "    .precision = %d, .init_scale = %.9g, .growth_factor = %.9g, .backoff_factor = %.9g,\n"

@@ -9,25 +9,59 @@
 
 #include "cddpc.h"
 
+/* ops.def's columns, one table each */
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) text,
 const char *const op_text[OP_COUNT] = {
-#define X(name, arity, kind, text) text,
 #include "ops.def"
-#undef X
 };
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) arity,
 const int op_arity[OP_COUNT] = {
-#define X(name, arity, kind, text) arity,
 #include "ops.def"
-#undef X
 };
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) kind,
 const OpKind op_kind[OP_COUNT] = {
-#define X(name, arity, kind, text) kind,
 #include "ops.def"
-#undef X
 };
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) formula,
+const char *const op_formula[OP_COUNT] = {
+#include "ops.def"
+};
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) fuse,
+const int op_fuse[OP_COUNT] = {
+#include "ops.def"
+};
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) flops,
+const double op_flops[OP_COUNT] = {
+#include "ops.def"
+};
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) rd,
+const double op_rd[OP_COUNT] = {
+#include "ops.def"
+};
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) wr,
+const double op_wr[OP_COUNT] = {
+#include "ops.def"
+};
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) eval,
+const OpEval op_eval[OP_COUNT] = {
+#include "ops.def"
+};
+#undef X
+
 /* Each row within what a Node can hold: a new op with more inputs than
  * MAX_IN, or a negative arity, stops the build here. */
-#define X(name, arity, kind, text) \
-    _Static_assert((arity) >= 0 && (arity) <= MAX_IN, "ops.def: " #name "'s arity is outside 0..MAX_IN");
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval)                                 \
+    _Static_assert((arity) >= 0 && (arity) <= MAX_IN, "ops.def: " #name "'s arity is outside 0..MAX_IN"); \
+    _Static_assert(!((fuse) & F_EPI) || (kind) == K_EW, "ops.def: " #name ": only elementwise ops are epilogues"); \
+    _Static_assert((eval) != EV_VIEW || (arity) == 1, "ops.def: " #name ": an eval-plan view has one input");
 #include "ops.def"
 #undef X
 
@@ -343,7 +377,7 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
         return check(g, n, after, ir_same_shape(in_shape(g, n, 0), s) && ir_same_shape(in_shape(g, n, 1), s),
                      "operands and result must have one shape");
     case OP_RELU:
-        return check(g, n, after, ir_same_shape(in_shape(g, n, 0), s), "relu keeps its shape");
+        return check(g, n, after, ir_same_shape(in_shape(g, n, 0), s), "an activation keeps its shape");
     case OP_DROPOUT: case OP_DROPOUT_GRAD:
         /* batched: the mask is indexed by the element's place in the batch tensor */
         return check(g, n, after, ir_same_shape(in_shape(g, n, 0), s) && ir_batched(s) && n->dt == DT_F32
@@ -365,7 +399,7 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
     }
     case OP_SUM_ALL:
         return check(g, n, after, s->rank == 0, "sum_all gives a scalar");
-    case OP_SGD:
+    case OP_SGD: case OP_SGD_MOMENTUM: case OP_ADAM: case OP_ADAMW:
         return check(g, n, after, g->n[n->in[0]]->op == OP_PARAM && ir_same_shape(in_shape(g, n, 0), in_shape(g, n, 1))
                      && ir_same_shape(in_shape(g, n, 0), s), "sgd updates a param with a gradient of its shape");
     case OP_CONV2D: case OP_CONV2D_DX: case OP_CONV2D_DW: case OP_SUM_CHAN: case OP_BN_STATS: case OP_BN_APPLY:

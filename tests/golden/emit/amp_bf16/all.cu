@@ -534,8 +534,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_tn(const rt_exec *__r
         }
 }
 
-/* t10_sgd_x6: sgd%31 sgd%32 sgd%33 sgd%34 sgd%35 sgd%36 */
-extern "C" __global__ void __launch_bounds__(256, 2) t10_sgd_x6(const rt_exec *__restrict__ e)
+/* t10_sgd_momentum_x6: sgd_momentum%31 sgd_momentum%32 sgd_momentum%33 sgd_momentum%34 sgd_momentum%35 sgd_momentum%36 */
+extern "C" __global__ void __launch_bounds__(256, 2) t10_sgd_momentum_x6(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;

@@ -206,8 +206,8 @@ static void t9_mm_tn(rt_exec *e)
     rt_sgemm_prec(RT_PREC_BF16, 1, 0, 37, 784, n, b28, 37, b0, 784, b30, 784);
 }
 
-/* t10_sgd_x6: %31 %32 %33 %34 %35 %36 */
-static void t10_sgd_x6(rt_exec *e)
+/* t10_sgd_momentum_x6: %31 %32 %33 %34 %35 %36 */
+static void t10_sgd_momentum_x6(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -346,7 +346,7 @@ static const rt_kernel train_kernels[] = {
     {t7_mm_nn_relu_grad_sum_rows, "t7_mm_nn_relu_grad_sum_rows", 2},
     {t8_mm_tn, "t8_mm_tn", 2},
     {t9_mm_tn, "t9_mm_tn", 2},
-    {t10_sgd_x6, "t10_sgd_x6", 3},
+    {t10_sgd_momentum_x6, "t10_sgd_momentum_x6", 3},
 };
 
 static const rt_cuda_launch train_cuda[] = {
@@ -360,7 +360,7 @@ static const rt_cuda_launch train_cuda[] = {
     {"t7_mm_nn_relu_grad_sum_rows", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
     {"t8_mm_tn", {256, 1, 1}, {1, 2, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t9_mm_tn", {256, 1, 1}, {13, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"t10_sgd_x6", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t10_sgd_momentum_x6", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {

@@ -809,7 +809,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t20_conv2d_dw(const rt_exec
         b53[wi] = rt_round_fp16(total);
 }
 
-/* t21_adam_x9: sgd%54 sgd%55 sgd%56 sgd%57 sgd%58 sgd%59 sgd%60 sgd%61 sgd%62 */
+/* t21_adam_x9: adam%54 adam%55 adam%56 adam%57 adam%58 adam%59 adam%60 adam%61 adam%62 */
 extern "C" __global__ void __launch_bounds__(256, 2) t21_adam_x9(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;

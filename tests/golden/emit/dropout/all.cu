@@ -727,8 +727,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t15_conv2d_dw(const rt_exec
         b45[wi] = total;
 }
 
-/* t16_sgd_x8: sgd%46 sgd%47 sgd%48 sgd%49 sgd%50 sgd%51 sgd%52 sgd%53 */
-extern "C" __global__ void __launch_bounds__(256, 2) t16_sgd_x8(const rt_exec *__restrict__ e)
+/* t16_sgd_momentum_x8: sgd_momentum%46 sgd_momentum%47 sgd_momentum%48 sgd_momentum%49 sgd_momentum%50 sgd_momentum%51 sgd_momentum%52 sgd_momentum%53 */
+extern "C" __global__ void __launch_bounds__(256, 2) t16_sgd_momentum_x8(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;

@@ -408,8 +408,8 @@ static void t15_conv2d_dw(rt_exec *e)
     }
 }
 
-/* t16_sgd_x8: %46 %47 %48 %49 %50 %51 %52 %53 */
-static void t16_sgd_x8(rt_exec *e)
+/* t16_sgd_momentum_x8: %46 %47 %48 %49 %50 %51 %52 %53 */
+static void t16_sgd_momentum_x8(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -633,7 +633,7 @@ static const rt_kernel train_kernels[] = {
     {t13_dropout_grad_relu_grad, "t13_dropout_grad_relu_grad", 2},
     {t14_sum_chan, "t14_sum_chan", 2},
     {t15_conv2d_dw, "t15_conv2d_dw", 2},
-    {t16_sgd_x8, "t16_sgd_x8", 3},
+    {t16_sgd_momentum_x8, "t16_sgd_momentum_x8", 3},
 };
 
 static const rt_cuda_launch train_cuda[] = {
@@ -653,7 +653,7 @@ static const rt_cuda_launch train_cuda[] = {
     {"t13_dropout_grad_relu_grad", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0},
     {"t14_sum_chan", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t15_conv2d_dw", {256, 1, 1}, {75, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"t16_sgd_x8", {256, 1, 1}, {33, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t16_sgd_momentum_x8", {256, 1, 1}, {33, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {

@@ -534,7 +534,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_tn(const rt_exec *__r
         }
 }
 
-/* t10_adamw_x6: sgd%31 sgd%32 sgd%33 sgd%34 sgd%35 sgd%36 */
+/* t10_adamw_x6: adamw%31 adamw%32 adamw%33 adamw%34 adamw%35 adamw%36 */
 extern "C" __global__ void __launch_bounds__(256, 2) t10_adamw_x6(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
