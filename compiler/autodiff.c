@@ -162,6 +162,12 @@ static void rule_relu(RULE_ARGS)
     accumulate(a, x[0], bwd(a, OP_RELU_GRAD, 2, (int[]){dy, n->id}, &n->shape, n));
 }
 
+/* d tanh(x) = 1 - tanh(x)^2: read from the output, as relu's mask */
+static void rule_tanh(RULE_ARGS)
+{
+    accumulate(a, n->in[0], bwd(a, OP_TANH_GRAD, 2, (int[]){dy, n->id}, &n->shape, n));
+}
+
 #define NO_RULE NULL
 #define STOP rule_stop
 #define RULE(x) rule_##x

@@ -7,17 +7,23 @@
 
 #include "sema.h"
 
-/* Functions callable in forward. */
-static const char *const functions[] = {"relu", "flatten", "dropout"};
+/* Functions callable in forward; act: an activation's elementwise op, or 0
+ * (images, never an activation) */
+static const struct {
+    const char *name;
+    Op act;
+} functions[] = {{"relu", OP_RELU}, {"tanh", OP_TANH}, {"flatten", 0}, {"dropout", 0}};
 enum { NFUNCTIONS = sizeof functions / sizeof functions[0] };
 
-static int is_function(const char *name)
+static int function(const char *name)
 {
     for (int i = 0; i < NFUNCTIONS; i++)
-        if (strcmp(functions[i], name) == 0)
-            return 1;
-    return 0;
+        if (strcmp(functions[i].name, name) == 0)
+            return i;
+    return -1;
 }
+
+static int is_function(const char *name) { return function(name) >= 0; }
 
 static int find_layer(const Sema *S, const char *name)
 {
@@ -82,6 +88,7 @@ static Val eval_call(Sema *S, const Expr *e)
             diag_error(e->loc, "'%s' is a layer type: declare the layer in the model (name = %s(...)) and call "
                        "it by name%s", e->s, e->s,
                        strcmp(e->s, "ReLU") == 0 ? ", or use relu(x)"
+                       : strcmp(e->s, "Tanh") == 0 ? ", or use tanh(x)"
                        : strcmp(e->s, "Flatten") == 0 ? ", or use flatten(x)"
                        : strcmp(e->s, "Dropout") == 0 ? ", or use dropout(x, p)" : "");
         ok = 0;
@@ -93,7 +100,7 @@ static Val eval_call(Sema *S, const Expr *e)
         for (int i = 0; i < S->nlayers; i++)
             arg_near_try(&s, S->decls[i]->name);
         for (int i = 0; i < NFUNCTIONS; i++)
-            arg_near_try(&s, functions[i]);
+            arg_near_try(&s, functions[i].name);
         diag_error(e->loc, "unknown function or layer '%s'%s", e->s, arg_near_hint(&s));
         ok = 0;
     }
@@ -122,8 +129,8 @@ static Val eval_call(Sema *S, const Expr *e)
             return POISON;
         return layer_apply(S, S->layers[li], x, e->loc, 0);
     }
-    if (strcmp(e->s, "relu") == 0)
-        return layer_node(S, OP_RELU, x.id, -1, x.s, e->loc);
+    if (functions[function(e->s)].act)
+        return layer_node(S, functions[function(e->s)].act, x.id, -1, x.s, e->loc);
     return layer_flatten(S, x, e->loc);
 }
 

@@ -11,15 +11,19 @@
 
 /* ---- layers ------------------------------------------------------------ */
 
+/* act: an activation layer's elementwise op (LK_ACT), applied as is; 0 (images,
+ * never an activation) for the others */
 static const struct {
     const char *name;
     LayerKind kind;
+    Op act;
 } layer_types[] = {
-    {"Linear", LK_LINEAR},          {"ReLU", LK_RELU},
-    {"Flatten", LK_FLATTEN},        {"Sequential", LK_SEQUENTIAL},
-    {"Conv2d", LK_CONV2D},          {"BatchNorm2d", LK_BATCHNORM2D},
-    {"MaxPool2d", LK_MAXPOOL2D},    {"AvgPool2d", LK_AVGPOOL2D},
-    {"Dropout", LK_DROPOUT},        {"LayerNorm", LK_UNSUPPORTED},
+    {"Linear", LK_LINEAR, 0},           {"ReLU", LK_ACT, OP_RELU},
+    {"Tanh", LK_ACT, OP_TANH},          {"Flatten", LK_FLATTEN, 0},
+    {"Sequential", LK_SEQUENTIAL, 0},   {"Conv2d", LK_CONV2D, 0},
+    {"BatchNorm2d", LK_BATCHNORM2D, 0}, {"MaxPool2d", LK_MAXPOOL2D, 0},
+    {"AvgPool2d", LK_AVGPOOL2D, 0},     {"Dropout", LK_DROPOUT, 0},
+    {"LayerNorm", LK_UNSUPPORTED, 0},
 };
 enum { NLAYER_TYPES = sizeof layer_types / sizeof layer_types[0] };
 
@@ -85,16 +89,19 @@ static Layer *make_linear(Sema *S, const Expr *e, const char *prefix, const char
     return l;
 }
 
-/* ReLU(inplace = false): in-place-ness means nothing in a graph. */
-static Layer *make_relu(const Expr *e, const char *prefix, const char *what)
+/* ReLU(inplace = false), Tanh(): in-place-ness means nothing in a graph
+ * (PyTorch's Tanh has no arguments at all). */
+static Layer *make_act(const Expr *e, Op act, const char *prefix, const char *what)
 {
     static const char *const names[] = {"inplace"};
-    const Sig sig = {"ReLU", names, 1, 1, 0};
-    Expr *a[1];
+    const Sig sig = {e->s, names, act == OP_RELU, act == OP_RELU, 0};
+    Expr *a[1] = {NULL};    /* Tanh's signature binds nothing */
     int inplace;
     if (!arg_bind(e, &sig, a) || (a[0] && !arg_bool(a[0], "inplace", &inplace)))
         return NULL;
-    return new_layer(LK_RELU, prefix, what, e->loc);
+    Layer *l = new_layer(LK_ACT, prefix, what, e->loc);
+    l->act = act;
+    return l;
 }
 
 /* Flatten(start_dim = 1, end_dim = -1): only the default, as flatten(x). */
@@ -329,7 +336,7 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
     }
     switch (layer_types[t].kind) {
     case LK_LINEAR: return make_linear(S, e, prefix, what);
-    case LK_RELU: return make_relu(e, prefix, what);
+    case LK_ACT: return make_act(e, layer_types[t].act, prefix, what);
     case LK_FLATTEN: return make_flatten(e, prefix, what);
     case LK_SEQUENTIAL: return make_sequential(S, e, prefix, what);
     case LK_CONV2D: return make_conv2d(S, e, prefix, what);
@@ -339,8 +346,11 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
     case LK_DROPOUT: return make_dropout(e, prefix, what);
     case LK_UNSUPPORTED: break;
     }
-    diag_error(e->loc, "%s is not supported yet (supported layers: Linear, ReLU, Flatten, Sequential, Conv2d, "
-               "BatchNorm2d, MaxPool2d, AvgPool2d, Dropout)", e->s);
+    const char *list = "";
+    for (int i = 0; i < NLAYER_TYPES; i++)
+        if (layer_types[i].kind != LK_UNSUPPORTED)
+            list = util_fmt("%s%s%s", list, *list ? ", " : "", layer_types[i].name);
+    diag_error(e->loc, "%s is not supported yet (supported layers: %s)", e->s, list);
     return NULL;
 }
 
@@ -456,8 +466,8 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
         if (l->b >= 0)
             x = layer_node(S, OP_BIAS_ADD, x.id, l->b, x.s, loc);
         return x;
-    case LK_RELU:
-        return layer_node(S, OP_RELU, x.id, -1, x.s, loc);
+    case LK_ACT:
+        return layer_node(S, l->act, x.id, -1, x.s, loc);
     case LK_FLATTEN:
         return layer_flatten(S, x, loc);
     case LK_DROPOUT:

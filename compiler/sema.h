@@ -53,7 +53,7 @@ int arg_bind(const Expr *call, const Sig *sig, Expr **out);
 
 /* ---- layers.c ---------------------------------------------------------- */
 typedef enum {
-    LK_LINEAR, LK_RELU, LK_FLATTEN, LK_SEQUENTIAL, LK_CONV2D, LK_BATCHNORM2D, LK_MAXPOOL2D, LK_AVGPOOL2D,
+    LK_LINEAR, LK_ACT, LK_FLATTEN, LK_SEQUENTIAL, LK_CONV2D, LK_BATCHNORM2D, LK_MAXPOOL2D, LK_AVGPOOL2D,
     LK_DROPOUT, LK_UNSUPPORTED
 } LayerKind;
 
@@ -68,6 +68,7 @@ typedef struct Layer {
     Window win;             /* Conv2d, pooling */
     double eps, momentum;   /* BatchNorm2d */
     double p;               /* Dropout */
+    Op act;                 /* an activation (ReLU, Tanh): its elementwise op */
     struct Layer **kids;    /* Sequential */
     int nkids;
 } Layer;

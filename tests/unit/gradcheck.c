@@ -248,6 +248,8 @@ static void eval_node(int id)
     case OP_ADD: for (int64_t k = 0; k < sz; k++) y[k] = a[k] + b[k]; break;
     case OP_RELU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] > 0 ? a[k] : 0; break;
     case OP_RELU_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = b[k] > 0 ? a[k] : 0; break;
+    case OP_TANH: for (int64_t k = 0; k < sz; k++) y[k] = tanh(a[k]); break;
+    case OP_TANH_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * (1 - b[k] * b[k]); break;
     case OP_DROPOUT: case OP_DROPOUT_GRAD: {     /* the same mask forward and backward */
         unsigned long long key = cddp_drop_key(DROP_SEED, DROP_RANK, DROP_STEP, n->drop_key);
         for (int64_t k = 0; k < sz; k++)
@@ -517,6 +519,7 @@ int main(void)
     fails += check_binary("bias_add x[N,3] b[3]", OP_BIAS_ADD, nn, ir_shape(1, 3), nn);
     fails += check_binary("add    x[N,3] y[N,3]", OP_ADD, nn, nn, nn);
     fails += check_unary("relu   x[N,4]", OP_RELU, nk, nk);
+    fails += check_unary("tanh   x[N,4]", OP_TANH, nk, nk);
     fails += check_unary("reshape x[N,2,2] -> [N,4]", OP_RESHAPE, ir_shape(3, DIM_N, 2, 2), nk);
     fails += check_dropout("dropout p=0.5 relu x[N,7]", ir_shape(2, DIM_N, 7), 0.5, 0);
     fails += check_dropout("dropout p=0.2 x2 [N,2,3,4]", ir_shape(4, DIM_N, 2, 3, 4), 0.2, 1);
