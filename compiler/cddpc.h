@@ -284,6 +284,14 @@ char *ex_addr(const Emit *m, int id);       /* base address of a node's buffer v
 void ex_declare_buffers(const Emit *m);     /* `T *const b<id> = ...;` for the group */
 char *ex_operand(const Emit *m, int x, const Shape *space);   /* v<x> or b<x>[...] at (i, j) */
 char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space);
+/* The per-element body of elementwise kernels and GEMM epilogues, both
+ * targets: at (i, j) of space, the anchor loaded as v<load> (load_expr;
+ * load -1: none), every elementwise node of the group as v<id> with stores
+ * of the values other kernels read, and each row reduction (sum_rows) as
+ * the target's statement row_sum(node, x): `+=` into the output or a
+ * partial on the CPU, an atomic on the GPU. */
+void ex_element(const Emit *m, const Shape *space, int load, const char *load_expr, const char *ind,
+                char *(*row_sum)(int red, const char *x));
 int ex_has_row_reduction(const Emit *m);
 /* Slab ranges an optimizer group updates, merged where only alignment
  * padding (zero in param, grad and opt: updating it is a no-op) separates

@@ -12,6 +12,9 @@
 #include "cddpc.h"
 #include "cddprt.h"         /* RT_PREC_* */
 
+/* A row reduction: each thread owns its columns' sums (see below). */
+static char *row_sum(int red, const char *x) { return util_fmt("b%d[j] += %s;", red, x); }
+
 /* The loop nest over `space` evaluating every elementwise node and
  * reduction of the group; `load` is the anchor read from memory (the GEMM
  * result), or -1. */
@@ -40,21 +43,7 @@ static void emit_ew_loops(const Emit *m, const Shape *space, int load)
         fprintf(f, "    for (int64_t j = 0; j < C; j++) {\n");
     }
     const char *ind = red ? "            " : "        ";
-    if (load >= 0)
-        fprintf(f, "%sconst float v%d = b%d[i * C + j];\n", ind, load, gr->gemm_out);
-    for (int k = 0; k < gr->nnodes; k++) {
-        const Node *n = ex_node(m, gr->nodes[k]);
-        if (n->id == load)
-            continue;
-        if (n->op == OP_SUM_ROWS) {
-            fprintf(f, "%sb%d[j] += %s;\n", ind, n->id, ex_operand(m, n->in[0], space));
-            continue;
-        }
-        /* low precision: every elementwise result is a bf16/fp16 tensor in torch */
-        fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, ex_round(m, ex_ew_expr(m, n, space)));
-        if (plan_uses_outside(m->p, n->id) || gr->gemm_out == n->id)
-            fprintf(f, "%sb%d[i * C + j] = v%d;\n", ind, n->id, n->id);
-    }
+    ex_element(m, space, load, load >= 0 ? util_fmt("b%d[i * C + j]", gr->gemm_out) : NULL, ind, row_sum);
     fprintf(f, red ? "        }\n    }\n" : "    }\n");
 }
 

@@ -83,32 +83,11 @@ static int64_t space_cols(const Shape *s)
     return c;
 }
 
-/* The per-element body shared by elementwise kernels and GEMM epilogues:
- * every elementwise node of the group as v<id>, stores of the values other
- * kernels read, and row reductions into red<id> (per-thread partials). */
-static void emit_element(const Emit *m, const Shape *space, int load, const char *load_expr, const char *ind,
-                         int partial)
-{
-    FILE *f = m->f;
-    const Group *gr = m->gr;
-    if (load >= 0)
-        fprintf(f, "%sconst float v%d = %s;\n", ind, load, load_expr);
-    for (int k = 0; k < gr->nnodes; k++) {
-        const Node *n = ex_node(m, gr->nodes[k]);
-        if (n->id == load)
-            continue;
-        if (n->op == OP_SUM_ROWS) {
-            if (partial)
-                fprintf(f, "%sred%d[c] += %s;\n", ind, n->id, ex_operand(m, n->in[0], space));
-            else
-                fprintf(f, "%satomicAdd(&b%d[j], %s);\n", ind, n->id, ex_operand(m, n->in[0], space));
-            continue;
-        }
-        fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, ex_round(m, ex_ew_expr(m, n, space)));
-        if (plan_uses_outside(m->p, n->id) || gr->gemm_out == n->id)
-            fprintf(f, "%sb%d[i * C + j] = v%d;\n", ind, n->id, n->id);
-    }
-}
+/* Row reductions in the element body: per-thread partials of a GEMM
+ * epilogue (summed into the output once per column after the tile), or
+ * atomics straight into the zeroed output. */
+static char *row_partial(int red, const char *x) { return util_fmt("red%d[c] += %s;", red, x); }
+static char *row_atomic(int red, const char *x) { return util_fmt("atomicAdd(&b%d[j], %s);", red, x); }
 
 static void check_atomic_targets(const Emit *m)
 {
@@ -157,7 +136,7 @@ static void emit_ew(const Emit *m, rt_cuda_launch *L)
     fprintf(f, "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n");
     fprintf(f, "    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {\n");
     fprintf(f, "        const int64_t i = t / C, j = t - i * C;\n");
-    emit_element(m, space, -1, NULL, "        ", 0);
+    ex_element(m, space, -1, NULL, "        ", row_atomic);
     fprintf(f, "    }\n");
     grid_dim(L, 0, space->d[0], cols, THREADS);
 }
@@ -327,7 +306,7 @@ static void emit_matmul(const Emit *m, rt_cuda_launch *L)
     if (m->gr->nnodes == 1) {
         fprintf(f, "            b%d[i * C + j] = %s;\n", m->gr->gemm_out, ex_round(m, "acc[r][c]"));
     } else {
-        emit_element(m, &mm->shape, mm->id, ex_round(m, "acc[r][c]"), "            ", 1);
+        ex_element(m, &mm->shape, mm->id, ex_round(m, "acc[r][c]"), "            ", row_partial);
         if (m->gr->gemm_out == mm->id)
             fprintf(f, "            b%d[i * C + j] = v%d;\n", mm->id, mm->id);
     }

@@ -126,6 +126,28 @@ char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space)
     return out;
 }
 
+void ex_element(const Emit *m, const Shape *space, int load, const char *load_expr, const char *ind,
+                char *(*row_sum)(int red, const char *x))
+{
+    FILE *f = m->f;
+    const Group *gr = m->gr;
+    if (load >= 0)
+        fprintf(f, "%sconst float v%d = %s;\n", ind, load, load_expr);
+    for (int k = 0; k < gr->nnodes; k++) {
+        const Node *n = ex_node(m, gr->nodes[k]);
+        if (n->id == load)
+            continue;
+        if (n->op == OP_SUM_ROWS) {
+            fprintf(f, "%s%s\n", ind, row_sum(n->id, ex_operand(m, n->in[0], space)));
+            continue;
+        }
+        /* low precision: every elementwise result is a bf16/fp16 tensor in torch */
+        fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, ex_round(m, ex_ew_expr(m, n, space)));
+        if (plan_uses_outside(m->p, n->id) || gr->gemm_out == n->id)
+            fprintf(f, "%sb%d[i * C + j] = v%d;\n", ind, n->id, n->id);
+    }
+}
+
 static const char *const prec_names[] = {"RT_PREC_FP32", "RT_PREC_BF16", "RT_PREC_FP16"};
 
 const char *ex_gemm_call(const Emit *m)
