@@ -293,6 +293,23 @@ char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space);
 void ex_element(const Emit *m, const Shape *space, int load, const char *load_expr, const char *ind,
                 char *(*row_sum)(int red, const char *x));
 int ex_has_row_reduction(const Emit *m);
+/* The data gather's formulas: a pixel (uint8 expression) normalized as
+ * the train block's data says, and the label of batch row i. */
+char *ex_normalize(const Program *prog, const char *pixel);
+char *ex_label(const char *i);
+/* The row ops of a G_ROW group (cross-entropy, its gradient, argmax, their
+ * sums), their formulas from ops.def, inside the target's per-sample code
+ * where x, y, mx, am, lse and i are in scope. The target gives the
+ * indentation, the loop over the classes this thread handles, and how it
+ * stores a per-sample value, sums a column and adds to a stat slot. */
+typedef struct RowTarget {
+    const char *ind;
+    const char *classes;                             /* opens the loop over j */
+    char *(*store)(const char *ind, int id);         /* b<id>[i] = v<id> */
+    char *(*col_sum)(int red, const char *x);        /* b<red>[j] += x */
+    char *(*stat)(const char *ind, int id, int x);   /* stat b<id>[0] += v<x> */
+} RowTarget;
+void ex_row_ops(const Emit *m, const RowTarget *t);
 /* Slab ranges an optimizer group updates, merged where only alignment
  * padding (zero in param, grad and opt: updating it is a no-op) separates
  * them; returns how many, ranges in lo[], hi[] (capacity gr->nnodes). */

@@ -63,6 +63,11 @@ static void emit_matmul(const Emit *m)
         emit_ew_loops(m, &mm->shape, mm->id);
 }
 
+/* Row ops, one thread for the whole batch: sums in a local double (s<id>),
+ * written once after the loop. */
+static char *row_store(const char *ind, int id) { return util_fmt("%sb%d[i] = v%d;\n", ind, id, id); }
+static char *row_stat(const char *ind, int id, int x) { return util_fmt("%ss%d += (double)v%d;\n", ind, id, x); }
+
 static void emit_row(const Emit *m)
 {
     FILE *f = m->f;
@@ -85,45 +90,8 @@ static void emit_row(const Emit *m)
     fprintf(f, "        for (int64_t j = 1; j < C; j++) if (x[j] > mx) { mx = x[j]; am = j; }\n");
     fprintf(f, "        float se = 0.0f;\n        for (int64_t j = 0; j < C; j++) se += expf(x[j] - mx);\n");
     fprintf(f, "        const float lse = mx + logf(se);\n");
-    for (int k = 0; k < gr->nnodes; k++) {
-        const Node *n = ex_node(m, gr->nodes[k]);
-        int out = plan_uses_outside(m->p, n->id);
-        switch (n->op) {
-        case OP_CE_LOSS:
-            fprintf(f, "        const float v%d = lse - x[y];\n", n->id);
-            break;
-        case OP_CORRECT:
-            fprintf(f, "        const float v%d = am == y ? 1.0f : 0.0f;\n", n->id);
-            break;
-        case OP_CE_GRAD:
-            /* mean: d(sum/n)/dx; sum and none (backward of ones): d(sum)/dx */
-            /* fp16: times the loss scale S, the backward of scaler.scale(loss) */
-            fprintf(f, "        const float scale%d = %s%s;\n", n->id, n->red == RED_MEAN ? "1.0f / (float)n" : "1.0f",
-                    m->p->g->prec == RT_PREC_FP16 ? " * e->scale" : "");
-            fprintf(f, "        for (int64_t j = 0; j < C; j++) {\n");
-            /* softmax in fp32 (autocast's fp32 list); the logits' gradient
-             * is stored in the logits' precision */
-            fprintf(f, "            const float g = %s;\n",
-                    ex_round(m, util_fmt("(expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale%d", n->id)));
-            if (out)
-                fprintf(f, "            b%d[i * C + j] = g;\n", n->id);
-            for (int r = 0; r < gr->nnodes; r++)
-                if (ex_node(m, gr->nodes[r])->op == OP_SUM_ROWS && ex_node(m, gr->nodes[r])->in[0] == n->id)
-                    fprintf(f, "            b%d[j] += g;\n", gr->nodes[r]);
-            fprintf(f, "        }\n");
-            out = 0;
-            break;
-        case OP_SUM_ALL:
-            fprintf(f, "        s%d += (double)v%d;\n", n->id, n->in[0]);
-            out = 0;
-            break;
-        default:
-            out = 0;
-            break;
-        }
-        if (out)
-            fprintf(f, "        b%d[i] = v%d;\n", n->id, n->id);
-    }
+    static const RowTarget rows = {"        ", "for (int64_t j = 0; j < C; j++) {", row_store, row_sum, row_stat};
+    ex_row_ops(m, &rows);
     fprintf(f, "        (void)am;\n        (void)lse;\n    }\n");
     for (int k = 0; k < gr->nnodes; k++)
         if (ex_node(m, gr->nodes[k])->op == OP_SUM_ALL)
@@ -149,17 +117,16 @@ static void emit_data(const Emit *m, const Program *prog)
     for (int k = 0; k < m->gr->nnodes; k++) {
         const Node *n = ex_node(m, m->gr->nodes[k]);
         if (n->op == OP_LABELS) {
-            fprintf(f, "    for (int64_t i = 0; i < n; i++) b%d[i] = e->lab[e->idx[i]];\n", n->id);
+            fprintf(f, "    for (int64_t i = 0; i < n; i++) b%d[i] = %s;\n", n->id, ex_label("i"));
             continue;
         }
-        /* torchvision: ToTensor divides by 255, Normalize subtracts and divides */
         int64_t row = ir_row_elems(&n->shape);
         fprintf(f, "    #pragma omp parallel for schedule(static) if (n >= 64)\n");
         fprintf(f, "    for (int64_t i = 0; i < n; i++) {\n");
         fprintf(f, "        const uint8_t *src = e->img + (int64_t)e->idx[i] * e->img_size;\n");
         fprintf(f, "        float *dst = b%d + i * %lld;\n", n->id, (long long)row);
-        fprintf(f, "        for (int64_t k = 0; k < %lld; k++) dst[k] = ((float)src[k] / 255.0f - %s) / %s;\n",
-                (long long)row, util_cfloat(prog->train.norm_mean), util_cfloat(prog->train.norm_std));
+        fprintf(f, "        for (int64_t k = 0; k < %lld; k++) dst[k] = %s;\n", (long long)row,
+                ex_normalize(prog, "src[k]"));
         fprintf(f, "    }\n");
     }
 }

@@ -110,15 +110,13 @@ static void emit_data(const Emit *m, const Program *prog, rt_cuda_launch *L)
     for (int k = 0; k < m->gr->nnodes; k++) {
         const Node *n = ex_node(m, m->gr->nodes[k]);
         if (n->op == OP_LABELS) {
-            fprintf(f, "    for (int64_t t = tid; t < n; t += stride)\n        b%d[t] = e->lab[e->idx[t]];\n", n->id);
+            fprintf(f, "    for (int64_t t = tid; t < n; t += stride)\n        b%d[t] = %s;\n", n->id, ex_label("t"));
             continue;
         }
         row = ir_row_elems(&n->shape);
-        /* torchvision: ToTensor divides by 255, Normalize subtracts and divides */
         fprintf(f, "    for (int64_t t = tid; t < n * %lld; t += stride) {\n", (long long)row);
         fprintf(f, "        const int64_t i = t / %lld, k = t - i * %lld;\n", (long long)row, (long long)row);
-        fprintf(f, "        b%d[t] = ((float)e->img[(int64_t)e->idx[i] * e->img_size + k] / 255.0f - %s) / %s;\n",
-                n->id, util_cfloat(prog->train.norm_mean), util_cfloat(prog->train.norm_std));
+        fprintf(f, "        b%d[t] = %s;\n", n->id, ex_normalize(prog, "e->img[(int64_t)e->idx[i] * e->img_size + k]"));
         fprintf(f, "    }\n");
     }
     grid_dim(L, 0, DIM_N, row, THREADS);
@@ -182,6 +180,18 @@ static void emit_sum_all(const Emit *m, const Node *n, rt_cuda_launch *L)
         grid_dim(L, 0, row, 1, THREADS);
 }
 
+/* Row ops, a warp per sample: lane 0 stores the sample's values and adds
+ * them to the stat slots (zeroed before the plan). */
+static char *row_store(const char *ind, int id)
+{
+    return util_fmt("%sif (lane == 0)\n%s    b%d[i] = v%d;\n", ind, ind, id, id);
+}
+
+static char *row_stat(const char *ind, int id, int x)
+{
+    return util_fmt("%sif (lane == 0)\n%s    atomicAdd(&b%d[0], (double)v%d);\n", ind, ind, id, x);
+}
+
 /* Softmax + cross-entropy forward/backward, argmax, their sums and the
  * last bias gradient: one warp per sample, lanes over classes. */
 static void emit_row(const Emit *m, rt_cuda_launch *L)
@@ -206,40 +216,9 @@ static void emit_row(const Emit *m, rt_cuda_launch *L)
     fprintf(f, "    float se = 0.0f;\n    for (int64_t j = lane; j < C; j += 32)\n        se += expf(x[j] - mx);\n");
     emit_warp_sum(f, "    ", "se");
     fprintf(f, "    const float lse = mx + logf(se);\n    (void)am;\n    (void)lse;\n");
-    for (int k = 0; k < gr->nnodes; k++) {
-        const Node *n = ex_node(m, gr->nodes[k]);
-        switch (n->op) {
-        case OP_CE_LOSS:
-            fprintf(f, "    const float v%d = lse - x[y];\n", n->id);
-            if (plan_uses_outside(m->p, n->id))
-                fprintf(f, "    if (lane == 0)\n        b%d[i] = v%d;\n", n->id, n->id);
-            break;
-        case OP_CORRECT:
-            fprintf(f, "    const float v%d = am == y ? 1.0f : 0.0f;\n", n->id);
-            if (plan_uses_outside(m->p, n->id))
-                fprintf(f, "    if (lane == 0)\n        b%d[i] = v%d;\n", n->id, n->id);
-            break;
-        case OP_CE_GRAD:
-            /* mean: d(sum/n)/dx; sum and none (backward of ones): d(sum)/dx */
-            fprintf(f, "    const float scale%d = %s%s;\n", n->id, n->red == RED_MEAN ? "1.0f / (float)n" : "1.0f",
-                    m->p->g->prec == RT_PREC_FP16 ? " * e->scale" : "");
-            fprintf(f, "    for (int64_t j = lane; j < C; j += 32) {\n");
-            fprintf(f, "        const float g = %s;\n",
-                    ex_round(m, util_fmt("(expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale%d", n->id)));
-            if (plan_uses_outside(m->p, n->id))
-                fprintf(f, "        b%d[i * C + j] = g;\n", n->id);
-            for (int r = 0; r < gr->nnodes; r++)
-                if (ex_node(m, gr->nodes[r])->op == OP_SUM_ROWS && ex_node(m, gr->nodes[r])->in[0] == n->id)
-                    fprintf(f, "        atomicAdd(&b%d[j], g);\n", gr->nodes[r]);
-            fprintf(f, "    }\n");
-            break;
-        case OP_SUM_ALL:
-            fprintf(f, "    if (lane == 0)\n        atomicAdd(&b%d[0], (double)v%d);\n", n->id, n->in[0]);
-            break;
-        default:
-            break;
-        }
-    }
+    static const RowTarget rows = {"    ", "for (int64_t j = lane; j < C; j += 32) {", row_store, row_atomic,
+                                   row_stat};
+    ex_row_ops(m, &rows);
     grid_dim(L, 0, DIM_N, 1, ROWS_PER_BLOCK);
 }
 

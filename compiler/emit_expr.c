@@ -90,13 +90,9 @@ static char *bn_apply_expr(const Emit *m, const Node *n, const Shape *space)
 /* An op's FORMULA (ops.def) at the element: $0..$4 the operands, @1
  * operand 1 rounded to the plan's precision, $p / $s dropout's p and
  * 1/(1-p) as float literals, $k the node's id. */
-char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space)
+static char *formula(const Emit *m, const Node *n, const Shape *space)
 {
     const char *fm = op_formula[n->op];
-    if (n->op == OP_BN_APPLY)
-        return bn_apply_expr(m, n, space);
-    if (!fm)
-        diag_ice("emit: %s is not elementwise", op_text[n->op]);
     char *ops[MAX_IN] = {0};
     char *out = util_strdup("");
     for (const char *c = fm; *c; c++) {
@@ -126,6 +122,54 @@ char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space)
     return out;
 }
 
+char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space)
+{
+    if (n->op == OP_BN_APPLY)
+        return bn_apply_expr(m, n, space);
+    if (op_kind[n->op] != K_EW || !op_formula[n->op])
+        diag_ice("emit: %s is not elementwise", op_text[n->op]);
+    return formula(m, n, space);
+}
+
+void ex_row_ops(const Emit *m, const RowTarget *t)
+{
+    FILE *f = m->f;
+    const Group *gr = m->gr;
+    const char *ind = t->ind;
+    for (int k = 0; k < gr->nnodes; k++) {
+        const Node *n = ex_node(m, gr->nodes[k]);
+        switch (n->op) {
+        case OP_CE_LOSS:
+        case OP_CORRECT:
+            fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, formula(m, n, NULL));
+            if (plan_uses_outside(m->p, n->id))
+                fputs(t->store(ind, n->id), f);
+            break;
+        case OP_CE_GRAD:
+            /* mean: d(sum/n)/dx; sum and none (backward of ones): d(sum)/dx */
+            /* fp16: times the loss scale S, the backward of scaler.scale(loss) */
+            fprintf(f, "%sconst float scale%d = %s%s;\n", ind, n->id, n->red == RED_MEAN ? "1.0f / (float)n" : "1.0f",
+                    m->p->g->prec == RT_PREC_FP16 ? " * e->scale" : "");
+            fprintf(f, "%s%s\n", ind, t->classes);
+            /* softmax in fp32 (autocast's fp32 list); the logits' gradient
+             * is stored in the logits' precision */
+            fprintf(f, "%s    const float g = %s;\n", ind, ex_round(m, formula(m, n, NULL)));
+            if (plan_uses_outside(m->p, n->id))
+                fprintf(f, "%s    b%d[i * C + j] = g;\n", ind, n->id);
+            for (int r = 0; r < gr->nnodes; r++)
+                if (ex_node(m, gr->nodes[r])->op == OP_SUM_ROWS && ex_node(m, gr->nodes[r])->in[0] == n->id)
+                    fprintf(f, "%s    %s\n", ind, t->col_sum(gr->nodes[r], "g"));
+            fprintf(f, "%s}\n", ind);
+            break;
+        case OP_SUM_ALL:
+            fputs(t->stat(ind, n->id, n->in[0]), f);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
 void ex_element(const Emit *m, const Shape *space, int load, const char *load_expr, const char *ind,
                 char *(*row_sum)(int red, const char *x))
 {
@@ -147,6 +191,16 @@ void ex_element(const Emit *m, const Shape *space, int load, const char *load_ex
             fprintf(f, "%sb%d[i * C + j] = v%d;\n", ind, n->id, n->id);
     }
 }
+
+/* torchvision: ToTensor divides by 255, Normalize subtracts and divides */
+char *ex_normalize(const Program *prog, const char *pixel)
+{
+    return util_fmt("((float)%s / 255.0f - %s) / %s", pixel, util_cfloat(prog->train.norm_mean),
+                    util_cfloat(prog->train.norm_std));
+}
+
+/* the label of batch row i */
+char *ex_label(const char *i) { return util_fmt("e->lab[e->idx[%s]]", i); }
 
 static const char *const prec_names[] = {"RT_PREC_FP32", "RT_PREC_BF16", "RT_PREC_FP16"};
 
