@@ -12,7 +12,7 @@
 static const struct {
     const char *name;
     Op act;
-} functions[] = {{"relu", OP_RELU}, {"tanh", OP_TANH}, {"flatten", 0}, {"dropout", 0}};
+} functions[] = {{"relu", OP_RELU}, {"tanh", OP_TANH}, {"flatten", 0}, {"dropout", 0}, {"view", 0}, {"reshape", 0}};
 enum { NFUNCTIONS = sizeof functions / sizeof functions[0] };
 
 static int function(const char *name)
@@ -72,6 +72,137 @@ static Val eval_dropout(Sema *S, const Expr *e)
     return layer_dropout(S, x, p, e->loc);
 }
 
+/* flatten(x, start_dim = 1, end_dim = -1), torch.flatten and x.flatten:
+ * only flattening all but the batch, as the Flatten layer (the batch stays
+ * the first dimension of every value). The start_dim is PyTorch's default
+ * for nn.Flatten; torch.flatten's own default (0) would flatten the batch,
+ * so start_dim = 0 is refused rather than taken silently. */
+static Val eval_flatten(Sema *S, const Expr *e)
+{
+    static const char *const names[] = {"input", "start_dim", "end_dim"};
+    const Sig sig = {e->written ? e->written : e->s, names, 3, 3, 1};
+    Expr *a[3];
+    int64_t start = 1, end = -1;
+    if (!arg_bind(e, &sig, a))
+        return POISON;
+    Val x = eval(S, a[0]);
+    if ((a[1] && !arg_int(a[1], "start_dim", -MAX_RANK, MAX_RANK, &start))
+        || (a[2] && !arg_int(a[2], "end_dim", -MAX_RANK, MAX_RANK, &end)))
+        return POISON;
+    if (!a[1] && e->written && strcmp(e->written, "torch.flatten") == 0) {
+        /* torch.flatten's start_dim defaults to 0, unlike nn.Flatten's */
+        diag_error(e->loc, "torch.flatten(x) would flatten the batch too (start_dim = 0); write torch.flatten(x, 1)");
+        return POISON;
+    }
+    if (start != 1 || end != -1) {
+        diag_error(e->loc, "flatten supports only start_dim = 1, end_dim = -1 (flattening all but the batch)");
+        return POISON;
+    }
+    return layer_flatten(S, x, e->loc);
+}
+
+/* One dimension of view's shape: an integer (-1: inferred), or
+ * x.size(d) / size(x, d), a dimension of a value (x.size(0) is the batch,
+ * DIM_N). Returns 0 after reporting. */
+static int view_dim(Sema *S, const Expr *e, int64_t *d)
+{
+    if (e->kind == E_CALL && strcmp(e->s, "size") == 0) {
+        static const char *const names[] = {"input", "dim"};
+        const Sig sig = {"size", names, 2, 2, 2};
+        Expr *a[2];
+        int64_t k;
+        if (!arg_bind(e, &sig, a))
+            return 0;
+        Val x = eval(S, a[0]);
+        if (x.id < 0 || !arg_int(a[1], "the dimension", -x.s.rank, x.s.rank - 1, &k))
+            return 0;
+        *d = x.s.d[k < 0 ? k + x.s.rank : k];
+        return 1;
+    }
+    if (!arg_int(e, "a dimension", -1, MAX_DIM, d))
+        return 0;
+    if (*d == 0) {
+        diag_error(e->loc, "a dimension must be positive or -1, got 0");
+        return 0;
+    }
+    *d = *d == -1 ? -2 : *d;   /* -2: inferred (DIM_N is -1) */
+    return 1;
+}
+
+/* x.view(shape), x.reshape(shape), view(x, ...): a new shape of the same
+ * elements, the batch first: x.view(-1, 784), x.view(x.size(0), -1). The
+ * batch size is not known when compiling, so the first dimension must be
+ * the batch (x.size(0), or -1 with the rest a sample's elements). */
+static Val eval_view(Sema *S, const Expr *e)
+{
+    const char *fn = e->written ? e->written : e->s;
+    if (e->nargs < 1 || e->args[0]->key) {
+        diag_error(e->loc, "%s expects a tensor and a shape", fn);
+        return POISON;
+    }
+    Val x = eval(S, e->args[0]->val);
+    const Arg *const *dims = (const Arg *const *)e->args + 1;
+    int n = e->nargs - 1;
+    if (n == 1 && dims[0]->val->kind == E_TUPLE) {     /* x.view((-1, 784)) */
+        dims = (const Arg *const *)dims[0]->val->args;
+        n = dims[0] ? e->args[1]->val->nargs : 0;
+    }
+    if (n < 2 || n > MAX_RANK) {
+        diag_error(e->loc, "%s needs 2 to %d dimensions, the batch first, got %d", fn, MAX_RANK, n);
+        return POISON;
+    }
+    Shape s = {n, {0}};
+    int ok = 1, infer = -1;
+    int64_t known = 1;
+    for (int i = 0; i < n; i++) {
+        if (dims[i]->key) {
+            diag_error(dims[i]->key_loc, "%s takes no keyword arguments", fn);
+            ok = 0;
+            continue;
+        }
+        if (!view_dim(S, dims[i]->val, &s.d[i])) {
+            ok = 0;
+            continue;
+        }
+        if (s.d[i] == -2 && infer >= 0) {
+            diag_error(dims[i]->val->loc, "only one dimension can be inferred (-1)");
+            ok = 0;
+        } else if (s.d[i] == -2) {
+            infer = i;
+        } else if (s.d[i] == DIM_N && i != 0) {
+            diag_error(dims[i]->val->loc, "the batch dimension must come first");
+            ok = 0;
+        } else if (i > 0) {
+            known *= s.d[i];
+        }
+    }
+    if (!ok || x.id < 0)
+        return POISON;
+    if (x.s.d[0] != DIM_N) {
+        diag_error(e->loc, "%s of a value without a batch dimension is not supported", fn);
+        return POISON;
+    }
+    int64_t per = ir_row_elems(&x.s);
+    if (s.d[0] != DIM_N && s.d[0] != -2) {
+        diag_error(dims[0]->val->loc, "the first dimension must be the batch, -1 or x.size(0), got %lld (the batch "
+                   "size is not known when compiling)", (long long)s.d[0]);
+        return POISON;
+    }
+    if (infer > 0) {
+        if (s.d[0] == DIM_N && per % known == 0)
+            s.d[infer] = per / known, known = per;
+    }
+    s.d[0] = DIM_N;
+    if (known != per) {
+        diag_error(e->loc, "%s: a sample of %s has %lld elements, the shape asks for %lld (the batch must stay "
+                   "the first dimension)", fn, ir_shape_str(&x.s), (long long)per, (long long)known);
+        return POISON;
+    }
+    if (ir_same_shape(&s, &x.s))
+        return x;
+    return layer_node(S, OP_RESHAPE, x.id, -1, s, e->loc);
+}
+
 /* callee(x): a layer of the model, or a function. */
 static Val eval_call(Sema *S, const Expr *e)
 {
@@ -79,6 +210,10 @@ static Val eval_call(Sema *S, const Expr *e)
     int ok = 1;
     if (li < 0 && strcmp(e->s, "dropout") == 0)
         return eval_dropout(S, e);
+    if (li < 0 && strcmp(e->s, "flatten") == 0)
+        return eval_flatten(S, e);
+    if (li < 0 && (strcmp(e->s, "view") == 0 || strcmp(e->s, "reshape") == 0))
+        return eval_view(S, e);
     if (li >= 0 || is_function(e->s)) {
         /* fine: checked below */
     } else if (layer_type(e->s) >= 0) {
