@@ -170,6 +170,29 @@ static void rule_tanh(RULE_ARGS)
     accumulate(a, n->in[0], bwd(a, OP_TANH_GRAD, 2, (int[]){dy, n->id}, &n->shape, n));
 }
 
+/* d sigmoid(x) = y (1 - y): from the output, as tanh */
+static void rule_sigmoid(RULE_ARGS)
+{
+    accumulate(a, n->in[0], bwd(a, OP_SIGMOID_GRAD, 2, (int[]){dy, n->id}, &n->shape, n));
+}
+
+/* The other activations' derivatives are functions of the input x (their
+ * outputs do not determine it cheaply, or at all: hardtanh, leaky_relu's
+ * sign with a negative slope); the gradient node starts with a copy of the
+ * forward's act parameters (bwd). */
+static void grad_from_input(RULE_ARGS, Op grad)
+{
+    accumulate(a, n->in[0], bwd(a, grad, 2, (int[]){dy, n->in[0]}, &n->shape, n));
+}
+
+static void rule_silu(RULE_ARGS) { grad_from_input(a, n, dy, OP_SILU_GRAD); }
+static void rule_gelu(RULE_ARGS) { grad_from_input(a, n, dy, OP_GELU_GRAD); }
+static void rule_gelu_tanh(RULE_ARGS) { grad_from_input(a, n, dy, OP_GELU_TANH_GRAD); }
+static void rule_leaky_relu(RULE_ARGS) { grad_from_input(a, n, dy, OP_LEAKY_RELU_GRAD); }
+static void rule_elu(RULE_ARGS) { grad_from_input(a, n, dy, OP_ELU_GRAD); }
+static void rule_softplus(RULE_ARGS) { grad_from_input(a, n, dy, OP_SOFTPLUS_GRAD); }
+static void rule_hardtanh(RULE_ARGS) { grad_from_input(a, n, dy, OP_HARDTANH_GRAD); }
+
 #define NO_RULE NULL
 #define STOP rule_stop
 #define RULE(x) rule_##x

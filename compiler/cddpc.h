@@ -99,6 +99,10 @@ typedef struct Node {
                                ordinal in the graph, 0, 1, ... */
         } drop;
         int red;            /* CE_LOSS / CE_GRAD: Reduction */
+        struct {
+            double a, b;    /* LEAKY_RELU: negative_slope; ELU: alpha; SOFTPLUS: beta, threshold;
+                               HARDTANH: min_val, max_val (and their gradients) */
+        } act;
     };
 } Node;
 

@@ -89,7 +89,8 @@ static char *bn_apply_expr(const Emit *m, const Node *n, const Shape *space)
 
 /* An op's FORMULA (ops.def) at the element: $0..$4 the operands, @1
  * operand 1 rounded to the plan's precision, $p / $s dropout's p and
- * 1/(1-p) as float literals, $k the node's id. */
+ * 1/(1-p) as float literals, $a / $b an activation's parameters as float
+ * literals, $k the node's id. */
 static char *formula(const Emit *m, const Node *n, const Shape *space)
 {
     const char *fm = op_formula[n->op];
@@ -108,6 +109,9 @@ static char *formula(const Emit *m, const Node *n, const Shape *space)
             c++;
         } else if (*c == '$' && c[1] == 's') {
             piece = util_cfloat(1.0f / (float)(1.0 - n->drop.p));
+            c++;
+        } else if (*c == '$' && (c[1] == 'a' || c[1] == 'b')) {
+            piece = util_cfloat((float)(c[1] == 'a' ? n->act.a : n->act.b));
             c++;
         } else if (*c == '$' && c[1] == 'k') {
             piece = util_fmt("%d", n->id);

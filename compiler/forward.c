@@ -7,23 +7,56 @@
 
 #include "sema.h"
 
-/* Functions callable in forward; act: an activation's elementwise op, or 0
- * (images, never an activation) */
-static const struct {
-    const char *name;
-    Op act;
-} functions[] = {{"relu", OP_RELU}, {"tanh", OP_TANH}, {"flatten", 0}, {"dropout", 0}, {"view", 0}, {"reshape", 0}};
+/* Functions callable in forward besides the activations (layers.c's
+ * table: relu, tanh, sigmoid, gelu, ...). */
+static const char *const functions[] = {"flatten", "dropout", "view", "reshape"};
 enum { NFUNCTIONS = sizeof functions / sizeof functions[0] };
 
-static int function(const char *name)
+/* PyTorch functions this compiler does not have (as layers.c's modules) */
+static const char *const torch_functions[] = {
+    "abs", "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "cat", "celu", "clamp", "conv2d", "embedding", "exp",
+    "glu", "hardsigmoid", "hardswish", "interpolate", "layer_norm", "linear", "log", "log_softmax", "logsigmoid",
+    "matmul", "max_pool2d", "mean", "mish", "normalize", "one_hot", "pad", "prelu", "relu6", "selu", "softmax",
+    "softmin", "softsign", "sqrt", "stack", "sum", "threshold",
+};
+
+static int is_torch_function(const char *name)
 {
-    for (int i = 0; i < NFUNCTIONS; i++)
-        if (strcmp(functions[i].name, name) == 0)
-            return i;
-    return -1;
+    for (size_t i = 0; i < sizeof torch_functions / sizeof *torch_functions; i++)
+        if (strcmp(torch_functions[i], name) == 0)
+            return 1;
+    return 0;
 }
 
-static int is_function(const char *name) { return function(name) >= 0; }
+static int is_function(const char *name)
+{
+    for (int i = 0; i < NFUNCTIONS; i++)
+        if (strcmp(functions[i], name) == 0)
+            return 1;
+    return layer_act_fn(name) >= 0;
+}
+
+/* Every function's name, sorted, for "supported functions: ..." */
+static const char *function_list(void)
+{
+    const char *names[64];
+    int n = 0;
+    for (int i = 0; i < NFUNCTIONS; i++)
+        names[n++] = functions[i];
+    for (int i = 0; n < 64 && layer_act_fn_name(i); i++)
+        if (*layer_act_fn_name(i))
+            names[n++] = layer_act_fn_name(i);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            const char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    const char *list = "";
+    for (int i = 0; i < n; i++)
+        list = util_fmt("%s%s%s", list, i ? ", " : "", names[i]);
+    return list;
+}
 
 static int find_layer(const Sema *S, const char *name)
 {
@@ -212,6 +245,13 @@ static Val eval_call(Sema *S, const Expr *e)
         return eval_dropout(S, e);
     if (li < 0 && strcmp(e->s, "flatten") == 0)
         return eval_flatten(S, e);
+    if (li < 0 && layer_act_fn(e->s) >= 0) {
+        const Expr *in = NULL;
+        ActArgs p;
+        int ok = layer_act_call(e, layer_act_fn(e->s), &in, &p);
+        Val x = in ? eval(S, in) : POISON;
+        return ok ? layer_act(S, p, x, e->loc) : POISON;
+    }
     if (li < 0 && (strcmp(e->s, "view") == 0 || strcmp(e->s, "reshape") == 0))
         return eval_view(S, e);
     if (li >= 0 || is_function(e->s)) {
@@ -222,8 +262,7 @@ static Val eval_call(Sema *S, const Expr *e)
         else
             diag_error(e->loc, "'%s' is a layer type: declare the layer in the model (name = %s(...)) and call "
                        "it by name%s", e->s, e->s,
-                       strcmp(e->s, "ReLU") == 0 ? ", or use relu(x)"
-                       : strcmp(e->s, "Tanh") == 0 ? ", or use tanh(x)"
+                       layer_act_fn_of(e->s) ? util_fmt(", or use %s(x)", layer_act_fn_of(e->s))
                        : strcmp(e->s, "Flatten") == 0 ? ", or use flatten(x)"
                        : strcmp(e->s, "Dropout") == 0 ? ", or use dropout(x, p)" : "");
         ok = 0;
@@ -235,8 +274,16 @@ static Val eval_call(Sema *S, const Expr *e)
         for (int i = 0; i < S->nlayers; i++)
             arg_near_try(&s, S->decls[i]->name);
         for (int i = 0; i < NFUNCTIONS; i++)
-            arg_near_try(&s, functions[i].name);
-        diag_error(e->loc, "unknown function or layer '%s'%s", e->s, arg_near_hint(&s));
+            arg_near_try(&s, functions[i]);
+        for (int i = 0; layer_act_fn_name(i); i++)
+            arg_near_try(&s, layer_act_fn_name(i));
+        if ((e->written && e->written != e->s) || is_torch_function(e->s))  /* F.mish, torch.cat: PyTorch's */
+            diag_error(e->loc, "%s is not supported (supported functions: %s)", e->written, function_list());
+        else if (layer_torch_module(e->s))
+            diag_error(e->loc, "nn.%s is not supported (supported layers: %s)", e->s, layer_list());
+        else
+            diag_error(e->loc, "unknown function or layer '%s'%s (supported functions: %s)", e->s,
+                       arg_near_hint(&s), function_list());
         ok = 0;
     }
     /* Arguments are checked even after a bad callee: their errors are real. */
@@ -264,9 +311,7 @@ static Val eval_call(Sema *S, const Expr *e)
             return POISON;
         return layer_apply(S, S->layers[li], x, e->loc, 0);
     }
-    if (functions[function(e->s)].act)
-        return layer_node(S, functions[function(e->s)].act, x.id, -1, x.s, e->loc);
-    return layer_flatten(S, x, e->loc);
+    diag_ice("forward: function '%s' has no lowering", e->s);
 }
 
 /* a + b, of one shape. */

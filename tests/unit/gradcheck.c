@@ -250,6 +250,48 @@ static void eval_node(int id)
     case OP_RELU_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = b[k] > 0 ? a[k] : 0; break;
     case OP_TANH: for (int64_t k = 0; k < sz; k++) y[k] = tanh(a[k]); break;
     case OP_TANH_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * (1 - b[k] * b[k]); break;
+    /* the activations in float64, written from their definitions (not
+     * from ops.def's formulas); b is the forward's input (sigmoid: output) */
+    case OP_SIGMOID: for (int64_t k = 0; k < sz; k++) y[k] = 1 / (1 + exp(-a[k])); break;
+    case OP_SIGMOID_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * b[k] * (1 - b[k]); break;
+    case OP_SILU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] / (1 + exp(-a[k])); break;
+    case OP_SILU_GRAD:
+        for (int64_t k = 0; k < sz; k++) {
+            double s = 1 / (1 + exp(-b[k]));
+            y[k] = a[k] * (s + b[k] * s * (1 - s));
+        }
+        break;
+    case OP_GELU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * 0.5 * erfc(-a[k] / sqrt(2.0)); break;
+    case OP_GELU_GRAD:
+        for (int64_t k = 0; k < sz; k++)
+            y[k] = a[k] * (0.5 * erfc(-b[k] / sqrt(2.0)) + b[k] * exp(-b[k] * b[k] / 2) / sqrt(2 * M_PI));
+        break;
+    case OP_GELU_TANH:
+        for (int64_t k = 0; k < sz; k++)
+            y[k] = 0.5 * a[k] * (1 + tanh(sqrt(2 / M_PI) * (a[k] + 0.044715 * pow(a[k], 3))));
+        break;
+    case OP_GELU_TANH_GRAD:
+        for (int64_t k = 0; k < sz; k++) {
+            double x = b[k], u = sqrt(2 / M_PI) * (x + 0.044715 * x * x * x), t = tanh(u);
+            y[k] = a[k] * (0.5 * (1 + t) + 0.5 * x / (cosh(u) * cosh(u)) * sqrt(2 / M_PI) * (1 + 0.134145 * x * x));
+        }
+        break;
+    case OP_LEAKY_RELU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] >= 0 ? a[k] : n->act.a * a[k]; break;
+    case OP_LEAKY_RELU_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = b[k] > 0 ? a[k] : n->act.a * a[k]; break;
+    case OP_ELU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] > 0 ? a[k] : n->act.a * (exp(a[k]) - 1); break;
+    case OP_ELU_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = b[k] > 0 ? a[k] : a[k] * n->act.a * exp(b[k]); break;
+    case OP_SOFTPLUS:
+        for (int64_t k = 0; k < sz; k++)
+            y[k] = n->act.a * a[k] > n->act.b ? a[k] : log(1 + exp(n->act.a * a[k])) / n->act.a;
+        break;
+    case OP_SOFTPLUS_GRAD:
+        for (int64_t k = 0; k < sz; k++)
+            y[k] = n->act.a * b[k] > n->act.b ? a[k] : a[k] / (1 + exp(-n->act.a * b[k]));
+        break;
+    case OP_HARDTANH: for (int64_t k = 0; k < sz; k++) y[k] = fmin(fmax(a[k], n->act.a), n->act.b); break;
+    case OP_HARDTANH_GRAD:
+        for (int64_t k = 0; k < sz; k++) y[k] = b[k] > n->act.a && b[k] < n->act.b ? a[k] : 0;
+        break;
     case OP_DROPOUT: case OP_DROPOUT_GRAD: {     /* the same mask forward and backward */
         unsigned long long key = cddp_drop_key(DROP_SEED, DROP_RANK, DROP_STEP, n->drop.key);
         for (int64_t k = 0; k < sz; k++)
@@ -395,6 +437,21 @@ static int check_unary(const char *what, Op op, Shape sa, Shape sy)
     return check(what, y, w, RED_SUM, &a, 1);
 }
 
+/* An activation with its parameters (Node.act): what sema builds. */
+static int check_act(const char *what, Op op, double pa, double pb)
+{
+    reset();
+    Shape s = ir_shape(2, DIM_N, 4);
+    int a = input(OP_IMAGES, s);
+    fill(a);
+    int y = ir_add(g, op, 1, &a, s, DT_F32, (Loc){0});
+    g->n[y]->act.a = pa;
+    g->n[y]->act.b = pb;
+    int w = input(OP_IMAGES, s);
+    fill(w);
+    return check(what, y, w, RED_SUM, &a, 1);
+}
+
 /* y = dropout(relu(x), p) (and a second dropout of y when twice, so two
  * keys meet in one backward); prints how many elements the mask kept so
  * a trivial mask is visible. */
@@ -520,6 +577,16 @@ int main(void)
     fails += check_binary("add    x[N,3] y[N,3]", OP_ADD, nn, nn, nn);
     fails += check_unary("relu   x[N,4]", OP_RELU, nk, nk);
     fails += check_unary("tanh   x[N,4]", OP_TANH, nk, nk);
+    fails += check_act("sigmoid x[N,4]", OP_SIGMOID, 0, 0);
+    fails += check_act("silu   x[N,4]", OP_SILU, 0, 0);
+    fails += check_act("gelu   x[N,4]", OP_GELU, 0, 0);
+    fails += check_act("gelu tanh x[N,4]", OP_GELU_TANH, 0, 0);
+    fails += check_act("leaky_relu 0.2 x[N,4]", OP_LEAKY_RELU, 0.2, 0);
+    fails += check_act("leaky_relu -0.5 x[N,4]", OP_LEAKY_RELU, -0.5, 0);
+    fails += check_act("elu 1.3 x[N,4]", OP_ELU, 1.3, 0);
+    fails += check_act("softplus beta 2 threshold 20", OP_SOFTPLUS, 2, 20);
+    fails += check_act("softplus beta 1 threshold 0.1", OP_SOFTPLUS, 1, 0.1);
+    fails += check_act("hardtanh -0.3 0.4", OP_HARDTANH, -0.3, 0.4);
     fails += check_unary("reshape x[N,2,2] -> [N,4]", OP_RESHAPE, ir_shape(3, DIM_N, 2, 2), nk);
     fails += check_dropout("dropout p=0.5 relu x[N,7]", ir_shape(2, DIM_N, 7), 0.5, 0);
     fails += check_dropout("dropout p=0.2 x2 [N,2,3,4]", ir_shape(4, DIM_N, 2, 3, 4), 0.2, 1);
