@@ -173,10 +173,34 @@ static int dropout_consumer(const Fuser *f, int x)
     return -1;
 }
 
+/* An activation of x whose gradient reads x (gelu, silu, elu, ...): x
+ * has that activation and the gradient(s) as readers. The activation may
+ * still join the kernel computing x, as ReLU does: x is stored for the
+ * gradient, which runs in a later kernel. Only when every other reader is
+ * a backward elementwise op taking x as its second operand (the
+ * gradient's shape), so no other chain changes. */
+static int act_consumer(const Fuser *f, int x)
+{
+    const Node *n = node(f, x);
+    if (f->p->is_root[x] || n->grad_of >= 0 || n->op == OP_PARAM)
+        return -1;
+    int act = -1;
+    for (int k = 0; k < f->p->nuse[x]; k++) {
+        const Node *c = node(f, f->p->cons[x][k]);
+        if (c->phase == PH_FWD && op_kind[c->op] == K_EW && c->nin == 1 && c->op != OP_DROPOUT && act < 0)
+            act = c->id;
+        else if (!(c->phase == PH_BWD && op_kind[c->op] == K_EW && c->nin == 2 && c->in[1] == x))
+            return -1;
+    }
+    return act;
+}
+
 static void absorb_chain(Fuser *f, int grp, int cur)
 {
     for (;;) {
         int c = single_consumer(f, cur) ? consumer_of(f, cur) : dropout_consumer(f, cur);
+        if (c < 0)
+            c = act_consumer(f, cur);
         if (c < 0 || f->p->group_of[c] >= 0 || !same_space(f, c, cur) || !inputs_ready(f, c, grp))
             return;
         add(f, grp, c);
