@@ -78,6 +78,11 @@ MODEL=$HERE/models/tanh.net
 T='--sizes 19:19:0,64:37:3 --orders 1 --plan train'
 check 'tanh derivative 1 - y instead of 1 - y^2' 's/(1\.0f - \(b[0-9]*\[i \* C + j\]\) \* \1)/(1.0f - \1)/' $T
 check 'tanh left out of a GEMM epilogue (the identity)' '0,/= tanhf(\(v[0-9]*\));/s//= (\1);/' $T
+MODEL=$HERE/models/acts.net
+check 'gelu derivative without its x phi(x) term' 's/ + b[0-9]*\[i \* C + j\] \* 0\.39894228040143268f \* expf([^)]*)//' $T
+check 'leaky_relu slope 0.1 taken as the default 0.01' 's/ : \(v[0-9]*\) \* 0\.100000001f;/ : \1 * 0.01f;/' $T
+check 'elu derivative alpha without exp(x)' 's/ \* 0\.699999988f \* expf(b[0-9]*\[i \* C + j\])/ * 0.699999988f/' $T
+check 'hardtanh gradient not cut outside [min, max]' 's/<= -0\.0500000007f || /<= -0.0500000007f \&\& /' $T
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]
