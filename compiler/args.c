@@ -170,6 +170,13 @@ static int number(const Expr *e, double *f, int64_t *i, int *is_int)
     return 1;
 }
 
+int arg_const(const Expr *e, double *v)
+{
+    int64_t i;
+    int is_int;
+    return number(e, v, &i, &is_int);
+}
+
 int arg_int(const Expr *e, const char *what, int64_t lo, int64_t hi, int64_t *out)
 {
     double f;

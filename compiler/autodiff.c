@@ -145,6 +145,39 @@ static void rule_add(RULE_ARGS)
     accumulate(a, x[1], dy);
 }
 
+/* x * a + b with constants: dx = dy * a (the copy of the node's
+ * attributes brings a; b is dropped) */
+static int affine(Ad *a, int dy, const Node *like, double k)
+{
+    int d = bwd(a, OP_AFFINE, 1, &dy, &like->shape, like);
+    a->g->n[d]->act.a = k;
+    a->g->n[d]->act.b = 0;
+    return d;
+}
+
+static void rule_sub(RULE_ARGS)
+{
+    accumulate(a, n->in[0], dy);
+    if (a->needs[n->in[1]])
+        accumulate(a, n->in[1], affine(a, dy, n, -1.0));
+}
+
+/* d(a b) = dy b, dy a: each operand's gradient reads the other (a * a
+ * gets both terms, summed by accumulate) */
+static void rule_mul(RULE_ARGS)
+{
+    for (int k = 0; k < 2; k++)
+        if (a->needs[n->in[k]])
+            accumulate(a, n->in[k], bwd(a, OP_MUL, 2, (int[]){dy, n->in[1 - k]}, &n->shape, n));
+}
+
+static void rule_affine(RULE_ARGS) { accumulate(a, n->in[0], affine(a, dy, n, n->act.a)); }
+
+static void rule_div_scalar(RULE_ARGS)
+{
+    accumulate(a, n->in[0], bwd(a, OP_DIV_SCALAR, 1, &dy, &n->shape, n));
+}
+
 static void rule_dropout(RULE_ARGS)
 {
     const int *x = n->in;

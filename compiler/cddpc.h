@@ -101,7 +101,8 @@ typedef struct Node {
         int red;            /* CE_LOSS / CE_GRAD: Reduction */
         struct {
             double a, b;    /* LEAKY_RELU: negative_slope; ELU: alpha; SOFTPLUS: beta, threshold;
-                               HARDTANH: min_val, max_val (and their gradients) */
+                               HARDTANH: min_val, max_val (and their gradients); AFFINE: x * a + b;
+                               DIV_SCALAR: x / a */
         } act;
     };
 } Node;

@@ -314,16 +314,120 @@ static Val eval_call(Sema *S, const Expr *e)
     diag_ice("forward: function '%s' has no lowering", e->s);
 }
 
-/* a + b, of one shape. */
-static Val add(Sema *S, Val a, Val b, Loc loc)
+/* An operand of arithmetic: a tensor, or a constant (x * 0.5, 1 - x). */
+typedef struct Operand {
+    int is_const;
+    double c;
+    Val v;
+} Operand;
+
+static const char *arith_sym(ExprKind k)
 {
-    if (a.id < 0 || b.id < 0)
-        return POISON;
-    if (!ir_same_shape(&a.s, &b.s)) {
-        diag_error(loc, "cannot add tensors of different shapes: %s + %s", ir_shape_str(&a.s), ir_shape_str(&b.s));
+    return k == E_ADD ? "+" : k == E_SUB ? "-" : k == E_MUL ? "*" : k == E_DIV ? "/" : "//";
+}
+
+static Val scalar_node(Sema *S, Op op, Val x, double a, double b, Loc loc)
+{
+    Val y = layer_node(S, op, x.id, -1, x.s, loc);
+    if (y.id >= 0) {
+        S->g->n[y.id]->act.a = a;
+        S->g->n[y.id]->act.b = b;
+    }
+    return y;
+}
+
+/* a op b, elementwise: tensors of one shape, or a tensor and a constant
+ * (x + 1, 1 - x, 2 * x, x / 4); two constants fold. */
+static Operand arith(Sema *S, Operand a, ExprKind k, Operand b, Loc loc)
+{
+    Operand r = {0, 0, POISON};
+    if (a.is_const && b.is_const) {     /* 2 * 3 * x: (2 * 3) first */
+        r.is_const = 1;
+        r.c = k == E_ADD ? a.c + b.c : k == E_SUB ? a.c - b.c : k == E_MUL ? a.c * b.c : a.c / b.c;
+        if ((k == E_DIV || k == E_FDIV) && b.c == 0) {
+            diag_error(loc, "division by zero");
+            r = (Operand){0, 0, POISON};
+        }
+        return r;
+    }
+    if ((!a.is_const && a.v.id < 0) || (!b.is_const && b.v.id < 0))
+        return r;
+    if (k == E_FDIV) {
+        diag_error(loc, "'//' of a tensor is not supported (floor division); use '/'");
+        return r;
+    }
+    if (!a.is_const && !b.is_const) {
+        if (k == E_DIV) {
+            diag_error(loc, "dividing a tensor by a tensor is not supported (only by a constant)");
+            return r;
+        }
+        if (!ir_same_shape(&a.v.s, &b.v.s)) {
+            diag_error(loc, "cannot %s tensors of different shapes: %s %s %s",
+                       k == E_ADD ? "add" : k == E_SUB ? "subtract" : "multiply", ir_shape_str(&a.v.s), arith_sym(k),
+                       ir_shape_str(&b.v.s));
+            return r;
+        }
+        r.v = layer_node(S, k == E_ADD ? OP_ADD : k == E_SUB ? OP_SUB : OP_MUL, a.v.id, b.v.id, a.v.s, loc);
+        return r;
+    }
+    double c = a.is_const ? a.c : b.c;
+    Val x = a.is_const ? b.v : a.v;
+    switch (k) {
+    case E_ADD: r.v = scalar_node(S, OP_AFFINE, x, 1, c, loc); break;
+    case E_SUB: r.v = a.is_const ? scalar_node(S, OP_AFFINE, x, -1, c, loc) : scalar_node(S, OP_AFFINE, x, 1, -c, loc);
+        break;
+    case E_MUL: r.v = scalar_node(S, OP_AFFINE, x, c, 0, loc); break;
+    default:
+        if (a.is_const) {
+            diag_error(loc, "dividing by a tensor is not supported");
+        } else if (c == 0) {
+            diag_error(loc, "division by zero");
+        } else {
+            r.v = scalar_node(S, OP_DIV_SCALAR, x, c, 0, loc);
+        }
+        break;
+    }
+    return r;
+}
+
+static int is_arith(const Expr *e)
+{
+    return e->kind == E_ADD || e->kind == E_SUB || e->kind == E_MUL || e->kind == E_DIV || e->kind == E_FDIV;
+}
+
+/* An operand: a constant when it folds to one, else a tensor. */
+static Operand operand(Sema *S, const Expr *e)
+{
+    double c;
+    int r = arg_const(e, &c);
+    if (r == 1)
+        return (Operand){1, c, POISON};
+    if (r < 0)
+        return (Operand){0, 0, POISON};
+    return (Operand){0, 0, eval(S, e)};
+}
+
+/* a + b * c - ...: the left spine is walked in a loop, so no sum is long
+ * enough to overflow the stack. A whole expression that folds to a
+ * constant is not a tensor (the caller reports it). */
+static Val eval_arith(Sema *S, const Expr *e)
+{
+    int n = 0;
+    const Expr *p = e;
+    for (; is_arith(p); p = p->a)
+        n++;
+    const Expr **spine = util_alloc(sizeof *spine * (size_t)n);
+    for (const Expr *q = e; is_arith(q); q = q->a)
+        spine[--n] = q;
+    Operand acc = operand(S, p);
+    for (const Expr *const *q = spine; *q != e; q++)
+        acc = arith(S, acc, (*q)->kind, operand(S, (*q)->b), (*q)->loc);
+    acc = arith(S, acc, e->kind, operand(S, e->b), e->loc);
+    if (acc.is_const) {
+        diag_error(e->loc, "expected a tensor, got the constant %g", acc.c);
         return POISON;
     }
-    return layer_node(S, OP_ADD, a.id, b.id, a.s, loc);
+    return acc.v;
 }
 
 /* A tensor expression of forward. */
@@ -350,28 +454,16 @@ static Val eval(Sema *S, const Expr *e)
     }
     case E_CALL:
         return eval_call(S, e);
-    case E_ADD: {
-        /* a + b + c is ((a + b) + c): the left spine is walked in a loop,
-         * so no sum is long enough to overflow the stack. */
-        int n = 0;
-        const Expr *p = e;
-        for (; p->kind == E_ADD; p = p->a)
-            n++;
-        const Expr **spine = util_alloc(sizeof *spine * (size_t)n);
-        for (const Expr *q = e; q->kind == E_ADD; q = q->a)
-            spine[--n] = q;
-        Val acc = eval(S, p);
-        for (const Expr *const *q = spine; *q != e; q++)
-            acc = add(S, acc, eval(S, (*q)->b), (*q)->loc);
-        return add(S, acc, eval(S, e->b), e->loc);
+    case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_FDIV:
+        return eval_arith(S, e);
+    case E_NEG: {
+        /* -x is x * -1 (a constant -3 is not a tensor: reported below) */
+        double c;
+        if (arg_const(e, &c) != 0)
+            break;
+        Val x = eval(S, e->a);
+        return x.id < 0 ? x : scalar_node(S, OP_AFFINE, x, -1, 0, e->loc);
     }
-    case E_NEG:
-        if (e->a->kind != E_INT && e->a->kind != E_FLOAT) {
-            diag_error(e->loc, "unary '-' is not supported on tensors");
-            eval(S, e->a);
-            return POISON;
-        }
-        break;
     default:
         break;
     }

@@ -38,6 +38,9 @@ const char *arg_show(const Expr *e);
 int arg_int(const Expr *e, const char *what, int64_t lo, int64_t hi, int64_t *out);
 int arg_num(const Expr *e, const char *what, double *out);
 int arg_bool(const Expr *e, const char *what, int *out);
+/* Whether e folds to a number: 1 (in *v), 0 (not a constant), -1 (an
+ * error in it, reported: division by zero). */
+int arg_const(const Expr *e, double *v);
 
 /* A callee's parameters: the first npos may be given positionally, the
  * first nreq must be given one way or the other. */

@@ -246,6 +246,10 @@ static void eval_node(int id)
                 y[i * N + j] = a[i * N + j] + b[j];
         break;
     case OP_ADD: for (int64_t k = 0; k < sz; k++) y[k] = a[k] + b[k]; break;
+    case OP_SUB: for (int64_t k = 0; k < sz; k++) y[k] = a[k] - b[k]; break;
+    case OP_MUL: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * b[k]; break;
+    case OP_AFFINE: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * n->act.a + n->act.b; break;
+    case OP_DIV_SCALAR: for (int64_t k = 0; k < sz; k++) y[k] = a[k] / n->act.a; break;
     case OP_RELU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] > 0 ? a[k] : 0; break;
     case OP_RELU_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = b[k] > 0 ? a[k] : 0; break;
     case OP_TANH: for (int64_t k = 0; k < sz; k++) y[k] = tanh(a[k]); break;
@@ -452,6 +456,32 @@ static int check_act(const char *what, Op op, double pa, double pb)
     return check(what, y, w, RED_SUM, &a, 1);
 }
 
+/* A value used twice and more: y = x * x - sigmoid(x) * 3 + x / 4, the
+ * residual gate r + g * f(r) with g = sigmoid(r); x's gradient sums
+ * every use (autodiff's accumulate). */
+static int check_reuse(void)
+{
+    reset();
+    Shape s = ir_shape(2, DIM_N, 4);
+    int x = input(OP_IMAGES, s);
+    fill(x);
+    int sq = ir_add(g, OP_MUL, 2, (int[]){x, x}, s, DT_F32, (Loc){0});
+    int sg = ir_add(g, OP_SIGMOID, 1, &x, s, DT_F32, (Loc){0});
+    int s3 = ir_add(g, OP_AFFINE, 1, &sg, s, DT_F32, (Loc){0});
+    g->n[s3]->act.a = 3;
+    int q = ir_add(g, OP_DIV_SCALAR, 1, &x, s, DT_F32, (Loc){0});
+    g->n[q]->act.a = 4;
+    int d = ir_add(g, OP_SUB, 2, (int[]){sq, s3}, s, DT_F32, (Loc){0});
+    int y = ir_add(g, OP_ADD, 2, (int[]){d, q}, s, DT_F32, (Loc){0});
+    int f = ir_add(g, OP_GELU, 1, &y, s, DT_F32, (Loc){0});
+    int gt = ir_add(g, OP_SIGMOID, 1, &y, s, DT_F32, (Loc){0});
+    int gf = ir_add(g, OP_MUL, 2, (int[]){gt, f}, s, DT_F32, (Loc){0});
+    int r = ir_add(g, OP_ADD, 2, (int[]){y, gf}, s, DT_F32, (Loc){0});
+    int w = input(OP_IMAGES, s);
+    fill(w);
+    return check("x*x - 3 sigmoid(x) + x/4, then y + sigmoid(y) * gelu(y)", r, w, RED_SUM, &x, 1);
+}
+
 /* y = dropout(relu(x), p) (and a second dropout of y when twice, so two
  * keys meet in one backward); prints how many elements the mask kept so
  * a trivial mask is visible. */
@@ -577,6 +607,11 @@ int main(void)
     fails += check_binary("add    x[N,3] y[N,3]", OP_ADD, nn, nn, nn);
     fails += check_unary("relu   x[N,4]", OP_RELU, nk, nk);
     fails += check_unary("tanh   x[N,4]", OP_TANH, nk, nk);
+    fails += check_binary("sub    x[N,3] y[N,3]", OP_SUB, nn, nn, nn);
+    fails += check_binary("mul    x[N,3] y[N,3]", OP_MUL, nn, nn, nn);
+    fails += check_act("affine x * -1.5 + 0.3", OP_AFFINE, -1.5, 0.3);
+    fails += check_act("div_scalar x / 4", OP_DIV_SCALAR, 4, 0);
+    fails += check_reuse();
     fails += check_act("sigmoid x[N,4]", OP_SIGMOID, 0, 0);
     fails += check_act("silu   x[N,4]", OP_SILU, 0, 0);
     fails += check_act("gelu   x[N,4]", OP_GELU, 0, 0);
