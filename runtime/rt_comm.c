@@ -35,8 +35,6 @@
 #include <mpi.h>
 #endif
 
-rt_comm rt_world = { .rank = 0, .size = 1, .local_rank = 0, .local_size = 1, .timeout = 300 };
-
 int rt_comm_launched(void)
 {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE");

@@ -343,6 +343,24 @@ out:
     return rc;
 }
 
+int rt_kcache_get(const char *src, const char *arch, int use_cache, void **image, size_t *len, int *hit)
+{
+    *hit = 0;
+    char dir[4096], key[65];
+    int have_dir = use_cache != 0 && rt_kcache_dir(dir, sizeof dir) == 0;
+    if (have_dir)
+        rt_kcache_key(key, src, arch, rt_nv.major, rt_nv.minor);
+    if (have_dir && use_cache > 0 && rt_kcache_load(dir, key, image, len) == 0) {
+        *hit = 1;
+        return 0;
+    }
+    if (rt_nvrtc_compile(src, arch, image, len) != 0)
+        return -1;
+    if (have_dir)
+        (void)rt_kcache_store(dir, key, *image, *len);
+    return 0;
+}
+
 /* ---- the device -------------------------------------------------------------- */
 
 static double timeout_from_env(void)
@@ -736,7 +754,7 @@ static int poll_until(rt_cuda *cu, CUresult (*query)(void *), void *arg, double 
     for (unsigned long i = 0;; i++) {
         /* a failed communicator first: work behind it may never finish,
          * or may finish with garbage */
-        if (i % 64 == 0 && rt_nccl_check(cu->nccl, what) != 0) {
+        if (i % 64 == 0 && cu->poll && cu->poll(cu->poll_arg, what) != 0) {
             cu_failed = 1;
             return -1;
         }
@@ -752,7 +770,7 @@ static int poll_until(rt_cuda *cu, CUresult (*query)(void *), void *arg, double 
         }
         if (i % 64 == 0) {
             if (rt_now() - t0 > timeout) {
-                if (cu->nccl)
+                if (cu->poll)
                     rt_err("the GPU did not finish %s within %g s: another rank failed or hung, "
                            "or the work takes longer (--comm-timeout sets the limit)", what, timeout);
                 else

@@ -290,21 +290,3 @@ int rt_kcache_store(const char *dir, const char *key, const void *image, size_t 
     }
     return 0;
 }
-
-int rt_kcache_get(const char *src, const char *arch, int use_cache, void **image, size_t *len, int *hit)
-{
-    *hit = 0;
-    char dir[4096], key[65];
-    int have_dir = use_cache != 0 && rt_kcache_dir(dir, sizeof dir) == 0;
-    if (have_dir)
-        rt_kcache_key(key, src, arch, rt_nv.major, rt_nv.minor);
-    if (have_dir && use_cache > 0 && rt_kcache_load(dir, key, image, len) == 0) {
-        *hit = 1;
-        return 0;
-    }
-    if (rt_nvrtc_compile(src, arch, image, len) != 0)
-        return -1;
-    if (have_dir)
-        (void)rt_kcache_store(dir, key, *image, *len);
-    return 0;
-}

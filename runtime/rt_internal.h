@@ -45,11 +45,20 @@ typedef struct rt_opts {
 } rt_opts;
 
 
-/* ---- rt_train.c: memory -------------------------------------------------- */
+/* ---- rt_util.c: memory, messages, the clock (uses no other runtime file) -- */
 /* 64-byte aligned, zeroed; NULL (after an rt_err) if it cannot. Never
  * returns NULL for a zero size, so kernels may always take the pointer. */
 void *rt_alloc(size_t bytes, const char *what);
+void *rt_alloc_n(int64_t n, size_t each, const char *what);  /* n * each bytes, checked */
 void rt_free(void *p);
+extern const char *rt_prog;     /* basename of argv[0], for messages */
+/* "PROG: error: ..." / "PROG: warning: ..." as one line on stderr (with
+ * "rank R: " when there are several ranks: rt_world, defined here). */
+void rt_err(const char *fmt, ...) RT_PRINTF(1, 2);
+void rt_warn(const char *fmt, ...) RT_PRINTF(1, 2);
+double rt_now(void);            /* CLOCK_MONOTONIC seconds */
+
+/* ---- rt_train.c: memory for a run ---------------------------------------- */
 
 /* Everything a run touches, allocated once before the first step. */
 typedef struct rt_ws {
@@ -185,10 +194,6 @@ void rt_shuffle(int32_t *a, int64_t n, uint64_t seed, uint64_t epoch);
 void rt_init_params(const rt_model *m, float *param, uint64_t seed);
 
 /* ---- rt_log.c ------------------------------------------------------------ */
-extern const char *rt_prog;     /* basename of argv[0], for messages */
-/* "PROG: error: ..." / "PROG: warning: ..." as one line on stderr. */
-void rt_err(const char *fmt, ...) RT_PRINTF(1, 2);
-void rt_warn(const char *fmt, ...) RT_PRINTF(1, 2);
 
 typedef struct rt_log {
     FILE *metrics, *steplog;
@@ -213,7 +218,6 @@ void rt_log_progress(rt_log *l, int epoch, int epochs, int64_t done, int64_t tot
 void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss,
                   double test_loss, double test_acc, double seconds, int64_t images);
 int rt_log_close(rt_log *l);    /* reports write errors on the CSV files */
-double rt_now(void);            /* CLOCK_MONOTONIC seconds */
 
 /* ---- rt_comm.c: ranks (MPI when a launcher started the program) ----------
  * One rank and no MPI call at all unless mpirun/srun started the program
@@ -229,7 +233,7 @@ typedef struct rt_comm {
     double t0;                  /* rt_now() after the start-up barrier */
     double timeout;             /* seconds a collective may take */
 } rt_comm;
-extern rt_comm rt_world;
+extern rt_comm rt_world;        /* defined in rt_util.c (messages name the rank) */
 
 int rt_comm_launched(void);
 /* MPI_Init_thread(MULTIPLE) when launched, then a barrier that sets t0.
@@ -457,7 +461,10 @@ typedef struct rt_cuda {
     double timeout;         /* seconds any single wait may take */
     int from_cache;         /* the module came from the kernel cache */
     double compile_s;       /* NVRTC time when it did not */
-    rt_nccl *nccl;          /* several GPU ranks: polled while waiting */
+    rt_nccl *nccl;          /* several GPU ranks: the device loop all-reduces with it */
+    /* polled while waiting (NCCL's asynchronous errors): -1 ends the wait */
+    int (*poll)(void *arg, const char *what);
+    void *poll_arg;
 } rt_cuda;
 
 /* Loads NVRTC (CDDP_LIBNVRTC, else libnvrtc.so.13, .so.12, .so, from the
@@ -523,7 +530,7 @@ int rt_kcache_load(const char *dir, const char *key, void **image, size_t *len);
 /* Writes DIR/KEY.cubin atomically: a temp file in DIR, fsync, rename. Safe
  * when several processes store the same key at once. -1 on failure. */
 int rt_kcache_store(const char *dir, const char *key, const void *image, size_t len);
-/* The image of src for arch. use_cache 1: from the cache when there, else
+/* (rt_cuda.c) The image of src for arch. use_cache 1: from the cache when there, else
  * compiled with NVRTC and stored; 0 (--no-cache): compiled, nothing read
  * or written; -1: compiled and stored (replaces a bad entry). *hit: 1 when
  * it came from the cache. */
@@ -550,9 +557,11 @@ int rt_nccl_init(rt_nccl *n);
 int rt_nccl_allreduce_avg(rt_nccl *n, CUdeviceptr buf, size_t count, CUstream s, int bucket);
 /* In-place sum, the same way: SyncBatchNorm's sums after `kernel`. */
 int rt_nccl_allreduce_sum(rt_nccl *n, CUdeviceptr buf, size_t count, CUstream s, const char *kernel);
-/* -1 (after an error line) if the communicator has failed. */
-int rt_nccl_check(rt_nccl *n, const char *what);
-void rt_nccl_close(rt_nccl *n);
+/* -1 (after an error line) if the communicator has failed. void *: as
+ * rt_cuda.poll, which rt_main points here. */
+int rt_nccl_check(void *n, const char *what);
+/* failed: an error was seen (abort the communicator, do not drain it). */
+void rt_nccl_close(rt_nccl *n, int failed);
 
 /* ---- rt_cuda_train.c: the epoch loop on the device ------------------------ */
 /* With cu->nccl, this rank trains its DistributedSampler shard and the

@@ -449,6 +449,8 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
             if (rt_nccl_init(&nccl) != 0)
                 goto out;
             cu.nccl = &nccl;
+            cu.poll = rt_nccl_check;
+            cu.poll_arg = &nccl;
             cu.timeout = o.comm_timeout;
         }
     }
@@ -534,7 +536,7 @@ out:
     rt_dataset_free(&train);
     rt_dataset_free(&test);
     rt_ws_free(&w);
-    rt_nccl_close(&nccl);
+    rt_nccl_close(&nccl, rt_cuda_failed());
     rt_cuda_close(&cu);
     return rc;
 }

@@ -169,8 +169,9 @@ int rt_nccl_allreduce_sum(rt_nccl *n, CUdeviceptr buf, size_t count, CUstream s,
     return 0;
 }
 
-int rt_nccl_check(rt_nccl *n, const char *what)
+int rt_nccl_check(void *arg, const char *what)
 {
+    rt_nccl *n = arg;
     if (!n || !n->comm)
         return 0;
     int async = NCCL_SUCCESS;
@@ -183,13 +184,13 @@ int rt_nccl_check(rt_nccl *n, const char *what)
     return -1;
 }
 
-void rt_nccl_close(rt_nccl *n)
+void rt_nccl_close(rt_nccl *n, int failed)
 {
     if (!n || !n->comm)
         return;
     /* After an error the communicator may never drain: abort it, which
      * does not wait for the peers, instead of destroying it. */
-    if (n->broken || rt_cuda_failed())
+    if (n->broken || failed)
         nc.ncclCommAbort(n->comm);
     else
         NC_CHECK(nc.ncclCommDestroy(n->comm));

@@ -11,51 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ALIGN 64
-
-void *rt_alloc(size_t bytes, const char *what)
-{
-    /* aligned_alloc wants a multiple of the alignment; round up, and give
-     * a real (non-NULL) block for zero bytes. */
-    if (bytes > SIZE_MAX - ALIGN) {
-        rt_err("cannot allocate %s: size overflows", what);
-        return NULL;
-    }
-    size_t sz = bytes ? (bytes + ALIGN - 1) / ALIGN * ALIGN : ALIGN;
-    void *p = aligned_alloc(ALIGN, sz);
-    if (!p) {
-        rt_err("cannot allocate %s (%zu bytes): out of memory", what, sz);
-        return NULL;
-    }
-    memset(p, 0, sz);
-    return p;
-}
-
-void rt_free(void *p) { free(p); }
-
-/* n * each bytes, or -1 (after an error line) if that overflows. */
-static int mul_size(int64_t n, size_t each, size_t *out, const char *what)
-{
-    if (n < 0 || (n > 0 && (uint64_t)n > SIZE_MAX / each)) {
-        rt_err("cannot allocate %s: %lld elements is too many", what, (long long)n);
-        return -1;
-    }
-    *out = (size_t)n * each;
-    return 0;
-}
-
-static void *alloc_n(int64_t n, size_t each, const char *what)
-{
-    size_t bytes;
-    return mul_size(n, each, &bytes, what) ? NULL : rt_alloc(bytes, what);
-}
-
 int rt_ws_alloc_params(const rt_model *m, rt_ws *w)
 {
     memset(w, 0, sizeof *w);
-    if (!(w->param = alloc_n(m->param_floats, sizeof(float), "parameters")) ||
-        !(w->grad = alloc_n(m->param_floats, sizeof(float), "gradients")) ||
-        !(w->opt = alloc_n(m->opt_floats, sizeof(float), "optimizer state")))
+    if (!(w->param = rt_alloc_n(m->param_floats, sizeof(float), "parameters")) ||
+        !(w->grad = rt_alloc_n(m->param_floats, sizeof(float), "gradients")) ||
+        !(w->opt = rt_alloc_n(m->opt_floats, sizeof(float), "optimizer state")))
         return -1;
     return 0;
 }
@@ -74,11 +35,11 @@ int rt_ws_alloc_batch(const rt_model *m, rt_ws *w, int nmax)
     w->nstat = m->train.nstat > m->eval.nstat ? m->train.nstat : m->eval.nstat;
     if (w->nstat < 1)
         w->nstat = 1;
-    if (!(w->act = alloc_n(units * nmax, sizeof(float), "activations")) ||
-        !(w->fix = alloc_n(max64(m->train.fix_floats, m->eval.fix_floats), sizeof(float),
+    if (!(w->act = rt_alloc_n(units * nmax, sizeof(float), "activations")) ||
+        !(w->fix = rt_alloc_n(max64(m->train.fix_floats, m->eval.fix_floats), sizeof(float),
                            "scratch")) ||
-        !(w->stat = alloc_n(w->nstat, sizeof(double), "statistics")) ||
-        !(w->idx = alloc_n(nmax, sizeof(int32_t), "batch indices")))
+        !(w->stat = rt_alloc_n(w->nstat, sizeof(double), "statistics")) ||
+        !(w->idx = rt_alloc_n(nmax, sizeof(int32_t), "batch indices")))
         return -1;
     return 0;
 }
@@ -284,14 +245,14 @@ int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
     memset(&red, 0, sizeof red);
     /* per step of an epoch: [0, nbatch) loss sums, [nbatch, 2 nbatch) rows;
      * then room for a copy of both (checkpoints) */
-    double *steps = alloc_n(6 * nbatch + 1, sizeof(double), "step losses");
+    double *steps = rt_alloc_n(6 * nbatch + 1, sizeof(double), "step losses");
     if (!steps)
         goto out;
     double *tmp = steps + 2 * nbatch;
     /* fp16: each step's loss scale and found_inf, for --step-log */
     double *amp_log = steps + 4 * nbatch;
-    if (o->profile && (!(tprof.secs = alloc_n(m->train.nk, sizeof(double), "profile")) ||
-                       !(eprof.secs = alloc_n(m->eval.nk, sizeof(double), "profile"))))
+    if (o->profile && (!(tprof.secs = rt_alloc_n(m->train.nk, sizeof(double), "profile")) ||
+                       !(eprof.secs = rt_alloc_n(m->eval.nk, sizeof(double), "profile"))))
         goto out;
     if (rt_trace_open(&trace, o->trace_path) != 0 ||
         rt_reducer_init(&red, m, w->grad, &trace) != 0)
