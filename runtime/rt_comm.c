@@ -79,6 +79,11 @@ void rt_comm_recv(int from, void *buf, int64_t bytes, const char *what)
 {
     (void)from, (void)buf, (void)bytes, (void)what;
 }
+void rt_comm_allgather_bytes(const void *mine, void *all, int64_t each, const char *what)
+{
+    (void)what;
+    memcpy(all, mine, (size_t)each);
+}
 #else
 
 /* ---- the watchdog ----------------------------------------------------------
@@ -500,6 +505,18 @@ void rt_sync_sum(float *x, int64_t n)
     for (int64_t i = 0; i < n; i += CHUNK)
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x + i, (int)(n - i < CHUNK ? n - i : CHUNK),
                                 MPI_FLOAT, MPI_SUM, sync_comm));
+    wd_end(SLOT_MAIN);
+}
+
+/* Every rank's `each` bytes, in rank order (each is small: one call). */
+void rt_comm_allgather_bytes(const void *mine, void *all, int64_t each, const char *what)
+{
+    if (rt_world.size <= 1) {
+        memcpy(all, mine, (size_t)each);
+        return;
+    }
+    wd_begin(SLOT_MAIN, what, -1);
+    MPI_CHECK(MPI_Allgather(mine, (int)each, MPI_BYTE, all, (int)each, MPI_BYTE, MPI_COMM_WORLD));
     wd_end(SLOT_MAIN);
 }
 

@@ -243,8 +243,14 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
         ok = !launch_step_kernel(cu, d, pd, k, exec, ddp, &next_bucket,
                                  amp && pd->p->k[k].phase == RT_PH_OPTIMIZER);
     /* join: the comm stream's last all-reduce (it runs them in order) */
+    if (ok && ddp && d->nb > 0 && next_bucket != d->nb) {
+        rt_err("the step cannot be captured: gradient bucket %d (complete after train kernel %d) was never "
+               "handed to the comm stream; the model's bucket table does not fit its %d train kernels",
+               next_bucket, d->bk[next_bucket].ready, pd->p->nk);
+        ok = 0;
+    }
     if (ok && ddp && d->nb > 0)
-        ok = next_bucket == d->nb && !CU_CHECK(rt_cu.cuStreamWaitEvent(cu->stream, d->ev_done[d->nb - 1], 0));
+        ok = !CU_CHECK(rt_cu.cuStreamWaitEvent(cu->stream, d->ev_done[d->nb - 1], 0));
     if (ok && amp) {
         const unsigned threads[3] = {256, 1, 1};
         int64_t blocks = (grad_floats + 255) / 256;

@@ -255,6 +255,7 @@ void rt_comm_bcast_f32(float *x, int64_t n, const char *what);      /* from rank
 void rt_comm_bcast_bytes(void *x, int64_t n, const char *what);     /* from rank 0 */
 void rt_comm_sum_f64(double *x, int64_t n, const char *what);
 void rt_comm_allreduce_bucket(float *x, int64_t n, int bucket);     /* MPI_SUM; comm thread */
+void rt_comm_allgather_bytes(const void *mine, void *all, int64_t each, const char *what);
 void rt_comm_send(const void *buf, int64_t bytes, const char *what); /* to rank 0 */
 void rt_comm_recv(int from, void *buf, int64_t bytes, const char *what);
 
@@ -368,6 +369,7 @@ typedef struct rt_cuda_api {
     CUresult (*cuDeviceGetCount)(int *n);
     CUresult (*cuDeviceGet)(CUdevice *d, int ordinal);
     CUresult (*cuDeviceGetName)(char *name, int len, CUdevice d);
+    CUresult (*cuDeviceGetPCIBusId)(char *id, int len, CUdevice d);
     CUresult (*cuDeviceGetAttribute)(int *v, int attr, CUdevice d);
     CUresult (*cuDeviceTotalMem_v2)(size_t *bytes, CUdevice d);
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *c, CUdevice d);
@@ -446,14 +448,16 @@ typedef struct rt_nccl rt_nccl;
  * pinned buffer that bounded host<->device copies pass through. */
 typedef struct rt_cuda {
     int open;
-    int ordinal;            /* device number: the rank's local rank */
+    int ordinal;            /* device number among the visible ones (rt_cuda_open) */
     CUdevice dev;
     CUcontext ctx;
     CUstream stream;
     CUmodule mod;
     int driver;             /* cuDriverGetVersion: 12080 is CUDA 12.8 */
     int cc_major, cc_minor;
-    char arch[16];          /* "sm_90" */
+    char arch[16];          /* what the kernels are compiled for: "sm_90" */
+    char dev_arch[16];      /* the device's own; arch may be a lower minor of its major */
+    char bus_id[32];        /* PCI bus id: which physical GPU, whatever is visible */
     char name[128];
     size_t total_mem;
     void *staging;
@@ -467,21 +471,25 @@ typedef struct rt_cuda {
     void *poll_arg;
 } rt_cuda;
 
-/* Loads NVRTC (CDDP_LIBNVRTC, else libnvrtc.so.13, .so.12, .so, from the
- * loader's path or lib64/ or lib/ of $CUDA_HOME, $CUDA_PATH, /usr/local/cuda)
- * whose major version the driver supports (driver_version 0: any). -1 with
- * the reason in why. */
-int rt_nvrtc_load(int driver_version, char *why, size_t whylen);
+/* Loads the NVRTC to compile with (rt_cuda.c says how it is chosen):
+ * one the driver can run (driver_version 0: any) that compiles for compute
+ * capability cc (major * 10 + minor; 0: any) or for a lower minor of its
+ * major; *arch: that architecture (may be NULL). -1 with the reason in why. */
+int rt_nvrtc_load(int driver_version, int cc, int *arch, char *why, size_t whylen);
 void rt_nvrtc_unload(void);
 /* Compiles src for arch ("sm_90": a CUBIN; "compute_90": PTX). On a
  * compile error prints the NVRTC log to stderr. Image is malloc'ed. */
 int rt_nvrtc_compile(const char *src, const char *arch, void **image, size_t *len);
 
-/* Opens the driver (CDDP_LIBCUDA, else libcuda.so.1), device `ordinal`
- * and NVRTC. -1 with one line in why: no driver library, cuInit failed,
- * no device (or fewer than ordinal + 1), driver too old, NVRTC missing.
+/* Opens the driver (CDDP_LIBCUDA, else libcuda.so.1), a device and NVRTC.
+ * The device: CDDP_CUDA_DEVICE when set; else the only one when one is
+ * visible (a launcher that gives each rank its own GPU through
+ * CUDA_VISIBLE_DEVICES or Slurm's --gpus-per-task); else the local rank's
+ * when the node's ranks fit the visible devices; else an error. -1 with
+ * one line in why: no driver library, cuInit failed, no device (or too
+ * few), driver too old, NVRTC missing or without the architecture.
  * Nothing is printed. */
-int rt_cuda_open(rt_cuda *cu, int ordinal, char *why, size_t whylen);
+int rt_cuda_open(rt_cuda *cu, int local_rank, int local_size, char *why, size_t whylen);
 void rt_cuda_close(rt_cuda *cu);
 /* The full NVRTC source of a program: the model's cuda_src, then the
  * runtime's own kernels and the layout-check kernel. malloc'ed. */
@@ -545,13 +553,17 @@ struct rt_nccl {
     int version;            /* ncclGetVersion: 22803 is 2.28.3 */
     int broken;             /* an error was seen: abort, do not drain */
 };
-/* Loads NCCL (CDDP_LIBNCCL, else libnccl.so.2 from the loader's path or
- * the CUDA toolkit's lib64/ and lib/); -1 with the reason in why. */
-int rt_nccl_load(int *version, char *why, size_t whylen);
+/* Loads NCCL (CDDP_LIBNCCL, several separated by ':', else libnccl.so.2
+ * from the loader's path or the CUDA toolkit's lib64/ and lib/): the first
+ * one whose CUDA version the driver (driver_version, 0: any) supports; -1
+ * with the reason in why. */
+int rt_nccl_load(int driver_version, int *version, char *why, size_t whylen);
 /* Collective over the MPI world: rank 0's unique id is broadcast, every
- * rank joins with its MPI rank on the current device. -1 after an error
- * line (the caller ends the job: the others cannot go on alone). */
-int rt_nccl_init(rt_nccl *n);
+ * rank joins with its MPI rank on cu's device, then one all-reduce runs
+ * eagerly on cu->stream and is waited for (before any graph capture). -1
+ * after an error line (the caller ends the job: the others cannot go on
+ * alone). */
+int rt_nccl_init(rt_nccl *n, rt_cuda *cu);
 /* In-place average of count floats at buf over the ranks, on stream s
  * (capturable into a CUDA graph). */
 int rt_nccl_allreduce_avg(rt_nccl *n, CUdeviceptr buf, size_t count, CUstream s, int bucket);

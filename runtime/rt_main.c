@@ -376,6 +376,34 @@ static int check_data_dir(const char *dir)
     return 0;
 }
 
+/* -1 (the reason in why, on every rank) when two ranks of a host opened
+ * the same physical GPU: a launcher that shows every rank one device, but
+ * the same one. A collective: every rank calls it. */
+static int shared_gpu(const rt_cuda *cu, int use_cuda, char *why, size_t whylen)
+{
+    struct { char host[64]; char bus[32]; } me, *all = calloc((size_t)rt_world.size, sizeof me);
+    memset(&me, 0, sizeof me);
+    if (!all) {
+        rt_err("out of memory");
+        rt_comm_abort(1);
+    }
+    gethostname(me.host, sizeof me.host - 1);
+    if (use_cuda)
+        snprintf(me.bus, sizeof me.bus, "%s", cu->bus_id);
+    rt_comm_allgather_bytes(&me, all, (int64_t)sizeof me, "the GPU check");
+    int rc = 0;
+    for (int i = 0; i < rt_world.size && !rc; i++)
+        for (int j = 0; j < i && !rc; j++)
+            if (all[i].bus[0] && !strcmp(all[i].bus, all[j].bus) && !strcmp(all[i].host, all[j].host)) {
+                snprintf(why, whylen, "ranks %d and %d both use the GPU at PCI %s on %s: one rank per GPU "
+                         "(give each rank its own with CUDA_VISIBLE_DEVICES or Slurm --gpus-per-task=1, "
+                         "or choose with CDDP_CUDA_DEVICE)", j, i, all[i].bus, all[i].host);
+                rc = -1;
+            }
+    free(all);
+    return rc;
+}
+
 /* Everything after the options and the ranks' set-up. *agreed is set when
  * a failure was found by all ranks together (they all return alike). */
 static int run(const rt_model *m, rt_opts o, int *agreed)
@@ -392,15 +420,28 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     const char *force = getenv("CDDP_NCCL_FORCE");
     const int want_nccl = rt_world.size > 1 || (force && *force == '1');
     if (o.device == RT_DEV_CUDA || (o.device == RT_DEV_AUTO && m->cuda_src)) {
-        if (rt_cuda_open(&cu, rt_world.size > 1 ? rt_world.local_rank : 0, why, sizeof why) == 0)
+        if (rt_cuda_open(&cu, rt_world.local_rank, rt_world.local_size, why, sizeof why) == 0)
             use_cuda = 1;
-        if (use_cuda && want_nccl && rt_nccl_load(&nccl_version, why, sizeof why) != 0) {
+        if (use_cuda && want_nccl && rt_nccl_load(cu.driver, &nccl_version, why, sizeof why) != 0) {
             rt_cuda_close(&cu);
             use_cuda = 0;
         }
         if (!use_cuda && o.device == RT_DEV_CUDA) {
             rt_err("--device cuda: %s", why);
             return 1;           /* with several ranks: the job is aborted */
+        }
+    }
+    /* Several GPU ranks: no two on one physical GPU (each may see its
+     * own device 0). Said before NCCL would refuse it less clearly. */
+    if (rt_world.size > 1 && (o.device == RT_DEV_CUDA || (o.device == RT_DEV_AUTO && m->cuda_src)) &&
+        shared_gpu(&cu, use_cuda, why, sizeof why) != 0) {
+        rt_cuda_close(&cu);
+        use_cuda = 0;
+        if (o.device == RT_DEV_CUDA) {
+            if (rt_world.rank == 0)
+                rt_err("--device cuda: %s", why);
+            *agreed = 1;
+            return 1;
         }
     }
     /* auto on several ranks: all on their GPUs, or all on the CPU (the
@@ -446,12 +487,12 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         /* GPU ranks: the NCCL communicator on this rank's device; a wait
          * then means "no progress for --comm-timeout", as on the CPU */
         if (want_nccl) {
-            if (rt_nccl_init(&nccl) != 0)
-                goto out;
-            cu.nccl = &nccl;
+            cu.timeout = o.comm_timeout;    /* NCCL's first all-reduce is waited for too */
             cu.poll = rt_nccl_check;
             cu.poll_arg = &nccl;
-            cu.timeout = o.comm_timeout;
+            if (rt_nccl_init(&nccl, &cu) != 0)
+                goto out;
+            cu.nccl = &nccl;
         }
     }
     if (rt_ws_alloc_params(m, &w) != 0)
@@ -493,8 +534,9 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         snprintf(nc, sizeof nc, ", NCCL %d.%d.%d", nccl_version / 10000, nccl_version / 100 % 100,
                  nccl_version % 100);
     if (use_cuda)
-        snprintf(dev, sizeof dev, "cuda:%d (%s, %s, driver %d.%d, NVRTC %d.%d%s, kernels %s)",
-                 cu.ordinal, cu.name, cu.arch, cu.driver / 1000, cu.driver % 1000 / 10, rt_nv.major,
+        snprintf(dev, sizeof dev, "cuda:%d (%s, %s%s%s%s, driver %d.%d, NVRTC %d.%d%s, kernels %s)",
+                 cu.ordinal, cu.name, cu.dev_arch, strcmp(cu.arch, cu.dev_arch) ? " (code for " : "",
+                 strcmp(cu.arch, cu.dev_arch) ? cu.arch : "", strcmp(cu.arch, cu.dev_arch) ? ")" : "", cu.driver / 1000, cu.driver % 1000 / 10, rt_nv.major,
                  rt_nv.minor, nc, cu.from_cache ? "cached" : "compiled");
     else if (o.device == RT_DEV_AUTO)
         snprintf(dev, sizeof dev, "cpu (auto: %s)", *why ? why : "no CUDA kernels in this program");

@@ -28,6 +28,7 @@ typedef struct ncclComm *nccl_comm;
 
 typedef struct nccl_api {
     void *lib;
+    void *lib_self;         /* a symbol of it: dladdr finds its file */
     int (*ncclGetVersion)(int *v);
     const char *(*ncclGetErrorString)(int r);
     int (*ncclGetUniqueId)(nccl_id *id);
@@ -63,8 +64,44 @@ static int nc_check(int r, const char *call, const char *file, int line)
 }
 #define NC_CHECK(call) nc_check((call), #call, __FILE__, __LINE__)
 
+/* The CUDA version a libnccl was built for, from the version string it
+ * prints at start-up ("NCCL version 2.28.9+cuda13.0"; NCCL has no call
+ * that returns it), as 13000; 0 when the file has no such string. */
+static int built_for_cuda(const char *path)
+{
+    char real[4096];
+    Dl_info info;
+    /* the file the loader picked, when path is a bare name */
+    if (!strchr(path, '/') && nc.lib_self && dladdr(nc.lib_self, &info) && info.dli_fname)
+        path = info.dli_fname;
+    if (!realpath(path, real))
+        return 0;
+    FILE *f = fopen(real, "rb");
+    if (!f)
+        return 0;
+    static const char pat[] = "NCCL version ";
+    char buf[1 << 16];
+    size_t keep = 0, n;
+    int v = 0;
+    while (!v && (n = fread(buf + keep, 1, sizeof buf - keep, f)) > 0) {
+        size_t len = keep + n;
+        for (size_t i = 0; i + sizeof pat + 32 <= len && !v; i++) {
+            if (memcmp(buf + i, pat, sizeof pat - 1))
+                continue;
+            const char *c = memchr(buf + i, '+', 32);
+            int maj, min;
+            if (c && sscanf(c, "+cuda%d.%d", &maj, &min) == 2)
+                v = maj * 1000 + min * 10;
+        }
+        keep = len < 64 ? len : 64;         /* a string across two reads */
+        memmove(buf, buf + len - keep, keep);
+    }
+    fclose(f);
+    return v;
+}
+
 /* Tries one name; 1 loaded, 0 absent, -1 unusable (reason in why). */
-static int try_lib(const char *path, char *why, size_t whylen)
+static int try_lib(const char *path, int driver, char *why, size_t whylen)
 {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h)
@@ -87,38 +124,69 @@ static int try_lib(const char *path, char *why, size_t whylen)
         dlclose(h);
         return -1;
     }
+    /* As for NVRTC: a libnccl built for a newer CUDA than the driver's
+     * fails at its first call; the next library may fit. */
+    nc.lib_self = dlsym(h, "ncclGetVersion");
+    int cuda = built_for_cuda(path);
+    if (driver && cuda > driver) {
+        snprintf(why, whylen, "NCCL %s was built for CUDA %d.%d, and the driver supports CUDA %d.%d (install "
+                 "an NCCL for this CUDA, or name one in CDDP_LIBNCCL)", path, cuda / 1000, cuda % 1000 / 10,
+                 driver / 1000, driver % 1000 / 10);
+        memset(&nc, 0, sizeof nc);
+        dlclose(h);
+        return -1;
+    }
     nc.lib = h;
     return 1;
 }
 
-int rt_nccl_load(int *version, char *why, size_t whylen)
+int rt_nccl_load(int driver, int *version, char *why, size_t whylen)
 {
     if (!nc.lib) {
         const char *env = getenv("CDDP_LIBNCCL");
+        char first[512] = "";
+        int r = 0;
         if (env && *env) {
-            int r = try_lib(env, why, whylen);
-            if (r == 0)
-                snprintf(why, whylen, "NCCL missing: cannot load CDDP_LIBNCCL=%s (%s)", env, dlerror());
-            if (r != 1)
+            /* several, separated by ':': the first one that fits */
+            char list[1024], *save = NULL;
+            snprintf(list, sizeof list, "%s", env);
+            for (char *t = strtok_r(list, ":", &save); t && r != 1; t = strtok_r(NULL, ":", &save)) {
+                char w[512] = "";
+                r = try_lib(t, driver, w, sizeof w);
+                if (r < 0 && !*first)
+                    snprintf(first, sizeof first, "%s", w);
+            }
+            if (r != 1) {
+                if (*first)
+                    snprintf(why, whylen, "%s", first);
+                else
+                    snprintf(why, whylen, "NCCL missing: cannot load CDDP_LIBNCCL=%s (%s)", env, dlerror());
                 return -1;
+            }
         } else {
             /* the loader's path, then the toolkit's homes (NCCL often
              * sits beside the CUDA libraries) */
             const char *homes[3] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
-            int r = try_lib("libnccl.so.2", why, whylen);
-            for (int d = 0; r == 0 && d < 6; d++) {
-                const char *home = homes[d / 2];
-                if (!home || !*home)
-                    continue;
-                char path[300];
-                snprintf(path, sizeof path, "%s/%s/libnccl.so.2", home, d % 2 ? "lib" : "lib64");
-                r = try_lib(path, why, whylen);
+            for (int d = -1; r != 1 && d < 6; d++) {
+                char path[300] = "libnccl.so.2", w[512] = "";
+                if (d >= 0) {
+                    const char *home = homes[d / 2];
+                    if (!home || !*home)
+                        continue;
+                    snprintf(path, sizeof path, "%s/%s/libnccl.so.2", home, d % 2 ? "lib" : "lib64");
+                }
+                r = try_lib(path, driver, w, sizeof w);
+                if (r < 0 && !*first)
+                    snprintf(first, sizeof first, "%s", w);
             }
-            if (r == 0)
-                snprintf(why, whylen, "NCCL missing: cannot load libnccl.so.2 (install NCCL, add "
-                         "its directory to LD_LIBRARY_PATH, or set CDDP_LIBNCCL)");
-            if (r != 1)
+            if (r != 1) {
+                if (*first)
+                    snprintf(why, whylen, "%s", first);
+                else
+                    snprintf(why, whylen, "NCCL missing: cannot load libnccl.so.2 (install NCCL, add "
+                             "its directory to LD_LIBRARY_PATH, or set CDDP_LIBNCCL)");
                 return -1;
+            }
         }
     }
     int v = 0;
@@ -127,7 +195,7 @@ int rt_nccl_load(int *version, char *why, size_t whylen)
     return 0;
 }
 
-int rt_nccl_init(rt_nccl *n)
+int rt_nccl_init(rt_nccl *n, rt_cuda *cu)
 {
     memset(n, 0, sizeof n[0]);
     nccl_id id;
@@ -142,7 +210,18 @@ int rt_nccl_init(rt_nccl *n)
     n->rank = rt_world.rank;
     n->size = rt_world.size;
     nc.ncclGetVersion(&n->version);
-    return 0;
+    /* One eager all-reduce, waited for, before anything is captured: NCCL
+     * sets up its connections at a communicator's first collective, which
+     * must not happen inside a CUDA graph capture (NCCL's advice for
+     * graphs). It also shows a broken fabric here, not in the first step. */
+    CUdeviceptr one = 0;
+    int rc = rt_cuda_alloc(cu, &one, sizeof(float), "NCCL's first all-reduce") ||
+             CU_CHECK(rt_cu.cuMemsetD32Async(one, 0, 1, cu->stream)) ||
+             NC_CHECK(nc.ncclAllReduce((void *)(uintptr_t)one, (void *)(uintptr_t)one, 1, NCCL_FLOAT32,
+                                       NCCL_SUM, c, cu->stream)) ||
+             rt_cuda_wait(cu, "NCCL's first all-reduce (connecting the ranks)");
+    rt_cuda_free(one);
+    return rc ? -1 : 0;
 }
 
 int rt_nccl_allreduce_avg(rt_nccl *n, CUdeviceptr buf, size_t count, CUstream s, int bucket)

@@ -358,7 +358,7 @@ int main(int argc, char **argv)
     }
     rt_cuda cu;
     char why[640];
-    if (rt_cuda_open(&cu, 0, why, sizeof why) != 0) {
+    if (rt_cuda_open(&cu, 0, 1, why, sizeof why) != 0) {
         fprintf(stderr, "kernel_check: %s\n", why);
         return 1;
     }

@@ -298,7 +298,7 @@ int main(int argc, char **argv)
     }
     test_sha256();
     char why[640];
-    if (rt_nvrtc_load(0, why, sizeof why) != 0) {
+    if (rt_nvrtc_load(0, 0, NULL, why, sizeof why) != 0) {
         fprintf(stderr, "FAIL: %s\n", why);
         return 1;
     }
