@@ -2,9 +2,15 @@
 #   make deps    install what is missing (Debian packages)
 #   make data    lay out data/fashion-mnist and data/mnist
 #   make demo    deps + build + data, then compile models/mnist.net and train it
-#   make test    the whole suite (no GPU needed); SAN=1 runs it under ASan+UBSan
+#   make check   the fast tier of tests/SUITE (under 2 minutes)
+#   make test    check + test tiers, in parallel (no GPU needed); SAN=1 runs it under ASan+UBSan
+#   make test-slow  the slow tier (accuracy epochs, mutants); make test-all: every tier
 #   make bench   epoch time against PyTorch, measured in the same run; 1 vs 2 ranks
 CC      ?= cc
+# build on every core unless told otherwise (make -jN still wins)
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
 CFLAGS  := -std=c11 -O2 -g -Wall -Wextra
 ifeq ($(WERROR),1)
 CFLAGS  += -Werror
