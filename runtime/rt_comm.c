@@ -70,7 +70,7 @@ void rt_comm_bcast_f32(float *x, int64_t n, const char *what) { (void)x, (void)n
 void rt_comm_bcast_bytes(void *x, int64_t n, const char *what) { (void)x, (void)n, (void)what; }
 void rt_comm_sum_f64(double *x, int64_t n, const char *what) { (void)x, (void)n, (void)what; }
 void rt_comm_allreduce_bucket(float *x, int64_t n, int bucket) { (void)x, (void)n, (void)bucket; }
-void rt_sync_sum(float *x, int64_t n) { (void)x, (void)n; }
+void rt_comm_sync_sum(float *x, int64_t n) { (void)x, (void)n; }
 void rt_comm_send(const void *buf, int64_t bytes, const char *what)
 {
     (void)buf, (void)bytes, (void)what;
@@ -92,7 +92,7 @@ void rt_comm_allgather_bytes(const void *mine, void *all, int64_t each, const ch
  * sleeps on a condition variable (CLOCK_MONOTONIC) until the earliest
  * deadline or until a slot changes; it never polls. */
 enum { SLOT_MAIN = 0, SLOT_COMM = 1, NSLOT = 2 };
-static MPI_Comm sync_comm = MPI_COMM_NULL;     /* rt_sync_sum's (see there) */
+static MPI_Comm sync_comm = MPI_COMM_NULL;     /* rt_comm_sync_sum's (see there) */
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -497,7 +497,7 @@ void rt_comm_allreduce_bucket(float *x, int64_t n, int bucket)
  * communicator of their own: the comm thread may be all-reducing a
  * gradient bucket on MPI_COMM_WORLD at the same time, and two threads'
  * collectives on one communicator could pair up wrongly across ranks. */
-void rt_sync_sum(float *x, int64_t n)
+void rt_comm_sync_sum(float *x, int64_t n)
 {
     if (rt_world.size <= 1)
         return;

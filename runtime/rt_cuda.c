@@ -24,7 +24,7 @@
  * libraries to load instead of the system's (the toolkit's stub driver, a
  * fake driver for tests); CDDP_CUDA_TIMEOUT bounds every wait (seconds,
  * default 600); CDDP_CUDA_DUMP=FILE writes the full NVRTC source there. */
-#include "rt_internal.h"
+#include "rt_cuda.h"
 #include "rt_cuda_kernels.h"
 #include <dlfcn.h>
 #include <errno.h>
@@ -319,7 +319,11 @@ int rt_nvrtc_load(int driver, int cc, int *arch, char *why, size_t whylen)
                 snprintf(archwhy, sizeof archwhy, "NVRTC %d.%d (%s) cannot compile for sm_%d, the "
                          "architecture of this GPU (it knows sm_%d to sm_%d); install an NVRTC that does "
                          "and name it in CDDP_LIBNVRTC", nv.major, nv.minor, nv.path, cc, lo, hi);
-            if (a && (a == cc ? best_a != cc : a > best_a && best_a != cc)) {
+            /* better: the first usable one for any device (cc 0); the
+             * device's own architecture over a lower minor; a higher
+             * minor over a lower one */
+            const int better = !cc ? !best.lib : a == cc ? best_a != cc : a > best_a && best_a != cc;
+            if (a && better) {
                 if (best.lib)
                     dlclose(best.lib);
                 best = nv;

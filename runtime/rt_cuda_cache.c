@@ -17,7 +17,7 @@
  * no file or a complete one, and since all writers write the same bytes
  * it does not matter whose rename lands last. Failing to write the cache
  * (read-only home, full disk) is a warning, never an error. */
-#include "rt_internal.h"
+#include "rt_cuda.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>

@@ -3,17 +3,18 @@
  *
  * The communicator is bootstrapped the usual way: rank 0 asks NCCL for a
  * unique id and broadcasts it over MPI (the launcher's world), then every
- * rank joins with its MPI rank. Gradient all-reduces are enqueued on the
- * device loop's comm stream (rt_cuda_train.c captures them into the step's
- * CUDA graph) with ncclAvg, so the average over ranks costs no extra
- * kernel. NCCL ops do not return errors for a peer that died: that shows
+ * rank joins with its MPI rank. The communicator is the CUDA device's
+ * rt_coll (rt_coll_nccl): gradient buckets are averaged on the device's
+ * comm stream (captured into the step's CUDA graph) with ncclAvg, so the
+ * average over ranks costs no extra kernel; SyncBatchNorm's sums and the
+ * loss scaler's flag are ncclSum, the buffers an ncclBroadcast. NCCL ops do not return errors for a peer that died: that shows
  * up as an asynchronous error or as no progress, which rt_cuda_event_wait
  * polls through rt_nccl_check while it waits.
  *
  * Test hooks: CDDP_LIBNCCL names the library to load (a fake one in
  * tests/unit/fake_cuda.c); CDDP_NCCL_FORCE=1 runs the NCCL path with a
  * single rank (tests/gpu/run.sh: one lent GPU). */
-#include "rt_internal.h"
+#include "rt_cuda.h"
 #include <dlfcn.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@ typedef struct nccl_api {
     int (*ncclCommAbort)(nccl_comm c);
     int (*ncclCommGetAsyncError)(nccl_comm c, int *r);
     int (*ncclAllReduce)(const void *s, void *r, size_t n, int type, int op, nccl_comm c, CUstream st);
+    int (*ncclBroadcast)(const void *s, void *r, size_t n, int type, int root, nccl_comm c, CUstream st);
 } nccl_api;
 static nccl_api nc;
 
@@ -45,7 +47,7 @@ typedef struct nsym { const char *name; size_t off; } nsym;
 static const nsym nc_syms[] = {
     NC_SYM(ncclGetVersion), NC_SYM(ncclGetErrorString), NC_SYM(ncclGetUniqueId),
     NC_SYM(ncclCommInitRank), NC_SYM(ncclCommDestroy), NC_SYM(ncclCommAbort),
-    NC_SYM(ncclCommGetAsyncError), NC_SYM(ncclAllReduce),
+    NC_SYM(ncclCommGetAsyncError), NC_SYM(ncclAllReduce), NC_SYM(ncclBroadcast),
 };
 
 static const char *nc_text(int r)
@@ -224,28 +226,59 @@ int rt_nccl_init(rt_nccl *n, rt_cuda *cu)
     return rc ? -1 : 0;
 }
 
-int rt_nccl_allreduce_avg(rt_nccl *n, CUdeviceptr buf, size_t count, CUstream s, int bucket)
+/* ---- rt_coll over NCCL: device memory, on the stream given ---------------- */
+static int nccl_reduce(rt_coll *c, void *x, int64_t n, int op, void *q, const char *what, int bucket)
 {
-    void *p = (void *)(uintptr_t)buf;
-    int r = nc.ncclAllReduce(p, p, count, NCCL_FLOAT32, NCCL_AVG, n->comm, s);
-    if (r != NCCL_SUCCESS) {
-        rt_err("NCCL error %d (%s) enqueuing the all-reduce of bucket %d (%zu floats)", r, nc_text(r),
-               bucket, count);
-        return -1;
-    }
-    return 0;
+    rt_nccl *nn = c->impl;
+    int r = nc.ncclAllReduce(x, x, (size_t)n, NCCL_FLOAT32, op, nn->comm, (CUstream)q);
+    if (r == NCCL_SUCCESS)
+        return 0;
+    if (bucket >= 0)
+        rt_err("NCCL error %d (%s) enqueuing the all-reduce of bucket %d (%lld floats)", r, nc_text(r), bucket,
+               (long long)n);
+    else
+        rt_err("NCCL error %d (%s) enqueuing %s (%lld floats)", r, nc_text(r), what, (long long)n);
+    return -1;
 }
 
-int rt_nccl_allreduce_sum(rt_nccl *n, CUdeviceptr buf, size_t count, CUstream s, const char *kernel)
+static int nccl_bucket_avg(rt_coll *c, void *x, int64_t n, int bucket, void *q)
 {
-    void *p = (void *)(uintptr_t)buf;
-    int r = nc.ncclAllReduce(p, p, count, NCCL_FLOAT32, NCCL_SUM, n->comm, s);
-    if (r != NCCL_SUCCESS) {
-        rt_err("NCCL error %d (%s) enqueuing the all-reduce after kernel %s (%zu floats)", r, nc_text(r),
-               kernel, count);
-        return -1;
-    }
-    return 0;
+    return nccl_reduce(c, x, n, NCCL_AVG, q, "a gradient bucket", bucket);
+}
+
+static int nccl_sum_f32(rt_coll *c, void *x, int64_t n, const char *what, void *q)
+{
+    char w[160];
+    snprintf(w, sizeof w, "the all-reduce after kernel %s", what);
+    return nccl_reduce(c, x, n, NCCL_SUM, q, w, -1);
+}
+
+static int nccl_any(rt_coll *c, void *flag, void *q)
+{
+    return nccl_reduce(c, flag, 1, NCCL_SUM, q, "the loss scaler's found_inf all-reduce", -1);
+}
+
+static int nccl_bcast_f32(rt_coll *c, void *x, int64_t n, const char *what, void *q)
+{
+    rt_nccl *nn = c->impl;
+    int r = nc.ncclBroadcast(x, x, (size_t)n, NCCL_FLOAT32, 0, nn->comm, (CUstream)q);
+    if (r == NCCL_SUCCESS)
+        return 0;
+    rt_err("NCCL error %d (%s) enqueuing %s (%lld floats)", r, nc_text(r), what, (long long)n);
+    return -1;
+}
+
+/* host scalars: over MPI, the world the communicator was made from */
+static void nccl_sum_f64(rt_coll *c, double *x, int64_t n, const char *what)
+{
+    (void)c;
+    rt_comm_sum_f64(x, n, what);
+}
+
+void rt_coll_nccl(rt_coll *c, rt_nccl *n)
+{
+    *c = (rt_coll){"nccl", n->rank, n->size, 1, n, nccl_bucket_avg, nccl_sum_f32, nccl_any, nccl_bcast_f32,
+                   nccl_sum_f64};
 }
 
 int rt_nccl_check(void *arg, const char *what)

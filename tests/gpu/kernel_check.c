@@ -46,7 +46,7 @@
 #include PROGRAM_C
 #undef main
 
-#include "rt_internal.h"
+#include "rt_cuda.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -210,7 +210,9 @@ int ncclCommGetAsyncError(ncclComm_t c, int *r)
     return SUCCESS;
 }
 
-/* One captured all-reduce: what it reduces, for when the graph runs. */
+/* One captured all-reduce (or broadcast): what it reduces, for when the
+ * graph runs. */
+enum { BCAST = -1 };
 typedef struct ar { ncclComm_t c; float *buf; size_t count; int op; } ar;
 
 static int run_allreduce(void *arg)
@@ -229,7 +231,10 @@ static int run_allreduce(void *arg)
         }
         for (size_t i = 0; i < a->count; i += (size_t)1 << 30) {
             size_t k = a->count - i < ((size_t)1 << 30) ? a->count - i : (size_t)1 << 30;
-            MPI_Allreduce(MPI_IN_PLACE, a->buf + i, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            if (a->op == BCAST)
+                MPI_Bcast(a->buf + i, (int)k, MPI_FLOAT, 0, MPI_COMM_WORLD);
+            else
+                MPI_Allreduce(MPI_IN_PLACE, a->buf + i, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         }
     }
     if (a->op == AVG) {
@@ -240,25 +245,48 @@ static int run_allreduce(void *arg)
     return 0;
 }
 
+static int enqueue_coll(const char *fn, const void *send, void *recv, size_t count, int type, int op,
+                        ncclComm_t c, void *stream);
+
 int ncclAllReduce(const void *send, void *recv, size_t count, int type, int op, ncclComm_t c, void *stream)
+{
+    if (op == BCAST) {
+        say("ncclAllReduce: op %d", op);
+        return INVALID_ARGUMENT;
+    }
+    return enqueue_coll("ncclAllReduce", send, recv, count, type, op, c, stream);
+}
+
+/* rank 0's buffer to every rank (the runtime broadcasts from rank 0 only) */
+int ncclBroadcast(const void *send, void *recv, size_t count, int type, int root, ncclComm_t c, void *stream)
+{
+    if (root != 0) {
+        say("ncclBroadcast: root %d (the runtime broadcasts rank 0's)", root);
+        return INVALID_ARGUMENT;
+    }
+    return enqueue_coll("ncclBroadcast", send, recv, count, type, BCAST, c, stream);
+}
+
+static int enqueue_coll(const char *fn, const void *send, void *recv, size_t count, int type, int op,
+                        ncclComm_t c, void *stream)
 {
     if (!valid(c) || hooks() != 0)
         return INVALID_ARGUMENT;
-    if (type != FLOAT32 || (op != SUM && op != AVG)) {
-        say("ncclAllReduce: type %d op %d (the runtime reduces float32 with sum or avg)", type, op);
+    if (type != FLOAT32 || (op != SUM && op != AVG && op != BCAST)) {
+        say("%s: type %d op %d (the runtime reduces float32 with sum or avg)", fn, type, op);
         return INVALID_ARGUMENT;
     }
     if (send != recv) {
-        say("ncclAllReduce: not in place");
+        say("%s: not in place", fn);
         return INVALID_ARGUMENT;
     }
     if (!stream) {
-        say("ncclAllReduce on the legacy default stream");
+        say("%s on the legacy default stream", fn);
         return INVALID_USAGE;
     }
     if (c->enqueued == 0 && capturing(stream)) {
-        say("ncclAllReduce: the communicator's first collective is inside a stream capture (it connects "
-            "the ranks: run one collective eagerly first)");
+        say("%s: the communicator's first collective is inside a stream capture (it connects "
+            "the ranks: run one collective eagerly first)", fn);
         return INVALID_USAGE;
     }
     c->enqueued++;
@@ -267,7 +295,7 @@ int ncclAllReduce(const void *send, void *recv, size_t count, int type, int op, 
     if (!a)
         return SYSTEM_ERROR;
     *a = (ar){c, recv, count, op};
-    int r = host_op(stream, run_allreduce, a, recv, count * sizeof(float), "ncclAllReduce");
+    int r = host_op(stream, run_allreduce, a, recv, count * sizeof(float), fn);
     if (r) {
         free(a);
         return r == 2 ? SYSTEM_ERROR : INVALID_ARGUMENT;

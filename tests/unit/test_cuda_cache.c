@@ -8,7 +8,7 @@
  * compiled together with the runtime's own kernels and layout checks for
  * sm_80 and sm_90, as a program would at start-up.
  * Exit status 0 when every check passed. */
-#include "rt_internal.h"
+#include "rt_cuda.h"
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
