@@ -113,9 +113,9 @@ typedef struct cpu_dev {
     rt_prof tprof, eprof;
     rt_instr tin, ein;
     const int32_t *order;
-    int64_t per_rank, batch;
+    rt_shape sh;
+    int64_t batch;
     double *steploss, *amp_log;     /* [nbatch] per batch of the epoch; [2 nbatch] (scale, found_inf) */
-    int64_t nbatch;
     double secs;                    /* the epoch's training time */
     double eval[2];
     int evaluated;
@@ -141,7 +141,7 @@ static int cpu_train(rt_device *d, int64_t b0, int64_t b1, int64_t step0)
     e->img = c->train->img;
     e->lab = c->train->lab;
     for (int64_t b = b0; b < b1; b++) {
-        int n = (int)(c->per_rank - b * c->batch < c->batch ? c->per_rank - b * c->batch : c->batch);
+        int n = rt_batch_rows(&c->sh, c->batch, b);
         memcpy(w->idx, c->order + b * c->batch, (size_t)n * sizeof(int32_t));
         e->n = n;
         c->tin.step = step0 + (b - b0) + 1;
@@ -171,8 +171,7 @@ static int cpu_evaluate(rt_device *d)
     rt_ws *w = c->w;
     rt_exec *e = &c->e;
     const rt_dataset *test = c->test;
-    const int64_t W = c->coll->size, r = c->coll->rank;
-    const int64_t lo = test->n * r / W, hi = test->n * (r + 1) / W;
+    const int64_t lo = c->sh.test_lo, hi = c->sh.test_hi;
     double sums[2] = {0, 0};    /* loss, correct */
     if (rt_coll_bcast_buffers(c->coll, c->m, w->param, NULL) != 0)
         return -1;
@@ -255,14 +254,11 @@ int rt_cpu_dev_open(rt_device *dev, const rt_model *m, const rt_opts *o, rt_ws *
     c->train = train;
     c->test = test;
     c->batch = o->batch;
-    /* the sampler's shard size: the loop's sampler agrees (same inputs) */
-    const int64_t W = coll->size;
-    c->per_rank = o->drop_last ? train->n / W : (train->n + W - 1) / W;
-    c->nbatch = o->drop_last ? c->per_rank / c->batch : (c->per_rank + c->batch - 1) / c->batch;
+    c->sh = rt_loop_shape(o, train->n, test->n, coll->rank, coll->size);
     c->amp = st->amp;
-    if (!(c->steploss = rt_alloc_n(3 * c->nbatch + 1, sizeof(double), "step losses")))
+    if (!(c->steploss = rt_alloc_n(3 * c->sh.nbatch + 1, sizeof(double), "step losses")))
         return -1;
-    c->amp_log = c->steploss + c->nbatch;
+    c->amp_log = c->steploss + c->sh.nbatch;
     if (o->profile && (!(c->tprof.secs = rt_alloc_n(m->train.nk, sizeof(double), "profile")) ||
                        !(c->eprof.secs = rt_alloc_n(m->eval.nk, sizeof(double), "profile"))))
         return -1;

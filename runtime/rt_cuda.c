@@ -16,7 +16,7 @@
  *     cuStreamQuery against a deadline (rt_cuda_wait), and host<->device
  *     copies go through a pinned staging buffer so they too are waited for
  *     that way, never inside a blocking driver call;
- *   - one device (the rank's local rank), its primary context, one
+ *   - one device (rt_cuda_open says which), its primary context, one
  *     non-blocking stream for the model (the device loop adds a comm
  *     stream when it all-reduces with NCCL).
  *

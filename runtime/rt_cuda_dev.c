@@ -643,9 +643,10 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
     const int64_t batch = o->batch, N = train->n, NV = test->n;
     /* this rank's samples: its DistributedSampler shard (as the loop's
      * sampler computes it), and a contiguous block of the test set */
-    const int64_t per_rank = d->per_rank = o->drop_last ? N / W : (N + W - 1) / W;
-    const int64_t nbatch = d->nbatch = o->drop_last ? per_rank / batch : (per_rank + batch - 1) / batch;
-    const int64_t vlo = NV * rank / W, nv_mine = NV * (rank + 1) / W - vlo;
+    const rt_shape sh = rt_loop_shape(o, N, NV, (int)rank, (int)W);
+    const int64_t per_rank = d->per_rank = sh.per_rank;
+    const int64_t nbatch = d->nbatch = sh.nbatch;
+    const int64_t vlo = sh.test_lo, nv_mine = sh.test_hi - sh.test_lo;
     d->nbatch_v = (nv_mine + nmax - 1) / nmax;
     const int64_t img_size = train->rows * train->cols;
     const int64_t units = max64(m->train.act_units, m->eval.act_units);

@@ -405,6 +405,14 @@ typedef struct rt_start {
     rt_amp amp;
 } rt_start;
 void rt_start_init(rt_start *s, const rt_model *m, const rt_resume *rs);
+/* The shape of an epoch, the same for the loop and its devices: this
+ * rank's DistributedSampler shard (per_rank samples, as rt_sampler
+ * computes it), its batches (nbatch), and its contiguous block [lo, hi) of
+ * the test set (every sample once over the ranks, no padding). */
+typedef struct rt_shape { int64_t per_rank, nbatch, test_lo, test_hi; } rt_shape;
+rt_shape rt_loop_shape(const rt_opts *o, int64_t ntrain, int64_t ntest, int rank, int world);
+/* rows of batch b (the last one may be short) */
+int rt_batch_rows(const rt_shape *s, int64_t batch, int64_t b);
 /* The learning rate of epoch `epoch` (1-based): --lr (or the train
  * block's) through the model's schedule (cddprt.h, rt_model.sched). */
 float rt_lr_at(const rt_model *m, float lr, int epoch);

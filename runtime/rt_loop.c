@@ -61,10 +61,26 @@ double rt_step_loss(const rt_model *m, double sum, double rows)
     return m->reduction == RT_RED_MEAN ? sum / rows : sum;
 }
 
+rt_shape rt_loop_shape(const rt_opts *o, int64_t ntrain, int64_t ntest, int rank, int world)
+{
+    rt_shape s;
+    s.per_rank = o->drop_last ? ntrain / world : (ntrain + world - 1) / world;
+    s.nbatch = o->drop_last ? s.per_rank / o->batch : (s.per_rank + o->batch - 1) / o->batch;
+    s.test_lo = ntest * rank / world;
+    s.test_hi = ntest * (rank + 1) / world;
+    return s;
+}
+
+int rt_batch_rows(const rt_shape *s, int64_t batch, int64_t b)
+{
+    return (int)(s->per_rank - b * batch < batch ? s->per_rank - b * batch : batch);
+}
+
 /* rows of batch b of a shard of per_rank samples */
 static int batch_rows(int64_t per_rank, int64_t batch, int64_t b)
 {
-    return (int)(per_rank - b * batch < batch ? per_rank - b * batch : batch);
+    const rt_shape s = {per_rank, 0, 0, 0};
+    return rt_batch_rows(&s, batch, b);
 }
 
 typedef struct loop {
@@ -91,10 +107,14 @@ static void add_steps(loop *L, int64_t skip, int64_t n, double *loss, double *ro
     }
 }
 
+/* What a checkpoint saves: epoch `epoch` to continue at batch `skip`,
+ * after `step` steps, with its sums so far; the scaler's state from the
+ * device (fp16). The one place a run's position is put together. */
 static rt_resume position(int epoch, int64_t step, int64_t skip, double loss, double rows, double secs,
                           const rt_dev_out *d, const rt_amp *amp)
 {
-    rt_resume st = {1, epoch, step, skip, loss, rows, secs, step, 1.0f, 0, 0};
+    rt_resume st = {.active = 1, .epoch = epoch, .step = step, .skip = skip, .loss_sum = loss, .rows = rows,
+                    .secs = secs, .opt_steps = step, .scale = 1.0f};
     if (amp->on) {
         st.scale = d->amp_scale;
         st.tracker = d->amp_tracker;
@@ -116,8 +136,14 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
     rt_sampler smp;
     if (rt_sampler_init(&smp, ntrain, coll->rank, coll->size, o->shuffle, o->drop_last, o->seed) != 0)
         return -1;
-    loop L = {m, o, dev, coll, smp.per_rank, 0, o->batch, coll->size, NULL, NULL, NULL, NULL, 0};
-    L.nbatch = o->drop_last ? L.per_rank / L.batch : (L.per_rank + L.batch - 1) / L.batch;
+    const rt_shape shape = rt_loop_shape(o, ntrain, ntest, coll->rank, coll->size);
+    loop L = {m, o, dev, coll, shape.per_rank, shape.nbatch, o->batch, coll->size, NULL, NULL, NULL, NULL, 0};
+    if (shape.per_rank != smp.per_rank) {     /* one formula, two places: say so if they ever part */
+        rt_err("the loop's shard (%lld samples) is not the sampler's (%lld)", (long long)shape.per_rank,
+               (long long)smp.per_rank);
+        rt_sampler_free(&smp);
+        return -1;
+    }
     const int64_t epoch_samples = o->drop_last ? L.nbatch * L.batch : L.per_rank;   /* this rank's */
     int rc = -1;
     double *buf = rt_alloc_n(4 * L.nbatch + 1, sizeof(double), "step losses");

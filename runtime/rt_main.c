@@ -77,8 +77,8 @@ static void usage(const rt_model *m, const rt_opts *d)
            "                        failed or hung; default %g)\n"
            "  --help, --version\n"
            "Options take '--opt VALUE' or '--opt=VALUE'. Several ranks: mpirun -np N %s ...\n"
-           "(--batch is per rank; gradients are averaged over the ranks; GPU ranks use the\n"
-           "GPU of their local rank and NCCL).\n",
+           "(--batch is per rank; gradients are averaged over the ranks; GPU ranks use NCCL and\n"
+           "one GPU each: CDDP_CUDA_DEVICE, else the only one visible, else the local rank's).\n",
            rt_prog, m->name, m->source ? m->source : "?", d->data_dir, d->threads, d->epochs,
            d->batch, (double)d->lr, (unsigned long long)d->seed, d->shuffle ? "on" : "off",
            d->drop_last ? "on" : "off", d->comm_timeout, rt_prog);
@@ -410,7 +410,7 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
 {
     /* auto: the GPU when a driver, a device and NVRTC are there (and NCCL
      * with several ranks); any of them missing means the CPU, said only
-     * in the header line. Each rank takes the GPU of its local rank. */
+     * in the header line. Which GPU a rank takes: rt_cuda_open. */
     rt_gpu *gpu = NULL;
     char why[640] = "";
     const char *force = getenv("CDDP_NCCL_FORCE");

@@ -12,7 +12,11 @@
  *      is (loss so far + the new steps) / (rows so far + new rows);
  *   5. the step log: step numbers, epochs, and each step's loss as the
  *      global batch's mean (sum / rows), the epoch line's exact mean, the
- *      learning rate of each epoch through a StepLR schedule.
+ *      learning rate of each epoch through a StepLR schedule; ranges of
+ *      single steps only for a device that runs them as asked, while a
+ *      progress bar is drawn;
+ *   6. the gradient buckets' schedule (rt_buckets.c), and an inconsistent
+ *      bucket table refused with the reason.
  * Expected values are computed here from the script, not by the loop's
  * code. Exit status 0 when every check passes. */
 #include "rt_internal.h"
@@ -329,6 +333,34 @@ int main(void)
     calls_of(&r.s, 'T', buf, sizeof buf);
     CHECK(r.rc == 0 && !strcmp(buf, "0:5 5:10 10:13 0:2 2:7 7:12 12:13"), "async device, progress bar: ranges %s",
           buf);
+
+    /* 6. the bucket schedule both devices follow (rt_buckets.c): the
+     * tables, and a table that does not fit the plan refused with why */
+    {
+        rt_model bm = model();
+        static const rt_kernel ks[6] = {{NULL, "f", RT_PH_FORWARD}, {NULL, "b1", RT_PH_BACKWARD},
+                                        {NULL, "b2", RT_PH_BACKWARD}, {NULL, "b3", RT_PH_BACKWARD},
+                                        {NULL, "o1", RT_PH_OPTIMIZER}, {NULL, "o2", RT_PH_OPTIMIZER}};
+        bm.train.k = ks;
+        bm.train.nk = 6;
+        bm.param_floats = 10;
+        /* bucket 0 complete after kernel 1, updated by 4; bucket 1 after 3, by 5 */
+        static const rt_bucket good[2] = {{6, 4, 1, 4, 1}, {0, 6, 3, 5, 1}};
+        bm.buckets = good;
+        bm.nbuckets = 2;
+        rt_bsched bs;
+        int ok2 = rt_bsched_init(&bs, &bm) == 0;
+        const int lu[6] = {0, 1, 1, 2, 2, 2}, wu[6] = {0, 0, 0, 0, 1, 2};
+        for (int k = 0; ok2 && k < 6; k++)
+            ok2 = bs.launch_upto[k] == lu[k] && bs.wait_upto[k] == wu[k];
+        CHECK(ok2, "bucket schedule: launch_upto / wait_upto as the table says");
+        rt_bsched_free(&bs);
+        /* bucket 1 updated (kernel 2) before it is complete (kernel 3) */
+        static const rt_bucket bad[2] = {{6, 4, 1, 4, 1}, {0, 6, 3, 2, 1}};
+        bm.buckets = bad;
+        fflush(stdout);
+        CHECK(rt_bsched_init(&bs, &bm) != 0, "a bucket updated before it is complete is refused (stderr says which)");
+    }
 
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
