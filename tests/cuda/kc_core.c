@@ -17,7 +17,9 @@
  *     3. the error scale: the C kernel on P with every float perturbed by
  *        a random relative 1e-6, NPERTURB times; the widest move of each
  *        element (a sum that cancels to near zero carries the rounding of
- *        its large terms, and this measures exactly that, for any kernel);
+ *        its large terms, and this measures exactly that, for any kernel).
+ *        It only widens the bounds below, so it is made only when a
+ *        comparison fails without it (four C runs saved almost always);
  *     4. the backend runs the CUDA kernel on P with its launch geometry
  *        (program.c's rt_cuda_launch, through rt_cuda_grid as the runtime
  *        does), once per thread order it can run, and every arena comes
@@ -29,8 +31,10 @@
  *
  * Judging, element by element (start = before the kernel, ref = the C
  * result, got = the backend's):
- *   - an element the C kernel left alone must come back bit for bit: a
- *     kernel that writes rows >= n or outside its outputs is caught;
+ *   - an act element the C kernel left alone must come back bit for bit:
+ *     a kernel that writes rows >= n or outside its outputs is caught
+ *     (elsewhere unchanged bits do not prove that nothing was written:
+ *     see judge_region);
  *   - NaN must meet NaN: a skipped output stays poisoned, an output read
  *     before it was written spreads the poison;
  *   - an integer kept in a float arena (a label: its bits read as a
@@ -73,6 +77,9 @@ static uint64_t rng_state = 0x243f6a8885a308d3ull;
 
 static const rt_model *M;
 static const kc_backend *B;
+
+static int nchecks, nfailed, nscaled; /* nscaled: comparisons that needed the error scale */
+static int64_t npoisoned, nreadfirst; /* outputs poisoned; outputs read before written (left as they were) */
 
 /* ---- random numbers (splitmix64: the same stream on every host) ---------- */
 static uint64_t rnd(void)
@@ -223,11 +230,20 @@ static void poison(const rt_plan *pl, int k, const kc_state *S, const kc_state *
                             memcmp(tmp->opt, R->opt, (size_t)d->opt * 4) ||
                             memcmp(tmp->stat, R->stat, (size_t)d->stat * 8);
         if (!fixed && !differs)
-            return;
+            goto counted;
         if (!fixed)
             break;
     }
-    st_copy(P, S, d);
+    st_copy(P, S, d); /* a poisoned input feeds a reduction: poison nothing */
+counted:
+    for (int a = A_ACT; a <= A_FIX; a++) {
+        const float *s = farena(S, a), *r = farena(R, a), *p = farena(P, a);
+        for (int64_t i = 0; i < arena_n(d, a); i++)
+            if (!same_f(r[i], s[i])) {
+                npoisoned += isnan(p[i]) && !isnan(s[i]);
+                nreadfirst += !isnan(p[i]);
+            }
+    }
 }
 
 /* t := s with every normal float scaled by 1 + PERTURB * U(-1, 1). Zeros,
@@ -481,7 +497,6 @@ typedef struct kstat {
     int ok;
 } kstat;
 
-static int nchecks, nfailed, nscaled; /* nscaled: comparisons that needed the error scale */
 
 static void dims_for(kc_dims *d, int nmax)
 {
@@ -906,6 +921,8 @@ int kc_main(int argc, char **argv, const rt_model *m, const kc_backend *b, const
     b->close(b->ctx);
     free(sizes);
     ok = ok && !nfailed && !kernels_failed;
+    printf("\npoisoned %" PRId64 " act/fix outputs with NaN; %" PRId64 " more are read before written and kept\n",
+           npoisoned, nreadfirst);
     printf("\nkernels: %s on the %s: %d checks of %d kernels (%d needed the error scale), %d failed, max rel diff "
            "%.2e (tol %g), scaled %.2e (limit %g)%s%s: %s\n",
            m->name, b->name, nchecks, kernels, nscaled, nfailed, worst1, tol, worst2, limit, extra[0] ? "; " : "",
