@@ -10,6 +10,7 @@
 # uses (CC, -Iruntime -Itests/cuda, kc_gpu.c kc_core.c kc_program.c).
 #
 # Usage: tests/cuda/kernel_check_gpu.sh CDDPC FAKE_LIBCUDA MODEL.net [kernel_check options]
+# CC and CDDPC_CFLAGS (e.g. sanitizer flags) are honoured.
 # Skips (exit 0) only when the CUDA toolkit is absent (NVRTC compiles the
 # module the fake driver loads).
 set -eu
@@ -32,7 +33,7 @@ unset CDDP_LIBNVRTC FAKE_CUDA_KERNELS
 "$CDDPC" "$MODEL" --emit c "$W/emit"
 LINK=$(cat "$(dirname "$LIB")/libcddprt.ldflags" 2>/dev/null || echo "-lopenblas -lz -lm -lpthread -ldl")
 # run.sh's line, with this machine's runtime and flags
-$CC -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -fopenmp -I"$ROOT/runtime" -I"$ROOT/tests/cuda" -I"$W/emit" \
+$CC -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra ${CDDPC_CFLAGS:-} -fopenmp -I"$ROOT/runtime" -I"$ROOT/tests/cuda" -I"$W/emit" \
     "$ROOT/tests/gpu/kc_gpu.c" "$ROOT/tests/cuda/kc_core.c" "$ROOT/tests/cuda/kc_program.c" "$LIB" $LINK \
     -o "$W/kernel_check"
 

@@ -40,6 +40,10 @@ Q='--sizes 19:19:0,64:37:3 --orders 1 --plan train'
 check 'no __syncthreads at all (race on the shared tiles)' 's/__syncthreads();//' $Q
 check 'one __syncthreads less (second barrier of each K step)' '/acc\[r\]\[c\] += a\[r\] \* bb\[c\];/{n;n;s/__syncthreads();//;}' --sizes 64:37:3 --orders 2 --plan train
 check 'epilogue writes one row past M' 's/if (i >= M || j >= N)/if (i > M || j >= N)/' $Q
+# beta = 0 done as 0 * C: on a GPU the output buffer holds garbage, and
+# 0 * NaN is NaN; only the NaN-poisoned outputs show it (0 * a random
+# start value is 0)
+check 'GEMM epilogue reads its output (0 * y + v)' 's/b10\[i \* C + j\] = v10;/b10[i * C + j] = 0.0f * b10[i * C + j] + v10;/' $Q
 check 'bias gradient stored, not accumulated' 's/atomicAdd(&\(b[0-9]*\)\[j\], g);/\1[j] = g;/' $Q
 check 'mean scaled by nmax instead of n' 's|1.0f / (float)n|1.0f / (float)e->nmax|' $Q
 check 'softmax rows overlap (7 rows per block of 8 warps)' 's/blockIdx.x \* 8 + (threadIdx.x >> 5)/blockIdx.x * 7 + (threadIdx.x >> 5)/' $Q
