@@ -81,6 +81,7 @@ static const kc_backend *B;
 static int nchecks, nfailed, nscaled; /* nscaled: comparisons that needed the error scale */
 static int64_t npoisoned, nreadfirst; /* outputs poisoned; outputs read before written (left as they were) */
 static int nunpoisoned;               /* kernel runs left unpoisoned: the poison would reach a reduction */
+static int stopped;                   /* the backend failed and has fatal_errors */
 
 /* ---- random numbers (splitmix64: the same stream on every host) ---------- */
 static uint64_t rnd(void)
@@ -520,17 +521,19 @@ static void dims_for(kc_dims *d, int nmax)
 static int device_run(const kc_dims *d, const kc_state *in, kc_state *out, const rt_plan *p, const int *fn,
                       int k0, int k1, int nmax, int reverse)
 {
-    if (B->put(B->ctx, d, in))
-        return -1;
-    for (int k = k0; k < k1; k++) {
+    int rc = B->put(B->ctx, d, in);
+    for (int k = k0; !rc && k < k1; k++) {
         unsigned grid[3];
         if (rt_cuda_grid(&p->cu[k], nmax, grid) ||
             B->launch(B->ctx, fn[k], p->cu[k].name, grid, p->cu[k].block, reverse)) {
             printf("FAIL %s (nmax %d): launch failed: %s\n", p->cu[k].name, nmax, B->error(B->ctx));
-            return -1;
+            rc = -1;
         }
     }
-    return B->get(B->ctx, d, out);
+    rc = rc || B->get(B->ctx, d, out);
+    if (rc && B->fatal_errors)
+        stopped = 1;
+    return rc;
 }
 
 /* One plan at one size: kernel by kernel, then the whole plan. */
@@ -580,6 +583,8 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
     if (B->bind(B->ctx, &d, &e)) {
         printf("FAIL %s nmax %d: the backend cannot take the dataset: %s\n", which, nmax, B->error(B->ctx));
         ok = 0;
+        nfailed++;
+        stopped = B->fatal_errors;
         goto out;
     }
     for (int k = 0; k < p->nk; k++) {
@@ -601,6 +606,8 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
                 printf("FAIL %s: the %s run failed\n", what, B->name);
                 v.ok = 0;
                 nfailed++;
+                if (stopped)
+                    break;
                 continue;
             }
             verdict w = judge(&st[P], &st[REF], NULL, &st[GOT], &d, what, nmax, 1);
@@ -630,6 +637,10 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
         ks[k].worst2 = fmax(ks[k].worst2, v.worst2);
         ks[k].ok = ks[k].ok && v.ok;
         ok = ok && v.ok;
+        if (stopped) {
+            whole->ok = 0;
+            goto out;
+        }
         const kc_state next = st[R]; /* S := R */
         st[R] = st[S];
         st[S] = next;
@@ -881,7 +892,8 @@ int kc_main(int argc, char **argv, const rt_model *m, const kc_backend *b, const
             ks[k].ok = 1, ks[k].arena = "-";
         for (int s = 0; s < nsizes; s++) {
             whole[s].ok = 1;
-            ok = run_size(p, which, fn, sizes[s], orders, ks, &whole[s]) && ok;
+            if (!stopped)
+                ok = run_size(p, which, fn, sizes[s], orders, ks, &whole[s]) && ok;
         }
         printf("\n%s plan: max difference per kernel over nmax:n:step", which);
         for (int s = 0; s < nsizes; s++)
@@ -926,9 +938,12 @@ int kc_main(int argc, char **argv, const rt_model *m, const kc_backend *b, const
     ok = ok && !nfailed && !kernels_failed;
     printf("\npoisoned %" PRId64 " act/fix outputs with NaN; %" PRId64 " more are read before written and kept; "
            "%d kernel runs unpoisoned (the poison would reach a reduction)\n", npoisoned, nreadfirst, nunpoisoned);
-    printf("\nkernels: %s on the %s: %d checks of %d kernels (%d needed the error scale), %d failed, max rel diff "
-           "%.2e (tol %g), scaled %.2e (limit %g)%s%s: %s\n",
-           m->name, b->name, nchecks, kernels, nscaled, nfailed, worst1, tol, worst2, limit, extra[0] ? "; " : "",
-           extra, ok ? "PASS" : "FAIL");
+    if (stopped)
+        printf("\nkernels: stopped by a %s error after %d checks: FAIL\n", b->name, nchecks);
+    else
+        printf("\nkernels: %s on the %s: %d checks of %d kernels (%d needed the error scale), %d failed, max rel "
+               "diff %.2e (tol %g), scaled %.2e (limit %g)%s%s: %s\n",
+               m->name, b->name, nchecks, kernels, nscaled, nfailed, worst1, tol, worst2, limit,
+               extra[0] ? "; " : "", extra, ok ? "PASS" : "FAIL");
     return ok ? 0 : 1;
 }

@@ -36,6 +36,8 @@ typedef struct kc_dims {
 typedef struct kc_backend {
     const char *name;   /* "emulator", "gpu": in the report */
     int orders;         /* 2 when launch can run each block's threads in reverse order */
+    int fatal_errors;   /* a failed put, launch or get leaves the backend unusable (a
+                           GPU's errors are sticky): the check stops there */
     void *ctx;
     /* Allocate for the largest arenas of the run. 0 on success. */
     int (*open)(void *ctx, const kc_dims *max);

@@ -227,6 +227,7 @@ int main(int argc, char **argv)
     const kc_backend b = {
         .name = "gpu",
         .orders = 1,
+        .fatal_errors = 1,
         .ctx = &g,
         .open = gpu_open,
         .layout = gpu_layout,
