@@ -173,6 +173,11 @@ static void st_random(kc_state *s, const kc_dims *d)
                 *v = 0.5f + fabsf(*v);
         }
     }
+    /* optimizer state non-negative: Adam's second moment is, and the
+     * square root of a negative one is NaN on both sides, which compares
+     * equal and checks nothing */
+    for (int64_t i = 0; i < d->opt; i++)
+        s->opt[i] = fabsf(s->opt[i]);
     /* the runtime zeroes grad, fix and stat before a plan (cddprt.h, CUDA device) */
     memset(s->grad, 0, (size_t)d->param * 4);
     memset(s->fix, 0, (size_t)d->fix * 4);
