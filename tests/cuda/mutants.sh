@@ -88,6 +88,10 @@ MODEL=$HERE/models/amp_fp16.net
 check 'fp16: the loss gradient not scaled by S' 's/ \* e->scale;/;/' $A --plan train
 check 'fp16: the optimizer does not unscale' 's/g\[k\] \* inv_scale/g[k]/' $A --plan train
 check 'fp16: rounded to bf16 instead' 's/rt_round_fp16(acc)/rt_round_bf16(acc)/' $A --plan eval
+MODEL=$HERE/models/tanh.net
+T='--sizes 19:19:0,64:37:3 --orders 1 --plan train'
+check 'tanh derivative 1 - y instead of 1 - y^2' 's/(1\.0f - \(b[0-9]*\[i \* C + j\]\) \* \1)/(1.0f - \1)/' $T
+check 'tanh left out of a GEMM epilogue (the identity)' '0,/= tanhf(\(v[0-9]*\));/s//= (\1);/' $T
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]

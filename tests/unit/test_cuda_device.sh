@@ -278,7 +278,7 @@ import sys
 src = open(sys.argv[1]).read()
 cut = src.index('/* ---- cddp runtime kernels')
 model, rest = src[:cut], src[cut:]
-a = model.replace('    float lr;\n    int64_t step;\n', '    float pad;\n    int64_t step;\n    float lr;\n', 1)
+a = model.replace(' float lr; int64_t step;', ' float pad; int64_t step; float lr;', 1)
 open(sys.argv[2] + '/src_layout.cu', 'w').write(a + rest)
 b = model.replace('if (row0 >= M || col0 >= N)', 'if (row0 >= M || col0 >= N || threadIdx.x == 5)', 1)
 open(sys.argv[2] + '/src_fail.cu', 'w').write(b + rest)
