@@ -97,6 +97,9 @@ check 'gelu derivative without its x phi(x) term' 's/ + b[0-9]*\[i \* C + j\] \*
 check 'leaky_relu slope 0.1 taken as the default 0.01' 's/ : \(v[0-9]*\) \* 0\.100000001f;/ : \1 * 0.01f;/' $T
 check 'elu derivative alpha without exp(x)' 's/ \* 0\.699999988f \* expf(b[0-9]*\[i \* C + j\])/ * 0.699999988f/' $T
 check 'hardtanh gradient not cut outside [min, max]' 's/<= -0\.0500000007f || /<= -0.0500000007f \&\& /' $T
+MODEL=$HERE/models/gate.net
+check '1 - g with its sign lost (g + 1)' 's/\* -1\.0f + 1\.0f;/* 1.0f + 1.0f;/' $T
+check 'h / 3 as h * 0.3 (not divided as torch divides)' '0,/\(b[0-9]*\[i \* C + j\]\) \/ 3\.0f;/s//\1 * 0.3f;/' $T
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]
