@@ -122,6 +122,8 @@ typedef struct Graph {
     int nparam;
     int images, labels;     /* data nodes */
     int logits;             /* model output */
+    int log_probs;          /* forward returns log_softmax(logits); logits is its operand (the
+                               loss's softmax of log-probabilities is that of the logits) */
     int loss;               /* CE_LOSS (per-sample) node */
     int loss_sum, correct_sum; /* SUM_ALL nodes (stat slots) */
     int *grad;              /* grad[param index] = node id of its gradient */
@@ -172,6 +174,7 @@ typedef struct TrainCfg {
     const char *data_dir;
     double norm_mean, norm_std;
     int reduction;          /* Reduction */
+    int nll;                /* loss nll_loss: the model must return log_softmax (Graph.log_probs) */
     int optimizer;          /* OPT_SGD, OPT_ADAM, OPT_ADAMW */
     double lr, momentum, dampening, weight_decay;
     int nesterov;

@@ -15,7 +15,7 @@ enum { NFUNCTIONS = sizeof functions / sizeof functions[0] };
 /* PyTorch functions this compiler does not have (as layers.c's modules) */
 static const char *const torch_functions[] = {
     "abs", "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "cat", "celu", "clamp", "conv2d", "embedding", "exp",
-    "glu", "hardsigmoid", "hardswish", "interpolate", "layer_norm", "linear", "log", "log_softmax", "logsigmoid",
+    "glu", "hardsigmoid", "hardswish", "interpolate", "layer_norm", "linear", "log", "logsigmoid",
     "matmul", "max_pool2d", "mean", "mish", "normalize", "one_hot", "pad", "prelu", "relu6", "selu", "softmax",
     "softmin", "softsign", "sqrt", "stack", "sum", "threshold",
 };
@@ -245,6 +245,11 @@ static Val eval_call(Sema *S, const Expr *e)
         return eval_dropout(S, e);
     if (li < 0 && strcmp(e->s, "flatten") == 0)
         return eval_flatten(S, e);
+    if (li < 0 && strcmp(e->s, "log_softmax") == 0) {
+        diag_error(e->loc, "log_softmax is supported only as forward's result (return F.log_softmax(x, dim = 1), "
+                   "for nll_loss)");
+        return POISON;
+    }
     if (li < 0 && layer_act_fn(e->s) >= 0) {
         const Expr *in = NULL;
         ActArgs p;
@@ -510,6 +515,35 @@ static int check_input(const TypeExpr *t, Shape *s)
     return ok;
 }
 
+static int is_log_softmax(const Sema *S, const Expr *e)
+{
+    return e->kind == E_CALL && strcmp(e->s, "log_softmax") == 0 && find_layer(S, e->s) < 0;
+}
+
+/* return F.log_softmax(x, dim = 1): the model gives log-probabilities, for
+ * nll_loss. The graph keeps x as the logits: log_softmax(log_softmax(x))
+ * is log_softmax(x), so the loss (cross-entropy, itself a log_softmax) and
+ * the accuracy (an argmax) of x are those of the log-probabilities. */
+static Val eval_log_softmax(Sema *S, const Expr *e)
+{
+    static const char *const names[] = {"input", "dim"};
+    const Sig sig = {e->written ? e->written : e->s, names, 2, 2, 1};
+    Expr *a[2];
+    int64_t dim = 1;
+    if (!arg_bind(e, &sig, a))
+        return POISON;
+    Val x = eval(S, a[0]);
+    if (a[1] && !arg_int(a[1], "dim", -2, 1, &dim))
+        return POISON;
+    if (x.id >= 0 && x.s.rank == 2 && dim != 1 && dim != -1) {
+        diag_error(a[1]->loc, "log_softmax over the batch (dim = %lld) is not supported; use dim = 1",
+                   (long long)dim);
+        return POISON;
+    }
+    S->g->log_probs = 1;
+    return x;
+}
+
 /* forward's statements, in order; returns the logits or POISON. */
 static Val run_body(Sema *S, const Forward *f)
 {
@@ -521,7 +555,8 @@ static Val run_body(Sema *S, const Forward *f)
             diag_error(st->loc, "statement after return is never run");
             return POISON;
         }
-        Val v = eval(S, st->val);
+        Val v = st->kind == S_RETURN && is_log_softmax(S, st->val) ? eval_log_softmax(S, st->val)
+                : eval(S, st->val);
         if (st->kind == S_RETURN) {
             ret = v;
             returned = 1;
