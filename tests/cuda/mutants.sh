@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/cuda/mutants.sh: kernel_check must reject broken CUDA kernels. Each
 # mutant is the emitted all.cu of tests/cuda/models/odd.net (then of
-# tests/cuda/models/conv.net, for the image kernels) with one edit (sed);
+# tests/cuda/models/conv.net, for the image kernels, and of tanh.net,
+# acts.net and gate.net for the activations and the arithmetic) with one
+# edit (sed);
 # kernel_check has to fail on every one of them (and pass on the unedited
 # source, which kernel_check.sh's own test runs).
 # Usage: tests/cuda/mutants.sh CDDPC
