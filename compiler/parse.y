@@ -62,12 +62,13 @@ static Arg *mkarg(const char *key, Loc key_loc, Expr *val)
 
 /* A PyTorch name without its namespace: nn.Linear, torch.nn.Linear ->
  * Linear; F.relu, torch.nn.functional.relu, torch.flatten -> relu,
- * flatten; self.fc1 -> fc1 (a layer of the model, as PyTorch's attribute).
+ * flatten; torch.optim.SGD -> SGD; self.fc1 -> fc1 (a layer of the model, as
+ * PyTorch's attribute).
  * Sema words its messages about the name as written (Expr.written). */
 static const char *pyname(const char *s)
 {
-    static const char *const spaces[] = {"torch.nn.functional.", "nn.functional.", "torch.nn.", "torch.", "nn.",
-                                         "F.", "self."};
+    static const char *const spaces[] = {"torch.nn.functional.", "nn.functional.", "torch.nn.", "torch.optim.",
+                                         "torch.", "nn.", "optim.", "F.", "self."};
     for (size_t i = 0; i < sizeof spaces / sizeof *spaces; i++)
         if (strncmp(s, spaces[i], strlen(spaces[i])) == 0)
             return s + strlen(spaces[i]);
