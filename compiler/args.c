@@ -235,6 +235,24 @@ static const char *name_list(const Sig *sig, int n)
     return s;
 }
 
+/* A signature's keyword names, sorted, for "its arguments: ..." */
+static const char *sorted_names(const Sig *sig)
+{
+    const char **v = util_alloc(sizeof *v * (size_t)sig->n);
+    for (int i = 0; i < sig->n; i++)
+        v[i] = sig->names[i];
+    for (int i = 1; i < sig->n; i++)
+        for (int j = i; j > 0 && strcmp(v[j - 1], v[j]) > 0; j--) {
+            const char *t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    const char *s = "";
+    for (int i = 0; i < sig->n; i++)
+        s = util_fmt("%s%s%s", s, i ? ", " : "", v[i]);
+    return s;
+}
+
 int arg_bind(const Expr *call, const Sig *sig, Expr **out)
 {
     int ok = 1, npos = 0, nkey = 0;
@@ -261,7 +279,8 @@ int arg_bind(const Expr *call, const Sig *sig, Expr **out)
             for (int i = 0; i < sig->n; i++)
                 arg_near_try(&s, sig->names[i]);
             if (sig->n)
-                diag_error(arg->key_loc, "%s has no argument '%s'%s", sig->fn, arg->key, arg_near_hint(&s));
+                diag_error(arg->key_loc, "%s has no argument '%s'%s (its arguments: %s)", sig->fn, arg->key,
+                           arg_near_hint(&s), sorted_names(sig));
             else
                 diag_error(arg->key_loc, "%s takes no arguments", sig->fn);
             ok = 0;
