@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sema.h"
 
@@ -242,7 +243,7 @@ static const char *sorted_names(const Sig *sig)
     for (int i = 0; i < sig->n; i++)
         v[i] = sig->names[i];
     for (int i = 1; i < sig->n; i++)
-        for (int j = i; j > 0 && strcmp(v[j - 1], v[j]) > 0; j--) {
+        for (int j = i; j > 0 && strcasecmp(v[j - 1], v[j]) > 0; j--) {
             const char *t = v[j];
             v[j] = v[j - 1];
             v[j - 1] = t;

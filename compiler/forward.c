@@ -4,6 +4,7 @@
  * only ever built from checked operands, so the graph is valid whenever no
  * error was reported). */
 #include <string.h>
+#include <strings.h>
 
 #include "sema.h"
 
@@ -47,7 +48,7 @@ static const char *function_list(void)
         if (*layer_act_fn_name(i))
             names[n++] = layer_act_fn_name(i);
     for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+        for (int j = i; j > 0 && strcasecmp(names[j - 1], names[j]) > 0; j--) {
             const char *t = names[j];
             names[j] = names[j - 1];
             names[j - 1] = t;

@@ -5,6 +5,7 @@
  * value to graph nodes (BatchNorm2d's statistics over all ranks under
  * SyncBatchNorm included). */
 #include <string.h>
+#include <strings.h>
 
 #include "sema.h"
 #include "cddprt.h"         /* RT_INIT_*: how the runtime initializes a parameter */
@@ -66,7 +67,7 @@ const char *layer_list(void)
         if (layer_types[i].kind != LK_UNSUPPORTED)
             names[n++] = layer_types[i].name;
     for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+        for (int j = i; j > 0 && strcasecmp(names[j - 1], names[j]) > 0; j--) {
             const char *t = names[j];
             names[j] = names[j - 1];
             names[j - 1] = t;
