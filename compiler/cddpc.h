@@ -98,7 +98,10 @@ typedef struct Node {
             int key;        /* which random stream (dropout_rng.h): the forward dropout's
                                ordinal in the graph, 0, 1, ... */
         } drop;
-        int red;            /* CE_LOSS / CE_GRAD: Reduction */
+        struct {
+            int red;        /* CE_LOSS / CE_GRAD: Reduction */
+            double smooth;  /* CE_LOSS / CE_GRAD: label_smoothing, in [0, 1] */
+        };
         struct {
             double a, b;    /* LEAKY_RELU: negative_slope; ELU: alpha; SOFTPLUS: beta, threshold;
                                HARDTANH: min_val, max_val (and their gradients); AFFINE: x * a + b;
@@ -174,6 +177,7 @@ typedef struct TrainCfg {
     const char *data_dir;
     double norm_mean, norm_std;
     int reduction;          /* Reduction */
+    double label_smoothing; /* cross_entropy's, in [0, 1] */
     int nll;                /* loss nll_loss: the model must return log_softmax (Graph.log_probs) */
     int optimizer;          /* OPT_SGD, OPT_ADAM, OPT_ADAMW */
     double lr, momentum, dampening, weight_decay;
@@ -309,6 +313,9 @@ char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space);
 void ex_element(const Emit *m, const Shape *space, int load, const char *load_expr, const char *ind,
                 char *(*row_sum)(int red, const char *x));
 int ex_has_row_reduction(const Emit *m);
+/* Whether the group's cross-entropy smooths its labels (needs sx, the row's
+ * sum of logits, beside lse) */
+int ex_smoothing(const Emit *m);
 /* The data gather's formulas: a pixel (uint8 expression) normalized as
  * the train block's data says, and the label of batch row i. */
 char *ex_normalize(const Program *prog, const char *pixel);

@@ -96,6 +96,7 @@ Program *front_compile(const char *path, const char *text)
     }
     g->loss = ir_add(g, OP_CE_LOSS, 2, (int[]){g->logits, g->labels}, shape1(DIM_N), DT_F32, loss_loc);
     g->n[g->loss]->red = p->train.reduction;
+    g->n[g->loss]->smooth = p->train.label_smoothing;
     for (int i = 0; i < g->nn; i++)
         g->n[i]->phase = i == g->loss ? PH_LOSS : PH_FWD;
     return p;

@@ -211,7 +211,8 @@ void ir_dump(FILE *f, const Graph *g)
             fprintf(f, ")");
         }
         if (n->op == OP_CE_LOSS || n->op == OP_CE_GRAD)
-            fprintf(f, " reduction=%s", red_text[n->red]);
+            fprintf(f, " reduction=%s%s", red_text[n->red],
+                    n->smooth ? util_fmt(" label_smoothing=%g", n->smooth) : "");
         if (op_kind[n->op] == K_CONV || op_kind[n->op] == K_POOL) {
             const Window *w = &n->win;
             fprintf(f, " k=%dx%d s=%dx%d p=%dx%d", w->kh, w->kw, w->sh, w->sw, w->ph, w->pw);

@@ -73,11 +73,16 @@ static void train_loss(TrainCfg *t, const Expr *e)
         return;
     }
     t->nll = strcmp(name, "nll_loss") == 0;
-    static const char *const names[] = {"reduction"};
-    const Sig sig = {name, names, 1, 0, 0};
-    Expr *a[1] = {NULL};
+    static const char *const names[] = {"reduction", "label_smoothing"};
+    const Sig sig = {name, names, t->nll ? 1 : 2, 0, 0};
+    Expr *a[2] = {NULL, NULL};
     if (e->kind == E_CALL && !arg_bind(e, &sig, a))
         return;
+    if (a[1] && arg_num(a[1], "label_smoothing", &t->label_smoothing)
+        && !(t->label_smoothing >= 0 && t->label_smoothing <= 1)) {
+        diag_error(a[1]->loc, "label_smoothing must be in [0, 1], got %g", t->label_smoothing);
+        t->label_smoothing = 0;
+    }
     if (!a[0])
         return;
     static const char *const reds[] = {"mean", "sum", "none"};   /* Reduction order */

@@ -2,7 +2,8 @@
 # tests/cuda/mutants.sh: kernel_check must reject broken CUDA kernels. Each
 # mutant is the emitted all.cu of tests/cuda/models/odd.net (then of
 # tests/cuda/models/conv.net, for the image kernels, and of tanh.net,
-# acts.net and gate.net for the activations and the arithmetic) with one
+# acts.net, gate.net and smooth.net for the activations, the arithmetic
+# and label smoothing) with one
 # edit (sed);
 # kernel_check has to fail on every one of them (and pass on the unedited
 # source, which kernel_check.sh's own test runs).
@@ -102,6 +103,9 @@ check 'hardtanh gradient not cut outside [min, max]' 's/<= -0\.0500000007f || /<
 MODEL=$HERE/models/gate.net
 check '1 - g with its sign lost (g + 1)' 's/\* -1\.0f + 1\.0f;/* 1.0f + 1.0f;/' $T
 check 'h / 3 as h * 0.3 (not divided as torch divides)' '0,/\(b[0-9]*\[i \* C + j\]\) \/ 3\.0f;/s//\1 * 0.3f;/' $T
+MODEL=$HERE/models/smooth.net
+check 'label smoothing: the gradient without its e / C' 's| - 0\.150000006f / (float)C) \* scale| - 0.0f) * scale|' $T
+check 'label smoothing: the row sum of logits not summed over the warp' 's|sx += __shfl_xor_sync(0xffffffffu, sx, o);|;|' $T
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]

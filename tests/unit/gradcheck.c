@@ -320,11 +320,16 @@ static void eval_node(int id)
             for (int64_t j = 1; j < C; j++) mx = x[j] > mx ? x[j] : mx;
             for (int64_t j = 0; j < C; j++) se += exp(x[j] - mx);
             double lse = mx + log(se);
+            /* the target distribution (1 - e) one-hot + e / C (label smoothing) */
+            double e = n->smooth, lp = 0;
+            for (int64_t j = 0; j < C; j++)
+                lp += ((j == lab[i]) * (1 - e) + e / (double)C) * (x[j] - lse);
             if (n->op == OP_CE_LOSS)
-                y[i] = lse - x[lab[i]];
+                y[i] = -lp;
             else
                 for (int64_t j = 0; j < C; j++)
-                    y[i * C + j] = (exp(x[j] - lse) - (j == lab[i])) * (n->red == RED_MEAN ? 1.0 / BATCH : 1.0);
+                    y[i * C + j] = (exp(x[j] - lse) - (j == lab[i]) * (1 - e) - e / (double)C)
+                                   * (n->red == RED_MEAN ? 1.0 / BATCH : 1.0);
         }
         break;
     }
@@ -571,7 +576,7 @@ static int check_pool(const char *what, Op op, int64_t C, int64_t H, int64_t W, 
 }
 
 /* Two layers, ReLU, cross-entropy: the loss seeds itself. */
-static int check_network(int red, const char *what)
+static int check_network(int red, const char *what, double smooth)
 {
     reset();
     int x = input(OP_IMAGES, ir_shape(3, DIM_N, 2, 3));
@@ -591,6 +596,7 @@ static int check_network(int red, const char *what)
     z = ir_add(g, OP_BIAS_ADD, 2, (int[]){z, b2}, ir_shape(2, DIM_N, 4), DT_F32, (Loc){0});
     int loss = ir_add(g, OP_CE_LOSS, 2, (int[]){z, l}, ir_shape(1, DIM_N), DT_F32, (Loc){0});
     g->n[loss]->red = red;
+    g->n[loss]->smooth = smooth;
     (void)l;
     return check(what, loss, -1, red, ids, 5);
 }
@@ -637,9 +643,11 @@ int main(void)
     fails += check_pool("maxpool 3x3 stride 2 pad 1", OP_MAXPOOL, 2, 7, 6, win(3, 3, 2, 2, 1, 1, 1, 1, 1));
     fails += check_pool("avgpool 2x2", OP_AVGPOOL, 2, 6, 5, win(2, 2, 2, 2, 0, 0, 1, 1, 1));
     fails += check_pool("avgpool 3x2 stride 1 pad 1", OP_AVGPOOL, 2, 5, 4, win(3, 2, 1, 1, 1, 1, 1, 1, 1));
-    fails += check_network(RED_MEAN, "ce_loss mean (2-layer net)");
-    fails += check_network(RED_SUM, "ce_loss sum (2-layer net)");
-    fails += check_network(RED_NONE, "ce_loss none (2-layer net)");
+    fails += check_network(RED_MEAN, "ce_loss mean (2-layer net)", 0);
+    fails += check_network(RED_MEAN, "ce_loss mean label_smoothing 0.1", 0.1);
+    fails += check_network(RED_SUM, "ce_loss sum label_smoothing 0.3", 0.3);
+    fails += check_network(RED_SUM, "ce_loss sum (2-layer net)", 0);
+    fails += check_network(RED_NONE, "ce_loss none (2-layer net)", 0);
     if (fails)
         printf("%d gradient checks failed\n", fails);
     return fails != 0;
