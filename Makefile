@@ -43,7 +43,7 @@ $(RT_OBJS): $(FLAGS_STAMP)
 # ---- the compiler -----------------------------------------------------------
 CC_SRCS := $(filter-out compiler/lex.c compiler/parse.c,$(wildcard compiler/*.c))
 CC_OBJS := $(patsubst compiler/%.c,build/compiler/%.o,$(CC_SRCS)) build/compiler/lex.o build/compiler/parse.o
-CC_HDRS := compiler/cddpc.h compiler/ast.h compiler/sema.h compiler/ops.def compiler/dropout_rng.h runtime/cddprt.h
+CC_HDRS := compiler/cddpc.h compiler/ast.h compiler/sema.h compiler/ops.def compiler/dropout_rng.h runtime/cddprt.h runtime/rt_plot.h
 # flex/bison output: no warnings are ours to fix there
 GEN_CFLAGS = $(CFLAGS) -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter
 
@@ -67,8 +67,9 @@ build/compiler/%.o: compiler/%.c $(CC_HDRS) build/gen/parse.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Icompiler -Iruntime -Ibuild/gen -c $< -o $@
 
-build/cddpc: $(CC_OBJS)
-	$(CC) $(LDFLAGS) $^ -o $@
+# rt_plot draws the loss curve for `cddpc plot` as for a program's --plot
+build/cddpc: $(CC_OBJS) build/runtime/rt_plot.o
+	$(CC) $(LDFLAGS) $^ -lm -o $@
 
 # what a program compiled by cddpc links besides libcddprt.a
 RT_LINK ?= -lopenblas -lz -lm -lpthread -ldl $(RT_MPI_LIBS)

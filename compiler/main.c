@@ -24,6 +24,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: cddpc MODEL.net [-o PROGRAM] [options]\n"
+            "       cddpc plot [NAME=]METRICS.csv[:STEPS.csv] ... -o FILE.svg   (runs overlaid)\n"
             "  -o PROGRAM         write the training executable (default: MODEL without .net)\n"
             "  --emit c DIR       write the generated C kernels to DIR/program.c\n"
             "  --emit cuda DIR    write the CUDA kernels: DIR/NAME.cu each, all.cu, launch.txt\n"
@@ -172,8 +173,13 @@ static char *default_output(const char *in)
     return out;
 }
 
+int cddpc_plot_main(int argc, char **argv); /* plot_cmd.c */
+
 int main(int argc, char **argv)
 {
+    /* a subcommand before the model file */
+    if (argc > 1 && !strcmp(argv[1], "plot"))
+        return cddpc_plot_main(argc - 1, argv + 1);
     Options o = parse_args(argc, argv);
     const char *out = o.output;
     if (!out && !o.emit_c_dir && !o.emit_cuda_dir && !o.report && !o.ndump)

@@ -11,6 +11,7 @@ PKGS=(
   libopenmpi-dev openmpi-bin              # MPI (data-parallel runs)
   dataset-fashion-mnist                   # /usr/share/datasets/fashion-mnist
   python3-torch python3-torchvision python3-numpy   # PyTorch oracle tests and benchmark
+  chromium python3-pil                    # tests/cli/plot.sh renders the loss-curve SVG and reads its pixels
 )
 
 die() { echo "deps.sh: error: $*" >&2; exit 1; }

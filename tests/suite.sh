@@ -11,8 +11,8 @@
 #
 # Each entry's output goes to build/tests/logs/NAME.log, and it runs with a
 # TMPDIR and XDG_CACHE_HOME of its own, so entries cannot see each other's
-# files. Entries flagged `alone` (timing and overlap checks, MPI jobs that
-# would oversubscribe the cores) run after the others, one at a time. The
+# files. Entries flagged `alone` (timing and overlap checks, which load
+# from other entries would blur) run after the others, one at a time. The
 # longest entries of the last run start first, which keeps the cores busy
 # to the end. A failed entry's log is printed in full, with the command
 # that reruns it alone.
