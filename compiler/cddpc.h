@@ -261,7 +261,16 @@ void plan_dump_groups(FILE *f, const Plan *p);
  * of problems, each printed (compiler bugs). */
 int plan_verify_groups(const Plan *p, const char *after);
 int plan_verify_memory(const Plan *p, const char *after);
-void plan_report(FILE *f, const Plan *p, int64_t batch);
+/* cost.c: FLOPs and bytes to memory of a kernel at a batch size. The
+ * CPU target counts the second pass of a GEMM's epilogue; a GPU's runs in
+ * registers. */
+typedef enum { COST_CPU, COST_GPU } CostTarget;
+typedef struct KernelCost { double flops, bytes; } KernelCost;
+KernelCost cost_group(const Plan *p, const Group *gr, int64_t batch, CostTarget t);
+KernelCost cost_plan(const Plan *p, int64_t batch, CostTarget t);
+const char *cost_bytes_text(double bytes);     /* B, KiB, MiB, GiB */
+/* report.c */
+void plan_report(FILE *f, const Plan *p, int64_t batch, CostTarget t);
 typedef struct PlanBucket {
     int64_t off, end;       /* slab range [off, end) */
     int ready, opt;         /* kernel indices in the train plan */

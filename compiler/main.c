@@ -14,6 +14,7 @@
 typedef struct Options {
     const char *input, *output, *emit_c_dir, *emit_cuda_dir;
     int report;
+    CostTarget target;      /* --target: the cost model --report uses */
     FuseLevel fusion;
     double bucket_mb;       /* --bucket-mb: overrides the train block; 0: keep */
     char dump[8][16];
@@ -29,6 +30,8 @@ static void usage(FILE *f)
             "  --emit c DIR       write the generated C kernels to DIR/program.c\n"
             "  --emit cuda DIR    write the CUDA kernels: DIR/NAME.cu each, all.cu, launch.txt\n"
             "  --report           list the kernels of one training and eval step\n"
+            "  --target cpu|gpu   --report's byte model: the CPU's GEMM epilogue is a second pass\n"
+            "                     over the product, a GPU's runs in registers (default cpu)\n"
             "  --fusion=LEVEL     none | elementwise | all (default all)\n"
             "  --bucket-mb MB     gradient bucket size after the first 1 MB (default: train block's, 25)\n"
             "  -d PASS            dump the IR after PASS: sema, autodiff, fuse, memplan, buckets\n"
@@ -71,6 +74,13 @@ static Options parse_args(int argc, char **argv)
                 bad_usage("--bucket-mb needs a size in MB between 0 and 65536", NULL);
         } else if (!strcmp(a, "--report")) {
             o.report = 1;
+        } else if (!strcmp(a, "--target") || !strncmp(a, "--target=", 9)) {
+            const char *t = a[8] == '=' ? a + 9 : ++i < argc ? argv[i] : NULL;
+            if (!t)
+                bad_usage("--target needs cpu or gpu", NULL);
+            else if (!strcmp(t, "cpu")) o.target = COST_CPU;
+            else if (!strcmp(t, "gpu")) o.target = COST_GPU;
+            else bad_usage("unknown target (cpu, gpu):", t);
         } else if (!strncmp(a, "--fusion=", 9)) {
             const char *l = a + 9;
             if (!strcmp(l, "none")) o.fusion = FUSE_NONE;
@@ -233,8 +243,8 @@ int main(int argc, char **argv)
     if (dumping(&o, "buckets"))
         plan_dump_buckets(stdout, train);
     if (o.report) {
-        plan_report(stdout, train, prog->train.batch);
-        plan_report(stdout, eval, prog->train.batch);
+        plan_report(stdout, train, prog->train.batch, o.target);
+        plan_report(stdout, eval, prog->train.batch, o.target);
     }
 
     if (emit_program(prog, train, eval, o.input, out, o.emit_c_dir, o.emit_cuda_dir) != 0)
