@@ -269,6 +269,12 @@ typedef struct KernelCost { double flops, bytes; } KernelCost;
 KernelCost cost_group(const Plan *p, const Group *gr, int64_t batch, CostTarget t);
 KernelCost cost_plan(const Plan *p, int64_t batch, CostTarget t);
 const char *cost_bytes_text(double bytes);     /* B, KiB, MiB, GiB */
+/* study.c, main.c: `cddpc study` compiles each variant through the
+ * driver's pipeline (in a child process: diagnostics may exit) and keeps
+ * the train plan's kernel count and cost at each batch size. */
+typedef struct StudyCost { int64_t batch; int kernels; KernelCost cost; } StudyCost;
+int cddpc_study_compile(const char *model, FuseLevel level, CostTarget target, const char *out,
+                        const int64_t *batches, int nbatch, StudyCost *costs);
 /* report.c */
 void plan_report(FILE *f, const Plan *p, int64_t batch, CostTarget t);
 typedef struct PlanBucket {

@@ -26,6 +26,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: cddpc MODEL.net [-o PROGRAM] [options]\n"
             "       cddpc plot [NAME=]METRICS.csv[:STEPS.csv] ... -o FILE.svg   (runs overlaid)\n"
+            "       cddpc study MODEL.net ... [--fusion L,L] [--batch B,B] [--steps N] [--repeat R]\n"
+            "                     (fusion levels measured side by side: cddpc study --help)\n"
             "  -o PROGRAM         write the training executable (default: MODEL without .net)\n"
             "  --emit c DIR       write the generated C kernels to DIR/program.c\n"
             "  --emit cuda DIR    write the CUDA kernels: DIR/NAME.cu each, all.cu, launch.txt\n"
@@ -184,33 +186,31 @@ static char *default_output(const char *in)
 }
 
 int cddpc_plot_main(int argc, char **argv); /* plot_cmd.c */
+int cddpc_study_main(int argc, char **argv); /* study.c */
 
-int main(int argc, char **argv)
+/* The pipeline: front end, autodiff, fusion, memory plan, then the
+ * report or dumps asked for and the program (when out or an --emit
+ * directory is given). With costs non-NULL, the train plan's kernel count
+ * and cost at each of batches[0..nbatch) are stored there (`cddpc study`). */
+static int compile(const Options *o, const char *out, const int64_t *batches, int nbatch, StudyCost *costs)
 {
-    /* a subcommand before the model file */
-    if (argc > 1 && !strcmp(argv[1], "plot"))
-        return cddpc_plot_main(argc - 1, argv + 1);
-    Options o = parse_args(argc, argv);
-    const char *out = o.output;
-    if (!out && !o.emit_c_dir && !o.emit_cuda_dir && !o.report && !o.ndump)
-        out = default_output(o.input);
     if (out)
         unlink(out);        /* a failed compile leaves no stale program behind */
 
-    Program *prog = front_compile(o.input, read_model(o.input));
+    Program *prog = front_compile(o->input, read_model(o->input));
     if (!prog)
         return 1;
     Graph *g = prog->g;
     verify(g, "sema");
-    if (dumping(&o, "sema"))
+    if (dumping(o, "sema"))
         ir_dump(stdout, g);
 
     ad_train_step(prog);
-    if (o.bucket_mb > 0)
-        prog->train.bucket_mb = o.bucket_mb;
+    if (o->bucket_mb > 0)
+        prog->train.bucket_mb = o->bucket_mb;
     bucket_plan(g, 1.0, prog->train.bucket_mb);
     verify(g, "autodiff");
-    if (dumping(&o, "autodiff"))
+    if (dumping(o, "autodiff"))
         ir_dump(stdout, g);
 
     int nroots = 0, *roots = util_alloc(sizeof(int) * (size_t)(g->nparam + g->neffects + 2));
@@ -223,11 +223,11 @@ int main(int argc, char **argv)
     Plan *train = plan_new(g, "train", roots, nroots);
     Plan *eval = plan_new(g, "eval", (int[]){g->loss_sum, g->correct_sum}, 2);
 
-    fuse_plan(train, o.fusion);
-    fuse_plan(eval, o.fusion);
+    fuse_plan(train, o->fusion);
+    fuse_plan(eval, o->fusion);
     verify(g, "fuse");
     verify_plans(train, eval, "fuse", plan_verify_groups);
-    if (dumping(&o, "fuse")) {
+    if (dumping(o, "fuse")) {
         plan_dump_groups(stdout, train);
         plan_dump_groups(stdout, eval);
     }
@@ -236,18 +236,43 @@ int main(int argc, char **argv)
     mem_plan(eval);
     verify(g, "memplan");
     verify_plans(train, eval, "memplan", plan_verify_memory);
-    if (dumping(&o, "memplan")) {
+    if (dumping(o, "memplan")) {
         mem_dump(stdout, train);
         mem_dump(stdout, eval);
     }
-    if (dumping(&o, "buckets"))
+    if (dumping(o, "buckets"))
         plan_dump_buckets(stdout, train);
-    if (o.report) {
-        plan_report(stdout, train, prog->train.batch, o.target);
-        plan_report(stdout, eval, prog->train.batch, o.target);
+    if (o->report) {
+        plan_report(stdout, train, prog->train.batch, o->target);
+        plan_report(stdout, eval, prog->train.batch, o->target);
+    }
+    for (int i = 0; costs && i < nbatch; i++) {
+        int64_t b = batches[i] > 0 ? batches[i] : prog->train.batch;
+        costs[i] = (StudyCost){b, train->ngroups, cost_plan(train, b, o->target)};
     }
 
-    if (emit_program(prog, train, eval, o.input, out, o.emit_c_dir, o.emit_cuda_dir) != 0)
+    if (emit_program(prog, train, eval, o->input, out, o->emit_c_dir, o->emit_cuda_dir) != 0)
         return 1;
     return 0;
+}
+
+int cddpc_study_compile(const char *model, FuseLevel level, CostTarget target, const char *out,
+                        const int64_t *batches, int nbatch, StudyCost *costs)
+{
+    Options o = {.input = model, .fusion = level, .target = target};
+    return compile(&o, out, batches, nbatch, costs);
+}
+
+int main(int argc, char **argv)
+{
+    /* a subcommand before the model file */
+    if (argc > 1 && !strcmp(argv[1], "plot"))
+        return cddpc_plot_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "study"))
+        return cddpc_study_main(argc - 1, argv + 1);
+    Options o = parse_args(argc, argv);
+    const char *out = o.output;
+    if (!out && !o.emit_c_dir && !o.emit_cuda_dir && !o.report && !o.ndump)
+        out = default_output(o.input);
+    return compile(&o, out, NULL, 0, NULL);
 }

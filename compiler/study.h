@@ -1,0 +1,28 @@
+/* study.h: what `cddpc study` measured, and its three outputs: the table
+ * (study_out.c), the CSV (study_out.c) and the SVG chart (study_svg.c). */
+#ifndef STUDY_H
+#define STUDY_H
+#include <stdio.h>
+
+#include "cddpc.h"
+
+typedef struct StudyRow {
+    const char *model, *fusion;
+    int64_t batch;
+    int kernels;                /* train plan kernels: one launch each per step */
+    KernelCost cost;            /* per step, cost.c's model */
+    double step_median, step_min, step_max;  /* seconds, over all measured steps */
+    int nsteps;                 /* measured: steps x repeats */
+    double ratio;               /* median / the baseline level's median */
+} StudyRow;
+
+typedef struct StudySetup {
+    const char *device, *baseline;
+    long steps, repeat, warmup;
+} StudySetup;
+
+void study_table(FILE *f, const StudyRow *rows, int n, const StudySetup *s);
+int study_csv(const char *path, const StudyRow *rows, int n);
+/* rows grouped by model and batch, nlevels consecutive rows each */
+int study_svg(const char *path, const StudyRow *rows, int n, int nlevels, const StudySetup *s);
+#endif
