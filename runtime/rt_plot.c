@@ -458,6 +458,23 @@ fail:
     return -1;
 }
 
+/* how many of names, in order, the file's header has (at least 1, so a
+ * file without the first one fails in read_columns with its reason) */
+static int has_columns(const char *path, const char *const *names, int n)
+{
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    int k = 1;
+    if (f && getline(&line, &cap, f) >= 0)
+        while (k < n && column(line, names[k]) >= 0)
+            k++;
+    free(line);
+    if (f)
+        fclose(f);
+    return k;
+}
+
 int rt_plot_csv_read(rt_plot_csv *r, const char *name, const char *metrics_path, const char *steps_path, char *err,
                      size_t errlen)
 {
@@ -465,14 +482,17 @@ int rt_plot_csv_read(rt_plot_csv *r, const char *name, const char *metrics_path,
     r->run.name = name;
     r->run.metric_name = "test accuracy";
     if (metrics_path) {
+        /* train_loss is required; a run without evaluation (the notes'
+         * first program) has no test columns */
         static const char *const m[] = {"train_loss", "test_loss", "test_acc"};
-        long n = read_columns(metrics_path, m, 3, r->buf, err, errlen);
+        int have = has_columns(metrics_path, m, 3);
+        long n = read_columns(metrics_path, m, have, r->buf, err, errlen);
         if (n < 0)
             return -1;
         r->run.nepochs = (int)n;
         r->run.train_loss = r->buf[0];
-        r->run.test_loss = r->buf[1];
-        r->run.metric = r->buf[2];
+        r->run.test_loss = have > 1 ? r->buf[1] : NULL;
+        r->run.metric = have > 2 ? r->buf[2] : NULL;
     }
     if (steps_path) {
         static const char *const s[] = {"epoch", "loss"};
