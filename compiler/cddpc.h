@@ -275,6 +275,8 @@ const char *cost_bytes_text(double bytes);     /* B, KiB, MiB, GiB */
 typedef struct StudyCost { int64_t batch; int kernels; KernelCost cost; } StudyCost;
 int cddpc_study_compile(const char *model, FuseLevel level, CostTarget target, const char *out,
                         const int64_t *batches, int nbatch, StudyCost *costs);
+/* graph.c: --graph FILE.dot (and FILE.svg when Graphviz's dot is installed) */
+int plan_graph(const char *path, const Plan *train, const Plan *eval, int64_t batch);
 /* report.c */
 void plan_report(FILE *f, const Plan *p, int64_t batch, CostTarget t);
 typedef struct PlanBucket {

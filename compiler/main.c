@@ -13,6 +13,7 @@
 
 typedef struct Options {
     const char *input, *output, *emit_c_dir, *emit_cuda_dir;
+    const char *graph;      /* --graph FILE.dot */
     int report;
     CostTarget target;      /* --target: the cost model --report uses */
     FuseLevel fusion;
@@ -32,6 +33,8 @@ static void usage(FILE *f)
             "  --emit c DIR       write the generated C kernels to DIR/program.c\n"
             "  --emit cuda DIR    write the CUDA kernels: DIR/NAME.cu each, all.cu, launch.txt\n"
             "  --report           list the kernels of one training and eval step\n"
+            "  --graph FILE.dot   draw the train and eval steps: kernels as clusters, buffer sizes\n"
+            "                     on edges, gradient buckets; also FILE.svg when Graphviz is installed\n"
             "  --target cpu|gpu   --report's byte model: the CPU's GEMM epilogue is a second pass\n"
             "                     over the product, a GPU's runs in registers (default cpu)\n"
             "  --fusion=LEVEL     none | elementwise | all (default all)\n"
@@ -76,6 +79,10 @@ static Options parse_args(int argc, char **argv)
                 bad_usage("--bucket-mb needs a size in MB between 0 and 65536", NULL);
         } else if (!strcmp(a, "--report")) {
             o.report = 1;
+        } else if (!strcmp(a, "--graph")) {
+            if (++i >= argc)
+                bad_usage("--graph needs a file name (FILE.dot)", NULL);
+            o.graph = argv[i];
         } else if (!strcmp(a, "--target") || !strncmp(a, "--target=", 9)) {
             const char *t = a[8] == '=' ? a + 9 : ++i < argc ? argv[i] : NULL;
             if (!t)
@@ -246,6 +253,8 @@ static int compile(const Options *o, const char *out, const int64_t *batches, in
         plan_report(stdout, train, prog->train.batch, o->target);
         plan_report(stdout, eval, prog->train.batch, o->target);
     }
+    if (o->graph && plan_graph(o->graph, train, eval, prog->train.batch) != 0)
+        return 1;
     for (int i = 0; costs && i < nbatch; i++) {
         int64_t b = batches[i] > 0 ? batches[i] : prog->train.batch;
         costs[i] = (StudyCost){b, train->ngroups, cost_plan(train, b, o->target)};
@@ -272,7 +281,7 @@ int main(int argc, char **argv)
         return cddpc_study_main(argc - 1, argv + 1);
     Options o = parse_args(argc, argv);
     const char *out = o.output;
-    if (!out && !o.emit_c_dir && !o.emit_cuda_dir && !o.report && !o.ndump)
+    if (!out && !o.emit_c_dir && !o.emit_cuda_dir && !o.report && !o.ndump && !o.graph)
         out = default_output(o.input);
     return compile(&o, out, NULL, 0, NULL);
 }
