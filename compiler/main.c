@@ -16,7 +16,9 @@ typedef struct Options {
     const char *graph;      /* --graph FILE.dot */
     int report;
     CostTarget target;      /* --target: the cost model --report uses */
-    FuseLevel fusion;
+    FuseLevel fusion;       /* the rules on */
+    unsigned fusion_off;    /* --no-fuse RULE ... */
+    int explain;            /* --explain-fusion */
     double bucket_mb;       /* --bucket-mb: overrides the train block; 0: keep */
     char dump[8][16];
     int ndump;
@@ -37,7 +39,13 @@ static void usage(FILE *f)
             "                     on edges, gradient buckets; also FILE.svg when Graphviz is installed\n"
             "  --target cpu|gpu   --report's byte model: the CPU's GEMM epilogue is a second pass\n"
             "                     over the product, a GPU's runs in registers (default cpu)\n"
-            "  --fusion=LEVEL     none | elementwise | all (default all)\n"
+            "  --fusion=LEVEL[,-RULE|,+RULE ...]\n"
+            "                     none | elementwise | all (default all), then rules switched off or on:\n"
+            "                     data, epilogue, ew-chain, reduction, row-ops, optimizer, channel-pass,\n"
+            "                     conv-bias, dropout (elementwise = ew-chain + dropout; README: Fusion rules)\n"
+            "  --no-fuse RULE     switch one rule off (repeatable)\n"
+            "  --explain-fusion   for each producer and consumer in different kernels, the predicate\n"
+            "                     that kept them apart and what would have joined them\n"
             "  --bucket-mb MB     gradient bucket size after the first 1 MB (default: train block's, 25)\n"
             "  -d PASS            dump the IR after PASS: sema, autodiff, fuse, memplan, buckets\n"
             "  --version, --help\n");
@@ -91,11 +99,21 @@ static Options parse_args(int argc, char **argv)
             else if (!strcmp(t, "gpu")) o.target = COST_GPU;
             else bad_usage("unknown target (cpu, gpu):", t);
         } else if (!strncmp(a, "--fusion=", 9)) {
-            const char *l = a + 9;
-            if (!strcmp(l, "none")) o.fusion = FUSE_NONE;
-            else if (!strcmp(l, "elementwise")) o.fusion = FUSE_ELEMENTWISE;
-            else if (!strcmp(l, "all")) o.fusion = FUSE_ALL;
-            else bad_usage("unknown fusion level (none, elementwise, all):", l);
+            const char *bad;
+            unsigned off = o.fusion_off;    /* --no-fuse before --fusion still holds */
+            if (fuse_parse(a + 9, &o.fusion, &bad) != 0)
+                bad_usage(util_fmt("unknown fusion level or rule '%s' (levels: none, elementwise, all; then "
+                                   ",-RULE or ,+RULE with RULE one of: %s)", bad, fuse_rule_names()), NULL);
+            o.fusion &= ~off;
+        } else if (!strcmp(a, "--no-fuse")) {
+            int bit = ++i < argc ? fuse_rule_bit(argv[i]) : 0;
+            if (!bit)
+                bad_usage(util_fmt("--no-fuse needs a rule: %s; got '%s'", fuse_rule_names(),
+                                   i < argc ? argv[i] : ""), NULL);
+            o.fusion_off |= (unsigned)bit;
+            o.fusion &= ~(unsigned)bit;
+        } else if (!strcmp(a, "--explain-fusion")) {
+            o.explain = 1;
         } else if (!strcmp(a, "-d")) {
             if (++i >= argc)
                 bad_usage("-d needs a pass name", NULL);
@@ -253,6 +271,10 @@ static int compile(const Options *o, const char *out, const int64_t *batches, in
         plan_report(stdout, train, prog->train.batch, o->target);
         plan_report(stdout, eval, prog->train.batch, o->target);
     }
+    if (o->explain) {
+        fuse_explain(stdout, train, o->fusion);
+        fuse_explain(stdout, eval, o->fusion);
+    }
     if (o->graph && plan_graph(o->graph, train, eval, prog->train.batch) != 0)
         return 1;
     for (int i = 0; costs && i < nbatch; i++) {
@@ -281,7 +303,7 @@ int main(int argc, char **argv)
         return cddpc_study_main(argc - 1, argv + 1);
     Options o = parse_args(argc, argv);
     const char *out = o.output;
-    if (!out && !o.emit_c_dir && !o.emit_cuda_dir && !o.report && !o.ndump && !o.graph)
+    if (!out && !o.emit_c_dir && !o.emit_cuda_dir && !o.report && !o.ndump && !o.graph && !o.explain)
         out = default_output(o.input);
     return compile(&o, out, NULL, 0, NULL);
 }

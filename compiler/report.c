@@ -20,6 +20,11 @@ void plan_report(FILE *f, const Plan *p, int64_t batch, CostTarget t)
         fprintf(f, "  %-34s %4d %12.3f %12.3f ", gr->name, gr->nnodes, c.flops / 1e6, c.bytes / 1024);
         for (int k = 0; k < gr->nnodes; k++)
             fprintf(f, " %s%%%d", op_text[p->g->n[gr->nodes[k]]->op], gr->nodes[k]);
+        for (int r = 0, first = 1; r < FUSE_NRULES; r++)    /* the rules that built it */
+            if (gr->rules & fuse_rule[r].bit) {
+                fprintf(f, "%s%s", first ? "  <- " : ", ", fuse_rule[r].name);
+                first = 0;
+            }
         fprintf(f, "\n");
     }
     fprintf(f, "  %-34s %4s %12.3f %12.3f  (%s)\n", "total", "", tot.flops / 1e6, tot.bytes / 1024,

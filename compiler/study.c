@@ -46,7 +46,6 @@ static void progress(const char *fmt, ...)
     va_end(ap);
 }
 
-static const char *level_name[] = {"none", "elementwise", "all"};
 
 static int study_usage(FILE *f, int rc)
 {
@@ -85,18 +84,26 @@ static int parse_count(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-/* "none,all" -> levels; -1 on an unknown name */
-static int parse_levels(const char *s, FuseLevel *lv, int *n)
+/* "none,elementwise,all,-epilogue" -> levels and their labels: a -RULE
+ * or +RULE item changes the level before it (fuse_parse's syntax); -1
+ * with the bad item in *bad */
+static int parse_levels(const char *s, FuseLevel *lv, const char **label, int *n, const char **bad)
 {
     char *copy = util_strdup(s), *save = NULL;
     *n = 0;
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int k = 0;
-        while (k < 3 && strcmp(t, level_name[k]))
-            k++;
-        if (k == 3 || *n == MAX_ITEMS)
+        int mod = t[0] == '-' || t[0] == '+';
+        if (mod && !*n) {
+            *bad = util_strdup(t);
             return -1;
-        lv[(*n)++] = (FuseLevel)k;
+        }
+        const char *spec = mod ? util_fmt("%s,%s", label[*n - 1], t) : t;
+        if (!mod && *n == MAX_ITEMS)
+            return -1;
+        int at = mod ? *n - 1 : (*n)++;
+        if (fuse_parse(spec, &lv[at], bad) != 0)
+            return -1;
+        label[at] = util_strdup(spec);
     }
     return *n ? 0 : -1;
 }
@@ -234,6 +241,7 @@ int cddpc_study_main(int argc, char **argv)
     const char *models[MAX_ITEMS], *device = "cpu", *out = "study", *data = NULL, *threads = NULL;
     int nmodels = 0, nlevels = 3, nbatch = 0;
     FuseLevel levels[MAX_ITEMS] = {FUSE_NONE, FUSE_ELEMENTWISE, FUSE_ALL};
+    const char *level_name[MAX_ITEMS] = {"none", "elementwise", "all"}, *bad = "";
     int64_t batches[MAX_ITEMS];
     long steps = 20, repeat = 3, warmup = 3;
     for (int i = 1; i < argc; i++) {
@@ -261,8 +269,10 @@ int cddpc_study_main(int argc, char **argv)
             return study_error("unknown option '%s'", a);
         if (!v)
             return study_error("%s needs a value", name);
-        if (k == 0 && parse_levels(v, levels, &nlevels))
-            return study_error("unknown fusion level in '%s' (none, elementwise, all)", v);
+        if (k == 0 && parse_levels(v, levels, level_name, &nlevels, &bad))
+            return study_error("%s", util_fmt("unknown fusion level or rule '%s' in '%s' (levels: none, elementwise, "
+                                              "all; each may be followed by -RULE or +RULE items, RULE one of: %s)",
+                                              bad, v, fuse_rule_names()));
         if (k == 1 && parse_batches(v, batches, &nbatch))
             return study_error("--batch takes sizes between 1 and 1048576, comma separated: '%s'", v);
         if (k == 2 && strcmp(v, "cpu") && strcmp(v, "cuda"))
@@ -293,17 +303,20 @@ int cddpc_study_main(int argc, char **argv)
     for (int m = 0; m < nmodels; m++)
         for (int l = 0; l < nlevels; l++) {
             StudyCost costs[MAX_ITEMS];
-            const char *prog = util_fmt("%s/%s_%s", out, base_name(models[m]), level_name[levels[l]]);
-            progress("cddpc study: compiling %s at --fusion=%s", models[m], level_name[levels[l]]);
+            char *prog = util_fmt("%s/%s_%s", out, base_name(models[m]), level_name[l]);
+            for (char *q = prog + strlen(out) + 1; *q; q++)     /* "all,-epilogue": a file name */
+                if (*q == ',' || *q == '+')
+                    *q = '_';
+            progress("cddpc study: compiling %s at --fusion=%s", models[m], level_name[l]);
             if (compile_variant(models[m], levels[l], target, prog, want, nb, costs) != 0) {
                 fprintf(stderr, "\ncddpc study: error: compiling %s at --fusion=%s failed\n", models[m],
-                        level_name[levels[l]]);
+                        level_name[l]);
                 return 1;
             }
             programs[m * nlevels + l] = (char *)prog;
             for (int b = 0; b < nb; b++)
                 rows[(m * nb + b) * nlevels + l] = (StudyRow){.model = base_name(models[m]),
-                    .fusion = level_name[levels[l]], .batch = costs[b].batch, .kernels = costs[b].kernels,
+                    .fusion = level_name[l], .batch = costs[b].batch, .kernels = costs[b].kernels,
                     .cost = costs[b].cost};
         }
 
@@ -357,7 +370,7 @@ int cddpc_study_main(int argc, char **argv)
     /* the baseline of each model and batch: `all`, else the first level */
     int base = 0;
     for (int l = 0; l < nlevels; l++)
-        if (levels[l] == FUSE_ALL) {
+        if (!strcmp(level_name[l], "all")) {
             base = l;
             break;
         }
@@ -365,7 +378,7 @@ int cddpc_study_main(int argc, char **argv)
         for (int l = 0; l < nlevels; l++)
             rows[g * nlevels + l].ratio = rows[g * nlevels + l].step_median / rows[g * nlevels + base].step_median;
 
-    StudySetup setup = {device, level_name[levels[base]], steps, repeat, warmup};
+    StudySetup setup = {device, level_name[base], steps, repeat, warmup};
     study_table(stdout, rows, nrows, &setup);
     const char *csv = util_fmt("%s/study.csv", out), *svg = util_fmt("%s/study.svg", out);
     if (study_csv(csv, rows, nrows) != 0 || study_svg(svg, rows, nrows, nlevels, &setup) != 0) {

@@ -27,7 +27,7 @@ expect_err() {  # WANT_TEXT DESCRIPTION -- ARGS...
     local rc=$?
     if [ $rc -eq 2 ] && grep -qF -- "$want" "$T/err"; then pass "$what"; else fail "$what (status $rc, stderr: $(cat "$T/err"))"; fi
 }
-expect_err "unknown fusion level in 'none,fast' (none, elementwise, all)" "unknown level lists the levels" -- models/mnist.net --fusion none,fast
+expect_err "unknown fusion level or rule 'fast' in 'none,fast'" "unknown level lists the levels" -- models/mnist.net --fusion none,fast
 expect_err "unknown option '--fusoin'" "unknown option" -- models/mnist.net --fusoin all
 expect_err "no model file given" "no model" -- --steps 3
 expect_err "--steps takes a count" "bad count" -- models/mnist.net --steps 0
