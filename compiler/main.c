@@ -280,6 +280,17 @@ static int compile(const Options *o, const char *out, const int64_t *batches, in
     for (int i = 0; costs && i < nbatch; i++) {
         int64_t b = batches[i] > 0 ? batches[i] : prog->train.batch;
         costs[i] = (StudyCost){b, train->ngroups, cost_plan(train, b, o->target)};
+        /* each kernel's cost too, for the study's per-kernel table */
+        const char *tsv = util_fmt("%s.b%lld.kernels.tsv", out, (long long)b);
+        FILE *f = fopen(tsv, "w");
+        for (int k = 0; f && k < train->ngroups; k++) {
+            KernelCost c = cost_group(train, &train->groups[k], b, o->target);
+            fprintf(f, "%s\t%.0f\t%.0f\n", train->groups[k].name, c.flops, c.bytes);
+        }
+        if (!f || fclose(f) != 0) {
+            fprintf(stderr, "cddpc: error: cannot write '%s'\n", tsv);
+            return 1;
+        }
     }
 
     if (emit_program(prog, train, eval, o->input, out, o->emit_c_dir, o->emit_cuda_dir) != 0)

@@ -61,7 +61,11 @@ static int study_usage(FILE *f, int rc)
             "  --repeat R         runs of each program (default 3)\n"
             "  --data DIR         dataset directory passed to the programs (default: the model's)\n"
             "  --threads T        passed to the programs (default: theirs, the online CPUs)\n"
-            "  --out DIR          where programs, traces, logs, CSV and SVG go (default study)\n");
+            "  --out DIR          where programs, traces, logs, CSV and SVG go (default study)\n"
+            "  --kernels          also each kernel on its own: median, min, max time per call, GFLOP/s,\n"
+            "                     GB/s and the fraction of its roofline bound (OUT/kernels.csv)\n"
+            "  --peak-gflops X, --peak-gbs Y   the roofline's peaks (default: measured at start by\n"
+            "                     a triad and an FMA loop compiled as the programs are)\n");
     return rc;
 }
 
@@ -244,10 +248,16 @@ int cddpc_study_main(int argc, char **argv)
     const char *level_name[MAX_ITEMS] = {"none", "elementwise", "all"}, *bad = "";
     int64_t batches[MAX_ITEMS];
     long steps = 20, repeat = 3, warmup = 3;
+    int per_kernel = 0;
+    double peak_gflops = 0, peak_gbs = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return study_usage(stdout, 0);
+        if (!strcmp(a, "--kernels")) {
+            per_kernel = 1;
+            continue;
+        }
         if (a[0] != '-') {
             if (nmodels == MAX_ITEMS)
                 return study_error("at most %s model files", "16");
@@ -261,14 +271,21 @@ int cddpc_study_main(int argc, char **argv)
             name[eq - a] = 0;
         const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
         static const char *known[] = {"--fusion", "--batch", "--device", "--steps", "--repeat",
-                                      "--warmup", "--data", "--threads", "--out"};
+                                      "--warmup", "--data", "--threads", "--out", "--peak-gflops", "--peak-gbs"};
         int k = 0;
-        while (k < 9 && strcmp(name, known[k]))
+        while (k < 11 && strcmp(name, known[k]))
             k++;
-        if (k == 9)
+        if (k == 11)
             return study_error("unknown option '%s'", a);
         if (!v)
             return study_error("%s needs a value", name);
+        if (k >= 9) {
+            char *end;
+            double x = strtod(v, &end);
+            if (*end || !(x > 0) || x > 1e9)
+                return study_error("%s", util_fmt("%s takes a positive number, got '%s'", name, v));
+            *(k == 9 ? &peak_gflops : &peak_gbs) = x;
+        }
         if (k == 0 && parse_levels(v, levels, level_name, &nlevels, &bad))
             return study_error("%s", util_fmt("unknown fusion level or rule '%s' in '%s' (levels: none, elementwise, "
                                               "all; each may be followed by -RULE or +RULE items, RULE one of: %s)",
@@ -320,6 +337,28 @@ int cddpc_study_main(int argc, char **argv)
                     .cost = costs[b].cost};
         }
 
+    FILE *kcsv = NULL;
+    if (per_kernel) {
+        if (!(peak_gflops > 0 && peak_gbs > 0)) {
+            progress("cddpc study: measuring this machine's peak FLOP rate and bandwidth");
+            if (study_calibrate(out, threads, &peak_gflops, &peak_gbs) != 0) {
+                fprintf(stderr, "\ncddpc study: error: the calibration program (%s/calibrate.c) could not be built "
+                                "or run; give --peak-gflops and --peak-gbs\n", out);
+                return 1;
+            }
+        }
+        const char *kpath = util_fmt("%s/kernels.csv", out);
+        if (!(kcsv = fopen(kpath, "w"))) {
+            fprintf(stderr, "cddpc study: error: cannot write %s: %s\n", kpath, strerror(errno));
+            return 1;
+        }
+        fprintf(kcsv, "model,fusion,batch,kernel,calls,median_s,min_s,max_s,flops,bytes,gflops_per_s,gb_per_s,"
+                      "bound,roofline_fraction\n");
+    }
+    char *ktables = NULL;       /* printed after the main table */
+    size_t ktables_len = 0;
+    FILE *kout = per_kernel ? open_memstream(&ktables, &ktables_len) : NULL;
+
     /* measure: the model-batch groups in order, each level in turn */
     int total = nrows * (int)repeat, done = 0;
     double *secs = util_alloc(sizeof(double) * (size_t)(steps * repeat));
@@ -329,7 +368,15 @@ int cddpc_study_main(int argc, char **argv)
                 StudyRow *r = &rows[(m * nb + b) * nlevels + l];
                 const char *trace = util_fmt("%s.b%lld.trace.json", programs[m * nlevels + l], (long long)r->batch);
                 const char *log = util_fmt("%s.b%lld.log", programs[m * nlevels + l], (long long)r->batch);
-                int nsec = 0;
+                int nsec = 0, nk = 0;
+                KernelStat *ks = NULL;
+                if (per_kernel) {
+                    const char *tsv = util_fmt("%s.b%lld.kernels.tsv", programs[m * nlevels + l], (long long)r->batch);
+                    if ((nk = study_kernel_costs(tsv, &ks, (int)(steps * repeat))) < 0) {
+                        fprintf(stderr, "\ncddpc study: error: cannot read %s\n", tsv);
+                        return 1;
+                    }
+                }
                 for (int k = 0; k < repeat; k++) {
                     progress("cddpc study: [%d/%d] %s --fusion=%s --batch %lld, run %d of %ld", ++done, total,
                              r->model, r->fusion, (long long)r->batch, k + 1, repeat);
@@ -355,6 +402,8 @@ int cddpc_study_main(int argc, char **argv)
                         return 1;
                     }
                     nsec += got;
+                    if (per_kernel)
+                        study_kernel_times(trace, (int)warmup + 1, (int)(warmup + steps), ks, nk);
                 }
                 r->step_min = r->step_max = secs[0];
                 for (int i = 0; i < nsec; i++) {
@@ -363,6 +412,8 @@ int cddpc_study_main(int argc, char **argv)
                 }
                 r->step_median = median(secs, nsec);
                 r->nsteps = nsec;
+                if (per_kernel)
+                    study_kernel_table(kout, kcsv, r, ks, nk, peak_gflops, peak_gbs);
             }
     if (isatty(2))
         fprintf(stderr, "\r\033[K");
@@ -380,6 +431,17 @@ int cddpc_study_main(int argc, char **argv)
 
     StudySetup setup = {device, level_name[base], steps, repeat, warmup};
     study_table(stdout, rows, nrows, &setup);
+    if (per_kernel) {
+        fclose(kout);
+        fputs(ktables, stdout);
+        if (fclose(kcsv) != 0) {
+            fprintf(stderr, "cddpc study: error: cannot write %s/kernels.csv\n", out);
+            return 1;
+        }
+        printf("roofline: the longer of FLOPs / %.1f GFLOP/s and bytes / %.1f GB/s (main memory: over 100%% means "
+               "the kernel's buffers were in cache), over the median time\nkernel rows: %s/kernels.csv\n",
+               peak_gflops, peak_gbs, out);
+    }
     const char *csv = util_fmt("%s/study.csv", out), *svg = util_fmt("%s/study.svg", out);
     if (study_csv(csv, rows, nrows) != 0 || study_svg(svg, rows, nrows, nlevels, &setup) != 0) {
         fprintf(stderr, "cddpc study: error: cannot write %s or %s: %s\n", csv, svg, strerror(errno));

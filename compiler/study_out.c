@@ -32,7 +32,7 @@ int study_csv(const char *path, const StudyRow *rows, int n)
                "measured_steps,images_per_s,ratio\n");
     for (int i = 0; i < n; i++) {
         const StudyRow *r = &rows[i];
-        fprintf(f, "%s,%s,%lld,%d,%d,%.0f,%.0f,%.9f,%.9f,%.9f,%d,%.3f,%.4f\n", r->model, r->fusion,
+        fprintf(f, "%s,%s,%lld,%d,%d,%.0f,%.0f,%.9g,%.9g,%.9g,%d,%.3f,%.4f\n", r->model, r->fusion,
                 (long long)r->batch, r->kernels, r->kernels, r->cost.bytes, r->cost.flops, r->step_median,
                 r->step_min, r->step_max, r->nsteps, (double)r->batch / r->step_median, r->ratio);
     }

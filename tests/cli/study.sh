@@ -8,7 +8,11 @@
 #     count, its total KiB); the baseline (`all`) has ratio 1 and the other
 #     rows median / baseline median; min <= median <= max; every row has
 #     steps x repeats measured steps; images/s = batch / median;
-#   - the SVG is well-formed XML with one bar per row in each panel.
+#   - the SVG is well-formed XML with one bar per row in each panel;
+#   - --kernels: the calibration measured positive peaks; OUT/kernels.csv
+#     has each train kernel of each variant, with the FLOPs and bytes
+#     --report gives it, steps x repeats calls, min <= median <= max, and
+#     the roofline fraction recomputed from those peaks.
 # Usage: tests/cli/study.sh CDDPC MNIST_DIR
 set -u
 CDDPC=$1
@@ -33,7 +37,7 @@ expect_err "no model file given" "no model" -- --steps 3
 expect_err "--steps takes a count" "bad count" -- models/mnist.net --steps 0
 
 "$CDDPC" study models/mnist.net models/mnist_convnet.net --fusion none,all --batch 64 --steps 3 --repeat 2 \
-    --warmup 1 --threads 1 --data "$DATA" --out "$T/s" > "$T/table" 2> "$T/progress"
+    --warmup 1 --threads 1 --data "$DATA" --kernels --out "$T/s" > "$T/table" 2> "$T/progress"
 rc=$?
 if [ $rc -ne 0 ]; then
     fail "cddpc study exited $rc: $(tail -5 "$T/progress")"
@@ -79,6 +83,30 @@ import sys, xml.etree.ElementTree as E
 t = E.parse(sys.argv[1])
 bars = [e for e in t.iter() if e.tag.endswith('rect') and any(c.tag.endswith('title') for c in e)]
 assert len(bars) == 8, len(bars)
+P
+for m in mnist mnist_convnet; do
+    for l in none all; do
+        # --report's train kernels: name, MFLOP and KiB to 3 places
+        awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_/ { print $1, $3, $4 }' "$T/r_${m}_$l" > "$T/k_${m}_$l"
+    done
+done
+"$PY" - "$T/s/kernels.csv" "$T/s/calibrate.txt" "$T" <<'P' && pass "kernels.csv: kernels, costs, calls, roofline" || fail "kernels.csv checks"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+gf, gb = map(float, open(sys.argv[2]).read().split()[:2])
+assert gf > 0 and gb > 0, (gf, gb)
+for m in ('mnist', 'mnist_convnet'):
+    for l in ('none', 'all'):
+        want = [line.split() for line in open('%s/k_%s_%s' % (sys.argv[3], m, l))]
+        got = [r for r in rows if r['model'] == m and r['fusion'] == l]
+        assert [r['kernel'] for r in got] == [w[0] for w in want], (m, l)
+        for r, w in zip(got, want):
+            assert abs(float(r['flops']) / 1e6 - float(w[1])) < 1e-3 and abs(float(r['bytes']) / 1024 - float(w[2])) < 1e-3, (r, w)
+            assert int(r['calls']) == 6, r
+            med, lo, hi = float(r['median_s']), float(r['min_s']), float(r['max_s'])
+            assert 0 < lo <= med <= hi, r
+            bound = max(float(r['flops']) / (gf * 1e9), float(r['bytes']) / (gb * 1e9))
+            assert abs(float(r['roofline_fraction']) - bound / med) <= 1e-4 + 1e-3 * bound / med, r
 P
 [ $nfail -eq 0 ] && echo "study: all passed" || echo "study: $nfail failed"
 exit $((nfail > 0))
