@@ -298,6 +298,16 @@ int cddpc_study_compile(const char *model, FuseLevel level, CostTarget target, c
                         const int64_t *batches, int nbatch, StudyCost *costs);
 /* graph.c: --graph FILE.dot (and FILE.svg when Graphviz's dot is installed) */
 int plan_graph(const char *path, const Plan *train, const Plan *eval, int64_t batch);
+/* gpu_model.c: --report --target GPU, the step predicted per kernel from
+ * datasheet peaks (one table, with sources) and launch geometry */
+typedef struct GpuTarget {
+    const char *name, *full;
+    double flops, bw;       /* FP32 FLOP/s (non-tensor), memory bytes/s */
+    int sms;
+    const char *source;
+} GpuTarget;
+const GpuTarget *gpu_target(const char *name);     /* h100, h200, a100, t4; NULL */
+void gpu_report(FILE *f, const Program *prog, const Plan *p, int64_t batch, const GpuTarget *t);
 /* report.c */
 void plan_report(FILE *f, const Plan *p, int64_t batch, CostTarget t);
 typedef struct PlanBucket {

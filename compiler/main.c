@@ -16,6 +16,7 @@ typedef struct Options {
     const char *graph;      /* --graph FILE.dot */
     int report;
     CostTarget target;      /* --target: the cost model --report uses */
+    const GpuTarget *gpu;   /* --target h200 ...: also the predicted step */
     FuseLevel fusion;       /* the rules on */
     unsigned fusion_off;    /* --no-fuse RULE ... */
     int explain;            /* --explain-fusion */
@@ -37,8 +38,10 @@ static void usage(FILE *f)
             "  --report           list the kernels of one training and eval step\n"
             "  --graph FILE.dot   draw the train and eval steps: kernels as clusters, buffer sizes\n"
             "                     on edges, gradient buckets; also FILE.svg when Graphviz is installed\n"
-            "  --target cpu|gpu   --report's byte model: the CPU's GEMM epilogue is a second pass\n"
-            "                     over the product, a GPU's runs in registers (default cpu)\n"
+            "  --target cpu|gpu|h100|h200|a100|t4\n"
+            "                     --report's byte model: the CPU's GEMM epilogue is a second pass\n"
+            "                     over the product, a GPU's runs in registers (default cpu); a GPU\n"
+            "                     by name: also each kernel's predicted time, the step and an epoch\n"
             "  --fusion=LEVEL[,-RULE|,+RULE ...]\n"
             "                     none | elementwise | all (default all), then rules switched off or on:\n"
             "                     data, epilogue, ew-chain, reduction, row-ops, optimizer, channel-pass,\n"
@@ -97,7 +100,8 @@ static Options parse_args(int argc, char **argv)
                 bad_usage("--target needs cpu or gpu", NULL);
             else if (!strcmp(t, "cpu")) o.target = COST_CPU;
             else if (!strcmp(t, "gpu")) o.target = COST_GPU;
-            else bad_usage("unknown target (cpu, gpu):", t);
+            else if ((o.gpu = gpu_target(t))) o.target = COST_GPU;
+            else bad_usage("unknown target (cpu, gpu, h100, h200, a100, t4):", t);
         } else if (!strncmp(a, "--fusion=", 9)) {
             const char *bad;
             unsigned off = o.fusion_off;    /* --no-fuse before --fusion still holds */
@@ -270,6 +274,8 @@ static int compile(const Options *o, const char *out, const int64_t *batches, in
     if (o->report) {
         plan_report(stdout, train, prog->train.batch, o->target);
         plan_report(stdout, eval, prog->train.batch, o->target);
+        if (o->gpu)
+            gpu_report(stdout, prog, train, prog->train.batch, o->gpu);
     }
     if (o->explain) {
         fuse_explain(stdout, train, o->fusion);
