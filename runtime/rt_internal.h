@@ -42,6 +42,7 @@ typedef struct rt_opts {
     const char *ckpt_path;  /* --checkpoint FILE: written every epoch (rank 0) */
     int64_t ckpt_every;     /* --checkpoint-every N: also every N optimizer steps */
     const char *resume_path; /* --resume FILE */
+    const char *bench_kernel; /* --bench-kernel NAME|all: time kernels alone, no training */
 } rt_opts;
 
 
@@ -329,6 +330,11 @@ float rt_lr_at(const rt_model *m, float lr, int epoch);
 /* Rank 0's buffers (RT_PARAM_BUFFER) onto every rank: before evaluating. */
 void rt_bcast_buffers(const rt_model *m, float *param);
 /* rs: where to continue (--resume), or a fresh run (rs->active 0). */
+/* rt_bench.c: --bench-kernel. The name check: 0, or -1 with the message
+ * (the train kernels listed). */
+int rt_bench_check_name(const rt_model *m, const char *name);
+int rt_bench_kernels(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *train);
+
 int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
              const rt_dataset *train, const rt_dataset *test, rt_log *log);
 
