@@ -426,8 +426,12 @@ int cddpc_study_main(int argc, char **argv)
             break;
         }
     for (int g = 0; g < nmodels * nb; g++)
-        for (int l = 0; l < nlevels; l++)
-            rows[g * nlevels + l].ratio = rows[g * nlevels + l].step_median / rows[g * nlevels + base].step_median;
+        for (int l = 0; l < nlevels; l++) {
+            StudyRow *r = &rows[g * nlevels + l];
+            r->base_median = rows[g * nlevels + base].step_median;
+            r->base_bytes = rows[g * nlevels + base].cost.bytes;
+            r->ratio = r->step_median / r->base_median;
+        }
 
     StudySetup setup = {device, level_name[base], steps, repeat, warmup};
     study_table(stdout, rows, nrows, &setup);

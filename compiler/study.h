@@ -14,6 +14,7 @@ typedef struct StudyRow {
     double step_median, step_min, step_max;  /* seconds, over all measured steps */
     int nsteps;                 /* measured: steps x repeats */
     double ratio;               /* median / the baseline level's median */
+    double base_median, base_bytes;  /* the baseline row's, for the chart */
 } StudyRow;
 
 typedef struct StudySetup {

@@ -1,7 +1,10 @@
 /* study_svg.c: `cddpc study`'s chart, a self-contained SVG: two panels of
  * grouped bars, one group per model and batch size, one bar per fusion
  * level: the median step time with a whisker from the fastest to the
- * slowest measured step, and the bytes moved per step (cost model). */
+ * slowest measured step, and the bytes moved per step (cost model). Bars
+ * are relative to the baseline level of their group (models differ by
+ * orders of magnitude: on one axis the small ones vanish); the absolute
+ * value is written over each bar. */
 #include <math.h>
 #include <stdio.h>
 
@@ -29,13 +32,16 @@ static void esc(FILE *f, const char *s)
 
 /* One panel at x0: value(row) per bar, optional whiskers lo..hi. */
 static void panel(FILE *f, double x0, const char *title, const StudyRow *rows, int n, int nlevels,
-                  double (*value)(const StudyRow *), double (*lo)(const StudyRow *), double (*hi)(const StudyRow *))
+                  double (*value)(const StudyRow *), double (*lo)(const StudyRow *), double (*hi)(const StudyRow *),
+                  const char *(*label)(const StudyRow *))
 {
     const double W = 420, Y0 = 50, Y1 = 330, left = 55;
+    /* the axis fits the bars; a whisker past it is cut at the top with a
+     * caret (one slow step must not flatten every bar) */
     double top = 0;
     for (int i = 0; i < n; i++)
-        top = fmax(top, hi ? hi(&rows[i]) : value(&rows[i]));
-    top = axis_top(top);
+        top = fmax(top, value(&rows[i]));
+    top = axis_top(1.25 * top);
     fprintf(f, "<text x=\"%.1f\" y=\"30\" font-size=\"14\" text-anchor=\"middle\">", x0 + left + (W - left) / 2);
     esc(f, title);
     fprintf(f, "</text>\n");
@@ -53,12 +59,21 @@ static void panel(FILE *f, double x0, const char *title, const StudyRow *rows, i
             const StudyRow *r = &rows[g * nlevels + l];
             double v = value(r), h = (Y1 - Y0) * v / top, x = gx + l * bw;
             fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%s %s "
-                       "batch %lld: %.4g</title></rect>\n", x, Y1 - h, bw * 0.9, h, colour[l % 6], r->model,
-                    r->fusion, (long long)r->batch, v);
+                       "batch %lld: %s (%.3g x)</title></rect>\n", x, Y1 - h, bw * 0.9, h, colour[l % 6], r->model,
+                    r->fusion, (long long)r->batch, label(r), v);
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"9\" text-anchor=\"middle\">%s</text>\n",
+                    x + bw * 0.45, Y1 - h - 3, label(r));
             if (lo && hi) {
                 double ya = Y1 - (Y1 - Y0) * lo(r) / top, yb = Y1 - (Y1 - Y0) * hi(r) / top, xm = x + bw * 0.45;
-                fprintf(f, "<path d=\"M%.1f %.1fV%.1fM%.1f %.1fH%.1fM%.1f %.1fH%.1f\" stroke=\"#222\"/>\n", xm, ya,
-                        yb, xm - 3, ya, xm + 3, xm - 3, yb, xm + 3);
+                int cut = yb < Y0;
+                yb = cut ? Y0 : yb;
+                fprintf(f, "<path d=\"M%.1f %.1fV%.1fM%.1f %.1fH%.1f\" stroke=\"#222\"/>\n", xm, ya, yb, xm - 3, ya,
+                        xm + 3);
+                if (cut)    /* a caret: the slowest step is off the axis */
+                    fprintf(f, "<path d=\"M%.1f %.1fL%.1f %.1fL%.1f %.1f\" stroke=\"#222\" fill=\"none\"/>\n",
+                            xm - 3, yb + 4, xm, yb, xm + 3, yb + 4);
+                else
+                    fprintf(f, "<path d=\"M%.1f %.1fH%.1f\" stroke=\"#222\"/>\n", xm - 3, yb, xm + 3);
             }
         }
         const StudyRow *r = &rows[g * nlevels];
@@ -70,10 +85,12 @@ static void panel(FILE *f, double x0, const char *title, const StudyRow *rows, i
     fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", x0 + left, x0 + W, Y1, Y1);
 }
 
-static double ms(const StudyRow *r) { return 1e3 * r->step_median; }
-static double ms_lo(const StudyRow *r) { return 1e3 * r->step_min; }
-static double ms_hi(const StudyRow *r) { return 1e3 * r->step_max; }
-static double mib(const StudyRow *r) { return r->cost.bytes / (1024.0 * 1024); }
+static double ms(const StudyRow *r) { return r->step_median / r->base_median; }
+static double ms_lo(const StudyRow *r) { return r->step_min / r->base_median; }
+static double ms_hi(const StudyRow *r) { return r->step_max / r->base_median; }
+static double mib(const StudyRow *r) { return r->cost.bytes / r->base_bytes; }
+static const char *ms_text(const StudyRow *r) { return util_fmt("%.3g ms", 1e3 * r->step_median); }
+static const char *mib_text(const StudyRow *r) { return util_fmt("%.3g MiB", r->cost.bytes / (1024.0 * 1024)); }
 
 int study_svg(const char *path, const StudyRow *rows, int n, int nlevels, const StudySetup *s)
 {
@@ -82,8 +99,10 @@ int study_svg(const char *path, const StudyRow *rows, int n, int nlevels, const 
         return -1;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"400\" "
                "font-family=\"sans-serif\">\n<rect width=\"900\" height=\"400\" fill=\"white\"/>\n");
-    panel(f, 0, "step time, ms (median; whisker: min to max)", rows, n, nlevels, ms, ms_lo, ms_hi);
-    panel(f, 450, "bytes moved per step, MiB (cost model)", rows, n, nlevels, mib, NULL, NULL);
+    panel(f, 0, util_fmt("step time / --fusion=%s's (median; whisker: min, max)", s->baseline), rows, n, nlevels, ms,
+          ms_lo, ms_hi, ms_text);
+    panel(f, 450, util_fmt("bytes per step / --fusion=%s's (cost model)", s->baseline), rows, n, nlevels, mib, NULL,
+          NULL, mib_text);
     for (int l = 0; l < nlevels; l++) {
         fprintf(f, "<rect x=\"%d\" y=\"372\" width=\"12\" height=\"12\" fill=\"%s\"/>", 60 + 150 * l, colour[l % 6]);
         fprintf(f, "<text x=\"%d\" y=\"382\" font-size=\"12\">--fusion=%s</text>\n", 76 + 150 * l, rows[l].fusion);
