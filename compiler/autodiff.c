@@ -6,6 +6,7 @@
  * parameter gradients become ready, which the scheduler and (later) the
  * gradient buckets rely on. A missing rule is a compiler bug and stops
  * compilation loudly instead of producing a wrong gradient. */
+#include <stddef.h>
 #include <string.h>
 
 #include "cddpc.h"
@@ -21,8 +22,9 @@ static int bwd(Ad *a, Op op, int nin, const int *in, const Shape *s, const Node 
     int id = ir_add(a->g, op, nin, in, *s, DT_F32, like->loc);
     Node *n = a->g->n[id];
     n->phase = PH_BWD;
-    n->win = like->win;     /* conv / pool gradients slide the forward's window */
-    n->eps = like->eps;
+    /* the forward's attributes (Node's last member, a union): conv / pool
+     * gradients slide its window, batch norm's use its eps */
+    memcpy(&n->win, &like->win, sizeof *n - offsetof(Node, win));
     return id;
 }
 
@@ -150,8 +152,8 @@ static void rule_dropout(RULE_ARGS)
      * (seed, rank, step, key) stream, not saved by forward: no mask
      * buffer to keep alive across the step, and one read less */
     int d = bwd(a, OP_DROPOUT_GRAD, 1, &dy, &n->shape, n);
-    a->g->n[d]->drop_p = n->drop_p;
-    a->g->n[d]->drop_key = n->drop_key;
+    a->g->n[d]->drop.p = n->drop.p;
+    a->g->n[d]->drop.key = n->drop.key;
     accumulate(a, x[0], d);
 }
 

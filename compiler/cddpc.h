@@ -81,17 +81,25 @@ typedef struct Node {
     int param;              /* PARAM: index into Graph.params */
     int init;               /* PARAM: RT_INIT_* */
     int64_t fan_in;         /* PARAM: for default init */
-    int red;                /* CE_LOSS / CE_GRAD: Reduction */
     int grad_of;            /* node whose final gradient this is, or -1 */
     int bucket;             /* PARAM: gradient bucket (bucket.c), -1 for buffers */
     int buffer;             /* PARAM: a buffer (batch norm statistics): never trained */
     int i64;                /* PARAM: an integer counter, int64 in checkpoints */
-    Window win;             /* CONV2D*, *POOL*: geometry */
-    double eps, momentum;   /* BN_*: batch norm settings */
-    int sync;               /* BN_RUNNING: of statistics over all ranks (SyncBatchNorm) */
-    double drop_p;          /* DROPOUT*: probability of zeroing an element, in (0, 1) */
-    int drop_key;           /* DROPOUT*: which random stream (dropout_rng.h): the forward
-                               dropout's ordinal in the graph, 0, 1, ... */
+    /* The op's own attributes: one member per family of ops. A backward
+     * node starts with a copy of its forward node's (autodiff.c). */
+    union {
+        Window win;         /* CONV2D*, *POOL*: geometry */
+        struct {
+            double eps, momentum;   /* BN_*: batch norm settings */
+            int sync;       /* BN_RUNNING: of statistics over all ranks (SyncBatchNorm) */
+        } bn;
+        struct {
+            double p;       /* DROPOUT*: probability of zeroing an element, in (0, 1) */
+            int key;        /* which random stream (dropout_rng.h): the forward dropout's
+                               ordinal in the graph, 0, 1, ... */
+        } drop;
+        int red;            /* CE_LOSS / CE_GRAD: Reduction */
+    };
 } Node;
 
 /* The optimizer's hyperparameters (the train block's), read by the update

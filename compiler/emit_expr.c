@@ -53,7 +53,7 @@ void ex_declare_buffers(const Emit *m)
         const Node *n = ex_node(m, gr->nodes[k]);
         if (n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD)
             fprintf(m->f, "    const unsigned long long dk%d = cddp_drop_key(e->seed, e->rank, (long long)e->step, %d);\n",
-                    n->id, n->drop_key);
+                    n->id, n->drop.key);
     }
 }
 
@@ -83,7 +83,7 @@ static char *bn_apply_expr(const Emit *m, const Node *n, const Shape *space)
     int st = plan_source(m->p, n->in[1]);
     char *c = util_fmt("(j / %lld)", (long long)(x->d[2] * x->d[3]));
     return util_fmt("(%s - b%d[%s]) * (1.0f / sqrtf(b%d[%lld + %s] + %s)) * %s + %s", ex_operand(m, n->in[0], space),
-                    st, c, st, (long long)x->d[1], c, util_cfloat(n->eps), ex_operand(m, n->in[2], space),
+                    st, c, st, (long long)x->d[1], c, util_cfloat(n->bn.eps), ex_operand(m, n->in[2], space),
                     ex_operand(m, n->in[3], space));
 }
 
@@ -104,10 +104,10 @@ static char *formula(const Emit *m, const Node *n, const Shape *space)
             piece = *c == '@' ? ex_round(m, ops[k]) : ops[k];
             c++;
         } else if (*c == '$' && c[1] == 'p') {
-            piece = util_cfloat((float)n->drop_p);
+            piece = util_cfloat((float)n->drop.p);
             c++;
         } else if (*c == '$' && c[1] == 's') {
-            piece = util_cfloat(1.0f / (float)(1.0 - n->drop_p));
+            piece = util_cfloat(1.0f / (float)(1.0 - n->drop.p));
             c++;
         } else if (*c == '$' && c[1] == 'k') {
             piece = util_fmt("%d", n->id);

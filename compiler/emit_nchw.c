@@ -245,7 +245,7 @@ static void running_in_pass(const Emit *m, const Node *st, const char *ind)
     if (r < 0)
         return;
     const Node *rn = ex_node(m, r);
-    fprintf(m->f, "%s{\n%s    const int64_t MR = M%s;\n", ind, ind, rn->sync ? " * e->world" : "");
+    fprintf(m->f, "%s{\n%s    const int64_t MR = M%s;\n", ind, ind, rn->bn.sync ? " * e->world" : "");
     fprintf(m->f, "%s    const float unbias = MR > 1 ? (float)MR / (float)(MR - 1) : 1.0f;\n", ind);
     running_update(m->f, m->p, rn, util_fmt("%s    ", ind));
     fprintf(m->f, "%s    if (c == 0)\n%s        b%d[0] += 1.0f;\n%s    (void)b%d;\n%s}\n", ind, ind,
@@ -323,7 +323,7 @@ static void c_chan(const Emit *m, const Node *n)
         break;
     case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: case OP_BN_GDX: {
         int st = plan_source(p, n->in[2]);
-        fprintf(f, "        %s\n", bn_stats_decl(st, n->eps));
+        fprintf(f, "        %s\n", bn_stats_decl(st, n->bn.eps));
         if (n->op != OP_BN_GDX) {
             fprintf(f, "        double sdy = 0.0, sdyx = 0.0;\n");
             fprintf(f, "        " FOR_CHAN " {\n            sdy += b%d[e];\n", a);
@@ -373,7 +373,7 @@ static void c_chan(const Emit *m, const Node *n)
 static void running_update(FILE *f, const Plan *p, const Node *n, const char *ind)
 {
     int rm = plan_source(p, n->in[0]), rv = plan_source(p, n->in[1]), st = plan_source(p, n->in[3]);
-    const char *mom = util_cfloat(n->momentum), *keep = util_cfloat(1.0 - n->momentum);
+    const char *mom = util_cfloat(n->bn.momentum), *keep = util_cfloat(1.0 - n->bn.momentum);
     fprintf(f, "%sb%d[c] = %s * b%d[c] + %s * b%d[c];\n", ind, rm, mom, st, keep, rm);
     fprintf(f, "%sb%d[c] = %s * (b%d[C + c] * unbias) + %s * b%d[c];\n", ind, rv, mom, st, keep, rv);
 }
@@ -393,7 +393,7 @@ static int64_t running_hw(const Emit *m, const Node *n)
 static void running_count(const Emit *m, const Node *n)
 {
     fprintf(m->f, "    const int64_t C = %lld, M = n * (int64_t)%lld%s;\n", (long long)running_channels(m, n),
-            (long long)running_hw(m, n), n->sync ? " * e->world" : "");
+            (long long)running_hw(m, n), n->bn.sync ? " * e->world" : "");
 }
 
 static void c_state(const Emit *m, const Node *n)
@@ -672,7 +672,7 @@ static void cu_chan(const Emit *m, const Node *n, rt_cuda_launch *L)
         break;
     case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: case OP_BN_GDX: {
         int st = plan_source(p, n->in[2]);
-        fprintf(f, "    %s\n", bn_stats_decl(st, n->eps));
+        fprintf(f, "    %s\n", bn_stats_decl(st, n->bn.eps));
         if (n->op == OP_BN_GDX) {
             int sums = plan_source(p, n->in[4]);
             fprintf(f, "    %s\n", bn_global_dmeans(sums));

@@ -130,10 +130,10 @@ void ir_effect(Graph *g, int id)
 int ir_dropout(Graph *g, int x, double p, Loc loc)
 {
     int id = ir_add(g, OP_DROPOUT, 1, &x, g->n[x]->shape, DT_F32, loc);
-    g->n[id]->drop_p = p;
+    g->n[id]->drop.p = p;
     /* the ordinal, not the node id: adding a layer elsewhere does not
      * change the masks of the dropouts, and tests can predict the key */
-    g->n[id]->drop_key = g->ndropout++;
+    g->n[id]->drop.key = g->ndropout++;
     return id;
 }
 
@@ -220,11 +220,11 @@ void ir_dump(FILE *f, const Graph *g)
         }
         if (n->op == OP_BN_STATS || n->op == OP_BN_GSTATS || n->op == OP_BN_APPLY || n->op == OP_BN_DX
             || n->op == OP_BN_DPART || n->op == OP_BN_GDX)
-            fprintf(f, " eps=%g", n->eps);
+            fprintf(f, " eps=%g", n->bn.eps);
         if (n->op == OP_BN_RUNNING)
-            fprintf(f, " momentum=%g%s", n->momentum, n->sync ? " sync" : "");
+            fprintf(f, " momentum=%g%s", n->bn.momentum, n->bn.sync ? " sync" : "");
         if (n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD)
-            fprintf(f, " p=%g key=%d", n->drop_p, n->drop_key);
+            fprintf(f, " p=%g key=%d", n->drop.p, n->drop.key);
         if (n->op == OP_PARAM && n->buffer)
             fprintf(f, " buffer%s", n->i64 ? " i64" : "");
         fprintf(f, " : %s%s %s", n->dt == DT_I32 ? "i32" : "f32", ir_shape_str(&n->shape), phase_text[n->phase]);
@@ -381,7 +381,7 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
     case OP_DROPOUT: case OP_DROPOUT_GRAD:
         /* batched: the mask is indexed by the element's place in the batch tensor */
         return check(g, n, after, ir_same_shape(in_shape(g, n, 0), s) && ir_batched(s) && n->dt == DT_F32
-                     && n->drop_p > 0 && n->drop_p < 1 && n->drop_key >= 0,
+                     && n->drop.p > 0 && n->drop.p < 1 && n->drop.key >= 0,
                      "dropout keeps its batched f32 shape, 0 < p < 1");
     case OP_SUM_ROWS: {
         const Shape *x = in_shape(g, n, 0);

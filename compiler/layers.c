@@ -412,13 +412,13 @@ static Val apply_nchw(Sema *S, const Layer *l, Val x, Loc loc)
         } else {
             st = node4(S, OP_BN_STATS, (int[]){x.id, l->rm, l->rv}, shape2(2, l->in), loc);
         }
-        g->n[st.id]->eps = l->eps;
+        g->n[st.id]->bn.eps = l->eps;
         Val y = node4(S, OP_BN_APPLY, (int[]){x.id, st.id, l->w, l->b}, x.s, loc);
-        g->n[y.id]->eps = l->eps;
+        g->n[y.id]->bn.eps = l->eps;
         /* the running statistics move once per training step, from the stats */
         Val r = node4(S, OP_BN_RUNNING, (int[]){l->rm, l->rv, l->nbt, st.id}, shape1(l->in), loc);
-        g->n[r.id]->momentum = l->momentum;
-        g->n[r.id]->sync = S->sync_bn;
+        g->n[r.id]->bn.momentum = l->momentum;
+        g->n[r.id]->bn.sync = S->sync_bn;
         ir_effect(g, r.id);
         return y;
     }
