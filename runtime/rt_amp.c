@@ -8,6 +8,7 @@
  * backs off; else the optimizer kernels unscale by 1/S and update, and S
  * grows after growth_interval clean steps in a row. */
 #include "rt_internal.h"
+#include "rt_amp_rule.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -35,31 +36,25 @@ void rt_amp_init(rt_amp *a, const rt_model *m, const rt_resume *rs)
     }
 }
 
-int rt_amp_found_inf(const rt_amp *a, const float *grad, int64_t n, int64_t step)
+int rt_amp_found_inf(const rt_amp *a, rt_coll *c, const float *grad, int64_t n, int64_t step)
 {
     /* x - x is 0 for finite x, NaN for inf and NaN: one test for both */
     float acc = 0.0f;
     for (int64_t i = 0; i < n; i++)
         acc += grad[i] - grad[i];
-    double found = acc != 0.0f;
-    if (a->inject_rank == rt_world.rank && a->inject_step == step)
+    float found = acc != 0.0f;
+    if (a->inject_rank == c->rank && a->inject_step == step)
         found = 1;
-    rt_comm_sum_f64(&found, 1, "the loss scaler's found_inf all-reduce");
+    c->any(c, &found, NULL);
     return found > 0;
 }
 
+RT_AMP_RULE(static)
+
 void rt_amp_update(rt_amp *a, int found_inf)
 {
-    if (found_inf) {
-        a->scale *= a->backoff;
-        a->tracker = 0;
-        a->skipped++;
-        return;
-    }
-    if (++a->tracker == a->interval) {
-        const float grown = a->scale * a->growth;
-        if (isfinite(grown))
-            a->scale = grown;
-        a->tracker = 0;
-    }
+    long long tracker = a->tracker, skipped = a->skipped;
+    rt_amp_rule(&a->scale, &tracker, &skipped, a->growth, a->backoff, a->interval, found_inf);
+    a->tracker = tracker;
+    a->skipped = skipped;
 }

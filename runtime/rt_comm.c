@@ -35,8 +35,6 @@
 #include <mpi.h>
 #endif
 
-rt_comm rt_world = { .rank = 0, .size = 1, .local_rank = 0, .local_size = 1, .timeout = 300 };
-
 int rt_comm_launched(void)
 {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE");
@@ -72,7 +70,7 @@ void rt_comm_bcast_f32(float *x, int64_t n, const char *what) { (void)x, (void)n
 void rt_comm_bcast_bytes(void *x, int64_t n, const char *what) { (void)x, (void)n, (void)what; }
 void rt_comm_sum_f64(double *x, int64_t n, const char *what) { (void)x, (void)n, (void)what; }
 void rt_comm_allreduce_bucket(float *x, int64_t n, int bucket) { (void)x, (void)n, (void)bucket; }
-void rt_sync_sum(float *x, int64_t n) { (void)x, (void)n; }
+void rt_comm_sync_sum(float *x, int64_t n) { (void)x, (void)n; }
 void rt_comm_send(const void *buf, int64_t bytes, const char *what)
 {
     (void)buf, (void)bytes, (void)what;
@@ -80,6 +78,11 @@ void rt_comm_send(const void *buf, int64_t bytes, const char *what)
 void rt_comm_recv(int from, void *buf, int64_t bytes, const char *what)
 {
     (void)from, (void)buf, (void)bytes, (void)what;
+}
+void rt_comm_allgather_bytes(const void *mine, void *all, int64_t each, const char *what)
+{
+    (void)what;
+    memcpy(all, mine, (size_t)each);
 }
 #else
 
@@ -89,7 +92,7 @@ void rt_comm_recv(int from, void *buf, int64_t bytes, const char *what)
  * sleeps on a condition variable (CLOCK_MONOTONIC) until the earliest
  * deadline or until a slot changes; it never polls. */
 enum { SLOT_MAIN = 0, SLOT_COMM = 1, NSLOT = 2 };
-static MPI_Comm sync_comm = MPI_COMM_NULL;     /* rt_sync_sum's (see there) */
+static MPI_Comm sync_comm = MPI_COMM_NULL;     /* rt_comm_sync_sum's (see there) */
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -494,7 +497,7 @@ void rt_comm_allreduce_bucket(float *x, int64_t n, int bucket)
  * communicator of their own: the comm thread may be all-reducing a
  * gradient bucket on MPI_COMM_WORLD at the same time, and two threads'
  * collectives on one communicator could pair up wrongly across ranks. */
-void rt_sync_sum(float *x, int64_t n)
+void rt_comm_sync_sum(float *x, int64_t n)
 {
     if (rt_world.size <= 1)
         return;
@@ -502,6 +505,18 @@ void rt_sync_sum(float *x, int64_t n)
     for (int64_t i = 0; i < n; i += CHUNK)
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x + i, (int)(n - i < CHUNK ? n - i : CHUNK),
                                 MPI_FLOAT, MPI_SUM, sync_comm));
+    wd_end(SLOT_MAIN);
+}
+
+/* Every rank's `each` bytes, in rank order (each is small: one call). */
+void rt_comm_allgather_bytes(const void *mine, void *all, int64_t each, const char *what)
+{
+    if (rt_world.size <= 1) {
+        memcpy(all, mine, (size_t)each);
+        return;
+    }
+    wd_begin(SLOT_MAIN, what, -1);
+    MPI_CHECK(MPI_Allgather(mine, (int)each, MPI_BYTE, all, (int)each, MPI_BYTE, MPI_COMM_WORLD));
     wd_end(SLOT_MAIN);
 }
 

@@ -16,7 +16,7 @@
  *     cuStreamQuery against a deadline (rt_cuda_wait), and host<->device
  *     copies go through a pinned staging buffer so they too are waited for
  *     that way, never inside a blocking driver call;
- *   - one device (the rank's local rank), its primary context, one
+ *   - one device (rt_cuda_open says which), its primary context, one
  *     non-blocking stream for the model (the device loop adds a comm
  *     stream when it all-reduces with NCCL).
  *
@@ -24,7 +24,7 @@
  * libraries to load instead of the system's (the toolkit's stub driver, a
  * fake driver for tests); CDDP_CUDA_TIMEOUT bounds every wait (seconds,
  * default 600); CDDP_CUDA_DUMP=FILE writes the full NVRTC source there. */
-#include "rt_internal.h"
+#include "rt_cuda.h"
 #include "rt_cuda_kernels.h"
 #include <dlfcn.h>
 #include <errno.h>
@@ -142,7 +142,7 @@ typedef struct sym { const char *name; size_t off; const char *alt; } sym;
 
 static const sym cu_syms[] = {
     CU_SYM(cuInit), CU_SYM(cuDriverGetVersion), CU_SYM(cuGetErrorName), CU_SYM(cuGetErrorString),
-    CU_SYM(cuDeviceGetCount), CU_SYM(cuDeviceGet), CU_SYM(cuDeviceGetName),
+    CU_SYM(cuDeviceGetCount), CU_SYM(cuDeviceGet), CU_SYM(cuDeviceGetName), CU_SYM(cuDeviceGetPCIBusId),
     CU_SYM(cuDeviceGetAttribute), CU_SYM(cuDeviceTotalMem_v2), CU_SYM(cuDevicePrimaryCtxRetain),
     CU_SYM(cuDevicePrimaryCtxRelease_v2), CU_SYM(cuCtxSetCurrent), CU_SYM(cuModuleLoadData),
     CU_SYM(cuModuleUnload), CU_SYM(cuModuleGetFunction), CU_SYM(cuFuncGetAttribute),
@@ -195,9 +195,10 @@ void rt_nvrtc_unload(void)
     memset(&rt_nv, 0, sizeof rt_nv);
 }
 
-/* Tries one file. 1: loaded; 0: not there; -1: there but unusable (the
- * reason in why). */
-static int try_nvrtc(const char *dir, const char *name, int driver, char *why, size_t whylen)
+/* Opens one file into *nv. 1: usable; 0: not there; -1: there but
+ * unusable (the reason in why). */
+static int open_nvrtc(const char *dir, const char *name, int driver, rt_nvrtc_api *nv, char *why,
+                      size_t whylen)
 {
     char path[sizeof rt_nv.path];
     if (dir)
@@ -207,89 +208,162 @@ static int try_nvrtc(const char *dir, const char *name, int driver, char *why, s
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return 0;
-    rt_nvrtc_api nv;
-    memset(&nv, 0, sizeof nv);
-    const char *missing = load_syms(h, &nv, nv_syms, sizeof nv_syms / sizeof nv_syms[0]);
+    memset(nv, 0, sizeof *nv);
+    const char *missing = load_syms(h, nv, nv_syms, sizeof nv_syms / sizeof nv_syms[0]);
     if (missing) {
         snprintf(why, whylen, "NVRTC %s lacks %s (too old; cddp needs NVRTC 12 or newer)", path, missing);
         dlclose(h);
         return -1;
     }
-    if (nv.nvrtcVersion(&nv.major, &nv.minor) != 0) {
+    if (nv->nvrtcVersion(&nv->major, &nv->minor) != 0) {
         snprintf(why, whylen, "NVRTC %s: nvrtcVersion failed", path);
         dlclose(h);
         return -1;
     }
-    if (nv.major < 12) {
-        snprintf(why, whylen, "NVRTC %s is version %d.%d; cddp needs 12 or newer", path, nv.major,
-                 nv.minor);
+    if (nv->major < 12) {
+        snprintf(why, whylen, "NVRTC %s is version %d.%d; cddp needs 12 or newer", path, nv->major,
+                 nv->minor);
         dlclose(h);
         return -1;
     }
     /* A CUBIN from NVRTC X.y loads on any driver for CUDA X.0 or newer,
      * not on an older major version. */
-    if (driver && nv.major * 1000 > driver) {
+    if (driver && nv->major * 1000 > driver) {
         snprintf(why, whylen,
                  "driver older than needed: it supports CUDA %d.%d, and the NVRTC found (%s) is %d.%d, "
                  "which needs a driver for CUDA %d.0 or newer (set CDDP_LIBNVRTC to an older NVRTC)",
-                 driver / 1000, driver % 1000 / 10, path, nv.major, nv.minor, nv.major);
+                 driver / 1000, driver % 1000 / 10, path, nv->major, nv->minor, nv->major);
         dlclose(h);
         return -1;
     }
-    nv.lib = h;
-    snprintf(nv.path, sizeof nv.path, "%s", path);
-    rt_nv = nv;
-    /* NVRTC opens its builtins library by name; when NVRTC itself was
-     * found by path the loader may not find that one, so load it first
-     * from the same directory (a loaded soname satisfies later opens). */
-    if (dir) {
-        char b[sizeof rt_nv.path + 64];
-        snprintf(b, sizeof b, "%s/libnvrtc-builtins.so.%d.%d", dir, nv.major, nv.minor);
-        nv_builtins = dlopen(b, RTLD_NOW | RTLD_GLOBAL);
-    }
+    nv->lib = h;
+    snprintf(nv->path, sizeof nv->path, "%s", path);
     return 1;
 }
 
-int rt_nvrtc_load(int driver, char *why, size_t whylen)
+/* What nv can compile for a device of compute capability cc (major * 10
+ * + minor, as NVRTC numbers them): cc itself, else the highest of the
+ * same major with a lower minor -- a CUBIN runs on every later minor of
+ * its major (sm_120 code on an sm_121 GPU) -- else 0. lo/hi: the range it
+ * knows, for messages. */
+static int best_arch(const rt_nvrtc_api *nv, int cc, int *lo, int *hi)
+{
+    int narch = 0, best = 0;
+    *lo = *hi = 0;
+    if (nv->nvrtcGetNumSupportedArchs(&narch) != 0 || narch <= 0 || narch >= 4096)
+        return 0;
+    int *a = malloc(sizeof(int) * (size_t)narch);
+    if (a && nv->nvrtcGetSupportedArchs(a) == 0)
+        for (int i = 0; i < narch; i++) {
+            if (!*lo || a[i] < *lo)
+                *lo = a[i];
+            if (a[i] > *hi)
+                *hi = a[i];
+            if (a[i] / 10 == cc / 10 && a[i] <= cc && a[i] > best)
+                best = a[i];
+        }
+    free(a);
+    return best;
+}
+
+/* The NVRTC to compile with: every candidate the driver can run is asked
+ * which architectures it knows, and the one that compiles the device's own
+ * architecture wins, else the one with the closest lower minor of its major
+ * (so NVRTC 12 serves an sm_70 GPU that NVRTC 13 dropped, and NVRTC 13 an
+ * sm_121 GPU through sm_120 code when it does not know sm_121 yet). Ties go
+ * to the first in the search order (newest name first). Candidates:
+ * CDDP_LIBNVRTC (several separated by ':'), else libnvrtc.so.13, .so.12,
+ * .so from the loader's path, then lib64/ and lib/ of $CUDA_HOME,
+ * $CUDA_PATH, /usr/local/cuda. */
+int rt_nvrtc_load(int driver, int cc, int *arch, char *why, size_t whylen)
 {
     if (rt_nv.lib)
         return 0;
-    const char *env = getenv("CDDP_LIBNVRTC");
-    if (env && *env) {
-        int r = try_nvrtc(NULL, env, driver, why, whylen);
-        if (r == 0)
-            snprintf(why, whylen, "NVRTC missing: cannot load CDDP_LIBNVRTC=%s (%s)", env, dlerror());
-        return r == 1 ? 0 : -1;
-    }
     static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
-    /* the loader's search first, then the toolkit's usual homes */
     const char *homes[3] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
-    char reason[512] = "";
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        for (size_t d = 0; d < 7; d++) {
-            char dir[200];
+    const char *env = getenv("CDDP_LIBNVRTC");
+    char envcopy[1024] = "", *save = NULL, *tok = NULL;
+    if (env && *env) {
+        snprintf(envcopy, sizeof envcopy, "%s", env);
+        tok = strtok_r(envcopy, ":", &save);
+    }
+    char reason[640] = "", archwhy[640] = "", best_dir[200] = "";
+    rt_nvrtc_api best;
+    memset(&best, 0, sizeof best);
+    int best_a = 0, found = 0;
+    for (size_t i = 0, d = 0; env && *env ? tok != NULL : i < sizeof names / sizeof names[0];) {
+        char dir[200] = "";
+        const char *name;
+        int skip = 0;
+        if (env && *env) {
+            name = tok;
+        } else {
+            name = names[i];
             if (d > 0) {
                 const char *home = homes[(d - 1) / 2];
                 if (!home || !*home)
-                    continue;
-                snprintf(dir, sizeof dir, "%s/%s", home, d % 2 ? "lib64" : "lib");
+                    skip = 1;
+                else
+                    snprintf(dir, sizeof dir, "%s/%s", home, d % 2 ? "lib64" : "lib");
             }
-            char r1[512] = "";
-            int r = try_nvrtc(d ? dir : NULL, names[i], driver, r1, sizeof r1);
-            if (r == 1)
-                return 0;
-            if (r < 0 && !*reason)      /* the first reason is the telling one */
-                snprintf(reason, sizeof reason, "%s", r1);
-            if (r < 0)
-                break;          /* found but unusable: the next name, not the next dir */
         }
-    if (*reason)
-        snprintf(why, whylen, "%s", reason);
-    else
-        snprintf(why, whylen,
-                 "NVRTC missing: cannot load libnvrtc.so.13, libnvrtc.so.12 or libnvrtc.so (install "
-                 "the CUDA toolkit's NVRTC, add its lib64 to LD_LIBRARY_PATH, or set CDDP_LIBNVRTC)");
-    return -1;
+        rt_nvrtc_api nv;
+        char r1[640] = "";
+        int r = skip ? 0 : open_nvrtc(*dir ? dir : NULL, name, driver, &nv, r1, sizeof r1);
+        if (r < 0 && !*reason)          /* the first reason is the telling one */
+            snprintf(reason, sizeof reason, "%s", r1);
+        if (r == 1) {
+            found = 1;
+            int lo, hi, a = cc ? best_arch(&nv, cc, &lo, &hi) : 1;
+            if (!a && !*archwhy)
+                snprintf(archwhy, sizeof archwhy, "NVRTC %d.%d (%s) cannot compile for sm_%d, the "
+                         "architecture of this GPU (it knows sm_%d to sm_%d); install an NVRTC that does "
+                         "and name it in CDDP_LIBNVRTC", nv.major, nv.minor, nv.path, cc, lo, hi);
+            /* better: the first usable one for any device (cc 0); the
+             * device's own architecture over a lower minor; a higher
+             * minor over a lower one */
+            const int better = !cc ? !best.lib : a == cc ? best_a != cc : a > best_a && best_a != cc;
+            if (a && better) {
+                if (best.lib)
+                    dlclose(best.lib);
+                best = nv;
+                best_a = a;
+                snprintf(best_dir, sizeof best_dir, "%s", dir);
+            } else
+                dlclose(nv.lib);
+        }
+        /* next candidate: found but unusable means the next name, not the next dir */
+        if (env && *env)
+            tok = strtok_r(NULL, ":", &save);
+        else if (r != 0 || ++d == 7)
+            i++, d = 0;
+    }
+    if (!best.lib) {
+        if (*archwhy)
+            snprintf(why, whylen, "%s", archwhy);
+        else if (*reason)
+            snprintf(why, whylen, "%s", reason);
+        else if (env && *env)
+            snprintf(why, whylen, "NVRTC missing: cannot load CDDP_LIBNVRTC=%s (%s)", env, dlerror());
+        else
+            snprintf(why, whylen,
+                     "NVRTC missing: cannot load libnvrtc.so.13, libnvrtc.so.12 or libnvrtc.so (install "
+                     "the CUDA toolkit's NVRTC, add its lib64 to LD_LIBRARY_PATH, or set CDDP_LIBNVRTC)");
+        (void)found;
+        return -1;
+    }
+    rt_nv = best;
+    if (arch)
+        *arch = best_a;
+    /* NVRTC opens its builtins library by name; when NVRTC itself was
+     * found by path the loader may not find that one, so load it first
+     * from the same directory (a loaded soname satisfies later opens). */
+    if (*best_dir) {
+        char b[sizeof rt_nv.path + 64];
+        snprintf(b, sizeof b, "%s/libnvrtc-builtins.so.%d.%d", best_dir, rt_nv.major, rt_nv.minor);
+        nv_builtins = dlopen(b, RTLD_NOW | RTLD_GLOBAL);
+    }
+    return 0;
 }
 
 int rt_nvrtc_compile(const char *src, const char *arch, void **image, size_t *len)
@@ -343,6 +417,24 @@ out:
     return rc;
 }
 
+int rt_kcache_get(const char *src, const char *arch, int use_cache, void **image, size_t *len, int *hit)
+{
+    *hit = 0;
+    char dir[4096], key[65];
+    int have_dir = use_cache != 0 && rt_kcache_dir(dir, sizeof dir) == 0;
+    if (have_dir)
+        rt_kcache_key(key, src, arch, rt_nv.major, rt_nv.minor);
+    if (have_dir && use_cache > 0 && rt_kcache_load(dir, key, image, len) == 0) {
+        *hit = 1;
+        return 0;
+    }
+    if (rt_nvrtc_compile(src, arch, image, len) != 0)
+        return -1;
+    if (have_dir)
+        (void)rt_kcache_store(dir, key, *image, *len);
+    return 0;
+}
+
 /* ---- the device -------------------------------------------------------------- */
 
 static double timeout_from_env(void)
@@ -368,11 +460,42 @@ static int open_fail(rt_cuda *cu, char *why, size_t whylen, const char *fmt, CUr
     return -1;
 }
 
-int rt_cuda_open(rt_cuda *cu, int ordinal, char *why, size_t whylen)
+/* Which of the visible devices this rank takes (see rt_cuda_open). */
+static int pick_device(int count, int local_rank, int local_size, int *ordinal, char *why, size_t whylen)
+{
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES"), *force = getenv("CDDP_CUDA_DEVICE");
+    char shown[160] = "";
+    if (vis)
+        snprintf(shown, sizeof shown, " (CUDA_VISIBLE_DEVICES=%s)", vis);
+    if (force && *force) {
+        char *end;
+        long x = strtol(force, &end, 10);
+        if (*end || end == force || x < 0 || x >= count) {
+            snprintf(why, whylen, "CDDP_CUDA_DEVICE=%s: expected a device number below %d, the devices "
+                     "this process sees%s", force, count, shown);
+            return -1;
+        }
+        *ordinal = (int)x;
+        return 0;
+    }
+    if (count == 1) {
+        *ordinal = 0;
+        return 0;
+    }
+    if (local_size <= count) {
+        *ordinal = local_rank;
+        return 0;
+    }
+    snprintf(why, whylen, "%d ranks on this node but %d CUDA devices visible%s: run at most one rank per "
+             "GPU, give each rank its own (Slurm --gpus-per-task=1, or CUDA_VISIBLE_DEVICES per rank), "
+             "or choose one with CDDP_CUDA_DEVICE", local_size, count, shown);
+    return -1;
+}
+
+int rt_cuda_open(rt_cuda *cu, int local_rank, int local_size, char *why, size_t whylen)
 {
     memset(cu, 0, sizeof *cu);
     cu->dev = -1;
-    cu->ordinal = ordinal;
     cu->timeout = timeout_from_env();
     const char *libname = getenv("CDDP_LIBCUDA");
     if (!libname || !*libname)
@@ -419,42 +542,31 @@ int rt_cuda_open(rt_cuda *cu, int ordinal, char *why, size_t whylen)
     }
     /* One rank per GPU: two ranks on one GPU would make NCCL refuse the
      * communicator ("duplicate GPU") and halve each other's throughput. */
-    if (ordinal >= count) {
-        snprintf(why, whylen, "no CUDA device %d for this rank: the driver sees %d on this node "
-                 "(run at most one rank per GPU)", ordinal, count);
+    if (pick_device(count, local_rank, local_size, &cu->ordinal, why, whylen) != 0) {
         rt_cuda_close(cu);
         return -1;
     }
-    if ((r = rt_cu.cuDeviceGet(&cu->dev, ordinal)))
+    if ((r = rt_cu.cuDeviceGet(&cu->dev, cu->ordinal)))
         return open_fail(cu, why, whylen, "cuDeviceGet failed: %s", r);
     if ((r = rt_cu.cuDeviceGetName(cu->name, (int)sizeof cu->name, cu->dev)))
         return open_fail(cu, why, whylen, "cuDeviceGetName failed: %s", r);
     cu->name[sizeof cu->name - 1] = 0;
+    if ((r = rt_cu.cuDeviceGetPCIBusId(cu->bus_id, (int)sizeof cu->bus_id, cu->dev)))
+        return open_fail(cu, why, whylen, "cuDeviceGetPCIBusId failed: %s", r);
+    cu->bus_id[sizeof cu->bus_id - 1] = 0;
     if ((r = rt_cu.cuDeviceGetAttribute(&cu->cc_major, ATTR_CC_MAJOR, cu->dev)) ||
         (r = rt_cu.cuDeviceGetAttribute(&cu->cc_minor, ATTR_CC_MINOR, cu->dev)))
         return open_fail(cu, why, whylen, "cuDeviceGetAttribute(compute capability) failed: %s", r);
     if ((r = rt_cu.cuDeviceTotalMem_v2(&cu->total_mem, cu->dev)))
         return open_fail(cu, why, whylen, "cuDeviceTotalMem failed: %s", r);
-    snprintf(cu->arch, sizeof cu->arch, "sm_%d%d", cu->cc_major, cu->cc_minor);
+    snprintf(cu->dev_arch, sizeof cu->dev_arch, "sm_%d%d", cu->cc_major, cu->cc_minor);
 
-    if (rt_nvrtc_load(cu->driver, why, whylen) != 0) {
+    int a = 0;
+    if (rt_nvrtc_load(cu->driver, cu->cc_major * 10 + cu->cc_minor, &a, why, whylen) != 0) {
         rt_cuda_close(cu);
         return -1;
     }
-    int narch = 0, ok = 0, want = cu->cc_major * 10 + cu->cc_minor;
-    if (rt_nv.nvrtcGetNumSupportedArchs(&narch) == 0 && narch > 0 && narch < 4096) {
-        int *a = malloc(sizeof(int) * (size_t)narch);
-        if (a && rt_nv.nvrtcGetSupportedArchs(a) == 0)
-            for (int i = 0; i < narch; i++)
-                ok |= a[i] == want;
-        free(a);
-    }
-    if (!ok) {
-        snprintf(why, whylen, "NVRTC %d.%d (%s) cannot compile for %s, the architecture of %s",
-                 rt_nv.major, rt_nv.minor, rt_nv.path, cu->arch, cu->name);
-        rt_cuda_close(cu);
-        return -1;
-    }
+    snprintf(cu->arch, sizeof cu->arch, "sm_%d", a);
 
     if ((r = rt_cu.cuDevicePrimaryCtxRetain(&cu->ctx, cu->dev)))
         return open_fail(cu, why, whylen, "cannot create a context on the device: %s", r);
@@ -736,7 +848,7 @@ static int poll_until(rt_cuda *cu, CUresult (*query)(void *), void *arg, double 
     for (unsigned long i = 0;; i++) {
         /* a failed communicator first: work behind it may never finish,
          * or may finish with garbage */
-        if (i % 64 == 0 && rt_nccl_check(cu->nccl, what) != 0) {
+        if (i % 64 == 0 && cu->poll && cu->poll(cu->poll_arg, what) != 0) {
             cu_failed = 1;
             return -1;
         }
@@ -752,7 +864,7 @@ static int poll_until(rt_cuda *cu, CUresult (*query)(void *), void *arg, double 
         }
         if (i % 64 == 0) {
             if (rt_now() - t0 > timeout) {
-                if (cu->nccl)
+                if (cu->poll)
                     rt_err("the GPU did not finish %s within %g s: another rank failed or hung, "
                            "or the work takes longer (--comm-timeout sets the limit)", what, timeout);
                 else

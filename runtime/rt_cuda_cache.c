@@ -17,7 +17,7 @@
  * no file or a complete one, and since all writers write the same bytes
  * it does not matter whose rename lands last. Failing to write the cache
  * (read-only home, full disk) is a warning, never an error. */
-#include "rt_internal.h"
+#include "rt_cuda.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -288,23 +288,5 @@ int rt_kcache_store(const char *dir, const char *key, const void *image, size_t 
         (void)fsync(dfd);
         close(dfd);
     }
-    return 0;
-}
-
-int rt_kcache_get(const char *src, const char *arch, int use_cache, void **image, size_t *len, int *hit)
-{
-    *hit = 0;
-    char dir[4096], key[65];
-    int have_dir = use_cache != 0 && rt_kcache_dir(dir, sizeof dir) == 0;
-    if (have_dir)
-        rt_kcache_key(key, src, arch, rt_nv.major, rt_nv.minor);
-    if (have_dir && use_cache > 0 && rt_kcache_load(dir, key, image, len) == 0) {
-        *hit = 1;
-        return 0;
-    }
-    if (rt_nvrtc_compile(src, arch, image, len) != 0)
-        return -1;
-    if (have_dir)
-        (void)rt_kcache_store(dir, key, *image, *len);
     return 0;
 }

@@ -19,6 +19,7 @@
 #define RT_CUDA_KERNELS_H
 
 #include <stdint.h>
+#include "rt_amp_rule.h"
 
 #include "cddprt.h"         /* RT_EXEC_FIELDS: cddprt::exec is rt_exec */
 
@@ -113,6 +114,8 @@ static const char rt_cuda_kernels_src[] =
     "        c->e->found_inf = *c->found > 0.0f;\n"
     "}\n"
     "\n"
+    RT_AMP_RULE_SRC
+    "\n"
     "/* After the plan: the step's results into the pass's sums. The kernels\n"
     " * accumulated into stat, which the graph zeroed before them. */\n"
     "extern \"C\" __global__ void cddprt_step_end(cddprt::ctl *c)\n"
@@ -126,22 +129,14 @@ static const char rt_cuda_kernels_src[] =
     "        c->correct_sum += e->stat[c->correct_stat];\n"
     "    if (c->steploss)\n"
     "        c->steploss[c->b] = s;\n"
-    "    if (c->amp) {       /* torch._amp_update_scale_ */\n"
+    "    if (c->amp) {       /* torch._amp_update_scale_: rt_amp_rule.h */\n"
     "        if (c->amp_log) {\n"
     "            c->amp_log[2 * c->b] = c->scale;\n"
     "            c->amp_log[2 * c->b + 1] = e->found_inf;\n"
     "        }\n"
     "        float s = (float)c->scale;\n"
-    "        if (e->found_inf) {\n"
-    "            s *= (float)c->backoff;\n"
-    "            c->tracker = 0;\n"
-    "            c->skipped++;\n"
-    "        } else if (++c->tracker == c->interval) {\n"
-    "            const float grown = s * (float)c->growth;\n"
-    "            if (grown - grown == 0.0f)\n"
-    "                s = grown;\n"
-    "            c->tracker = 0;\n"
-    "        }\n"
+    "        rt_amp_rule(&s, &c->tracker, &c->skipped, (float)c->growth, (float)c->backoff, c->interval,\n"
+    "                    e->found_inf);\n"
     "        c->scale = s;\n"
     "    }\n"
     "    c->b++;\n"

@@ -46,11 +46,20 @@ typedef struct rt_opts {
 } rt_opts;
 
 
-/* ---- rt_train.c: memory -------------------------------------------------- */
+/* ---- rt_util.c: memory, messages, the clock (uses no other runtime file) -- */
 /* 64-byte aligned, zeroed; NULL (after an rt_err) if it cannot. Never
  * returns NULL for a zero size, so kernels may always take the pointer. */
 void *rt_alloc(size_t bytes, const char *what);
+void *rt_alloc_n(int64_t n, size_t each, const char *what);  /* n * each bytes, checked */
 void rt_free(void *p);
+extern const char *rt_prog;     /* basename of argv[0], for messages */
+/* "PROG: error: ..." / "PROG: warning: ..." as one line on stderr (with
+ * "rank R: " when there are several ranks: rt_world, defined here). */
+void rt_err(const char *fmt, ...) RT_PRINTF(1, 2);
+void rt_warn(const char *fmt, ...) RT_PRINTF(1, 2);
+double rt_now(void);            /* CLOCK_MONOTONIC seconds */
+
+/* ---- rt_ws.c: memory for a run -------------------------------------------- */
 
 /* Everything a run touches, allocated once before the first step. */
 typedef struct rt_ws {
@@ -71,6 +80,11 @@ typedef struct rt_dataset {
     uint8_t *img;           /* n * rows * cols */
     uint8_t *lab;           /* n */
 } rt_dataset;
+
+/* ---- rt_bench.c: --bench-kernel -------------------------------------------
+ * The name check: 0, or -1 with the message (the train kernels listed). */
+int rt_bench_check_name(const rt_model *m, const char *name);
+int rt_bench_kernels(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *train);
 
 /* Loads DIR/<prefix>-images-idx3-ubyte[.gz] and the matching labels,
  * checked against the model's input size and class count. */
@@ -156,7 +170,8 @@ typedef struct rt_amp {
 void rt_amp_init(rt_amp *a, const rt_model *m, const rt_resume *rs);
 /* found_inf of this rank: any inf/NaN among the n gradients (or the test
  * hook's step); then the logical or over all ranks, so all skip together. */
-int rt_amp_found_inf(const rt_amp *a, const float *grad, int64_t n, int64_t step);
+typedef struct rt_coll rt_coll;
+int rt_amp_found_inf(const rt_amp *a, rt_coll *c, const float *grad, int64_t n, int64_t step);
 /* torch._amp_update_scale_: backoff and reset on found_inf, else grow
  * after `interval` clean steps (if the grown scale is finite). */
 void rt_amp_update(rt_amp *a, int found_inf);
@@ -186,10 +201,6 @@ void rt_shuffle(int32_t *a, int64_t n, uint64_t seed, uint64_t epoch);
 void rt_init_params(const rt_model *m, float *param, uint64_t seed);
 
 /* ---- rt_log.c ------------------------------------------------------------ */
-extern const char *rt_prog;     /* basename of argv[0], for messages */
-/* "PROG: error: ..." / "PROG: warning: ..." as one line on stderr. */
-void rt_err(const char *fmt, ...) RT_PRINTF(1, 2);
-void rt_warn(const char *fmt, ...) RT_PRINTF(1, 2);
 
 typedef struct rt_log {
     FILE *metrics, *steplog;
@@ -214,7 +225,6 @@ void rt_log_progress(rt_log *l, int epoch, int epochs, int64_t done, int64_t tot
 void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss,
                   double test_loss, double test_acc, double seconds, int64_t images);
 int rt_log_close(rt_log *l);    /* reports write errors on the CSV files */
-double rt_now(void);            /* CLOCK_MONOTONIC seconds */
 
 /* ---- rt_comm.c: ranks (MPI when a launcher started the program) ----------
  * One rank and no MPI call at all unless mpirun/srun started the program
@@ -230,7 +240,7 @@ typedef struct rt_comm {
     double t0;                  /* rt_now() after the start-up barrier */
     double timeout;             /* seconds a collective may take */
 } rt_comm;
-extern rt_comm rt_world;
+extern rt_comm rt_world;        /* defined in rt_util.c (messages name the rank) */
 
 int rt_comm_launched(void);
 /* MPI_Init_thread(MULTIPLE) when launched, then a barrier that sets t0.
@@ -252,6 +262,9 @@ void rt_comm_bcast_f32(float *x, int64_t n, const char *what);      /* from rank
 void rt_comm_bcast_bytes(void *x, int64_t n, const char *what);     /* from rank 0 */
 void rt_comm_sum_f64(double *x, int64_t n, const char *what);
 void rt_comm_allreduce_bucket(float *x, int64_t n, int bucket);     /* MPI_SUM; comm thread */
+/* SyncBatchNorm's sums, on a communicator of their own (see rt_comm.c) */
+void rt_comm_sync_sum(float *x, int64_t n);
+void rt_comm_allgather_bytes(const void *mine, void *all, int64_t each, const char *what);
 void rt_comm_send(const void *buf, int64_t bytes, const char *what); /* to rank 0 */
 void rt_comm_recv(int from, void *buf, int64_t bytes, const char *what);
 
@@ -294,16 +307,55 @@ void rt_trace_add(rt_trace *t, int tid, int kind, int id, int64_t step, double t
 int rt_trace_write(rt_trace *t, const rt_model *m);
 void rt_trace_free(rt_trace *t);
 
-/* ---- rt_reducer.c: bucket all-reduces on a comm thread --------------------- */
-typedef struct rt_reducer {
-    int active;                 /* several ranks: the comm thread runs */
-    const rt_bucket *b;
+/* ---- rt_coll.c: one interface to the collectives, over MPI or NCCL -------
+ * Every collective a device needs during training goes through these, the
+ * same way on both devices: x is where the device keeps the data (host
+ * memory for "mpi", device memory for "nccl", then on CUDA stream q, which
+ * may be capturing a graph). Each returns 0, or -1 after an error line (an
+ * MPI failure ends the job inside the call: rt_comm.c). */
+struct rt_coll {
+    const char *name;       /* "mpi" (also a single rank without MPI), "nccl" */
+    int rank, size;
+    int on_device;          /* x and q are device memory and a CUDA stream */
+    void *impl;             /* the NCCL communicator */
+    /* x[0..n) := its average over the ranks (a gradient bucket) */
+    int (*bucket_avg)(rt_coll *c, void *x, int64_t n, int bucket, void *q);
+    /* x[0..n) := its sum over the ranks (SyncBatchNorm; after kernel `what`) */
+    int (*sum_f32)(rt_coll *c, void *x, int64_t n, const char *what, void *q);
+    /* *flag (one float) := > 0 when it is > 0 on some rank (the loss
+     * scaler's found_inf, so every rank skips the step together) */
+    int (*any)(rt_coll *c, void *flag, void *q);
+    /* rank 0's x[0..n) onto every rank (the buffers before evaluating) */
+    int (*bcast_f32)(rt_coll *c, void *x, int64_t n, const char *what, void *q);
+    /* host doubles summed over the ranks: the loss and metric sums */
+    void (*sum_f64)(rt_coll *c, double *x, int64_t n, const char *what);
+};
+/* The MPI world's collectives on host memory (no-ops for one rank). */
+void rt_coll_mpi(rt_coll *c);
+/* rt_sync_sum (the C kernels' SyncBatchNorm sums) goes to c's sum_f32. */
+void rt_coll_for_kernels(rt_coll *c);
+/* DDP's broadcast_buffers through c: rank 0's buffers (RT_PARAM_BUFFER)
+ * at param (host or device memory, as c takes it) onto every rank. */
+int rt_coll_bcast_buffers(rt_coll *c, const rt_model *m, void *param, void *q);
+
+/* ---- rt_buckets.c: when each gradient bucket is reduced -------------------- */
+typedef struct rt_bsched {
+    const rt_bucket *b;         /* the model's table, or &one (do not copy the struct) */
     int nb, nk;
     rt_bucket one;              /* the table when the model has none */
     int *launch_upto;           /* [nk] buckets handed over once kernel k ran */
     int *wait_upto;             /* [nk] buckets reduced before kernel k runs */
+} rt_bsched;
+/* -1 after an error when the model's table is inconsistent. */
+int rt_bsched_init(rt_bsched *s, const rt_model *m);
+void rt_bsched_free(rt_bsched *s);
+
+/* ---- rt_reducer.c: bucket all-reduces on a comm thread (CPU device) -------- */
+typedef struct rt_reducer {
+    int active;                 /* several ranks: the comm thread runs */
+    rt_bsched s;
+    rt_coll *coll;
     float *grad;
-    float scale;                /* 1 / world size */
     rt_trace *trace;
     pthread_t th;
     pthread_mutex_t mu;
@@ -313,257 +365,95 @@ typedef struct rt_reducer {
     int quit;
     int my_launched, my_done;   /* main thread's view of this step */
 } rt_reducer;
-/* The model's buckets (one over the whole slab, in *one, when the model
- * has no table); -1 after an error when the table is inconsistent. */
-int rt_bucket_table(const rt_model *m, rt_bucket *one, const rt_bucket **tb, int *nb);
-int rt_reducer_init(rt_reducer *r, const rt_model *m, float *grad, rt_trace *trace);
+int rt_reducer_init(rt_reducer *r, const rt_model *m, rt_coll *coll, float *grad, rt_trace *trace);
 void rt_reducer_step_begin(rt_reducer *r, int64_t step);
 void rt_reducer_before(rt_reducer *r, int k);   /* waits for the buckets kernel k updates */
 void rt_reducer_after(rt_reducer *r, int k);    /* hands over buckets kernel k completed */
 void rt_reducer_step_end(rt_reducer *r);        /* waits for all */
 void rt_reducer_free(rt_reducer *r);
 
-/* ---- rt_train.c: the epoch loop ------------------------------------------ */
+/* ---- rt_loop.c: the one epoch loop, and the devices it drives ------------
+ * The loop owns the epoch: sampler, batches, the resume skip, checkpoint
+ * cadence, loss and accuracy reduction, logging, the evaluation split, the
+ * learning-rate schedule and the loss scaler's bookkeeping. A device only
+ * runs steps and evaluations and keeps its state; it implements: */
+typedef struct rt_dev_out {     /* what collect returns */
+    double *loss;           /* [b1 - b0]: each step's loss sum, this rank's */
+    double *scale, *found;  /* [b1 - b0] fp16: the scale a step ran with, its found_inf */
+    double eval[2];         /* after evaluate: this rank's test loss sum, correct count */
+    double secs;            /* training time of the epoch so far (this run) */
+    float amp_scale;        /* fp16: GradScaler's state now */
+    int64_t amp_tracker, amp_skipped;
+} rt_dev_out;
+typedef struct rt_device rt_device;
+struct rt_device {
+    const char *name;
+    int async;              /* train() may return before its steps are done (cuda) */
+    void *impl;
+    /* the epoch's sample order (this rank's shard: nothing may change it
+     * until the next begin_epoch), its learning rate, its first batch */
+    int (*begin_epoch)(rt_device *d, int epoch, const int32_t *order, float lr, int64_t first_batch);
+    /* batches [b0, b1) of the epoch; step0: steps taken before b0 */
+    int (*train)(rt_device *d, int64_t b0, int64_t b1, int64_t step0);
+    /* the eval plan over this rank's block of the test set */
+    int (*evaluate)(rt_device *d);
+    /* waits for what was queued; the results of batches [b0, b1) of this
+     * epoch (and of evaluate, when it ran since begin_epoch) */
+    int (*collect)(rt_device *d, int64_t b0, int64_t b1, rt_dev_out *out);
+    /* parameters and optimizer state into the host slabs */
+    int (*pull)(rt_device *d, float *param, float *opt);
+    void (*close)(rt_device *d);
+};
+/* Where a run starts: step (training steps), opt_steps (optimizer steps:
+ * fewer with fp16's skipped steps), the scaler's state. */
+typedef struct rt_start {
+    int64_t step, opt_steps;
+    rt_amp amp;
+} rt_start;
+void rt_start_init(rt_start *s, const rt_model *m, const rt_resume *rs);
+/* The shape of an epoch, the same for the loop and its devices: this
+ * rank's DistributedSampler shard (per_rank samples, as rt_sampler
+ * computes it), its batches (nbatch), and its contiguous block [lo, hi) of
+ * the test set (every sample once over the ranks, no padding). */
+typedef struct rt_shape { int64_t per_rank, nbatch, test_lo, test_hi; } rt_shape;
+rt_shape rt_loop_shape(const rt_opts *o, int64_t ntrain, int64_t ntest, int rank, int world);
+/* rows of batch b (the last one may be short) */
+int rt_batch_rows(const rt_shape *s, int64_t batch, int64_t b);
 /* The learning rate of epoch `epoch` (1-based): --lr (or the train
  * block's) through the model's schedule (cddprt.h, rt_model.sched). */
 float rt_lr_at(const rt_model *m, float lr, int epoch);
-/* Rank 0's buffers (RT_PARAM_BUFFER) onto every rank: before evaluating. */
-void rt_bcast_buffers(const rt_model *m, float *param);
-/* rs: where to continue (--resume), or a fresh run (rs->active 0). */
-/* rt_bench.c: --bench-kernel. The name check: 0, or -1 with the message
- * (the train kernels listed). */
-int rt_bench_check_name(const rt_model *m, const char *name);
-int rt_bench_kernels(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *train);
+/* The step loss as PyTorch's loss.item() shows it for the whole global
+ * batch: the sum over the ranks / the global rows for 'mean', else the sum. */
+double rt_step_loss(const rt_model *m, double sum, double rows);
+/* rs: where to continue (--resume), or a fresh run (rs->active 0).
+ * Parameters and optimizer state end in w's slabs (--save reads them). */
+int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_device *dev, rt_coll *coll,
+                int64_t ntrain, int64_t ntest, rt_ws *w, rt_log *log, rt_trace *trace);
 
-int rt_train(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
-             const rt_dataset *train, const rt_dataset *test, rt_log *log);
+/* ---- rt_cpu_dev.c: the CPU device (generated C kernels) ------------------- */
+int rt_cpu_dev_open(rt_device *dev, const rt_model *m, const rt_opts *o, rt_ws *w, const rt_start *st,
+                    const rt_dataset *train, const rt_dataset *test, rt_coll *coll, rt_trace *trace);
 
-/* ---- rt_cuda.c: the CUDA device, driver API and NVRTC by dlopen ----------
- * No CUDA header is needed to build the runtime: the few driver types are
- * declared here (same sizes as cuda.h's), and every entry point is looked
- * up at run time, so one binary runs with or without a GPU. Symbol names
- * are the versioned ones cuda.h maps to (cuMemAlloc -> cuMemAlloc_v2...). */
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUmod_st *CUmodule;
-typedef struct CUfunc_st *CUfunction;
-typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent;
-typedef struct CUgraph_st *CUgraph;
-typedef struct CUgraphExec_st *CUgraphExec;
-typedef int nvrtcResult;
-typedef struct _nvrtcProgram *nvrtcProgram;
-
-enum {
-    RT_CUDA_SUCCESS = 0, RT_CUDA_ERROR_OUT_OF_MEMORY = 2, RT_CUDA_ERROR_STUB_LIBRARY = 34,
-    RT_CUDA_ERROR_NO_DEVICE = 100, RT_CUDA_ERROR_NOT_READY = 600,
-};
-
-typedef struct rt_cuda_api {
-    void *lib;
-    CUresult (*cuInit)(unsigned flags);
-    CUresult (*cuDriverGetVersion)(int *v);
-    CUresult (*cuGetErrorName)(CUresult r, const char **s);
-    CUresult (*cuGetErrorString)(CUresult r, const char **s);
-    CUresult (*cuDeviceGetCount)(int *n);
-    CUresult (*cuDeviceGet)(CUdevice *d, int ordinal);
-    CUresult (*cuDeviceGetName)(char *name, int len, CUdevice d);
-    CUresult (*cuDeviceGetAttribute)(int *v, int attr, CUdevice d);
-    CUresult (*cuDeviceTotalMem_v2)(size_t *bytes, CUdevice d);
-    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *c, CUdevice d);
-    CUresult (*cuDevicePrimaryCtxRelease_v2)(CUdevice d);
-    CUresult (*cuCtxSetCurrent)(CUcontext c);
-    CUresult (*cuModuleLoadData)(CUmodule *m, const void *image);
-    CUresult (*cuModuleUnload)(CUmodule m);
-    CUresult (*cuModuleGetFunction)(CUfunction *f, CUmodule m, const char *name);
-    CUresult (*cuFuncGetAttribute)(int *v, int attr, CUfunction f);
-    CUresult (*cuMemGetInfo_v2)(size_t *free_b, size_t *total_b);
-    CUresult (*cuMemAlloc_v2)(CUdeviceptr *p, size_t bytes);
-    CUresult (*cuMemFree_v2)(CUdeviceptr p);
-    CUresult (*cuMemAllocHost_v2)(void **p, size_t bytes);
-    CUresult (*cuMemFreeHost)(void *p);
-    CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr dst, const void *src, size_t bytes, CUstream s);
-    CUresult (*cuMemcpyDtoHAsync_v2)(void *dst, CUdeviceptr src, size_t bytes, CUstream s);
-    CUresult (*cuMemsetD32Async)(CUdeviceptr dst, unsigned value, size_t n, CUstream s);
-    CUresult (*cuStreamCreate)(CUstream *s, unsigned flags);
-    CUresult (*cuStreamDestroy_v2)(CUstream s);
-    CUresult (*cuStreamQuery)(CUstream s);
-    CUresult (*cuEventCreate)(CUevent *e, unsigned flags);
-    CUresult (*cuEventDestroy_v2)(CUevent e);
-    CUresult (*cuEventRecord)(CUevent e, CUstream s);
-    CUresult (*cuEventQuery)(CUevent e);
-    CUresult (*cuStreamWaitEvent)(CUstream s, CUevent e, unsigned flags);
-    CUresult (*cuEventElapsedTime)(float *ms, CUevent a, CUevent b);
-    CUresult (*cuStreamBeginCapture_v2)(CUstream s, int mode);
-    CUresult (*cuStreamEndCapture)(CUstream s, CUgraph *g);
-    CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *x, CUgraph g, unsigned long long flags);
-    CUresult (*cuGraphUpload)(CUgraphExec x, CUstream s);
-    CUresult (*cuGraphLaunch)(CUgraphExec x, CUstream s);
-    CUresult (*cuGraphExecDestroy)(CUgraphExec x);
-    CUresult (*cuGraphDestroy)(CUgraph g);
-    CUresult (*cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                               unsigned by, unsigned bz, unsigned shared, CUstream s, void **params,
-                               void **extra);
-} rt_cuda_api;
-
-typedef struct rt_nvrtc_api {
-    void *lib;
-    char path[256];         /* what was loaded, for messages */
-    int major, minor;       /* nvrtcVersion */
-    const char *(*nvrtcGetErrorString)(nvrtcResult r);
-    nvrtcResult (*nvrtcVersion)(int *major, int *minor);
-    nvrtcResult (*nvrtcGetNumSupportedArchs)(int *n);
-    nvrtcResult (*nvrtcGetSupportedArchs)(int *archs);
-    nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram *p, const char *src, const char *name, int nhdr,
-                                      const char *const *hdrs, const char *const *hdr_names);
-    nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram *p);
-    nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram p, int nopt, const char *const *opts);
-    nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram p, size_t *n);
-    nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram p, char *log);
-    nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram p, size_t *n);
-    nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram p, char *cubin);
-    nvrtcResult (*nvrtcGetPTXSize)(nvrtcProgram p, size_t *n);
-    nvrtcResult (*nvrtcGetPTX)(nvrtcProgram p, char *ptx);
-} rt_nvrtc_api;
-
-extern rt_cuda_api rt_cu;       /* filled by rt_cuda_open */
-extern rt_nvrtc_api rt_nv;      /* filled by rt_nvrtc_load */
-
-/* 0 when r is CUDA_SUCCESS; otherwise one error line naming the call, the
- * CUresult's name and description, and file:line; returns -1. */
-int rt_cu_check(CUresult r, const char *call, const char *file, int line);
-int rt_nv_check(nvrtcResult r, const char *call, const char *file, int line);
-#define CU_CHECK(call) rt_cu_check((call), #call, __FILE__, __LINE__)
-#define NV_CHECK(call) rt_nv_check((call), #call, __FILE__, __LINE__)
-/* "CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)" */
-void rt_cu_describe(CUresult r, char *buf, size_t len);
-/* An error has been reported: cleanup code stays quiet from then on. */
-int rt_cuda_failed(void);
-
-typedef struct rt_nccl rt_nccl;
-
-/* A device once opened: context, the stream all work goes through, and a
- * pinned buffer that bounded host<->device copies pass through. */
-typedef struct rt_cuda {
-    int open;
-    int ordinal;            /* device number: the rank's local rank */
-    CUdevice dev;
-    CUcontext ctx;
-    CUstream stream;
-    CUmodule mod;
-    int driver;             /* cuDriverGetVersion: 12080 is CUDA 12.8 */
-    int cc_major, cc_minor;
-    char arch[16];          /* "sm_90" */
-    char name[128];
-    size_t total_mem;
-    void *staging;
-    size_t staging_bytes;
-    double timeout;         /* seconds any single wait may take */
-    int from_cache;         /* the module came from the kernel cache */
-    double compile_s;       /* NVRTC time when it did not */
-    rt_nccl *nccl;          /* several GPU ranks: polled while waiting */
-} rt_cuda;
-
-/* Loads NVRTC (CDDP_LIBNVRTC, else libnvrtc.so.13, .so.12, .so, from the
- * loader's path or lib64/ or lib/ of $CUDA_HOME, $CUDA_PATH, /usr/local/cuda)
- * whose major version the driver supports (driver_version 0: any). -1 with
- * the reason in why. */
-int rt_nvrtc_load(int driver_version, char *why, size_t whylen);
-void rt_nvrtc_unload(void);
-/* Compiles src for arch ("sm_90": a CUBIN; "compute_90": PTX). On a
- * compile error prints the NVRTC log to stderr. Image is malloc'ed. */
-int rt_nvrtc_compile(const char *src, const char *arch, void **image, size_t *len);
-
-/* Opens the driver (CDDP_LIBCUDA, else libcuda.so.1), device `ordinal`
- * and NVRTC. -1 with one line in why: no driver library, cuInit failed,
- * no device (or fewer than ordinal + 1), driver too old, NVRTC missing.
- * Nothing is printed. */
-int rt_cuda_open(rt_cuda *cu, int ordinal, char *why, size_t whylen);
-void rt_cuda_close(rt_cuda *cu);
-/* The full NVRTC source of a program: the model's cuda_src, then the
- * runtime's own kernels and the layout-check kernel. malloc'ed. */
-char *rt_cuda_source(const char *cuda_src);
-/* Runs the source's layout kernel: -1 (after an error naming the field)
- * when a device struct is laid out differently from the host's. */
-int rt_cuda_check_layout(rt_cuda *cu, const char *cuda_src);
-/* Builds (or takes from the kernel cache) the module of src and loads it. */
-int rt_cuda_load_module(rt_cuda *cu, const char *src, int use_cache);
-int rt_cuda_function(rt_cuda *cu, const char *name, CUfunction *f);
-/* Device memory; an out-of-memory error says how much, for what, and how
- * much the device has free. Size 0 gets a small real block. */
-int rt_cuda_alloc(rt_cuda *cu, CUdeviceptr *p, size_t bytes, const char *what);
-void rt_cuda_free(CUdeviceptr p);
-int rt_cuda_host_alloc(rt_cuda *cu, void **p, size_t bytes, const char *what);
-void rt_cuda_host_free(void *p);
-/* Copies through the pinned staging buffer, each chunk waited for with
- * rt_cuda_wait: they return only when the data has arrived. */
-int rt_cuda_htod(rt_cuda *cu, CUdeviceptr dst, const void *src, size_t bytes);
-int rt_cuda_dtoh(rt_cuda *cu, void *dst, CUdeviceptr src, size_t bytes);
-/* Waits for everything queued on cu->stream, at most cu->timeout seconds
- * (CDDP_CUDA_TIMEOUT; default 600): the program never hangs on a GPU. */
-int rt_cuda_wait(rt_cuda *cu, const char *what);
-/* Waits until event ev has completed, at most `timeout` seconds, polling
- * NCCL's asynchronous errors too (cu->nccl): a dead peer ends the wait
- * with an error instead of a hang. */
-int rt_cuda_event_wait(rt_cuda *cu, CUevent ev, double timeout, const char *what);
-/* Grid of launch l for an arena of nmax rows; -1 (after an error) if the
- * geometry is invalid or exceeds the device's limits. */
-int rt_cuda_grid(const rt_cuda_launch *l, int nmax, unsigned grid[3]);
-/* f<<<grid, block, 0, cu->stream>>>(arg): every kernel takes one pointer. */
-int rt_cuda_launch1(rt_cuda *cu, CUfunction f, const char *name, const unsigned grid[3],
-                    const unsigned block[3], CUdeviceptr arg);
-
-/* ---- rt_cuda_cache.c: compiled kernels on disk ---------------------------- */
-void rt_sha256(const void *data, size_t len, uint8_t out[32]);
-/* $XDG_CACHE_HOME/cddpc or $HOME/.cache/cddpc, created if needed; -1 if
- * there is none (no error printed: the cache is an optimisation). */
-int rt_kcache_dir(char *buf, size_t len);
-/* Hex SHA-256 naming the image of (src, arch, NVRTC version, options). */
-void rt_kcache_key(char hex[65], const char *src, const char *arch, int nvrtc_major,
-                   int nvrtc_minor);
-/* 0 and a malloc'ed image when DIR/KEY.cubin exists and is intact; 1 when
- * it is absent or damaged (a damaged one is ignored and later replaced). */
-int rt_kcache_load(const char *dir, const char *key, void **image, size_t *len);
-/* Writes DIR/KEY.cubin atomically: a temp file in DIR, fsync, rename. Safe
- * when several processes store the same key at once. -1 on failure. */
-int rt_kcache_store(const char *dir, const char *key, const void *image, size_t len);
-/* The image of src for arch. use_cache 1: from the cache when there, else
- * compiled with NVRTC and stored; 0 (--no-cache): compiled, nothing read
- * or written; -1: compiled and stored (replaces a bad entry). *hit: 1 when
- * it came from the cache. */
-int rt_kcache_get(const char *src, const char *arch, int use_cache, void **image, size_t *len,
-                  int *hit);
-
-/* ---- rt_nccl.c: NCCL for GPU ranks, by dlopen ----------------------------- */
-#define RT_NCCL_ID_BYTES 128
-struct rt_nccl {
-    void *comm;             /* ncclComm_t */
-    int rank, size;
-    int version;            /* ncclGetVersion: 22803 is 2.28.3 */
-    int broken;             /* an error was seen: abort, do not drain */
-};
-/* Loads NCCL (CDDP_LIBNCCL, else libnccl.so.2 from the loader's path or
- * the CUDA toolkit's lib64/ and lib/); -1 with the reason in why. */
-int rt_nccl_load(int *version, char *why, size_t whylen);
-/* Collective over the MPI world: rank 0's unique id is broadcast, every
- * rank joins with its MPI rank on the current device. -1 after an error
- * line (the caller ends the job: the others cannot go on alone). */
-int rt_nccl_init(rt_nccl *n);
-/* In-place average of count floats at buf over the ranks, on stream s
- * (capturable into a CUDA graph). */
-int rt_nccl_allreduce_avg(rt_nccl *n, CUdeviceptr buf, size_t count, CUstream s, int bucket);
-/* In-place sum, the same way: SyncBatchNorm's sums after `kernel`. */
-int rt_nccl_allreduce_sum(rt_nccl *n, CUdeviceptr buf, size_t count, CUstream s, const char *kernel);
-/* -1 (after an error line) if the communicator has failed. */
-int rt_nccl_check(rt_nccl *n, const char *what);
-void rt_nccl_close(rt_nccl *n);
-
-/* ---- rt_cuda_train.c: the epoch loop on the device ------------------------ */
-/* With cu->nccl, this rank trains its DistributedSampler shard and the
- * gradient buckets are averaged over the ranks inside the step's graph. */
-int rt_cuda_train(rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w, const rt_resume *rs,
-                  const rt_dataset *train, const rt_dataset *test, rt_log *log);
+/* ---- rt_gpu.c: the CUDA device as the rest of the runtime sees it --------
+ * The driver's, NVRTC's and NCCL's types stay in rt_cuda.h, private to the
+ * CUDA files (rt_cuda*.c, rt_nccl.c, rt_gpu.c). */
+typedef struct rt_gpu rt_gpu;
+/* The driver, a device (rt_cuda_open says which), NVRTC, and NCCL when
+ * want_nccl. NULL with the reason in why; nothing is printed. */
+rt_gpu *rt_gpu_open(int local_rank, int local_size, int want_nccl, char *why, size_t whylen);
+/* The physical GPU (PCI bus id): ranks of a host must not share one. */
+const char *rt_gpu_bus_id(const rt_gpu *g);
+/* The model's kernels (compiled, or from the cache when use_cache), then,
+ * with NCCL, the communicator (its waits bounded by comm_timeout). -1
+ * after an error line. */
+int rt_gpu_start(rt_gpu *g, const rt_model *m, int use_cache, double comm_timeout);
+/* "cuda:0 (NAME, sm_90, driver 13.0, NVRTC 13.0, NCCL 2.28.3, kernels cached)" */
+void rt_gpu_describe(const rt_gpu *g, char *buf, size_t len);
+/* The collectives of its ranks: NCCL's when started with it, else MPI's. */
+void rt_gpu_coll(rt_gpu *g, rt_coll *c);
+int rt_gpu_dev_open(rt_device *dev, rt_gpu *g, const rt_model *m, const rt_opts *o, rt_ws *w,
+                    const rt_start *st, const rt_dataset *train, const rt_dataset *test, rt_coll *coll,
+                    rt_trace *trace);
+void rt_gpu_close(rt_gpu *g);     /* NULL is fine */
 
 #endif

@@ -18,45 +18,6 @@
 #define BAR_WIDTH 30
 #define BAR_PERIOD 0.1          /* seconds between redraws */
 
-const char *rt_prog = "cddp";
-
-static void vmsg(const char *kind, const char *fmt, va_list ap)
-{
-    char line[2048];
-    vsnprintf(line, sizeof line, fmt, ap);
-    /* One write per message, so parallel runs sharing a terminal do not
-     * interleave half lines. With several ranks every rank may report, so
-     * each line says whose it is. */
-    if (rt_world.size > 1)
-        fprintf(stderr, "%s: %s: rank %d: %s\n", rt_prog, kind, rt_world.rank, line);
-    else
-        fprintf(stderr, "%s: %s: %s\n", rt_prog, kind, line);
-    fflush(stderr);
-}
-
-void rt_err(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vmsg("error", fmt, ap);
-    va_end(ap);
-}
-
-void rt_warn(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vmsg("warning", fmt, ap);
-    va_end(ap);
-}
-
-double rt_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static FILE *open_csv(const char *path, const char *header)
 {
     FILE *f = fopen(path, "w");

@@ -79,8 +79,8 @@ static void usage(const rt_model *m, const rt_opts *d)
            "                        failed or hung; default %g)\n"
            "  --help, --version\n"
            "Options take '--opt VALUE' or '--opt=VALUE'. Several ranks: mpirun -np N %s ...\n"
-           "(--batch is per rank; gradients are averaged over the ranks; GPU ranks use the\n"
-           "GPU of their local rank and NCCL).\n",
+           "(--batch is per rank; gradients are averaged over the ranks; GPU ranks use NCCL and\n"
+           "one GPU each: CDDP_CUDA_DEVICE, else the only one visible, else the local rank's).\n",
            rt_prog, m->name, m->source ? m->source : "?", d->data_dir, d->threads, d->epochs,
            d->batch, (double)d->lr, (unsigned long long)d->seed, d->shuffle ? "on" : "off",
            d->drop_last ? "on" : "off", d->comm_timeout, rt_prog);
@@ -383,46 +383,79 @@ static int check_data_dir(const char *dir)
     return 0;
 }
 
+/* -1 (the reason in why, on every rank) when two ranks of a host opened
+ * the same physical GPU: a launcher that shows every rank one device, but
+ * the same one. A collective: every rank calls it. */
+static int shared_gpu(const rt_gpu *gpu, char *why, size_t whylen)
+{
+    struct { char host[64]; char bus[32]; } me, *all = calloc((size_t)rt_world.size, sizeof me);
+    memset(&me, 0, sizeof me);
+    if (!all) {
+        rt_err("out of memory");
+        rt_comm_abort(1);
+    }
+    gethostname(me.host, sizeof me.host - 1);
+    if (gpu)
+        snprintf(me.bus, sizeof me.bus, "%s", rt_gpu_bus_id(gpu));
+    rt_comm_allgather_bytes(&me, all, (int64_t)sizeof me, "the GPU check");
+    int rc = 0;
+    for (int i = 0; i < rt_world.size && !rc; i++)
+        for (int j = 0; j < i && !rc; j++)
+            if (all[i].bus[0] && !strcmp(all[i].bus, all[j].bus) && !strcmp(all[i].host, all[j].host)) {
+                snprintf(why, whylen, "ranks %d and %d both use the GPU at PCI %s on %s: one rank per GPU "
+                         "(give each rank its own with CUDA_VISIBLE_DEVICES or Slurm --gpus-per-task=1, "
+                         "or choose with CDDP_CUDA_DEVICE)", j, i, all[i].bus, all[i].host);
+                rc = -1;
+            }
+    free(all);
+    return rc;
+}
+
 /* Everything after the options and the ranks' set-up. *agreed is set when
  * a failure was found by all ranks together (they all return alike). */
 static int run(const rt_model *m, rt_opts o, int *agreed)
 {
     /* auto: the GPU when a driver, a device and NVRTC are there (and NCCL
      * with several ranks); any of them missing means the CPU, said only
-     * in the header line. Each rank takes the GPU of its local rank. */
-    rt_cuda cu;
-    memset(&cu, 0, sizeof cu);
-    rt_nccl nccl;
-    memset(&nccl, 0, sizeof nccl);
+     * in the header line. Which GPU a rank takes: rt_cuda_open. */
+    rt_gpu *gpu = NULL;
     char why[640] = "";
-    int use_cuda = 0, nccl_version = 0;
     const char *force = getenv("CDDP_NCCL_FORCE");
     const int want_nccl = rt_world.size > 1 || (force && *force == '1');
     if (o.device == RT_DEV_CUDA || (o.device == RT_DEV_AUTO && m->cuda_src)) {
-        if (rt_cuda_open(&cu, rt_world.size > 1 ? rt_world.local_rank : 0, why, sizeof why) == 0)
-            use_cuda = 1;
-        if (use_cuda && want_nccl && rt_nccl_load(&nccl_version, why, sizeof why) != 0) {
-            rt_cuda_close(&cu);
-            use_cuda = 0;
-        }
-        if (!use_cuda && o.device == RT_DEV_CUDA) {
+        gpu = rt_gpu_open(rt_world.local_rank, rt_world.local_size, want_nccl, why, sizeof why);
+        if (!gpu && o.device == RT_DEV_CUDA) {
             rt_err("--device cuda: %s", why);
             return 1;           /* with several ranks: the job is aborted */
+        }
+    }
+    /* Several GPU ranks: no two on one physical GPU (each may see its
+     * own device 0). Said before NCCL would refuse it less clearly. */
+    if (rt_world.size > 1 && (o.device == RT_DEV_CUDA || (o.device == RT_DEV_AUTO && m->cuda_src)) &&
+        shared_gpu(gpu, why, sizeof why) != 0) {
+        rt_gpu_close(gpu);
+        gpu = NULL;
+        if (o.device == RT_DEV_CUDA) {
+            if (rt_world.rank == 0)
+                rt_err("--device cuda: %s", why);
+            *agreed = 1;
+            return 1;
         }
     }
     /* auto on several ranks: all on their GPUs, or all on the CPU (the
      * gradient all-reduces of the two devices do not mix). */
     if (rt_world.size > 1 && o.device == RT_DEV_AUTO) {
-        double have = use_cuda;
+        double have = gpu != NULL;
         rt_comm_sum_f64(&have, 1, "the device agreement");
         if ((int)have != rt_world.size) {
-            if (use_cuda)
+            if (gpu)
                 snprintf(why, sizeof why, "%d of %d ranks have no usable GPU", rt_world.size - (int)have,
                          rt_world.size);
-            rt_cuda_close(&cu);
-            use_cuda = 0;
+            rt_gpu_close(gpu);
+            gpu = NULL;
         }
     }
+    const int use_cuda = gpu != NULL;
     if (use_cuda && o.profile) {
         rt_warn("--profile times the CPU kernels only; ignored with the cuda device");
         o.profile = 0;
@@ -431,6 +464,10 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     int rc = 1;
     rt_log log;
     rt_ws w;
+    rt_device dev;
+    rt_trace trace;
+    memset(&dev, 0, sizeof dev);
+    memset(&trace, 0, sizeof trace);
     rt_dataset train = {0}, test = {0};
     memset(&w, 0, sizeof w);
     memset(&log, 0, sizeof log);
@@ -441,24 +478,11 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         (r0 && o.save_path && rt_st_check_writable(o.save_path)) ||
         (r0 && o.trace_path && rt_st_check_writable(o.trace_path)) ||
         (r0 && o.ckpt_path && rt_st_check_writable(o.ckpt_path)) || rt_log_open(&log, &o, m->precision == RT_PREC_FP16) != 0) {
-        rt_cuda_close(&cu);
+        rt_gpu_close(gpu);
         return 1;
     }
-    if (use_cuda) {
-        char *src = rt_cuda_source(m->cuda_src);
-        int bad = !src || rt_cuda_load_module(&cu, src, !o.no_cache) != 0;
-        free(src);
-        if (bad)
-            goto out;
-        /* GPU ranks: the NCCL communicator on this rank's device; a wait
-         * then means "no progress for --comm-timeout", as on the CPU */
-        if (want_nccl) {
-            if (rt_nccl_init(&nccl) != 0)
-                goto out;
-            cu.nccl = &nccl;
-            cu.timeout = o.comm_timeout;
-        }
-    }
+    if (use_cuda && rt_gpu_start(gpu, m, !o.no_cache, o.comm_timeout) != 0)
+        goto out;
     if (rt_ws_alloc_params(m, &w) != 0)
         goto out;
     rt_init_params(m, w.param, o.seed);
@@ -492,19 +516,13 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         rt_warn("--drop-last with batch %d x %d ranks > %lld training samples: no step will "
                 "be taken", o.batch, rt_world.size, (long long)train.n);
 
-    char dev[1024];   /* holds the 640-byte reason too */
-    char nc[48] = "";
-    if (cu.nccl)
-        snprintf(nc, sizeof nc, ", NCCL %d.%d.%d", nccl_version / 10000, nccl_version / 100 % 100,
-                 nccl_version % 100);
+    char devname[1024];   /* holds the 640-byte reason too */
     if (use_cuda)
-        snprintf(dev, sizeof dev, "cuda:%d (%s, %s, driver %d.%d, NVRTC %d.%d%s, kernels %s)",
-                 cu.ordinal, cu.name, cu.arch, cu.driver / 1000, cu.driver % 1000 / 10, rt_nv.major,
-                 rt_nv.minor, nc, cu.from_cache ? "cached" : "compiled");
+        rt_gpu_describe(gpu, devname, sizeof devname);
     else if (o.device == RT_DEV_AUTO)
-        snprintf(dev, sizeof dev, "cpu (auto: %s)", *why ? why : "no CUDA kernels in this program");
+        snprintf(devname, sizeof devname, "cpu (auto: %s)", *why ? why : "no CUDA kernels in this program");
     else
-        snprintf(dev, sizeof dev, "cpu");
+        snprintf(devname, sizeof devname, "cpu");
     char ranks[64] = "";
     if (rt_world.size > 1)
         snprintf(ranks, sizeof ranks, "  ranks %d (global batch %lld)", rt_world.size,
@@ -514,7 +532,7 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         printf("model %s: %lld parameters  train %lld  test %lld  batch %d  lr %g  epochs %d"
                "  seed %llu  threads %d  device %s%s%s\n", m->name, (long long)m->param_floats,
                (long long)train.n, (long long)test.n, o.batch, (double)o.lr, o.epochs,
-               (unsigned long long)o.seed, o.threads, dev, ranks,
+               (unsigned long long)o.seed, o.threads, devname, ranks,
                precs[m->precision >= 0 && m->precision <= 2 ? m->precision : 0]);
     fflush(stdout);
     if (rs.active && r0)
@@ -530,9 +548,20 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
             rc = 0;
         goto out;
     }
-    if ((use_cuda ? rt_cuda_train(&cu, m, &o, &w, &rs, &train, &test, &log)
-                  : rt_train(m, &o, &w, &rs, &train, &test, &log)) != 0)
+    /* the collectives: NCCL's on GPU ranks, else the MPI world's */
+    rt_coll coll;
+    if (use_cuda)
+        rt_gpu_coll(gpu, &coll);
+    else
+        rt_coll_mpi(&coll);
+    rt_start start;
+    rt_start_init(&start, m, &rs);
+    if (rt_trace_open(&trace, o.trace_path) != 0 ||
+        (use_cuda ? rt_gpu_dev_open(&dev, gpu, m, &o, &w, &start, &train, &test, &coll, &trace)
+                  : rt_cpu_dev_open(&dev, m, &o, &w, &start, &train, &test, &coll, &trace)) != 0 ||
+        rt_loop_run(m, &o, &rs, &dev, &coll, train.n, test.n, &w, &log, &trace) != 0)
         goto out;
+    dev.close(&dev);
     if (r0 && o.save_path && rt_st_save(m, o.save_path, w.param) != 0)
         goto out;
     rc = 0;
@@ -545,11 +574,13 @@ out:
         rt_err("write error on standard output: %s", strerror(errno));
         rc = 1;
     }
+    if (dev.close)
+        dev.close(&dev);
+    rt_trace_free(&trace);
     rt_dataset_free(&train);
     rt_dataset_free(&test);
     rt_ws_free(&w);
-    rt_nccl_close(&nccl);
-    rt_cuda_close(&cu);
+    rt_gpu_close(gpu);
     return rc;
 }
 

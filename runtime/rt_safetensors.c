@@ -155,6 +155,17 @@ static float le_f32(const unsigned char *p)
     return f;
 }
 
+/* Appends "name" to a comma-separated list of at most 6 names, then "...". */
+static void list_name(char *list, size_t cap, int *n, const char *name, size_t len)
+{
+    size_t used = strlen(list);
+    if (*n < 6)
+        snprintf(list + used, cap - used, "%s\"%.*s\"", *n ? ", " : "", (int)(len > 80 ? 80 : len), name);
+    else if (*n == 6)
+        snprintf(list + used, cap - used, ", ...");
+    ++*n;
+}
+
 static int load_params(const rt_model *m, const char *path, FILE *f, const rt_json *j,
                        uint64_t data_start, uint64_t datasize, float *param)
 {
@@ -163,7 +174,8 @@ static int load_params(const rt_model *m, const char *path, FILE *f, const rt_js
     int *found = calloc((size_t)m->nparam + 1, sizeof *found);
     span *spans = calloc((size_t)j->nodes[0].nchild + 1, sizeof *spans);
     unsigned char *buf = malloc(IO_FLOATS * 4);
-    int rc = -1, nspan = 0;
+    int rc = -1, nspan = 0, nmodule = 0, nunexpected = 0;
+    char unexpected[512] = "";
     if (!ents || !found || !spans || !buf) {
         rt_err("%s: out of memory", path);
         goto out;
@@ -178,17 +190,47 @@ static int load_params(const rt_model *m, const char *path, FILE *f, const rt_js
             goto out;
         spans[nspan].a = e.a;
         spans[nspan++].b = e.b;
+        /* A state_dict saved from a DistributedDataParallel wrapper names
+         * every tensor "module.<name>": accepted, and said so below. */
+        const rt_jnode *key = &j->nodes[c];
+        int prefixed = key->klen > 7 && !memcmp(key->key, "module.", 7), matched = 0;
         for (int i = 0; i < m->nparam; i++) {
-            if (!rt_json_keyeq(&j->nodes[c], m->params[i].name))
+            size_t n = strlen(m->params[i].name);
+            if (!rt_json_keyeq(key, m->params[i].name) &&
+                !(prefixed && key->klen == n + 7 && !memcmp(key->key + 7, m->params[i].name, n)))
                 continue;
             if (found[i]++) {
-                rt_err("%s: corrupt header: tensor \"%s\" is listed twice", path,
-                       m->params[i].name);
+                rt_err("%s: corrupt header: tensor \"%s\" is listed twice%s", path,
+                       m->params[i].name, prefixed ? " (with and without DDP's \"module.\" prefix)" : "");
                 goto out;
             }
             ents[i] = e;
+            matched = 1;
+            nmodule += prefixed;
         }
+        /* a checkpoint's optimizer state is expected beside the model's */
+        if (!matched && !(key->klen > 10 && !memcmp(key->key, "optimizer.", 10)))
+            list_name(unexpected, sizeof unexpected, &nunexpected, key->key, key->klen);
     }
+    int nmissing = 0;
+    char missing[512] = "";
+    for (int i = 0; i < m->nparam; i++)
+        if (!found[i])
+            list_name(missing, sizeof missing, &nmissing, m->params[i].name, strlen(m->params[i].name));
+    if (nmissing) {
+        /* as load_state_dict(strict=True): both lists, so a renamed layer
+         * or another model's file is recognized at once */
+        rt_err("%s: missing tensor%s %s (%d of the model's %d)%s%s", path, nmissing > 1 ? "s" : "", missing,
+               nmissing, m->nparam, nunexpected ? "; unexpected in the file: " : "", unexpected);
+        goto out;
+    }
+    /* notes, from rank 0 only: every rank reads the same file */
+    if (nmodule && rt_world.rank == 0)
+        rt_warn("%s: tensor names carry DDP's \"module.\" prefix (a DistributedDataParallel state_dict): "
+                "read without it", path);
+    if (nunexpected && rt_world.rank == 0)
+        rt_warn("%s: %d tensor%s not in the model, ignored: %s", path, nunexpected, nunexpected > 1 ? "s" : "",
+                unexpected);
     if (!tiles(spans, nspan, datasize)) {
         rt_err("%s: corrupt: tensor data_offsets do not tile the %llu-byte data region "
                "(gap, overlap or trailing bytes)", path, (unsigned long long)datasize);
@@ -198,10 +240,6 @@ static int load_params(const rt_model *m, const char *path, FILE *f, const rt_js
         const rt_param *p = &m->params[i];
         const entry *e = &ents[i];
         char want[128], got[128];
-        if (!found[i]) {
-            rt_err("%s: missing tensor \"%s\"", path, p->name);
-            goto out;
-        }
         const char *want_dt = rt_param_flags(m, i) & RT_PARAM_I64 ? "I64" : "F32";
         if (!rt_json_streq(e->dtype, want_dt)) {
             rt_err("%s: tensor \"%s\" has dtype %.*s, expected %s", path, p->name,

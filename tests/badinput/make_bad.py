@@ -186,6 +186,11 @@ def make_st(valid, out):
 
     case("st_missing_tensor", {k: v for k, v in header.items() if k != first}, blobs,
          'missing tensor "%s"' % q)
+    # a renamed layer: the message names what is missing AND what is there
+    # instead (as load_state_dict(strict=True) does)
+    case("st_renamed_tensor", {("renamed." + k if k == first else k): v for k, v in header.items()},
+         {("renamed." + k if k == first else k): v for k, v in blobs.items()},
+         'missing tensor "%s" \\(1 of the model.s [0-9]+\\); unexpected in the file: "renamed\\.%s"' % (q, q))
     shape = header[first]["shape"]
     numel = 1
     for s in shape:

@@ -79,5 +79,24 @@ while IFS=$'\t' read -r name file path reason; do
 done <"$TMP/st/manifest"
 expect st_missing_file "$TMP/st/none.safetensors" "no such file" --data "$GOOD" --init "$TMP/st/none.safetensors"
 
+# a DistributedDataParallel state_dict ("module.fc1.weight", ...) loads, with
+# one line saying so, into the same weights as the plain file
+PYTHONPATH=$HERE/../torch "$PY" -c '
+import sys, st
+w, md = st.load_with_metadata(sys.argv[1])
+st.save(sys.argv[2], {"module." + k: v for k, v in w.items()}, metadata=md)' "$TMP/valid.safetensors" "$TMP/ddp.safetensors"
+if timeout 300 "$PROG" --threads 1 --epochs 1 --max-steps 1 --lr 0 --data "$GOOD" --init "$TMP/ddp.safetensors" \
+     --save "$TMP/from_ddp.safetensors" >/dev/null 2>"$TMP/ddp.err" &&
+   grep -q 'DDP.s "module." prefix' "$TMP/ddp.err" && [ "$(wc -l <"$TMP/ddp.err")" -eq 1 ] &&
+   PYTHONPATH=$HERE/../torch "$PY" -c '
+import sys, st
+a, b = st.load(sys.argv[1]), st.load(sys.argv[2])
+sys.exit(0 if a.keys() == b.keys() and all(a[k].tobytes() == b[k].tobytes() for k in a) else 1)' \
+     "$TMP/valid.safetensors" "$TMP/from_ddp.safetensors"; then
+  pass "--init with a DDP state_dict (module. prefix): $(cat "$TMP/ddp.err")"
+else
+  fail "--init with a DDP state_dict: $(head -c 600 "$TMP/ddp.err" | tr '\n' ' ')"
+fi
+
 echo "badinput: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

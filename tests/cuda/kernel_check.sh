@@ -81,8 +81,9 @@ END { if (!bad && !nk) { print "launch.txt lists no kernels" > "/dev/stderr"; ex
 # (a) the C backend: program.c as a library
 $CC -std=c11 -O2 -fopenmp -D_GNU_SOURCE -Dmain=cddp_program_main $XFLAGS \
     -I"$ROOT/runtime" -I"$W/c" -c "$HERE/kc_program.c" -o "$W/kc_program.o"
-# (b) the CUDA source on the CPU: all.cu under emu.h
-$CXX -std=c++17 -O2 -DCDDP_HAVE_STDINT $XFLAGS -Wall -Wno-unused-variable -Wno-unused-but-set-variable \
+# (b) the CUDA source on the CPU: all.cu under emu.h, fusing a*b+c as
+# NVRTC does (tests/cuda/emu_flags.sh)
+$CXX -std=c++17 $(sh "$HERE/emu_flags.sh") -DCDDP_HAVE_STDINT $XFLAGS -Wall -Wno-unused-variable -Wno-unused-but-set-variable \
     -I"$HERE" -I"$W/cu" -c "$HERE/kc_cuda.cpp" -o "$W/kc_cuda.o"
 # the model-independent driver is built once per flag set and reused
 KO=$ROOT/build/tests/cuda/obj/kernel_check.$(printf '%s' "$CXX $XFLAGS" | cksum | cut -d' ' -f1).o

@@ -46,7 +46,7 @@
 #include PROGRAM_C
 #undef main
 
-#include "rt_internal.h"
+#include "rt_cuda.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,7 +358,7 @@ int main(int argc, char **argv)
     }
     rt_cuda cu;
     char why[640];
-    if (rt_cuda_open(&cu, 0, why, sizeof why) != 0) {
+    if (rt_cuda_open(&cu, 0, 1, why, sizeof why) != 0) {
         fprintf(stderr, "kernel_check: %s\n", why);
         return 1;
     }

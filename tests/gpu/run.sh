@@ -29,13 +29,20 @@
 #            all-reduces in the step graph) against the cpu: 50 steps
 #   speed    the timed epoch (device events) against the 15 ms target
 #            (a target, reported, not a failure)
-#   torch    PyTorch eager and torch.compile(mode="reduce-overhead") epochs
-#            with resident data on the same GPU (n/a when unusable)
+#   torch    PyTorch eager epochs with resident data on the same GPU (n/a
+#            when unusable); torch.compile(mode="reduce-overhead") too with
+#            CDDP_GPU_TORCH_COMPILE=1 (its compile takes minutes of GPU time)
 # Exit status non-zero when any check FAILs. Logs: build/gpu/logs/.
+# Results: only the tail of the output comes back from a lent machine, so
+# when OUT names a folder (the device tool's $OUT) the table
+# (summary.txt), every step's log and detail, the kernel tables (nvrtc.txt,
+# kernels.txt), the CSVs and the run outputs are copied into OUT/gpu/,
+# after every step (a run cut short still leaves what it did).
 # Options (environment): CDDP_GPU_DATA (default build/gpu-data), PYTHON (the
 # one with torch; default: python3 or python, whichever imports torch),
-# CDDP_GPU_BUDGET (seconds for all steps, default 450), CDDP_GPU_ZSHIM=1
-# (use the zlib shim even where zlib.h exists: to rehearse it).
+# CDDP_GPU_BUDGET (seconds for all steps, default 300: GPU time is short and
+# a rerun must fit), CDDP_GPU_TORCH_COMPILE=1, CDDP_GPU_ZSHIM=1 (use the
+# zlib shim even where zlib.h exists: to rehearse it).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
@@ -247,7 +254,31 @@ rows=()
 fails=0
 # Every step has its own limit, and all of them together the budget: the
 # script ends within BUDGET seconds (plus the table) whatever hangs.
-BUDGET=${CDDP_GPU_BUDGET:-450}
+BUDGET=${CDDP_GPU_BUDGET:-300}
+# a step past its limit gets 10 s to die (timeout --kill-after), and the
+# table and the copy to OUT follow: keep that much of the budget back
+MARGIN=15
+# OUT/gpu: what the device tool brings back (see the header)
+save_out() {
+    [ -n "${OUT:-}" ] || return 0
+    mkdir -p "$OUT/gpu/logs" || return 0
+    cp -f "$LOGS"/* "$OUT/gpu/logs/" 2>/dev/null
+    local f
+    for f in $B/*.csv $B/*.txt $B/*.out $B/*.json; do
+        [ -f "$f" ] && cp -f "$f" "$OUT/gpu/"
+    done
+    print_table >"$OUT/gpu/summary.txt"
+}
+print_table() {
+    echo "==== tests/gpu/run.sh: $(( $(date +%s) - T_START )) s in all (budget $BUDGET s); logs in $LOGS/"
+    [ -n "${GPU_LINE:-}" ] && echo "$GPU_LINE"
+    printf '%-28s %-5s %7s  %s\n' "check" "" "s" "result"
+    local r title st secs d
+    for r in "${rows[@]}"; do
+        IFS='|' read -r title st secs d <<<"$r"
+        printf '%-28s %-5s %7s  %s\n' "$title" "$st" "$secs" "$d"
+    done
+}
 run_step() {    # run_step NAME LIMIT_S TITLE [needs_build]
     local name=$1 limit=$2 title=$3
     LAST_RC=1
@@ -256,7 +287,7 @@ run_step() {    # run_step NAME LIMIT_S TITLE [needs_build]
         fails=$((fails + 1))
         return
     fi
-    local left=$((T_START + BUDGET - $(date +%s)))
+    local left=$((T_START + BUDGET - MARGIN - $(date +%s)))
     [ "$left" -lt "$limit" ] && limit=$left
     if [ "$limit" -lt 5 ]; then
         rows+=("$title|FAIL|0.0|not run: the ${BUDGET} s budget is spent")
@@ -282,22 +313,29 @@ run_step() {    # run_step NAME LIMIT_S TITLE [needs_build]
     d=$(cat "$LOGS/$name.detail" 2>/dev/null || echo "(no detail; see $LOGS/$name.log)")
     rows+=("$title|$st|$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')|$d")
     LAST_RC=$rc
+    save_out
 }
 
+GPU_LINE=""
 if command -v nvidia-smi >/dev/null; then
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+    GPU_LINE=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /')
+    echo "$GPU_LINE"
 fi
 BUILD_OK=1
-run_step build 150 "build"
+run_step build 120 "build"
 BUILD_OK=$([ "$LAST_RC" -eq 0 ] && echo 1 || echo 0)
-run_step nvrtc 60 "NVRTC compile, device arch" needs_build
-run_step kernels 120 "kernels vs C reference" needs_build
-run_step train 90 "train SimpleNet 2 epochs" needs_build
-run_step parity 120 "cuda = cpu, 100 steps" needs_build
-run_step nccl 60 "NCCL path, 1 GPU" needs_build
-run_step convnet 90 "ConvNet + SyncBN, NCCL vs cpu" needs_build
-run_step torch_eager 90 "torch eager epoch"
-run_step torch_compile 180 "torch.compile epoch"
+run_step nvrtc 45 "NVRTC compile, device arch" needs_build
+run_step kernels 60 "kernels vs C reference" needs_build
+run_step train 60 "train SimpleNet 2 epochs" needs_build
+run_step parity 60 "cuda = cpu, 100 steps" needs_build
+run_step nccl 45 "NCCL path, 1 GPU" needs_build
+run_step convnet 60 "ConvNet + SyncBN, NCCL vs cpu" needs_build
+run_step torch_eager 60 "torch eager epoch"
+if [ "${CDDP_GPU_TORCH_COMPILE:-}" = 1 ]; then
+    run_step torch_compile 180 "torch.compile epoch"
+else
+    rows+=("torch.compile epoch|n/a|0.0|not run: opt-in (CDDP_GPU_TORCH_COMPILE=1; minutes of compile)")
+fi
 
 # the timed epoch against the target and the PyTorch epochs
 speed_row() {
@@ -320,11 +358,7 @@ speed_row() {
 }
 speed_row
 
+save_out
 echo
-echo "==== tests/gpu/run.sh: $(( $(date +%s) - T_START )) s in all; logs in $LOGS/"
-printf '%-28s %-5s %7s  %s\n' "check" "" "s" "result"
-for r in "${rows[@]}"; do
-    IFS='|' read -r title st secs d <<<"$r"
-    printf '%-28s %-5s %7s  %s\n' "$title" "$st" "$secs" "$d"
-done
+print_table
 [ "$fails" -eq 0 ]

@@ -8,5 +8,6 @@ set -u
 src=${1:?usage: emu_kernels.sh SRC.cu OUT.so} out=${2:?usage: emu_kernels.sh SRC.cu OUT.so}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 [ -s "$src" ] || { echo "emu_kernels.sh: $src is missing or empty (no NVRTC source was dumped)" >&2; exit 1; }
-exec g++ -std=c++17 -O1 -fPIC -shared -I"$root/tests/cuda" -include emu.h -x c++ "$src" -x none \
+# fused multiply-adds where NVRTC fuses them (tests/cuda/emu_flags.sh)
+exec g++ -std=c++17 $(sh "$root/tests/cuda/emu_flags.sh") -fPIC -shared -I"$root/tests/cuda" -include emu.h -x c++ "$src" -x none \
     "$root/tests/unit/fake_cuda_emu.cpp" -o "$out"

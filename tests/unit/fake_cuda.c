@@ -40,7 +40,10 @@
  *
  * Environment: FAKE_CUDA_KERNELS (path of the emulated kernels .so),
  * FAKE_CUDA_INIT_ERROR (cuInit returns this code), FAKE_CUDA_DEVICES
- * (default 1), FAKE_CUDA_DRIVER (cuDriverGetVersion, default 13000),
+ * (the node's GPUs, default 1; CUDA_VISIBLE_DEVICES selects among them as
+ * the real driver does: a comma-separated list of their numbers, cut at
+ * the first invalid entry, the process's device i being the list's i-th;
+ * each GPU has its own PCI bus id), FAKE_CUDA_DRIVER (cuDriverGetVersion, default 13000),
  * FAKE_CUDA_CC (compute capability, default 90), FAKE_CUDA_MEM (device
  * bytes, default 4 GiB), FAKE_CUDA_HANG, FAKE_CUDA_LOG (print every call),
  * FAKE_CUDA_SCHEDULE, FAKE_CUDA_SEED (of the random schedule),
@@ -132,6 +135,7 @@ static int inited, ctx_current, failed_sticky, logging = -1;
 enum { MAX_DEV = 8 };
 static struct CUctx_st the_ctx[MAX_DEV];
 static int cur_dev = -1;            /* device of the current context */
+static int ndev(void);
 static alloc *allocs;
 static size_t used, mem_limit;
 static void *kernels_so;
@@ -315,7 +319,7 @@ CUresult cuInit(unsigned flags)
     long e = env_long("FAKE_CUDA_INIT_ERROR", 0);
     if (e)
         return (CUresult)e;
-    if (env_long("FAKE_CUDA_DEVICES", 1) < 1)
+    if (ndev() < 1)
         return E_NO_DEVICE;
     mem_limit = (size_t)env_long("FAKE_CUDA_MEM", 4L << 30);
     inited = 1;
@@ -351,26 +355,66 @@ CUresult cuGetErrorString(CUresult r, const char **s)
     return E_VALUE;
 }
 
+/* The node's GPUs this process sees: phys[i] is the GPU behind device i. */
+static int visible(int phys[MAX_DEV])
+{
+    long n = env_long("FAKE_CUDA_DEVICES", 1);
+    int all = n < 0 ? 0 : n > MAX_DEV ? MAX_DEV : (int)n;
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    if (!v) {
+        for (int i = 0; i < all; i++)
+            phys[i] = i;
+        return all;
+    }
+    int k = 0;
+    while (*v && k < MAX_DEV) {
+        char *end;
+        long x = strtol(v, &end, 10);
+        if (end == v || x < 0 || x >= all)
+            break;                  /* the driver ignores the rest of the list */
+        int dup = 0;
+        for (int i = 0; i < k; i++)
+            dup |= phys[i] == x;
+        if (dup)
+            break;
+        phys[k++] = (int)x;
+        if (*end != ',')
+            break;
+        v = end + 1;
+    }
+    return k;
+}
+
+static int ndev(void)
+{
+    int phys[MAX_DEV];
+    return visible(phys);
+}
+
 CUresult cuDeviceGetCount(int *n)
 {
     NEED_INIT();
-    *n = (int)env_long("FAKE_CUDA_DEVICES", 1);
+    *n = ndev();
     return OK;
 }
 
 CUresult cuDeviceGet(int *d, int ordinal)
 {
     NEED_INIT();
-    if (ordinal < 0 || ordinal >= env_long("FAKE_CUDA_DEVICES", 1))
+    if (ordinal < 0 || ordinal >= ndev())
         return E_INVALID_DEVICE;
     *d = ordinal;
     return OK;
 }
 
-static int ndev(void)
+CUresult cuDeviceGetPCIBusId(char *id, int len, int d)
 {
-    long n = env_long("FAKE_CUDA_DEVICES", 1);
-    return n < 0 ? 0 : n > MAX_DEV ? MAX_DEV : (int)n;
+    NEED_INIT();
+    int phys[MAX_DEV];
+    if (d < 0 || d >= visible(phys) || len < 13)
+        return E_VALUE;
+    snprintf(id, (size_t)len, "0000:%02x:00.0", 0x10 + phys[d]);
+    return OK;
 }
 
 CUresult cuDeviceGetName(char *name, int len, int d)
@@ -435,8 +479,13 @@ CUresult cuCtxSetCurrent(struct CUctx_st *c)
     return OK;
 }
 
-/* For fake_nccl.c: the device the calling rank works on, -1 for none. */
-int fake_cuda_current_device(void) { return ctx_current ? cur_dev : -1; }
+/* For fake_nccl.c: the physical GPU the calling rank works on, -1 for
+ * none (NCCL tells GPUs apart by bus id, whatever each process sees). */
+int fake_cuda_current_device(void)
+{
+    int phys[MAX_DEV];
+    return ctx_current && cur_dev >= 0 && cur_dev < visible(phys) ? phys[cur_dev] : -1;
+}
 
 /* ---- modules ------------------------------------------------------------------------ */
 CUresult cuModuleLoadData(struct CUmod_st **m, const void *image)
@@ -1075,3 +1124,7 @@ CUresult cuLaunchKernel(struct CUfunc_st *f, unsigned gx, unsigned gy, unsigned 
             .arg = (void *)(uintptr_t)arg};
     return enqueue(s, &o);
 }
+
+/* For fake_nccl.c: whether s is being captured (NCCL's first collective
+ * on a communicator must not be: it connects the ranks then). */
+int fake_cuda_stream_capturing(struct CUstream_st *s) { return s && s->cap; }

@@ -17,7 +17,14 @@
  *   - ncclAllReduce: float32, sum or avg, in place, inside one device
  *     allocation, on a stream, with a communicator made by this library;
  *   - every rank issues the same sequence of all-reduces (counts are
- *     compared at each one).
+ *     compared at each one);
+ *   - a communicator's first collective is not enqueued inside a stream
+ *     capture: real NCCL connects the ranks then, which a capture may not
+ *     contain (NCCL's advice for CUDA graphs: one eager collective first).
+ * Like a real libnccl it carries the version string NCCL prints, with the
+ * CUDA version it was built for ("NCCL version 2.28.3+cuda13.0"; build
+ * with -DFAKE_NCCL_CUDA='"14.0"' for another), which the runtime reads to
+ * skip a library the driver is too old for.
  * Environment: FAKE_NCCL_ASYNC_ERROR=CODE makes ncclCommGetAsyncError
  * report that error (a failed peer), on FAKE_NCCL_ERROR_RANK only if set.
  * With one rank (CDDP_NCCL_FORCE) no MPI call is made. */
@@ -35,7 +42,13 @@ enum { SUCCESS = 0, SYSTEM_ERROR = 2, INTERNAL_ERROR = 3, INVALID_ARGUMENT = 4, 
 enum { FLOAT32 = 7, SUM = 0, AVG = 4 };
 
 typedef struct { char internal[128]; } ncclUniqueId;
-struct ncclComm { int magic, rank, nranks, dev; uint64_t calls; };
+struct ncclComm { int magic, rank, nranks, dev; uint64_t calls, enqueued; };
+
+#ifndef FAKE_NCCL_CUDA
+#define FAKE_NCCL_CUDA "13.0"
+#endif
+/* used, so the linker keeps it: the runtime finds it in the file */
+const char fake_nccl_version_string[] = "NCCL version 2.28.3+cuda" FAKE_NCCL_CUDA;
 typedef struct ncclComm *ncclComm_t;
 #define MAGIC 0x6e63636c
 
@@ -54,6 +67,7 @@ static void say(const char *fmt, ...)
 static int (*cur_device)(void);
 static int (*host_op)(void *s, int (*fn)(void *), void *arg, const void *dev, size_t bytes,
                       const char *name);
+static int (*capturing)(void *s);
 
 static int hooks(void)
 {
@@ -61,19 +75,21 @@ static int hooks(void)
         return 0;
     const char *lib = getenv("CDDP_LIBCUDA");
     void *h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
-    void *a = h ? dlsym(h, "fake_cuda_current_device") : NULL, *b = h ? dlsym(h, "fake_cuda_host_op") : NULL;
-    if (!a || !b) {
+    void *a = h ? dlsym(h, "fake_cuda_current_device") : NULL, *b = h ? dlsym(h, "fake_cuda_host_op") : NULL,
+         *c = h ? dlsym(h, "fake_cuda_stream_capturing") : NULL;
+    if (!a || !b || !c) {
         say("the fake driver (CDDP_LIBCUDA) is not loaded: the fake NCCL works only with it");
         return -1;
     }
     memcpy(&cur_device, &a, sizeof a);
     memcpy(&host_op, &b, sizeof b);
+    memcpy(&capturing, &c, sizeof c);
     return 0;
 }
 
 int ncclGetVersion(int *v)
 {
-    *v = 22803;
+    *v = 22803 + 0 * (int)fake_nccl_version_string[0];
     return SUCCESS;
 }
 
@@ -160,7 +176,7 @@ int ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
     struct ncclComm *c = calloc(1, sizeof *c);
     if (!c)
         return SYSTEM_ERROR;
-    *c = (struct ncclComm){MAGIC, rank, nranks, dev, 0};
+    *c = (struct ncclComm){MAGIC, rank, nranks, dev, 0, 0};
     *comm = c;
     return SUCCESS;
 }
@@ -194,7 +210,9 @@ int ncclCommGetAsyncError(ncclComm_t c, int *r)
     return SUCCESS;
 }
 
-/* One captured all-reduce: what it reduces, for when the graph runs. */
+/* One captured all-reduce (or broadcast): what it reduces, for when the
+ * graph runs. */
+enum { BCAST = -1 };
 typedef struct ar { ncclComm_t c; float *buf; size_t count; int op; } ar;
 
 static int run_allreduce(void *arg)
@@ -213,7 +231,10 @@ static int run_allreduce(void *arg)
         }
         for (size_t i = 0; i < a->count; i += (size_t)1 << 30) {
             size_t k = a->count - i < ((size_t)1 << 30) ? a->count - i : (size_t)1 << 30;
-            MPI_Allreduce(MPI_IN_PLACE, a->buf + i, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            if (a->op == BCAST)
+                MPI_Bcast(a->buf + i, (int)k, MPI_FLOAT, 0, MPI_COMM_WORLD);
+            else
+                MPI_Allreduce(MPI_IN_PLACE, a->buf + i, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         }
     }
     if (a->op == AVG) {
@@ -224,27 +245,57 @@ static int run_allreduce(void *arg)
     return 0;
 }
 
+static int enqueue_coll(const char *fn, const void *send, void *recv, size_t count, int type, int op,
+                        ncclComm_t c, void *stream);
+
 int ncclAllReduce(const void *send, void *recv, size_t count, int type, int op, ncclComm_t c, void *stream)
+{
+    if (op == BCAST) {
+        say("ncclAllReduce: op %d", op);
+        return INVALID_ARGUMENT;
+    }
+    return enqueue_coll("ncclAllReduce", send, recv, count, type, op, c, stream);
+}
+
+/* rank 0's buffer to every rank (the runtime broadcasts from rank 0 only) */
+int ncclBroadcast(const void *send, void *recv, size_t count, int type, int root, ncclComm_t c, void *stream)
+{
+    if (root != 0) {
+        say("ncclBroadcast: root %d (the runtime broadcasts rank 0's)", root);
+        return INVALID_ARGUMENT;
+    }
+    return enqueue_coll("ncclBroadcast", send, recv, count, type, BCAST, c, stream);
+}
+
+static int enqueue_coll(const char *fn, const void *send, void *recv, size_t count, int type, int op,
+                        ncclComm_t c, void *stream)
 {
     if (!valid(c) || hooks() != 0)
         return INVALID_ARGUMENT;
-    if (type != FLOAT32 || (op != SUM && op != AVG)) {
-        say("ncclAllReduce: type %d op %d (the runtime reduces float32 with sum or avg)", type, op);
+    if (type != FLOAT32 || (op != SUM && op != AVG && op != BCAST)) {
+        say("%s: type %d op %d (the runtime reduces float32 with sum or avg)", fn, type, op);
         return INVALID_ARGUMENT;
     }
     if (send != recv) {
-        say("ncclAllReduce: not in place");
+        say("%s: not in place", fn);
         return INVALID_ARGUMENT;
     }
     if (!stream) {
-        say("ncclAllReduce on the legacy default stream");
+        say("%s on the legacy default stream", fn);
         return INVALID_USAGE;
     }
+    if (c->enqueued == 0 && capturing(stream)) {
+        say("%s: the communicator's first collective is inside a stream capture (it connects "
+            "the ranks: run one collective eagerly first)", fn);
+        return INVALID_USAGE;
+    }
+    c->enqueued++;
+    (void)fake_nccl_version_string[0];
     ar *a = malloc(sizeof *a);      /* lives as long as the graph: leaked with it */
     if (!a)
         return SYSTEM_ERROR;
     *a = (ar){c, recv, count, op};
-    int r = host_op(stream, run_allreduce, a, recv, count * sizeof(float), "ncclAllReduce");
+    int r = host_op(stream, run_allreduce, a, recv, count * sizeof(float), fn);
     if (r) {
         free(a);
         return r == 2 ? SYSTEM_ERROR : INVALID_ARGUMENT;

@@ -8,7 +8,7 @@
  * compiled together with the runtime's own kernels and layout checks for
  * sm_80 and sm_90, as a program would at start-up.
  * Exit status 0 when every check passed. */
-#include "rt_internal.h"
+#include "rt_cuda.h"
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -298,7 +298,7 @@ int main(int argc, char **argv)
     }
     test_sha256();
     char why[640];
-    if (rt_nvrtc_load(0, why, sizeof why) != 0) {
+    if (rt_nvrtc_load(0, 0, NULL, why, sizeof why) != 0) {
         fprintf(stderr, "FAIL: %s\n", why);
         return 1;
     }

@@ -8,14 +8,18 @@
 # step graph). The graph is replayed in a random topological order, or
 # with the all-reduces as late / as early as their edges allow, so only the
 # runtime's event edges keep backward -> all-reduce -> optimizer in order.
+# Every GPU-rank run here also checks that NCCL's first collective is run
+# eagerly before the step is captured: the fake NCCL refuses it inside a
+# capture, as real NCCL may fail there.
 #   1. 2 GPU ranks x batch 16 = 2 CPU ranks x batch 16 = 1 CPU rank x batch
 #      32: step losses, epoch metrics, saved weights (three buckets, SGD
 #      with momentum), under each schedule;
 #   2. the planted bug (the driver drops every cross-stream wait) makes the
 #      same comparison fail: the test sees a missing edge;
 #   3. one rank alone through NCCL (CDDP_NCCL_FORCE=1) = the plain device;
-#   4. failures end the whole job, non-zero, with the reason: fewer GPUs
-#      than ranks, NCCL missing (--device auto falls back to the CPU on
+#   4. failures end the whole job, non-zero, with the reason: two ranks on
+#      one GPU, more ranks than GPUs, NCCL missing or built for a newer CUDA
+#      than the driver's (the next library is taken), (--device auto falls back to the CPU on
 #      every rank), an asynchronous NCCL error on one rank, a device that
 #      stops making progress (--comm-timeout).
 # PROG: a cddpc-compiled tests/unit/ddp_buckets.net. Skipped (passing) when
@@ -169,16 +173,46 @@ expect() {
         pass "$name: exit $st in ${dt} s"
     else fail "$name (status $st after $dt s)"; show "$TMP/out"; fi
 }
-expect "2 ranks, 1 GPU: refused" 'error: rank 1: --device cuda: no CUDA device 1 for this rank: the driver sees 1' \
+# (before per-rank visibility was understood, rank 1 asked for a device 1
+# it could not see; now both see one device, the same GPU: said by its bus)
+expect "2 ranks, 1 GPU: refused" 'error: rank 0: --device cuda: ranks 0 and 1 both use the GPU at PCI 0000:10:00.0' \
     FAKE_CUDA_DEVICES=1 -- --device cuda
+t0=$SECONDS
+FAKE_CUDA_DEVICES=2 timeout 120 mpirun -np 3 $XS "$PROG" --data "$SMALL" --threads 1 --device cuda >"$TMP/out" 2>&1
+st=$?
+[ $st -ne 0 ] && [ $st -ne 124 ] && grep -q '3 ranks on this node but 2 CUDA devices visible' "$TMP/out" &&
+    pass "3 ranks, 2 GPUs: refused, naming the counts and the remedies: exit $st in $((SECONDS - t0)) s" ||
+    { fail "3 ranks, 2 GPUs (status $st)"; show "$TMP/out"; }
+# a launcher that shows each rank only its own GPU (Slurm --gpus-per-task=1,
+# or a wrapper setting CUDA_VISIBLE_DEVICES per rank): each opens its device 0
+mpirun -np 2 $XS bash -c 'CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK exec "$@"' own_gpu "$PROG" "${C[@]}" --device cuda --batch 16 --step-log "$TMP/sv.csv" \
+    --metrics "$TMP/mv.csv" --save "$TMP/wv.st" >"$TMP/ov" 2>&1
+if [ $? -eq 0 ] && grep -q 'device cuda:0 (Fake GPU' "$TMP/ov" &&
+    d=$(cmp_runs "own gpu" "$TMP/sv.csv" "$TMP/s2.csv" "$TMP/mv.csv" "$TMP/m2.csv" "$TMP/wv.st" "$TMP/w2.st"); then
+    pass "each rank sees only its own GPU (CUDA_VISIBLE_DEVICES per rank): trains, = 2 cpu ranks ($d)"
+else fail "CUDA_VISIBLE_DEVICES per rank: ${d:-}"; show "$TMP/ov"; fi
+# NCCL built for a newer CUDA than the driver's: skipped for the next one
+F14=$(dirname "$FNCCL")/libfakenccl_cuda14.so
+if [ -f "$F14" ]; then
+    expect "NCCL built for CUDA 14.0, driver 13.0: refused" \
+        'NCCL .*libfakenccl_cuda14.so was built for CUDA 14.0, and the driver supports CUDA 13.0' \
+        CDDP_LIBNCCL=$F14 -- --device cuda
+    CDDP_LIBNCCL=$F14:$FNCCL mpirun -np 2 $XS "$PROG" "${C[@]}" --device cuda --batch 16 --max-steps 1 \
+        >"$TMP/on" 2>&1 && grep -q 'NCCL 2.28.3, kernels' "$TMP/on" &&
+        pass "CDDP_LIBNCCL=cuda14:cuda13: the CUDA 14 one skipped, the next one used" ||
+        { fail "NCCL search past a library for CUDA 14"; show "$TMP/on"; }
+else fail "no $F14"; fi
 expect "NCCL missing: --device cuda refused" 'error: rank [01]: --device cuda: NCCL missing: cannot load CDDP_LIBNCCL' \
     CDDP_LIBNCCL=$TMP/none.so -- --device cuda
 CDDP_LIBNCCL=$TMP/none.so mpirun -np 2 $XS "$PROG" --data "$SMALL" --threads 1 --device auto --max-steps 2 \
     >"$TMP/oa" 2>&1 && grep -q 'device cpu (auto: NCCL missing' "$TMP/oa" &&
     pass "NCCL missing: --device auto trains on the cpu on every rank" || { fail "NCCL missing, auto"; show "$TMP/oa"; }
-FAKE_CUDA_DEVICES=1 mpirun -np 2 $XS "$PROG" --data "$SMALL" --threads 1 --device auto --max-steps 2 \
+mpirun -np 2 $XS bash -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export CUDA_VISIBLE_DEVICES=; exec "$@"' no_gpu_on_1 "$PROG" --data "$SMALL" --threads 1 --device auto --max-steps 2 \
     >"$TMP/ob" 2>&1 && grep -q 'device cpu (auto: 1 of 2 ranks have no usable GPU)' "$TMP/ob" &&
     pass "a rank without a GPU: --device auto trains on the cpu on every rank" || { fail "auto, 1 GPU"; show "$TMP/ob"; }
+FAKE_CUDA_DEVICES=1 mpirun -np 2 $XS "$PROG" --data "$SMALL" --threads 1 --device auto --max-steps 2 \
+    >"$TMP/ob" 2>&1 && grep -q 'device cpu (auto: ranks 0 and 1 both use the GPU at PCI' "$TMP/ob" &&
+    pass "two ranks on one GPU: --device auto trains on the cpu on every rank" || { fail "auto, shared GPU"; show "$TMP/ob"; }
 expect "an NCCL error on rank 1 ends the job" 'error: rank 1: NCCL failed while .*error 6 \(remote process' \
     FAKE_NCCL_ASYNC_ERROR=6 FAKE_NCCL_ERROR_RANK=1 -- --device cuda
 expect "no progress: bounded by --comm-timeout" 'did not finish .* within 2 s: another rank failed or hung' \

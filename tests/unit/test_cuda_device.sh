@@ -9,7 +9,10 @@
 #      reason: no device, cuInit failing, an old driver, NVRTC missing or
 #      too new, an architecture NVRTC lacks, out of device memory, a GPU
 #      that never finishes (the wait is bounded);
-#   3. the fake driver running the real device loop, the kernels executed
+#   3. which device (CUDA_VISIBLE_DEVICES, CDDP_CUDA_DEVICE) and which
+#      NVRTC (by the architectures fake NVRTCs 12 and 13 know:
+#      tests/unit/fake_nvrtc.c, beside FAKE_LIBCUDA);
+#      the fake driver running the real device loop, the kernels executed
 #      by the CUDA emulator (tests/cuda/emu.h): graph capture and replay,
 #      the runtime's step kernels and the model's kernels, against the CPU
 #      run of the same program: step losses, epoch metrics and saved
@@ -214,6 +217,48 @@ run --device cuda --epochs 1 --max-steps 1 --lr 0 --init "$TMP/ph.st" --save "$T
 cmp -s "$TMP/ph.st" "$TMP/p0.st" && pass "--init then --save with lr 0: identical file" || fail "--init/--save round trip"
 expect "--profile is for the cpu" 0 'warning: --profile times the CPU kernels only' \
     "${R[@]}" --device cuda --epochs 1 --max-steps 1 --profile
+
+# ---- which device, which NVRTC ---------------------------------------------------------
+# a launcher that gives each rank its own GPU leaves it one visible device
+expect "one of two GPUs visible (CUDA_VISIBLE_DEVICES=1): device 0" 0 'device cuda:0 \(Fake GPU' \
+    env FAKE_CUDA_DEVICES=2 CUDA_VISIBLE_DEVICES=1 "${R[@]}" --device cuda --max-steps 1
+expect "CDDP_CUDA_DEVICE=1 chooses device 1" 0 'device cuda:1 \(Fake GPU' \
+    env FAKE_CUDA_DEVICES=2 CDDP_CUDA_DEVICE=1 "${R[@]}" --device cuda --max-steps 1
+expect "CDDP_CUDA_DEVICE beyond the visible devices: refused" 1 \
+    'CDDP_CUDA_DEVICE=1: expected a device number below 1, the devices this process sees \(CUDA_VISIBLE_DEVICES=0\)' \
+    env FAKE_CUDA_DEVICES=2 CUDA_VISIBLE_DEVICES=0 CDDP_CUDA_DEVICE=1 "${R[@]}" --device cuda --max-steps 1
+expect "CUDA_VISIBLE_DEVICES empty: no device" 1 'no CUDA device' \
+    env FAKE_CUDA_DEVICES=2 CUDA_VISIBLE_DEVICES= "${R[@]}" --device cuda --max-steps 1
+# NVRTC by architecture: fake NVRTCs 12.0 and 13.0 (tests/unit/fake_nvrtc.c)
+FAKENV=$(dirname "$FAKE")/libfakenvrtc.so
+if [ -f "$FAKENV" ]; then
+    NV=$TMP/nvrtc
+    mkdir -p "$NV/12" "$NV/13"
+    cp "$FAKENV" "$NV/12/libnvrtc.so.12" && cp "$FAKENV" "$NV/13/libnvrtc.so.13"
+    NVL=$NV/13/libnvrtc.so.13:$NV/12/libnvrtc.so.12
+    asked() { grep -qx "$1" "$TMP/nvlog" && pass "$2" || { fail "$2: NVRTC was asked for: $(cat "$TMP/nvlog")"; }; rm -f "$TMP/nvlog"; }
+    rm -f "$TMP/nvlog"
+    expect "sm_70 (V100): NVRTC 12 compiles what NVRTC 13 cannot" 0 \
+        'device cuda:0 \(Fake GPU \(emulated\), sm_70, driver 13.0, NVRTC 12.0, kernels compiled' \
+        env FAKE_CUDA_CC=70 CDDP_LIBNVRTC="$NVL" FAKE_NVRTC_LOG="$TMP/nvlog" "${R[@]}" --device cuda --max-steps 1
+    asked 'NVRTC 12.0 --gpu-architecture=sm_70' "sm_70: compiled by NVRTC 12 for sm_70"
+    expect "sm_121, NVRTC 13 knowing up to sm_120: sm_120 code" 0 \
+        'sm_121 \(code for sm_120\), driver 13.0, NVRTC 13.0, kernels compiled' \
+        env FAKE_CUDA_CC=121 FAKE_NVRTC_ARCHS_13=75,80,90,100,120 CDDP_LIBNVRTC="$NVL" FAKE_NVRTC_LOG="$TMP/nvlog" \
+        "${R[@]}" --device cuda --max-steps 1
+    asked 'NVRTC 13.0 --gpu-architecture=sm_120' "sm_121: compiled for sm_120"
+    expect "sm_121 again: the cache is keyed on sm_120, what was compiled" 0 'sm_121 \(code for sm_120\).*kernels cached' \
+        env FAKE_CUDA_CC=121 FAKE_NVRTC_ARCHS_13=75,80,90,100,120 CDDP_LIBNVRTC="$NVL" "${R[@]}" --device cuda --max-steps 1
+    expect "sm_89: NVRTC 12 knows it exactly, 13 only sm_80: the exact one wins" 0 'sm_89, driver 13.0, NVRTC 12.0' \
+        env FAKE_CUDA_CC=89 FAKE_NVRTC_ARCHS_13=75,80,90 CDDP_LIBNVRTC="$NVL" "${R[@]}" --device cuda --max-steps 1
+    expect "sm_90 known to both: the first in the search order (13)" 0 'sm_90, driver 13.0, NVRTC 13.0' \
+        env CDDP_LIBNVRTC="$NVL" "${R[@]}" --device cuda --max-steps 1
+    expect "sm_70 with only NVRTC 13: refused, naming what it knows" 1 \
+        'NVRTC 13.0 \(.*libnvrtc.so.13\) cannot compile for sm_70, the architecture of this GPU \(it knows sm_75 to sm_121\)' \
+        env FAKE_CUDA_CC=70 CDDP_LIBNVRTC="$NV/13/libnvrtc.so.13" "${R[@]}" --device cuda --max-steps 1
+    expect "driver 12.8: NVRTC 13 skipped, NVRTC 12 used" 0 'sm_90, driver 12.8, NVRTC 12.0' \
+        env FAKE_CUDA_DRIVER=12080 CDDP_LIBNVRTC="$NVL" "${R[@]}" --device cuda --max-steps 1
+else fail "no fake NVRTC ($FAKENV): make build/tests/libfakenvrtc.so"; fi
 
 # ---- failures on the device ----------------------------------------------------------
 one_line "out of device memory" env FAKE_CUDA_MEM=2000000 "${R[@]}" --device cuda --epochs 1

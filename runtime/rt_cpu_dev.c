@@ -1,0 +1,288 @@
+/* rt_cpu_dev.c: the CPU device -- the compiler's C kernels on host memory.
+ *
+ * The kernels do all the math (forward, loss, backward, and the optimizer
+ * with its settings baked in); this device hands them the batch, e.lr and
+ * e.step, runs the gradient buckets' all-reduces on a comm thread while
+ * backward goes on (rt_reducer.c), and keeps each step's loss sum for the
+ * loop (rt_loop.c), which owns the epoch. */
+#include "rt_internal.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --profile: wall time per kernel, summed over the run. Timing costs two
+ * clock reads per kernel, so it is only done when asked for (--profile or
+ * --trace). */
+typedef struct rt_prof {
+    double *secs;           /* [nk] */
+    int64_t calls;          /* plan invocations */
+} rt_prof;
+
+/* What one plan invocation records besides its results. */
+typedef struct rt_instr {
+    rt_prof *prof;
+    rt_trace *trace;
+    int kind;               /* RT_TEV_TRAIN / RT_TEV_EVAL */
+    int64_t step;           /* for the trace */
+    rt_amp *amp;            /* train plan of an fp16 model: the loss scaler */
+    int64_t param_floats;   /* with amp: the grad slab it scans */
+    int found_inf;          /* with amp: the step was skipped */
+    rt_coll *coll;          /* with amp: found_inf over the ranks */
+} rt_instr;
+
+/* One plan invocation. stat is cleared first so kernels may either assign
+ * or accumulate their per-step results. With a reducer (train plan,
+ * several ranks) each kernel first waits for the buckets it updates and,
+ * once done, hands over the buckets it completed; the comm thread reduces
+ * them while the next kernels run. */
+static void run_kernel(const rt_plan *p, int k, rt_exec *e, const rt_instr *in, int timed)
+{
+    if (!timed) {
+        p->k[k].fn(e);
+        return;
+    }
+    double t = rt_comm_time();
+    p->k[k].fn(e);
+    double t1 = rt_comm_time();
+    if (in->prof->secs)
+        in->prof->secs[k] += t1 - t;
+    rt_trace_add(in->trace, 0, in->kind, k, in->step, t, t1);
+}
+
+/* With the fp16 loss scaler (in->amp) the optimizer kernels cannot run as
+ * each bucket is reduced: they wait for found_inf over the whole grad
+ * slab of every rank, so they run after all buckets, or not at all when
+ * the step is skipped. (fp16 loses the overlap of updates with backward.) */
+static void run_plan(const rt_plan *p, rt_exec *e, int nstat, rt_instr *in, rt_reducer *red)
+{
+    memset(e->stat, 0, (size_t)nstat * sizeof(double));
+    int timed = in->prof->secs || (in->trace && in->trace->on);
+    rt_amp *amp = in->amp && in->amp->on ? in->amp : NULL;
+    if (!timed && !(red && red->active) && !amp) {
+        for (int k = 0; k < p->nk; k++)
+            p->k[k].fn(e);
+        return;
+    }
+    if (red)
+        rt_reducer_step_begin(red, in->step);
+    for (int k = 0; k < p->nk; k++) {
+        if (amp && p->k[k].phase == RT_PH_OPTIMIZER)
+            continue;
+        if (red)
+            rt_reducer_before(red, k);
+        run_kernel(p, k, e, in, timed);
+        if (red)
+            rt_reducer_after(red, k);
+    }
+    if (red)
+        rt_reducer_step_end(red);
+    if (amp) {
+        in->found_inf = rt_amp_found_inf(amp, in->coll, e->grad, in->param_floats, in->step);
+        e->found_inf = in->found_inf;   /* the kernels would return at once too */
+        for (int k = 0; k < p->nk && !in->found_inf; k++)
+            if (p->k[k].phase == RT_PH_OPTIMIZER)
+                run_kernel(p, k, e, in, timed);
+    }
+    in->prof->calls++;
+}
+
+static void print_profile(const char *name, const rt_plan *p, const rt_prof *prof)
+{
+    double total = 0;
+    for (int k = 0; k < p->nk; k++)
+        total += prof->secs[k];
+    printf("profile: %s plan, %d kernels, %lld calls, %.3f ms per call\n", name, p->nk,
+           (long long)prof->calls, prof->calls ? 1e3 * total / (double)prof->calls : 0.0);
+    printf("  %-40s %12s %10s %7s\n", "kernel", "total ms", "us/call", "share");
+    for (int k = 0; k < p->nk; k++)
+        printf("  %-40s %12.2f %10.2f %6.1f%%\n", p->k[k].name, 1e3 * prof->secs[k],
+               prof->calls ? 1e6 * prof->secs[k] / (double)prof->calls : 0.0,
+               total > 0 ? 100.0 * prof->secs[k] / total : 0.0);
+}
+
+
+typedef struct cpu_dev {
+    const rt_model *m;
+    const rt_opts *o;
+    rt_ws *w;
+    rt_coll *coll;
+    const rt_dataset *train, *test;
+    rt_exec e;
+    rt_amp amp;
+    rt_reducer red;
+    rt_prof tprof, eprof;
+    rt_instr tin, ein;
+    const int32_t *order;
+    rt_shape sh;
+    int64_t batch;
+    double *steploss, *amp_log;     /* [nbatch] per batch of the epoch; [2 nbatch] (scale, found_inf) */
+    double secs;                    /* the epoch's training time */
+    double eval[2];
+    int evaluated;
+} cpu_dev;
+
+static int cpu_begin_epoch(rt_device *d, int epoch, const int32_t *order, float lr, int64_t first_batch)
+{
+    cpu_dev *c = d->impl;
+    (void)epoch, (void)first_batch;
+    c->order = order;
+    c->e.lr = lr;
+    c->secs = 0;
+    c->evaluated = 0;
+    return 0;
+}
+
+static int cpu_train(rt_device *d, int64_t b0, int64_t b1, int64_t step0)
+{
+    cpu_dev *c = d->impl;
+    rt_ws *w = c->w;
+    rt_exec *e = &c->e;
+    const double t0 = rt_now();
+    e->img = c->train->img;
+    e->lab = c->train->lab;
+    for (int64_t b = b0; b < b1; b++) {
+        int n = rt_batch_rows(&c->sh, c->batch, b);
+        memcpy(w->idx, c->order + b * c->batch, (size_t)n * sizeof(int32_t));
+        e->n = n;
+        c->tin.step = step0 + (b - b0) + 1;
+        e->scale = c->amp.scale;
+        c->tin.found_inf = 0;
+        run_plan(&c->m->train, e, w->nstat, &c->tin, &c->red);
+        if (c->amp.on) {
+            c->amp_log[2 * b] = c->amp.scale;
+            c->amp_log[2 * b + 1] = c->tin.found_inf;
+            rt_amp_update(&c->amp, c->tin.found_inf);
+        }
+        if (!c->tin.found_inf)
+            e->step++;
+        c->steploss[b] = w->stat[c->m->train.loss_stat];
+    }
+    c->secs += rt_now() - t0;
+    return 0;
+}
+
+/* The eval plan over the test set in file order, batches of nmax. With
+ * several ranks each evaluates its own contiguous block, [r*N/W,
+ * (r+1)*N/W): every sample exactly once, no padding (the loop sums the
+ * loss sums and correct counts over the ranks). */
+static int cpu_evaluate(rt_device *d)
+{
+    cpu_dev *c = d->impl;
+    rt_ws *w = c->w;
+    rt_exec *e = &c->e;
+    const rt_dataset *test = c->test;
+    const int64_t lo = c->sh.test_lo, hi = c->sh.test_hi;
+    double sums[2] = {0, 0};    /* loss, correct */
+    if (rt_coll_bcast_buffers(c->coll, c->m, w->param, NULL) != 0)
+        return -1;
+    e->img = test->img;
+    e->lab = test->lab;
+    c->ein.step = e->step;
+    for (int64_t i = lo; i < hi; i += w->nmax) {
+        int n = (int)(hi - i < w->nmax ? hi - i : w->nmax);
+        for (int j = 0; j < n; j++)
+            w->idx[j] = (int32_t)(i + j);
+        e->n = n;
+        run_plan(&c->m->eval, e, w->nstat, &c->ein, NULL);
+        sums[0] += w->stat[c->m->eval.loss_stat];
+        if (c->m->eval.correct_stat >= 0)
+            sums[1] += w->stat[c->m->eval.correct_stat];
+    }
+    c->eval[0] = sums[0];
+    c->eval[1] = sums[1];
+    c->evaluated = 1;
+    return 0;
+}
+
+static int cpu_collect(rt_device *d, int64_t b0, int64_t b1, rt_dev_out *out)
+{
+    cpu_dev *c = d->impl;
+    for (int64_t b = b0; b < b1; b++) {
+        out->loss[b - b0] = c->steploss[b];
+        if (c->amp.on) {
+            out->scale[b - b0] = c->amp_log[2 * b];
+            out->found[b - b0] = c->amp_log[2 * b + 1];
+        }
+    }
+    out->eval[0] = c->evaluated ? c->eval[0] : 0;
+    out->eval[1] = c->evaluated ? c->eval[1] : 0;
+    out->secs = c->secs;
+    out->amp_scale = c->amp.scale;
+    out->amp_tracker = c->amp.tracker;
+    out->amp_skipped = c->amp.skipped;
+    return 0;
+}
+
+static int cpu_pull(rt_device *d, float *param, float *opt)
+{
+    cpu_dev *c = d->impl;       /* the kernels work in the host slabs themselves */
+    return param == c->w->param && opt == c->w->opt ? 0 : -1;
+}
+
+static void cpu_close(rt_device *d)
+{
+    cpu_dev *c = d->impl;
+    if (!c)
+        return;
+    if (c->o->profile && c->coll->rank == 0) {
+        print_profile("train", &c->m->train, &c->tprof);
+        print_profile("eval", &c->m->eval, &c->eprof);
+    }
+    rt_reducer_free(&c->red);
+    rt_free(c->tprof.secs);
+    rt_free(c->eprof.secs);
+    rt_free(c->steploss);
+    free(c);
+    d->impl = NULL;
+}
+
+int rt_cpu_dev_open(rt_device *dev, const rt_model *m, const rt_opts *o, rt_ws *w, const rt_start *st,
+                    const rt_dataset *train, const rt_dataset *test, rt_coll *coll, rt_trace *trace)
+{
+    *dev = (rt_device){"cpu", 0, NULL, cpu_begin_epoch, cpu_train, cpu_evaluate, cpu_collect, cpu_pull,
+                       cpu_close};
+    cpu_dev *c = calloc(1, sizeof *c);
+    if (!c) {
+        rt_err("out of memory");
+        return -1;
+    }
+    dev->impl = c;
+    c->m = m;
+    c->o = o;
+    c->w = w;
+    c->coll = coll;
+    c->train = train;
+    c->test = test;
+    c->batch = o->batch;
+    c->sh = rt_loop_shape(o, train->n, test->n, coll->rank, coll->size);
+    c->amp = st->amp;
+    if (!(c->steploss = rt_alloc_n(3 * c->sh.nbatch + 1, sizeof(double), "step losses")))
+        return -1;
+    c->amp_log = c->steploss + c->sh.nbatch;
+    if (o->profile && (!(c->tprof.secs = rt_alloc_n(m->train.nk, sizeof(double), "profile")) ||
+                       !(c->eprof.secs = rt_alloc_n(m->eval.nk, sizeof(double), "profile"))))
+        return -1;
+    if (rt_reducer_init(&c->red, m, coll, w->grad, trace) != 0)
+        return -1;
+    rt_coll_for_kernels(coll);
+    rt_exec *e = &c->e;
+    e->nmax = w->nmax;
+    e->act = w->act;
+    e->fix = w->fix;
+    e->param = w->param;
+    e->grad = w->grad;
+    e->opt = w->opt;
+    e->stat = w->stat;
+    e->idx = w->idx;
+    e->img_size = train->rows * train->cols;
+    e->lr = o->lr;
+    e->step = st->opt_steps;
+    e->scale = c->amp.scale;
+    e->nthreads = o->threads;
+    e->rank = coll->rank;
+    e->world = coll->size;
+    e->seed = o->seed;
+    c->tin = (rt_instr){&c->tprof, trace, RT_TEV_TRAIN, 0, &c->amp, m->param_floats, 0, coll};
+    c->ein = (rt_instr){&c->eprof, trace, RT_TEV_EVAL, 0, NULL, 0, 0, coll};
+    return 0;
+}

@@ -1,0 +1,273 @@
+/* rt_loop.c: the epoch loop, once, for every device.
+ *
+ * Each rank trains on its DistributedSampler shard with --batch rows per
+ * step; every rank takes the same number of steps (equal shards), and the
+ * device averages the gradients over the ranks before each update. The
+ * loop decides everything else and tells the device (rt_device) only what
+ * to run:
+ *
+ *   begin_epoch   the epoch's sample order, learning rate, first batch
+ *   train(b0,b1)  a range of batches: the CPU device runs them; the CUDA
+ *                 device queues one graph launch per step and returns (no
+ *                 host sync inside the range)
+ *   evaluate      the eval plan over this rank's block of the test set
+ *   collect       waits, then each step's loss sum, the loss scaler's log
+ *                 and state, the evaluation's sums, the training time
+ *   pull          parameters and optimizer state into the host slabs
+ *
+ * A range ends where the loop must look: the epoch's end, --max-steps, a
+ * --checkpoint-every step, and on a device that runs steps as they are
+ * asked for (the CPU), every step while a progress bar is drawn.
+ *
+ * The per-step loss sums stay on the ranks during the epoch and are
+ * summed over them once at its end (no step waits for a loss); the epoch
+ * loss is the exact per-sample mean: those sums added in step order to the
+ * epoch's sums so far, the same additions whether the epoch ran in one
+ * piece or was cut by a checkpoint and resumed, so a resumed run's numbers
+ * are the uninterrupted one's to the last bit. Resuming (rs->active), it
+ * starts at epoch rs->epoch, batch rs->skip. */
+#include "rt_internal.h"
+#include <math.h>
+#include <string.h>
+
+void rt_start_init(rt_start *s, const rt_model *m, const rt_resume *rs)
+{
+    memset(s, 0, sizeof *s);
+    rt_amp_init(&s->amp, m, rs);
+    s->step = rs->active ? rs->step : 0;
+    /* optimizer steps taken (Adam's t; torch's state 'step'): fewer than
+     * the training steps by those the fp16 loss scaler skipped */
+    s->opt_steps = rs->active ? (s->amp.on ? rs->opt_steps : rs->step) : 0;
+}
+
+float rt_lr_at(const rt_model *m, float lr, int epoch)
+{
+    const double e = epoch - 1;     /* the scheduler has stepped once per epoch done */
+    switch (m->sched) {
+    case RT_SCHED_STEP:
+        return (float)((double)lr * pow(m->sched_b, floor(e / m->sched_a)));
+    case RT_SCHED_COSINE:
+        return (float)(m->sched_b + ((double)lr - m->sched_b) * (1 + cos(M_PI * e / m->sched_a)) / 2);
+    default:
+        return lr;
+    }
+}
+
+/* mean divides the global sum by the global rows; for 'none' the kernels
+ * backpropagate ones per sample (loss.backward(torch.ones_like(loss))),
+ * the gradient of 'sum', so the sum is reported too */
+double rt_step_loss(const rt_model *m, double sum, double rows)
+{
+    return m->reduction == RT_RED_MEAN ? sum / rows : sum;
+}
+
+rt_shape rt_loop_shape(const rt_opts *o, int64_t ntrain, int64_t ntest, int rank, int world)
+{
+    rt_shape s;
+    s.per_rank = o->drop_last ? ntrain / world : (ntrain + world - 1) / world;
+    s.nbatch = o->drop_last ? s.per_rank / o->batch : (s.per_rank + o->batch - 1) / o->batch;
+    s.test_lo = ntest * rank / world;
+    s.test_hi = ntest * (rank + 1) / world;
+    return s;
+}
+
+int rt_batch_rows(const rt_shape *s, int64_t batch, int64_t b)
+{
+    return (int)(s->per_rank - b * batch < batch ? s->per_rank - b * batch : batch);
+}
+
+/* rows of batch b of a shard of per_rank samples */
+static int batch_rows(int64_t per_rank, int64_t batch, int64_t b)
+{
+    const rt_shape s = {per_rank, 0, 0, 0};
+    return rt_batch_rows(&s, batch, b);
+}
+
+typedef struct loop {
+    const rt_model *m;
+    const rt_opts *o;
+    rt_device *dev;
+    rt_coll *coll;
+    int64_t per_rank, nbatch, batch, W;
+    double *loss, *scale, *found;       /* [nbatch] from collect */
+    double *sum;                        /* [nbatch] the step sums over the ranks */
+    int warned_nan;
+} loop;
+
+/* The first n step sums of out, summed over the ranks (in place into
+ * L->sum), then added in step order to *loss and *rows (rows: batch
+ * sizes times W, exact). One all-reduce for all of them. */
+static void add_steps(loop *L, int64_t skip, int64_t n, double *loss, double *rows)
+{
+    memcpy(L->sum, L->loss, (size_t)n * sizeof(double));
+    L->coll->sum_f64(L->coll, L->sum, n, "the epoch's loss all-reduce");
+    for (int64_t s = 0; s < n; s++) {
+        *loss += L->sum[s];
+        *rows += (double)batch_rows(L->per_rank, L->batch, skip + s) * (double)L->W;
+    }
+}
+
+/* What a checkpoint saves: epoch `epoch` to continue at batch `skip`,
+ * after `step` steps, with its sums so far; the scaler's state from the
+ * device (fp16). The one place a run's position is put together. */
+static rt_resume position(int epoch, int64_t step, int64_t skip, double loss, double rows, double secs,
+                          const rt_dev_out *d, const rt_amp *amp)
+{
+    rt_resume st = {.active = 1, .epoch = epoch, .step = step, .skip = skip, .loss_sum = loss, .rows = rows,
+                    .secs = secs, .opt_steps = step, .scale = 1.0f};
+    if (amp->on) {
+        st.scale = d->amp_scale;
+        st.tracker = d->amp_tracker;
+        st.skipped = d->amp_skipped;
+        st.opt_steps = step - d->amp_skipped;
+    }
+    return st;
+}
+
+static int save(loop *L, rt_ws *w, const rt_resume *st)
+{
+    return L->dev->pull(L->dev, w->param, w->opt) != 0 ||
+           rt_ckpt_save(L->m, L->o, L->o->ckpt_path, w->param, w->opt, st) != 0 ? -1 : 0;
+}
+
+int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_device *dev, rt_coll *coll,
+                int64_t ntrain, int64_t ntest, rt_ws *w, rt_log *log, rt_trace *trace)
+{
+    rt_sampler smp;
+    if (rt_sampler_init(&smp, ntrain, coll->rank, coll->size, o->shuffle, o->drop_last, o->seed) != 0)
+        return -1;
+    const rt_shape shape = rt_loop_shape(o, ntrain, ntest, coll->rank, coll->size);
+    loop L = {m, o, dev, coll, shape.per_rank, shape.nbatch, o->batch, coll->size, NULL, NULL, NULL, NULL, 0};
+    if (shape.per_rank != smp.per_rank) {     /* one formula, two places: say so if they ever part */
+        rt_err("the loop's shard (%lld samples) is not the sampler's (%lld)", (long long)shape.per_rank,
+               (long long)smp.per_rank);
+        rt_sampler_free(&smp);
+        return -1;
+    }
+    const int64_t epoch_samples = o->drop_last ? L.nbatch * L.batch : L.per_rank;   /* this rank's */
+    int rc = -1;
+    double *buf = rt_alloc_n(4 * L.nbatch + 1, sizeof(double), "step losses");
+    if (!buf)
+        goto out;
+    L.loss = buf;
+    L.scale = buf + L.nbatch;
+    L.found = buf + 2 * L.nbatch;
+    L.sum = buf + 3 * L.nbatch;
+    rt_start start;
+    rt_start_init(&start, m, rs);
+    const rt_amp *amp = &start.amp;         /* the settings; the device keeps the state */
+    int64_t it = start.step;                /* training steps taken */
+    int64_t skipped_all = amp->skipped;
+    /* one step at a time where each one can be looked at for free and
+     * someone watches (the progress bar) */
+    const int each_step = !dev->async && log->tty;
+
+    int first = rs->active ? rs->epoch : 1;
+    if (first <= o->epochs)
+        rt_sampler_set_epoch(&smp, (uint64_t)first);
+    for (int epoch = first; epoch <= o->epochs; epoch++) {
+        /* the part of this epoch a resumed run has done already */
+        const int resumed = rs->active && epoch == rs->epoch;
+        const int64_t skip = resumed ? (rs->skip < L.nbatch ? rs->skip : L.nbatch) : 0;
+        const double loss0 = resumed ? rs->loss_sum : 0, rows0 = resumed ? rs->rows : 0;
+        const double secs0 = resumed ? rs->secs : 0;
+        const int64_t skipped0 = skipped_all, first_step = it;
+        rt_dev_out out = {L.loss, L.scale, L.found, {0, 0}, 0, 0, 0, 0};
+        if (dev->begin_epoch(dev, epoch, smp.shard, rt_lr_at(m, o->lr, epoch), skip) != 0)
+            goto out;
+        int64_t b = skip;
+        while (b < L.nbatch && !(o->max_steps && it >= o->max_steps)) {
+            int64_t end = L.nbatch;
+            if (o->max_steps && end - b > o->max_steps - it)
+                end = b + (o->max_steps - it);
+            if (o->ckpt_every && end - b > o->ckpt_every - it % o->ckpt_every)
+                end = b + (o->ckpt_every - it % o->ckpt_every);
+            if (each_step)
+                end = b + 1;
+            if (dev->train(dev, b, end, it) != 0)
+                goto out;
+            it += end - b;
+            b = end;
+            if (each_step) {
+                /* the bar shows this rank's own loss: the global one is
+                 * only known at the epoch's end */
+                if (dev->collect(dev, b - 1, b, &out) != 0)
+                    goto out;
+                const int n = batch_rows(L.per_rank, L.batch, b - 1);
+                int64_t seen = b * L.batch < epoch_samples ? b * L.batch : epoch_samples;
+                rt_log_progress(log, epoch, o->epochs, seen * L.W, epoch_samples * L.W,
+                                rt_step_loss(m, L.loss[0], n), b == L.nbatch);
+            }
+            /* --checkpoint-every inside the epoch (its end writes its own) */
+            if (o->ckpt_every && it % o->ckpt_every == 0 && b < L.nbatch) {
+                if (dev->collect(dev, skip, b, &out) != 0)
+                    goto out;
+                double loss = loss0, rows = rows0;
+                add_steps(&L, skip, b - skip, &loss, &rows);
+                rt_resume st = position(epoch, it, b, loss, rows, secs0 + out.secs, &out, amp);
+                if (save(&L, w, &st) != 0)
+                    goto out;
+            }
+        }
+        const int stop = o->max_steps && it >= o->max_steps;
+        const int64_t done = b - skip;
+        if (dev->evaluate(dev) != 0)
+            goto out;
+        /* while the device works: the next epoch's order (the device took
+         * this one's at begin_epoch and has trained it) */
+        if (epoch < o->epochs && !stop)
+            rt_sampler_set_epoch(&smp, (uint64_t)epoch + 1);
+        if (dev->collect(dev, skip, b, &out) != 0)
+            goto out;
+
+        double loss_sum = loss0, rows = rows0;
+        add_steps(&L, skip, done, &loss_sum, &rows);
+        for (int64_t s = 0; s < done; s++) {
+            const double rs_ = (double)batch_rows(L.per_rank, L.batch, skip + s) * (double)L.W;
+            const double sl = L.sum[s];
+            if (!isfinite(sl) && !L.warned_nan) {
+                rt_warn("loss is %s at step %lld; training continues", isnan(sl) ? "NaN" : "inf",
+                        (long long)(first_step + s + 1));
+                L.warned_nan = 1;
+            }
+            rt_log_step(log, first_step + s + 1, epoch, rt_step_loss(m, sl, rs_), amp->on ? L.scale[s] : NAN,
+                        amp->on ? (int)L.found[s] : -1);
+        }
+        if (!each_step && done > 0) {
+            const double rs_ = (double)batch_rows(L.per_rank, L.batch, b - 1) * (double)L.W;
+            int64_t seen = b * L.batch < epoch_samples ? b * L.batch : epoch_samples;
+            rt_log_progress(log, epoch, o->epochs, seen * L.W, epoch_samples * L.W,
+                            rt_step_loss(m, L.sum[done - 1], rs_), 1);
+        }
+        /* the evaluation: every test sample once over the ranks */
+        double ev[2] = {out.eval[0], out.eval[1]};
+        coll->sum_f64(coll, ev, 2, "the evaluation's all-reduce");
+        const double test_loss = ev[0] / (double)ntest;
+        const double test_acc = m->eval.correct_stat >= 0 ? ev[1] / (double)ntest : NAN;
+        const double secs = secs0 + out.secs;
+        if (amp->on)
+            skipped_all = out.amp_skipped;
+        rt_log_scaler(log, amp->on ? out.amp_scale : 1.0, skipped_all - skipped0, skipped_all);
+        rt_log_epoch(log, epoch, o->epochs, rows > 0 ? loss_sum / rows : NAN, test_loss, test_acc, secs,
+                     (int64_t)rows);
+        if (o->ckpt_path) {
+            /* the next epoch, or where --max-steps stopped this one */
+            rt_resume st = position(epoch + 1, it, 0, 0, 0, 0, &out, amp);
+            if (b < L.nbatch)
+                st = position(epoch, it, b, loss_sum, rows, secs, &out, amp);
+            /* a checkpoint that cannot be written stops the run */
+            if (save(&L, w, &st) != 0)
+                goto out;
+        }
+        if (stop)
+            break;
+    }
+    /* --save (and anything after) reads the host slabs */
+    if (dev->pull(dev, w->param, w->opt) != 0)
+        goto out;
+    rc = rt_trace_write(trace, m);
+out:
+    rt_free(buf);
+    rt_sampler_free(&smp);
+    return rc;
+}
