@@ -23,6 +23,8 @@ typedef struct StudySetup {
 } StudySetup;
 
 void study_table(FILE *f, const StudyRow *rows, int n, const StudySetup *s);
+/* a CSV field: quoted when it holds a comma ("all,-epilogue") or a quote */
+const char *study_csv_field(const char *s);
 int study_csv(const char *path, const StudyRow *rows, int n);
 /* rows grouped by model and batch, nlevels consecutive rows each */
 int study_svg(const char *path, const StudyRow *rows, int n, int nlevels, const StudySetup *s);

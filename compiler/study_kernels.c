@@ -86,7 +86,8 @@ void study_kernel_table(FILE *f, FILE *csv, const StudyRow *r, KernelStat *ks, i
                 1e6 * s->secs[0], 1e6 * s->secs[s->n - 1], s->flops / 1e6, s->bytes / 1024,
                 med > 0 ? s->flops / med / 1e9 : 0, med > 0 ? s->bytes / med / 1e9 : 0, bound, 100 * frac);
         if (csv)
-            fprintf(csv, "%s,%s,%lld,%s,%d,%.9g,%.9g,%.9g,%.0f,%.0f,%.4f,%.4f,%s,%.5f\n", r->model, r->fusion,
+            fprintf(csv, "%s,%s,%lld,%s,%d,%.9g,%.9g,%.9g,%.0f,%.0f,%.4f,%.4f,%s,%.5f\n", study_csv_field(r->model),
+                    study_csv_field(r->fusion),
                     (long long)r->batch, s->name, s->n, med, s->secs[0], s->secs[s->n - 1], s->flops, s->bytes,
                     med > 0 ? s->flops / med / 1e9 : 0, med > 0 ? s->bytes / med / 1e9 : 0, bound, frac);
     }

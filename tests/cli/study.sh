@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/study.sh: `cddpc study` on SimpleNet and the ConvNet.
+#   - a level with a rule switched off (all,-epilogue) is a row of its own;
 #   - bad input: an unknown fusion level names the known ones, an unknown
 #     option, no model: status 2 and a clear message;
 #   - two models x two fusion levels, short runs: the table has one row per
@@ -108,5 +109,11 @@ for m in ('mnist', 'mnist_convnet'):
             bound = max(float(r['flops']) / (gf * 1e9), float(r['bytes']) / (gb * 1e9))
             assert abs(float(r['roofline_fraction']) - bound / med) <= 1e-4 + 1e-3 * bound / med, r
 P
+# a level with a rule off: its own row, quoted in the CSV, its kernels as --no-fuse gives them
+"$CDDPC" study models/mnist.net --fusion all,-epilogue --batch 64 --steps 1 --repeat 1 --warmup 1 --threads 1 \
+    --data "$DATA" --out "$T/r" > "$T/rtable" 2> /dev/null || fail "study --fusion all,-epilogue"
+k=$("$CDDPC" models/mnist.net --no-fuse epilogue --report | sed -n 's/^plan train .*: \([0-9]*\) kernels$/\1/p')
+grep -q "^mnist,\"all,-epilogue\",64,$k,$k," "$T/r/study.csv" && grep -qE "^mnist +all,-epilogue +64 +$k " "$T/rtable" \
+    && pass "all,-epilogue: $k kernels, quoted in the CSV" || fail "all,-epilogue: $(cat "$T/r/study.csv")"
 [ $nfail -eq 0 ] && echo "study: all passed" || echo "study: $nfail failed"
 exit $((nfail > 0))
