@@ -126,7 +126,9 @@ static Options parse_args(int argc, char **argv)
             for (size_t k = 0; k < 5; k++)
                 ok |= !strcmp(argv[i], passes[k]);
             if (!ok)
-                bad_usage("unknown pass (sema, autodiff, fuse, memplan, buckets):", argv[i]);
+                bad_usage(!strcmp(argv[i], "dot") || !strcmp(argv[i], "graph")
+                              ? "no pass is called that; the fused graph as a picture is --graph FILE.dot:"
+                              : "unknown pass (sema, autodiff, fuse, memplan, buckets):", argv[i]);
             if (o.ndump < 8)
                 snprintf(o.dump[o.ndump++], sizeof o.dump[0], "%s", argv[i]);
         } else if (a[0] == '-' && a[1]) {
