@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/unit/gpu_model.sh CDDPC: `--report --target h200` (compiler/gpu_model.c)
+# tests/ir/gpu_model.sh CDDPC: `--report --target h200` (compiler/gpu_model.c)
 # against the prediction worked by hand from the H200 datasheet (FP32
 # 66.9 TFLOP/s, 4.8 TB/s, 132 SMs x 2 blocks) for two SimpleNet kernels:
 #   - t10_sgd_x6: 3 x 4 x 535818 bytes (SGD reads p, g, writes p) over

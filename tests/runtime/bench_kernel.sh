@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/unit/bench_kernel.sh CDDPC MNIST_PROGRAM DATA: ./PROGRAM --bench-kernel
+# tests/runtime/bench_kernel.sh CDDPC MNIST_PROGRAM DATA: ./PROGRAM --bench-kernel
 # (runtime/rt_bench.c). `all` times every train kernel that --report lists,
 # in its order, each 3..50 calls with 0 < min <= median <= max; the GEMM of
 # fc1 (51 MFLOP) takes over 10 x the GEMM of fc3 (0.3 MFLOP), so each

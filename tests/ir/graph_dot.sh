@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/unit/graph_dot.sh CDDPC: `cddpc --graph FILE.dot` parsed by
+# tests/ir/graph_dot.sh CDDPC: `cddpc --graph FILE.dot` parsed by
 # Graphviz's dot (-Tjson0), for SimpleNet, the ConvNet and the DDP bucket
 # model at each fusion level: one cluster per kernel that --report lists,
 # labelled with its name, in the same order, for the train and the eval
@@ -13,7 +13,7 @@ command -v dot >/dev/null || { echo "FAIL Graphviz's dot is not installed (scrip
 T=$(mktemp -d "${TMPDIR:-/tmp}/graph.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 nfail=0
-for m in models/mnist.net models/mnist_convnet.net tests/unit/ddp_buckets.net; do
+for m in models/mnist.net models/mnist_convnet.net tests/ddp/ddp_buckets.net; do
     for l in none elementwise all; do
         what="$(basename "$m") --fusion=$l"
         if ! "$CDDPC" "$m" --fusion=$l --graph "$T/g.dot" --report > "$T/report" 2> "$T/err"; then

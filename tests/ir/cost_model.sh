@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/unit/cost_model.sh CDDPC: the byte model of `cddpc --report`
+# tests/ir/cost_model.sh CDDPC: the byte model of `cddpc --report`
 # (compiler/cost.c) against counts made here by hand from the layer sizes:
 # what each kernel must read and write at least once.
 #   - optimizers: SGD reads p, g and writes p (3 x 4 bytes a parameter),
@@ -14,7 +14,7 @@
 #     num_batches_tracked read and written.
 set -u
 cddpc=$1
-dir=tests/unit/cost
+dir=tests/ir/cost
 fail=0
 N=64                                        # the models' train batch
 P=$((4 * 1 * 3 * 3 + 4 + 4 + 4 + 3136 * 10 + 10))   # conv w, b; bn w, b; fc w, b

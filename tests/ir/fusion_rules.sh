@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/unit/fusion_rules.sh CDDPC DATA: a fusion rule switched off
+# tests/ir/fusion_rules.sh CDDPC DATA: a fusion rule switched off
 # (--no-fuse RULE) changes the kernels and no number. SimpleNet without the
 # matmul epilogue, the row reductions and the row-op pass, the ConvNet
 # without the batch-norm channel pass: each trains 10 steps on the CPU
