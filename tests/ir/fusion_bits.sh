@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/unit/fusion_bits.sh CDDPC DATA: fusing the batch-norm channel
+# tests/ir/fusion_bits.sh CDDPC DATA: fusing the batch-norm channel
 # results into their pass (fuse.c: chan_pass_result) and a convolution's
 # bias into its store (conv_bias_epilogue) changes no bit. The
 # ConvNet with plain and with synced batch norm, and a conv model in fp16

@@ -279,7 +279,7 @@ static void test_model_source(const char *all_cu)
     free(model);
     /* a model whose rt_exec lacks a field of cddprt.h does not compile
      * (one with all the fields in another order compiles and is caught
-     * at start-up by rt_cuda_check_layout: tests/unit/test_cuda_device.sh) */
+     * at start-up by rt_cuda_check_layout: tests/cuda/test_cuda_device.sh) */
     const char *wrong = "typedef struct rt_exec { int n, nmax; double *act; } rt_exec;\n";
     src = rt_cuda_source(wrong);
     void *img = NULL;

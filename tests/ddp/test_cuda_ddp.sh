@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/unit/test_cuda_ddp.sh PROG FAKE_LIBCUDA FAKE_LIBNCCL DATA
+# tests/ddp/test_cuda_ddp.sh PROG FAKE_LIBCUDA FAKE_LIBNCCL DATA
 #
 # Data-parallel training on GPU ranks, without GPUs: mpirun starts two
 # ranks, each on its own device of the fake driver (tests/fakes/fake_cuda.c,
@@ -22,7 +22,7 @@
 #      than the driver's (the next library is taken), (--device auto falls back to the CPU on
 #      every rank), an asynchronous NCCL error on one rank, a device that
 #      stops making progress (--comm-timeout).
-# PROG: a cddpc-compiled tests/unit/ddp_buckets.net. Skipped (passing) when
+# PROG: a cddpc-compiled tests/ddp/ddp_buckets.net. Skipped (passing) when
 # mpirun, NVRTC, g++ or the fake NCCL is missing.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
@@ -52,7 +52,7 @@ show() { sed '/WARNING: ASan doesn.t fully support makecontext/d; s/^/      /' "
 
 # a small cut of the data: the emulator runs a few steps a second
 SMALL=$TMP/small
-$PY "$ROOT/tests/unit/small_idx.py" "$DATA" "$SMALL" 200 90 || { echo "FAIL cuda-ddp: cannot make the small data set"; exit 1; }
+$PY "$ROOT/tests/runtime/small_idx.py" "$DATA" "$SMALL" 200 90 || { echo "FAIL cuda-ddp: cannot make the small data set"; exit 1; }
 
 # the emulated kernels, from the program's own NVRTC source
 env CDDP_CUDA_DUMP="$TMP/src.cu" "$PROG" --data "$SMALL" --device cuda --max-steps 1 >/dev/null 2>&1

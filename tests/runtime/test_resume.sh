@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/unit/test_resume.sh MNIST MOMENTUM_PROG KAGGLE CONVNET ADAM_PROG FASHION MNIST_DATA [FAKE_LIBCUDA]
+# tests/runtime/test_resume.sh MNIST MOMENTUM_PROG KAGGLE CONVNET ADAM_PROG FASHION MNIST_DATA [FAKE_LIBCUDA]
 #
 # --checkpoint / --resume:
 #   1. kill -9 in the middle of epoch 2 of a 3-epoch run (checkpoints every
@@ -154,7 +154,7 @@ else echo "SKIP resume: 2 ranks (no mpirun or no MPI in the program)"; fi
 # ---- 4. the emulated CUDA device ----------------------------------------------------------
 if [ -n "$FAKE" ] && [ -d /usr/local/cuda ] && command -v g++ >/dev/null; then
     SMALL=$TMP/small
-    $PY "$ROOT/tests/unit/small_idx.py" "$FASHION" "$SMALL" 150 40
+    $PY "$ROOT/tests/runtime/small_idx.py" "$FASHION" "$SMALL" 150 40
     export CDDP_LIBCUDA=$(realpath "$FAKE") XDG_CACHE_HOME=$TMP/cache
     env CDDP_CUDA_DUMP="$TMP/src.cu" "$MOM" --data "$SMALL" --device cuda --max-steps 1 >/dev/null 2>&1
     if bash "$ROOT/tests/fakes/emu_kernels.sh" "$TMP/src.cu" "$TMP/kernels.so" 2>"$TMP/gxx"; then

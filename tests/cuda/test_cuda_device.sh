@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/unit/test_cuda_device.sh PROG NOCUDA_PROG FAKE_LIBCUDA DATA
+# tests/cuda/test_cuda_device.sh PROG NOCUDA_PROG FAKE_LIBCUDA DATA
 #
 # The CUDA device of the runtime, without a GPU:
 #   1. no driver library, and the CUDA toolkit's stub driver: --device cuda
@@ -62,7 +62,7 @@ one_line() {
 
 # a small cut of the data: the emulator runs about 2 steps a second
 SMALL=$TMP/small
-$PY "$ROOT/tests/unit/small_idx.py" "$DATA" "$SMALL" 200 100 || { echo "FAIL cuda: cannot make the small data set"; exit 1; }
+$PY "$ROOT/tests/runtime/small_idx.py" "$DATA" "$SMALL" 200 100 || { echo "FAIL cuda: cannot make the small data set"; exit 1; }
 R=("$PROG" --data "$SMALL" --batch 32 --threads 1)
 run() { "${R[@]}" "$@"; }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/unit/rt_deps.py OBJ...: the runtime's files must not form circles,
+"""tests/runtime/rt_deps.py OBJ...: the runtime's files must not form circles,
 and CUDA's types must stay in the CUDA files.
 
 From each object file's defined and undefined symbols (nm), file A uses

@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/unit/test_cuda_cache.sh TEST_BIN CDDPC: the kernel cache and the
-# NVRTC layer (tests/unit/test_cuda_cache.c), with SimpleNet's emitted CUDA
+# tests/cuda/test_cuda_cache.sh TEST_BIN CDDPC: the kernel cache and the
+# NVRTC layer (tests/cuda/test_cuda_cache.c), with SimpleNet's emitted CUDA
 # source compiled together with the runtime's own kernels for sm_80 and
 # sm_90. NVRTC needs no GPU; without the CUDA toolkit this is skipped.
 bin=${1:?usage: test_cuda_cache.sh TEST_BIN CDDPC} cddpc=${2:?}

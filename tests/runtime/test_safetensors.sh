@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/unit/test_safetensors.sh FAKE_MODEL: safetensors in and out.
+# tests/runtime/test_safetensors.sh FAKE_MODEL: safetensors in and out.
 #   - a reference file written by hand (numpy) loads through --init and is
 #     saved back bit-identically (lr 0, one step), well-formed and aligned
 #   - PyTorch loads the saved file into nn.Linear and computes the same test

@@ -1,4 +1,4 @@
-/* tests/unit/plan_check.c MODEL...: the plan verifier (compiler/plan_verify.c)
+/* tests/ir/plan_check.c MODEL...: the plan verifier (compiler/plan_verify.c)
  * accepts what fuse and memplan produce for each model, and catches each
  * kind of broken plan planted into a copy: a node in two groups or in none,
  * a kernel scheduled before one it reads from, a parameter read after its

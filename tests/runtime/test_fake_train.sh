@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# tests/unit/test_fake_train.sh FAKE_MODEL: the runtime's epoch loop,
+# tests/runtime/test_fake_train.sh FAKE_MODEL: the runtime's epoch loop,
 # options and logs, driven through the hand-written fake model (softmax
-# regression on Fashion-MNIST, tests/unit/rt_fake_model.c).
+# regression on Fashion-MNIST, tests/runtime/rt_fake_model.c).
 # Invoked as "sh script" too (tests/Makefile.inc): re-run under bash.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/unit/input_elems.sh CDDPC DATA: a model whose input type does not
+# tests/runtime/input_elems.sh CDDPC DATA: a model whose input type does not
 # fit the data's samples ([N, 785] against 28x28 images) compiles (the
 # compiler does not know the data), and the program refuses the data when
 # it loads it: exit status 1, one message naming the file and both shapes.
@@ -7,7 +7,7 @@ set -u
 cddpc=$1 data=$2
 tmp=$(mktemp -d) || exit 2
 trap 'rm -rf "$tmp"' EXIT INT TERM
-if ! "$cddpc" tests/unit/input_elems.net -o "$tmp/prog" 2>"$tmp/cc.err"; then
+if ! "$cddpc" tests/runtime/input_elems.net -o "$tmp/prog" 2>"$tmp/cc.err"; then
     echo "FAIL: cddpc refused the model:"; cat "$tmp/cc.err"; exit 1
 fi
 "$tmp/prog" --data "$data" --epochs 1 --max-steps 1 --threads 1 >"$tmp/out" 2>"$tmp/err"
