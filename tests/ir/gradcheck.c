@@ -246,10 +246,56 @@ static void eval_node(int id)
                 y[i * N + j] = a[i * N + j] + b[j];
         break;
     case OP_ADD: for (int64_t k = 0; k < sz; k++) y[k] = a[k] + b[k]; break;
+    case OP_SUB: for (int64_t k = 0; k < sz; k++) y[k] = a[k] - b[k]; break;
+    case OP_MUL: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * b[k]; break;
+    case OP_AFFINE: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * n->act.a + n->act.b; break;
+    case OP_DIV_SCALAR: for (int64_t k = 0; k < sz; k++) y[k] = a[k] / n->act.a; break;
     case OP_RELU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] > 0 ? a[k] : 0; break;
     case OP_RELU_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = b[k] > 0 ? a[k] : 0; break;
     case OP_TANH: for (int64_t k = 0; k < sz; k++) y[k] = tanh(a[k]); break;
     case OP_TANH_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * (1 - b[k] * b[k]); break;
+    /* the activations in float64, written from their definitions (not
+     * from ops.def's formulas); b is the forward's input (sigmoid: output) */
+    case OP_SIGMOID: for (int64_t k = 0; k < sz; k++) y[k] = 1 / (1 + exp(-a[k])); break;
+    case OP_SIGMOID_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * b[k] * (1 - b[k]); break;
+    case OP_SILU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] / (1 + exp(-a[k])); break;
+    case OP_SILU_GRAD:
+        for (int64_t k = 0; k < sz; k++) {
+            double s = 1 / (1 + exp(-b[k]));
+            y[k] = a[k] * (s + b[k] * s * (1 - s));
+        }
+        break;
+    case OP_GELU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * 0.5 * erfc(-a[k] / sqrt(2.0)); break;
+    case OP_GELU_GRAD:
+        for (int64_t k = 0; k < sz; k++)
+            y[k] = a[k] * (0.5 * erfc(-b[k] / sqrt(2.0)) + b[k] * exp(-b[k] * b[k] / 2) / sqrt(2 * M_PI));
+        break;
+    case OP_GELU_TANH:
+        for (int64_t k = 0; k < sz; k++)
+            y[k] = 0.5 * a[k] * (1 + tanh(sqrt(2 / M_PI) * (a[k] + 0.044715 * pow(a[k], 3))));
+        break;
+    case OP_GELU_TANH_GRAD:
+        for (int64_t k = 0; k < sz; k++) {
+            double x = b[k], u = sqrt(2 / M_PI) * (x + 0.044715 * x * x * x), t = tanh(u);
+            y[k] = a[k] * (0.5 * (1 + t) + 0.5 * x / (cosh(u) * cosh(u)) * sqrt(2 / M_PI) * (1 + 0.134145 * x * x));
+        }
+        break;
+    case OP_LEAKY_RELU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] >= 0 ? a[k] : n->act.a * a[k]; break;
+    case OP_LEAKY_RELU_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = b[k] > 0 ? a[k] : n->act.a * a[k]; break;
+    case OP_ELU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] > 0 ? a[k] : n->act.a * (exp(a[k]) - 1); break;
+    case OP_ELU_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = b[k] > 0 ? a[k] : a[k] * n->act.a * exp(b[k]); break;
+    case OP_SOFTPLUS:
+        for (int64_t k = 0; k < sz; k++)
+            y[k] = n->act.a * a[k] > n->act.b ? a[k] : log(1 + exp(n->act.a * a[k])) / n->act.a;
+        break;
+    case OP_SOFTPLUS_GRAD:
+        for (int64_t k = 0; k < sz; k++)
+            y[k] = n->act.a * b[k] > n->act.b ? a[k] : a[k] / (1 + exp(-n->act.a * b[k]));
+        break;
+    case OP_HARDTANH: for (int64_t k = 0; k < sz; k++) y[k] = fmin(fmax(a[k], n->act.a), n->act.b); break;
+    case OP_HARDTANH_GRAD:
+        for (int64_t k = 0; k < sz; k++) y[k] = b[k] > n->act.a && b[k] < n->act.b ? a[k] : 0;
+        break;
     case OP_DROPOUT: case OP_DROPOUT_GRAD: {     /* the same mask forward and backward */
         unsigned long long key = cddp_drop_key(DROP_SEED, DROP_RANK, DROP_STEP, n->drop.key);
         for (int64_t k = 0; k < sz; k++)
@@ -274,11 +320,16 @@ static void eval_node(int id)
             for (int64_t j = 1; j < C; j++) mx = x[j] > mx ? x[j] : mx;
             for (int64_t j = 0; j < C; j++) se += exp(x[j] - mx);
             double lse = mx + log(se);
+            /* the target distribution (1 - e) one-hot + e / C (label smoothing) */
+            double e = n->smooth, lp = 0;
+            for (int64_t j = 0; j < C; j++)
+                lp += ((j == lab[i]) * (1 - e) + e / (double)C) * (x[j] - lse);
             if (n->op == OP_CE_LOSS)
-                y[i] = lse - x[lab[i]];
+                y[i] = -lp;
             else
                 for (int64_t j = 0; j < C; j++)
-                    y[i * C + j] = (exp(x[j] - lse) - (j == lab[i])) * (n->red == RED_MEAN ? 1.0 / BATCH : 1.0);
+                    y[i * C + j] = (exp(x[j] - lse) - (j == lab[i]) * (1 - e) - e / (double)C)
+                                   * (n->red == RED_MEAN ? 1.0 / BATCH : 1.0);
         }
         break;
     }
@@ -395,6 +446,47 @@ static int check_unary(const char *what, Op op, Shape sa, Shape sy)
     return check(what, y, w, RED_SUM, &a, 1);
 }
 
+/* An activation with its parameters (Node.act): what sema builds. */
+static int check_act(const char *what, Op op, double pa, double pb)
+{
+    reset();
+    Shape s = ir_shape(2, DIM_N, 4);
+    int a = input(OP_IMAGES, s);
+    fill(a);
+    int y = ir_add(g, op, 1, &a, s, DT_F32, (Loc){0});
+    g->n[y]->act.a = pa;
+    g->n[y]->act.b = pb;
+    int w = input(OP_IMAGES, s);
+    fill(w);
+    return check(what, y, w, RED_SUM, &a, 1);
+}
+
+/* A value used twice and more: y = x * x - sigmoid(x) * 3 + x / 4, the
+ * residual gate r + g * f(r) with g = sigmoid(r); x's gradient sums
+ * every use (autodiff's accumulate). */
+static int check_reuse(void)
+{
+    reset();
+    Shape s = ir_shape(2, DIM_N, 4);
+    int x = input(OP_IMAGES, s);
+    fill(x);
+    int sq = ir_add(g, OP_MUL, 2, (int[]){x, x}, s, DT_F32, (Loc){0});
+    int sg = ir_add(g, OP_SIGMOID, 1, &x, s, DT_F32, (Loc){0});
+    int s3 = ir_add(g, OP_AFFINE, 1, &sg, s, DT_F32, (Loc){0});
+    g->n[s3]->act.a = 3;
+    int q = ir_add(g, OP_DIV_SCALAR, 1, &x, s, DT_F32, (Loc){0});
+    g->n[q]->act.a = 4;
+    int d = ir_add(g, OP_SUB, 2, (int[]){sq, s3}, s, DT_F32, (Loc){0});
+    int y = ir_add(g, OP_ADD, 2, (int[]){d, q}, s, DT_F32, (Loc){0});
+    int f = ir_add(g, OP_GELU, 1, &y, s, DT_F32, (Loc){0});
+    int gt = ir_add(g, OP_SIGMOID, 1, &y, s, DT_F32, (Loc){0});
+    int gf = ir_add(g, OP_MUL, 2, (int[]){gt, f}, s, DT_F32, (Loc){0});
+    int r = ir_add(g, OP_ADD, 2, (int[]){y, gf}, s, DT_F32, (Loc){0});
+    int w = input(OP_IMAGES, s);
+    fill(w);
+    return check("x*x - 3 sigmoid(x) + x/4, then y + sigmoid(y) * gelu(y)", r, w, RED_SUM, &x, 1);
+}
+
 /* y = dropout(relu(x), p) (and a second dropout of y when twice, so two
  * keys meet in one backward); prints how many elements the mask kept so
  * a trivial mask is visible. */
@@ -484,7 +576,7 @@ static int check_pool(const char *what, Op op, int64_t C, int64_t H, int64_t W, 
 }
 
 /* Two layers, ReLU, cross-entropy: the loss seeds itself. */
-static int check_network(int red, const char *what)
+static int check_network(int red, const char *what, double smooth)
 {
     reset();
     int x = input(OP_IMAGES, ir_shape(3, DIM_N, 2, 3));
@@ -504,6 +596,7 @@ static int check_network(int red, const char *what)
     z = ir_add(g, OP_BIAS_ADD, 2, (int[]){z, b2}, ir_shape(2, DIM_N, 4), DT_F32, (Loc){0});
     int loss = ir_add(g, OP_CE_LOSS, 2, (int[]){z, l}, ir_shape(1, DIM_N), DT_F32, (Loc){0});
     g->n[loss]->red = red;
+    g->n[loss]->smooth = smooth;
     (void)l;
     return check(what, loss, -1, red, ids, 5);
 }
@@ -520,6 +613,21 @@ int main(void)
     fails += check_binary("add    x[N,3] y[N,3]", OP_ADD, nn, nn, nn);
     fails += check_unary("relu   x[N,4]", OP_RELU, nk, nk);
     fails += check_unary("tanh   x[N,4]", OP_TANH, nk, nk);
+    fails += check_binary("sub    x[N,3] y[N,3]", OP_SUB, nn, nn, nn);
+    fails += check_binary("mul    x[N,3] y[N,3]", OP_MUL, nn, nn, nn);
+    fails += check_act("affine x * -1.5 + 0.3", OP_AFFINE, -1.5, 0.3);
+    fails += check_act("div_scalar x / 4", OP_DIV_SCALAR, 4, 0);
+    fails += check_reuse();
+    fails += check_act("sigmoid x[N,4]", OP_SIGMOID, 0, 0);
+    fails += check_act("silu   x[N,4]", OP_SILU, 0, 0);
+    fails += check_act("gelu   x[N,4]", OP_GELU, 0, 0);
+    fails += check_act("gelu tanh x[N,4]", OP_GELU_TANH, 0, 0);
+    fails += check_act("leaky_relu 0.2 x[N,4]", OP_LEAKY_RELU, 0.2, 0);
+    fails += check_act("leaky_relu -0.5 x[N,4]", OP_LEAKY_RELU, -0.5, 0);
+    fails += check_act("elu 1.3 x[N,4]", OP_ELU, 1.3, 0);
+    fails += check_act("softplus beta 2 threshold 20", OP_SOFTPLUS, 2, 20);
+    fails += check_act("softplus beta 1 threshold 0.1", OP_SOFTPLUS, 1, 0.1);
+    fails += check_act("hardtanh -0.3 0.4", OP_HARDTANH, -0.3, 0.4);
     fails += check_unary("reshape x[N,2,2] -> [N,4]", OP_RESHAPE, ir_shape(3, DIM_N, 2, 2), nk);
     fails += check_dropout("dropout p=0.5 relu x[N,7]", ir_shape(2, DIM_N, 7), 0.5, 0);
     fails += check_dropout("dropout p=0.2 x2 [N,2,3,4]", ir_shape(4, DIM_N, 2, 3, 4), 0.2, 1);
@@ -535,9 +643,11 @@ int main(void)
     fails += check_pool("maxpool 3x3 stride 2 pad 1", OP_MAXPOOL, 2, 7, 6, win(3, 3, 2, 2, 1, 1, 1, 1, 1));
     fails += check_pool("avgpool 2x2", OP_AVGPOOL, 2, 6, 5, win(2, 2, 2, 2, 0, 0, 1, 1, 1));
     fails += check_pool("avgpool 3x2 stride 1 pad 1", OP_AVGPOOL, 2, 5, 4, win(3, 2, 1, 1, 1, 1, 1, 1, 1));
-    fails += check_network(RED_MEAN, "ce_loss mean (2-layer net)");
-    fails += check_network(RED_SUM, "ce_loss sum (2-layer net)");
-    fails += check_network(RED_NONE, "ce_loss none (2-layer net)");
+    fails += check_network(RED_MEAN, "ce_loss mean (2-layer net)", 0);
+    fails += check_network(RED_MEAN, "ce_loss mean label_smoothing 0.1", 0.1);
+    fails += check_network(RED_SUM, "ce_loss sum label_smoothing 0.3", 0.3);
+    fails += check_network(RED_SUM, "ce_loss sum (2-layer net)", 0);
+    fails += check_network(RED_NONE, "ce_loss none (2-layer net)", 0);
     if (fails)
         printf("%d gradient checks failed\n", fails);
     return fails != 0;
