@@ -81,7 +81,7 @@ def main(argv):
     work = tempfile.mkdtemp(prefix="cddpc-optim-")
     small = os.path.join(work, "data")
     here = os.path.dirname(os.path.abspath(__file__))
-    subprocess.check_call([sys.executable, os.path.join(here, "..", "unit", "small_idx.py"), data_dir, small,
+    subprocess.check_call([sys.executable, os.path.join(here, "..", "runtime", "small_idx.py"), data_dir, small,
                            str(N), "100"])
     init_sd = {k: v.detach().numpy().copy() for k, v in SimpleNet().state_dict().items()}
     st.save(os.path.join(work, "init.st"), init_sd)
