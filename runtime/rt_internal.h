@@ -218,6 +218,7 @@ void rt_log_progress(rt_log *l, int epoch, int epochs, int64_t done, int64_t tot
                      double loss, int force);
 void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss,
                   double test_loss, double test_acc, double seconds, int64_t images);
+void rt_log_flush(rt_log *l);    /* the CSV rows so far to the files */
 int rt_log_close(rt_log *l);    /* reports write errors on the CSV files */
 
 /* ---- rt_comm.c: ranks (MPI when a launcher started the program) ----------
@@ -420,9 +421,23 @@ float rt_lr_at(const rt_model *m, float lr, int epoch);
  * batch: the sum over the ranks / the global rows for 'mean', else the sum. */
 double rt_step_loss(const rt_model *m, double sum, double rows);
 /* rs: where to continue (--resume), or a fresh run (rs->active 0).
- * Parameters and optimizer state end in w's slabs (--save reads them). */
+ * Parameters and optimizer state end in w's slabs (--save reads them).
+ * 0, -1 after an error, or the signal that stopped the run (rt_stop.c):
+ * then the checkpoint (with --checkpoint) is at the step where it stopped. */
 int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_device *dev, rt_coll *coll,
                 int64_t ntrain, int64_t ntest, rt_ws *w, rt_log *log, rt_trace *trace);
+
+/* ---- rt_stop.c: the graceful stop (SIGINT, SIGTERM, SIGUSR1) -------------
+ * Installed around the epoch loop: the first signal is recorded
+ * (rt_stop_pending returns it) and the loop stops at the end of a range on
+ * every rank alike; a second one kills at once. rt_loop_run returns the
+ * signal; the program exits with rt_stop_status (128 + the signal). */
+void rt_stop_install(void);
+void rt_stop_uninstall(void);
+int rt_stop_pending(void);          /* 0, or the signal received */
+void rt_stop_request(int sig);      /* as if sig had arrived (tests) */
+const char *rt_stop_name(int sig);
+int rt_stop_status(int sig);
 
 /* ---- rt_cpu_dev.c: the CPU device (generated C kernels) ------------------- */
 int rt_cpu_dev_open(rt_device *dev, const rt_model *m, const rt_opts *o, rt_ws *w, const rt_start *st,

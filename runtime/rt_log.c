@@ -136,6 +136,15 @@ void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss, double te
         fflush(l->steplog);
 }
 
+void rt_log_flush(rt_log *l)
+{
+    bar_clear(l);
+    if (l->metrics)
+        fflush(l->metrics);
+    if (l->steplog)
+        fflush(l->steplog);
+}
+
 static int close_csv(FILE *f, const char *path)
 {
     if (!f)

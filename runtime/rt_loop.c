@@ -16,8 +16,18 @@
  *   pull          parameters and optimizer state into the host slabs
  *
  * A range ends where the loop must look: the epoch's end, --max-steps, a
- * --checkpoint-every step, and on a device that runs steps as they are
- * asked for (the CPU), every step while a progress bar is drawn.
+ * --checkpoint-every step, a stop agreement (below), and on a device that
+ * runs steps as they are asked for (the CPU), every step while a progress
+ * bar is drawn.
+ *
+ * The graceful stop (rt_stop.c): at the end of every "agreement span" the
+ * ranks sum which stop signals they have seen and how long the span took;
+ * on a signal, every rank stops at that same step, the checkpoint is
+ * written there and the loop returns the signal. The spans are sized from
+ * the measured (all-reduced, so identical) time per step to last about
+ * STOP_SPAN seconds: the first is FIRST_SPAN steps, each next at most twice
+ * the last. The CUDA device queues a span's steps without waiting, so a
+ * stop there waits at most for what is queued (the launch queue's depth).
  *
  * The per-step loss sums stay on the ranks during the epoch and are
  * summed over them once at its end (no step waits for a loss); the epoch
@@ -28,7 +38,12 @@
  * starts at epoch rs->epoch, batch rs->skip. */
 #include "rt_internal.h"
 #include <math.h>
+#include <signal.h>
 #include <string.h>
+
+#define STOP_SPAN 0.25          /* seconds between stop agreements, aimed at */
+#define FIRST_SPAN 16           /* steps before the first agreement */
+#define MAX_SPAN (1 << 16)
 
 void rt_start_init(rt_start *s, const rt_model *m, const rt_resume *rs)
 {
@@ -124,6 +139,44 @@ static rt_resume position(int epoch, int64_t step, int64_t skip, double loss, do
     return st;
 }
 
+/* Every rank calls this at the same step: whether any rank got a stop
+ * signal (which one, alike everywhere: SIGINT before SIGTERM before
+ * SIGUSR1), and the next span's length from this one's mean time per step. */
+static int agree_stop(loop *L, double secs, int64_t steps, int64_t *span)
+{
+    const int sig = rt_stop_pending();
+    double v[4] = {sig == SIGINT, sig == SIGTERM, sig == SIGUSR1, secs};
+    L->coll->sum_f64(L->coll, v, 4, "the stop agreement");
+    const double per_step = v[3] / (double)L->W / (double)(steps > 0 ? steps : 1);
+    int64_t next = per_step > 0 ? (int64_t)(STOP_SPAN / per_step) : 2 * *span;
+    if (next > 2 * *span)
+        next = 2 * *span;
+    *span = next < 1 ? 1 : next > MAX_SPAN ? MAX_SPAN : next;
+    return v[0] > 0 ? SIGINT : v[1] > 0 ? SIGTERM : v[2] > 0 ? SIGUSR1 : 0;
+}
+
+/* rank 0: what stopped the run, where, and how to go on */
+static void say_stopped(const loop *L, int sig, int64_t step, int epoch, int64_t b)
+{
+    if (L->coll->rank != 0)
+        return;
+    char where[96];
+    if (b < L->nbatch)
+        snprintf(where, sizeof where, "epoch %d, batch %lld of %lld", epoch, (long long)b, (long long)L->nbatch);
+    else
+        snprintf(where, sizeof where, "the end of epoch %d", epoch);
+    fflush(stdout);
+    if (L->o->ckpt_path)
+        fprintf(stderr, "%s: stopped by %s after step %lld (%s); checkpoint %s written; to continue, run "
+                "again with --resume %s\n", rt_prog, rt_stop_name(sig), (long long)step, where, L->o->ckpt_path,
+                L->o->ckpt_path);
+    else
+        fprintf(stderr, "%s: stopped by %s after step %lld (%s); no checkpoint written (run with "
+                "--checkpoint FILE to be able to continue with --resume FILE)\n", rt_prog, rt_stop_name(sig),
+                (long long)step, where);
+    fflush(stderr);
+}
+
 static int save(loop *L, rt_ws *w, const rt_resume *st)
 {
     return L->dev->pull(L->dev, w->param, w->opt) != 0 ||
@@ -161,6 +214,8 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
     /* one step at a time where each one can be looked at for free and
      * someone watches (the progress bar) */
     const int each_step = !dev->async && log->tty;
+    int64_t span = FIRST_SPAN;              /* steps between stop agreements */
+    int stopped = 0;                        /* the signal all ranks agreed on */
 
     int first = rs->active ? rs->epoch : 1;
     if (first <= o->epochs)
@@ -176,8 +231,12 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
         if (dev->begin_epoch(dev, epoch, smp.shard, rt_lr_at(m, o->lr, epoch), skip) != 0)
             goto out;
         int64_t b = skip;
+        /* the next agreement: at the same step on every rank (each_step
+         * is rank 0's alone, so it does not move it) */
+        int64_t agree_at = b + span, span_b = b;
+        double span_t0 = rt_now();
         while (b < L.nbatch && !(o->max_steps && it >= o->max_steps)) {
-            int64_t end = L.nbatch;
+            int64_t end = agree_at < L.nbatch ? agree_at : L.nbatch;
             if (o->max_steps && end - b > o->max_steps - it)
                 end = b + (o->max_steps - it);
             if (o->ckpt_every && end - b > o->ckpt_every - it % o->ckpt_every)
@@ -208,6 +267,37 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
                 if (save(&L, w, &st) != 0)
                     goto out;
             }
+            if (b == agree_at) {
+                stopped = agree_stop(&L, rt_now() - span_t0, b - span_b, &span);
+                if (stopped)
+                    break;
+                span_b = b;
+                agree_at = b + span;
+                span_t0 = rt_now();
+            }
+        }
+        /* stopped inside the epoch (not at its end, nor where --max-steps
+         * would have ended it anyway): the steps so far into the step log,
+         * the checkpoint at this step, no evaluation */
+        if (stopped && b < L.nbatch && !(o->max_steps && it >= o->max_steps)) {
+            if (dev->collect(dev, skip, b, &out) != 0)
+                goto out;
+            double loss = loss0, rows = rows0;
+            add_steps(&L, skip, b - skip, &loss, &rows);
+            for (int64_t s = 0; s < b - skip; s++) {
+                const double rs_ = (double)batch_rows(L.per_rank, L.batch, skip + s) * (double)L.W;
+                rt_log_step(log, first_step + s + 1, epoch, rt_step_loss(m, L.sum[s], rs_),
+                            amp->on ? L.scale[s] : NAN, amp->on ? (int)L.found[s] : -1);
+            }
+            rt_log_flush(log);
+            if (o->ckpt_path) {
+                rt_resume st = position(epoch, it, b, loss, rows, secs0 + out.secs, &out, amp);
+                if (save(&L, w, &st) != 0)
+                    goto out;
+            }
+            say_stopped(&L, stopped, it, epoch, b);
+            rc = stopped;
+            goto out;
         }
         const int stop = o->max_steps && it >= o->max_steps;
         const int64_t done = b - skip;
@@ -258,6 +348,12 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
             /* a checkpoint that cannot be written stops the run */
             if (save(&L, w, &st) != 0)
                 goto out;
+        }
+        if (stopped) {
+            rt_log_flush(log);
+            say_stopped(&L, stopped, it, epoch, b);
+            rc = stopped;
+            goto out;
         }
         if (stop)
             break;

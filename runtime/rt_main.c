@@ -5,6 +5,8 @@
  *   0  success (also --help / --version)
  *   1  the run failed: bad data or checkpoint, I/O error, no such backend
  *   2  the command line is wrong
+ *   130, 143, 138  stopped by SIGINT, SIGTERM, SIGUSR1 (128 + the signal;
+ *      rt_stop.c): the checkpoint, if any, is at the step where it stopped
  * The model's train block supplies the defaults; flags override them. */
 #include "rt_internal.h"
 #include <errno.h>
@@ -521,6 +523,10 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         snprintf(ranks, sizeof ranks, "  ranks %d (global batch %lld)", rt_world.size,
                  (long long)o.batch * rt_world.size);
     static const char *const precs[] = {"", "  precision bf16", "  precision fp16"};
+    /* From here on a signal stops the loop at a step all ranks agree on;
+     * installed before the start-up line, so whoever sees the line may
+     * signal (the tests do). */
+    rt_stop_install();
     if (r0)
         printf("model %s: %lld parameters  train %lld  test %lld  batch %d  lr %g  epochs %d"
                "  seed %llu  threads %d  device %s%s%s\n", m->name, (long long)m->param_floats,
@@ -544,14 +550,23 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     rt_start_init(&start, m, &rs);
     if (rt_trace_open(&trace, o.trace_path) != 0 ||
         (use_cuda ? rt_gpu_dev_open(&dev, gpu, m, &o, &w, &start, &train, &test, &coll, &trace)
-                  : rt_cpu_dev_open(&dev, m, &o, &w, &start, &train, &test, &coll, &trace)) != 0 ||
-        rt_loop_run(m, &o, &rs, &dev, &coll, train.n, test.n, &w, &log, &trace) != 0)
+                  : rt_cpu_dev_open(&dev, m, &o, &w, &start, &train, &test, &coll, &trace)) != 0)
+        goto out;
+    const int lr_ = rt_loop_run(m, &o, &rs, &dev, &coll, train.n, test.n, &w, &log, &trace);
+    rt_stop_uninstall();
+    if (lr_ > 0) {          /* stopped by a signal, on every rank alike */
+        rc = rt_stop_status(lr_);
+        *agreed = 1;
+        goto out;
+    }
+    if (lr_ != 0)
         goto out;
     dev.close(&dev);
     if (r0 && o.save_path && rt_st_save(m, o.save_path, w.param) != 0)
         goto out;
     rc = 0;
 out:
+    rt_stop_uninstall();
     if (rt_log_close(&log) != 0)
         rc = 1;
     /* The epoch lines are results too: a full disk or closed pipe on
