@@ -28,6 +28,7 @@
  * STOP_SPAN seconds: the first is FIRST_SPAN steps, each next at most twice
  * the last. The CUDA device queues a span's steps without waiting, so a
  * stop there waits at most for what is queued (the launch queue's depth).
+ * Every epoch's end (after its evaluation and checkpoint) agrees too.
  *
  * The per-step loss sums stay on the ranks during the epoch and are
  * summed over them once at its end (no step waits for a loss); the epoch
@@ -147,6 +148,8 @@ static int agree_stop(loop *L, double secs, int64_t steps, int64_t *span)
     const int sig = rt_stop_pending();
     double v[4] = {sig == SIGINT, sig == SIGTERM, sig == SIGUSR1, secs};
     L->coll->sum_f64(L->coll, v, 4, "the stop agreement");
+    if (!span)
+        return v[0] > 0 ? SIGINT : v[1] > 0 ? SIGTERM : v[2] > 0 ? SIGUSR1 : 0;
     const double per_step = v[3] / (double)L->W / (double)(steps > 0 ? steps : 1);
     int64_t next = per_step > 0 ? (int64_t)(STOP_SPAN / per_step) : 2 * *span;
     if (next > 2 * *span)
@@ -349,6 +352,10 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
             if (save(&L, w, &st) != 0)
                 goto out;
         }
+        /* a signal during the evaluation or the checkpoint: stop before
+         * the next epoch (an agreement at every epoch's end) */
+        if (!stopped && !stop && epoch < o->epochs)
+            stopped = agree_stop(&L, 0, 0, NULL);
         if (stopped) {
             rt_log_flush(log);
             say_stopped(&L, stopped, it, epoch, b);
