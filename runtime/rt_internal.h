@@ -205,19 +205,23 @@ typedef struct rt_log {
     int scaler;             /* fp16: the epoch's line and row report the loss scaler */
     double scale;           /* ... as rt_log_scaler last set it */
     int64_t skipped, skipped_all;
+    char *rows;             /* step rows not yet written (whole rows only) */
+    size_t rows_len;
+    int metrics_err, steplog_err;   /* errno of a failed write, for rt_log_close */
 } rt_log;
 
 int rt_log_open(rt_log *l, const rt_opts *o, int scaler);
 /* scale: the fp16 loss scale the step ran with and found_inf (0/1), or
  * NAN and -1 without a scaler (the step log then has no such columns) */
-void rt_log_step(rt_log *l, int64_t step, int epoch, double loss, double scale, int found_inf);
+void rt_log_step(rt_log *l, int64_t step, int epoch, double loss, double scale, int found_inf, double lr);
 /* fp16, before rt_log_epoch: the loss scale after the epoch and the steps
  * skipped (in the epoch, in the run), for its line and CSV row. */
 void rt_log_scaler(rt_log *l, double scale, int64_t skipped, int64_t skipped_all);
 void rt_log_progress(rt_log *l, int epoch, int epochs, int64_t done, int64_t total,
                      double loss, int force);
+/* lr: the learning rate the epoch's steps used */
 void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss,
-                  double test_loss, double test_acc, double seconds, int64_t images);
+                  double test_loss, double test_acc, double seconds, int64_t images, double lr);
 void rt_log_flush(rt_log *l);    /* the CSV rows so far to the files */
 int rt_log_close(rt_log *l);    /* reports write errors on the CSV files */
 

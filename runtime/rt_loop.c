@@ -180,6 +180,25 @@ static void say_stopped(const loop *L, int sig, int64_t step, int epoch, int64_t
     fflush(stderr);
 }
 
+/* The step log's rows of batches [from, b) of the epoch, whose step sums
+ * over the ranks are L->sum[from - skip ...]; first_step: the steps taken
+ * before batch skip. */
+static void log_steps(loop *L, rt_log *log, const rt_amp *amp, int epoch, double lr, int64_t skip, int64_t from,
+                      int64_t b, int64_t first_step)
+{
+    for (int64_t s = from - skip; s < b - skip; s++) {
+        const double rs_ = (double)batch_rows(L->per_rank, L->batch, skip + s) * (double)L->W;
+        const double sl = L->sum[s];
+        if (!isfinite(sl) && !L->warned_nan) {
+            rt_warn("loss is %s at step %lld; training continues", isnan(sl) ? "NaN" : "inf",
+                    (long long)(first_step + s + 1));
+            L->warned_nan = 1;
+        }
+        rt_log_step(log, first_step + s + 1, epoch, rt_step_loss(L->m, sl, rs_), amp->on ? L->scale[s] : NAN,
+                    amp->on ? (int)L->found[s] : -1, lr);
+    }
+}
+
 static int save(loop *L, rt_ws *w, const rt_resume *st)
 {
     return L->dev->pull(L->dev, w->param, w->opt) != 0 ||
@@ -231,8 +250,10 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
         const double secs0 = resumed ? rs->secs : 0;
         const int64_t skipped0 = skipped_all, first_step = it;
         rt_dev_out out = {L.loss, L.scale, L.found, {0, 0}, 0, 0, 0, 0};
-        if (dev->begin_epoch(dev, epoch, smp.shard, rt_lr_at(m, o->lr, epoch), skip) != 0)
+        const float lr = rt_lr_at(m, o->lr, epoch);
+        if (dev->begin_epoch(dev, epoch, smp.shard, lr, skip) != 0)
             goto out;
+        int64_t logged = skip;              /* the step log has batches up to here */
         int64_t b = skip;
         /* the next agreement: at the same step on every rank (each_step
          * is rank 0's alone, so it does not move it) */
@@ -271,6 +292,20 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
                     goto out;
             }
             if (b == agree_at) {
+                /* the step log's rows so far reach the file (all ranks
+                 * take part in the sum); a GPU waits here for its span */
+                if (o->steplog_path && b < L.nbatch) {
+                    if (dev->collect(dev, logged, b, &out) != 0)
+                        goto out;
+                    memcpy(L.sum, L.loss, (size_t)(b - logged) * sizeof(double));
+                    coll->sum_f64(coll, L.sum, b - logged, "the step log's all-reduce");
+                    memmove(L.sum + (logged - skip), L.sum, (size_t)(b - logged) * sizeof(double));
+                    memmove(L.scale + (logged - skip), L.scale, (size_t)(b - logged) * sizeof(double));
+                    memmove(L.found + (logged - skip), L.found, (size_t)(b - logged) * sizeof(double));
+                    log_steps(&L, log, amp, epoch, lr, skip, logged, b, first_step);
+                    rt_log_flush(log);
+                    logged = b;
+                }
                 stopped = agree_stop(&L, rt_now() - span_t0, b - span_b, &span);
                 if (stopped)
                     break;
@@ -287,11 +322,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
                 goto out;
             double loss = loss0, rows = rows0;
             add_steps(&L, skip, b - skip, &loss, &rows);
-            for (int64_t s = 0; s < b - skip; s++) {
-                const double rs_ = (double)batch_rows(L.per_rank, L.batch, skip + s) * (double)L.W;
-                rt_log_step(log, first_step + s + 1, epoch, rt_step_loss(m, L.sum[s], rs_),
-                            amp->on ? L.scale[s] : NAN, amp->on ? (int)L.found[s] : -1);
-            }
+            log_steps(&L, log, amp, epoch, lr, skip, logged, b, first_step);
             rt_log_flush(log);
             if (o->ckpt_path) {
                 rt_resume st = position(epoch, it, b, loss, rows, secs0 + out.secs, &out, amp);
@@ -315,17 +346,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
 
         double loss_sum = loss0, rows = rows0;
         add_steps(&L, skip, done, &loss_sum, &rows);
-        for (int64_t s = 0; s < done; s++) {
-            const double rs_ = (double)batch_rows(L.per_rank, L.batch, skip + s) * (double)L.W;
-            const double sl = L.sum[s];
-            if (!isfinite(sl) && !L.warned_nan) {
-                rt_warn("loss is %s at step %lld; training continues", isnan(sl) ? "NaN" : "inf",
-                        (long long)(first_step + s + 1));
-                L.warned_nan = 1;
-            }
-            rt_log_step(log, first_step + s + 1, epoch, rt_step_loss(m, sl, rs_), amp->on ? L.scale[s] : NAN,
-                        amp->on ? (int)L.found[s] : -1);
-        }
+        log_steps(&L, log, amp, epoch, lr, skip, logged, b, first_step);
         if (!each_step && done > 0) {
             const double rs_ = (double)batch_rows(L.per_rank, L.batch, b - 1) * (double)L.W;
             int64_t seen = b * L.batch < epoch_samples ? b * L.batch : epoch_samples;
@@ -342,7 +363,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
             skipped_all = out.amp_skipped;
         rt_log_scaler(log, amp->on ? out.amp_scale : 1.0, skipped_all - skipped0, skipped_all);
         rt_log_epoch(log, epoch, o->epochs, rows > 0 ? loss_sum / rows : NAN, test_loss, test_acc, secs,
-                     (int64_t)rows);
+                     (int64_t)rows, lr);
         if (o->ckpt_path) {
             /* the next epoch, or where --max-steps stopped this one */
             rt_resume st = position(epoch + 1, it, 0, 0, 0, 0, &out, amp);
