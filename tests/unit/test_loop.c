@@ -12,7 +12,8 @@
  *      is (loss so far + the new steps) / (rows so far + new rows);
  *   5. the step log: step numbers, epochs, and each step's loss as the
  *      global batch's mean (sum / rows), the epoch line's exact mean, the
- *      learning rate of each epoch through a StepLR schedule; ranges of
+ *      learning rate of each epoch through a StepLR schedule (and in the
+ *      lr column of both CSVs); ranges of
  *      single steps only for a device that runs them as asked, while a
  *      progress bar is drawn;
  *   6. the gradient buckets' schedule (rt_buckets.c), and an inconsistent
@@ -265,6 +266,15 @@ int main(void)
             ok &= loss[(e - 1) * 13 + b] == sum_of(e, b) / rows;
         }
     CHECK(ok, "step log: %d rows, each the step's sum / its rows", n);
+    /* the lr column: the rate each step and epoch used (StepLR: 0.1, 0.1, 0.05) */
+    double *slr = read_col(r.steplog, 3, &n);
+    ok = n == 39;
+    for (int i = 0; i < n && ok; i++)
+        ok = (float)slr[i] == (i < 26 ? 0.1f : 0.05f);
+    CHECK(ok, "step log lr column: %d rows, 0.1 in epochs 1-2, 0.05 in epoch 3", n);
+    double *mlr = read_col(r.metrics, 6, &n);
+    CHECK(n == 3 && (float)mlr[0] == 0.1f && (float)mlr[1] == 0.1f && (float)mlr[2] == 0.05f,
+          "metrics lr column: %g %g %g", n > 0 ? mlr[0] : -1, n > 1 ? mlr[1] : -1, n > 2 ? mlr[2] : -1);
     double *tl = read_col(r.metrics, 1, &n);
     double want = 0;
     for (int b = 0; b < 13; b++)
