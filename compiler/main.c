@@ -29,10 +29,11 @@ static void usage(FILE *f)
             "  --emit c DIR       write the generated C kernels to DIR/program.c\n"
             "  --emit cuda DIR    write the CUDA kernels: DIR/NAME.cu each, all.cu, launch.txt\n"
             "  --report           list the kernels of one training and eval step\n"
-            "  --fusion=LEVEL     none | elementwise | all (default all)\n"
+            "  --fusion LEVEL     none | elementwise | all (default all)\n"
             "  --bucket-mb MB     gradient bucket size after the first 1 MB (default: train block's, 25)\n"
             "  -d PASS            dump the IR after PASS: sema, autodiff, fuse, memplan, buckets\n"
-            "  --version, --help\n");
+            "  --version, --help\n"
+            "Options with a value take '--opt VALUE' or '--opt=VALUE' (as the training program).\n");
 }
 
 static _Noreturn void bad_usage(const char *msg, const char *arg)
@@ -42,11 +43,31 @@ static _Noreturn void bad_usage(const char *msg, const char *arg)
     exit(2);
 }
 
+/* The value of option `name` (without its dashes) when argv[*i] is it:
+ * "--name=VALUE" or "--name VALUE" (then *i moves past VALUE); NULL when
+ * argv[*i] is another option. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, "--", 2) || strncmp(a + 2, name, n))
+        return NULL;
+    if (a[2 + n] == '=')
+        return a + 3 + n;
+    if (a[2 + n])
+        return NULL;
+    if (++*i >= argc) {
+        fprintf(stderr, "cddpc: error: --%s needs a value\ntry 'cddpc --help'\n", name);
+        exit(2);
+    }
+    return argv[*i];
+}
+
 static Options parse_args(int argc, char **argv)
 {
     Options o = {.fusion = FUSE_ALL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             exit(0);
@@ -65,14 +86,14 @@ static Options parse_args(int argc, char **argv)
             else
                 o.emit_cuda_dir = argv[i + 2];
             i += 2;
-        } else if (!strcmp(a, "--bucket-mb")) {
+        } else if ((v = opt_value(argc, argv, &i, "bucket-mb"))) {
             char *end;
-            if (++i >= argc || (o.bucket_mb = strtod(argv[i], &end)) <= 0 || *end || o.bucket_mb > 65536)
+            if ((o.bucket_mb = strtod(v, &end)) <= 0 || *end || end == v || o.bucket_mb > 65536)
                 bad_usage("--bucket-mb needs a size in MB between 0 and 65536", NULL);
         } else if (!strcmp(a, "--report")) {
             o.report = 1;
-        } else if (!strncmp(a, "--fusion=", 9)) {
-            const char *l = a + 9;
+        } else if ((v = opt_value(argc, argv, &i, "fusion"))) {
+            const char *l = v;
             if (!strcmp(l, "none")) o.fusion = FUSE_NONE;
             else if (!strcmp(l, "elementwise")) o.fusion = FUSE_ELEMENTWISE;
             else if (!strcmp(l, "all")) o.fusion = FUSE_ALL;
