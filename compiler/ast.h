@@ -1,4 +1,4 @@
-/* ast.h: the syntax tree shared by lex.l, parse.y and sema.c.
+/* ast.h: the syntax tree shared by lex.l, parse.y and the front end (sema.h).
  *
  * The tree is exactly what was written, with a Loc on every node, and no
  * meaning yet: which names are layers, functions or variables, and every

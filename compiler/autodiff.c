@@ -6,6 +6,7 @@
  * parameter gradients become ready, which the scheduler and (later) the
  * gradient buckets rely on. A missing rule is a compiler bug and stops
  * compilation loudly instead of producing a wrong gradient. */
+#include <stddef.h>
 #include <string.h>
 
 #include "cddpc.h"
@@ -21,8 +22,9 @@ static int bwd(Ad *a, Op op, int nin, const int *in, const Shape *s, const Node 
     int id = ir_add(a->g, op, nin, in, *s, DT_F32, like->loc);
     Node *n = a->g->n[id];
     n->phase = PH_BWD;
-    n->win = like->win;     /* conv / pool gradients slide the forward's window */
-    n->eps = like->eps;
+    /* the forward's attributes (Node's last member, a union): conv / pool
+     * gradients slide its window, batch norm's use its eps */
+    memcpy(&n->win, &like->win, sizeof *n - offsetof(Node, win));
     return id;
 }
 
@@ -41,94 +43,150 @@ static void accumulate(Ad *a, int x, int c)
 
 static const Shape *shape_of(Ad *a, int id) { return &a->g->n[id]->shape; }
 
-/* The rule for one node: given dy = grad of n, adds grads of its inputs. */
-static void rule(Ad *a, const Node *n, int dy)
+/* The rules, one per differentiable op (ops.def's AD column names them):
+ * given dy = the gradient of n, each adds the gradients of n's inputs. */
+#define RULE_ARGS Ad *a, const Node *n, int dy
+
+static void rule_reshape(RULE_ARGS)
 {
     const int *x = n->in;
-    switch (n->op) {
-    case OP_RESHAPE:
-        accumulate(a, x[0], bwd(a, OP_RESHAPE, 1, &dy, shape_of(a, x[0]), n));
-        return;
-    case OP_MM_NT: /* y = a b^T: da = dy b, db = dy^T a */
-        if (a->needs[x[0]])
-            accumulate(a, x[0], bwd(a, OP_MM_NN, 2, (int[]){dy, x[1]}, shape_of(a, x[0]), n));
-        if (a->needs[x[1]])
-            accumulate(a, x[1], bwd(a, OP_MM_TN, 2, (int[]){dy, x[0]}, shape_of(a, x[1]), n));
-        return;
-    case OP_MM_NN: /* y = a b: da = dy b^T, db = a^T dy */
-        if (a->needs[x[0]])
-            accumulate(a, x[0], bwd(a, OP_MM_NT, 2, (int[]){dy, x[1]}, shape_of(a, x[0]), n));
-        if (a->needs[x[1]])
-            accumulate(a, x[1], bwd(a, OP_MM_TN, 2, (int[]){x[0], dy}, shape_of(a, x[1]), n));
-        return;
-    case OP_MM_TN: /* y = a^T b: da = b dy^T, db = a dy */
-        if (a->needs[x[0]])
-            accumulate(a, x[0], bwd(a, OP_MM_NT, 2, (int[]){x[1], dy}, shape_of(a, x[0]), n));
-        if (a->needs[x[1]])
-            accumulate(a, x[1], bwd(a, OP_MM_NN, 2, (int[]){x[0], dy}, shape_of(a, x[1]), n));
-        return;
-    case OP_BIAS_ADD:
-        accumulate(a, x[0], dy);
-        if (a->needs[x[1]])
-            accumulate(a, x[1], bwd(a, n->shape.rank == 4 ? OP_SUM_CHAN : OP_SUM_ROWS, 1, &dy, shape_of(a, x[1]), n));
-        return;
-    case OP_CONV2D: /* dx: the transposed convolution of dy; dw: dy against the input's windows */
-        if (a->needs[x[0]])
-            accumulate(a, x[0], bwd(a, OP_CONV2D_DX, 2, (int[]){dy, x[1]}, shape_of(a, x[0]), n));
-        if (a->needs[x[1]])
-            accumulate(a, x[1], bwd(a, OP_CONV2D_DW, 2, (int[]){dy, x[0]}, shape_of(a, x[1]), n));
-        return;
-    case OP_BN_APPLY: {
-        /* x[1] must be BN_STATS(x[0]) or BN_GSTATS(x[0], ...) (sema builds it
-         * so): bn_dx differentiates through the batch mean and variance, so
-         * the stats get no gradient */
-        const Node *st = a->g->n[x[1]];
-        if ((st->op != OP_BN_STATS && st->op != OP_BN_GSTATS) || st->in[0] != x[0])
-            diag_ice("autodiff: bn_apply %%%d does not normalize by its input's statistics", n->id);
-        if (a->needs[x[0]] && st->op == OP_BN_GSTATS) {
-            /* SyncBatchNorm: dx needs mean(dy) and mean(dy xhat) over all
-             * ranks' samples; w's and b's own gradients stay this rank's
-             * (DDP averages them, as PyTorch's SyncBatchNorm leaves it) */
-            int part = bwd(a, OP_BN_DPART, 3, (int[]){dy, x[0], x[1]}, shape_of(a, x[1]), n);
-            int sums = bwd(a, OP_ALLREDUCE, 1, &part, shape_of(a, x[1]), n);
-            accumulate(a, x[0], bwd(a, OP_BN_GDX, 5, (int[]){dy, x[0], x[1], x[2], sums}, shape_of(a, x[0]), n));
-        } else if (a->needs[x[0]]) {
-            accumulate(a, x[0], bwd(a, OP_BN_DX, 4, (int[]){dy, x[0], x[1], x[2]}, shape_of(a, x[0]), n));
-        }
-        if (a->needs[x[2]])
-            accumulate(a, x[2], bwd(a, OP_BN_DW, 3, (int[]){dy, x[0], x[1]}, shape_of(a, x[2]), n));
-        if (a->needs[x[3]])
-            accumulate(a, x[3], bwd(a, OP_SUM_CHAN, 1, &dy, shape_of(a, x[3]), n));
-        return;
+    accumulate(a, x[0], bwd(a, OP_RESHAPE, 1, &dy, shape_of(a, x[0]), n));
+}
+
+/* y = a b^T: da = dy b, db = dy^T a */
+static void rule_mm_nt(RULE_ARGS)
+{
+    const int *x = n->in;
+    if (a->needs[x[0]])
+        accumulate(a, x[0], bwd(a, OP_MM_NN, 2, (int[]){dy, x[1]}, shape_of(a, x[0]), n));
+    if (a->needs[x[1]])
+        accumulate(a, x[1], bwd(a, OP_MM_TN, 2, (int[]){dy, x[0]}, shape_of(a, x[1]), n));
+}
+
+/* y = a b: da = dy b^T, db = a^T dy */
+static void rule_mm_nn(RULE_ARGS)
+{
+    const int *x = n->in;
+    if (a->needs[x[0]])
+        accumulate(a, x[0], bwd(a, OP_MM_NT, 2, (int[]){dy, x[1]}, shape_of(a, x[0]), n));
+    if (a->needs[x[1]])
+        accumulate(a, x[1], bwd(a, OP_MM_TN, 2, (int[]){x[0], dy}, shape_of(a, x[1]), n));
+}
+
+/* y = a^T b: da = b dy^T, db = a dy */
+static void rule_mm_tn(RULE_ARGS)
+{
+    const int *x = n->in;
+    if (a->needs[x[0]])
+        accumulate(a, x[0], bwd(a, OP_MM_NT, 2, (int[]){x[1], dy}, shape_of(a, x[0]), n));
+    if (a->needs[x[1]])
+        accumulate(a, x[1], bwd(a, OP_MM_NN, 2, (int[]){x[0], dy}, shape_of(a, x[1]), n));
+}
+
+static void rule_bias_add(RULE_ARGS)
+{
+    const int *x = n->in;
+    accumulate(a, x[0], dy);
+    if (a->needs[x[1]])
+        accumulate(a, x[1], bwd(a, n->shape.rank == 4 ? OP_SUM_CHAN : OP_SUM_ROWS, 1, &dy, shape_of(a, x[1]), n));
+}
+
+/* dx: the transposed convolution of dy; dw: dy against the input's windows */
+static void rule_conv2d(RULE_ARGS)
+{
+    const int *x = n->in;
+    if (a->needs[x[0]])
+        accumulate(a, x[0], bwd(a, OP_CONV2D_DX, 2, (int[]){dy, x[1]}, shape_of(a, x[0]), n));
+    if (a->needs[x[1]])
+        accumulate(a, x[1], bwd(a, OP_CONV2D_DW, 2, (int[]){dy, x[0]}, shape_of(a, x[1]), n));
+}
+
+static void rule_bn_apply(RULE_ARGS)
+{
+    const int *x = n->in;
+    /* x[1] must be BN_STATS(x[0]) or BN_GSTATS(x[0], ...) (sema builds it
+     * so): bn_dx differentiates through the batch mean and variance, so
+     * the stats get no gradient */
+    const Node *st = a->g->n[x[1]];
+    if ((st->op != OP_BN_STATS && st->op != OP_BN_GSTATS) || st->in[0] != x[0])
+        diag_ice("autodiff: bn_apply %%%d does not normalize by its input's statistics", n->id);
+    if (a->needs[x[0]] && st->op == OP_BN_GSTATS) {
+        /* SyncBatchNorm: dx needs mean(dy) and mean(dy xhat) over all
+         * ranks' samples; w's and b's own gradients stay this rank's
+         * (DDP averages them, as PyTorch's SyncBatchNorm leaves it) */
+        int part = bwd(a, OP_BN_DPART, 3, (int[]){dy, x[0], x[1]}, shape_of(a, x[1]), n);
+        int sums = bwd(a, OP_ALLREDUCE, 1, &part, shape_of(a, x[1]), n);
+        accumulate(a, x[0], bwd(a, OP_BN_GDX, 5, (int[]){dy, x[0], x[1], x[2], sums}, shape_of(a, x[0]), n));
+    } else if (a->needs[x[0]]) {
+        accumulate(a, x[0], bwd(a, OP_BN_DX, 4, (int[]){dy, x[0], x[1], x[2]}, shape_of(a, x[0]), n));
     }
-    case OP_BN_STATS: case OP_BN_GSTATS:    /* differentiated by bn_apply's rule */
-        return;
-    case OP_MAXPOOL:
-        accumulate(a, x[0], bwd(a, OP_MAXPOOL_DX, 2, (int[]){dy, x[0]}, shape_of(a, x[0]), n));
-        return;
-    case OP_AVGPOOL:
-        accumulate(a, x[0], bwd(a, OP_AVGPOOL_DX, 1, &dy, shape_of(a, x[0]), n));
-        return;
-    case OP_ADD:
-        accumulate(a, x[0], dy);
-        accumulate(a, x[1], dy);
-        return;
-    case OP_DROPOUT: {
-        /* dx = dy * mask / (1 - p) with the mask regenerated from the same
-         * (seed, rank, step, key) stream, not saved by forward: no mask
-         * buffer to keep alive across the step, and one read less */
-        int d = bwd(a, OP_DROPOUT_GRAD, 1, &dy, &n->shape, n);
-        a->g->n[d]->drop_p = n->drop_p;
-        a->g->n[d]->drop_key = n->drop_key;
-        accumulate(a, x[0], d);
-        return;
-    }
-    case OP_RELU: /* the mask is read from the output: y > 0 iff x > 0 */
-        accumulate(a, x[0], bwd(a, OP_RELU_GRAD, 2, (int[]){dy, n->id}, &n->shape, n));
-        return;
-    default:
+    if (a->needs[n->in[2]])
+        accumulate(a, n->in[2], bwd(a, OP_BN_DW, 3, (int[]){dy, n->in[0], n->in[1]}, shape_of(a, n->in[2]), n));
+    if (a->needs[n->in[3]])
+        accumulate(a, n->in[3], bwd(a, OP_SUM_CHAN, 1, &dy, shape_of(a, n->in[3]), n));
+}
+
+static void rule_maxpool(RULE_ARGS)
+{
+    const int *x = n->in;
+    accumulate(a, x[0], bwd(a, OP_MAXPOOL_DX, 2, (int[]){dy, x[0]}, shape_of(a, x[0]), n));
+}
+
+static void rule_avgpool(RULE_ARGS)
+{
+    const int *x = n->in;
+    accumulate(a, x[0], bwd(a, OP_AVGPOOL_DX, 1, &dy, shape_of(a, x[0]), n));
+}
+
+static void rule_add(RULE_ARGS)
+{
+    const int *x = n->in;
+    accumulate(a, x[0], dy);
+    accumulate(a, x[1], dy);
+}
+
+static void rule_dropout(RULE_ARGS)
+{
+    const int *x = n->in;
+    /* dx = dy * mask / (1 - p) with the mask regenerated from the same
+     * (seed, rank, step, key) stream, not saved by forward: no mask
+     * buffer to keep alive across the step, and one read less */
+    int d = bwd(a, OP_DROPOUT_GRAD, 1, &dy, &n->shape, n);
+    a->g->n[d]->drop.p = n->drop.p;
+    a->g->n[d]->drop.key = n->drop.key;
+    accumulate(a, x[0], d);
+}
+
+/* the mask is read from the output: y > 0 iff x > 0 */
+static void rule_relu(RULE_ARGS)
+{
+    const int *x = n->in;
+    accumulate(a, x[0], bwd(a, OP_RELU_GRAD, 2, (int[]){dy, n->id}, &n->shape, n));
+}
+
+/* d tanh(x) = 1 - tanh(x)^2: read from the output, as relu's mask */
+static void rule_tanh(RULE_ARGS)
+{
+    accumulate(a, n->in[0], bwd(a, OP_TANH_GRAD, 2, (int[]){dy, n->id}, &n->shape, n));
+}
+
+#define NO_RULE NULL
+#define STOP rule_stop
+#define RULE(x) rule_##x
+/* bn_stats, bn_gstats: differentiated by bn_apply's rule */
+static void rule_stop(RULE_ARGS) { (void)a, (void)n, (void)dy; }
+
+static void (*const rules[OP_COUNT])(RULE_ARGS) = {
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) ad,
+#include "ops.def"
+#undef X
+};
+
+static void rule(Ad *a, const Node *n, int dy)
+{
+    if (!rules[n->op])
         diag_ice("autodiff: no rule for %s (%%%d)", op_text[n->op], n->id);
-    }
+    rules[n->op](a, n, dy);
 }
 
 void ad_grad(Graph *g, int y, int dy, const int *wrt, int nwrt, int *out)
@@ -180,9 +238,11 @@ void ad_train_step(Program *p)
     /* Optimizer: one in-place update per parameter that got a gradient (a
      * parameter forward never reads keeps its value, as in PyTorch), in
      * reverse order: the order their gradients (and buckets) are ready. */
-    static const char *const opt_names[] = {"sgd", "adam", "adamw"};
-    g->opt_name = opt_names[p->train.optimizer];
-    g->prec = p->train.precision;
+    const TrainCfg *t = &p->train;
+    g->opt_op = t->optimizer == OPT_ADAM ? OP_ADAM : t->optimizer == OPT_ADAMW ? OP_ADAMW
+              : t->momentum != 0.0 ? OP_SGD_MOMENTUM : OP_SGD;
+    g->opt = (OptHyper){t->momentum, t->dampening, t->weight_decay, t->nesterov, t->beta1, t->beta2, t->eps};
+    g->prec = t->precision;
     g->updates = util_alloc(sizeof(int) * (size_t)(g->nparam + 1));
     for (int i = g->nparam - 1; i >= 0; i--) {
         g->updates[i] = -1;
@@ -192,7 +252,7 @@ void ad_train_step(Program *p)
         if (g->n[d]->grad_of >= 0 || op_kind[g->n[d]->op] == K_VIEW || op_kind[g->n[d]->op] == K_PARAM)
             diag_ice("autodiff: gradient of %s is not a fresh node", g->n[w]->name);
         g->n[d]->grad_of = w;
-        int u = ir_add(g, OP_SGD, 2, (int[]){w, d}, g->n[w]->shape, DT_F32, g->n[w]->loc);
+        int u = ir_add(g, g->opt_op, 2, (int[]){w, d}, g->n[w]->shape, DT_F32, g->n[w]->loc);
         g->n[u]->phase = PH_OPT;
         g->updates[i] = u;
     }

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cddprt.h"         /* rt_cuda_launch: a CUDA kernel's launch geometry, as the runtime reads it */
+
 /* ---- util.c: arena, strings ------------------------------------------ */
 /* One arena per compilation; nothing is freed piecemeal. All allocation goes
  * through util_alloc so an out-of-memory is reported once, cleanly. */
@@ -34,13 +36,16 @@ _Noreturn void diag_ice(const char *fmt, ...) __attribute__((format(printf, 1, 2
 
 /* ---- ir.c: the graph IR ---------------------------------------------- */
 typedef enum {
-#define X(name, arity, kind, text) OP_##name,
+#define X(name, ...) OP_##name,
 #include "ops.def"
 #undef X
     OP_COUNT
 } Op;
 
 typedef enum { K_DATA, K_PARAM, K_VIEW, K_EW, K_MATMUL, K_RED, K_ROW, K_OPT, K_CONV, K_CHAN, K_POOL, K_STATE, K_COMM } OpKind;
+/* ops.def's FUSE and EVAL columns */
+enum { F_EPI = 1, F_CONV_EPI = 2 };
+typedef enum { EV_SAME, EV_VIEW, EV_RUNNING, EV_TRAIN } OpEval;
 typedef enum { DT_F32, DT_I32 } DType;
 typedef enum { PH_FWD, PH_LOSS, PH_BWD, PH_OPT } Phase;
 typedef enum { RED_MEAN, RED_SUM, RED_NONE } Reduction;
@@ -76,18 +81,34 @@ typedef struct Node {
     int param;              /* PARAM: index into Graph.params */
     int init;               /* PARAM: RT_INIT_* */
     int64_t fan_in;         /* PARAM: for default init */
-    int red;                /* CE_LOSS / CE_GRAD: Reduction */
     int grad_of;            /* node whose final gradient this is, or -1 */
     int bucket;             /* PARAM: gradient bucket (bucket.c), -1 for buffers */
     int buffer;             /* PARAM: a buffer (batch norm statistics): never trained */
     int i64;                /* PARAM: an integer counter, int64 in checkpoints */
-    Window win;             /* CONV2D*, *POOL*: geometry */
-    double eps, momentum;   /* BN_*: batch norm settings */
-    int sync;               /* BN_RUNNING: of statistics over all ranks (SyncBatchNorm) */
-    double drop_p;          /* DROPOUT*: probability of zeroing an element, in (0, 1) */
-    int drop_key;           /* DROPOUT*: which random stream (dropout_rng.h): the forward
-                               dropout's ordinal in the graph, 0, 1, ... */
+    /* The op's own attributes: one member per family of ops. A backward
+     * node starts with a copy of its forward node's (autodiff.c). */
+    union {
+        Window win;         /* CONV2D*, *POOL*: geometry */
+        struct {
+            double eps, momentum;   /* BN_*: batch norm settings */
+            int sync;       /* BN_RUNNING: of statistics over all ranks (SyncBatchNorm) */
+        } bn;
+        struct {
+            double p;       /* DROPOUT*: probability of zeroing an element, in (0, 1) */
+            int key;        /* which random stream (dropout_rng.h): the forward dropout's
+                               ordinal in the graph, 0, 1, ... */
+        } drop;
+        int red;            /* CE_LOSS / CE_GRAD: Reduction */
+    };
 } Node;
+
+/* The optimizer's hyperparameters (the train block's), read by the update
+ * ops' bodies; the learning rate is the runtime's (rt_exec.lr, per epoch). */
+typedef struct OptHyper {
+    double momentum, dampening, weight_decay;   /* SGD, SGD_MOMENTUM (weight_decay: all) */
+    int nesterov;
+    double beta1, beta2, eps;                   /* ADAM, ADAMW */
+} OptHyper;
 
 typedef struct Graph {
     Node **n;
@@ -100,7 +121,8 @@ typedef struct Graph {
     int loss_sum, correct_sum; /* SUM_ALL nodes (stat slots) */
     int *grad;              /* grad[param index] = node id of its gradient */
     int *updates;           /* updates[param index] = its SGD node, or -1 */
-    const char *opt_name;   /* what the update nodes run: "sgd", "adam", "adamw" (kernel names) */
+    Op opt_op;              /* the update nodes' op: OP_SGD, OP_SGD_MOMENTUM, OP_ADAM, OP_ADAMW */
+    OptHyper opt;
     int prec;               /* RT_PREC_*: the kernels round to bf16 / fp16 where autocast stores it */
     int nbuckets;
     int *effects;           /* in-place buffer updates the train plan must run */
@@ -108,9 +130,14 @@ typedef struct Graph {
     int ndropout;           /* DROPOUT nodes so far: the next one's drop_key */
 } Graph;
 
+/* ops.def's columns, indexed by Op */
 extern const char *const op_text[OP_COUNT];
 extern const int op_arity[OP_COUNT];
 extern const OpKind op_kind[OP_COUNT];
+extern const char *const op_formula[OP_COUNT];
+extern const int op_fuse[OP_COUNT];
+extern const double op_flops[OP_COUNT], op_rd[OP_COUNT], op_wr[OP_COUNT];
+extern const OpEval op_eval[OP_COUNT];
 
 Graph *ir_new(void);
 int ir_add(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, Loc loc);
@@ -133,7 +160,7 @@ void ir_dump(FILE *f, const Graph *g);
  * problems and prints each (compiler bug if non-zero after a pass). */
 int ir_verify(const Graph *g, const char *after);
 
-/* ---- frontend: lex.l, parse.y, sema.c -------------------------------- */
+/* ---- frontend: lex.l, parse.y, then sema.h's files ----------------- */
 enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2 };
 typedef struct TrainCfg {
     const char *model;      /* model name */
@@ -236,6 +263,12 @@ int plan_source(const Plan *p, int node);         /* through views to the produc
 /* No kernel, aliases its input: K_VIEW ops, and dropout in the eval plan. */
 int plan_is_view(const Plan *p, int node);
 void plan_dump_groups(FILE *f, const Plan *p);
+/* plan_verify.c: what fuse produced (each node in one group, an order
+ * that respects dependencies, only fusions the emitters implement) and
+ * what memplan produced (no two live buffers overlap); return the number
+ * of problems, each printed (compiler bugs). */
+int plan_verify_groups(const Plan *p, const char *after);
+int plan_verify_memory(const Plan *p, const char *after);
 void plan_report(FILE *f, const Plan *p, int64_t batch);
 typedef struct PlanBucket {
     int64_t off, end;       /* slab range [off, end) */
@@ -259,16 +292,42 @@ char *ex_addr(const Emit *m, int id);       /* base address of a node's buffer v
 void ex_declare_buffers(const Emit *m);     /* `T *const b<id> = ...;` for the group */
 char *ex_operand(const Emit *m, int x, const Shape *space);   /* v<x> or b<x>[...] at (i, j) */
 char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space);
+/* The per-element body of elementwise kernels and GEMM epilogues, both
+ * targets: at (i, j) of space, the anchor loaded as v<load> (load_expr;
+ * load -1: none), every elementwise node of the group as v<id> with stores
+ * of the values other kernels read, and each row reduction (sum_rows) as
+ * the target's statement row_sum(node, x): `+=` into the output or a
+ * partial on the CPU, an atomic on the GPU. */
+void ex_element(const Emit *m, const Shape *space, int load, const char *load_expr, const char *ind,
+                char *(*row_sum)(int red, const char *x));
 int ex_has_row_reduction(const Emit *m);
+/* The data gather's formulas: a pixel (uint8 expression) normalized as
+ * the train block's data says, and the label of batch row i. */
+char *ex_normalize(const Program *prog, const char *pixel);
+char *ex_label(const char *i);
+/* The row ops of a G_ROW group (cross-entropy, its gradient, argmax, their
+ * sums), their formulas from ops.def, inside the target's per-sample code
+ * where x, y, mx, am, lse and i are in scope. The target gives the
+ * indentation, the loop over the classes this thread handles, and how it
+ * stores a per-sample value, sums a column and adds to a stat slot. */
+typedef struct RowTarget {
+    const char *ind;
+    const char *classes;                             /* opens the loop over j */
+    char *(*store)(const char *ind, int id);         /* b<id>[i] = v<id> */
+    char *(*col_sum)(int red, const char *x);        /* b<red>[j] += x */
+    char *(*stat)(const char *ind, int id, int x);   /* stat b<id>[0] += v<x> */
+} RowTarget;
+void ex_row_ops(const Emit *m, const RowTarget *t);
 /* Slab ranges an optimizer group updates, merged where only alignment
  * padding (zero in param, grad and opt: updating it is a no-op) separates
  * them; returns how many, ranges in lo[], hi[] (capacity gr->nnodes). */
 int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi);
-/* SGD update of slab element k (w, g, mb, first, lr in scope); closes the loop. */
-void ex_opt_body(FILE *f, const TrainCfg *t);
+/* The update (g->opt_op) of slab element k (w, g, lr and the prelude's
+ * names in scope); closes the loop. */
+void ex_opt_body(FILE *f, const Graph *g);
 /* Declarations the update loops read (w, g, lr, and the optimizer's). */
-void ex_opt_prelude(FILE *f, const TrainCfg *t, int64_t param_floats);
-int ex_opt_slots(const TrainCfg *t);     /* opt floats per param float */
+void ex_opt_prelude(FILE *f, const Graph *g, int64_t param_floats);
+int ex_opt_slots(Op op);                 /* opt floats per param float */
 /* Mixed precision (README "Mixed precision"): the GEMM call of the
  * plan's precision ("rt_sgemm(" or "rt_sgemm_prec(RT_PREC_BF16, "), and
  * an expression rounded to it (x itself in fp32). The same helper name
@@ -279,19 +338,11 @@ char *ex_round(const Emit *m, const char *x);
 /* ---- emit_c.c, emit_cuda.c, emit_program.c ---------------------------- */
 void emit_c_kernels(FILE *f, const Plan *p, const Program *prog);
 /* emit_nchw.c: the body of a G_CONV, G_CHAN, G_POOL or G_STATE kernel. */
-typedef struct CudaLaunch CudaLaunch;
 void emit_nchw_c(const Emit *m);
-void emit_nchw_cuda(const Emit *m, CudaLaunch *L);
-/* Launch geometry of one CUDA kernel: rt_cuda_launch in runtime/cddprt.h. */
-struct CudaLaunch {
-    const char *name;
-    unsigned block[3], gfix[3];
-    int64_t gmul[3], gdiv[3];
-    int64_t coll_off, coll_n;   /* rt_cuda_launch's: a sum over the ranks after the kernel */
-};
+void emit_nchw_cuda(const Emit *m, rt_cuda_launch *L);
 const char *emit_cuda_prelude(void);
 /* The CUDA kernel of group grp (text after the prelude), and its launch. */
-char *emit_cuda_kernel(const Plan *p, int grp, const Program *prog, CudaLaunch *launch); /* static void NAME(rt_exec *e) */
+char *emit_cuda_kernel(const Plan *p, int grp, const Program *prog, rt_cuda_launch *launch); /* static void NAME(rt_exec *e) */
 int emit_program(const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
                  const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir);
 

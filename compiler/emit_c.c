@@ -12,6 +12,9 @@
 #include "cddpc.h"
 #include "cddprt.h"         /* RT_PREC_* */
 
+/* A row reduction: each thread owns its columns' sums (see below). */
+static char *row_sum(int red, const char *x) { return util_fmt("b%d[j] += %s;", red, x); }
+
 /* The loop nest over `space` evaluating every elementwise node and
  * reduction of the group; `load` is the anchor read from memory (the GEMM
  * result), or -1. */
@@ -40,21 +43,7 @@ static void emit_ew_loops(const Emit *m, const Shape *space, int load)
         fprintf(f, "    for (int64_t j = 0; j < C; j++) {\n");
     }
     const char *ind = red ? "            " : "        ";
-    if (load >= 0)
-        fprintf(f, "%sconst float v%d = b%d[i * C + j];\n", ind, load, gr->gemm_out);
-    for (int k = 0; k < gr->nnodes; k++) {
-        const Node *n = ex_node(m, gr->nodes[k]);
-        if (n->id == load)
-            continue;
-        if (n->op == OP_SUM_ROWS) {
-            fprintf(f, "%sb%d[j] += %s;\n", ind, n->id, ex_operand(m, n->in[0], space));
-            continue;
-        }
-        /* low precision: every elementwise result is a bf16/fp16 tensor in torch */
-        fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, ex_round(m, ex_ew_expr(m, n, space)));
-        if (plan_uses_outside(m->p, n->id) || gr->gemm_out == n->id)
-            fprintf(f, "%sb%d[i * C + j] = v%d;\n", ind, n->id, n->id);
-    }
+    ex_element(m, space, load, load >= 0 ? util_fmt("b%d[i * C + j]", gr->gemm_out) : NULL, ind, row_sum);
     fprintf(f, red ? "        }\n    }\n" : "    }\n");
 }
 
@@ -73,6 +62,11 @@ static void emit_matmul(const Emit *m)
     if (m->gr->nnodes > 1)
         emit_ew_loops(m, &mm->shape, mm->id);
 }
+
+/* Row ops, one thread for the whole batch: sums in a local double (s<id>),
+ * written once after the loop. */
+static char *row_store(const char *ind, int id) { return util_fmt("%sb%d[i] = v%d;\n", ind, id, id); }
+static char *row_stat(const char *ind, int id, int x) { return util_fmt("%ss%d += (double)v%d;\n", ind, id, x); }
 
 static void emit_row(const Emit *m)
 {
@@ -96,45 +90,8 @@ static void emit_row(const Emit *m)
     fprintf(f, "        for (int64_t j = 1; j < C; j++) if (x[j] > mx) { mx = x[j]; am = j; }\n");
     fprintf(f, "        float se = 0.0f;\n        for (int64_t j = 0; j < C; j++) se += expf(x[j] - mx);\n");
     fprintf(f, "        const float lse = mx + logf(se);\n");
-    for (int k = 0; k < gr->nnodes; k++) {
-        const Node *n = ex_node(m, gr->nodes[k]);
-        int out = plan_uses_outside(m->p, n->id);
-        switch (n->op) {
-        case OP_CE_LOSS:
-            fprintf(f, "        const float v%d = lse - x[y];\n", n->id);
-            break;
-        case OP_CORRECT:
-            fprintf(f, "        const float v%d = am == y ? 1.0f : 0.0f;\n", n->id);
-            break;
-        case OP_CE_GRAD:
-            /* mean: d(sum/n)/dx; sum and none (backward of ones): d(sum)/dx */
-            /* fp16: times the loss scale S, the backward of scaler.scale(loss) */
-            fprintf(f, "        const float scale%d = %s%s;\n", n->id, n->red == RED_MEAN ? "1.0f / (float)n" : "1.0f",
-                    m->p->g->prec == RT_PREC_FP16 ? " * e->scale" : "");
-            fprintf(f, "        for (int64_t j = 0; j < C; j++) {\n");
-            /* softmax in fp32 (autocast's fp32 list); the logits' gradient
-             * is stored in the logits' precision */
-            fprintf(f, "            const float g = %s;\n",
-                    ex_round(m, util_fmt("(expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale%d", n->id)));
-            if (out)
-                fprintf(f, "            b%d[i * C + j] = g;\n", n->id);
-            for (int r = 0; r < gr->nnodes; r++)
-                if (ex_node(m, gr->nodes[r])->op == OP_SUM_ROWS && ex_node(m, gr->nodes[r])->in[0] == n->id)
-                    fprintf(f, "            b%d[j] += g;\n", gr->nodes[r]);
-            fprintf(f, "        }\n");
-            out = 0;
-            break;
-        case OP_SUM_ALL:
-            fprintf(f, "        s%d += (double)v%d;\n", n->id, n->in[0]);
-            out = 0;
-            break;
-        default:
-            out = 0;
-            break;
-        }
-        if (out)
-            fprintf(f, "        b%d[i] = v%d;\n", n->id, n->id);
-    }
+    static const RowTarget rows = {"        ", "for (int64_t j = 0; j < C; j++) {", row_store, row_sum, row_stat};
+    ex_row_ops(m, &rows);
     fprintf(f, "        (void)am;\n        (void)lse;\n    }\n");
     for (int k = 0; k < gr->nnodes; k++)
         if (ex_node(m, gr->nodes[k])->op == OP_SUM_ALL)
@@ -160,39 +117,38 @@ static void emit_data(const Emit *m, const Program *prog)
     for (int k = 0; k < m->gr->nnodes; k++) {
         const Node *n = ex_node(m, m->gr->nodes[k]);
         if (n->op == OP_LABELS) {
-            fprintf(f, "    for (int64_t i = 0; i < n; i++) b%d[i] = e->lab[e->idx[i]];\n", n->id);
+            fprintf(f, "    for (int64_t i = 0; i < n; i++) b%d[i] = %s;\n", n->id, ex_label("i"));
             continue;
         }
-        /* torchvision: ToTensor divides by 255, Normalize subtracts and divides */
         int64_t row = ir_row_elems(&n->shape);
         fprintf(f, "    #pragma omp parallel for schedule(static) if (n >= 64)\n");
         fprintf(f, "    for (int64_t i = 0; i < n; i++) {\n");
         fprintf(f, "        const uint8_t *src = e->img + (int64_t)e->idx[i] * e->img_size;\n");
         fprintf(f, "        float *dst = b%d + i * %lld;\n", n->id, (long long)row);
-        fprintf(f, "        for (int64_t k = 0; k < %lld; k++) dst[k] = ((float)src[k] / 255.0f - %s) / %s;\n",
-                (long long)row, util_cfloat(prog->train.norm_mean), util_cfloat(prog->train.norm_std));
+        fprintf(f, "        for (int64_t k = 0; k < %lld; k++) dst[k] = %s;\n", (long long)row,
+                ex_normalize(prog, "src[k]"));
         fprintf(f, "    }\n");
     }
 }
 
-/* torch.optim.SGD over slab elements [lo, hi) */
-static void emit_sgd_loop(FILE *f, const TrainCfg *t, int64_t lo, int64_t hi)
+/* the optimizer's update over slab elements [lo, hi) */
+static void emit_opt_loop(FILE *f, const Graph *g, int64_t lo, int64_t hi)
 {
     fprintf(f, "    #pragma omp parallel for simd schedule(static) if (%lld >= 65536)\n", (long long)(hi - lo));
     fprintf(f, "    for (int64_t k = %lld; k < %lld; k++) {\n", (long long)lo, (long long)hi);
-    ex_opt_body(f, t);
+    ex_opt_body(f, g);
 }
 
-static void emit_opt(const Emit *m, const Program *prog)
+static void emit_opt(const Emit *m)
 {
     FILE *f = m->f;
-    const TrainCfg *t = &prog->train;
-    ex_opt_prelude(f, t, m->p->param_floats);
+    const Graph *g = m->p->g;
+    ex_opt_prelude(f, g, m->p->param_floats);
     int64_t *lo = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
     int64_t *hi = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
     int nr = ex_opt_ranges(m, lo, hi);
     for (int r = 0; r < nr; r++)
-        emit_sgd_loop(f, t, lo[r], hi[r]);
+        emit_opt_loop(f, g, lo[r], hi[r]);
 }
 
 /* A sum over the ranks: the input copied to the node's own buffer, then
@@ -223,7 +179,7 @@ void emit_c_kernels(FILE *f, const Plan *p, const Program *prog)
         case G_EW: emit_ew_loops(&m, &ex_node(&m, m.gr->nodes[0])->shape, -1); break;
         case G_ROW: emit_row(&m); break;
         case G_RED: emit_reduce(&m); break;
-        case G_OPT: emit_opt(&m, prog); break;
+        case G_OPT: emit_opt(&m); break;
         case G_CONV: case G_CHAN: case G_POOL: case G_STATE: emit_nchw_c(&m); break;
         case G_COMM: emit_comm(&m); break;
         }

@@ -53,7 +53,7 @@ void ex_declare_buffers(const Emit *m)
         const Node *n = ex_node(m, gr->nodes[k]);
         if (n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD)
             fprintf(m->f, "    const unsigned long long dk%d = cddp_drop_key(e->seed, e->rank, (long long)e->step, %d);\n",
-                    n->id, n->drop_key);
+                    n->id, n->drop.key);
     }
 }
 
@@ -75,39 +75,132 @@ char *ex_operand(const Emit *m, int x, const Shape *space)
     diag_ice("emit: cannot broadcast %s into %s", ir_shape_str(s), ir_shape_str(space));
 }
 
+/* bn_apply: the statistics are indexed per channel, not broadcast; as
+ * PyTorch, invstd = 1/sqrt(var + eps), (x - mean) * invstd * w + b */
+static char *bn_apply_expr(const Emit *m, const Node *n, const Shape *space)
+{
+    const Shape *x = &ex_node(m, n->in[0])->shape;
+    int st = plan_source(m->p, n->in[1]);
+    char *c = util_fmt("(j / %lld)", (long long)(x->d[2] * x->d[3]));
+    return util_fmt("(%s - b%d[%s]) * (1.0f / sqrtf(b%d[%lld + %s] + %s)) * %s + %s", ex_operand(m, n->in[0], space),
+                    st, c, st, (long long)x->d[1], c, util_cfloat(n->bn.eps), ex_operand(m, n->in[2], space),
+                    ex_operand(m, n->in[3], space));
+}
+
+/* An op's FORMULA (ops.def) at the element: $0..$4 the operands, @1
+ * operand 1 rounded to the plan's precision, $p / $s dropout's p and
+ * 1/(1-p) as float literals, $k the node's id. */
+static char *formula(const Emit *m, const Node *n, const Shape *space)
+{
+    const char *fm = op_formula[n->op];
+    char *ops[MAX_IN] = {0};
+    char *out = util_strdup("");
+    for (const char *c = fm; *c; c++) {
+        const char *piece;
+        if ((*c == '$' || *c == '@') && c[1] >= '0' && c[1] < '0' + n->nin) {
+            int k = c[1] - '0';
+            if (!ops[k])
+                ops[k] = ex_operand(m, n->in[k], space);
+            piece = *c == '@' ? ex_round(m, ops[k]) : ops[k];
+            c++;
+        } else if (*c == '$' && c[1] == 'p') {
+            piece = util_cfloat((float)n->drop.p);
+            c++;
+        } else if (*c == '$' && c[1] == 's') {
+            piece = util_cfloat(1.0f / (float)(1.0 - n->drop.p));
+            c++;
+        } else if (*c == '$' && c[1] == 'k') {
+            piece = util_fmt("%d", n->id);
+            c++;
+        } else if (*c == '$' || *c == '@') {
+            diag_ice("ops.def: %s's formula has a bad placeholder at '%s'", op_text[n->op], c);
+        } else {
+            piece = util_fmt("%c", *c);
+        }
+        out = util_fmt("%s%s", out, piece);
+    }
+    return out;
+}
+
 char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space)
 {
-    /* bn_apply's statistics are indexed per channel below, not broadcast */
-    char *a = ex_operand(m, n->in[0], space);
-    char *b = n->nin > 1 && n->op != OP_BN_APPLY ? ex_operand(m, n->in[1], space) : NULL;
-    switch (n->op) {
-    case OP_BIAS_ADD:   /* autocast casts the fp32 bias to the low precision too */
-        return util_fmt("%s + %s", a, ex_round(m, b));
-    case OP_ADD: return util_fmt("%s + %s", a, b);
-    case OP_RELU: return util_fmt("%s < 0.0f ? 0.0f : %s", a, a); /* NaN passes, as torch.relu */
-    case OP_RELU_GRAD: return util_fmt("%s > 0.0f ? %s : 0.0f", b, a);
-    case OP_DROPOUT:
-    case OP_DROPOUT_GRAD: {
-        /* as torch's CPU dropout: x * noise, noise = mask / (1 - p) in
-         * float (so a dropped NaN stays NaN and -x gives -0). The counter
-         * is the element's index in the batch tensor: i * C + j, since
-         * dropout's operand and result fill the [R, C] space row-major. */
-        float p = (float)n->drop_p, scale = 1.0f / (float)(1.0 - n->drop_p);
-        return util_fmt("%s * (cddp_drop_u(dk%d, i * C + j) >= %s ? %s : 0.0f)", a, n->id, util_cfloat(p),
-                        util_cfloat(scale));
-    }
-    case OP_BN_APPLY: {
-        /* as PyTorch: invstd = 1/sqrt(var + eps), (x - mean) * invstd * w + b */
-        const Shape *x = &ex_node(m, n->in[0])->shape;
-        int st = plan_source(m->p, n->in[1]);
-        char *c = util_fmt("(j / %lld)", (long long)(x->d[2] * x->d[3]));
-        return util_fmt("(%s - b%d[%s]) * (1.0f / sqrtf(b%d[%lld + %s] + %s)) * %s + %s", a, st, c, st,
-                        (long long)x->d[1], c, util_cfloat(n->eps), ex_operand(m, n->in[2], space),
-                        ex_operand(m, n->in[3], space));
-    }
-    default: diag_ice("emit: %s is not elementwise", op_text[n->op]);
+    if (n->op == OP_BN_APPLY)
+        return bn_apply_expr(m, n, space);
+    if (op_kind[n->op] != K_EW || !op_formula[n->op])
+        diag_ice("emit: %s is not elementwise", op_text[n->op]);
+    return formula(m, n, space);
+}
+
+void ex_row_ops(const Emit *m, const RowTarget *t)
+{
+    FILE *f = m->f;
+    const Group *gr = m->gr;
+    const char *ind = t->ind;
+    for (int k = 0; k < gr->nnodes; k++) {
+        const Node *n = ex_node(m, gr->nodes[k]);
+        switch (n->op) {
+        case OP_CE_LOSS:
+        case OP_CORRECT:
+            fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, formula(m, n, NULL));
+            if (plan_uses_outside(m->p, n->id))
+                fputs(t->store(ind, n->id), f);
+            break;
+        case OP_CE_GRAD:
+            /* mean: d(sum/n)/dx; sum and none (backward of ones): d(sum)/dx */
+            /* fp16: times the loss scale S, the backward of scaler.scale(loss) */
+            fprintf(f, "%sconst float scale%d = %s%s;\n", ind, n->id, n->red == RED_MEAN ? "1.0f / (float)n" : "1.0f",
+                    m->p->g->prec == RT_PREC_FP16 ? " * e->scale" : "");
+            fprintf(f, "%s%s\n", ind, t->classes);
+            /* softmax in fp32 (autocast's fp32 list); the logits' gradient
+             * is stored in the logits' precision */
+            fprintf(f, "%s    const float g = %s;\n", ind, ex_round(m, formula(m, n, NULL)));
+            if (plan_uses_outside(m->p, n->id))
+                fprintf(f, "%s    b%d[i * C + j] = g;\n", ind, n->id);
+            for (int r = 0; r < gr->nnodes; r++)
+                if (ex_node(m, gr->nodes[r])->op == OP_SUM_ROWS && ex_node(m, gr->nodes[r])->in[0] == n->id)
+                    fprintf(f, "%s    %s\n", ind, t->col_sum(gr->nodes[r], "g"));
+            fprintf(f, "%s}\n", ind);
+            break;
+        case OP_SUM_ALL:
+            fputs(t->stat(ind, n->id, n->in[0]), f);
+            break;
+        default:
+            break;
+        }
     }
 }
+
+void ex_element(const Emit *m, const Shape *space, int load, const char *load_expr, const char *ind,
+                char *(*row_sum)(int red, const char *x))
+{
+    FILE *f = m->f;
+    const Group *gr = m->gr;
+    if (load >= 0)
+        fprintf(f, "%sconst float v%d = %s;\n", ind, load, load_expr);
+    for (int k = 0; k < gr->nnodes; k++) {
+        const Node *n = ex_node(m, gr->nodes[k]);
+        if (n->id == load)
+            continue;
+        if (n->op == OP_SUM_ROWS) {
+            fprintf(f, "%s%s\n", ind, row_sum(n->id, ex_operand(m, n->in[0], space)));
+            continue;
+        }
+        /* low precision: every elementwise result is a bf16/fp16 tensor in torch */
+        fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, ex_round(m, ex_ew_expr(m, n, space)));
+        if (plan_uses_outside(m->p, n->id) || gr->gemm_out == n->id)
+            fprintf(f, "%sb%d[i * C + j] = v%d;\n", ind, n->id, n->id);
+    }
+}
+
+/* torchvision: ToTensor divides by 255, Normalize subtracts and divides */
+char *ex_normalize(const Program *prog, const char *pixel)
+{
+    return util_fmt("((float)%s / 255.0f - %s) / %s", pixel, util_cfloat(prog->train.norm_mean),
+                    util_cfloat(prog->train.norm_std));
+}
+
+/* the label of batch row i */
+char *ex_label(const char *i) { return util_fmt("e->lab[e->idx[%s]]", i); }
 
 static const char *const prec_names[] = {"RT_PREC_FP32", "RT_PREC_BF16", "RT_PREC_FP16"};
 
@@ -167,69 +260,87 @@ int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi)
  * Python). The opt slab holds the state slot by slot, each with the
  * parameters' offsets: momentum for SGD; exp_avg, then exp_avg_sq for
  * Adam. */
-void ex_opt_prelude(FILE *f, const TrainCfg *t, int64_t param_floats)
+void ex_opt_prelude(FILE *f, const Graph *g, int64_t param_floats)
 {
+    const OptHyper *o = &g->opt;
     fprintf(f, "    float *const w = e->param, *const g = e->grad;\n");
     fprintf(f, "    const float lr = e->lr;\n");
-    if (t->precision == RT_PREC_FP16) {
+    if (g->prec == RT_PREC_FP16) {
         /* a skipped step (GradScaler found inf/NaN): no update at all */
         fprintf(f, "    if (e->found_inf)\n        return;\n");
         /* GradScaler.unscale_: the gradients were scaled by S */
         fprintf(f, "    const float inv_scale = 1.0f / e->scale;\n");
     }
-    if (t->optimizer == OPT_SGD) {
-        if (t->momentum != 0.0)
-            fprintf(f, "    float *const mb = e->opt;\n    const int first = e->step == 0;\n");
+    switch (g->opt_op) {
+    case OP_SGD:
         return;
+    case OP_SGD_MOMENTUM:
+        fprintf(f, "    float *const mb = e->opt;\n    const int first = e->step == 0;\n");
+        return;
+    case OP_ADAM:
+    case OP_ADAMW:
+        fprintf(f, "    float *const m1 = e->opt, *const m2 = e->opt + %lld;\n", (long long)param_floats);
+        fprintf(f, "    const double tstep = (double)e->step + 1.0;\n");
+        fprintf(f, "    const float sc = (float)((double)lr / (1.0 - pow(%.17g, tstep)));\n", o->beta1);
+        fprintf(f, "    const float bc2s = (float)sqrt(1.0 - pow(%.17g, tstep));\n", o->beta2);
+        return;
+    default:
+        diag_ice("emit: %s is not an optimizer", op_text[g->opt_op]);
     }
-    fprintf(f, "    float *const m1 = e->opt, *const m2 = e->opt + %lld;\n", (long long)param_floats);
-    fprintf(f, "    const double tstep = (double)e->step + 1.0;\n");
-    fprintf(f, "    const float sc = (float)((double)lr / (1.0 - pow(%.17g, tstep)));\n", t->beta1);
-    fprintf(f, "    const float bc2s = (float)sqrt(1.0 - pow(%.17g, tstep));\n", t->beta2);
 }
 
 /* Floats of optimizer state per parameter float. */
-int ex_opt_slots(const TrainCfg *t)
+int ex_opt_slots(Op op)
 {
-    return t->optimizer != OPT_SGD ? 2 : t->momentum != 0.0 ? 1 : 0;
+    return op == OP_ADAM || op == OP_ADAMW ? 2 : op == OP_SGD_MOMENTUM ? 1 : 0;
 }
 
-/* torch.optim.Adam (weight decay added to the gradient) or AdamW
- * (decoupled: the weight shrinks by lr * wd first) at slab index k:
- * exp_avg and exp_avg_sq, then p -= step_size * m / (sqrt(v) / sqrt(bc2)
- * + eps). Closes the loop. */
-static void adam_body(FILE *f, const TrainCfg *t)
+/* The bodies below are torch.optim's updates at slab index k, each closing
+ * the loop. d is the gradient (unscaled under fp16). */
+static void opt_grad(FILE *f, const Graph *g)
 {
-    fprintf(f, "        float d = %s;\n", t->precision == RT_PREC_FP16 ? "g[k] * inv_scale" : "g[k]");
-    if (t->weight_decay != 0.0 && t->optimizer == OPT_ADAMW)
-        fprintf(f, "        w[k] *= 1.0f - lr * %s;\n", util_cfloat(t->weight_decay));
-    else if (t->weight_decay != 0.0)
-        fprintf(f, "        d += %s * w[k];\n", util_cfloat(t->weight_decay));
-    fprintf(f, "        m1[k] = m1[k] * %s + d * %s;\n", util_cfloat(t->beta1), util_cfloat(1.0 - t->beta1));
-    fprintf(f, "        m2[k] = m2[k] * %s + d * d * %s;\n", util_cfloat(t->beta2), util_cfloat(1.0 - t->beta2));
-    fprintf(f, "        w[k] -= sc * (m1[k] / (sqrtf(m2[k]) / bc2s + %s));\n    }\n", util_cfloat(t->eps));
+    fprintf(f, "        float d = %s;\n", g->prec == RT_PREC_FP16 ? "g[k] * inv_scale" : "g[k]");
 }
 
-/* The body of an SGD loop over slab index k, as torch.optim.SGD: weight
- * decay, then momentum (the buffer is the gradient itself on the first
- * step), then the nesterov look-ahead; p -= lr * d. Closes the loop.
- * Adam and AdamW have their own. */
-void ex_opt_body(FILE *f, const TrainCfg *t)
+/* torch.optim.SGD: weight decay, then momentum (the buffer is the gradient
+ * itself on the first step), then the nesterov look-ahead; p -= lr * d. */
+static void sgd_body(FILE *f, const Graph *g)
 {
-    if (t->optimizer != OPT_SGD) {
-        adam_body(f, t);
-        return;
-    }
-    fprintf(f, "        float d = %s;\n", t->precision == RT_PREC_FP16 ? "g[k] * inv_scale" : "g[k]");
-    if (t->weight_decay != 0.0)
-        fprintf(f, "        d += %s * w[k];\n", util_cfloat(t->weight_decay));
-    if (t->momentum != 0.0) {
-        fprintf(f, "        mb[k] = first ? d : %s * mb[k] + %s * d;\n", util_cfloat(t->momentum),
-                util_cfloat(1.0 - t->dampening));
-        if (t->nesterov)
-            fprintf(f, "        d += %s * mb[k];\n", util_cfloat(t->momentum));
+    const OptHyper *o = &g->opt;
+    opt_grad(f, g);
+    if (o->weight_decay != 0.0)
+        fprintf(f, "        d += %s * w[k];\n", util_cfloat(o->weight_decay));
+    if (g->opt_op == OP_SGD_MOMENTUM) {
+        fprintf(f, "        mb[k] = first ? d : %s * mb[k] + %s * d;\n", util_cfloat(o->momentum),
+                util_cfloat(1.0 - o->dampening));
+        if (o->nesterov)
+            fprintf(f, "        d += %s * mb[k];\n", util_cfloat(o->momentum));
         else
             fprintf(f, "        d = mb[k];\n");
     }
     fprintf(f, "        w[k] -= lr * d;\n    }\n");
+}
+
+/* torch.optim.Adam (weight decay added to the gradient) or AdamW
+ * (decoupled: the weight shrinks by lr * wd first): exp_avg and
+ * exp_avg_sq, then p -= step_size * m / (sqrt(v) / sqrt(bc2) + eps). */
+static void adam_body(FILE *f, const Graph *g)
+{
+    const OptHyper *o = &g->opt;
+    opt_grad(f, g);
+    if (o->weight_decay != 0.0 && g->opt_op == OP_ADAMW)
+        fprintf(f, "        w[k] *= 1.0f - lr * %s;\n", util_cfloat(o->weight_decay));
+    else if (o->weight_decay != 0.0)
+        fprintf(f, "        d += %s * w[k];\n", util_cfloat(o->weight_decay));
+    fprintf(f, "        m1[k] = m1[k] * %s + d * %s;\n", util_cfloat(o->beta1), util_cfloat(1.0 - o->beta1));
+    fprintf(f, "        m2[k] = m2[k] * %s + d * d * %s;\n", util_cfloat(o->beta2), util_cfloat(1.0 - o->beta2));
+    fprintf(f, "        w[k] -= sc * (m1[k] / (sqrtf(m2[k]) / bc2s + %s));\n    }\n", util_cfloat(o->eps));
+}
+
+void ex_opt_body(FILE *f, const Graph *g)
+{
+    if (g->opt_op == OP_ADAM || g->opt_op == OP_ADAMW)
+        adam_body(f, g);
+    else
+        sgd_body(f, g);
 }

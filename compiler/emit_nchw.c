@@ -245,7 +245,7 @@ static void running_in_pass(const Emit *m, const Node *st, const char *ind)
     if (r < 0)
         return;
     const Node *rn = ex_node(m, r);
-    fprintf(m->f, "%s{\n%s    const int64_t MR = M%s;\n", ind, ind, rn->sync ? " * e->world" : "");
+    fprintf(m->f, "%s{\n%s    const int64_t MR = M%s;\n", ind, ind, rn->bn.sync ? " * e->world" : "");
     fprintf(m->f, "%s    const float unbias = MR > 1 ? (float)MR / (float)(MR - 1) : 1.0f;\n", ind);
     running_update(m->f, m->p, rn, util_fmt("%s    ", ind));
     fprintf(m->f, "%s    if (c == 0)\n%s        b%d[0] += 1.0f;\n%s    (void)b%d;\n%s}\n", ind, ind,
@@ -255,6 +255,32 @@ static void running_in_pass(const Emit *m, const Node *st, const char *ind)
 /* Channel c's mean and variance from sums over all ranks (bn_gstats), or
  * the running ones in the eval plan; Mg: the count on all ranks. */
 #define MG "(double)(M * e->world)"
+
+/* ---- batch norm's formulas, one text for both targets --------------------
+ * The passes around them are the target's: a thread per channel summing in
+ * double (C), or a block per channel with float block sums (CUDA). */
+
+/* the statistics of channel c: mean, and invstd = 1/sqrt(var + eps), as PyTorch */
+static char *bn_stats_decl(int st, double eps)
+{
+    return util_fmt("const float mean = b%d[c], invstd = 1.0f / sqrtf(b%d[C + c] + %s);", st, st, util_cfloat(eps));
+}
+
+/* xhat of element e of x */
+static char *bn_xhat(int x) { return util_fmt("(b%d[e] - mean) * invstd", x); }
+
+/* a sum over all ranks (of c's row `row` of s) divided by their count */
+static char *bn_global_mean(int s, const char *row) { return util_fmt("(float)((double)b%d[%sc] / " MG ")", s, row); }
+
+/* the means of dy and dy * xhat over all ranks, from their sums (bn_gdx) */
+static char *bn_global_dmeans(int sums)
+{
+    return util_fmt("const float mdy = %s, mdyx = %s;", bn_global_mean(sums, ""), bn_global_mean(sums, "C + "));
+}
+
+/* dx = w invstd (dy - mean(dy) - xhat mean(dy xhat)), mdy and mdyx in scope */
+static char *bn_scale_decl(int w) { return util_fmt("const float scale = b%d[c] * invstd;", w); }
+static char *bn_dx(int dy, int x) { return util_fmt("scale * (b%d[e] - mdy - %s * mdyx)", dy, bn_xhat(x)); }
 
 static void c_chan(const Emit *m, const Node *n)
 {
@@ -278,9 +304,8 @@ static void c_chan(const Emit *m, const Node *n)
         fprintf(f, "        (void)b%d, (void)b%d;    /* the eval plan's */\n", plan_source(p, n->in[1]),
                 plan_source(p, n->in[2]));
         if (n->op == OP_BN_GSTATS) {    /* the passes ran before, their sums summed over the ranks */
-            fprintf(f, "        (void)b%d;\n        b%d[c] = (float)((double)b%d[c] / " MG ");\n", a, n->id,
-                    plan_source(p, n->in[3]));
-            fprintf(f, "        b%d[C + c] = (float)((double)b%d[c] / " MG ");\n", n->id, plan_source(p, n->in[4]));
+            fprintf(f, "        (void)b%d;\n        b%d[c] = %s;\n", a, n->id, bn_global_mean(plan_source(p, n->in[3]), ""));
+            fprintf(f, "        b%d[C + c] = %s;\n", n->id, bn_global_mean(plan_source(p, n->in[4]), ""));
             running_in_pass(m, n, "        ");
             break;
         }
@@ -298,12 +323,11 @@ static void c_chan(const Emit *m, const Node *n)
         break;
     case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: case OP_BN_GDX: {
         int st = plan_source(p, n->in[2]);
-        fprintf(f, "        const float mean = b%d[c], invstd = 1.0f / sqrtf(b%d[C + c] + %s);\n", st, st,
-                util_cfloat(n->eps));
+        fprintf(f, "        %s\n", bn_stats_decl(st, n->bn.eps));
         if (n->op != OP_BN_GDX) {
             fprintf(f, "        double sdy = 0.0, sdyx = 0.0;\n");
             fprintf(f, "        " FOR_CHAN " {\n            sdy += b%d[e];\n", a);
-            fprintf(f, "            sdyx += (double)b%d[e] * (double)((b%d[e] - mean) * invstd);\n        }\n", a, xb);
+            fprintf(f, "            sdyx += (double)b%d[e] * (double)(%s);\n        }\n", a, bn_xhat(xb));
             /* the weight and bias gradients are these sums (fused) */
             int dw = chan_extra(m, OP_BN_DW, n->in[0]), db = chan_extra(m, OP_SUM_CHAN, n->in[0]);
             if (dw >= 0)
@@ -323,20 +347,18 @@ static void c_chan(const Emit *m, const Node *n)
          * this batch, or over all ranks' batches (bn_gdx) */
         if (n->op == OP_BN_GDX) {
             int sums = plan_source(p, n->in[4]);
-            fprintf(f, "        const float mdy = (float)((double)b%d[c] / " MG "), mdyx = (float)((double)b%d[C + c] / " MG ");\n",
-                    sums, sums);
+            fprintf(f, "        %s\n", bn_global_dmeans(sums));
         } else {
             fprintf(f, "        const float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);\n");
         }
-        fprintf(f, "        const float scale = b%d[c] * invstd;\n", plan_source(p, n->in[3]));
+        fprintf(f, "        %s\n", bn_scale_decl(plan_source(p, n->in[3])));
         int so = chan_extra(m, OP_SUM_CHAN, n->id);     /* the sum of dx (fused) */
         if (so < 0) {
-            fprintf(f, "        " FOR_CHAN " b%d[e] = scale * (b%d[e] - mdy - (b%d[e] - mean) * invstd * mdyx);\n",
-                    n->id, a, xb);
+            fprintf(f, "        " FOR_CHAN " b%d[e] = %s;\n", n->id, bn_dx(a, xb));
             break;
         }
         fprintf(f, "        double so = 0.0;\n        " FOR_CHAN " {\n");
-        fprintf(f, "            const float v = scale * (b%d[e] - mdy - (b%d[e] - mean) * invstd * mdyx);\n", a, xb);
+        fprintf(f, "            const float v = %s;\n", bn_dx(a, xb));
         fprintf(f, "            b%d[e] = v;\n            so += v;\n        }\n        b%d[c] = (float)so;\n", n->id, so);
         break;
     }
@@ -351,7 +373,7 @@ static void c_chan(const Emit *m, const Node *n)
 static void running_update(FILE *f, const Plan *p, const Node *n, const char *ind)
 {
     int rm = plan_source(p, n->in[0]), rv = plan_source(p, n->in[1]), st = plan_source(p, n->in[3]);
-    const char *mom = util_cfloat(n->momentum), *keep = util_cfloat(1.0 - n->momentum);
+    const char *mom = util_cfloat(n->bn.momentum), *keep = util_cfloat(1.0 - n->bn.momentum);
     fprintf(f, "%sb%d[c] = %s * b%d[c] + %s * b%d[c];\n", ind, rm, mom, st, keep, rm);
     fprintf(f, "%sb%d[c] = %s * (b%d[C + c] * unbias) + %s * b%d[c];\n", ind, rv, mom, st, keep, rv);
 }
@@ -371,7 +393,7 @@ static int64_t running_hw(const Emit *m, const Node *n)
 static void running_count(const Emit *m, const Node *n)
 {
     fprintf(m->f, "    const int64_t C = %lld, M = n * (int64_t)%lld%s;\n", (long long)running_channels(m, n),
-            (long long)running_hw(m, n), n->sync ? " * e->world" : "");
+            (long long)running_hw(m, n), n->bn.sync ? " * e->world" : "");
 }
 
 static void c_state(const Emit *m, const Node *n)
@@ -515,7 +537,7 @@ static void cu_grid_stride(FILE *f, const char *total)
 }
 
 /* Batch-shaped grid over `per_sample` elements of each sample. */
-static void cu_batch_grid(CudaLaunch *L, int64_t per_sample)
+static void cu_batch_grid(rt_cuda_launch *L, int64_t per_sample)
 {
     L->gmul[0] = per_sample;
     L->gdiv[0] = THREADS;
@@ -533,7 +555,7 @@ static void cu_block_sum(FILE *f, const char *name, const char *var, const char 
     fprintf(f, "    const float %s = red_%s[0];\n    __syncthreads();\n", out, name);
 }
 
-static void cu_conv(const Emit *m, const Node *n, CudaLaunch *L)
+static void cu_conv(const Emit *m, const Node *n, rt_cuda_launch *L)
 {
     FILE *f = m->f;
     ConvGeo c = conv_geo(m, n);
@@ -595,7 +617,7 @@ static void cu_conv(const Emit *m, const Node *n, CudaLaunch *L)
 
 #define CU_FOR_CHAN "for (int64_t t = threadIdx.x; t < M; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t %% HW;"
 
-static void cu_chan(const Emit *m, const Node *n, CudaLaunch *L)
+static void cu_chan(const Emit *m, const Node *n, rt_cuda_launch *L)
 {
     FILE *f = m->f;
     const Plan *p = m->p;
@@ -613,9 +635,8 @@ static void cu_chan(const Emit *m, const Node *n, CudaLaunch *L)
     }
     if (n->op == OP_BN_GSTATS) {    /* the passes ran before, their sums summed over the ranks */
         fprintf(f, "    (void)b%d, (void)b%d, (void)b%d;\n", a, plan_source(p, n->in[1]), plan_source(p, n->in[2]));
-        fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = (float)((double)b%d[c] / " MG ");\n", n->id,
-                plan_source(p, n->in[3]));
-        fprintf(f, "        b%d[C + c] = (float)((double)b%d[c] / " MG ");\n", n->id, plan_source(p, n->in[4]));
+        fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = %s;\n", n->id, bn_global_mean(plan_source(p, n->in[3]), ""));
+        fprintf(f, "        b%d[C + c] = %s;\n", n->id, bn_global_mean(plan_source(p, n->in[4]), ""));
         running_in_pass(m, n, "        ");
         fprintf(f, "    }\n");
         return;
@@ -644,20 +665,19 @@ static void cu_chan(const Emit *m, const Node *n, CudaLaunch *L)
         fprintf(f, "    }\n");
         break;
     case OP_BN_SQDEV:   /* this rank's second pass, about the mean of all ranks */
-        fprintf(f, "    const float mean = (float)((double)b%d[c] / " MG ");\n", xb);
+        fprintf(f, "    const float mean = %s;\n", bn_global_mean(xb, ""));
         fprintf(f, "    " CU_FOR_CHAN " const float d = b%d[e] - mean; pa += d * d; }\n", a);
         cu_block_sum(f, "a", "pa", "q");
         fprintf(f, "    if (threadIdx.x == 0)\n        b%d[c] = q;\n", n->id);
         break;
     case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: case OP_BN_GDX: {
         int st = plan_source(p, n->in[2]);
-        fprintf(f, "    const float mean = b%d[c], invstd = 1.0f / sqrtf(b%d[C + c] + %s);\n", st, st, util_cfloat(n->eps));
+        fprintf(f, "    %s\n", bn_stats_decl(st, n->bn.eps));
         if (n->op == OP_BN_GDX) {
             int sums = plan_source(p, n->in[4]);
-            fprintf(f, "    const float mdy = (float)((double)b%d[c] / " MG "), mdyx = (float)((double)b%d[C + c] / " MG ");\n",
-                    sums, sums);
+            fprintf(f, "    %s\n", bn_global_dmeans(sums));
         } else {
-            fprintf(f, "    " CU_FOR_CHAN " pa += b%d[e]; pb += b%d[e] * ((b%d[e] - mean) * invstd); }\n", a, a, xb);
+            fprintf(f, "    " CU_FOR_CHAN " pa += b%d[e]; pb += b%d[e] * (%s); }\n", a, a, bn_xhat(xb));
             cu_block_sum(f, "a", "pa", "sdy");
             cu_block_sum(f, "b", "pb", "sdyx");
             /* the weight and bias gradients are these sums (fused) */
@@ -677,17 +697,16 @@ static void cu_chan(const Emit *m, const Node *n, CudaLaunch *L)
         }
         if (n->op == OP_BN_DX)
             fprintf(f, "    const float mdy = sdy / (float)M, mdyx = sdyx / (float)M;\n");
-        fprintf(f, "    const float scale = b%d[c] * invstd;\n", plan_source(p, n->in[3]));
+        fprintf(f, "    %s\n", bn_scale_decl(plan_source(p, n->in[3])));
         int so = chan_extra(m, OP_SUM_CHAN, n->id);     /* the sum of dx (fused) */
         if (so < 0) {
-            fprintf(f, "    " CU_FOR_CHAN " b%d[e] = scale * (b%d[e] - mdy - (b%d[e] - mean) * invstd * mdyx); }\n",
-                    n->id, a, xb);
+            fprintf(f, "    " CU_FOR_CHAN " b%d[e] = %s; }\n", n->id, bn_dx(a, xb));
             break;
         }
         if (n->op == OP_BN_GDX)     /* no sums of its own before: the block-sum scratch */
             fprintf(f, "    __shared__ float red_a[%d];\n", THREADS);
         fprintf(f, "    float po = 0.0f;\n    " CU_FOR_CHAN "\n");
-        fprintf(f, "        const float v = scale * (b%d[e] - mdy - (b%d[e] - mean) * invstd * mdyx);\n", a, xb);
+        fprintf(f, "        const float v = %s;\n", bn_dx(a, xb));
         fprintf(f, "        b%d[e] = v;\n        po += v;\n    }\n", n->id);
         cu_block_sum(f, "a", "po", "so");
         fprintf(f, "    if (threadIdx.x == 0)\n        b%d[c] = so;\n", so);
@@ -698,7 +717,7 @@ static void cu_chan(const Emit *m, const Node *n, CudaLaunch *L)
     }
 }
 
-static void cu_state(const Emit *m, const Node *n, CudaLaunch *L)
+static void cu_state(const Emit *m, const Node *n, rt_cuda_launch *L)
 {
     FILE *f = m->f;
     running_count(m, n);
@@ -710,7 +729,7 @@ static void cu_state(const Emit *m, const Node *n, CudaLaunch *L)
     L->gfix[0] = 1;
 }
 
-static void cu_pool(const Emit *m, const Node *n, CudaLaunch *L)
+static void cu_pool(const Emit *m, const Node *n, rt_cuda_launch *L)
 {
     FILE *f = m->f;
     const Shape *x, *y;
@@ -729,7 +748,7 @@ static void cu_pool(const Emit *m, const Node *n, CudaLaunch *L)
     cu_batch_grid(L, ir_row_elems(grad ? x : y));
 }
 
-void emit_nchw_cuda(const Emit *m, CudaLaunch *L)
+void emit_nchw_cuda(const Emit *m, rt_cuda_launch *L)
 {
     const Node *n = ex_node(m, m->gr->anchor);
     switch (m->gr->kind) {

@@ -42,7 +42,7 @@ static char *c_string(const char *s)
  * text: the whole CUDA source; launch[plan][k]: geometry per kernel. */
 typedef struct CudaProgram {
     char *text;
-    CudaLaunch *launch[2];
+    rt_cuda_launch *launch[2];
     char **kernel[2];       /* each kernel's own text, for --emit cuda */
 } CudaProgram;
 
@@ -57,7 +57,7 @@ static CudaProgram cuda_program(const Program *prog, const Plan *const plans[2])
     fputs(emit_cuda_prelude(), f);
     for (int pl = 0; pl < 2; pl++) {
         const Plan *p = plans[pl];
-        cp.launch[pl] = util_alloc(sizeof(CudaLaunch) * (size_t)(p->ngroups + 1));
+        cp.launch[pl] = util_alloc(sizeof(rt_cuda_launch) * (size_t)(p->ngroups + 1));
         cp.kernel[pl] = util_alloc(sizeof(char *) * (size_t)(p->ngroups + 1));
         for (int i = 0; i < p->ngroups; i++) {
             cp.kernel[pl][i] = emit_cuda_kernel(p, i, prog, &cp.launch[pl][i]);
@@ -120,7 +120,7 @@ static void emit_buckets(FILE *f, const Plan *train)
     fprintf(f, "};\n");
 }
 
-static void emit_plan_table(FILE *f, const Plan *p, const char *var, const CudaLaunch *cu)
+static void emit_plan_table(FILE *f, const Plan *p, const char *var, const rt_cuda_launch *cu)
 {
     fprintf(f, "\nstatic const rt_kernel %s_kernels[] = {\n", var);
     for (int i = 0; i < p->ngroups; i++)
@@ -128,7 +128,7 @@ static void emit_plan_table(FILE *f, const Plan *p, const char *var, const CudaL
     fprintf(f, "};\n");
     fprintf(f, "\nstatic const rt_cuda_launch %s_cuda[] = {\n", var);
     for (int i = 0; i < p->ngroups; i++) {
-        const CudaLaunch *l = &cu[i];
+        const rt_cuda_launch *l = &cu[i];
         fprintf(f, "    {\"%s\", {%u, %u, %u}, {%u, %u, %u}, {%lld, %lld, %lld}, {%lld, %lld, %lld}, %lld, %lld},\n",
                 l->name, l->block[0], l->block[1], l->block[2], l->gfix[0], l->gfix[1], l->gfix[2],
                 (long long)l->gmul[0], (long long)l->gmul[1], (long long)l->gmul[2], (long long)l->gdiv[0],
@@ -192,7 +192,7 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
             c_string(src_path));
     fprintf(f, "    .params = params,\n    .nparam = %d,\n    .param_floats = %lld,\n", g->nparam,
             (long long)train->param_floats);
-    fprintf(f, "    .opt_floats = %lld,\n", (long long)(ex_opt_slots(t) * train->param_floats));
+    fprintf(f, "    .opt_floats = %lld,\n", (long long)(ex_opt_slots(prog->g->opt_op) * train->param_floats));
     emit_plan_init(f, train, "train", g);
     emit_plan_init(f, eval, "eval", g);
     fprintf(f, "    .in_c = %d, .in_h = %d, .in_w = %d, .nclass = %d,\n", prog->in_c, prog->in_h, prog->in_w,
@@ -207,8 +207,10 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "    .seed = %lluull,\n", (unsigned long long)t->seed);
     fprintf(f, "    .cuda_src = cuda_src,\n    .buckets = buckets,\n    .nbuckets = %d,\n", g->nbuckets);
     fprintf(f, "    .bucket_mb = %.17g,\n    .param_flags = param_flags,\n", t->bucket_mb);
-    static const char *const state[] = {"momentum_buffer", "exp_avg,exp_avg_sq", "exp_avg,exp_avg_sq"};
-    fprintf(f, "    .opt_state = %s,\n", ex_opt_slots(t) ? c_string(state[t->optimizer]) : "NULL");
+    /* the state's names in checkpoints, PyTorch's */
+    Op op = prog->g->opt_op;
+    fprintf(f, "    .opt_state = %s,\n", op == OP_SGD_MOMENTUM ? c_string("momentum_buffer")
+                                          : ex_opt_slots(op) ? c_string("exp_avg,exp_avg_sq") : "NULL");
     fprintf(f, "    .sched = %d, .sched_a = %.17g, .sched_b = %.17g,\n", t->sched,
             t->sched == RT_SCHED_STEP ? t->step_size : t->t_max, t->sched == RT_SCHED_STEP ? t->gamma : t->eta_min);
     fprintf(f, "    .precision = %d, .init_scale = %.9g, .growth_factor = %.9g, .backoff_factor = %.9g,\n"
@@ -362,7 +364,7 @@ static int write_cuda_dir(const char *dir, const Plan *const plans[2], const Cud
         diag_ice("open_memstream failed");
     for (int pl = 0; pl < 2; pl++)
         for (int i = 0; i < plans[pl]->ngroups; i++) {
-            const CudaLaunch *l = &cp->launch[pl][i];
+            const rt_cuda_launch *l = &cp->launch[pl][i];
             if (write_file(util_fmt("%s/%s.cu", dir, l->name), util_fmt("%s%s", emit_cuda_prelude(), cp->kernel[pl][i])))
                 return -1;
             fprintf(f, "%s %s %u %u %u %u %u %u %lld %lld %lld %lld %lld %lld\n", plans[pl]->name, l->name, l->block[0],

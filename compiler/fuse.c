@@ -89,7 +89,7 @@ static int inputs_ready(const Fuser *f, int c, int grp)
 /* c iterates over the same elements as x (no broadcast of the result). */
 static int same_space(const Fuser *f, int c, int x)
 {
-    return op_kind[node(f, c)->op] == K_EW && !plan_is_view(f->p, c)
+    return (op_fuse[node(f, c)->op] & F_EPI) && !plan_is_view(f->p, c)
         && ir_same_shape(&node(f, c)->shape, &node(f, x)->shape);
 }
 
@@ -142,7 +142,7 @@ static int conv_bias_epilogue(const Fuser *f, int conv, int grp)
     if (node(f, conv)->op != OP_CONV2D || !single_consumer(f, conv))
         return 0;
     int c = consumer_of(f, conv);
-    return c >= 0 && f->p->group_of[c] < 0 && node(f, c)->op == OP_BIAS_ADD && node(f, c)->in[0] == conv
+    return c >= 0 && f->p->group_of[c] < 0 && (op_fuse[node(f, c)->op] & F_CONV_EPI) && node(f, c)->in[0] == conv
         && inputs_ready(f, c, grp);
 }
 
@@ -290,8 +290,7 @@ static void name_groups(Plan *p)
                 continue;
             }
             if (last != OP_COUNT && k < sizeof buf) {
-                k += (size_t)snprintf(buf + k, sizeof buf - k, "_%s",
-                                      last == OP_SGD && p->g->opt_name ? p->g->opt_name : op_text[last]);
+                k += (size_t)snprintf(buf + k, sizeof buf - k, "_%s", op_text[last]);
                 if (reps > 1 && k < sizeof buf)
                     k += (size_t)snprintf(buf + k, sizeof buf - k, "_x%d", reps);
             }

@@ -9,22 +9,61 @@
 
 #include "cddpc.h"
 
+/* ops.def's columns, one table each */
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) text,
 const char *const op_text[OP_COUNT] = {
-#define X(name, arity, kind, text) text,
 #include "ops.def"
-#undef X
 };
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) arity,
 const int op_arity[OP_COUNT] = {
-#define X(name, arity, kind, text) arity,
 #include "ops.def"
-#undef X
 };
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) kind,
 const OpKind op_kind[OP_COUNT] = {
-#define X(name, arity, kind, text) kind,
+#include "ops.def"
+};
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) formula,
+const char *const op_formula[OP_COUNT] = {
+#include "ops.def"
+};
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) fuse,
+const int op_fuse[OP_COUNT] = {
+#include "ops.def"
+};
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) flops,
+const double op_flops[OP_COUNT] = {
+#include "ops.def"
+};
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) rd,
+const double op_rd[OP_COUNT] = {
+#include "ops.def"
+};
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) wr,
+const double op_wr[OP_COUNT] = {
+#include "ops.def"
+};
+#undef X
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval) eval,
+const OpEval op_eval[OP_COUNT] = {
+#include "ops.def"
+};
+#undef X
+
+/* Each row within what a Node can hold: a new op with more inputs than
+ * MAX_IN, or a negative arity, stops the build here. */
+#define X(name, arity, kind, text, formula, fuse, flops, rd, wr, ad, eval)                                 \
+    _Static_assert((arity) >= 0 && (arity) <= MAX_IN, "ops.def: " #name "'s arity is outside 0..MAX_IN"); \
+    _Static_assert(!((fuse) & F_EPI) || (kind) == K_EW, "ops.def: " #name ": only elementwise ops are epilogues"); \
+    _Static_assert((eval) != EV_VIEW || (arity) == 1, "ops.def: " #name ": an eval-plan view has one input");
 #include "ops.def"
 #undef X
-};
-_Static_assert(sizeof op_text / sizeof op_text[0] == OP_COUNT, "ops.def and op tables disagree");
 
 Graph *ir_new(void)
 {
@@ -91,10 +130,10 @@ void ir_effect(Graph *g, int id)
 int ir_dropout(Graph *g, int x, double p, Loc loc)
 {
     int id = ir_add(g, OP_DROPOUT, 1, &x, g->n[x]->shape, DT_F32, loc);
-    g->n[id]->drop_p = p;
+    g->n[id]->drop.p = p;
     /* the ordinal, not the node id: adding a layer elsewhere does not
      * change the masks of the dropouts, and tests can predict the key */
-    g->n[id]->drop_key = g->ndropout++;
+    g->n[id]->drop.key = g->ndropout++;
     return id;
 }
 
@@ -181,11 +220,11 @@ void ir_dump(FILE *f, const Graph *g)
         }
         if (n->op == OP_BN_STATS || n->op == OP_BN_GSTATS || n->op == OP_BN_APPLY || n->op == OP_BN_DX
             || n->op == OP_BN_DPART || n->op == OP_BN_GDX)
-            fprintf(f, " eps=%g", n->eps);
+            fprintf(f, " eps=%g", n->bn.eps);
         if (n->op == OP_BN_RUNNING)
-            fprintf(f, " momentum=%g%s", n->momentum, n->sync ? " sync" : "");
+            fprintf(f, " momentum=%g%s", n->bn.momentum, n->bn.sync ? " sync" : "");
         if (n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD)
-            fprintf(f, " p=%g key=%d", n->drop_p, n->drop_key);
+            fprintf(f, " p=%g key=%d", n->drop.p, n->drop.key);
         if (n->op == OP_PARAM && n->buffer)
             fprintf(f, " buffer%s", n->i64 ? " i64" : "");
         fprintf(f, " : %s%s %s", n->dt == DT_I32 ? "i32" : "f32", ir_shape_str(&n->shape), phase_text[n->phase]);
@@ -334,15 +373,15 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
         return check(g, n, after, (x->rank == 2 || is_nchw(x)) && b->rank == 1 && b->d[0] == x->d[1]
                      && ir_same_shape(x, s), "bias_add needs x[M, N] and b[N], or x[N, C, H, W] and b[C]");
     }
-    case OP_ADD: case OP_RELU_GRAD:
+    case OP_ADD: case OP_RELU_GRAD: case OP_TANH_GRAD:
         return check(g, n, after, ir_same_shape(in_shape(g, n, 0), s) && ir_same_shape(in_shape(g, n, 1), s),
                      "operands and result must have one shape");
-    case OP_RELU:
-        return check(g, n, after, ir_same_shape(in_shape(g, n, 0), s), "relu keeps its shape");
+    case OP_RELU: case OP_TANH:
+        return check(g, n, after, ir_same_shape(in_shape(g, n, 0), s), "an activation keeps its shape");
     case OP_DROPOUT: case OP_DROPOUT_GRAD:
         /* batched: the mask is indexed by the element's place in the batch tensor */
         return check(g, n, after, ir_same_shape(in_shape(g, n, 0), s) && ir_batched(s) && n->dt == DT_F32
-                     && n->drop_p > 0 && n->drop_p < 1 && n->drop_key >= 0,
+                     && n->drop.p > 0 && n->drop.p < 1 && n->drop.key >= 0,
                      "dropout keeps its batched f32 shape, 0 < p < 1");
     case OP_SUM_ROWS: {
         const Shape *x = in_shape(g, n, 0);
@@ -360,7 +399,7 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
     }
     case OP_SUM_ALL:
         return check(g, n, after, s->rank == 0, "sum_all gives a scalar");
-    case OP_SGD:
+    case OP_SGD: case OP_SGD_MOMENTUM: case OP_ADAM: case OP_ADAMW:
         return check(g, n, after, g->n[n->in[0]]->op == OP_PARAM && ir_same_shape(in_shape(g, n, 0), in_shape(g, n, 1))
                      && ir_same_shape(in_shape(g, n, 0), s), "sgd updates a param with a gradient of its shape");
     case OP_CONV2D: case OP_CONV2D_DX: case OP_CONV2D_DW: case OP_SUM_CHAN: case OP_BN_STATS: case OP_BN_APPLY:

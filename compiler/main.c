@@ -136,6 +136,13 @@ static void verify(const Graph *g, const char *after)
         diag_ice("IR verification failed after %s", after);
 }
 
+static void verify_plans(const Plan *train, const Plan *eval, const char *after,
+                         int (*check)(const Plan *, const char *))
+{
+    if (check(train, after) + check(eval, after))
+        diag_ice("plan verification failed after %s", after);
+}
+
 static char *read_model(const char *path)
 {
     struct stat st;
@@ -230,6 +237,7 @@ int main(int argc, char **argv)
     fuse_plan(train, o.fusion);
     fuse_plan(eval, o.fusion);
     verify(g, "fuse");
+    verify_plans(train, eval, "fuse", plan_verify_groups);
     if (dumping(&o, "fuse")) {
         plan_dump_groups(stdout, train);
         plan_dump_groups(stdout, eval);
@@ -238,6 +246,7 @@ int main(int argc, char **argv)
     mem_plan(train);
     mem_plan(eval);
     verify(g, "memplan");
+    verify_plans(train, eval, "memplan", plan_verify_memory);
     if (dumping(&o, "memplan")) {
         mem_dump(stdout, train);
         mem_dump(stdout, eval);

@@ -112,7 +112,7 @@ void mem_plan(Plan *p)
         Buf *b = &p->buf[id];
         if (n->op == OP_PARAM) {
             *b = (Buf){B_PARAM, p->param_off[n->param], ir_numel(&n->shape, 1)};
-        } else if (n->op == OP_SGD || n->op == OP_BN_RUNNING) {   /* in place */
+        } else if (op_kind[n->op] == K_OPT || op_kind[n->op] == K_STATE) {   /* in place */
             p->buf[id] = p->buf[n->in[0]];
         } else if (n->grad_of >= 0) {
             *b = (Buf){B_GRAD, p->param_off[g->n[n->grad_of]->param], ir_numel(&n->shape, 1)};

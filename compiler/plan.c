@@ -7,7 +7,7 @@
 
 int plan_nin(const Plan *p, const Node *n)
 {
-    return n->op == OP_BN_GSTATS && !p->training ? 3 : n->nin;
+    return op_eval[n->op] == EV_RUNNING && !p->training ? 3 : n->nin;
 }
 
 Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots)
@@ -57,7 +57,7 @@ Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots)
 int plan_is_view(const Plan *p, int node)
 {
     Op op = p->g->n[node]->op;
-    return op_kind[op] == K_VIEW || (op == OP_DROPOUT && !p->training);
+    return op_kind[op] == K_VIEW || (op_eval[op] == EV_VIEW && !p->training);
 }
 
 /* The group a value is really produced in: views belong to their source. */

@@ -20,9 +20,9 @@ static double node_flops(const Graph *g, const Node *n, int64_t b)
         return (double)b * (double)c * (n->op == OP_CORRECT ? 1 : 4);
     }
     case K_RED: return (double)numel(g->n[n->in[0]], b);
-    case K_OPT: return 2.0 * (double)numel(n, b);
+    case K_OPT: return op_flops[n->op] * (double)numel(n, b);
     case K_DATA: return n->op == OP_IMAGES ? 2.0 * (double)numel(n, b) : 0;
-    case K_EW: return (double)numel(n, b);
+    case K_EW: return op_flops[n->op] * (double)numel(n, b);
     case K_CONV: {   /* 2 flops per output element and weight of its group */
         const Node *y = n->op == OP_CONV2D ? n : g->n[n->in[0]];
         const Shape *w = n->op == OP_CONV2D_DW ? &n->shape : &g->n[n->in[1]]->shape;
@@ -47,7 +47,8 @@ static double group_bytes(const Plan *p, const Group *gr, int64_t b)
         if (n->op == OP_LABELS)
             bytes += (double)b;
         if (plan_uses_outside(p, n->id) || gr->gemm_out == n->id)
-            bytes += 4.0 * (double)numel(n, b) * (n->op == OP_SGD ? 3 : 1);
+            bytes += op_kind[n->op] == K_OPT ? (op_rd[n->op] + op_wr[n->op]) * (double)numel(n, b)
+                                             : 4.0 * (double)numel(n, b);
         for (int j = 0; j < plan_nin(p, n); j++) {
             int x = plan_source(p, n->in[j]);
             if (p->group_of[x] == p->group_of[n->id] || seen[x])

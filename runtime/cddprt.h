@@ -27,25 +27,39 @@
 
 #define RT_ABI_VERSION 6
 
-typedef struct rt_exec {
-    int n;                  /* rows in this batch (last batch may be short) */
-    int nmax;               /* rows the act arena was sized for */
-    float *act, *fix, *param, *grad, *opt;
-    double *stat;
-    const uint8_t *img;     /* dataset images, uint8, img_size each */
-    const uint8_t *lab;     /* dataset labels, uint8 */
-    const int32_t *idx;     /* n sample indices of this batch */
-    int64_t img_size;       /* pixels per image */
-    float lr;               /* current learning rate */
-    int64_t step;           /* optimizer steps taken before this one */
-    int nthreads;
-    int rank, world;        /* this process's rank and the number of ranks */
-    uint64_t seed;          /* the run's seed (random streams: dropout) */
-    float scale;            /* fp16 loss scale S: the backward's seed is S x dloss;
-                               the optimizer unscales by 1/S (1 when off; only
-                               fp16 kernels read it) */
-    int found_inf;          /* fp16: this step's gradients overflowed on some
+/* Source text of both targets: RT_STR(x) is x after macro expansion, as a
+ * string literal (one line), for the text the compiler emits and NVRTC
+ * compiles. */
+#define RT_STR_(...) #__VA_ARGS__
+#define RT_STR(...) RT_STR_(__VA_ARGS__)
+
+/* rt_exec's fields, the one definition of its layout: the host struct
+ * below, the CUDA prelude's rt_exec (compiler/emit_cuda.c) and the
+ * runtime's own kernels' copy (rt_cuda_kernels.h) all expand this, each
+ * naming the fixed-width types as its compiler spells them (NVRTC has no
+ * <stdint.h>). rt_cuda.c still checks the device's offsets at start-up. */
+#define RT_EXEC_FIELDS(I32, I64, U64, U8)                                               \
+    int n;                  /* rows in this batch (last batch may be short) */          \
+    int nmax;               /* rows the act arena was sized for */                      \
+    float *act, *fix, *param, *grad, *opt;                                              \
+    double *stat;                                                                       \
+    const U8 *img;          /* dataset images, uint8, img_size each */                  \
+    const U8 *lab;          /* dataset labels, uint8 */                                 \
+    const I32 *idx;         /* n sample indices of this batch */                        \
+    I64 img_size;           /* pixels per image */                                      \
+    float lr;               /* current learning rate */                                 \
+    I64 step;               /* optimizer steps taken before this one */                 \
+    int nthreads;                                                                       \
+    int rank, world;        /* this process's rank and the number of ranks */           \
+    U64 seed;               /* the run's seed (random streams: dropout) */              \
+    float scale;            /* fp16 loss scale S: the backward's seed is S x dloss;     \
+                               the optimizer unscales by 1/S (1 when off; only          \
+                               fp16 kernels read it) */                                 \
+    int found_inf;          /* fp16: this step's gradients overflowed on some           \
                                rank: the optimizer kernels return at once */
+
+typedef struct rt_exec {
+    RT_EXEC_FIELDS(int32_t, int64_t, uint64_t, uint8_t)
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e);
@@ -54,54 +68,68 @@ typedef void (*rt_kernel_fn)(rt_exec *e);
  * `precision bf16|fp16` in the train block: values are held in fp32 but
  * rounded to the low precision where torch.autocast would store them in
  * it (see README "Mixed precision"); both targets round with these
- * helpers (the CUDA prelude has a copy), round to nearest even, as
+ * helpers (RT_ROUND_FNS, the CUDA prelude's too), round to nearest even, as
  * tensor.to(torch.bfloat16 / torch.float16).float(). */
 enum { RT_PREC_FP32 = 0, RT_PREC_BF16 = 1, RT_PREC_FP16 = 2 };
 /* rt_sgemm_prec: round the operands only, not the result */
 #define RT_PREC_KEEP_C 0x100
 
-static inline float rt_round_bf16(float x)
+/* The rounding helpers of both targets, one text: Q qualifies them
+ * (static inline here, __device__ __forceinline__ in the CUDA prelude),
+ * F2U / U2F are the target's bit casts between float and unsigned.
+ * bf16: NaN stays NaN; overflow carries to inf, as torch.
+ * fp16 (IEEE half): 10 mantissa bits, largest finite 65504 (from 65520 on,
+ * round to nearest even gives inf); >= 2^-14 a normal half; below, a
+ * subnormal half q * 2^-24 (value = m * 2^-24 / 2^sh), float subnormals
+ * and values < 2^-25 round to 0. */
+#define RT_ROUND_FNS(Q, F2U, U2F)                                                           \
+    Q float rt_round_bf16(float x)                                                          \
+    {                                                                                       \
+        unsigned u = F2U(x);                                                                \
+        if ((u & 0x7fffffffu) > 0x7f800000u)                                                \
+            return x;                                                                       \
+        u += 0x7fffu + ((u >> 16) & 1u);                                                    \
+        return U2F(u & 0xffff0000u);                                                        \
+    }                                                                                       \
+    Q float rt_round_fp16(float x)                                                          \
+    {                                                                                       \
+        const unsigned u = F2U(x), s = u & 0x80000000u;                                     \
+        unsigned a = u ^ s;                                                                 \
+        if (a >= 0x7f800000u)                                                               \
+            return x;                                                                       \
+        if (a >= 0x477ff000u) {                                                             \
+            a = 0x7f800000u;                                                                \
+        } else if (a >= 0x38800000u) {                                                      \
+            a += 0xfffu + ((a >> 13) & 1u);                                                 \
+            a &= ~0x1fffu;                                                                  \
+        } else {                                                                            \
+            const int sh = 126 - (int)(a >> 23);                                            \
+            const unsigned m = (a & 0x7fffffu) | 0x800000u;                                 \
+            unsigned q = 0;                                                                 \
+            if (a >= 0x00800000u && sh < 25) {                                              \
+                const unsigned rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1);          \
+                q = (m >> sh) + (rem > half || (rem == half && ((m >> sh) & 1u)));          \
+            }                                                                               \
+            a = F2U((float)q * 5.9604644775390625e-8f);                                     \
+        }                                                                                   \
+        return U2F(a | s);                                                                  \
+    }
+
+static inline unsigned rt_f2u(float x)
 {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return x;                               /* NaN stays NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);            /* overflow carries to inf, as torch */
-    u &= 0xffff0000u;
-    memcpy(&x, &u, 4);
+    unsigned u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static inline float rt_u2f(unsigned u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
     return x;
 }
 
-/* IEEE half: 10 mantissa bits, largest finite 65504 (from 65520 on,
- * round to nearest even gives inf), subnormals down to 2^-24. */
-static inline float rt_round_fp16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    const uint32_t s = u & 0x80000000u;
-    uint32_t a = u ^ s;
-    if (a >= 0x7f800000u)
-        return x;                               /* inf, NaN */
-    if (a >= 0x477ff000u) {
-        a = 0x7f800000u;
-    } else if (a >= 0x38800000u) {             /* >= 2^-14: a normal half */
-        a += 0xfffu + ((a >> 13) & 1u);
-        a &= ~0x1fffu;
-    } else {                                    /* a subnormal half: q * 2^-24 */
-        const int sh = 126 - (int)(a >> 23);    /* value = m * 2^-24 / 2^sh */
-        const uint32_t m = (a & 0x7fffffu) | 0x800000u;
-        uint32_t q = 0;
-        if (a >= 0x00800000u && sh < 25) {      /* float subnormals and < 2^-25 round to 0 */
-            const uint32_t rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1);
-            q = (m >> sh) + (rem > half || (rem == half && ((m >> sh) & 1u)));
-        }
-        float f = (float)q * 5.9604644775390625e-8f;
-        memcpy(&a, &f, 4);
-    }
-    u = a | s;
-    memcpy(&x, &u, 4);
-    return x;
-}
+RT_ROUND_FNS(static inline, rt_f2u, rt_u2f)
 
 static inline float rt_round_prec(int prec, float x)
 {

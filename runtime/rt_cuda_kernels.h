@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include "rt_amp_rule.h"
 
+#include "cddprt.h"         /* RT_EXEC_FIELDS: cddprt::exec is rt_exec */
+
 /* Host view of cddprt::ctl: one pass (a training epoch or an evaluation)
  * over a split. The host writes it whole before the pass. */
 typedef struct rt_cuda_ctl {
@@ -52,21 +54,7 @@ typedef struct rt_cuda_ctl {
 static const char rt_cuda_kernels_src[] =
     "\n/* ---- cddp runtime kernels (runtime/rt_cuda_kernels.h) ---- */\n"
     "namespace cddprt {\n"
-    "struct exec {              /* rt_exec of cddprt.h */\n"
-    "    int n, nmax;\n"
-    "    float *act, *fix, *param, *grad, *opt;\n"
-    "    double *stat;\n"
-    "    const unsigned char *img, *lab;\n"
-    "    const int *idx;\n"
-    "    long long img_size;\n"
-    "    float lr;\n"
-    "    long long step;\n"
-    "    int nthreads;\n"
-    "    int rank, world;\n"
-    "    unsigned long long seed;\n"
-    "    float scale;\n"
-    "    int found_inf;\n"
-    "};\n"
+    "struct exec { " RT_STR(RT_EXEC_FIELDS(int, long long, unsigned long long, unsigned char)) " };\n"
     "struct ctl {               /* rt_cuda_ctl of rt_cuda_kernels.h */\n"
     "    exec *e;\n"
     "    const int *order;\n"

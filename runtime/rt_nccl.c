@@ -12,7 +12,7 @@
  * polls through rt_nccl_check while it waits.
  *
  * Test hooks: CDDP_LIBNCCL names the library to load (a fake one in
- * tests/unit/fake_cuda.c); CDDP_NCCL_FORCE=1 runs the NCCL path with a
+ * tests/fakes/fake_cuda.c); CDDP_NCCL_FORCE=1 runs the NCCL path with a
  * single rank (tests/gpu/run.sh: one lent GPU). */
 #include "rt_cuda.h"
 #include <dlfcn.h>

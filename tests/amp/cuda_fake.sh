@@ -25,7 +25,7 @@ export XDG_CACHE_HOME=$T/cache CDDP_LIBCUDA=$FAKE
 unset CDDP_LIBNVRTC CDDP_CUDA_DUMP CDDP_CUDA_TIMEOUT FAKE_CUDA_KERNELS
 $PY "$ROOT/tests/unit/small_idx.py" "$DATA" "$T/small" 200 100 || { echo "FAIL: small data"; exit 1; }
 env CDDP_CUDA_DUMP="$T/src.cu" "$PROG" --data "$T/small" --device cuda --epochs 1 >/dev/null 2>&1
-bash "$ROOT/tests/unit/emu_kernels.sh" "$T/src.cu" "$T/kernels.so" 2>"$T/gxx.err" ||
+bash "$ROOT/tests/fakes/emu_kernels.sh" "$T/src.cu" "$T/kernels.so" 2>"$T/gxx.err" ||
     { echo "FAIL: cannot build the emulated kernels"; head -20 "$T/gxx.err"; exit 1; }
 export FAKE_CUDA_KERNELS=$T/kernels.so
 R=("$PROG" --data "$T/small" --epochs 3 --threads 1)

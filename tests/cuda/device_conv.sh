@@ -2,7 +2,7 @@
 # tests/cuda/device_conv.sh CDDPC FAKE_LIBCUDA DATA: the image ops on the
 # runtime's CUDA device loop, without a GPU. tests/cuda/models/conv.net
 # (strided, grouped, dilated convolutions, batch norm, both poolings) is
-# compiled; the fake driver (tests/unit/fake_cuda.c) runs the real device
+# compiled; the fake driver (tests/fakes/fake_cuda.c) runs the real device
 # loop -- captured step graph, batch norm's running statistics updated in
 # place in the device's parameter slab, evaluation with them, --save
 # copying the slab back -- with the kernels executed by the CUDA emulator.
@@ -47,7 +47,7 @@ P
 R=("$TMP/convodd" --data "$SMALL" --batch 32 --threads 1 --epochs 2)
 export CDDP_LIBCUDA=$FAKE
 env CDDP_CUDA_DUMP="$TMP/src.cu" "${R[@]}" --device cuda --max-steps 1 >/dev/null 2>&1
-if ! bash "$ROOT/tests/unit/emu_kernels.sh" "$TMP/src.cu" "$TMP/kernels.so" 2>"$TMP/gxx.err"; then
+if ! bash "$ROOT/tests/fakes/emu_kernels.sh" "$TMP/src.cu" "$TMP/kernels.so" 2>"$TMP/gxx.err"; then
     echo "FAIL: cannot build the emulated kernels from the program's NVRTC source"
     sed 's/^/    /' "$TMP/gxx.err" | head -20
     exit 1

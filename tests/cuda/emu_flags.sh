@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/cuda/emu_flags.sh: the g++ flags the CUDA emulator's kernels are
-# built with (tests/cuda/kernel_check.sh, tests/unit/emu_kernels.sh).
+# built with (tests/cuda/kernel_check.sh, tests/fakes/emu_kernels.sh).
 # NVRTC contracts a*b+c into one fused multiply-add by default (--fmad=true:
 # SimpleNet's compute_90 PTX from NVRTC 13.0 has 315 fma.rn.f32, 13
 # mul.f32, 145 add.f32; with --fmad=false 33, 295, 427), so the emulator

@@ -1,6 +1,6 @@
 /* tests/cuda/kc_cuda.cpp: the emitted CUDA source (all.cu), compiled by
  * the host C++ compiler against emu.h, behind a small C interface for
- * kernel_check. kernel_check.sh generates kc_table.inc from launch.txt
+ * the emulator backend of kernel_check (kc_emu.c). kernel_check.sh generates kc_table.inc from launch.txt
  * (one entry per kernel: plan, name, function, geometry, and the
  * __launch_bounds__ the source declares). Compiled with -DCDDP_HAVE_STDINT
  * and -I the directory holding all.cu and kc_table.inc. */
@@ -55,14 +55,13 @@ void kc_cuda_geometry(int i, int nmax, unsigned grid[3], unsigned block[3], cons
         *gfix = k.gfix;
 }
 
-/* Run kernel i on the CPU over exec (an rt_exec of cddprt.h's layout;
- * kc_cuda_layout lets the caller check that). 0 on success. */
-int kc_cuda_launch(int i, const void *exec, int nmax, int reverse)
+/* Run kernel i on the CPU over grid x block with exec (an rt_exec of
+ * cddprt.h's layout; kc_cuda_layout lets the caller check that), each
+ * block's threads in descending order when reverse. 0 on success. */
+int kc_cuda_launch(int i, const void *exec, const unsigned grid[3], const unsigned block[3], int reverse)
 {
-    unsigned g[3], b[3];
-    kc_cuda_geometry(i, nmax, g, b, nullptr, nullptr, nullptr);
     emu_set_reverse(reverse != 0);
-    int rc = emu_launch(kc_table[i].fn, dim3(g[0], g[1], g[2]), dim3(b[0], b[1], b[2]),
+    int rc = emu_launch(kc_table[i].fn, dim3(grid[0], grid[1], grid[2]), dim3(block[0], block[1], block[2]),
                         (const rt_exec *)exec, kc_table[i].name);
     emu_set_reverse(false);
     return rc;

@@ -1,10 +1,11 @@
 #!/bin/sh
 # tests/cuda/kernel_check.sh: the CUDA kernels cddpc emits for MODEL, run on
 # the CPU through tests/cuda/emu.h, checked kernel by kernel (and over one
-# whole plan) against the C kernels of the same compilation.
+# whole plan) against the C kernels of the same compilation, by the
+# checker's core (kc_core.c) through its emulator backend (kc_emu.c).
 #
 # Usage: tests/cuda/kernel_check.sh CDDPC MODEL.net [kernel_check options]
-#   options: --sizes NMAX:N[:STEP],...  --tol X  --flips F  --orders 1|2  --plan P  -v
+#   options: --sizes NMAX:N[:STEP],...  --tol X  --limit X  --flips F  --orders 1|2  --plan P  --seed N  -v
 # Builds under build/tests/cuda/kc_MODEL/ (libcddprt.a is taken from beside
 # CDDPC). CC, CXX and CDDPC_CFLAGS (e.g. sanitizer flags) are honoured.
 # KC_CDDPC_FLAGS adds cddpc options (e.g. --fusion=none) to both emissions.
@@ -78,23 +79,27 @@ BEGIN {
 END { if (!bad && !nk) { print "launch.txt lists no kernels" > "/dev/stderr"; exit 1 } }
 ' "$W/cu/launch.txt" > "$W/cu/kc_table.inc"
 
-# (a) the C backend: program.c as a library
-$CC -std=c11 -O2 -fopenmp -D_GNU_SOURCE -Dmain=cddp_program_main $XFLAGS \
+# (a) the C kernels: program.c as a library
+$CC -std=c11 -O2 -fopenmp -D_GNU_SOURCE $XFLAGS \
     -I"$ROOT/runtime" -I"$W/c" -c "$HERE/kc_program.c" -o "$W/kc_program.o"
 # (b) the CUDA source on the CPU: all.cu under emu.h, fusing a*b+c as
 # NVRTC does (tests/cuda/emu_flags.sh)
 $CXX -std=c++17 $(sh "$HERE/emu_flags.sh") -DCDDP_HAVE_STDINT $XFLAGS -Wall -Wno-unused-variable -Wno-unused-but-set-variable \
     -I"$HERE" -I"$W/cu" -c "$HERE/kc_cuda.cpp" -o "$W/kc_cuda.o"
-# the model-independent driver is built once per flag set and reused
-KO=$ROOT/build/tests/cuda/obj/kernel_check.$(printf '%s' "$CXX $XFLAGS" | cksum | cut -d' ' -f1).o
-if [ ! -f "$KO" ] || [ "$HERE/kernel_check.cpp" -nt "$KO" ] || [ "$ROOT/runtime/cddprt.h" -nt "$KO" ]; then
-    mkdir -p "$(dirname "$KO")"
-    $CXX -std=c++17 -O2 $XFLAGS -Wall -Wextra -I"$ROOT/runtime" -c "$HERE/kernel_check.cpp" -o "$KO.tmp.$$"
-    mv "$KO.tmp.$$" "$KO"
-fi
+# the model-independent checker (kc_core.c, shared with the GPU backend)
+# and the emulator backend are built once per flag set and reused
+KO=$ROOT/build/tests/cuda/obj/$(printf '%s' "$CC $XFLAGS" | cksum | cut -d' ' -f1)
+mkdir -p "$KO"
+for f in kc_core kc_emu; do
+    if [ ! -f "$KO/$f.o" ] || [ "$HERE/$f.c" -nt "$KO/$f.o" ] || [ "$HERE/kc_core.h" -nt "$KO/$f.o" ] ||
+       [ "$ROOT/runtime/cddprt.h" -nt "$KO/$f.o" ] || [ "$ROOT/runtime/rt_internal.h" -nt "$KO/$f.o" ]; then
+        $CC -std=c11 -O2 -D_GNU_SOURCE $XFLAGS -Wall -Wextra -I"$ROOT/runtime" -c "$HERE/$f.c" -o "$KO/$f.o.tmp.$$"
+        mv "$KO/$f.o.tmp.$$" "$KO/$f.o"
+    fi
+done
 # what the runtime was built against (MPI or not) is listed beside it
 LINK=$(cat "$(dirname "$LIB")/libcddprt.ldflags" 2>/dev/null || echo "-lopenblas -lz -lm -lpthread -ldl")
-$CXX $XFLAGS -fopenmp "$KO" "$W/kc_program.o" "$W/kc_cuda.o" "$LIB" \
+$CXX $XFLAGS -fopenmp "$KO/kc_emu.o" "$KO/kc_core.o" "$W/kc_program.o" "$W/kc_cuda.o" "$LIB" \
     $LINK -o "$W/kernel_check"
 
 SRC=$W/cu/all.cu

@@ -103,7 +103,7 @@ if [ -f "$FAKE" ] && [ -f "$FNCCL" ] && [ -d /usr/local/cuda ] && command -v g++
     export XDG_CACHE_HOME=$TMP/cache CDDP_LIBCUDA=$(realpath "$FAKE") CDDP_LIBNCCL=$(realpath "$FNCCL")
     export FAKE_CUDA_DEVICES=2 FAKE_CUDA_SCHEDULE=random
     env CDDP_CUDA_DUMP="$TMP/src.cu" "$SYNC" --data "$SMALL" --device cuda --max-steps 1 >/dev/null 2>&1
-    if bash "$ROOT/tests/unit/emu_kernels.sh" "$TMP/src.cu" "$TMP/kernels.so" 2>"$TMP/gxx.err"; then
+    if bash "$ROOT/tests/fakes/emu_kernels.sh" "$TMP/src.cu" "$TMP/kernels.so" 2>"$TMP/gxx.err"; then
         export FAKE_CUDA_KERNELS=$TMP/kernels.so
         XS=(-x CDDP_LIBCUDA -x CDDP_LIBNCCL -x XDG_CACHE_HOME -x FAKE_CUDA_KERNELS -x FAKE_CUDA_DEVICES
             -x FAKE_CUDA_SCHEDULE)
@@ -120,7 +120,7 @@ if [ -f "$FAKE" ] && [ -f "$FNCCL" ] && [ -d /usr/local/cuda ] && command -v g++
     # rank-local batch norm on GPU ranks: the buffers go through the host
     C=(--data "$SMALL" --init "$TMP/init.st" --threads 1 --epochs 1 --max-steps 4 --device cuda)
     env CDDP_CUDA_DUMP="$TMP/srcl.cu" "$LOCAL" --data "$SMALL" --device cuda --max-steps 1 >/dev/null 2>&1
-    if bash "$ROOT/tests/unit/emu_kernels.sh" "$TMP/srcl.cu" "$TMP/kernelsl.so" 2>"$TMP/gxx.err"; then
+    if bash "$ROOT/tests/fakes/emu_kernels.sh" "$TMP/srcl.cu" "$TMP/kernelsl.so" 2>"$TMP/gxx.err"; then
         export FAKE_CUDA_KERNELS=$TMP/kernelsl.so
         if run "$LOCAL" gl2 2 16 "${XS[@]}" &&
             $PY "$ROOT/tests/ddp/syncbn_eval.py" "$TMP/wgl2.st" "$TMP/mgl2.csv" "$SMALL" >"$TMP/ev" 2>&1; then

@@ -15,7 +15,7 @@
 #   nvrtc    NVRTC compile of every kernel for the device's arch (no cache):
 #            time; registers, local and shared memory per kernel in the log
 #   kernels  every CUDA kernel against its C kernel on fresh random state
-#            with poisoned outputs (tests/gpu/kernel_check.c): max rel diff
+#            with poisoned outputs (tests/cuda/kc_core.c, tests/gpu/kc_gpu.c): max rel diff
 #   train    SimpleNet, 2 epochs of Fashion-MNIST, --device cuda: test_acc
 #            (>= 0.80) and the epoch times
 #   parity   100 steps on cuda and on the cpu from the same seed: step losses
@@ -104,8 +104,9 @@ step_build() {
     for f in compiler/*.c; do
         case $f in compiler/lex.c | compiler/parse.c) ;; *) srcs+=("$f") ;; esac
     done
+    # the compiler draws `cddpc plot` with the runtime's SVG writer (as the Makefile links it)
     $CC -std=c11 -O2 -D_GNU_SOURCE -w -Icompiler -Iruntime -Ibuild/gen "${srcs[@]}" build/gen/parse.c build/gen/lex.c \
-        -o $B/cddpc || { detail "compiler build failed (see logs/build.log)"; return 1; }
+        runtime/rt_plot.c -lm -o $B/cddpc || { detail "compiler build failed (see logs/build.log)"; return 1; }
     rm -f $B/obj/*.o
     for f in runtime/rt_*.c; do
         $CC $CF -Wall -Wextra -DCDDP_NO_BLAS -DCDDP_NO_MPI -fopenmp $ZINC -Iruntime -c "$f" -o $B/obj/"$(basename "${f%.c}")".o ||
@@ -118,8 +119,8 @@ step_build() {
     CDDPC_CC=$ROOT/tests/gpu/cc.sh CDDP_GPU_ZLIB=$ZLIB $B/cddpc models/mnist.net -o $B/mnist ||
         { detail "cddpc models/mnist.net failed (see logs/build.log)"; return 1; }
     $B/cddpc models/mnist.net --emit c $B/emit || { detail "cddpc --emit c failed"; return 1; }
-    $CC $CF -fopenmp -Iruntime -DPROGRAM_C="\"$ROOT/$B/emit/program.c\"" tests/gpu/kernel_check.c $B/libcddprt.a \
-        $ZLIB -lm -ldl -lpthread -o $B/kernel_check || { detail "kernel_check build failed"; return 1; }
+    $CC $CF -fopenmp -Iruntime -Itests/cuda -I$B/emit tests/gpu/kc_gpu.c tests/cuda/kc_core.c tests/cuda/kc_program.c \
+        $B/libcddprt.a $ZLIB -lm -ldl -lpthread -o $B/kernel_check || { detail "kernel_check build failed"; return 1; }
     set +x
     detail "cddpc, libcddprt (no BLAS), SimpleNet, kernel_check; $(basename "$CC") $($CC -dumpversion); zlib $ZWHICH"
 }

@@ -91,7 +91,7 @@ static void eval_bn(const Node *n, double *y)
     const double *in0 = val[n->in[0]].v, *x = val[n->in[xin]].v;
     const double *st = n->op == OP_BN_STATS || n->op == OP_SUM_CHAN ? NULL : val[n->in[n->op == OP_BN_APPLY ? 1 : 2]].v;
     for (int64_t c = 0; c < C; c++) {
-        double s = 0, q = 0, sdy = 0, sdyx = 0, mean = st ? st[c] : 0, invstd = st ? 1 / sqrt(st[C + c] + n->eps) : 0;
+        double s = 0, q = 0, sdy = 0, sdyx = 0, mean = st ? st[c] : 0, invstd = st ? 1 / sqrt(st[C + c] + n->bn.eps) : 0;
         for (int64_t i = 0; i < BATCH; i++)
             for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++) {
                 s += in0[k];
@@ -146,7 +146,7 @@ static void eval_sync_bn(const Node *n, double *y)
             continue;
         }
         const double *st = n->op == OP_BN_SQDEV ? NULL : val[n->in[2]].v;
-        double mean = st ? st[c] : val[n->in[1]].v[c] / Mg, invstd = st ? 1 / sqrt(st[C + c] + n->eps) : 0;
+        double mean = st ? st[c] : val[n->in[1]].v[c] / Mg, invstd = st ? 1 / sqrt(st[C + c] + n->bn.eps) : 0;
         double q = 0, sdy = 0, sdyx = 0;
         for (int64_t i = 0; i < BATCH; i++)
             for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++) {
@@ -248,10 +248,12 @@ static void eval_node(int id)
     case OP_ADD: for (int64_t k = 0; k < sz; k++) y[k] = a[k] + b[k]; break;
     case OP_RELU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] > 0 ? a[k] : 0; break;
     case OP_RELU_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = b[k] > 0 ? a[k] : 0; break;
+    case OP_TANH: for (int64_t k = 0; k < sz; k++) y[k] = tanh(a[k]); break;
+    case OP_TANH_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * (1 - b[k] * b[k]); break;
     case OP_DROPOUT: case OP_DROPOUT_GRAD: {     /* the same mask forward and backward */
-        unsigned long long key = cddp_drop_key(DROP_SEED, DROP_RANK, DROP_STEP, n->drop_key);
+        unsigned long long key = cddp_drop_key(DROP_SEED, DROP_RANK, DROP_STEP, n->drop.key);
         for (int64_t k = 0; k < sz; k++)
-            y[k] = cddp_drop_u(key, k) >= (float)n->drop_p ? a[k] / (1 - n->drop_p) : 0;
+            y[k] = cddp_drop_u(key, k) >= (float)n->drop.p ? a[k] / (1 - n->drop.p) : 0;
         break;
     }
     case OP_SUM_ROWS: {
@@ -461,7 +463,7 @@ static int check_bn(const char *what, int64_t C, int64_t H, int64_t W, double ep
         st = ir_add(g, OP_BN_STATS, 3, (int[]){x, rm, rv}, ir_shape(2, 2, C), DT_F32, (Loc){0});
     }
     int y = ir_add(g, OP_BN_APPLY, 4, (int[]){x, st, w, b}, xs, DT_F32, (Loc){0});
-    g->n[st]->eps = g->n[y]->eps = eps;
+    g->n[st]->bn.eps = g->n[y]->bn.eps = eps;
     int seed = input(OP_IMAGES, xs);
     fill(seed);
     return check(what, y, seed, RED_SUM, (int[]){x, w, b}, 3);
@@ -517,6 +519,7 @@ int main(void)
     fails += check_binary("bias_add x[N,3] b[3]", OP_BIAS_ADD, nn, ir_shape(1, 3), nn);
     fails += check_binary("add    x[N,3] y[N,3]", OP_ADD, nn, nn, nn);
     fails += check_unary("relu   x[N,4]", OP_RELU, nk, nk);
+    fails += check_unary("tanh   x[N,4]", OP_TANH, nk, nk);
     fails += check_unary("reshape x[N,2,2] -> [N,4]", OP_RESHAPE, ir_shape(3, DIM_N, 2, 2), nk);
     fails += check_dropout("dropout p=0.5 relu x[N,7]", ir_shape(2, DIM_N, 7), 0.5, 0);
     fails += check_dropout("dropout p=0.2 x2 [N,2,3,4]", ir_shape(4, DIM_N, 2, 3, 4), 0.2, 1);

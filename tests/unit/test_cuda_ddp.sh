@@ -2,9 +2,9 @@
 # tests/unit/test_cuda_ddp.sh PROG FAKE_LIBCUDA FAKE_LIBNCCL DATA
 #
 # Data-parallel training on GPU ranks, without GPUs: mpirun starts two
-# ranks, each on its own device of the fake driver (tests/unit/fake_cuda.c,
+# ranks, each on its own device of the fake driver (tests/fakes/fake_cuda.c,
 # kernels run by the CUDA emulator), with the fake NCCL
-# (tests/unit/fake_nccl.c: all-reduces over MPI, as nodes of the captured
+# (tests/fakes/fake_nccl.c: all-reduces over MPI, as nodes of the captured
 # step graph). The graph is replayed in a random topological order, or
 # with the all-reduces as late / as early as their edges allow, so only the
 # runtime's event edges keep backward -> all-reduce -> optimizer in order.
@@ -56,7 +56,7 @@ $PY "$ROOT/tests/unit/small_idx.py" "$DATA" "$SMALL" 200 90 || { echo "FAIL cuda
 
 # the emulated kernels, from the program's own NVRTC source
 env CDDP_CUDA_DUMP="$TMP/src.cu" "$PROG" --data "$SMALL" --device cuda --max-steps 1 >/dev/null 2>&1
-if bash "$ROOT/tests/unit/emu_kernels.sh" "$TMP/src.cu" "$TMP/kernels.so" 2>"$TMP/gxx.err"; then
+if bash "$ROOT/tests/fakes/emu_kernels.sh" "$TMP/src.cu" "$TMP/kernels.so" 2>"$TMP/gxx.err"; then
     export FAKE_CUDA_KERNELS=$TMP/kernels.so
 else
     fail "cannot build the emulated kernels"; show "$TMP/gxx.err"; exit 1

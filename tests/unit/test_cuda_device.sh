@@ -5,13 +5,13 @@
 #   1. no driver library, and the CUDA toolkit's stub driver: --device cuda
 #      exits 1 with one clear line, --device auto trains on the CPU;
 #      a program without CUDA kernels says so;
-#   2. a fake driver (tests/unit/fake_cuda.c) for every "unavailable"
+#   2. a fake driver (tests/fakes/fake_cuda.c) for every "unavailable"
 #      reason: no device, cuInit failing, an old driver, NVRTC missing or
 #      too new, an architecture NVRTC lacks, out of device memory, a GPU
 #      that never finishes (the wait is bounded);
 #   3. which device (CUDA_VISIBLE_DEVICES, CDDP_CUDA_DEVICE) and which
 #      NVRTC (by the architectures fake NVRTCs 12 and 13 know:
-#      tests/unit/fake_nvrtc.c, beside FAKE_LIBCUDA);
+#      tests/fakes/fake_nvrtc.c, beside FAKE_LIBCUDA);
 #      the fake driver running the real device loop, the kernels executed
 #      by the CUDA emulator (tests/cuda/emu.h): graph capture and replay,
 #      the runtime's step kernels and the model's kernels, against the CPU
@@ -116,7 +116,7 @@ expect "sm_35: NVRTC cannot compile for it" 1 'cannot compile for sm_35' env FAK
 # ---- 3. the device loop, emulated --------------------------------------------------
 # the program's full NVRTC source, then the emulated kernels built from it
 env CDDP_CUDA_DUMP="$TMP/src.cu" "$PROG" --data "$SMALL" --device cuda --epochs 1 >/dev/null 2>&1
-if bash "$ROOT/tests/unit/emu_kernels.sh" "$TMP/src.cu" "$TMP/kernels.so" 2>"$TMP/gxx.err"; then
+if bash "$ROOT/tests/fakes/emu_kernels.sh" "$TMP/src.cu" "$TMP/kernels.so" 2>"$TMP/gxx.err"; then
     pass "emulated kernels built from the dumped NVRTC source"
 else
     fail "cannot build the emulated kernels"
@@ -229,7 +229,7 @@ expect "CDDP_CUDA_DEVICE beyond the visible devices: refused" 1 \
     env FAKE_CUDA_DEVICES=2 CUDA_VISIBLE_DEVICES=0 CDDP_CUDA_DEVICE=1 "${R[@]}" --device cuda --max-steps 1
 expect "CUDA_VISIBLE_DEVICES empty: no device" 1 'no CUDA device' \
     env FAKE_CUDA_DEVICES=2 CUDA_VISIBLE_DEVICES= "${R[@]}" --device cuda --max-steps 1
-# NVRTC by architecture: fake NVRTCs 12.0 and 13.0 (tests/unit/fake_nvrtc.c)
+# NVRTC by architecture: fake NVRTCs 12.0 and 13.0 (tests/fakes/fake_nvrtc.c)
 FAKENV=$(dirname "$FAKE")/libfakenvrtc.so
 if [ -f "$FAKENV" ]; then
     NV=$TMP/nvrtc
@@ -278,7 +278,7 @@ import sys
 src = open(sys.argv[1]).read()
 cut = src.index('/* ---- cddp runtime kernels')
 model, rest = src[:cut], src[cut:]
-a = model.replace('    float lr;\n    int64_t step;\n', '    float pad;\n    int64_t step;\n    float lr;\n', 1)
+a = model.replace(' float lr; int64_t step;', ' float pad; int64_t step; float lr;', 1)
 open(sys.argv[2] + '/src_layout.cu', 'w').write(a + rest)
 b = model.replace('if (row0 >= M || col0 >= N)', 'if (row0 >= M || col0 >= N || threadIdx.x == 5)', 1)
 open(sys.argv[2] + '/src_fail.cu', 'w').write(b + rest)
@@ -286,7 +286,7 @@ sys.exit(a == model or b == model)
 P
 variants=$?
 for v in layout fail; do
-    bash "$ROOT/tests/unit/emu_kernels.sh" "$TMP/src_$v.cu" "$TMP/kernels_$v.so" 2>/dev/null || variants=1
+    bash "$ROOT/tests/fakes/emu_kernels.sh" "$TMP/src_$v.cu" "$TMP/kernels_$v.so" 2>/dev/null || variants=1
 done
 if [ $variants -eq 0 ]; then
     expect "rt_exec laid out differently: clear error" 1 \

@@ -157,7 +157,7 @@ if [ -n "$FAKE" ] && [ -d /usr/local/cuda ] && command -v g++ >/dev/null; then
     $PY "$ROOT/tests/unit/small_idx.py" "$FASHION" "$SMALL" 150 40
     export CDDP_LIBCUDA=$(realpath "$FAKE") XDG_CACHE_HOME=$TMP/cache
     env CDDP_CUDA_DUMP="$TMP/src.cu" "$MOM" --data "$SMALL" --device cuda --max-steps 1 >/dev/null 2>&1
-    if bash "$ROOT/tests/unit/emu_kernels.sh" "$TMP/src.cu" "$TMP/kernels.so" 2>"$TMP/gxx"; then
+    if bash "$ROOT/tests/fakes/emu_kernels.sh" "$TMP/src.cu" "$TMP/kernels.so" 2>"$TMP/gxx"; then
         export FAKE_CUDA_KERNELS=$TMP/kernels.so
         D=("$MOM" --data "$SMALL" --device cuda --epochs 2 --batch 32 --seed 4)
         "${D[@]}" --save "$TMP/da.st" >/dev/null 2>&1

@@ -1,0 +1,489 @@
+/* layers.c: the layer table. Each layer type's constructor checks its
+ * arguments and creates its parameters (PyTorch's state_dict names, in
+ * the order nn.Module registers them, so a checkpoint loads into the
+ * equivalent PyTorch module); layer_apply lowers a layer applied to a
+ * value to graph nodes (BatchNorm2d's statistics over all ranks under
+ * SyncBatchNorm included). */
+#include <string.h>
+
+#include "sema.h"
+#include "cddprt.h"         /* RT_INIT_*: how the runtime initializes a parameter */
+
+/* ---- layers ------------------------------------------------------------ */
+
+/* act: an activation layer's elementwise op (LK_ACT), applied as is; 0 (images,
+ * never an activation) for the others */
+static const struct {
+    const char *name;
+    LayerKind kind;
+    Op act;
+} layer_types[] = {
+    {"Linear", LK_LINEAR, 0},           {"ReLU", LK_ACT, OP_RELU},
+    {"Tanh", LK_ACT, OP_TANH},          {"Flatten", LK_FLATTEN, 0},
+    {"Sequential", LK_SEQUENTIAL, 0},   {"Conv2d", LK_CONV2D, 0},
+    {"BatchNorm2d", LK_BATCHNORM2D, 0}, {"MaxPool2d", LK_MAXPOOL2D, 0},
+    {"AvgPool2d", LK_AVGPOOL2D, 0},     {"Dropout", LK_DROPOUT, 0},
+    {"LayerNorm", LK_UNSUPPORTED, 0},
+};
+enum { NLAYER_TYPES = sizeof layer_types / sizeof layer_types[0] };
+
+int layer_type(const char *name)
+{
+    for (int i = 0; i < NLAYER_TYPES; i++)
+        if (strcmp(layer_types[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int layer_unsupported(const char *name)
+{
+    int t = layer_type(name);
+    return t >= 0 && layer_types[t].kind == LK_UNSUPPORTED;
+}
+
+static const char *param_name(const char *prefix, const char *leaf)
+{
+    return *prefix ? util_fmt("%s.%s", prefix, leaf) : leaf;
+}
+
+static Layer *new_layer(LayerKind kind, const char *prefix, const char *what, Loc loc)
+{
+    Layer *l = util_alloc(sizeof *l);
+    l->kind = kind;
+    l->name = prefix;
+    l->what = what;
+    l->loc = loc;
+    l->w = l->b = -1;
+    return l;
+}
+
+Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what);
+
+/* Linear(in_features, out_features, bias = true) */
+static Layer *make_linear(Sema *S, const Expr *e, const char *prefix, const char *what)
+{
+    static const char *const names[] = {"in_features", "out_features", "bias"};
+    const Sig sig = {"Linear", names, 3, 3, 2};
+    Expr *a[3];
+    if (!arg_bind(e, &sig, a))
+        return NULL;
+    int64_t in = 0, out = 0;
+    int bias = 1, ok = 1;
+    ok &= arg_int(a[0], "in_features", 1, MAX_DIM, &in);
+    ok &= arg_int(a[1], "out_features", 1, MAX_DIM, &out);
+    if (a[2])
+        ok &= arg_bool(a[2], "bias", &bias);
+    if (!ok)
+        return NULL;
+    if (in * out > MAX_PARAM_ELEMS) {
+        diag_error(e->loc, "Linear(%lld, %lld) has too many weights (the limit is %lld)", (long long)in,
+                   (long long)out, (long long)MAX_PARAM_ELEMS);
+        return NULL;
+    }
+    Layer *l = new_layer(LK_LINEAR, prefix, what, e->loc);
+    l->in = in;
+    l->out = out;
+    l->w = ir_param(S->g, param_name(prefix, "weight"), shape2(out, in), RT_INIT_KAIMING_UNIFORM, in, e->loc);
+    if (bias)
+        l->b = ir_param(S->g, param_name(prefix, "bias"), shape1(out), RT_INIT_BIAS_UNIFORM, in, e->loc);
+    return l;
+}
+
+/* ReLU(inplace = false), Tanh(): in-place-ness means nothing in a graph
+ * (PyTorch's Tanh has no arguments at all). */
+static Layer *make_act(const Expr *e, Op act, const char *prefix, const char *what)
+{
+    static const char *const names[] = {"inplace"};
+    const Sig sig = {e->s, names, act == OP_RELU, act == OP_RELU, 0};
+    Expr *a[1] = {NULL};    /* Tanh's signature binds nothing */
+    int inplace;
+    if (!arg_bind(e, &sig, a) || (a[0] && !arg_bool(a[0], "inplace", &inplace)))
+        return NULL;
+    Layer *l = new_layer(LK_ACT, prefix, what, e->loc);
+    l->act = act;
+    return l;
+}
+
+/* Flatten(start_dim = 1, end_dim = -1): only the default, as flatten(x). */
+static Layer *make_flatten(const Expr *e, const char *prefix, const char *what)
+{
+    static const char *const names[] = {"start_dim", "end_dim"};
+    const Sig sig = {"Flatten", names, 2, 2, 0};
+    Expr *a[2];
+    int64_t start = 1, end = -1;
+    if (!arg_bind(e, &sig, a))
+        return NULL;
+    if ((a[0] && !arg_int(a[0], "start_dim", -MAX_RANK, MAX_RANK, &start))
+        || (a[1] && !arg_int(a[1], "end_dim", -MAX_RANK, MAX_RANK, &end)))
+        return NULL;
+    if (start != 1 || end != -1) {
+        diag_error(e->loc, "Flatten supports only start_dim = 1, end_dim = -1 (flattening all but the batch)");
+        return NULL;
+    }
+    return new_layer(LK_FLATTEN, prefix, what, e->loc);
+}
+
+/* Dropout's p: a number in [0, 1) (1 would scale by 1/0). */
+int layer_drop_p(const Expr *e, double *p)
+{
+    if (!arg_num(e, "p", p))
+        return 0;
+    if (!(*p >= 0 && *p < 1)) {
+        diag_error(e->loc, "dropout probability p must be in [0, 1), got %s", arg_show(e));
+        return 0;
+    }
+    return 1;
+}
+
+/* Dropout(p = 0.5, inplace = false): no parameters, so the state_dict
+ * names of the layers around it are unchanged (a Sequential still counts
+ * it, as PyTorch does). */
+static Layer *make_dropout(const Expr *e, const char *prefix, const char *what)
+{
+    static const char *const names[] = {"p", "inplace"};
+    const Sig sig = {"Dropout", names, 2, 2, 0};
+    Expr *a[2];
+    double p = 0.5;
+    int inplace;
+    if (!arg_bind(e, &sig, a) || (a[0] && !layer_drop_p(a[0], &p)) || (a[1] && !arg_bool(a[1], "inplace", &inplace)))
+        return NULL;
+    Layer *l = new_layer(LK_DROPOUT, prefix, what, e->loc);
+    l->p = p;
+    return l;
+}
+
+/* An int or a pair (h, w), as PyTorch's _pair: kernel_size = 5 or (5, 3). */
+static int get_pair(const Expr *e, const char *what, int64_t lo, int out[2])
+{
+    int64_t v[2];
+    if (e->kind == E_TUPLE) {
+        if (e->nargs != 2) {
+            diag_error(e->loc, "%s must be an integer or a pair (h, w), got a tuple of %d", what, e->nargs);
+            return 0;
+        }
+        if (!arg_int(e->args[0]->val, what, lo, MAX_DIM, &v[0]) || !arg_int(e->args[1]->val, what, lo, MAX_DIM, &v[1]))
+            return 0;
+    } else {
+        if (!arg_int(e, what, lo, MAX_DIM, &v[0]))
+            return 0;
+        v[1] = v[0];
+    }
+    out[0] = (int)v[0];
+    out[1] = (int)v[1];
+    return 1;
+}
+
+/* Conv2d(in_channels, out_channels, kernel_size, stride = 1, padding = 0,
+ *        dilation = 1, groups = 1, bias = true) */
+static Layer *make_conv2d(Sema *S, const Expr *e, const char *prefix, const char *what)
+{
+    static const char *const names[] = {"in_channels", "out_channels", "kernel_size", "stride", "padding",
+                                        "dilation", "groups", "bias"};
+    const Sig sig = {"Conv2d", names, 8, 8, 3};
+    Expr *a[8];
+    if (!arg_bind(e, &sig, a))
+        return NULL;
+    int64_t in = 0, out = 0, groups = 1;
+    int k[2] = {1, 1}, st[2] = {1, 1}, pad[2] = {0, 0}, dil[2] = {1, 1}, bias = 1, ok = 1;
+    ok &= arg_int(a[0], "in_channels", 1, MAX_DIM, &in);
+    ok &= arg_int(a[1], "out_channels", 1, MAX_DIM, &out);
+    ok &= get_pair(a[2], "kernel_size", 1, k);
+    if (a[3])
+        ok &= get_pair(a[3], "stride", 1, st);
+    if (a[4])
+        ok &= get_pair(a[4], "padding", 0, pad);
+    if (a[5])
+        ok &= get_pair(a[5], "dilation", 1, dil);
+    if (a[6])
+        ok &= arg_int(a[6], "groups", 1, MAX_DIM, &groups);
+    if (a[7])
+        ok &= arg_bool(a[7], "bias", &bias);
+    if (!ok)
+        return NULL;
+    if (in % groups || out % groups) {
+        diag_error(a[6]->loc, "groups (%lld) must divide in_channels (%lld) and out_channels (%lld)", (long long)groups,
+                   (long long)in, (long long)out);
+        return NULL;
+    }
+    int64_t fan_in = in / groups * k[0] * k[1];
+    if (fan_in * out > MAX_PARAM_ELEMS) {
+        diag_error(e->loc, "Conv2d(%lld, %lld) has too many weights (the limit is %lld)", (long long)in, (long long)out,
+                   (long long)MAX_PARAM_ELEMS);
+        return NULL;
+    }
+    Layer *l = new_layer(LK_CONV2D, prefix, what, e->loc);
+    l->in = in;
+    l->out = out;
+    l->win = (Window){k[0], k[1], st[0], st[1], pad[0], pad[1], dil[0], dil[1], (int)groups};
+    /* kaiming_uniform(a = sqrt(5)) and the bias both give U(+-1/sqrt(fan_in)) */
+    l->w = ir_param(S->g, param_name(prefix, "weight"), (Shape){4, {out, in / groups, k[0], k[1]}},
+                    RT_INIT_KAIMING_UNIFORM, fan_in, e->loc);
+    if (bias)
+        l->b = ir_param(S->g, param_name(prefix, "bias"), shape1(out), RT_INIT_BIAS_UNIFORM, fan_in, e->loc);
+    return l;
+}
+
+/* BatchNorm2d(num_features, eps = 1e-5, momentum = 0.1): affine, with
+ * running statistics, as PyTorch's default. */
+static Layer *make_batchnorm2d(Sema *S, const Expr *e, const char *prefix, const char *what)
+{
+    static const char *const names[] = {"num_features", "eps", "momentum"};
+    const Sig sig = {"BatchNorm2d", names, 3, 3, 1};
+    Expr *a[3];
+    if (!arg_bind(e, &sig, a))
+        return NULL;
+    int64_t c = 0;
+    double eps = 1e-5, momentum = 0.1;
+    int ok = arg_int(a[0], "num_features", 1, MAX_DIM, &c);
+    if (a[1] && !arg_num(a[1], "eps", &eps)) {
+        ok = 0;
+    } else if (!(eps > 0)) {
+        diag_error(a[1]->loc, "eps must be positive, got %s", arg_show(a[1]));
+        ok = 0;
+    }
+    if (a[2] && !arg_num(a[2], "momentum", &momentum)) {
+        ok = 0;
+    } else if (!(momentum >= 0 && momentum <= 1)) {
+        diag_error(a[2]->loc, "momentum must be between 0 and 1, got %s", arg_show(a[2]));
+        ok = 0;
+    }
+    if (!ok)
+        return NULL;
+    Layer *l = new_layer(LK_BATCHNORM2D, prefix, what, e->loc);
+    l->in = c;
+    l->eps = eps;
+    l->momentum = momentum;
+    /* state_dict order of nn.BatchNorm2d: weight, bias, then the buffers */
+    l->w = ir_param(S->g, param_name(prefix, "weight"), shape1(c), RT_INIT_ONE, 0, e->loc);
+    l->b = ir_param(S->g, param_name(prefix, "bias"), shape1(c), RT_INIT_ZERO, 0, e->loc);
+    l->rm = ir_buffer(S->g, param_name(prefix, "running_mean"), shape1(c), RT_INIT_ZERO, 0, e->loc);
+    l->rv = ir_buffer(S->g, param_name(prefix, "running_var"), shape1(c), RT_INIT_ONE, 0, e->loc);
+    l->nbt = ir_buffer(S->g, param_name(prefix, "num_batches_tracked"), (Shape){0}, RT_INIT_ZERO, 1, e->loc);
+    return l;
+}
+
+/* MaxPool2d(kernel_size, stride = kernel_size, padding = 0) and
+ * AvgPool2d(kernel_size, stride = kernel_size, padding = 0) */
+static Layer *make_pool(const Expr *e, LayerKind kind, const char *prefix, const char *what)
+{
+    static const char *const names[] = {"kernel_size", "stride", "padding"};
+    const Sig sig = {kind == LK_MAXPOOL2D ? "MaxPool2d" : "AvgPool2d", names, 3, 3, 1};
+    Expr *a[3];
+    if (!arg_bind(e, &sig, a))
+        return NULL;
+    int k[2], st[2], pad[2] = {0, 0}, ok = get_pair(a[0], "kernel_size", 1, k);
+    if (ok) {
+        st[0] = k[0];
+        st[1] = k[1];
+    }
+    if (a[1])
+        ok &= get_pair(a[1], "stride", 1, st);
+    if (a[2])
+        ok &= get_pair(a[2], "padding", 0, pad);
+    if (!ok)
+        return NULL;
+    if (2 * pad[0] > k[0] || 2 * pad[1] > k[1]) {
+        diag_error(a[2]->loc, "padding (%d, %d) must be at most half of kernel_size (%d, %d)", pad[0], pad[1], k[0],
+                   k[1]);
+        return NULL;
+    }
+    Layer *l = new_layer(kind, prefix, what, e->loc);
+    l->win = (Window){k[0], k[1], st[0], st[1], pad[0], pad[1], 1, 1, 1};
+    return l;
+}
+
+/* Sequential(layer, ...): children are named by index, as in PyTorch. */
+static Layer *make_sequential(Sema *S, const Expr *e, const char *prefix, const char *what)
+{
+    Layer *l = new_layer(LK_SEQUENTIAL, prefix, what, e->loc);
+    l->kids = util_alloc(sizeof *l->kids * (size_t)(e->nargs + 1));
+    int ok = 1;
+    for (int i = 0; i < e->nargs; i++) {
+        const Arg *a = e->args[i];
+        if (a->key) {
+            diag_error(a->key_loc, "Sequential takes no keyword arguments");
+            ok = 0;
+            continue;
+        }
+        const char *kp = *prefix ? util_fmt("%s.%d", prefix, i) : util_fmt("%d", i);
+        const char *kw = *prefix ? kp : util_fmt("layer %d", i);
+        Layer *k = layer_make(S, a->val, kp, kw);
+        if (!k)
+            ok = 0;
+        l->kids[l->nkids++] = k;
+    }
+    return ok ? l : NULL;
+}
+
+/* A layer constructor: Linear(...), ReLU(), Sequential(...), ... */
+Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
+{
+    if (e->kind == E_NAME && layer_type(e->s) >= 0) {
+        diag_error(e->loc, "a layer is made by calling its type: %s()", e->s);
+        return NULL;
+    }
+    if (e->kind != E_CALL) {
+        diag_error(e->loc, "expected a layer such as Linear(in, out), got %s", arg_show(e));
+        return NULL;
+    }
+    int t = layer_type(e->s);
+    if (t < 0) {
+        Near s = arg_near(e->s);
+        for (int i = 0; i < NLAYER_TYPES; i++)
+            arg_near_try(&s, layer_types[i].name);
+        diag_error(e->loc, "unknown layer '%s'%s", e->s, arg_near_hint(&s));
+        return NULL;
+    }
+    switch (layer_types[t].kind) {
+    case LK_LINEAR: return make_linear(S, e, prefix, what);
+    case LK_ACT: return make_act(e, layer_types[t].act, prefix, what);
+    case LK_FLATTEN: return make_flatten(e, prefix, what);
+    case LK_SEQUENTIAL: return make_sequential(S, e, prefix, what);
+    case LK_CONV2D: return make_conv2d(S, e, prefix, what);
+    case LK_BATCHNORM2D: return make_batchnorm2d(S, e, prefix, what);
+    case LK_MAXPOOL2D:
+    case LK_AVGPOOL2D: return make_pool(e, layer_types[t].kind, prefix, what);
+    case LK_DROPOUT: return make_dropout(e, prefix, what);
+    case LK_UNSUPPORTED: break;
+    }
+    const char *list = "";
+    for (int i = 0; i < NLAYER_TYPES; i++)
+        if (layer_types[i].kind != LK_UNSUPPORTED)
+            list = util_fmt("%s%s%s", list, *list ? ", " : "", layer_types[i].name);
+    diag_error(e->loc, "%s is not supported yet (supported layers: %s)", e->s, list);
+    return NULL;
+}
+
+
+/* ---- forward ----------------------------------------------------------- */
+
+Val layer_node(Sema *S, Op op, int a, int b, Shape s, Loc loc)
+{
+    int in[2] = {a, b};
+    return (Val){ir_add(S->g, op, op_arity[op], in, s, DT_F32, loc), s};
+}
+
+/* Dropout with probability p; p == 0 is the identity: no node. */
+Val layer_dropout(Sema *S, Val x, double p, Loc loc)
+{
+    if (x.id < 0 || p == 0)
+        return x;
+    return (Val){ir_dropout(S->g, x.id, p, loc), x.s};
+}
+
+/* flatten(x) = torch.flatten(x, 1): no node when already [N, K]. */
+Val layer_flatten(Sema *S, Val x, Loc loc)
+{
+    if (x.id < 0 || x.s.rank == 2)
+        return x;
+    return layer_node(S, OP_RESHAPE, x.id, -1, shape2(DIM_N, ir_row_elems(&x.s)), loc);
+}
+
+static Val node4(Sema *S, Op op, const int *in, Shape s, Loc loc)
+{
+    return (Val){ir_add(S->g, op, op_arity[op], in, s, DT_F32, loc), s};
+}
+
+/* The layers over images [N, C, H, W]: Conv2d, BatchNorm2d, pooling. */
+static Val apply_nchw(Sema *S, const Layer *l, Val x, Loc loc)
+{
+    int64_t want = l->kind == LK_CONV2D || l->kind == LK_BATCHNORM2D ? l->in : 0;
+    if (x.s.rank != 4 || (want && x.s.d[1] != want)) {
+        if (want)
+            diag_error(loc, "%s expects input [N, %lld, H, W], got %s", l->what, (long long)want, ir_shape_str(&x.s));
+        else
+            diag_error(loc, "%s expects input [N, C, H, W], got %s", l->what, ir_shape_str(&x.s));
+        return POISON;
+    }
+    const Window *w = &l->win;
+    if (l->kind == LK_BATCHNORM2D) {
+        Graph *g = S->g;
+        Val st;
+        if (S->sync_bn) {
+            /* SyncBatchNorm: each pass's channel sums over all ranks before
+             * the next pass (the mean, then the squares about it): the
+             * statistics of one rank holding the whole global batch */
+            Shape c = shape1(l->in);
+            Val s = node4(S, OP_SUM_CHAN, &x.id, c, loc);
+            Val gs = node4(S, OP_ALLREDUCE, &s.id, c, loc);
+            Val q = node4(S, OP_BN_SQDEV, (int[]){x.id, gs.id}, c, loc);
+            Val gq = node4(S, OP_ALLREDUCE, &q.id, c, loc);
+            st = node4(S, OP_BN_GSTATS, (int[]){x.id, l->rm, l->rv, gs.id, gq.id}, shape2(2, l->in), loc);
+        } else {
+            st = node4(S, OP_BN_STATS, (int[]){x.id, l->rm, l->rv}, shape2(2, l->in), loc);
+        }
+        g->n[st.id]->bn.eps = l->eps;
+        Val y = node4(S, OP_BN_APPLY, (int[]){x.id, st.id, l->w, l->b}, x.s, loc);
+        g->n[y.id]->bn.eps = l->eps;
+        /* the running statistics move once per training step, from the stats */
+        Val r = node4(S, OP_BN_RUNNING, (int[]){l->rm, l->rv, l->nbt, st.id}, shape1(l->in), loc);
+        g->n[r.id]->bn.momentum = l->momentum;
+        g->n[r.id]->bn.sync = S->sync_bn;
+        ir_effect(g, r.id);
+        return y;
+    }
+    int dil = l->kind == LK_CONV2D;
+    int64_t oh = ir_window_out(x.s.d[2], w->kh, w->sh, w->ph, dil ? w->dh : 1);
+    int64_t ow = ir_window_out(x.s.d[3], w->kw, w->sw, w->pw, dil ? w->dw : 1);
+    if (oh <= 0 || ow <= 0) {
+        diag_error(loc, "%s: a %dx%d window%s does not fit the input %s%s: the output would be empty", l->what, w->kh,
+                   w->kw, dil && (w->dh > 1 || w->dw > 1) ? util_fmt(" dilated %dx%d", w->dh, w->dw) : "",
+                   ir_shape_str(&x.s), w->ph || w->pw ? util_fmt(" padded by %dx%d", w->ph, w->pw) : "");
+        return POISON;
+    }
+    int64_t c = l->kind == LK_CONV2D ? l->out : x.s.d[1];
+    Shape ys = {4, {DIM_N, c, oh, ow}};
+    if (ir_row_elems(&ys) > MAX_DIM) {
+        diag_error(loc, "%s gives %s: too large (the limit is %d elements per sample)", l->what, ir_shape_str(&ys),
+                   MAX_DIM);
+        return POISON;
+    }
+    Op op = l->kind == LK_CONV2D ? OP_CONV2D : l->kind == LK_MAXPOOL2D ? OP_MAXPOOL : OP_AVGPOOL;
+    Val y = layer_node(S, op, x.id, op == OP_CONV2D ? l->w : -1, ys, loc);
+    S->g->n[y.id]->win = *w;
+    if (op == OP_CONV2D && l->b >= 0)
+        y = layer_node(S, OP_BIAS_ADD, y.id, l->b, ys, loc);
+    return y;
+}
+
+/* Layer l applied to x; loc is the call, or the layer's place inside a
+ * Sequential (in_seq), which also changes how a fix is suggested. */
+Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
+{
+    if (x.id < 0)
+        return x;
+    switch (l->kind) {
+    case LK_LINEAR:
+        if (x.s.rank != 2 || x.s.d[1] != l->in) {
+            const char *hint = "";
+            if (x.s.rank > 2 && ir_row_elems(&x.s) == l->in)
+                hint = in_seq ? "; add Flatten() before it" : "; flatten it first: flatten(x)";
+            diag_error(loc, "%s expects input [N, %lld], got %s%s", l->what, (long long)l->in, ir_shape_str(&x.s),
+                       hint);
+            return POISON;
+        }
+        x = layer_node(S, OP_MM_NT, x.id, l->w, shape2(DIM_N, l->out), loc);
+        if (l->b >= 0)
+            x = layer_node(S, OP_BIAS_ADD, x.id, l->b, x.s, loc);
+        return x;
+    case LK_ACT:
+        return layer_node(S, l->act, x.id, -1, x.s, loc);
+    case LK_FLATTEN:
+        return layer_flatten(S, x, loc);
+    case LK_DROPOUT:
+        return layer_dropout(S, x, l->p, loc);
+    case LK_SEQUENTIAL:
+        for (int i = 0; i < l->nkids && x.id >= 0; i++)
+            x = layer_apply(S, l->kids[i], x, l->kids[i]->loc, 1);
+        return x;
+    case LK_CONV2D:
+    case LK_BATCHNORM2D:
+    case LK_MAXPOOL2D:
+    case LK_AVGPOOL2D:
+        return apply_nchw(S, l, x, loc);
+    case LK_UNSUPPORTED:
+        break;
+    }
+    diag_ice("apply: layer kind %d", l->kind);
+}
+

@@ -1,0 +1,125 @@
+/* sema.h: the front end's modules, shared by its files.
+ *
+ *   args.c         suggestions for misspelt names, constants in arguments
+ *                  and binding a call's arguments to a signature (arg_)
+ *   layers.c       the layer table: constructors with their parameters,
+ *                  and each layer's lowering to graph nodes (layer_)
+ *   forward.c      a model's forward: variables, calls, additions (fwd_)
+ *   train_block.c  the train block, its keys dispatched by name (train_)
+ *   front.c        front_compile: the front end's one entry point
+ *
+ * Errors poison the value they would have produced instead of stopping,
+ * so one compile reports every independent mistake but no knock-on ones. */
+#ifndef SEMA_H
+#define SEMA_H
+
+#include "ast.h"
+
+enum { MAX_DIM = 1 << 24 };
+#define MAX_PARAM_ELEMS ((int64_t)1 << 31)
+
+static inline Shape shape2(int64_t a, int64_t b) { return (Shape){2, {a, b}}; }
+static inline Shape shape1(int64_t a) { return (Shape){1, {a}}; }
+
+/* ---- args.c ------------------------------------------------------------ */
+/* The closest candidate seen so far for a misspelt name. */
+typedef struct Near {
+    const char *name, *best;
+    int dist;
+} Near;
+
+Near arg_near(const char *name);
+void arg_near_try(Near *s, const char *cand);
+const char *arg_near_hint(const Near *s);  /* "; did you mean 'x'?" or "" */
+
+/* An expression as the user wrote it, roughly, for "got ..." messages. */
+const char *arg_show(const Expr *e);
+/* Constants: each reports a bad value and returns 0. */
+int arg_int(const Expr *e, const char *what, int64_t lo, int64_t hi, int64_t *out);
+int arg_num(const Expr *e, const char *what, double *out);
+int arg_bool(const Expr *e, const char *what, int *out);
+
+/* A callee's parameters: the first npos may be given positionally, the
+ * first nreq must be given one way or the other. */
+typedef struct Sig {
+    const char *fn;
+    const char *const *names;
+    int n, npos, nreq;
+} Sig;
+
+/* Binds call arguments to sig's parameters (out[i] NULL when absent).
+ * Reports unknown, repeated, surplus and missing arguments. */
+int arg_bind(const Expr *call, const Sig *sig, Expr **out);
+
+/* ---- layers.c ---------------------------------------------------------- */
+typedef enum {
+    LK_LINEAR, LK_ACT, LK_FLATTEN, LK_SEQUENTIAL, LK_CONV2D, LK_BATCHNORM2D, LK_MAXPOOL2D, LK_AVGPOOL2D,
+    LK_DROPOUT, LK_UNSUPPORTED
+} LayerKind;
+
+typedef struct Layer {
+    LayerKind kind;
+    const char *name;       /* state_dict prefix: "fc1", "layers.0", "0", "" */
+    const char *what;       /* in messages: "fc1", "layers.0", "layer 0" */
+    Loc loc;                /* its constructor */
+    int64_t in, out;        /* Linear: features; Conv2d: channels; BatchNorm2d: in */
+    int w, b;               /* Linear, Conv2d, BatchNorm2d: PARAM nodes; b -1 without bias */
+    int rm, rv, nbt;        /* BatchNorm2d: running_mean, running_var, num_batches_tracked */
+    Window win;             /* Conv2d, pooling */
+    double eps, momentum;   /* BatchNorm2d */
+    double p;               /* Dropout */
+    Op act;                 /* an activation (ReLU, Tanh): its elementwise op */
+    struct Layer **kids;    /* Sequential */
+    int nkids;
+} Layer;
+
+/* A value in forward: a node and its shape; id -1 once an error poisoned it. */
+typedef struct Val {
+    int id;
+    Shape s;
+} Val;
+
+static const Val POISON = {-1, {0}};
+
+typedef struct Var {
+    const char *name;
+    Val v;
+} Var;
+
+/* One model being checked. */
+typedef struct Sema {
+    Graph *g;
+    const Model *m;
+    LayerDecl **decls;      /* decls[i] named layers[i] */
+    Layer **layers;
+    int nlayers;
+    Var *vars;
+    int nvars;
+    int sync_bn;            /* the train block's sync_batchnorm */
+} Sema;
+
+/* Index of a layer type by name (Linear, ReLU, ...), or -1. */
+int layer_type(const char *name);
+/* A known layer type this compiler cannot build yet (LayerNorm). */
+int layer_unsupported(const char *name);
+/* A layer constructor: Linear(...), ReLU(), Sequential(...), ...; NULL after reporting. */
+Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what);
+/* Layer l applied to x; loc is the call, or the layer's place inside a
+ * Sequential (in_seq), which also changes how a fix is suggested. */
+Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq);
+/* The lowerings forward's functions share with the layers. */
+Val layer_node(Sema *S, Op op, int a, int b, Shape s, Loc loc);
+Val layer_dropout(Sema *S, Val x, double p, Loc loc);
+Val layer_flatten(Sema *S, Val x, Loc loc);
+int layer_drop_p(const Expr *e, double *p);
+
+/* ---- forward.c --------------------------------------------------------- */
+/* Checks one model, building its graph in g: IMAGES, LABELS, its
+ * parameters in declaration order, then forward. Returns the logits. */
+Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn);
+
+/* ---- train_block.c ----------------------------------------------------- */
+/* The train block: returns the index of its model, or -1. */
+int train_check(const File *f, const Train *tr, TrainCfg *t);
+
+#endif

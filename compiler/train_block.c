@@ -1,0 +1,442 @@
+/* train_block.c: the train block's settings (data, loss, optimizer,
+ * schedule, precision, ...), each key checked by its own function. */
+#include <string.h>
+
+#include "sema.h"
+#include "cddprt.h"         /* RT_PREC_*, RT_SCHED_* */
+
+/* `name` or `name(args)`: the callee, with e itself as a call node. */
+static const char *callee(const Expr *e, const char *what)
+{
+    if (e->kind == E_NAME || e->kind == E_CALL)
+        return e->s;
+    diag_error(e->loc, "%s must be a name such as %s, got %s", what,
+               strcmp(what, "data") == 0 ? "mnist(\"data/mnist\")"
+               : strcmp(what, "loss") == 0 ? "cross_entropy()"
+               : strcmp(what, "scaler") == 0 ? "dynamic(init_scale = 65536)" : "sgd(lr = 0.01)", arg_show(e));
+    return NULL;
+}
+
+/* mnist(path, normalize = (mean, std)) */
+static void train_data(TrainCfg *t, const Expr *e)
+{
+    const char *name = callee(e, "data");
+    if (!name)
+        return;
+    if (strcmp(name, "mnist") != 0) {
+        Near s = arg_near(name);
+        arg_near_try(&s, "mnist");
+        diag_error(e->loc, "unknown dataset '%s'%s (supported: mnist, which reads any MNIST-format "
+                   "directory such as data/fashion-mnist)", name, arg_near_hint(&s));
+        return;
+    }
+    static const char *const names[] = {"path", "normalize"};
+    const Sig sig = {"mnist", names, 2, 1, 0};
+    Expr *a[2];
+    if (e->kind == E_CALL && !arg_bind(e, &sig, a))
+        return;
+    if (e->kind == E_NAME)
+        a[0] = a[1] = NULL;
+    if (a[0]) {
+        if (a[0]->kind != E_STR)
+            diag_error(a[0]->loc, "the data path must be a string, got %s", arg_show(a[0]));
+        else
+            t->data_dir = a[0]->s;
+    }
+    if (a[1]) {
+        const Expr *n = a[1];
+        double m, s;
+        if (n->kind != E_TUPLE || n->nargs != 2) {
+            diag_error(n->loc, "normalize must be a pair (mean, std), got %s", arg_show(n));
+        } else if (arg_num(n->args[0]->val, "the mean", &m) && arg_num(n->args[1]->val, "the std", &s)) {
+            if (s <= 0)
+                diag_error(n->args[1]->val->loc, "the std must be positive, got %s", arg_show(n->args[1]->val));
+            t->norm_mean = m;
+            t->norm_std = s;
+        }
+    }
+}
+
+/* cross_entropy(reduction = mean | sum | none) */
+static void train_loss(TrainCfg *t, const Expr *e)
+{
+    const char *name = callee(e, "loss");
+    if (!name)
+        return;
+    if (strcmp(name, "cross_entropy") != 0) {
+        Near s = arg_near(name);
+        arg_near_try(&s, "cross_entropy");
+        diag_error(e->loc, "unknown loss '%s'%s (supported: cross_entropy)", name, arg_near_hint(&s));
+        return;
+    }
+    static const char *const names[] = {"reduction"};
+    const Sig sig = {"cross_entropy", names, 1, 0, 0};
+    Expr *a[1] = {NULL};
+    if (e->kind == E_CALL && !arg_bind(e, &sig, a))
+        return;
+    if (!a[0])
+        return;
+    static const char *const reds[] = {"mean", "sum", "none"};   /* Reduction order */
+    const char *r = a[0]->kind == E_NAME || a[0]->kind == E_STR ? a[0]->s : "";
+    for (int i = 0; i < 3; i++)
+        if (strcmp(r, reds[i]) == 0) {
+            t->reduction = i;
+            return;
+        }
+    diag_error(a[0]->loc, "reduction must be mean, sum or none, got %s", arg_show(a[0]));
+}
+
+/* A number >= lo (or > lo when open) into *out; 0 after reporting. */
+static int num_at_least(const Expr *e, const char *what, double lo, int open, double *out)
+{
+    double v;
+    if (!arg_num(e, what, &v))
+        return 0;
+    if (v < lo || (open && v == lo)) {
+        if (!open && lo == 0)
+            diag_error(e->loc, "%s must not be negative, got %s", what, arg_show(e));
+        else
+            diag_error(e->loc, "%s must be %s %g, got %s", what, open ? "greater than" : "at least", lo, arg_show(e));
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* adam / adamw(lr, betas, eps, weight_decay, amsgrad), torch.optim.Adam's
+ * and AdamW's, with their defaults (AdamW decays by 0.01 unless told). */
+static void train_adam(TrainCfg *t, const Expr *e, int which)
+{
+    static const char *const names[] = {"lr", "betas", "eps", "weight_decay", "amsgrad"};
+    const Sig sig = {which == OPT_ADAM ? "adam" : "adamw", names, 5, 1, 0};
+    Expr *a[5] = {NULL};
+    if (e->kind == E_CALL && !arg_bind(e, &sig, a))
+        return;
+    t->optimizer = which;
+    t->lr = 1e-3;
+    t->beta1 = 0.9;
+    t->beta2 = 0.999;
+    t->eps = 1e-8;
+    t->weight_decay = which == OPT_ADAMW ? 1e-2 : 0;
+    if (a[0])
+        num_at_least(a[0], "lr", 0, 1, &t->lr);
+    if (a[1]) {
+        const Expr *b = a[1];
+        double b1, b2;
+        if (b->kind != E_TUPLE || b->nargs != 2)
+            diag_error(b->loc, "betas must be a pair (beta1, beta2), got %s", arg_show(b));
+        else if (arg_num(b->args[0]->val, "beta1", &b1) && arg_num(b->args[1]->val, "beta2", &b2)) {
+            for (int i = 0; i < 2; i++) {
+                double v = i ? b2 : b1;
+                if (v < 0 || v >= 1)
+                    diag_error(b->args[i]->val->loc, "beta%d must be in [0, 1), got %s", i + 1,
+                               arg_show(b->args[i]->val));
+            }
+            t->beta1 = b1;
+            t->beta2 = b2;
+        }
+    }
+    if (a[2])
+        num_at_least(a[2], "eps", 0, 1, &t->eps);
+    if (a[3])
+        num_at_least(a[3], "weight_decay", 0, 0, &t->weight_decay);
+    int ams = 0;
+    if (a[4] && arg_bool(a[4], "amsgrad", &ams) && ams)
+        diag_error(a[4]->loc, "amsgrad is not supported yet");
+}
+
+/* sgd(lr, momentum, dampening, weight_decay, nesterov), torch.optim.SGD's;
+ * adam(...), adamw(...). */
+static void train_optimizer(TrainCfg *t, const Expr *e)
+{
+    const char *name = callee(e, "optimizer");
+    if (!name)
+        return;
+    if (strcmp(name, "adam") == 0 || strcmp(name, "adamw") == 0) {
+        train_adam(t, e, strcmp(name, "adam") == 0 ? OPT_ADAM : OPT_ADAMW);
+        return;
+    }
+    if (strcmp(name, "sgd") != 0) {
+        Near s = arg_near(name);
+        arg_near_try(&s, "sgd");
+        arg_near_try(&s, "adam");
+        arg_near_try(&s, "adamw");
+        diag_error(e->loc, "unknown optimizer '%s'%s (supported: sgd, adam, adamw)", name, arg_near_hint(&s));
+        return;
+    }
+    static const char *const names[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
+    const Sig sig = {"sgd", names, 5, 1, 0};
+    Expr *a[5] = {NULL};
+    if (e->kind == E_CALL && !arg_bind(e, &sig, a))
+        return;
+    t->optimizer = 0;
+    double *dst[4] = {&t->lr, &t->momentum, &t->dampening, &t->weight_decay};
+    for (int i = 0; i < 4; i++) {
+        if (!a[i] || !arg_num(a[i], names[i], dst[i]))
+            continue;
+        if (i == 0 && t->lr <= 0)
+            diag_error(a[i]->loc, "lr must be positive, got %s", arg_show(a[i]));
+        else if (i != 0 && *dst[i] < 0)
+            diag_error(a[i]->loc, "%s must not be negative, got %s", names[i], arg_show(a[i]));
+    }
+    if (a[4] && arg_bool(a[4], "nesterov", &t->nesterov) && t->nesterov
+        && (t->momentum <= 0 || t->dampening != 0))
+        diag_error(a[4]->loc, "nesterov needs momentum > 0 and dampening = 0");
+}
+
+/* step(step_size, gamma = 0.1) | cosine(T_max, eta_min = 0): the learning
+ * rate per epoch as torch.optim.lr_scheduler's StepLR and
+ * CosineAnnealingLR stepped once an epoch. */
+static void train_schedule(TrainCfg *t, const Expr *e)
+{
+    const char *name = callee(e, "schedule");
+    if (!name)
+        return;
+    int step = strcmp(name, "step") == 0, cosine = strcmp(name, "cosine") == 0;
+    if (!step && !cosine) {
+        Near s = arg_near(name);
+        arg_near_try(&s, "step");
+        arg_near_try(&s, "cosine");
+        diag_error(e->loc, "unknown schedule '%s'%s (supported: step, cosine)", name, arg_near_hint(&s));
+        return;
+    }
+    static const char *const sn[] = {"step_size", "gamma"}, *const cn[] = {"T_max", "eta_min"};
+    const Sig sig = {name, step ? sn : cn, 2, 2, 1};
+    Expr *a[2] = {NULL};
+    if (e->kind != E_CALL) {
+        diag_error(e->loc, "%s needs %s: schedule %s", name, step ? "step_size" : "T_max",
+                   step ? "step(step_size = 30, gamma = 0.1)" : "cosine(T_max = 10)");
+        return;
+    }
+    if (!arg_bind(e, &sig, a))
+        return;
+    int64_t n;
+    if (!a[0] || !arg_int(a[0], step ? "step_size" : "T_max", 1, 1000000, &n))
+        return;
+    t->sched = step ? RT_SCHED_STEP : RT_SCHED_COSINE;
+    if (step) {
+        t->step_size = (double)n;
+        t->gamma = 0.1;
+        if (a[1])
+            num_at_least(a[1], "gamma", 0, 1, &t->gamma);
+    } else {
+        t->t_max = (double)n;
+        t->eta_min = 0;
+        if (a[1])
+            num_at_least(a[1], "eta_min", 0, 0, &t->eta_min);
+    }
+}
+
+/* precision fp32 | bf16 | fp16: torch.autocast's dtype (fp32: no autocast). */
+static void train_precision(TrainCfg *t, const Expr *e)
+{
+    static const char *const names[] = {"fp32", "bf16", "fp16"};   /* RT_PREC_* order */
+    static const char *const alias[][2] = {{"float32", "fp32"}, {"bfloat16", "bf16"}, {"float16", "fp16"},
+                                           {"half", "fp16"}, {"f32", "fp32"}, {"f16", "fp16"}};
+    const char *v = e->kind == E_NAME || e->kind == E_STR ? e->s : NULL;
+    if (v)
+        for (int i = 0; i < 3; i++)
+            if (strcmp(v, names[i]) == 0) {
+                t->precision = i;
+                return;
+            }
+    const char *hint = "";
+    for (size_t i = 0; v && i < sizeof alias / sizeof alias[0]; i++)
+        if (strcmp(v, alias[i][0]) == 0)
+            hint = util_fmt("; did you mean '%s'?", alias[i][1]);
+    diag_error(e->loc, "precision must be fp32, bf16 or fp16, got %s%s", arg_show(e), hint);
+}
+
+/* scaler dynamic(init_scale, growth_factor, backoff_factor,
+ * growth_interval): torch.cuda.amp.GradScaler's arguments and defaults;
+ * fp16 only. */
+static void train_scaler(TrainCfg *t, const Expr *e)
+{
+    static const char *const names[] = {"init_scale", "growth_factor", "backoff_factor", "growth_interval"};
+    const Sig sig = {"dynamic", names, 4, 0, 0};
+    Expr *a[4] = {NULL};
+    const char *name = callee(e, "scaler");
+    if (!name)
+        return;
+    if (strcmp(name, "dynamic") != 0) {
+        Near s = arg_near(name);
+        arg_near_try(&s, "dynamic");
+        diag_error(e->loc, "unknown loss scaler '%s'%s (supported: dynamic, GradScaler's)", name, arg_near_hint(&s));
+        return;
+    }
+    if (e->kind == E_CALL && !arg_bind(e, &sig, a))
+        return;
+    double v;
+    if (a[0] && num_at_least(a[0], "init_scale", 0, 1, &v)) {
+        if (v > 3.4e38)
+            diag_error(a[0]->loc, "init_scale must be a finite float, got %s", arg_show(a[0]));
+        else
+            t->init_scale = v;
+    }
+    if (a[1] && num_at_least(a[1], "growth_factor", 1, 1, &v))
+        t->growth_factor = v;
+    if (a[2] && arg_num(a[2], "backoff_factor", &v)) {
+        if (v <= 0 || v >= 1)
+            diag_error(a[2]->loc, "backoff_factor must be in (0, 1), got %s", arg_show(a[2]));
+        else
+            t->backoff_factor = v;
+    }
+    int64_t n;
+    if (a[3] && arg_int(a[3], "growth_interval", 1, INT32_MAX, &n))
+        t->growth_interval = n;
+}
+
+/* PyTorch habits: settings that live elsewhere, or under another name. */
+static const char *moved_hint(const char *key, const Near *s)
+{
+    static const char *const moved[][2] = {
+        {"lr", "; the learning rate is set in the optimizer: optimizer sgd(lr = 0.01)"},
+        {"learning_rate", "; the learning rate is set in the optimizer: optimizer sgd(lr = 0.01)"},
+        {"momentum", "; momentum is set in the optimizer: optimizer sgd(lr = 0.01, momentum = 0.9)"},
+        {"weight_decay", "; weight decay is set in the optimizer: optimizer sgd(lr = 0.01, weight_decay = 1e-4)"},
+        {"batch_size", "; did you mean 'batch'?"},
+        {"num_epochs", "; did you mean 'epochs'?"},
+        {"dataset", "; did you mean 'data'?"},
+    };
+    for (size_t i = 0; i < sizeof moved / sizeof moved[0]; i++)
+        if (strcmp(key, moved[i][0]) == 0)
+            return moved[i][1];
+    return arg_near_hint(s);
+}
+
+/* Finds the model named in the train block; -1 after reporting. */
+static int train_model(const File *f, const Expr *e)
+{
+    if (e->kind != E_NAME) {
+        diag_error(e->loc, "model must be the name of a model, got %s", arg_show(e));
+        return -1;
+    }
+    if (f->nmodels == 0)           /* already reported: no model at all */
+        return -1;
+    Near s = arg_near(e->s);
+    for (int i = 0; i < f->nmodels; i++) {
+        if (strcmp(f->models[i]->name, e->s) == 0)
+            return i;
+        arg_near_try(&s, f->models[i]->name);
+    }
+    diag_error(e->loc, "unknown model '%s'%s", e->s, arg_near_hint(&s));
+    return -1;
+}
+
+/* The train block: returns the index of its model, or -1. */
+/* The train block being checked: what each key's function may need. */
+typedef struct TrainCtx {
+    const File *f;
+    TrainCfg *t;
+    int model;              /* index of the named model, or -1 */
+} TrainCtx;
+
+static void key_model(TrainCtx *c, const Expr *v) { c->model = train_model(c->f, v); }
+static void key_data(TrainCtx *c, const Expr *v) { train_data(c->t, v); }
+static void key_loss(TrainCtx *c, const Expr *v) { train_loss(c->t, v); }
+static void key_optimizer(TrainCtx *c, const Expr *v) { train_optimizer(c->t, v); }
+static void key_schedule(TrainCtx *c, const Expr *v) { train_schedule(c->t, v); }
+static void key_precision(TrainCtx *c, const Expr *v) { train_precision(c->t, v); }
+static void key_scaler(TrainCtx *c, const Expr *v) { train_scaler(c->t, v); }
+static void key_shuffle(TrainCtx *c, const Expr *v) { arg_bool(v, "shuffle", &c->t->shuffle); }
+static void key_drop_last(TrainCtx *c, const Expr *v) { arg_bool(v, "drop_last", &c->t->drop_last); }
+static void key_sync_batchnorm(TrainCtx *c, const Expr *v) { arg_bool(v, "sync_batchnorm", &c->t->sync_bn); }
+
+static void key_batch(TrainCtx *c, const Expr *v)
+{
+    int64_t n;
+    if (arg_int(v, "batch", 1, MAX_DIM, &n))
+        c->t->batch = (int)n;
+}
+
+static void key_epochs(TrainCtx *c, const Expr *v)
+{
+    int64_t n;
+    if (arg_int(v, "epochs", 1, 1000000, &n))
+        c->t->epochs = (int)n;
+}
+
+static void key_seed(TrainCtx *c, const Expr *v)
+{
+    int64_t n;
+    if (arg_int(v, "seed", 0, INT64_MAX, &n))
+        c->t->seed = (uint64_t)n;
+}
+
+static void key_bucket_mb(TrainCtx *c, const Expr *v)
+{
+    double mb;
+    if (arg_num(v, "bucket_mb", &mb)) {
+        if (mb > 0 && mb <= 65536)
+            c->t->bucket_mb = mb;
+        else
+            diag_error(v->loc, "bucket_mb must be a size in MB between 0 and 65536, got %g", mb);
+    }
+}
+
+/* The keys, in the order suggestions are tried. */
+static const struct {
+    const char *key;
+    void (*check)(TrainCtx *c, const Expr *v);
+} train_keys[] = {
+    {"model", key_model},         {"data", key_data},           {"loss", key_loss},
+    {"optimizer", key_optimizer}, {"batch", key_batch},         {"epochs", key_epochs},
+    {"shuffle", key_shuffle},     {"seed", key_seed},           {"drop_last", key_drop_last},
+    {"bucket_mb", key_bucket_mb}, {"schedule", key_schedule},   {"sync_batchnorm", key_sync_batchnorm},
+    {"precision", key_precision}, {"scaler", key_scaler},
+};
+enum { NTRAIN_KEYS = sizeof train_keys / sizeof train_keys[0] };
+
+/* The item that set key, or NULL. */
+static const TrainItem *setting(const TrainItem *const *seen, const char *key)
+{
+    for (int k = 0; k < NTRAIN_KEYS; k++)
+        if (strcmp(train_keys[k].key, key) == 0)
+            return seen[k];
+    diag_ice("train block: no key '%s'", key);
+}
+
+int train_check(const File *f, const Train *tr, TrainCfg *t)
+{
+    *t = (TrainCfg){.data_dir = "data/mnist", .norm_mean = 0.1307, .norm_std = 0.3081, .reduction = RED_MEAN,
+                    .lr = 0.01, .batch = 64, .epochs = 10, .shuffle = 1, .seed = 0, .bucket_mb = 25,
+                    .init_scale = 65536, .growth_factor = 2, .backoff_factor = 0.5, .growth_interval = 2000,
+                    .loc = tr->loc};
+    const TrainItem *seen[NTRAIN_KEYS] = {0};
+    TrainCtx c = {f, t, -1};
+    for (int i = 0; i < tr->nitems; i++) {
+        const TrainItem *it = tr->items[i];
+        int k = 0;
+        while (k < NTRAIN_KEYS && strcmp(train_keys[k].key, it->key) != 0)
+            k++;
+        if (k == NTRAIN_KEYS) {
+            Near s = arg_near(it->key);
+            for (int j = 0; j < NTRAIN_KEYS; j++)
+                arg_near_try(&s, train_keys[j].key);
+            diag_error(it->loc, "unknown train setting '%s'%s", it->key, moved_hint(it->key, &s));
+            continue;
+        }
+        if (seen[k]) {
+            diag_error(it->loc, "'%s' is set twice", it->key);
+            diag_note(seen[k]->loc, "first set here");
+            continue;
+        }
+        seen[k] = it;
+        train_keys[k].check(&c, it->val);
+    }
+    /* GradScaler scales fp16's gradients; bf16 has fp32's range */
+    const TrainItem *prec = setting(seen, "precision"), *scaler = setting(seen, "scaler");
+    if (scaler && !(prec && t->precision == RT_PREC_FP16))
+        diag_error(scaler->loc, "a loss scaler needs 'precision fp16'%s",
+                   prec && t->precision == RT_PREC_BF16 ? " (bf16 has fp32's range: no scaling needed)" : "");
+    if (!setting(seen, "model")) {
+        if (f->nmodels == 1)
+            diag_error(tr->loc, "the train block does not name a model (add 'model %s')", f->models[0]->name);
+        else
+            diag_error(tr->loc, "the train block does not name a model (add 'model NAME')");
+    }
+    if (c.model >= 0)
+        t->model = f->models[c.model]->name;
+    return c.model;
+}
+
