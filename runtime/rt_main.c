@@ -527,9 +527,19 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
      * installed before the start-up line, so whoever sees the line may
      * signal (the tests do). */
     rt_stop_install();
+    /* PyTorch's sum(p.numel() for p in model.parameters()): the
+     * trainable tensors only; buffers (running statistics,
+     * num_batches_tracked) apart; param_floats also counts the slab's
+     * alignment padding, which is no one's parameter */
+    int64_t nparam = 0, nbuffer = 0;
+    for (int i = 0; i < m->nparam; i++)
+        *(rt_param_flags(m, i) & RT_PARAM_BUFFER ? &nbuffer : &nparam) += m->params[i].numel;
+    char buffers[64] = "";
+    if (nbuffer)
+        snprintf(buffers, sizeof buffers, " (+ %lld buffer values)", (long long)nbuffer);
     if (r0)
-        printf("model %s: %lld parameters  train %lld  test %lld  batch %d  lr %g  epochs %d"
-               "  seed %llu  threads %d  device %s%s%s\n", m->name, (long long)m->param_floats,
+        printf("model %s: %lld parameters%s  train %lld  test %lld  batch %d  lr %g  epochs %d"
+               "  seed %llu  threads %d  device %s%s%s\n", m->name, (long long)nparam, buffers,
                (long long)train.n, (long long)test.n, o.batch, (double)o.lr, o.epochs,
                (unsigned long long)o.seed, o.threads, devname, ranks,
                precs[m->precision >= 0 && m->precision <= 2 ? m->precision : 0]);
