@@ -42,6 +42,7 @@ typedef struct rt_opts {
     const char *ckpt_path;  /* --checkpoint FILE: written every epoch (rank 0) */
     int64_t ckpt_every;     /* --checkpoint-every N: also every N optimizer steps */
     const char *resume_path; /* --resume FILE */
+    const char *plot_path;  /* --plot FILE.svg: the loss curve, redrawn every epoch (rank 0) */
 } rt_opts;
 
 
@@ -194,6 +195,15 @@ void rt_shuffle(int32_t *a, int64_t n, uint64_t seed, uint64_t epoch);
 /* ---- rt_init.c ----------------------------------------------------------- */
 void rt_init_params(const rt_model *m, float *param, uint64_t seed);
 
+/* ---- rt_log_plot.c: --plot, the loss curve kept up to date ---------------- */
+typedef struct rt_live_plot rt_live_plot;
+rt_live_plot *rt_live_plot_open(const char *path);     /* NULL after an error line */
+void rt_live_plot_epoch_steps(rt_live_plot *p, int64_t n);
+void rt_live_plot_step(rt_live_plot *p, int64_t step, int epoch, double loss);
+/* the epoch's numbers, then the picture redrawn (a failure: one warning) */
+void rt_live_plot_epoch(rt_live_plot *p, int epoch, double train, double test, double acc, const char *title);
+void rt_live_plot_close(rt_live_plot *p);   /* NULL is fine */
+
 /* ---- rt_log.c ------------------------------------------------------------ */
 
 typedef struct rt_log {
@@ -208,6 +218,8 @@ typedef struct rt_log {
     char *rows;             /* step rows not yet written (whole rows only) */
     size_t rows_len;
     int metrics_err, steplog_err;   /* errno of a failed write, for rt_log_close */
+    rt_live_plot *plot;     /* --plot */
+    const char *title;      /* the picture's title */
 } rt_log;
 
 int rt_log_open(rt_log *l, const rt_opts *o, int scaler);
@@ -223,6 +235,8 @@ void rt_log_progress(rt_log *l, int epoch, int epochs, int64_t done, int64_t tot
 void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss,
                   double test_loss, double test_acc, double seconds, int64_t images, double lr);
 void rt_log_flush(rt_log *l);    /* the CSV rows so far to the files */
+/* steps per epoch (each rank's; the same on all), for --plot's step axis */
+void rt_log_epoch_steps(rt_log *l, int64_t n);
 int rt_log_close(rt_log *l);    /* reports write errors on the CSV files */
 
 /* ---- rt_comm.c: ranks (MPI when a launcher started the program) ----------

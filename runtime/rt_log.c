@@ -59,6 +59,9 @@ int rt_log_open(rt_log *l, const rt_opts *o, int scaler)
                                          "loss_scale,skipped,lr"
                                        : "epoch,train_loss,test_loss,test_acc,seconds,images_per_s,lr")))
         return -1;
+    if (o->plot_path && !(l->plot = rt_live_plot_open(o->plot_path)))
+        return -1;
+    l->title = rt_prog;         /* the model name once the program sets it */
     if (o->steplog_path &&
         !((l->rows = malloc(ROWS_MAX)) &&
           (l->steplog = open_csv(o->steplog_path, scaler ? "step,epoch,loss,scale,found_inf,lr" : "step,epoch,loss,lr")))) {
@@ -104,6 +107,7 @@ static void flush_steps(rt_log *l)
 
 void rt_log_step(rt_log *l, int64_t step, int epoch, double loss, double scale, int found_inf, double lr)
 {
+    rt_live_plot_step(l->plot, step, epoch, loss);
     if (!l->steplog)
         return;
     char row[160];
@@ -170,6 +174,7 @@ void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss, double te
                (long long)l->skipped_all);
     fflush(stdout);
     flush_steps(l);
+    rt_live_plot_epoch(l->plot, epoch, train_loss, test_loss, test_acc, l->title);
     if (l->metrics) {
         char row[320];
         int n = snprintf(row, sizeof row, "%d,%.9g,%.9g,%.9g,%.9g,%.9g", epoch, train_loss, test_loss, test_acc,
@@ -182,6 +187,8 @@ void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss, double te
 }
 
 void rt_log_flush(rt_log *l) { flush_steps(l); }
+
+void rt_log_epoch_steps(rt_log *l, int64_t n) { rt_live_plot_epoch_steps(l->plot, n); }
 
 static int close_csv(FILE *f, const char *path, int err)
 {
@@ -210,5 +217,7 @@ int rt_log_close(rt_log *l)
     l->metrics = l->steplog = NULL;
     free(l->rows);
     l->rows = NULL;
+    rt_live_plot_close(l->plot);
+    l->plot = NULL;
     return rc;
 }

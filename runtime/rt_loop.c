@@ -236,6 +236,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
     /* one step at a time where each one can be looked at for free and
      * someone watches (the progress bar) */
     const int each_step = !dev->async && log->tty;
+    rt_log_epoch_steps(log, L.nbatch);
     int64_t span = FIRST_SPAN;              /* steps between stop agreements */
     int stopped = 0;                        /* the signal all ranks agreed on */
 

@@ -28,7 +28,7 @@ void openblas_set_num_threads(int num_threads);
 enum { OPT_DATA, OPT_DEVICE, OPT_THREADS, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_SEED,
        OPT_SHUFFLE, OPT_DROP_LAST, OPT_MAX_STEPS, OPT_INIT, OPT_SAVE, OPT_METRICS,
        OPT_STEP_LOG, OPT_PROFILE, OPT_NO_CACHE, OPT_TRACE, OPT_COMM_TIMEOUT, OPT_HELP,
-       OPT_VERSION, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME };
+       OPT_VERSION, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME, OPT_PLOT };
 
 static const struct { const char *name; int id; int takes_value; } options[] = {
     {"data", OPT_DATA, 1},       {"device", OPT_DEVICE, 1},     {"threads", OPT_THREADS, 1},
@@ -39,7 +39,7 @@ static const struct { const char *name; int id; int takes_value; } options[] = {
     {"version", OPT_VERSION, 0}, {"profile", OPT_PROFILE, 0},  {"no-cache", OPT_NO_CACHE, 0},
     {"trace", OPT_TRACE, 1},     {"comm-timeout", OPT_COMM_TIMEOUT, 1},
     {"checkpoint", OPT_CHECKPOINT, 1}, {"checkpoint-every", OPT_CHECKPOINT_EVERY, 1},
-    {"resume", OPT_RESUME, 1},
+    {"resume", OPT_RESUME, 1},   {"plot", OPT_PLOT, 1},
 };
 
 static void usage(const rt_model *m, const rt_opts *d)
@@ -69,8 +69,11 @@ static void usage(const rt_model *m, const rt_opts *d)
            "  --resume FILE         continue a run from its checkpoint, bit for bit\n"
            "  --metrics FILE        per-epoch CSV: epoch,train_loss,test_loss,test_acc,"
            "seconds,images_per_s\n"
-           "                        (fp16 models: ,loss_scale,skipped)\n"
-           "  --step-log FILE       per-step CSV: step,epoch,loss (fp16 models: ,scale,found_inf)\n"
+           "                        (fp16 models: ,loss_scale,skipped),lr; written after every epoch\n"
+           "  --step-log FILE       per-step CSV: step,epoch,loss (fp16 models: ,scale,found_inf),lr;\n"
+           "                        rows reach the file within about a second, always whole\n"
+           "  --plot FILE.svg       train/test loss per epoch, test accuracy, the step loss\n"
+           "                        smoothed; redrawn atomically after every epoch (rank 0)\n"
            "  --profile             time every kernel; print a table per plan at the end (cpu)\n"
            "  --trace FILE.json     timeline of every kernel and all-reduce, all ranks, as\n"
            "                        Chrome trace events (chrome://tracing, ui.perfetto.dev)\n"
@@ -78,6 +81,9 @@ static void usage(const rt_model *m, const rt_opts *d)
            "                        device) makes no progress for S seconds (another rank\n"
            "                        failed or hung; default %g)\n"
            "  --help, --version\n"
+           "SIGINT, SIGTERM or SIGUSR1 (Slurm: --signal=USR1@60) stops at the next step all\n"
+           "ranks agree on, writes the --checkpoint there and exits 130, 143 or 138 with the\n"
+           "line to continue (--resume FILE); a second signal stops at once.\n"
            "Options take '--opt VALUE' or '--opt=VALUE'. Several ranks: mpirun -np N %s ...\n"
            "(--batch is per rank; gradients are averaged over the ranks; GPU ranks use NCCL and\n"
            "one GPU each: CDDP_CUDA_DEVICE, else the only one visible, else the local rank's).\n",
@@ -245,6 +251,7 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
         case OPT_TRACE: o->trace_path = v; break;
         case OPT_CHECKPOINT: o->ckpt_path = v; break;
         case OPT_RESUME: o->resume_path = v; break;
+        case OPT_PLOT: o->plot_path = v; break;
         case OPT_CHECKPOINT_EVERY:
             if (parse_int(name, v, 1, INT64_MAX, &x))
                 return 2;
@@ -472,10 +479,12 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     if (check_data_dir(o.data_dir) != 0 ||
         (r0 && o.save_path && rt_st_check_writable(o.save_path)) ||
         (r0 && o.trace_path && rt_st_check_writable(o.trace_path)) ||
-        (r0 && o.ckpt_path && rt_st_check_writable(o.ckpt_path)) || rt_log_open(&log, &o, m->precision == RT_PREC_FP16) != 0) {
+        (r0 && o.ckpt_path && rt_st_check_writable(o.ckpt_path)) ||
+        (r0 && o.plot_path && rt_st_check_writable(o.plot_path)) || rt_log_open(&log, &o, m->precision == RT_PREC_FP16) != 0) {
         rt_gpu_close(gpu);
         return 1;
     }
+    log.title = m->name;        /* --plot's title */
     if (use_cuda && rt_gpu_start(gpu, m, !o.no_cache, o.comm_timeout) != 0)
         goto out;
     if (rt_ws_alloc_params(m, &w) != 0)
