@@ -8,7 +8,9 @@
 # the uninterrupted run, with the same metrics for the epochs after the
 # stop. On 1 rank; on 2 ranks under mpirun (the signal sent to mpirun,
 # which forwards it to the ranks); SIGINT (130) and SIGUSR1 (138); a
-# second signal kills at once; without --checkpoint the line says so.
+# second signal kills at once; without --checkpoint the line says so; the
+# emulated CUDA device (when FAKE_LIBCUDA is given; slow: the emulator
+# runs a step in about a second).
 # Control: the checkpoint is at the stop step (the resume line's step),
 # not at an epoch end, so a resume that ignored its batch would differ.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -112,6 +114,33 @@ if command -v mpirun >/dev/null 2>&1 && strings "$MNIST" | grep -q MPI_Init_thre
         else fail "2 ranks resumed: ${d:-}"; show "$TMP/epb"; show "$TMP/opc"; fi
     fi
 else echo "SKIP stop: 2 ranks (no mpirun or no MPI in the program)"; fi
+
+# ---- 4. the emulated CUDA device (FAKE_LIBCUDA given, NVRTC and g++ there) --------------
+# The device queues a span's steps without waiting; the stop comes at the
+# end of a span all the same, and the resumed run is the whole one's.
+if [ -n "$FAKE" ] && [ -d /usr/local/cuda ] && command -v g++ >/dev/null; then
+    SMALL=$TMP/small
+    $PY "$ROOT/tests/unit/small_idx.py" "$FASHION" "$SMALL" 1024 64 >/dev/null
+    export CDDP_LIBCUDA=$(realpath "$FAKE") XDG_CACHE_HOME=$TMP/cache
+    env CDDP_CUDA_DUMP="$TMP/src.cu" "$MNIST" --data "$SMALL" --device cuda --max-steps 1 >/dev/null 2>&1
+    if bash "$ROOT/tests/fakes/emu_kernels.sh" "$TMP/src.cu" "$TMP/kernels.so" 2>"$TMP/gxx"; then
+        export FAKE_CUDA_KERNELS=$TMP/kernels.so
+        D=("$MNIST" --data "$SMALL" --device cuda --epochs 2 --batch 32 --seed 4)
+        t0=$(date +%s.%N)
+        "${D[@]}" --save "$TMP/da.st" --metrics "$TMP/dma.csv" >"$TMP/oda" 2>&1 || { fail "emulated device run"; show "$TMP/oda"; }
+        T=$($PY -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$(date +%s.%N)")
+        S=$($PY -c "import random, sys; print('%.2f' % (float(sys.argv[1]) * random.uniform(0.15, 0.75)))" "$T")
+        "${D[@]}" --checkpoint "$TMP/dck.st" >"$TMP/odb" 2>"$TMP/edb" &
+        if stop_run "emulated CUDA SIGTERM" TERM 143 "$S" $! "$TMP/odb" "$TMP/edb"; then
+            E=$(stop_epoch "$TMP/edb")
+            "${D[@]}" --resume "$TMP/dck.st" --save "$TMP/db.st" --metrics "$TMP/dmb.csv" >"$TMP/odc" 2>&1
+            if cmp -s "$TMP/da.st" "$TMP/db.st" && d=$(same_metrics "$TMP/dmb.csv" "$TMP/dma.csv" "$E"); then
+                pass "emulated CUDA device: SIGTERM after ${S}s of ${T%.*}s -> 143, '$(grep -- --resume "$TMP/edb" | sed 's/^[^:]*: //')'; resumed: bitwise equal"
+            else fail "emulated CUDA device resumed: ${d:-}"; show "$TMP/edb"; show "$TMP/odc"; fi
+        fi
+    else fail "cannot build the emulated kernels"; show "$TMP/gxx"; fi
+    unset CDDP_LIBCUDA FAKE_CUDA_KERNELS
+else echo "SKIP stop: emulated CUDA device (no FAKE_LIBCUDA, NVRTC or g++)"; fi
 
 echo "stop: $passes passed, $fails failed"
 [ $fails = 0 ]
