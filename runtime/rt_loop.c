@@ -26,8 +26,8 @@
  * written there and the loop returns the signal. The spans are sized from
  * the measured (all-reduced, so identical) time per step to last about
  * STOP_SPAN seconds: the first is FIRST_SPAN steps, each next at most twice
- * the last. The CUDA device queues a span's steps without waiting, so a
- * stop there waits at most for what is queued (the launch queue's depth).
+ * the last. The CUDA device queues a span's steps without waiting inside
+ * it and is waited for at its end (a gap of one graph launch per span).
  * Every epoch's end (after its evaluation and checkpoint) agrees too.
  *
  * The per-step loss sums stay on the ranks during the epoch and are
@@ -293,11 +293,15 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
                     goto out;
             }
             if (b == agree_at) {
-                /* the step log's rows so far reach the file (all ranks
-                 * take part in the sum); a GPU waits here for its span */
+                /* An asynchronous device (the GPU) is waited for here, at
+                 * the span's end (never inside it): the span's time is then
+                 * the device's, which sizes the next span, and a stop is
+                 * not left behind a queue of many spans. The step log's
+                 * rows so far reach the file (all ranks take part in the
+                 * sum). */
+                if ((dev->async || o->steplog_path) && b < L.nbatch && dev->collect(dev, logged, b, &out) != 0)
+                    goto out;
                 if (o->steplog_path && b < L.nbatch) {
-                    if (dev->collect(dev, logged, b, &out) != 0)
-                        goto out;
                     memcpy(L.sum, L.loss, (size_t)(b - logged) * sizeof(double));
                     coll->sum_f64(coll, L.sum, b - logged, "the step log's all-reduce");
                     memmove(L.sum + (logged - skip), L.sum, (size_t)(b - logged) * sizeof(double));

@@ -21,7 +21,8 @@
  *   7. the graceful stop: a signal during a range stops the loop at the
  *      first agreement (16 steps in, or the epoch's end if sooner), on
  *      either device; the steps so far reach the step log, a checkpoint is
- *      written, nothing is evaluated, the signal is returned.
+ *      written, nothing is evaluated, the signal is returned; the
+ *      asynchronous device is waited for at span ends only.
  * Expected values are computed here from the script, not by the loop's
  * code. Exit status 0 when every check passes. */
 #include "rt_internal.h"
@@ -405,6 +406,15 @@ int main(void)
                   async ? "async" : "sync", r.rc, buf, want, count(&r.s, 'E'), n7,
                   access(ck7, F_OK) == 0 ? "written" : "missing");
         }
+        /* no stop, 50 batches on the asynchronous device: it is waited for
+         * (collect) only where a span ends, first after batch 16 */
+        run(&r, &o7, &fresh, 1, 0, dir);
+        calls_of(&r.s, 'C', buf, sizeof buf);
+        int at_ends = r.rc == 0 && !strncmp(buf, "0:16 ", 5);
+        for (int i = 1; i < r.s.n; i++)
+            if (r.s.calls[i].op == 'C' && r.s.calls[i - 1].op == 'T')
+                at_ends &= r.s.calls[i].b == r.s.calls[i - 1].b;
+        CHECK(at_ends, "async device, 50 batches: collects %s (want 0:16 first, each at a range's end)", buf);
         /* 13 batches: the epoch ends before the first agreement; evaluated, then stopped */
         stop_epoch = 1;
         run(&r, &o, &fresh, 0, 0, dir);
