@@ -43,7 +43,7 @@ $(RT_OBJS): $(FLAGS_STAMP)
 # ---- the compiler -----------------------------------------------------------
 CC_SRCS := $(filter-out compiler/lex.c compiler/parse.c,$(wildcard compiler/*.c))
 CC_OBJS := $(patsubst compiler/%.c,build/compiler/%.o,$(CC_SRCS)) build/compiler/lex.o build/compiler/parse.o
-CC_HDRS := compiler/cddpc.h compiler/ast.h compiler/sema.h compiler/ops.def compiler/dropout_rng.h runtime/cddprt.h runtime/rt_plot.h
+CC_HDRS := compiler/cddpc.h compiler/ast.h compiler/sema.h compiler/fuse.h compiler/study.h compiler/ops.def compiler/dropout_rng.h runtime/cddprt.h runtime/rt_plot.h
 # flex/bison output: no warnings are ours to fix there
 GEN_CFLAGS = $(CFLAGS) -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter
 

@@ -211,7 +211,24 @@ void bucket_plan(Graph *g, double first_mb, double bucket_mb);
 
 /* ---- plan: fuse.c, memplan.c ------------------------------------------ */
 typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT, G_CONV, G_CHAN, G_POOL, G_STATE, G_COMM } GroupKind;
-typedef enum { FUSE_NONE, FUSE_ELEMENTWISE, FUSE_ALL } FuseLevel;
+/* Fusion rules, each switchable (--fusion=all,-epilogue, --no-fuse RULE):
+ * fuse.c's fuse_rule table names and documents them. A level is a set. */
+enum {
+    R_DATA = 1 << 0, R_EPILOGUE = 1 << 1, R_EW_CHAIN = 1 << 2, R_REDUCTION = 1 << 3, R_ROW_OPS = 1 << 4,
+    R_OPTIMIZER = 1 << 5, R_CHAN_PASS = 1 << 6, R_CONV_BIAS = 1 << 7, R_DROPOUT = 1 << 8,
+};
+#define FUSE_NRULES 9
+typedef unsigned FuseLevel;     /* a set of rules */
+#define FUSE_NONE 0u
+#define FUSE_ELEMENTWISE ((FuseLevel)(R_EW_CHAIN | R_DROPOUT))
+#define FUSE_ALL ((FuseLevel)((1u << FUSE_NRULES) - 1))
+typedef struct FuseRule { unsigned bit; const char *name, *what; } FuseRule;
+extern const FuseRule fuse_rule[FUSE_NRULES];
+/* "none", "elementwise", "all", optionally followed by ,-RULE or ,+RULE
+ * items; -1 with the offending item in *bad (unknown names) */
+int fuse_parse(const char *spec, FuseLevel *out, const char **bad);
+const char *fuse_rule_names(void);            /* "data, epilogue, ..." for messages */
+int fuse_rule_bit(const char *name);          /* its bit, or 0 */
 typedef enum { B_NONE, B_ACT, B_FIX, B_PARAM, B_GRAD, B_STAT } BufClass;
 
 typedef struct Group {
@@ -221,6 +238,7 @@ typedef struct Group {
     int anchor;             /* matmul / row op the group is built around, -1 */
     char *name;             /* kernel name, e.g. "t3_mm_nt_bias_add_relu" */
     int gemm_out;           /* G_MATMUL: node whose buffer the GEMM writes */
+    unsigned rules;         /* the fusion rules that added nodes to it */
 } Group;
 
 typedef struct Buf {
@@ -255,6 +273,9 @@ typedef struct Plan {
 int plan_nin(const Plan *p, const Node *n);
 Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots);
 void fuse_plan(Plan *p, FuseLevel level);
+/* fuse_explain.c: --explain-fusion, every producer and consumer left in
+ * different kernels with the predicate that kept them apart */
+void fuse_explain(FILE *f, Plan *p, FuseLevel level);
 void mem_plan(Plan *p);
 void mem_dump(FILE *f, const Plan *p);
 int64_t mem_align(int64_t floats);               /* buffer alignment in floats */
@@ -269,7 +290,34 @@ void plan_dump_groups(FILE *f, const Plan *p);
  * of problems, each printed (compiler bugs). */
 int plan_verify_groups(const Plan *p, const char *after);
 int plan_verify_memory(const Plan *p, const char *after);
-void plan_report(FILE *f, const Plan *p, int64_t batch);
+/* cost.c: FLOPs and bytes to memory of a kernel at a batch size. The
+ * CPU target counts the second pass of a GEMM's epilogue; a GPU's runs in
+ * registers. */
+typedef enum { COST_CPU, COST_GPU } CostTarget;
+typedef struct KernelCost { double flops, bytes; } KernelCost;
+KernelCost cost_group(const Plan *p, const Group *gr, int64_t batch, CostTarget t);
+KernelCost cost_plan(const Plan *p, int64_t batch, CostTarget t);
+const char *cost_bytes_text(double bytes);     /* B, KiB, MiB, GiB */
+/* study.c, main.c: `cddpc study` compiles each variant through the
+ * driver's pipeline (in a child process: diagnostics may exit) and keeps
+ * the train plan's kernel count and cost at each batch size. */
+typedef struct StudyCost { int64_t batch; int kernels; KernelCost cost; } StudyCost;
+int cddpc_study_compile(const char *model, FuseLevel level, CostTarget target, const char *out,
+                        const int64_t *batches, int nbatch, StudyCost *costs);
+/* graph.c: --graph FILE.dot (and FILE.svg when Graphviz's dot is installed) */
+int plan_graph(const char *path, const Plan *train, const Plan *eval, int64_t batch);
+/* gpu_model.c: --report --target GPU, the step predicted per kernel from
+ * datasheet peaks (one table, with sources) and launch geometry */
+typedef struct GpuTarget {
+    const char *name, *full;
+    double flops, bw;       /* FP32 FLOP/s (non-tensor), memory bytes/s */
+    int sms;
+    const char *source;
+} GpuTarget;
+const GpuTarget *gpu_target(const char *name);     /* h100, h200, a100, t4; NULL */
+void gpu_report(FILE *f, const Program *prog, const Plan *p, int64_t batch, const GpuTarget *t);
+/* report.c */
+void plan_report(FILE *f, const Plan *p, int64_t batch, CostTarget t);
 typedef struct PlanBucket {
     int64_t off, end;       /* slab range [off, end) */
     int ready, opt;         /* kernel indices in the train plan */

@@ -21,13 +21,7 @@
  * schedule (every input from outside a group is produced before it). */
 #include <string.h>
 
-#include "cddpc.h"
-
-typedef struct Fuser {
-    Plan *p;
-    FuseLevel level;
-    int cap;                /* node capacity of each group */
-} Fuser;
+#include "fuse.h"
 
 static const Node *node(const Fuser *f, int id) { return f->p->g->n[id]; }
 
@@ -42,9 +36,12 @@ static int new_group(Fuser *f, GroupKind kind, int anchor)
     return p->ngroups++;
 }
 
-static void add(Fuser *f, int grp, int id)
+/* rule: the fusion rule that puts id into grp (0 for the node that
+ * starts the group) */
+static void add(Fuser *f, int grp, int id, unsigned rule)
 {
     Group *gr = &f->p->groups[grp];
+    gr->rules |= rule;
     /* keep the node list topological: insertion sort by id */
     int k = gr->nnodes++;
     while (k > 0 && gr->nodes[k - 1] > id) {
@@ -58,21 +55,21 @@ static void add(Fuser *f, int grp, int id)
 /* ---- legality predicates ---------------------------------------------- */
 
 /* x's value is needed by exactly one node and by nothing after the plan. */
-static int single_consumer(const Fuser *f, int x)
+int fuse_single_consumer(const Fuser *f, int x)
 {
     const Node *n = node(f, x);
     return f->p->nuse[x] == 1 && !f->p->is_root[x] && n->grad_of < 0 && n->op != OP_PARAM;
 }
 
 /* c is the consumer of x in the plan (x has one consumer). */
-static int consumer_of(const Fuser *f, int x)
+int fuse_consumer_of(const Fuser *f, int x)
 {
     return f->p->nuse[x] > 0 ? f->p->cons[x][0] : -1;
 }
 
 /* Every input of c from outside group grp is produced before the group
  * starts, so running the whole group at its first node's slot is valid. */
-static int inputs_ready(const Fuser *f, int c, int grp)
+int fuse_inputs_ready(const Fuser *f, int c, int grp)
 {
     const Group *gr = &f->p->groups[grp];
     const Node *n = node(f, c);
@@ -87,7 +84,7 @@ static int inputs_ready(const Fuser *f, int c, int grp)
 }
 
 /* c iterates over the same elements as x (no broadcast of the result). */
-static int same_space(const Fuser *f, int c, int x)
+int fuse_same_space(const Fuser *f, int c, int x)
 {
     return (op_fuse[node(f, c)->op] & F_EPI) && !plan_is_view(f->p, c)
         && ir_same_shape(&node(f, c)->shape, &node(f, x)->shape);
@@ -97,7 +94,7 @@ static int same_space(const Fuser *f, int c, int x)
  * input's full iteration space; its result must not feed back into the
  * group (no reduce-then-broadcast inside one kernel), which holds because
  * consumers of the reduction come later and are never absorbed. */
-static int reduction_of_group(const Fuser *f, int r, int grp)
+int fuse_reduction_of_group(const Fuser *f, int r, int grp)
 {
     const Node *rn = node(f, r);
     if (op_kind[rn->op] != K_RED || f->p->group_of[r] >= 0)
@@ -121,7 +118,7 @@ static int reduction_of_group(const Fuser *f, int r, int grp)
  *     (the previous layer's bias gradient); nothing in the group reads it;
  *   - bn_stats / bn_gstats in the train plan: bn_running of those
  *     statistics updates the channel's running statistics. */
-static int chan_pass_result(const Fuser *f, int c, int a)
+int fuse_chan_pass_result(const Fuser *f, int c, int a)
 {
     const Node *cn = node(f, c), *an = node(f, a);
     int sums = an->op == OP_BN_DX || an->op == OP_BN_DPART, writes_dx = an->op == OP_BN_DX || an->op == OP_BN_GDX;
@@ -137,13 +134,13 @@ static int chan_pass_result(const Fuser *f, int c, int a)
 /* A convolution's bias as its epilogue: the one consumer of the product is
  * bias_add of a per-output-channel vector, added as each output is stored
  * (the product itself is never stored, memplan's gemm_out). */
-static int conv_bias_epilogue(const Fuser *f, int conv, int grp)
+int fuse_conv_bias_epilogue(const Fuser *f, int conv, int grp)
 {
-    if (node(f, conv)->op != OP_CONV2D || !single_consumer(f, conv))
+    if (node(f, conv)->op != OP_CONV2D || !fuse_single_consumer(f, conv))
         return 0;
-    int c = consumer_of(f, conv);
+    int c = fuse_consumer_of(f, conv);
     return c >= 0 && f->p->group_of[c] < 0 && (op_fuse[node(f, c)->op] & F_CONV_EPI) && node(f, c)->in[0] == conv
-        && inputs_ready(f, c, grp);
+        && fuse_inputs_ready(f, c, grp);
 }
 
 static void absorb_chan_results(Fuser *f, int grp, int anchor)
@@ -151,8 +148,8 @@ static void absorb_chan_results(Fuser *f, int grp, int anchor)
     const Plan *p = f->p;
     for (int k = 0; k < p->norder; k++) {
         int c = p->order[k];
-        if (c > anchor && p->group_of[c] < 0 && chan_pass_result(f, c, anchor) && inputs_ready(f, c, grp))
-            add(f, grp, c);
+        if (c > anchor && p->group_of[c] < 0 && fuse_chan_pass_result(f, c, anchor) && fuse_inputs_ready(f, c, grp))
+            add(f, grp, c, R_CHAN_PASS);
     }
 }
 
@@ -163,7 +160,7 @@ static void absorb_chan_results(Fuser *f, int grp, int anchor)
  * gradient reads the ReLU output), and the kernel saves a launch and a
  * read of x. Only dropout, so other chains keep their single-consumer
  * shape. */
-static int dropout_consumer(const Fuser *f, int x)
+int fuse_dropout_consumer(const Fuser *f, int x)
 {
     for (int k = 0; k < f->p->nuse[x]; k++) {
         int c = f->p->cons[x][k];
@@ -173,13 +170,17 @@ static int dropout_consumer(const Fuser *f, int x)
     return -1;
 }
 
-static void absorb_chain(Fuser *f, int grp, int cur)
+/* rule: R_EPILOGUE (from a matrix product) or R_EW_CHAIN (from an
+ * elementwise op); R_DROPOUT must be on too for a dropout of a value with
+ * other readers. */
+static void absorb_chain(Fuser *f, int grp, int cur, unsigned rule)
 {
     for (;;) {
-        int c = single_consumer(f, cur) ? consumer_of(f, cur) : dropout_consumer(f, cur);
-        if (c < 0 || f->p->group_of[c] >= 0 || !same_space(f, c, cur) || !inputs_ready(f, c, grp))
+        int single = fuse_single_consumer(f, cur);
+        int c = single ? fuse_consumer_of(f, cur) : (f->rules & R_DROPOUT) ? fuse_dropout_consumer(f, cur) : -1;
+        if (c < 0 || f->p->group_of[c] >= 0 || !fuse_same_space(f, c, cur) || !fuse_inputs_ready(f, c, grp))
             return;
-        add(f, grp, c);
+        add(f, grp, c, single ? rule : rule | R_DROPOUT);
         cur = c;
     }
 }
@@ -191,26 +192,33 @@ static void absorb_reductions(Fuser *f, int grp)
     for (int k = 0; k < gr->nnodes; k++) {     /* the group grows as we go */
         int x = gr->nodes[k];
         for (int j = 0; j < p->nuse[x]; j++)
-            if (reduction_of_group(f, p->cons[x][j], grp))
-                add(f, grp, p->cons[x][j]);
+            if (fuse_reduction_of_group(f, p->cons[x][j], grp))
+                add(f, grp, p->cons[x][j], R_REDUCTION);
     }
+}
+
+/* c is a row op of the same logits and labels as the anchor a. */
+int fuse_same_logits(const Fuser *f, int c, int a)
+{
+    const Node *cn = node(f, c), *an = node(f, a);
+    return op_kind[cn->op] == K_ROW && cn->in[0] == an->in[0] && cn->in[1] == an->in[1];
 }
 
 static void absorb_row_ops(Fuser *f, int grp, int anchor)
 {
-    const Node *a = node(f, anchor);
     const Plan *p = f->p;
     for (int k = 0; k < p->norder; k++) {
         const Node *c = node(f, p->order[k]);
-        if (p->group_of[c->id] < 0 && op_kind[c->op] == K_ROW && c->in[0] == a->in[0] && c->in[1] == a->in[1])
-            add(f, grp, c->id);
+        if (p->group_of[c->id] < 0 && fuse_same_logits(f, c->id, anchor))
+            add(f, grp, c->id, R_ROW_OPS);
     }
 }
 
 static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbuckets] */)
 {
     const Node *n = node(f, id);
-    int all = f->level == FUSE_ALL, grp;
+    unsigned on = f->rules;
+    int grp;
     if (plan_is_view(f->p, id))     /* eval's dropout too: no kernel */
         return;
     switch (op_kind[n->op]) {
@@ -218,46 +226,46 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
     case K_VIEW:
         return;
     case K_DATA:
-        if (*data_grp < 0 || !all)
+        if (*data_grp < 0 || !(on & R_DATA))
             *data_grp = new_group(f, G_DATA, -1);
-        add(f, *data_grp, id);
+        add(f, *data_grp, id, f->p->groups[*data_grp].nnodes ? R_DATA : 0);
         return;
     case K_OPT: {
         /* one update kernel per gradient bucket: a bucket boundary is a
          * schedule point (its all-reduce must finish first), never fused over */
         int b = node(f, n->in[0])->bucket;
-        if (opt_grp[b] < 0 || !all)
+        if (opt_grp[b] < 0 || !(on & R_OPTIMIZER))
             opt_grp[b] = new_group(f, G_OPT, -1);
-        add(f, opt_grp[b], id);
+        add(f, opt_grp[b], id, f->p->groups[opt_grp[b]].nnodes ? R_OPTIMIZER : 0);
         return;
     }
     case K_MATMUL:
         grp = new_group(f, G_MATMUL, id);
-        add(f, grp, id);
-        if (all) {
-            absorb_chain(f, grp, id);
+        add(f, grp, id, 0);
+        if (on & R_EPILOGUE)
+            absorb_chain(f, grp, id, R_EPILOGUE);
+        if (on & R_REDUCTION)
             absorb_reductions(f, grp);
-        }
         return;
     case K_ROW:
         grp = new_group(f, G_ROW, id);
-        add(f, grp, id);
-        if (all) {
+        add(f, grp, id, 0);
+        if (on & R_ROW_OPS)
             absorb_row_ops(f, grp, id);
+        if (on & R_REDUCTION)
             absorb_reductions(f, grp);
-        }
         return;
     case K_EW:
         grp = new_group(f, G_EW, -1);
-        add(f, grp, id);
-        if (f->level != FUSE_NONE)
-            absorb_chain(f, grp, id);
-        if (all)
+        add(f, grp, id, 0);
+        if (on & R_EW_CHAIN)
+            absorb_chain(f, grp, id, R_EW_CHAIN);
+        if (on & R_REDUCTION)
             absorb_reductions(f, grp);
         return;
     case K_RED:
         grp = new_group(f, G_RED, -1);
-        add(f, grp, id);
+        add(f, grp, id, 0);
         return;
     case K_CONV:    /* window ops are kernels of their own (no epilogue fusion yet) */
     case K_CHAN:
@@ -266,11 +274,11 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
     case K_COMM:    /* a collective between kernels: its own table entry */
         grp = new_group(f, op_kind[n->op] == K_CONV ? G_CONV : op_kind[n->op] == K_CHAN ? G_CHAN
                         : op_kind[n->op] == K_POOL ? G_POOL : op_kind[n->op] == K_STATE ? G_STATE : G_COMM, id);
-        add(f, grp, id);
-        if (all && op_kind[n->op] == K_CHAN)
+        add(f, grp, id, 0);
+        if ((on & R_CHAN_PASS) && op_kind[n->op] == K_CHAN)
             absorb_chan_results(f, grp, id);
-        if (all && conv_bias_epilogue(f, id, grp))
-            add(f, grp, consumer_of(f, id));
+        if ((on & R_CONV_BIAS) && fuse_conv_bias_epilogue(f, id, grp))
+            add(f, grp, fuse_consumer_of(f, id), R_CONV_BIAS);
         return;
     }
 }
@@ -301,9 +309,9 @@ static void name_groups(Plan *p)
     }
 }
 
-void fuse_plan(Plan *p, FuseLevel level)
+void fuse_plan(Plan *p, FuseLevel rules)
 {
-    Fuser f = {p, level, p->norder + 1};
+    Fuser f = {p, rules, p->norder + 1};
     int data_grp = -1, *opt_grp = util_alloc(sizeof(int) * (size_t)(p->g->nbuckets + 1));
     for (int b = 0; b <= p->g->nbuckets; b++)
         opt_grp[b] = -1;

@@ -43,6 +43,7 @@ typedef struct rt_opts {
     int64_t ckpt_every;     /* --checkpoint-every N: also every N optimizer steps */
     const char *resume_path; /* --resume FILE */
     const char *plot_path;  /* --plot FILE.svg: the loss curve, redrawn every epoch (rank 0) */
+    const char *bench_kernel; /* --bench-kernel NAME|all: time kernels alone, no training */
 } rt_opts;
 
 
@@ -80,6 +81,11 @@ typedef struct rt_dataset {
     uint8_t *img;           /* n * rows * cols */
     uint8_t *lab;           /* n */
 } rt_dataset;
+
+/* ---- rt_bench.c: --bench-kernel -------------------------------------------
+ * The name check: 0, or -1 with the message (the train kernels listed). */
+int rt_bench_check_name(const rt_model *m, const char *name);
+int rt_bench_kernels(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *train);
 
 /* Loads DIR/<prefix>-images-idx3-ubyte[.gz] and the matching labels,
  * checked against the model's input size and class count. */

@@ -28,7 +28,7 @@ void openblas_set_num_threads(int num_threads);
 enum { OPT_DATA, OPT_DEVICE, OPT_THREADS, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_SEED,
        OPT_SHUFFLE, OPT_DROP_LAST, OPT_MAX_STEPS, OPT_INIT, OPT_SAVE, OPT_METRICS,
        OPT_STEP_LOG, OPT_PROFILE, OPT_NO_CACHE, OPT_TRACE, OPT_COMM_TIMEOUT, OPT_HELP,
-       OPT_VERSION, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME, OPT_PLOT };
+       OPT_VERSION, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME, OPT_PLOT, OPT_BENCH_KERNEL };
 
 static const struct { const char *name; int id; int takes_value; } options[] = {
     {"data", OPT_DATA, 1},       {"device", OPT_DEVICE, 1},     {"threads", OPT_THREADS, 1},
@@ -39,7 +39,7 @@ static const struct { const char *name; int id; int takes_value; } options[] = {
     {"version", OPT_VERSION, 0}, {"profile", OPT_PROFILE, 0},  {"no-cache", OPT_NO_CACHE, 0},
     {"trace", OPT_TRACE, 1},     {"comm-timeout", OPT_COMM_TIMEOUT, 1},
     {"checkpoint", OPT_CHECKPOINT, 1}, {"checkpoint-every", OPT_CHECKPOINT_EVERY, 1},
-    {"resume", OPT_RESUME, 1},   {"plot", OPT_PLOT, 1},
+    {"resume", OPT_RESUME, 1},   {"plot", OPT_PLOT, 1},   {"bench-kernel", OPT_BENCH_KERNEL, 1},
 };
 
 static void usage(const rt_model *m, const rt_opts *d)
@@ -75,6 +75,8 @@ static void usage(const rt_model *m, const rt_opts *d)
            "  --plot FILE.svg       train/test loss per epoch, test accuracy, the step loss\n"
            "                        smoothed; redrawn atomically after every epoch (rank 0)\n"
            "  --profile             time every kernel; print a table per plan at the end (cpu)\n"
+           "  --bench-kernel NAME|all  time train kernels on their own (after one step, on its\n"
+           "                        buffers): median, min, max per call; no training (cpu)\n"
            "  --trace FILE.json     timeline of every kernel and all-reduce, all ranks, as\n"
            "                        Chrome trace events (chrome://tracing, ui.perfetto.dev)\n"
            "  --comm-timeout S      abort the job when a collective (or, on GPU ranks, the\n"
@@ -252,6 +254,11 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
         case OPT_CHECKPOINT: o->ckpt_path = v; break;
         case OPT_RESUME: o->resume_path = v; break;
         case OPT_PLOT: o->plot_path = v; break;
+        case OPT_BENCH_KERNEL:
+            if (rt_bench_check_name(m, v) != 0)
+                return 2;
+            o->bench_kernel = v;
+            break;
         case OPT_CHECKPOINT_EVERY:
             if (parse_int(name, v, 1, INT64_MAX, &x))
                 return 2;
@@ -559,6 +566,13 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     if (rs.active && r0 && rs.epoch > o.epochs)
         rt_warn("%s is at the end of epoch %d and --epochs is %d: nothing left to train (raise "
                 "--epochs to go on)", o.resume_path, rs.epoch - 1, o.epochs);
+    if (o.bench_kernel) {
+        if (use_cuda)
+            rt_err("--bench-kernel times the CPU kernels; on a GPU use --trace (cddpc study --kernels)");
+        else if (rt_bench_kernels(m, &o, &w, &train) == 0)
+            rc = 0;
+        goto out;
+    }
     /* the collectives: NCCL's on GPU ranks, else the MPI world's */
     rt_coll coll;
     if (use_cuda)

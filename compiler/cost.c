@@ -1,0 +1,117 @@
+/* cost.c: what one kernel of a plan costs, for --report and `cddpc study`.
+ *
+ * FLOPs come from ops.def's FLOPS column (per output element; for
+ * matmul, convolution and row ops per element of the reduced dimension).
+ * Bytes are the traffic to memory, one pass per kernel, with each buffer
+ * counted as the kernel touches it:
+ *   - every value the kernel reads from outside itself, once (4 bytes a
+ *     float; the dataset's pixels 1 byte, its labels 1 byte as stored);
+ *   - every value it writes that something outside reads, once;
+ *   - in-place updates (optimizers, batch norm's running statistics):
+ *     ops.def's RD and WR per element, which name the parameter, its
+ *     gradient and the optimizer state read and the parameter and state
+ *     written (SGD 8 + 4, momentum 12 + 8, Adam/AdamW 16 + 12 bytes), so
+ *     those inputs are not counted again;
+ *   - on the CPU a matrix product's epilogue is a second loop after the
+ *     BLAS call (emit_c.c's emit_matmul): the GEMM stores the product, the
+ *     epilogue reads it back, so the CPU target adds those bytes. On a GPU
+ *     the epilogue runs on the accumulators in registers (emit_cuda.c).
+ * A buffer read twice inside one kernel (batch norm's two passes over a
+ * channel) is counted once: a channel's slice is re-read from cache. */
+#include <string.h>
+
+#include "cddpc.h"
+
+static int64_t numel(const Node *n, int64_t batch) { return ir_numel(&n->shape, batch); }
+
+static double node_flops(const Graph *g, const Node *n, int64_t b)
+{
+    switch (op_kind[n->op]) {
+    case K_MATMUL: {
+        const Shape *a = &g->n[n->in[0]]->shape;
+        int64_t k = n->op == OP_MM_TN ? a->d[0] : a->d[1];
+        return op_flops[n->op] * (double)numel(n, b) * (double)(k == DIM_N ? b : k);
+    }
+    case K_ROW: {
+        int64_t c = g->n[n->in[0]]->shape.d[1];
+        return (double)b * (double)c * op_flops[n->op];
+    }
+    case K_RED: return op_flops[n->op] * (double)numel(g->n[n->in[0]], b);
+    case K_CONV: {   /* per output element and weight of its group */
+        const Node *y = n->op == OP_CONV2D ? n : g->n[n->in[0]];
+        const Shape *w = n->op == OP_CONV2D_DW ? &n->shape : &g->n[n->in[1]]->shape;
+        return op_flops[n->op] * (double)numel(y, b) * (double)(w->d[1] * w->d[2] * w->d[3]);
+    }
+    case K_CHAN: case K_POOL: return op_flops[n->op] * (double)numel(g->n[n->in[0]], b);
+    case K_DATA: case K_EW: case K_OPT: case K_STATE: case K_COMM:
+        return op_flops[n->op] * (double)numel(n, b);
+    default: return 0;
+    }
+}
+
+/* In-place updates whose ops.def RD/WR cover their parameter inputs. */
+static int updates_in_place(Op op) { return op_kind[op] == K_OPT || op_kind[op] == K_STATE; }
+
+KernelCost cost_group(const Plan *p, const Group *gr, int64_t b, CostTarget t)
+{
+    const Graph *g = p->g;
+    char *seen = util_alloc((size_t)g->nn);
+    KernelCost c = {0, 0};
+    for (int k = 0; k < gr->nnodes; k++) {
+        const Node *n = g->n[gr->nodes[k]];
+        c.flops += node_flops(g, n, b);
+        if (n->op == OP_IMAGES || n->op == OP_LABELS)
+            c.bytes += (double)(n->op == OP_IMAGES ? numel(n, b) : b);    /* uint8 from the dataset */
+        if (updates_in_place(n->op)) {
+            c.bytes += (op_rd[n->op] + op_wr[n->op]) * (double)numel(n, b);
+            if (n->op == OP_BN_RUNNING)     /* num_batches_tracked, one float read and written */
+                c.bytes += 8;
+        } else if (plan_uses_outside(p, n->id) || gr->gemm_out == n->id) {
+            c.bytes += 4.0 * (double)numel(n, b);
+        }
+        for (int j = 0; j < plan_nin(p, n); j++) {
+            int x = plan_source(p, n->in[j]);
+            if (p->group_of[x] == p->group_of[n->id] || seen[x])
+                continue;
+            if (updates_in_place(n->op) && g->n[x]->op == OP_PARAM)
+                continue;
+            if (op_kind[n->op] == K_OPT)      /* the gradient: in RD too */
+                continue;
+            /* the train plan's statistics pass takes the running statistics
+             * as inputs but reads only x (bn_running reads them) */
+            if ((n->op == OP_BN_STATS || n->op == OP_BN_GSTATS) && p->training && (j == 1 || j == 2))
+                continue;
+            seen[x] = 1;
+            c.bytes += 4.0 * (double)numel(g->n[x], b);
+        }
+    }
+    if (t == COST_CPU && gr->kind == G_MATMUL && gr->nnodes > 1) {
+        /* the epilogue pass reads the product back; when the product is
+         * not a result of its own, the GEMM's store of it is extra too */
+        double prod = 4.0 * (double)numel(g->n[gr->anchor], b);
+        c.bytes += prod + (gr->gemm_out != gr->anchor ? prod : 0);
+    }
+    return c;
+}
+
+KernelCost cost_plan(const Plan *p, int64_t batch, CostTarget t)
+{
+    KernelCost s = {0, 0};
+    for (int i = 0; i < p->ngroups; i++) {
+        KernelCost c = cost_group(p, &p->groups[i], batch, t);
+        s.flops += c.flops;
+        s.bytes += c.bytes;
+    }
+    return s;
+}
+
+const char *cost_bytes_text(double bytes)
+{
+    if (bytes < 1024)
+        return util_fmt("%.0f B", bytes);
+    if (bytes < 1024.0 * 1024)
+        return util_fmt("%.1f KiB", bytes / 1024);
+    if (bytes < 1024.0 * 1024 * 1024)
+        return util_fmt("%.2f MiB", bytes / (1024.0 * 1024));
+    return util_fmt("%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+}

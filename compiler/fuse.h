@@ -1,0 +1,23 @@
+/* fuse.h: the fuser's state and its legality predicates, shared by the
+ * grouping (fuse.c) and the explanation of what it left apart
+ * (fuse_explain.c), so a reason given is the predicate that decided. */
+#ifndef FUSE_H
+#define FUSE_H
+#include "cddpc.h"
+
+typedef struct Fuser {
+    Plan *p;
+    FuseLevel rules;        /* the rules switched on */
+    int cap;                /* node capacity of each group */
+} Fuser;
+
+int fuse_single_consumer(const Fuser *f, int x);
+int fuse_consumer_of(const Fuser *f, int x);
+int fuse_inputs_ready(const Fuser *f, int c, int grp);
+int fuse_same_space(const Fuser *f, int c, int x);
+int fuse_reduction_of_group(const Fuser *f, int r, int grp);
+int fuse_chan_pass_result(const Fuser *f, int c, int a);
+int fuse_conv_bias_epilogue(const Fuser *f, int conv, int grp);
+int fuse_dropout_consumer(const Fuser *f, int x);
+int fuse_same_logits(const Fuser *f, int c, int a);
+#endif

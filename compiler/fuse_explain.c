@@ -1,0 +1,197 @@
+/* fuse_explain.c: `cddpc MODEL.net --explain-fusion`: every producer and
+ * consumer that fuse.c left in different kernels, the named predicate
+ * that refused the pair, and what would have allowed it.
+ *
+ * The reasons are computed by the predicates that decided (fuse.h), in
+ * the order fuse.c applies them: first whether any rule grows a kernel of
+ * the producer's kind with an op of the consumer's kind (no_rule), then
+ * whether that rule is switched on (rule_off), then the rule's own
+ * predicates. One line per pair:
+ *   PRODUCER%id (KERNEL) -> CONSUMER%id (KERNEL): PREDICATE: why; allow: what */
+#include <string.h>
+
+#include "fuse.h"
+
+static const char *kind_text[] = {"data", "matmul", "elementwise", "row", "reduction", "optimizer",
+                                  "convolution", "channel", "pooling", "state", "comm"};
+
+static const char *op_kind_text[] = {"data", "param", "view", "elementwise", "matmul", "reduction", "row",
+                                     "optimizer", "convolution", "channel", "pooling", "state", "comm"};
+
+static const Node *node(const Plan *p, int id) { return p->g->n[id]; }
+
+static const char *rule_name(unsigned bit)
+{
+    for (int i = 0; i < FUSE_NRULES; i++)
+        if (fuse_rule[i].bit == bit)
+            return fuse_rule[i].name;
+    return "?";
+}
+
+static char *shape_str(const Shape *s)
+{
+    char *t = util_strdup("[");
+    for (int i = 0; i < s->rank; i++)
+        t = util_fmt("%s%s%s", t, i ? "," : "", s->d[i] == DIM_N ? "N" : util_fmt("%lld", (long long)s->d[i]));
+    return util_fmt("%s]", t);
+}
+
+/* Why x's only-or-not readers keep x from being a chain's inner value. */
+static char *readers(const Fuser *f, int x)
+{
+    const Plan *p = f->p;
+    const Node *n = node(p, x);
+    if (p->is_root[x])
+        return util_strdup("it is an output of the plan");
+    if (n->grad_of >= 0)
+        return util_strdup("it is a parameter's gradient (stored in the gradient slab)");
+    char *s = util_fmt("%d readers:", p->nuse[x]);
+    for (int k = 0; k < p->nuse[x]; k++) {
+        const Node *c = node(p, p->cons[x][k]);
+        s = util_fmt("%s %s%%%d", s, op_text[c->op], c->id);
+    }
+    return s;
+}
+
+/* The first input of c from outside grp computed at or after the group's
+ * first node (what fuse_inputs_ready refuses), or -1. */
+static int late_input(const Fuser *f, int c, int grp)
+{
+    const Plan *p = f->p;
+    const Group *gr = &p->groups[grp];
+    const Node *n = node(p, c);
+    for (int j = 0; j < plan_nin(p, n); j++) {
+        int x = n->in[j];
+        if (p->group_of[x] != grp && plan_source(p, x) >= gr->nodes[0] && node(p, x)->op != OP_PARAM)
+            return plan_source(p, x);
+    }
+    return -1;
+}
+
+static char *why_chain(const Fuser *f, int x, int c, int gx, unsigned rule)
+{
+    const Plan *p = f->p;
+    if (!(f->rules & rule))
+        return util_fmt("rule_off(%s): the rule is switched off; allow: --fusion=...,+%s", rule_name(rule),
+                        rule_name(rule));
+    if (!fuse_single_consumer(f, x) && !(node(p, c)->op == OP_DROPOUT && (f->rules & R_DROPOUT)))
+        return util_fmt("single_consumer(%s%%%d): %s; allow: a kernel with several outputs "
+                        "(the value stored for its other readers, as rule dropout does for a dropout)",
+                        op_text[node(p, x)->op], x, readers(f, x));
+    if (!fuse_same_space(f, c, x))
+        return util_fmt("same_space: %s%%%d iterates over %s, %s%%%d over %s%s; allow: loop fusion across "
+                        "iteration spaces (not implemented)", op_text[node(p, c)->op], c, shape_str(&node(p, c)->shape),
+                        op_text[node(p, x)->op], x, shape_str(&node(p, x)->shape),
+                        plan_is_view(p, c) ? " (it is a view)" : "");
+    int late = late_input(f, c, gx);
+    if (late >= 0)
+        return util_fmt("inputs_ready: its input %s%%%d is computed after %s starts; allow: a schedule that "
+                        "computes it first (not implemented)", op_text[node(p, late)->op], late, p->groups[gx].name);
+    if (p->group_of[c] < gx)
+        return util_fmt("claimed: %s%%%d was already in %s, grown earlier; allow: switching off the rule "
+                        "that built that kernel", op_text[node(p, c)->op], c, p->groups[p->group_of[c]].name);
+    return util_strdup("chain_end: the chain stopped before this pair");
+}
+
+static char *why_reduction(const Fuser *f, int x, int c, int gx)
+{
+    const Plan *p = f->p;
+    const Group *gr = &p->groups[gx];
+    if (gr->kind != G_MATMUL && gr->kind != G_EW && gr->kind != G_ROW)
+        return util_fmt("no_rule(%s -> reduction): only matmul, elementwise and row kernels absorb reductions; "
+                        "allow: a reduction epilogue for %s kernels (not implemented)", kind_text[gr->kind],
+                        kind_text[gr->kind]);
+    if (!(f->rules & R_REDUCTION))
+        return util_strdup("rule_off(reduction): the rule is switched off; allow: --fusion=...,+reduction");
+    if (gr->kind == G_ROW)
+        return util_fmt("reduction_of_group: a row kernel takes only sum_all of a per-sample value and sum_rows "
+                        "of ce_grad; %s%%%d reduces %s%%%d", op_text[node(p, c)->op], c, op_text[node(p, x)->op], x);
+    return util_fmt("reduction_of_group: %s%%%d does not reduce the kernel's full [rows, columns] space "
+                    "(its input %s, the kernel's %s); allow: a reduction over part of the space (not implemented)",
+                    op_text[node(p, c)->op], c, shape_str(&node(p, x)->shape),
+                    shape_str(&node(p, gr->anchor >= 0 ? gr->anchor : gr->nodes[0])->shape));
+}
+
+static char *explain_pair(const Fuser *f, int x, int c)
+{
+    const Plan *p = f->p;
+    int gx = p->group_of[x];
+    const Group *grx = &p->groups[gx];
+    const Node *cn = node(p, c);
+    OpKind kc = op_kind[cn->op];
+    if (kc == K_EW && (op_fuse[cn->op] & F_EPI)) {
+        if (grx->kind == G_MATMUL)
+            return why_chain(f, x, c, gx, R_EPILOGUE);
+        if (grx->kind == G_EW)
+            return why_chain(f, x, c, gx, R_EW_CHAIN);
+        if (grx->kind == G_CONV && node(p, x)->op == OP_CONV2D && (op_fuse[cn->op] & F_CONV_EPI)) {
+            if (!(f->rules & R_CONV_BIAS))
+                return util_strdup("rule_off(conv-bias): the rule is switched off; allow: --fusion=...,+conv-bias");
+            return why_chain(f, x, c, gx, R_CONV_BIAS);
+        }
+        if (grx->kind == G_CONV)
+            return util_fmt("no_rule(convolution -> %s): a convolution's only epilogue is its bias (conv_bias_epilogue); "
+                            "allow: activation epilogues on convolutions (not implemented)", op_text[cn->op]);
+        return util_fmt("no_rule(%s -> elementwise): no rule gives a %s kernel an elementwise epilogue "
+                        "(single_consumer %s, same_space %s); allow: a %s-epilogue rule (not implemented)",
+                        kind_text[grx->kind], kind_text[grx->kind], fuse_single_consumer(f, x) ? "holds" : "fails",
+                        fuse_same_space(f, c, x) ? "holds" : "fails", kind_text[grx->kind]);
+    }
+    if (kc == K_RED)
+        return why_reduction(f, x, c, gx);
+    if (kc == K_ROW)
+        return util_fmt("no_rule(%s -> row): a row op needs whole rows of the logits per sample and starts its own "
+                        "kernel; allow: a row-op epilogue of the product (not implemented)", kind_text[grx->kind]);
+    if (kc == K_OPT)
+        return util_strdup("no_rule(-> optimizer): updates wait for their bucket's all-reduce, a schedule point; "
+                           "allow: on one rank, the update in the gradient's kernel (not implemented)");
+    if (kc == K_CHAN || kc == K_STATE) {
+        if (grx->kind == G_CHAN && grx->anchor >= 0) {
+            if (!(f->rules & R_CHAN_PASS))
+                return util_strdup("rule_off(channel-pass): the rule is switched off; allow: --fusion=...,+channel-pass");
+            if (!fuse_chan_pass_result(f, c, grx->anchor))
+                return util_fmt("chan_pass_result: %s%%%d is not a channel result that %s computes; allow: a "
+                                "second pass over the channel in the same kernel (not implemented)", op_text[cn->op],
+                                c, grx->name);
+            return util_fmt("inputs_ready: an input of %s%%%d is computed after %s starts", op_text[cn->op], c, grx->name);
+        }
+        return util_fmt("no_rule(%s -> channel): a channel pass reads whole channels over the batch and starts its "
+                        "own kernel; allow: channel sums in the producer's epilogue (not implemented)",
+                        kind_text[grx->kind]);
+    }
+    return util_fmt("no_rule(%s -> %s): a %s op starts its own kernel; allow: a prologue rule for %s kernels "
+                    "(not implemented)", kind_text[grx->kind], op_text[cn->op], op_kind_text[kc], op_kind_text[kc]);
+}
+
+void fuse_explain(FILE *out, Plan *p, FuseLevel rules)
+{
+    Fuser f = {p, rules, 0};
+    char on[256] = "";
+    size_t k = 0;
+    for (int i = 0; i < FUSE_NRULES && k < sizeof on; i++)
+        if (rules & fuse_rule[i].bit)
+            k += (size_t)snprintf(on + k, sizeof on - k, "%s%s", k ? ", " : "", fuse_rule[i].name);
+    fprintf(out, "explain-fusion: %s plan, %d kernels; rules on: %s\n", p->name, p->ngroups, k ? on : "(none)");
+    const Graph *g = p->g;
+    int npairs = 0;
+    for (int i = 0; i < p->norder; i++) {
+        int c = p->order[i];
+        if (p->group_of[c] < 0)
+            continue;
+        const Node *cn = g->n[c];
+        for (int j = 0; j < plan_nin(p, cn); j++) {
+            int x = plan_source(p, cn->in[j]);
+            if (p->group_of[x] < 0 || p->group_of[x] == p->group_of[c])
+                continue;
+            int dup = 0;    /* x twice among c's inputs: one line */
+            for (int jj = 0; jj < j; jj++)
+                dup |= plan_source(p, cn->in[jj]) == x;
+            if (dup)
+                continue;
+            fprintf(out, "  %s%%%d (%s) -> %s%%%d (%s): %s\n", op_text[g->n[x]->op], x, p->groups[p->group_of[x]].name,
+                    op_text[cn->op], c, p->groups[p->group_of[c]].name, explain_pair(&f, x, c));
+            npairs++;
+        }
+    }
+    fprintf(out, "  %d producer-consumer pairs in different kernels\n", npairs);
+}

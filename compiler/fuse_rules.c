@@ -1,0 +1,61 @@
+/* fuse_rules.c: the fusion rules by name, for --fusion=LEVEL,-RULE,+RULE,
+ * --no-fuse RULE, --report's rule column and --explain-fusion. Each rule
+ * is one way fuse.c grows a kernel; a level is a set of rules. */
+#include <string.h>
+
+#include "cddpc.h"
+
+const FuseRule fuse_rule[FUSE_NRULES] = {
+    {R_DATA, "data", "the images and the labels gathered in one kernel"},
+    {R_EPILOGUE, "epilogue", "a matrix product absorbs its elementwise chain (bias, ReLU; ReLU mask in backward)"},
+    {R_EW_CHAIN, "ew-chain", "an elementwise op absorbs its elementwise consumer, and so on down the chain"},
+    {R_REDUCTION, "reduction", "a row reduction of a kernel's result joins it (bias gradient, loss and accuracy sums)"},
+    {R_ROW_OPS, "row-ops", "cross-entropy, its gradient and argmax of the same logits in one pass per sample"},
+    {R_OPTIMIZER, "optimizer", "the updates of all parameters of a gradient bucket in one kernel"},
+    {R_CHAN_PASS, "channel-pass", "a batch-norm pass also gives the channel sums and running statistics it has"},
+    {R_CONV_BIAS, "conv-bias", "a convolution adds its bias as it stores its output"},
+    {R_DROPOUT, "dropout", "a dropout joins the kernel computing its input although that input has other readers"},
+};
+
+int fuse_rule_bit(const char *name)
+{
+    for (int i = 0; i < FUSE_NRULES; i++)
+        if (!strcmp(name, fuse_rule[i].name))
+            return (int)fuse_rule[i].bit;
+    return 0;
+}
+
+const char *fuse_rule_names(void)
+{
+    static char buf[256];
+    size_t k = 0;
+    for (int i = 0; i < FUSE_NRULES && k < sizeof buf; i++)
+        k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", i ? ", " : "", fuse_rule[i].name);
+    return buf;
+}
+
+int fuse_parse(const char *spec, FuseLevel *out, const char **bad)
+{
+    char *copy = util_strdup(spec), *save = NULL;
+    char *t = strtok_r(copy, ",", &save);
+    if (!t) {
+        *bad = spec;
+        return -1;
+    }
+    if (!strcmp(t, "none")) *out = FUSE_NONE;
+    else if (!strcmp(t, "elementwise")) *out = FUSE_ELEMENTWISE;
+    else if (!strcmp(t, "all")) *out = FUSE_ALL;
+    else {
+        *bad = util_strdup(t);
+        return -1;
+    }
+    while ((t = strtok_r(NULL, ",", &save))) {
+        int bit = (t[0] == '-' || t[0] == '+') ? fuse_rule_bit(t + 1) : 0;
+        if (!bit) {
+            *bad = util_strdup(t);
+            return -1;
+        }
+        *out = t[0] == '-' ? *out & ~(unsigned)bit : *out | (unsigned)bit;
+    }
+    return 0;
+}

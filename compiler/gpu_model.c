@@ -1,0 +1,86 @@
+/* gpu_model.c: `cddpc MODEL.net --report --target h200` predicts the
+ * training step on a GPU the user may not have, kernel by kernel, from
+ * the cost model (cost.c, GPU target: epilogues in registers), each
+ * kernel's launch geometry as the CUDA emitter sets it (emit_cuda.c), and
+ * the GPU's datasheet peaks below.
+ *
+ * A kernel's time: its roofline time, max(FLOPs / FP32 peak, bytes / memory
+ * bandwidth), divided by the share of the GPU its grid keeps busy, plus a
+ * per-node overhead of the CUDA graph the runtime replays each step:
+ *   - resident blocks: BLOCKS_PER_SM, the emitter's __launch_bounds__(256, 2)
+ *     (the GEMM tiles need those registers);
+ *   - waves = ceil(blocks / (SMs x BLOCKS_PER_SM)); busy share =
+ *     min(1, blocks / (waves x SMs)): a grid smaller than the GPU, or a
+ *     last wave partly empty, leaves SMs idle;
+ *   - the step adds one graph launch. The two overheads are assumptions
+ *     (typical of CUDA graphs on these parts), not measurements of ours:
+ *     tests/gpu/run.sh prints predicted against measured when a GPU is lent.
+ * FP32 peaks are the non-tensor-core ones: the emitted GEMMs use FMA, not
+ * tensor cores. */
+#include <math.h>
+#include <string.h>
+
+#include "cddpc.h"
+
+#define BLOCKS_PER_SM 2
+#define GRAPH_NODE_US 1.0       /* assumed: per kernel node of a replayed CUDA graph */
+#define GRAPH_LAUNCH_US 5.0     /* assumed: one cuGraphLaunch per step */
+#define EPOCH_SAMPLES 60000     /* MNIST's and Fashion-MNIST's training sets */
+
+/* The one table of GPU peaks, each with where it comes from. */
+static const GpuTarget targets[] = {
+    {"h100", "H100 SXM5 80GB", 66.9e12, 3.35e12, 132,
+     "NVIDIA H100 Tensor Core GPU datasheet: FP32 67 TFLOPS, HBM3 3.35 TB/s; 132 SMs (H100 whitepaper)"},
+    {"h200", "H200 SXM 141GB", 66.9e12, 4.8e12, 132,
+     "NVIDIA H200 Tensor Core GPU datasheet: FP32 67 TFLOPS, HBM3e 4.8 TB/s; 132 SMs"},
+    {"a100", "A100 SXM4 80GB", 19.5e12, 2.039e12, 108,
+     "NVIDIA A100 Tensor Core GPU datasheet: FP32 19.5 TFLOPS, HBM2e 2,039 GB/s; 108 SMs"},
+    {"t4", "T4", 8.1e12, 320e9, 40, "NVIDIA T4 datasheet: FP32 8.1 TFLOPS, GDDR6 320 GB/s; 40 SMs"},
+};
+
+const GpuTarget *gpu_target(const char *name)
+{
+    for (size_t i = 0; i < sizeof targets / sizeof *targets; i++)
+        if (!strcmp(name, targets[i].name))
+            return &targets[i];
+    return NULL;
+}
+
+/* Blocks of a launch at batch n, as rt_cuda.c computes the grid. */
+static double grid_blocks(const rt_cuda_launch *l, int64_t n)
+{
+    double blocks = 1;
+    for (int d = 0; d < 3; d++)
+        blocks *= l->gdiv[d] == 0 ? (double)l->gfix[d]
+                                  : fmax(1, ceil((double)l->gmul[d] * (double)n / (double)l->gdiv[d]));
+    return blocks;
+}
+
+void gpu_report(FILE *f, const Program *prog, const Plan *p, int64_t batch, const GpuTarget *t)
+{
+    fprintf(f, "predicted %s plan on %s (batch %lld): %.1f TFLOP/s FP32, %.0f GB/s, %d SMs x %d blocks\n",
+            p->name, t->full, (long long)batch, t->flops / 1e12, t->bw / 1e9, t->sms, BLOCKS_PER_SM);
+    fprintf(f, "  peaks: %s\n", t->source);
+    fprintf(f, "  %-38s %8s %7s %6s %6s %10s %10s %9s %7s\n", "kernel", "blocks", "threads", "waves", "busy",
+            "roofline us", "overhead us", "total us", "bound");
+    double step = GRAPH_LAUNCH_US * 1e-6;
+    for (int i = 0; i < p->ngroups; i++) {
+        rt_cuda_launch l;
+        emit_cuda_kernel(p, i, prog, &l);
+        KernelCost c = cost_group(p, &p->groups[i], batch, COST_GPU);
+        double blocks = grid_blocks(&l, batch), threads = (double)l.block[0] * l.block[1] * l.block[2];
+        double waves = ceil(blocks / (t->sms * BLOCKS_PER_SM));
+        double busy = fmin(1, blocks / (waves * t->sms));
+        double tf = c.flops / t->flops, tb = c.bytes / t->bw;
+        double secs = fmax(tf, tb) / busy + GRAPH_NODE_US * 1e-6;
+        step += secs;
+        fprintf(f, "  %-38s %8.0f %7.0f %6.0f %5.0f%% %10.2f %10.2f %9.2f %7s\n", p->groups[i].name, blocks, threads,
+                waves, 100 * busy, 1e6 * fmax(tf, tb) / busy, GRAPH_NODE_US, 1e6 * secs,
+                tf >= tb ? "flops" : "memory");
+    }
+    double steps = ceil((double)EPOCH_SAMPLES / (double)batch);
+    fprintf(f, "  step %.1f us (with one graph launch, %.0f us); an epoch of %d samples, %.0f steps: %.3f s "
+               "(training steps only)\n", 1e6 * step, GRAPH_LAUNCH_US, EPOCH_SAMPLES, steps, step * steps);
+    fprintf(f, "  overheads assumed, not measured: %.1f us per graph node, %.1f us per graph launch\n",
+            GRAPH_NODE_US, GRAPH_LAUNCH_US);
+}
