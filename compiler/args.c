@@ -3,7 +3,9 @@
  * and a call's arguments bound to a signature (PyTorch's positional and
  * keyword rules), each mistake reported where it was written. */
 #include <ctype.h>
+#include <math.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sema.h"
 
@@ -71,6 +73,8 @@ const char *arg_near_hint(const Near *s)
 
 /* ---- constants in arguments -------------------------------------------- */
 
+static const char *arith_text(ExprKind k);
+
 const char *arg_show(const Expr *e)
 {
     switch (e->kind) {
@@ -85,12 +89,22 @@ const char *arg_show(const Expr *e)
     case E_CALL: return util_fmt("%s(...)", e->s);
     case E_TUPLE: return "a tuple";
     case E_NEG: return util_fmt("-%s", arg_show(e->a));
-    case E_ADD: return "an addition";
+    case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_FDIV:
+        return util_fmt("%s %s %s", arg_show(e->a), arith_text(e->kind), arg_show(e->b));
     }
     return "?";
 }
 
-/* Folds -(-3) and the like; returns 0 if e is not a number. */
+static const char *arith_text(ExprKind k)
+{
+    return k == E_ADD ? "+" : k == E_SUB ? "-" : k == E_MUL ? "*" : k == E_DIV ? "/" : "//";
+}
+
+/* Folds constant arithmetic as Python does: 16 * 5 * 5 and 28 // 2 are
+ * integers, 2 * 1e-3 and 1 / 2 numbers (true division), -(-3) folds.
+ * Returns 1 with the value, 0 if e is not a constant (nothing reported),
+ * -1 after reporting an error at its operator (division by zero,
+ * overflow). */
 static int number(const Expr *e, double *f, int64_t *i, int *is_int)
 {
     if (e->kind == E_INT || e->kind == E_FLOAT) {
@@ -99,20 +113,84 @@ static int number(const Expr *e, double *f, int64_t *i, int *is_int)
         *is_int = e->kind == E_INT;
         return 1;
     }
-    if (e->kind == E_NEG && number(e->a, f, i, is_int)) {
-        *f = -*f;
-        *i = -*i;
+    if (e->kind == E_NEG) {
+        int r = number(e->a, f, i, is_int);
+        if (r == 1) {
+            *f = -*f;
+            *i = -*i;
+        }
+        return r;
+    }
+    if (e->kind != E_ADD && e->kind != E_SUB && e->kind != E_MUL && e->kind != E_DIV && e->kind != E_FDIV)
+        return 0;
+    double fa, fb;
+    int64_t ia, ib;
+    int ka, kb;
+    int ra = number(e->a, &fa, &ia, &ka), rb = number(e->b, &fb, &ib, &kb);
+    if (ra < 0 || rb < 0)
+        return -1;
+    if (ra == 0 || rb == 0)
+        return 0;
+    if ((e->kind == E_DIV || e->kind == E_FDIV) && fb == 0) {
+        diag_error(e->loc, "division by zero");
+        return -1;
+    }
+    *is_int = ka && kb && e->kind != E_DIV;
+    if (*is_int) {
+        int64_t r = 0;
+        int over = 0;
+        switch (e->kind) {
+        case E_ADD: over = __builtin_add_overflow(ia, ib, &r); break;
+        case E_SUB: over = __builtin_sub_overflow(ia, ib, &r); break;
+        case E_MUL: over = __builtin_mul_overflow(ia, ib, &r); break;
+        default:    /* E_FDIV: floor, as Python's // (C's / truncates) */
+            over = ia == INT64_MIN && ib == -1;
+            r = over ? 0 : ia / ib - ((ia % ib != 0) && ((ia < 0) != (ib < 0)));
+            break;
+        }
+        if (over) {
+            diag_error(e->loc, "integer overflow in '%s'", arith_text(e->kind));
+            return -1;
+        }
+        *i = r;
+        *f = (double)r;
         return 1;
     }
-    return 0;
+    switch (e->kind) {
+    case E_ADD: *f = fa + fb; break;
+    case E_SUB: *f = fa - fb; break;
+    case E_MUL: *f = fa * fb; break;
+    case E_DIV: *f = fa / fb; break;
+    default: *f = floor(fa / fb); break;
+    }
+    if (!isfinite(*f)) {
+        diag_error(e->loc, "number out of range in '%s'", arith_text(e->kind));
+        return -1;
+    }
+    *i = (int64_t)*f;
+    return 1;
+}
+
+int arg_const(const Expr *e, double *v)
+{
+    int64_t i;
+    int is_int;
+    return number(e, v, &i, &is_int);
 }
 
 int arg_int(const Expr *e, const char *what, int64_t lo, int64_t hi, int64_t *out)
 {
     double f;
     int64_t i;
-    int is_int;
-    if (!number(e, &f, &i, &is_int) || !is_int) {
+    int is_int, r = number(e, &f, &i, &is_int);
+    if (r < 0)
+        return 0;
+    if (r == 1 && !is_int && e->kind == E_DIV) {
+        diag_error(e->loc, "%s must be an integer, got %s = %g ('/' divides as Python's, to a float; '//' floors "
+                   "to an integer)", what, arg_show(e), f);
+        return 0;
+    }
+    if (r == 0 || !is_int) {
         diag_error(e->loc, "%s must be an integer, got %s", what, arg_show(e));
         return 0;
     }
@@ -132,12 +210,10 @@ int arg_int(const Expr *e, const char *what, int64_t lo, int64_t hi, int64_t *ou
 int arg_num(const Expr *e, const char *what, double *out)
 {
     int64_t i;
-    int is_int;
-    if (!number(e, out, &i, &is_int)) {
+    int is_int, r = number(e, out, &i, &is_int);
+    if (r == 0)
         diag_error(e->loc, "%s must be a number, got %s", what, arg_show(e));
-        return 0;
-    }
-    return 1;
+    return r == 1;
 }
 
 int arg_bool(const Expr *e, const char *what, int *out)
@@ -157,6 +233,24 @@ static const char *name_list(const Sig *sig, int n)
     const char *s = "";
     for (int i = 0; i < n; i++)
         s = util_fmt("%s%s%s", s, i ? ", " : "", sig->names[i]);
+    return s;
+}
+
+/* A signature's keyword names, sorted, for "its arguments: ..." */
+static const char *sorted_names(const Sig *sig)
+{
+    const char **v = util_alloc(sizeof *v * (size_t)sig->n);
+    for (int i = 0; i < sig->n; i++)
+        v[i] = sig->names[i];
+    for (int i = 1; i < sig->n; i++)
+        for (int j = i; j > 0 && strcasecmp(v[j - 1], v[j]) > 0; j--) {
+            const char *t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    const char *s = "";
+    for (int i = 0; i < sig->n; i++)
+        s = util_fmt("%s%s%s", s, i ? ", " : "", v[i]);
     return s;
 }
 
@@ -186,7 +280,8 @@ int arg_bind(const Expr *call, const Sig *sig, Expr **out)
             for (int i = 0; i < sig->n; i++)
                 arg_near_try(&s, sig->names[i]);
             if (sig->n)
-                diag_error(arg->key_loc, "%s has no argument '%s'%s", sig->fn, arg->key, arg_near_hint(&s));
+                diag_error(arg->key_loc, "%s has no argument '%s'%s (its arguments: %s)", sig->fn, arg->key,
+                           arg_near_hint(&s), sorted_names(sig));
             else
                 diag_error(arg->key_loc, "%s takes no arguments", sig->fn);
             ok = 0;

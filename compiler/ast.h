@@ -22,6 +22,10 @@ typedef enum {
     E_TUPLE,    /* (a, b)         args, all positional */
     E_NEG,      /* -a             a */
     E_ADD,      /* a + b          a, b; loc is the '+' */
+    E_SUB,      /* a - b          a, b; loc is the operator (so for the rest) */
+    E_MUL,      /* a * b */
+    E_DIV,      /* a / b          true division, as Python's */
+    E_FDIV,     /* a // b         floor division */
 } ExprKind;
 
 /* One argument: `key = val`, or positional when key is NULL. */
@@ -37,6 +41,8 @@ struct Expr {
     int64_t i;
     double f;
     const char *s;
+    const char *written;    /* E_NAME, E_CALL: the name as written (nn.Linear,
+                               x.view), s without its PyTorch namespace */
     Expr *a, *b;
     Arg **args;
     int nargs;

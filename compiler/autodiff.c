@@ -145,6 +145,39 @@ static void rule_add(RULE_ARGS)
     accumulate(a, x[1], dy);
 }
 
+/* x * a + b with constants: dx = dy * a (the copy of the node's
+ * attributes brings a; b is dropped) */
+static int affine(Ad *a, int dy, const Node *like, double k)
+{
+    int d = bwd(a, OP_AFFINE, 1, &dy, &like->shape, like);
+    a->g->n[d]->act.a = k;
+    a->g->n[d]->act.b = 0;
+    return d;
+}
+
+static void rule_sub(RULE_ARGS)
+{
+    accumulate(a, n->in[0], dy);
+    if (a->needs[n->in[1]])
+        accumulate(a, n->in[1], affine(a, dy, n, -1.0));
+}
+
+/* d(a b) = dy b, dy a: each operand's gradient reads the other (a * a
+ * gets both terms, summed by accumulate) */
+static void rule_mul(RULE_ARGS)
+{
+    for (int k = 0; k < 2; k++)
+        if (a->needs[n->in[k]])
+            accumulate(a, n->in[k], bwd(a, OP_MUL, 2, (int[]){dy, n->in[1 - k]}, &n->shape, n));
+}
+
+static void rule_affine(RULE_ARGS) { accumulate(a, n->in[0], affine(a, dy, n, n->act.a)); }
+
+static void rule_div_scalar(RULE_ARGS)
+{
+    accumulate(a, n->in[0], bwd(a, OP_DIV_SCALAR, 1, &dy, &n->shape, n));
+}
+
 static void rule_dropout(RULE_ARGS)
 {
     const int *x = n->in;
@@ -169,6 +202,29 @@ static void rule_tanh(RULE_ARGS)
 {
     accumulate(a, n->in[0], bwd(a, OP_TANH_GRAD, 2, (int[]){dy, n->id}, &n->shape, n));
 }
+
+/* d sigmoid(x) = y (1 - y): from the output, as tanh */
+static void rule_sigmoid(RULE_ARGS)
+{
+    accumulate(a, n->in[0], bwd(a, OP_SIGMOID_GRAD, 2, (int[]){dy, n->id}, &n->shape, n));
+}
+
+/* The other activations' derivatives are functions of the input x (their
+ * outputs do not determine it cheaply, or at all: hardtanh, leaky_relu's
+ * sign with a negative slope); the gradient node starts with a copy of the
+ * forward's act parameters (bwd). */
+static void grad_from_input(RULE_ARGS, Op grad)
+{
+    accumulate(a, n->in[0], bwd(a, grad, 2, (int[]){dy, n->in[0]}, &n->shape, n));
+}
+
+static void rule_silu(RULE_ARGS) { grad_from_input(a, n, dy, OP_SILU_GRAD); }
+static void rule_gelu(RULE_ARGS) { grad_from_input(a, n, dy, OP_GELU_GRAD); }
+static void rule_gelu_tanh(RULE_ARGS) { grad_from_input(a, n, dy, OP_GELU_TANH_GRAD); }
+static void rule_leaky_relu(RULE_ARGS) { grad_from_input(a, n, dy, OP_LEAKY_RELU_GRAD); }
+static void rule_elu(RULE_ARGS) { grad_from_input(a, n, dy, OP_ELU_GRAD); }
+static void rule_softplus(RULE_ARGS) { grad_from_input(a, n, dy, OP_SOFTPLUS_GRAD); }
+static void rule_hardtanh(RULE_ARGS) { grad_from_input(a, n, dy, OP_HARDTANH_GRAD); }
 
 #define NO_RULE NULL
 #define STOP rule_stop

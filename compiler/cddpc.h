@@ -98,7 +98,15 @@ typedef struct Node {
             int key;        /* which random stream (dropout_rng.h): the forward dropout's
                                ordinal in the graph, 0, 1, ... */
         } drop;
-        int red;            /* CE_LOSS / CE_GRAD: Reduction */
+        struct {
+            int red;        /* CE_LOSS / CE_GRAD: Reduction */
+            double smooth;  /* CE_LOSS / CE_GRAD: label_smoothing, in [0, 1] */
+        };
+        struct {
+            double a, b;    /* LEAKY_RELU: negative_slope; ELU: alpha; SOFTPLUS: beta, threshold;
+                               HARDTANH: min_val, max_val (and their gradients); AFFINE: x * a + b;
+                               DIV_SCALAR: x / a */
+        } act;
     };
 } Node;
 
@@ -117,6 +125,8 @@ typedef struct Graph {
     int nparam;
     int images, labels;     /* data nodes */
     int logits;             /* model output */
+    int log_probs;          /* forward returns log_softmax(logits); logits is its operand (the
+                               loss's softmax of log-probabilities is that of the logits) */
     int loss;               /* CE_LOSS (per-sample) node */
     int loss_sum, correct_sum; /* SUM_ALL nodes (stat slots) */
     int *grad;              /* grad[param index] = node id of its gradient */
@@ -167,6 +177,8 @@ typedef struct TrainCfg {
     const char *data_dir;
     double norm_mean, norm_std;
     int reduction;          /* Reduction */
+    double label_smoothing; /* cross_entropy's, in [0, 1] */
+    int nll;                /* loss nll_loss: the model must return log_softmax (Graph.log_probs) */
     int optimizer;          /* OPT_SGD, OPT_ADAM, OPT_ADAMW */
     double lr, momentum, dampening, weight_decay;
     int nesterov;
@@ -215,12 +227,12 @@ typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT, G_CONV, G_CHAN, G_PO
  * fuse.c's fuse_rule table names and documents them. A level is a set. */
 enum {
     R_DATA = 1 << 0, R_EPILOGUE = 1 << 1, R_EW_CHAIN = 1 << 2, R_REDUCTION = 1 << 3, R_ROW_OPS = 1 << 4,
-    R_OPTIMIZER = 1 << 5, R_CHAN_PASS = 1 << 6, R_CONV_BIAS = 1 << 7, R_DROPOUT = 1 << 8,
+    R_OPTIMIZER = 1 << 5, R_CHAN_PASS = 1 << 6, R_CONV_BIAS = 1 << 7, R_DROPOUT = 1 << 8, R_ACT_INPUT = 1 << 9,
 };
-#define FUSE_NRULES 9
+#define FUSE_NRULES 10
 typedef unsigned FuseLevel;     /* a set of rules */
 #define FUSE_NONE 0u
-#define FUSE_ELEMENTWISE ((FuseLevel)(R_EW_CHAIN | R_DROPOUT))
+#define FUSE_ELEMENTWISE ((FuseLevel)(R_EW_CHAIN | R_DROPOUT | R_ACT_INPUT))
 #define FUSE_ALL ((FuseLevel)((1u << FUSE_NRULES) - 1))
 typedef struct FuseRule { unsigned bit; const char *name, *what; } FuseRule;
 extern const FuseRule fuse_rule[FUSE_NRULES];
@@ -349,6 +361,9 @@ char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space);
 void ex_element(const Emit *m, const Shape *space, int load, const char *load_expr, const char *ind,
                 char *(*row_sum)(int red, const char *x));
 int ex_has_row_reduction(const Emit *m);
+/* Whether the group's cross-entropy smooths its labels (needs sx, the row's
+ * sum of logits, beside lse) */
+int ex_smoothing(const Emit *m);
 /* The data gather's formulas: a pixel (uint8 expression) normalized as
  * the train block's data says, and the label of batch row i. */
 char *ex_normalize(const Program *prog, const char *pixel);

@@ -90,6 +90,8 @@ static void emit_row(const Emit *m)
     fprintf(f, "        for (int64_t j = 1; j < C; j++) if (x[j] > mx) { mx = x[j]; am = j; }\n");
     fprintf(f, "        float se = 0.0f;\n        for (int64_t j = 0; j < C; j++) se += expf(x[j] - mx);\n");
     fprintf(f, "        const float lse = mx + logf(se);\n");
+    if (ex_smoothing(m))
+        fprintf(f, "        float sx = 0.0f;\n        for (int64_t j = 0; j < C; j++) sx += x[j];\n");
     static const RowTarget rows = {"        ", "for (int64_t j = 0; j < C; j++) {", row_store, row_sum, row_stat};
     ex_row_ops(m, &rows);
     fprintf(f, "        (void)am;\n        (void)lse;\n    }\n");

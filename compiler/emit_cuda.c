@@ -216,6 +216,10 @@ static void emit_row(const Emit *m, rt_cuda_launch *L)
     fprintf(f, "    float se = 0.0f;\n    for (int64_t j = lane; j < C; j += 32)\n        se += expf(x[j] - mx);\n");
     emit_warp_sum(f, "    ", "se");
     fprintf(f, "    const float lse = mx + logf(se);\n    (void)am;\n    (void)lse;\n");
+    if (ex_smoothing(m)) {
+        fprintf(f, "    float sx = 0.0f;\n    for (int64_t j = lane; j < C; j += 32)\n        sx += x[j];\n");
+        emit_warp_sum(f, "    ", "sx");
+    }
     static const RowTarget rows = {"    ", "for (int64_t j = lane; j < C; j += 32) {", row_store, row_atomic,
                                    row_stat};
     ex_row_ops(m, &rows);

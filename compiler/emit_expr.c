@@ -89,10 +89,34 @@ static char *bn_apply_expr(const Emit *m, const Node *n, const Shape *space)
 
 /* An op's FORMULA (ops.def) at the element: $0..$4 the operands, @1
  * operand 1 rounded to the plan's precision, $p / $s dropout's p and
- * 1/(1-p) as float literals, $k the node's id. */
+ * 1/(1-p) as float literals, $a / $b an activation's parameters as float
+ * literals, $k the node's id. */
+/* cross_entropy(label_smoothing = e): the target is (1 - e) one-hot + e / C,
+ * so loss = lse - (1 - e) x[y] - e sx / C (sx: the row's sum of logits,
+ * which the targets then compute) and the gradient subtracts e / C. The
+ * table's formulas are the e = 0 case, whose text stays as it was. */
+static const char *smoothed(const Node *n)
+{
+    if (n->op == OP_CE_LOSS)
+        return util_fmt("lse - %s * x[y] - %s * sx / (float)C", util_cfloat((float)(1.0 - n->smooth)),
+                        util_cfloat((float)n->smooth));
+    return util_fmt("(expf(x[j] - lse) - (j == y ? %s : 0.0f) - %s / (float)C) * scale$k",
+                    util_cfloat((float)(1.0 - n->smooth)), util_cfloat((float)n->smooth));
+}
+
+int ex_smoothing(const Emit *m)
+{
+    for (int k = 0; k < m->gr->nnodes; k++) {
+        const Node *n = ex_node(m, m->gr->nodes[k]);
+        if ((n->op == OP_CE_LOSS || n->op == OP_CE_GRAD) && n->smooth)
+            return 1;
+    }
+    return 0;
+}
+
 static char *formula(const Emit *m, const Node *n, const Shape *space)
 {
-    const char *fm = op_formula[n->op];
+    const char *fm = (n->op == OP_CE_LOSS || n->op == OP_CE_GRAD) && n->smooth ? smoothed(n) : op_formula[n->op];
     char *ops[MAX_IN] = {0};
     char *out = util_strdup("");
     for (const char *c = fm; *c; c++) {
@@ -108,6 +132,9 @@ static char *formula(const Emit *m, const Node *n, const Shape *space)
             c++;
         } else if (*c == '$' && c[1] == 's') {
             piece = util_cfloat(1.0f / (float)(1.0 - n->drop.p));
+            c++;
+        } else if (*c == '$' && (c[1] == 'a' || c[1] == 'b')) {
+            piece = util_cfloat((float)(c[1] == 'a' ? n->act.a : n->act.b));
             c++;
         } else if (*c == '$' && c[1] == 'k') {
             piece = util_fmt("%d", n->id);

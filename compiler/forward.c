@@ -4,26 +4,60 @@
  * only ever built from checked operands, so the graph is valid whenever no
  * error was reported). */
 #include <string.h>
+#include <strings.h>
 
 #include "sema.h"
 
-/* Functions callable in forward; act: an activation's elementwise op, or 0
- * (images, never an activation) */
-static const struct {
-    const char *name;
-    Op act;
-} functions[] = {{"relu", OP_RELU}, {"tanh", OP_TANH}, {"flatten", 0}, {"dropout", 0}};
+/* Functions callable in forward besides the activations (layers.c's
+ * table: relu, tanh, sigmoid, gelu, ...). */
+static const char *const functions[] = {"flatten", "dropout", "view", "reshape"};
 enum { NFUNCTIONS = sizeof functions / sizeof functions[0] };
 
-static int function(const char *name)
+/* PyTorch functions this compiler does not have (as layers.c's modules) */
+static const char *const torch_functions[] = {
+    "abs", "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "cat", "celu", "clamp", "conv2d", "embedding", "exp",
+    "glu", "hardsigmoid", "hardswish", "interpolate", "layer_norm", "linear", "log", "logsigmoid",
+    "matmul", "max_pool2d", "mean", "mish", "normalize", "one_hot", "pad", "prelu", "relu6", "selu", "softmax",
+    "softmin", "softsign", "sqrt", "stack", "sum", "threshold",
+};
+
+static int is_torch_function(const char *name)
 {
-    for (int i = 0; i < NFUNCTIONS; i++)
-        if (strcmp(functions[i].name, name) == 0)
-            return i;
-    return -1;
+    for (size_t i = 0; i < sizeof torch_functions / sizeof *torch_functions; i++)
+        if (strcmp(torch_functions[i], name) == 0)
+            return 1;
+    return 0;
 }
 
-static int is_function(const char *name) { return function(name) >= 0; }
+static int is_function(const char *name)
+{
+    for (int i = 0; i < NFUNCTIONS; i++)
+        if (strcmp(functions[i], name) == 0)
+            return 1;
+    return layer_act_fn(name) >= 0;
+}
+
+/* Every function's name, sorted, for "supported functions: ..." */
+static const char *function_list(void)
+{
+    const char *names[64];
+    int n = 0;
+    for (int i = 0; i < NFUNCTIONS; i++)
+        names[n++] = functions[i];
+    for (int i = 0; n < 64 && layer_act_fn_name(i); i++)
+        if (*layer_act_fn_name(i))
+            names[n++] = layer_act_fn_name(i);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strcasecmp(names[j - 1], names[j]) > 0; j--) {
+            const char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    const char *list = "";
+    for (int i = 0; i < n; i++)
+        list = util_fmt("%s%s%s", list, i ? ", " : "", names[i]);
+    return list;
+}
 
 static int find_layer(const Sema *S, const char *name)
 {
@@ -72,6 +106,137 @@ static Val eval_dropout(Sema *S, const Expr *e)
     return layer_dropout(S, x, p, e->loc);
 }
 
+/* flatten(x, start_dim = 1, end_dim = -1), torch.flatten and x.flatten:
+ * only flattening all but the batch, as the Flatten layer (the batch stays
+ * the first dimension of every value). The start_dim is PyTorch's default
+ * for nn.Flatten; torch.flatten's own default (0) would flatten the batch,
+ * so start_dim = 0 is refused rather than taken silently. */
+static Val eval_flatten(Sema *S, const Expr *e)
+{
+    static const char *const names[] = {"input", "start_dim", "end_dim"};
+    const Sig sig = {e->written ? e->written : e->s, names, 3, 3, 1};
+    Expr *a[3];
+    int64_t start = 1, end = -1;
+    if (!arg_bind(e, &sig, a))
+        return POISON;
+    Val x = eval(S, a[0]);
+    if ((a[1] && !arg_int(a[1], "start_dim", -MAX_RANK, MAX_RANK, &start))
+        || (a[2] && !arg_int(a[2], "end_dim", -MAX_RANK, MAX_RANK, &end)))
+        return POISON;
+    if (!a[1] && e->written && strcmp(e->written, "torch.flatten") == 0) {
+        /* torch.flatten's start_dim defaults to 0, unlike nn.Flatten's */
+        diag_error(e->loc, "torch.flatten(x) would flatten the batch too (start_dim = 0); write torch.flatten(x, 1)");
+        return POISON;
+    }
+    if (start != 1 || end != -1) {
+        diag_error(e->loc, "flatten supports only start_dim = 1, end_dim = -1 (flattening all but the batch)");
+        return POISON;
+    }
+    return layer_flatten(S, x, e->loc);
+}
+
+/* One dimension of view's shape: an integer (-1: inferred), or
+ * x.size(d) / size(x, d), a dimension of a value (x.size(0) is the batch,
+ * DIM_N). Returns 0 after reporting. */
+static int view_dim(Sema *S, const Expr *e, int64_t *d)
+{
+    if (e->kind == E_CALL && strcmp(e->s, "size") == 0) {
+        static const char *const names[] = {"input", "dim"};
+        const Sig sig = {"size", names, 2, 2, 2};
+        Expr *a[2];
+        int64_t k;
+        if (!arg_bind(e, &sig, a))
+            return 0;
+        Val x = eval(S, a[0]);
+        if (x.id < 0 || !arg_int(a[1], "the dimension", -x.s.rank, x.s.rank - 1, &k))
+            return 0;
+        *d = x.s.d[k < 0 ? k + x.s.rank : k];
+        return 1;
+    }
+    if (!arg_int(e, "a dimension", -1, MAX_DIM, d))
+        return 0;
+    if (*d == 0) {
+        diag_error(e->loc, "a dimension must be positive or -1, got 0");
+        return 0;
+    }
+    *d = *d == -1 ? -2 : *d;   /* -2: inferred (DIM_N is -1) */
+    return 1;
+}
+
+/* x.view(shape), x.reshape(shape), view(x, ...): a new shape of the same
+ * elements, the batch first: x.view(-1, 784), x.view(x.size(0), -1). The
+ * batch size is not known when compiling, so the first dimension must be
+ * the batch (x.size(0), or -1 with the rest a sample's elements). */
+static Val eval_view(Sema *S, const Expr *e)
+{
+    const char *fn = e->written ? e->written : e->s;
+    if (e->nargs < 1 || e->args[0]->key) {
+        diag_error(e->loc, "%s expects a tensor and a shape", fn);
+        return POISON;
+    }
+    Val x = eval(S, e->args[0]->val);
+    const Arg *const *dims = (const Arg *const *)e->args + 1;
+    int n = e->nargs - 1;
+    if (n == 1 && dims[0]->val->kind == E_TUPLE) {     /* x.view((-1, 784)) */
+        dims = (const Arg *const *)dims[0]->val->args;
+        n = dims[0] ? e->args[1]->val->nargs : 0;
+    }
+    if (n < 2 || n > MAX_RANK) {
+        diag_error(e->loc, "%s needs 2 to %d dimensions, the batch first, got %d", fn, MAX_RANK, n);
+        return POISON;
+    }
+    Shape s = {n, {0}};
+    int ok = 1, infer = -1;
+    int64_t known = 1;
+    for (int i = 0; i < n; i++) {
+        if (dims[i]->key) {
+            diag_error(dims[i]->key_loc, "%s takes no keyword arguments", fn);
+            ok = 0;
+            continue;
+        }
+        if (!view_dim(S, dims[i]->val, &s.d[i])) {
+            ok = 0;
+            continue;
+        }
+        if (s.d[i] == -2 && infer >= 0) {
+            diag_error(dims[i]->val->loc, "only one dimension can be inferred (-1)");
+            ok = 0;
+        } else if (s.d[i] == -2) {
+            infer = i;
+        } else if (s.d[i] == DIM_N && i != 0) {
+            diag_error(dims[i]->val->loc, "the batch dimension must come first");
+            ok = 0;
+        } else if (i > 0) {
+            known *= s.d[i];
+        }
+    }
+    if (!ok || x.id < 0)
+        return POISON;
+    if (x.s.d[0] != DIM_N) {
+        diag_error(e->loc, "%s of a value without a batch dimension is not supported", fn);
+        return POISON;
+    }
+    int64_t per = ir_row_elems(&x.s);
+    if (s.d[0] != DIM_N && s.d[0] != -2) {
+        diag_error(dims[0]->val->loc, "the first dimension must be the batch, -1 or x.size(0), got %lld (the batch "
+                   "size is not known when compiling)", (long long)s.d[0]);
+        return POISON;
+    }
+    if (infer > 0) {
+        if (s.d[0] == DIM_N && per % known == 0)
+            s.d[infer] = per / known, known = per;
+    }
+    s.d[0] = DIM_N;
+    if (known != per) {
+        diag_error(e->loc, "%s: a sample of %s has %lld elements, the shape asks for %lld (the batch must stay "
+                   "the first dimension)", fn, ir_shape_str(&x.s), (long long)per, (long long)known);
+        return POISON;
+    }
+    if (ir_same_shape(&s, &x.s))
+        return x;
+    return layer_node(S, OP_RESHAPE, x.id, -1, s, e->loc);
+}
+
 /* callee(x): a layer of the model, or a function. */
 static Val eval_call(Sema *S, const Expr *e)
 {
@@ -79,6 +244,22 @@ static Val eval_call(Sema *S, const Expr *e)
     int ok = 1;
     if (li < 0 && strcmp(e->s, "dropout") == 0)
         return eval_dropout(S, e);
+    if (li < 0 && strcmp(e->s, "flatten") == 0)
+        return eval_flatten(S, e);
+    if (li < 0 && strcmp(e->s, "log_softmax") == 0) {
+        diag_error(e->loc, "log_softmax is supported only as forward's result (return F.log_softmax(x, dim = 1), "
+                   "for nll_loss)");
+        return POISON;
+    }
+    if (li < 0 && layer_act_fn(e->s) >= 0) {
+        const Expr *in = NULL;
+        ActArgs p;
+        int ok = layer_act_call(e, layer_act_fn(e->s), &in, &p);
+        Val x = in ? eval(S, in) : POISON;
+        return ok ? layer_act(S, p, x, e->loc) : POISON;
+    }
+    if (li < 0 && (strcmp(e->s, "view") == 0 || strcmp(e->s, "reshape") == 0))
+        return eval_view(S, e);
     if (li >= 0 || is_function(e->s)) {
         /* fine: checked below */
     } else if (layer_type(e->s) >= 0) {
@@ -87,8 +268,7 @@ static Val eval_call(Sema *S, const Expr *e)
         else
             diag_error(e->loc, "'%s' is a layer type: declare the layer in the model (name = %s(...)) and call "
                        "it by name%s", e->s, e->s,
-                       strcmp(e->s, "ReLU") == 0 ? ", or use relu(x)"
-                       : strcmp(e->s, "Tanh") == 0 ? ", or use tanh(x)"
+                       layer_act_fn_of(e->s) ? util_fmt(", or use %s(x)", layer_act_fn_of(e->s))
                        : strcmp(e->s, "Flatten") == 0 ? ", or use flatten(x)"
                        : strcmp(e->s, "Dropout") == 0 ? ", or use dropout(x, p)" : "");
         ok = 0;
@@ -100,8 +280,16 @@ static Val eval_call(Sema *S, const Expr *e)
         for (int i = 0; i < S->nlayers; i++)
             arg_near_try(&s, S->decls[i]->name);
         for (int i = 0; i < NFUNCTIONS; i++)
-            arg_near_try(&s, functions[i].name);
-        diag_error(e->loc, "unknown function or layer '%s'%s", e->s, arg_near_hint(&s));
+            arg_near_try(&s, functions[i]);
+        for (int i = 0; layer_act_fn_name(i); i++)
+            arg_near_try(&s, layer_act_fn_name(i));
+        if ((e->written && e->written != e->s) || is_torch_function(e->s))  /* F.mish, torch.cat: PyTorch's */
+            diag_error(e->loc, "%s is not supported (supported functions: %s)", e->written, function_list());
+        else if (layer_torch_module(e->s))
+            diag_error(e->loc, "nn.%s is not supported (supported layers: %s)", e->s, layer_list());
+        else
+            diag_error(e->loc, "unknown function or layer '%s'%s (supported functions: %s)", e->s,
+                       arg_near_hint(&s), function_list());
         ok = 0;
     }
     /* Arguments are checked even after a bad callee: their errors are real. */
@@ -129,21 +317,123 @@ static Val eval_call(Sema *S, const Expr *e)
             return POISON;
         return layer_apply(S, S->layers[li], x, e->loc, 0);
     }
-    if (functions[function(e->s)].act)
-        return layer_node(S, functions[function(e->s)].act, x.id, -1, x.s, e->loc);
-    return layer_flatten(S, x, e->loc);
+    diag_ice("forward: function '%s' has no lowering", e->s);
 }
 
-/* a + b, of one shape. */
-static Val add(Sema *S, Val a, Val b, Loc loc)
+/* An operand of arithmetic: a tensor, or a constant (x * 0.5, 1 - x). */
+typedef struct Operand {
+    int is_const;
+    double c;
+    Val v;
+} Operand;
+
+static const char *arith_sym(ExprKind k)
 {
-    if (a.id < 0 || b.id < 0)
-        return POISON;
-    if (!ir_same_shape(&a.s, &b.s)) {
-        diag_error(loc, "cannot add tensors of different shapes: %s + %s", ir_shape_str(&a.s), ir_shape_str(&b.s));
+    return k == E_ADD ? "+" : k == E_SUB ? "-" : k == E_MUL ? "*" : k == E_DIV ? "/" : "//";
+}
+
+static Val scalar_node(Sema *S, Op op, Val x, double a, double b, Loc loc)
+{
+    Val y = layer_node(S, op, x.id, -1, x.s, loc);
+    if (y.id >= 0) {
+        S->g->n[y.id]->act.a = a;
+        S->g->n[y.id]->act.b = b;
+    }
+    return y;
+}
+
+/* a op b, elementwise: tensors of one shape, or a tensor and a constant
+ * (x + 1, 1 - x, 2 * x, x / 4); two constants fold. */
+static Operand arith(Sema *S, Operand a, ExprKind k, Operand b, Loc loc)
+{
+    Operand r = {0, 0, POISON};
+    if (a.is_const && b.is_const) {     /* 2 * 3 * x: (2 * 3) first */
+        r.is_const = 1;
+        r.c = k == E_ADD ? a.c + b.c : k == E_SUB ? a.c - b.c : k == E_MUL ? a.c * b.c : a.c / b.c;
+        if ((k == E_DIV || k == E_FDIV) && b.c == 0) {
+            diag_error(loc, "division by zero");
+            r = (Operand){0, 0, POISON};
+        }
+        return r;
+    }
+    if ((!a.is_const && a.v.id < 0) || (!b.is_const && b.v.id < 0))
+        return r;
+    if (k == E_FDIV) {
+        diag_error(loc, "'//' of a tensor is not supported (floor division); use '/'");
+        return r;
+    }
+    if (!a.is_const && !b.is_const) {
+        if (k == E_DIV) {
+            diag_error(loc, "dividing a tensor by a tensor is not supported (only by a constant)");
+            return r;
+        }
+        if (!ir_same_shape(&a.v.s, &b.v.s)) {
+            diag_error(loc, "cannot %s tensors of different shapes: %s %s %s",
+                       k == E_ADD ? "add" : k == E_SUB ? "subtract" : "multiply", ir_shape_str(&a.v.s), arith_sym(k),
+                       ir_shape_str(&b.v.s));
+            return r;
+        }
+        r.v = layer_node(S, k == E_ADD ? OP_ADD : k == E_SUB ? OP_SUB : OP_MUL, a.v.id, b.v.id, a.v.s, loc);
+        return r;
+    }
+    double c = a.is_const ? a.c : b.c;
+    Val x = a.is_const ? b.v : a.v;
+    switch (k) {
+    case E_ADD: r.v = scalar_node(S, OP_AFFINE, x, 1, c, loc); break;
+    case E_SUB: r.v = a.is_const ? scalar_node(S, OP_AFFINE, x, -1, c, loc) : scalar_node(S, OP_AFFINE, x, 1, -c, loc);
+        break;
+    case E_MUL: r.v = scalar_node(S, OP_AFFINE, x, c, 0, loc); break;
+    default:
+        if (a.is_const) {
+            diag_error(loc, "dividing by a tensor is not supported");
+        } else if (c == 0) {
+            diag_error(loc, "division by zero");
+        } else {
+            r.v = scalar_node(S, OP_DIV_SCALAR, x, c, 0, loc);
+        }
+        break;
+    }
+    return r;
+}
+
+static int is_arith(const Expr *e)
+{
+    return e->kind == E_ADD || e->kind == E_SUB || e->kind == E_MUL || e->kind == E_DIV || e->kind == E_FDIV;
+}
+
+/* An operand: a constant when it folds to one, else a tensor. */
+static Operand operand(Sema *S, const Expr *e)
+{
+    double c;
+    int r = arg_const(e, &c);
+    if (r == 1)
+        return (Operand){1, c, POISON};
+    if (r < 0)
+        return (Operand){0, 0, POISON};
+    return (Operand){0, 0, eval(S, e)};
+}
+
+/* a + b * c - ...: the left spine is walked in a loop, so no sum is long
+ * enough to overflow the stack. A whole expression that folds to a
+ * constant is not a tensor (the caller reports it). */
+static Val eval_arith(Sema *S, const Expr *e)
+{
+    int n = 0;
+    const Expr *p = e;
+    for (; is_arith(p); p = p->a)
+        n++;
+    const Expr **spine = util_alloc(sizeof *spine * (size_t)n);
+    for (const Expr *q = e; is_arith(q); q = q->a)
+        spine[--n] = q;
+    Operand acc = operand(S, p);
+    for (const Expr *const *q = spine; *q != e; q++)
+        acc = arith(S, acc, (*q)->kind, operand(S, (*q)->b), (*q)->loc);
+    acc = arith(S, acc, e->kind, operand(S, e->b), e->loc);
+    if (acc.is_const) {
+        diag_error(e->loc, "expected a tensor, got the constant %g", acc.c);
         return POISON;
     }
-    return layer_node(S, OP_ADD, a.id, b.id, a.s, loc);
+    return acc.v;
 }
 
 /* A tensor expression of forward. */
@@ -170,28 +460,16 @@ static Val eval(Sema *S, const Expr *e)
     }
     case E_CALL:
         return eval_call(S, e);
-    case E_ADD: {
-        /* a + b + c is ((a + b) + c): the left spine is walked in a loop,
-         * so no sum is long enough to overflow the stack. */
-        int n = 0;
-        const Expr *p = e;
-        for (; p->kind == E_ADD; p = p->a)
-            n++;
-        const Expr **spine = util_alloc(sizeof *spine * (size_t)n);
-        for (const Expr *q = e; q->kind == E_ADD; q = q->a)
-            spine[--n] = q;
-        Val acc = eval(S, p);
-        for (const Expr *const *q = spine; *q != e; q++)
-            acc = add(S, acc, eval(S, (*q)->b), (*q)->loc);
-        return add(S, acc, eval(S, e->b), e->loc);
+    case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_FDIV:
+        return eval_arith(S, e);
+    case E_NEG: {
+        /* -x is x * -1 (a constant -3 is not a tensor: reported below) */
+        double c;
+        if (arg_const(e, &c) != 0)
+            break;
+        Val x = eval(S, e->a);
+        return x.id < 0 ? x : scalar_node(S, OP_AFFINE, x, -1, 0, e->loc);
     }
-    case E_NEG:
-        if (e->a->kind != E_INT && e->a->kind != E_FLOAT) {
-            diag_error(e->loc, "unary '-' is not supported on tensors");
-            eval(S, e->a);
-            return POISON;
-        }
-        break;
     default:
         break;
     }
@@ -238,6 +516,35 @@ static int check_input(const TypeExpr *t, Shape *s)
     return ok;
 }
 
+static int is_log_softmax(const Sema *S, const Expr *e)
+{
+    return e->kind == E_CALL && strcmp(e->s, "log_softmax") == 0 && find_layer(S, e->s) < 0;
+}
+
+/* return F.log_softmax(x, dim = 1): the model gives log-probabilities, for
+ * nll_loss. The graph keeps x as the logits: log_softmax(log_softmax(x))
+ * is log_softmax(x), so the loss (cross-entropy, itself a log_softmax) and
+ * the accuracy (an argmax) of x are those of the log-probabilities. */
+static Val eval_log_softmax(Sema *S, const Expr *e)
+{
+    static const char *const names[] = {"input", "dim"};
+    const Sig sig = {e->written ? e->written : e->s, names, 2, 2, 1};
+    Expr *a[2];
+    int64_t dim = 1;
+    if (!arg_bind(e, &sig, a))
+        return POISON;
+    Val x = eval(S, a[0]);
+    if (a[1] && !arg_int(a[1], "dim", -2, 1, &dim))
+        return POISON;
+    if (x.id >= 0 && x.s.rank == 2 && dim != 1 && dim != -1) {
+        diag_error(a[1]->loc, "log_softmax over the batch (dim = %lld) is not supported; use dim = 1",
+                   (long long)dim);
+        return POISON;
+    }
+    S->g->log_probs = 1;
+    return x;
+}
+
 /* forward's statements, in order; returns the logits or POISON. */
 static Val run_body(Sema *S, const Forward *f)
 {
@@ -249,7 +556,8 @@ static Val run_body(Sema *S, const Forward *f)
             diag_error(st->loc, "statement after return is never run");
             return POISON;
         }
-        Val v = eval(S, st->val);
+        Val v = st->kind == S_RETURN && is_log_softmax(S, st->val) ? eval_log_softmax(S, st->val)
+                : eval(S, st->val);
         if (st->kind == S_RETURN) {
             ret = v;
             returned = 1;

@@ -88,8 +88,15 @@ Program *front_compile(const char *path, const char *text)
         if (strcmp(f->trains[0]->items[i]->key, "loss") == 0)
             loss_item = f->trains[0]->items[i];
     Loc loss_loc = loss_item ? loss_item->val->loc : f->trains[0]->loc;
+    if (p->train.nll && !g->log_probs) {
+        /* nll_loss of logits is -x[y], not a loss of a classifier */
+        diag_error(loss_loc, "nll_loss expects log-probabilities: return F.log_softmax(x, dim = 1) from forward "
+                   "(or use cross_entropy on the logits)");
+        return NULL;
+    }
     g->loss = ir_add(g, OP_CE_LOSS, 2, (int[]){g->logits, g->labels}, shape1(DIM_N), DT_F32, loss_loc);
     g->n[g->loss]->red = p->train.reduction;
+    g->n[g->loss]->smooth = p->train.label_smoothing;
     for (int i = 0; i < g->nn; i++)
         g->n[i]->phase = i == g->loss ? PH_LOSS : PH_FWD;
     return p;

@@ -170,17 +170,44 @@ int fuse_dropout_consumer(const Fuser *f, int x)
     return -1;
 }
 
+/* An activation of x whose gradient reads x (gelu, silu, elu, ...): x
+ * has that activation and the gradient(s) as readers. The activation may
+ * still join the kernel computing x, as ReLU does: x is stored for the
+ * gradient, which runs in a later kernel. Only when every other reader is
+ * a backward elementwise op taking x as its second operand (the
+ * gradient's shape), so no other chain changes. */
+int fuse_act_consumer(const Fuser *f, int x)
+{
+    const Node *n = node(f, x);
+    if (f->p->is_root[x] || n->grad_of >= 0 || n->op == OP_PARAM)
+        return -1;
+    int act = -1;
+    for (int k = 0; k < f->p->nuse[x]; k++) {
+        const Node *c = node(f, f->p->cons[x][k]);
+        if (c->phase == PH_FWD && op_kind[c->op] == K_EW && c->nin == 1 && c->op != OP_DROPOUT && act < 0)
+            act = c->id;
+        else if (!(c->phase == PH_BWD && op_kind[c->op] == K_EW && c->nin == 2 && c->in[1] == x))
+            return -1;
+    }
+    return act;
+}
+
 /* rule: R_EPILOGUE (from a matrix product) or R_EW_CHAIN (from an
- * elementwise op); R_DROPOUT must be on too for a dropout of a value with
- * other readers. */
+ * elementwise op); R_DROPOUT (R_ACT_INPUT) must be on too for a dropout (an
+ * activation whose gradient reads its input) of a value with other readers. */
 static void absorb_chain(Fuser *f, int grp, int cur, unsigned rule)
 {
     for (;;) {
         int single = fuse_single_consumer(f, cur);
         int c = single ? fuse_consumer_of(f, cur) : (f->rules & R_DROPOUT) ? fuse_dropout_consumer(f, cur) : -1;
+        unsigned extra = R_DROPOUT;
+        if (c < 0 && !single && (f->rules & R_ACT_INPUT)) {
+            c = fuse_act_consumer(f, cur);
+            extra = R_ACT_INPUT;
+        }
         if (c < 0 || f->p->group_of[c] >= 0 || !fuse_same_space(f, c, cur) || !fuse_inputs_ready(f, c, grp))
             return;
-        add(f, grp, c, single ? rule : rule | R_DROPOUT);
+        add(f, grp, c, single ? rule : rule | extra);
         cur = c;
     }
 }

@@ -19,5 +19,7 @@ int fuse_reduction_of_group(const Fuser *f, int r, int grp);
 int fuse_chan_pass_result(const Fuser *f, int c, int a);
 int fuse_conv_bias_epilogue(const Fuser *f, int conv, int grp);
 int fuse_dropout_consumer(const Fuser *f, int x);
+/* The activation of x whose gradient is x's only other reader, or -1 */
+int fuse_act_consumer(const Fuser *f, int x);
 int fuse_same_logits(const Fuser *f, int c, int a);
 #endif

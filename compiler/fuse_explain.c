@@ -74,7 +74,8 @@ static char *why_chain(const Fuser *f, int x, int c, int gx, unsigned rule)
     if (!(f->rules & rule))
         return util_fmt("rule_off(%s): the rule is switched off; allow: --fusion=...,+%s", rule_name(rule),
                         rule_name(rule));
-    if (!fuse_single_consumer(f, x) && !(node(p, c)->op == OP_DROPOUT && (f->rules & R_DROPOUT)))
+    if (!fuse_single_consumer(f, x) && !(node(p, c)->op == OP_DROPOUT && (f->rules & R_DROPOUT))
+        && !(fuse_act_consumer(f, x) == c && (f->rules & R_ACT_INPUT)))
         return util_fmt("single_consumer(%s%%%d): %s; allow: a kernel with several outputs "
                         "(the value stored for its other readers, as rule dropout does for a dropout)",
                         op_text[node(p, x)->op], x, readers(f, x));

@@ -15,6 +15,7 @@ const FuseRule fuse_rule[FUSE_NRULES] = {
     {R_CHAN_PASS, "channel-pass", "a batch-norm pass also gives the channel sums and running statistics it has"},
     {R_CONV_BIAS, "conv-bias", "a convolution adds its bias as it stores its output"},
     {R_DROPOUT, "dropout", "a dropout joins the kernel computing its input although that input has other readers"},
+    {R_ACT_INPUT, "act-input", "an activation joins the kernel computing its input although its gradient reads that input"},
 };
 
 int fuse_rule_bit(const char *name)

@@ -211,7 +211,8 @@ void ir_dump(FILE *f, const Graph *g)
             fprintf(f, ")");
         }
         if (n->op == OP_CE_LOSS || n->op == OP_CE_GRAD)
-            fprintf(f, " reduction=%s", red_text[n->red]);
+            fprintf(f, " reduction=%s%s", red_text[n->red],
+                    n->smooth ? util_fmt(" label_smoothing=%g", n->smooth) : "");
         if (op_kind[n->op] == K_CONV || op_kind[n->op] == K_POOL) {
             const Window *w = &n->win;
             fprintf(f, " k=%dx%d s=%dx%d p=%dx%d", w->kh, w->kw, w->sh, w->sw, w->ph, w->pw);
@@ -373,10 +374,13 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
         return check(g, n, after, (x->rank == 2 || is_nchw(x)) && b->rank == 1 && b->d[0] == x->d[1]
                      && ir_same_shape(x, s), "bias_add needs x[M, N] and b[N], or x[N, C, H, W] and b[C]");
     }
-    case OP_ADD: case OP_RELU_GRAD: case OP_TANH_GRAD:
+    case OP_ADD: case OP_SUB: case OP_MUL: case OP_RELU_GRAD: case OP_TANH_GRAD: case OP_SIGMOID_GRAD: case OP_SILU_GRAD: case OP_GELU_GRAD:
+    case OP_GELU_TANH_GRAD: case OP_LEAKY_RELU_GRAD: case OP_ELU_GRAD: case OP_SOFTPLUS_GRAD: case OP_HARDTANH_GRAD:
         return check(g, n, after, ir_same_shape(in_shape(g, n, 0), s) && ir_same_shape(in_shape(g, n, 1), s),
                      "operands and result must have one shape");
-    case OP_RELU: case OP_TANH:
+    case OP_AFFINE: case OP_DIV_SCALAR:
+    case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_SILU: case OP_GELU: case OP_GELU_TANH: case OP_LEAKY_RELU:
+    case OP_ELU: case OP_SOFTPLUS: case OP_HARDTANH:
         return check(g, n, after, ir_same_shape(in_shape(g, n, 0), s), "an activation keeps its shape");
     case OP_DROPOUT: case OP_DROPOUT_GRAD:
         /* batched: the mask is indexed by the element's place in the batch tensor */

@@ -5,6 +5,7 @@
  * value to graph nodes (BatchNorm2d's statistics over all ranks under
  * SyncBatchNorm included). */
 #include <string.h>
+#include <strings.h>
 
 #include "sema.h"
 #include "cddprt.h"         /* RT_INIT_*: how the runtime initializes a parameter */
@@ -12,14 +13,18 @@
 /* ---- layers ------------------------------------------------------------ */
 
 /* act: an activation layer's elementwise op (LK_ACT), applied as is; 0 (images,
- * never an activation) for the others */
+ * never an activation) for the others, and for Identity, which adds no node */
 static const struct {
     const char *name;
     LayerKind kind;
     Op act;
 } layer_types[] = {
     {"Linear", LK_LINEAR, 0},           {"ReLU", LK_ACT, OP_RELU},
-    {"Tanh", LK_ACT, OP_TANH},          {"Flatten", LK_FLATTEN, 0},
+    {"Tanh", LK_ACT, OP_TANH},          {"Sigmoid", LK_ACT, OP_SIGMOID},
+    {"GELU", LK_ACT, OP_GELU},          {"SiLU", LK_ACT, OP_SILU},
+    {"LeakyReLU", LK_ACT, OP_LEAKY_RELU}, {"ELU", LK_ACT, OP_ELU},
+    {"Softplus", LK_ACT, OP_SOFTPLUS},  {"Hardtanh", LK_ACT, OP_HARDTANH},
+    {"Identity", LK_ACT, 0},            {"Flatten", LK_FLATTEN, 0},
     {"Sequential", LK_SEQUENTIAL, 0},   {"Conv2d", LK_CONV2D, 0},
     {"BatchNorm2d", LK_BATCHNORM2D, 0}, {"MaxPool2d", LK_MAXPOOL2D, 0},
     {"AvgPool2d", LK_AVGPOOL2D, 0},     {"Dropout", LK_DROPOUT, 0},
@@ -33,6 +38,44 @@ int layer_type(const char *name)
         if (strcmp(layer_types[i].name, name) == 0)
             return i;
     return -1;
+}
+
+/* PyTorch modules this compiler does not have: named as such rather than
+ * answered with a near name of another layer (SELU is not ELU). */
+static const char *const torch_modules[] = {
+    "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool1d", "BatchNorm1d", "BatchNorm3d", "Bilinear", "CELU",
+    "Conv1d", "Conv3d", "ConvTranspose2d", "Dropout2d", "Embedding", "GLU", "GRU", "GroupNorm", "Hardshrink",
+    "Hardsigmoid", "Hardswish", "InstanceNorm2d", "LSTM", "LogSigmoid", "LogSoftmax", "MaxPool1d", "Mish",
+    "MultiheadAttention", "PReLU", "RNN", "RReLU", "ReLU6", "SELU", "Softmax", "Softmin", "Softshrink", "Softsign",
+    "Tanhshrink", "Threshold", "Transformer", "Unflatten", "Upsample", "ZeroPad2d",
+};
+
+int layer_torch_module(const char *name)
+{
+    for (size_t i = 0; i < sizeof torch_modules / sizeof *torch_modules; i++)
+        if (strcmp(torch_modules[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* The supported layer types, sorted, for "supported layers: ..." */
+const char *layer_list(void)
+{
+    const char *names[NLAYER_TYPES];
+    int n = 0;
+    for (int i = 0; i < NLAYER_TYPES; i++)
+        if (layer_types[i].kind != LK_UNSUPPORTED)
+            names[n++] = layer_types[i].name;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strcasecmp(names[j - 1], names[j]) > 0; j--) {
+            const char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    const char *list = "";
+    for (int i = 0; i < n; i++)
+        list = util_fmt("%s%s%s", list, i ? ", " : "", names[i]);
+    return list;
 }
 
 int layer_unsupported(const char *name)
@@ -89,19 +132,121 @@ static Layer *make_linear(Sema *S, const Expr *e, const char *prefix, const char
     return l;
 }
 
-/* ReLU(inplace = false), Tanh(): in-place-ness means nothing in a graph
- * (PyTorch's Tanh has no arguments at all). */
-static Layer *make_act(const Expr *e, Op act, const char *prefix, const char *what)
+/* The activations' parameters as PyTorch names them, with its defaults;
+ * fn is the functional form (F.leaky_relu), NULL for Identity. */
+static const struct {
+    const char *layer, *fn;
+    const char *names[3];
+    int n;
+    double def[2];
+} act_specs[] = {
+    {"ReLU", "relu", {"inplace"}, 1, {0, 0}},
+    {"Tanh", "tanh", {NULL}, 0, {0, 0}},
+    {"Sigmoid", "sigmoid", {NULL}, 0, {0, 0}},
+    {"GELU", "gelu", {"approximate"}, 1, {0, 0}},
+    {"SiLU", "silu", {"inplace"}, 1, {0, 0}},
+    {"LeakyReLU", "leaky_relu", {"negative_slope", "inplace"}, 2, {0.01, 0}},
+    {"ELU", "elu", {"alpha", "inplace"}, 2, {1.0, 0}},
+    {"Softplus", "softplus", {"beta", "threshold"}, 2, {1.0, 20.0}},
+    {"Hardtanh", "hardtanh", {"min_val", "max_val", "inplace"}, 3, {-1.0, 1.0}},
+    {"Identity", NULL, {NULL}, 0, {0, 0}},
+};
+enum { NACT = sizeof act_specs / sizeof act_specs[0] };
+
+int layer_act_fn(const char *name)
 {
-    static const char *const names[] = {"inplace"};
-    const Sig sig = {e->s, names, act == OP_RELU, act == OP_RELU, 0};
-    Expr *a[1] = {NULL};    /* Tanh's signature binds nothing */
-    int inplace;
-    if (!arg_bind(e, &sig, a) || (a[0] && !arg_bool(a[0], "inplace", &inplace)))
+    for (int i = 0; i < NACT; i++)
+        if (act_specs[i].fn && strcmp(act_specs[i].fn, name) == 0)
+            return i;
+    return -1;
+}
+
+const char *layer_act_fn_name(int i) { return i >= NACT ? NULL : act_specs[i].fn ? act_specs[i].fn : ""; }
+
+const char *layer_act_fn_of(const char *layer)
+{
+    for (int i = 0; i < NACT; i++)
+        if (strcmp(act_specs[i].layer, layer) == 0)
+            return act_specs[i].fn;
+    return NULL;
+}
+
+/* Binds an activation's arguments: the layer's (ReLU(inplace = False),
+ * LeakyReLU(0.2)) or, with input, the function's (leaky_relu(x, 0.2)).
+ * in-place-ness means nothing in a graph. Returns 0 after reporting. */
+static int act_args(const Expr *e, int k, const Expr **input, ActArgs *out)
+{
+    const char *names[4] = {"input"};
+    int off = input != NULL, n = act_specs[k].n;
+    for (int i = 0; i < n; i++)
+        names[off + i] = act_specs[k].names[i];
+    const Sig sig = {e->written ? e->written : e->s, names, n + off, n + off, off};
+    Expr *a[4] = {NULL};
+    if (!arg_bind(e, &sig, a))
+        return 0;
+    if (input)
+        *input = a[0];
+    out->op = layer_types[layer_type(act_specs[k].layer)].act;
+    out->a = act_specs[k].def[0];
+    out->b = act_specs[k].def[1];
+    int ok = 1, flag;
+    for (int i = 0; i < n; i++) {
+        const Expr *v = a[off + i];
+        const char *nm = act_specs[k].names[i];
+        if (!v)
+            continue;
+        if (strcmp(nm, "inplace") == 0) {
+            ok &= arg_bool(v, nm, &flag);
+        } else if (strcmp(nm, "approximate") == 0) {
+            /* GELU(approximate = 'tanh'): another op, not a parameter */
+            if (v->kind == E_STR && strcmp(v->s, "tanh") == 0) {
+                out->op = OP_GELU_TANH;
+            } else if (!(v->kind == E_STR && strcmp(v->s, "none") == 0)) {
+                diag_error(v->loc, "approximate must be 'none' or 'tanh', got %s", arg_show(v));
+                ok = 0;
+            }
+        } else {
+            ok &= arg_num(v, nm, i == 0 ? &out->a : &out->b);
+        }
+    }
+    if (ok && out->op == OP_HARDTANH && !(out->b > out->a)) {
+        diag_error(e->loc, "max_val must be greater than min_val, got min_val %g, max_val %g", out->a, out->b);
+        ok = 0;
+    }
+    if (ok && out->op == OP_SOFTPLUS && out->a == 0) {
+        diag_error(e->loc, "beta must not be 0");
+        ok = 0;
+    }
+    return ok;
+}
+
+int layer_act_call(const Expr *e, int k, const Expr **input, ActArgs *out) { return act_args(e, k, input, out); }
+
+static Layer *make_act(const Expr *e, const char *prefix, const char *what)
+{
+    int k = 0;
+    while (strcmp(act_specs[k].layer, e->s) != 0)
+        k++;
+    ActArgs p;
+    if (!act_args(e, k, NULL, &p))
         return NULL;
     Layer *l = new_layer(LK_ACT, prefix, what, e->loc);
-    l->act = act;
+    l->act = p;
     return l;
+}
+
+/* An activation applied to x: no node for Identity; the parameters on
+ * the node (its gradient node copies them). */
+Val layer_act(Sema *S, ActArgs p, Val x, Loc loc)
+{
+    if (x.id < 0 || !p.op)
+        return x;
+    Val y = layer_node(S, p.op, x.id, -1, x.s, loc);
+    if (y.id >= 0) {
+        S->g->n[y.id]->act.a = p.a;
+        S->g->n[y.id]->act.b = p.b;
+    }
+    return y;
 }
 
 /* Flatten(start_dim = 1, end_dim = -1): only the default, as flatten(x). */
@@ -328,15 +473,20 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
     }
     int t = layer_type(e->s);
     if (t < 0) {
+        /* nn.LSTM: a PyTorch module we do not have, said plainly (no guess) */
+        if ((e->written && e->written != e->s) || layer_torch_module(e->s)) {
+            diag_error(e->loc, "%s is not supported (supported layers: %s)", e->written, layer_list());
+            return NULL;
+        }
         Near s = arg_near(e->s);
         for (int i = 0; i < NLAYER_TYPES; i++)
             arg_near_try(&s, layer_types[i].name);
-        diag_error(e->loc, "unknown layer '%s'%s", e->s, arg_near_hint(&s));
+        diag_error(e->loc, "unknown layer '%s'%s (supported layers: %s)", e->s, arg_near_hint(&s), layer_list());
         return NULL;
     }
     switch (layer_types[t].kind) {
     case LK_LINEAR: return make_linear(S, e, prefix, what);
-    case LK_ACT: return make_act(e, layer_types[t].act, prefix, what);
+    case LK_ACT: return make_act(e, prefix, what);
     case LK_FLATTEN: return make_flatten(e, prefix, what);
     case LK_SEQUENTIAL: return make_sequential(S, e, prefix, what);
     case LK_CONV2D: return make_conv2d(S, e, prefix, what);
@@ -346,11 +496,7 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
     case LK_DROPOUT: return make_dropout(e, prefix, what);
     case LK_UNSUPPORTED: break;
     }
-    const char *list = "";
-    for (int i = 0; i < NLAYER_TYPES; i++)
-        if (layer_types[i].kind != LK_UNSUPPORTED)
-            list = util_fmt("%s%s%s", list, *list ? ", " : "", layer_types[i].name);
-    diag_error(e->loc, "%s is not supported yet (supported layers: %s)", e->s, list);
+    diag_error(e->loc, "%s is not supported yet (supported layers: %s)", e->s, layer_list());
     return NULL;
 }
 
@@ -467,7 +613,7 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
             x = layer_node(S, OP_BIAS_ADD, x.id, l->b, x.s, loc);
         return x;
     case LK_ACT:
-        return layer_node(S, l->act, x.id, -1, x.s, loc);
+        return layer_act(S, l->act, x, loc);
     case LK_FLATTEN:
         return layer_flatten(S, x, loc);
     case LK_DROPOUT:

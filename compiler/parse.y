@@ -59,6 +59,45 @@ static Arg *mkarg(const char *key, Loc key_loc, Expr *val)
     a->val = val;
     return a;
 }
+
+/* A PyTorch name without its namespace: nn.Linear, torch.nn.Linear ->
+ * Linear; F.relu, torch.nn.functional.relu, torch.flatten -> relu,
+ * flatten; torch.optim.SGD -> SGD; self.fc1 -> fc1 (a layer of the model, as
+ * PyTorch's attribute).
+ * Sema words its messages about the name as written (Expr.written). */
+static const char *pyname(const char *s)
+{
+    static const char *const spaces[] = {"torch.nn.functional.", "nn.functional.", "torch.nn.", "torch.optim.",
+                                         "torch.", "nn.", "optim.", "F.", "self."};
+    for (size_t i = 0; i < sizeof spaces / sizeof *spaces; i++)
+        if (strncmp(s, spaces[i], strlen(spaces[i])) == 0)
+            return s + strlen(spaces[i]);
+    return s;
+}
+
+/* A call: x.view(a, b) is the method of a tensor, view(x, a, b) (as
+ * torch.Tensor.view is torch.view's); a namespace is dropped (pyname). The
+ * receiver is the part before the last dot once the namespace is gone. */
+static Expr *method(Expr *e, const char *name, List args)
+{
+    const char *s = pyname(name), *dot = strrchr(s, '.');
+    e->written = name;
+    e->s = s;
+    e->args = (Arg **)args.v;
+    e->nargs = args.n;
+    if (!dot)
+        return e;
+    Expr *self = mk(E_NAME, e->loc);
+    self->s = self->written = util_fmt("%.*s", (int)(dot - s), s);
+    List l = {0};
+    push(&l, mkarg(NULL, self->loc, self));
+    for (int k = 0; k < args.n; k++)
+        push(&l, args.v[k]);
+    e->s = dot + 1;
+    e->args = (Arg **)l.v;
+    e->nargs = l.n;
+    return e;
+}
 }
 
 %param {yyscan_t scanner}
@@ -86,8 +125,9 @@ static Arg *mkarg(const char *key, Loc key_loc, Expr *val)
 %token <f> FLOAT "number"
 %token MODEL "'model'" FORWARD "'forward'" RETURN "'return'" TRAIN "'train'"
 %token TRUE "'true'" FALSE "'false'"
+%token FDIV "'//'"
 
-%type <e> expr unary primary
+%type <e> expr term unary primary
 %type <arg> arg
 %type <l> args arglist exprs dims stmts titems
 %type <m> model members
@@ -122,7 +162,7 @@ model:
 members:
     %empty          { $$ = util_alloc(sizeof *$$); }
   | members IDENT '=' expr
-                    { LayerDecl *d = util_alloc(sizeof *d); d->name = $2; d->loc = L(@2); d->init = $4;
+                    { LayerDecl *d = util_alloc(sizeof *d); d->name = pyname($2); d->loc = L(@2); d->init = $4;
                       List l = {(void **)$1->layers, $1->nlayers}; push(&l, d);
                       $$ = $1; $$->layers = (LayerDecl **)l.v; $$->nlayers = l.n; }
   | members forward { List l = {(void **)$1->fwd, $1->nfwd}; push(&l, $2);
@@ -169,10 +209,19 @@ stmt:
   | RETURN expr     { $$ = util_alloc(sizeof *$$); $$->kind = S_RETURN; $$->loc = L(@1); $$->val = $2; }
   ;
 
-/* expr: unary { '+' unary } */
+/* expr: term { ('+' | '-') term }; term: unary { ('*' | '/' | '//') unary }
+ * (Python's precedence: unary minus binds tighter than '*'). */
 expr:
+    term
+  | expr '+' term   { $$ = mk(E_ADD, L(@2)); $$->a = $1; $$->b = $3; }
+  | expr '-' term   { $$ = mk(E_SUB, L(@2)); $$->a = $1; $$->b = $3; }
+  ;
+
+term:
     unary
-  | expr '+' unary  { $$ = mk(E_ADD, L(@2)); $$->a = $1; $$->b = $3; }
+  | term '*' unary  { $$ = mk(E_MUL, L(@2)); $$->a = $1; $$->b = $3; }
+  | term '/' unary  { $$ = mk(E_DIV, L(@2)); $$->a = $1; $$->b = $3; }
+  | term FDIV unary { $$ = mk(E_FDIV, L(@2)); $$->a = $1; $$->b = $3; }
   ;
 
 /* unary: '-' unary | primary */
@@ -189,9 +238,9 @@ primary:
   | STRING          { $$ = mk(E_STR, L(@1)); $$->s = $1; }
   | TRUE            { $$ = mk(E_BOOL, L(@1)); $$->i = 1; }
   | FALSE           { $$ = mk(E_BOOL, L(@1)); $$->i = 0; }
-  | IDENT           { $$ = mk(E_NAME, L(@1)); $$->s = $1; }
+  | IDENT           { $$ = mk(E_NAME, L(@1)); $$->s = pyname($1); $$->written = $1; }
   | IDENT '(' args ')'
-                    { $$ = mk(E_CALL, L(@1)); $$->s = $1; $$->args = (Arg **)$3.v; $$->nargs = $3.n; }
+                    { $$ = method(mk(E_CALL, L(@1)), $1, $3); }
   | '(' expr ')'    { $$ = $2; }
   | '(' expr ',' exprs ')'
                     { $$ = mk(E_TUPLE, L(@1)); List l = {0}; push(&l, mkarg(NULL, $2->loc, $2));
@@ -261,6 +310,13 @@ static int starts_expr(yysymbol_kind_t k)
         || k == YYSYMBOL_TRUE || k == YYSYMBOL_FALSE || !strcmp(s, "'('") || !strcmp(s, "'-'");
 }
 
+/* Whether k is a binary operator: + - * / // */
+static int is_operator(yysymbol_kind_t k)
+{
+    const char *s = yysymbol_name(k);
+    return k == YYSYMBOL_FDIV || !strcmp(s, "'+'") || !strcmp(s, "'-'") || !strcmp(s, "'*'") || !strcmp(s, "'/'");
+}
+
 /* `unexpected '}', expected identifier or 'return'`: the offending token,
  * with its text where that helps, and the tokens that would have fit when
  * there are few enough to be a useful hint. Where any expression fits,
@@ -284,9 +340,15 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, Pars
     const char *names[YYNTOKENS + 1];
     if (expr)
         names[m++] = "expression";
+    /* The five arithmetic operators are listed as one, last. */
+    int op = 0;
     for (int i = 0; i < n; i++)
-        if (!expr || !starts_expr(exp[i]))
+        if (is_operator(exp[i]))
+            op |= !(expr && starts_expr(exp[i]));   /* unary '-' is the expression's */
+        else if (!expr || !starts_expr(exp[i]))
             names[m++] = util_strdup(tok_name(exp[i], b, sizeof b));
+    if (op)
+        names[m++] = "an operator";
     enum { MAXEXP = 5 };
     for (int i = 0; m <= MAXEXP && i < m && k < sizeof msg; i++)
         k += (size_t)snprintf(msg + k, sizeof msg - k, "%s%s", i == 0 ? ", expected " : i == m - 1 ? " or " : ", ",

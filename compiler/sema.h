@@ -38,6 +38,9 @@ const char *arg_show(const Expr *e);
 int arg_int(const Expr *e, const char *what, int64_t lo, int64_t hi, int64_t *out);
 int arg_num(const Expr *e, const char *what, double *out);
 int arg_bool(const Expr *e, const char *what, int *out);
+/* Whether e folds to a number: 1 (in *v), 0 (not a constant), -1 (an
+ * error in it, reported: division by zero). */
+int arg_const(const Expr *e, double *v);
 
 /* A callee's parameters: the first npos may be given positionally, the
  * first nreq must be given one way or the other. */
@@ -57,6 +60,12 @@ typedef enum {
     LK_DROPOUT, LK_UNSUPPORTED
 } LayerKind;
 
+/* An activation: its op (0: Identity) and parameters (Node.act). */
+typedef struct ActArgs {
+    Op op;
+    double a, b;
+} ActArgs;
+
 typedef struct Layer {
     LayerKind kind;
     const char *name;       /* state_dict prefix: "fc1", "layers.0", "0", "" */
@@ -68,7 +77,7 @@ typedef struct Layer {
     Window win;             /* Conv2d, pooling */
     double eps, momentum;   /* BatchNorm2d */
     double p;               /* Dropout */
-    Op act;                 /* an activation (ReLU, Tanh): its elementwise op */
+    ActArgs act;            /* an activation (ReLU, GELU, ...): its op and parameters */
     struct Layer **kids;    /* Sequential */
     int nkids;
 } Layer;
@@ -100,6 +109,10 @@ typedef struct Sema {
 
 /* Index of a layer type by name (Linear, ReLU, ...), or -1. */
 int layer_type(const char *name);
+/* A PyTorch module this compiler does not have (nn.LSTM, nn.SELU). */
+int layer_torch_module(const char *name);
+/* The supported layer types, sorted, one line. */
+const char *layer_list(void);
 /* A known layer type this compiler cannot build yet (LayerNorm). */
 int layer_unsupported(const char *name);
 /* A layer constructor: Linear(...), ReLU(), Sequential(...), ...; NULL after reporting. */
@@ -112,6 +125,14 @@ Val layer_node(Sema *S, Op op, int a, int b, Shape s, Loc loc);
 Val layer_dropout(Sema *S, Val x, double p, Loc loc);
 Val layer_flatten(Sema *S, Val x, Loc loc);
 int layer_drop_p(const Expr *e, double *p);
+/* The activation functions (F.relu, F.leaky_relu, ...): index of name or
+ * -1; the name of index i (NULL past the end); a call's
+ * arguments bound (input: the tensor argument); the activation applied. */
+int layer_act_fn(const char *name);
+const char *layer_act_fn_name(int i);     /* "" for Identity (no function) */
+const char *layer_act_fn_of(const char *layer);   /* LeakyReLU -> leaky_relu, or NULL */
+int layer_act_call(const Expr *e, int k, const Expr **input, ActArgs *out);
+Val layer_act(Sema *S, ActArgs p, Val x, Loc loc);
 
 /* ---- forward.c --------------------------------------------------------- */
 /* Checks one model, building its graph in g: IMAGES, LABELS, its

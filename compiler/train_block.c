@@ -57,23 +57,32 @@ static void train_data(TrainCfg *t, const Expr *e)
     }
 }
 
-/* cross_entropy(reduction = mean | sum | none) */
+/* cross_entropy(reduction = mean | sum | none), nll_loss(reduction = ...)
+ * of a model returning log_softmax: PyTorch's F.nll_loss(F.log_softmax(z))
+ * is cross_entropy(z), which is what is built (front.c checks the model). */
 static void train_loss(TrainCfg *t, const Expr *e)
 {
     const char *name = callee(e, "loss");
     if (!name)
         return;
-    if (strcmp(name, "cross_entropy") != 0) {
+    if (strcmp(name, "cross_entropy") != 0 && strcmp(name, "nll_loss") != 0) {
         Near s = arg_near(name);
         arg_near_try(&s, "cross_entropy");
-        diag_error(e->loc, "unknown loss '%s'%s (supported: cross_entropy)", name, arg_near_hint(&s));
+        arg_near_try(&s, "nll_loss");
+        diag_error(e->loc, "unknown loss '%s'%s (supported: cross_entropy, nll_loss)", name, arg_near_hint(&s));
         return;
     }
-    static const char *const names[] = {"reduction"};
-    const Sig sig = {"cross_entropy", names, 1, 0, 0};
-    Expr *a[1] = {NULL};
+    t->nll = strcmp(name, "nll_loss") == 0;
+    static const char *const names[] = {"reduction", "label_smoothing"};
+    const Sig sig = {name, names, t->nll ? 1 : 2, 0, 0};
+    Expr *a[2] = {NULL, NULL};
     if (e->kind == E_CALL && !arg_bind(e, &sig, a))
         return;
+    if (a[1] && arg_num(a[1], "label_smoothing", &t->label_smoothing)
+        && !(t->label_smoothing >= 0 && t->label_smoothing <= 1)) {
+        diag_error(a[1]->loc, "label_smoothing must be in [0, 1], got %g", t->label_smoothing);
+        t->label_smoothing = 0;
+    }
     if (!a[0])
         return;
     static const char *const reds[] = {"mean", "sum", "none"};   /* Reduction order */

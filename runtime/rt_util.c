@@ -2,7 +2,7 @@
  * others: memory, messages, the clock, and who this process is among the
  * ranks. It sits at the bottom of the runtime's files so that none of them
  * has to import the training loop (or the communicator) to allocate or to
- * report an error (tests/unit/rt_deps.py checks there are no circles). */
+ * report an error (tests/runtime/rt_deps.py checks there are no circles). */
 #include "rt_internal.h"
 #include <stdarg.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@ PKGS=(
   dataset-fashion-mnist                   # /usr/share/datasets/fashion-mnist
   python3-torch python3-torchvision python3-numpy   # PyTorch oracle tests and benchmark
   chromium python3-pil                    # tests/cli/plot.sh renders the loss-curve SVG and reads its pixels
-  graphviz                                # dot: cddpc --graph FILE.svg draws the fused graph; tests/unit/graph_dot.sh parses the DOT
+  graphviz                                # dot: cddpc --graph FILE.svg draws the fused graph; tests/ir/graph_dot.sh parses the DOT
 )
 
 die() { echo "deps.sh: error: $*" >&2; exit 1; }

@@ -2,7 +2,7 @@
 # tests/amp/cuda_fake.sh PROG FAKE_LIBCUDA FAKE_LIBNCCL DATA: the fp16 loss scaler on the
 # CUDA device loop (the step graph with cddprt_amp_check/decide and the
 # scaler update in cddprt_step_end), run by the fake driver with the
-# kernels emulated on the CPU (as tests/unit/test_cuda_device.sh), against
+# kernels emulated on the CPU (as tests/cuda/test_cuda_device.sh), against
 # the CPU loop (rt_amp.c) on the same small data: the same per-step scale
 # and found_inf (exactly), losses to rounding, the same epoch lines'
 # scale and skips, carried across 3 epochs (the host rewrites the device's
@@ -23,7 +23,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/amp_cuda.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 export XDG_CACHE_HOME=$T/cache CDDP_LIBCUDA=$FAKE
 unset CDDP_LIBNVRTC CDDP_CUDA_DUMP CDDP_CUDA_TIMEOUT FAKE_CUDA_KERNELS
-$PY "$ROOT/tests/unit/small_idx.py" "$DATA" "$T/small" 200 100 || { echo "FAIL: small data"; exit 1; }
+$PY "$ROOT/tests/runtime/small_idx.py" "$DATA" "$T/small" 200 100 || { echo "FAIL: small data"; exit 1; }
 env CDDP_CUDA_DUMP="$T/src.cu" "$PROG" --data "$T/small" --device cuda --epochs 1 >/dev/null 2>&1
 bash "$ROOT/tests/fakes/emu_kernels.sh" "$T/src.cu" "$T/kernels.so" 2>"$T/gxx.err" ||
     { echo "FAIL: cannot build the emulated kernels"; head -20 "$T/gxx.err"; exit 1; }

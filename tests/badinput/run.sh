@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/badinput/run.sh PROGRAM: the bad-input catalogue, for any program
-# cddpc compiled (or the runtime's own tests/unit fake model).
+# cddpc compiled (or the runtime's own fake model, tests/runtime/rt_fake_model.c).
 #
 # Every broken dataset or --init checkpoint must make PROGRAM exit with
 # status 1 and print ONE line on stderr that names the offending path and

@@ -19,7 +19,7 @@ trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
 nfail=0
 pass() { echo "PASS train-plot: $*"; }
 fail() { echo "FAIL train-plot: $*"; nfail=$((nfail + 1)); }
-$PY "$ROOT/tests/unit/small_idx.py" "$DATA" "$T/d" 4000 1000 > /dev/null
+$PY "$ROOT/tests/runtime/small_idx.py" "$DATA" "$T/d" 4000 1000 > /dev/null
 # markers SVG METRICS: the circles of run0 against the metrics rows
 markers() {
     $PY - "$@" <<'P'

@@ -1,7 +1,10 @@
 #!/bin/sh
 # tests/cuda/mutants.sh: kernel_check must reject broken CUDA kernels. Each
 # mutant is the emitted all.cu of tests/cuda/models/odd.net (then of
-# tests/cuda/models/conv.net, for the image kernels) with one edit (sed);
+# tests/cuda/models/conv.net, for the image kernels, and of tanh.net,
+# acts.net, gate.net and smooth.net for the activations, the arithmetic
+# and label smoothing) with one
+# edit (sed);
 # kernel_check has to fail on every one of them (and pass on the unedited
 # source, which kernel_check.sh's own test runs).
 # Usage: tests/cuda/mutants.sh CDDPC
@@ -92,6 +95,17 @@ MODEL=$HERE/models/tanh.net
 T='--sizes 19:19:0,64:37:3 --orders 1 --plan train'
 check 'tanh derivative 1 - y instead of 1 - y^2' 's/(1\.0f - \(b[0-9]*\[i \* C + j\]\) \* \1)/(1.0f - \1)/' $T
 check 'tanh left out of a GEMM epilogue (the identity)' '0,/= tanhf(\(v[0-9]*\));/s//= (\1);/' $T
+MODEL=$HERE/models/acts.net
+check 'gelu derivative without its x phi(x) term' 's/ + b[0-9]*\[i \* C + j\] \* 0\.39894228040143268f \* expf([^)]*)//' $T
+check 'leaky_relu slope 0.1 taken as the default 0.01' 's/ : \(v[0-9]*\) \* 0\.100000001f;/ : \1 * 0.01f;/' $T
+check 'elu derivative alpha without exp(x)' 's/ \* 0\.699999988f \* expf(b[0-9]*\[i \* C + j\])/ * 0.699999988f/' $T
+check 'hardtanh gradient not cut outside [min, max]' 's/<= -0\.0500000007f || /<= -0.0500000007f \&\& /' $T
+MODEL=$HERE/models/gate.net
+check '1 - g with its sign lost (g + 1)' 's/\* -1\.0f + 1\.0f;/* 1.0f + 1.0f;/' $T
+check 'h / 3 as h * 0.3 (not divided as torch divides)' '0,/\(b[0-9]*\[i \* C + j\]\) \/ 3\.0f;/s//\1 * 0.3f;/' $T
+MODEL=$HERE/models/smooth.net
+check 'label smoothing: the gradient without its e / C' 's| - 0\.150000006f / (float)C) \* scale| - 0.0f) * scale|' $T
+check 'label smoothing: the row sum of logits not summed over the warp' 's|sx += __shfl_xor_sync(0xffffffffu, sx, o);|;|' $T
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/ddp/fake.sh FAKE_MODEL DATA: data-parallel training of the
-# hand-written fake model (tests/unit/rt_fake_model.c), which has no bucket
+# hand-written fake model (tests/runtime/rt_fake_model.c), which has no bucket
 # table (the reducer reduces the whole slab before its optimizer kernel),
 # momentum SGD and its own kernels; and the runtime built without MPI
 # (CDDP_NO_MPI, as on the GPU machines): single-rank, warning-free, and
@@ -42,7 +42,7 @@ for f in runtime/rt_*.c; do
     ${CC:-cc} $cf -c "$f" -o "$t/obj/$(basename "${f%.c}").o" 2>>"$t/cc.out" || built=0
 done
 if [ $built = 1 ] && ar rcs "$t/lib.a" "$t/obj"/*.o &&
-    ${CC:-cc} $cf tests/unit/rt_fake_model.c "$t/lib.a" -lopenblas -lz -lm -lpthread -ldl -o "$t/fake" 2>>"$t/cc.out"; then
+    ${CC:-cc} $cf tests/runtime/rt_fake_model.c "$t/lib.a" -lopenblas -lz -lm -lpthread -ldl -o "$t/fake" 2>>"$t/cc.out"; then
     ok "runtime builds warning-free with CDDP_NO_MPI"
 else no "runtime builds with CDDP_NO_MPI"; show "$t/cc.out"; exit 1; fi
 if nm "$t/fake" | grep -q ' U MPI_'; then no "CDDP_NO_MPI build references MPI"; else ok "CDDP_NO_MPI build makes no MPI call"; fi

@@ -99,7 +99,7 @@ done
 # ---- 5. GPU ranks on the emulated device --------------------------------------------------
 if [ -f "$FAKE" ] && [ -f "$FNCCL" ] && [ -d /usr/local/cuda ] && command -v g++ >/dev/null 2>&1; then
     SMALL=$TMP/small
-    $PY "$ROOT/tests/unit/small_idx.py" "$DATA" "$SMALL" 160 40 || { fail "cannot make the small data set"; exit 1; }
+    $PY "$ROOT/tests/runtime/small_idx.py" "$DATA" "$SMALL" 160 40 || { fail "cannot make the small data set"; exit 1; }
     export XDG_CACHE_HOME=$TMP/cache CDDP_LIBCUDA=$(realpath "$FAKE") CDDP_LIBNCCL=$(realpath "$FNCCL")
     export FAKE_CUDA_DEVICES=2 FAKE_CUDA_SCHEDULE=random
     env CDDP_CUDA_DUMP="$TMP/src.cu" "$SYNC" --data "$SMALL" --device cuda --max-steps 1 >/dev/null 2>&1

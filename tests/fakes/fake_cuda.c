@@ -1,5 +1,5 @@
 /* fake_cuda.c: a stand-in for libcuda.so.1, for testing the runtime's
- * CUDA device without a GPU (tests/unit/test_cuda_device.sh).
+ * CUDA device without a GPU (tests/cuda/test_cuda_device.sh).
  *
  * It implements the driver API subset runtime/rt_cuda.c loads, with
  * "device memory" in host memory, and runs kernels through the CUDA

@@ -1,5 +1,5 @@
 /* fake_nccl.c: a stand-in for libnccl.so.2, for testing the runtime's GPU
- * data-parallel path without GPUs (tests/unit/test_cuda_ddp.sh).
+ * data-parallel path without GPUs (tests/ddp/test_cuda_ddp.sh).
  *
  * Each rank is a process started by mpirun with its own fake driver
  * (fake_cuda.c, CDDP_LIBCUDA); this library moves the data between them

@@ -1,5 +1,5 @@
 /* fake_nvrtc.c: an NVRTC of another version, for testing how the runtime
- * chooses one (tests/unit/test_cuda_device.sh). Copied to a file named
+ * chooses one (tests/cuda/test_cuda_device.sh). Copied to a file named
  * libnvrtc.so.MAJOR it claims to be NVRTC MAJOR.0 (nvrtcVersion) and to
  * know the architectures in FAKE_NVRTC_ARCHS_MAJOR (comma-separated, as
  * nvrtcGetSupportedArchs numbers them: 70, 90, 121), else NVRTC 12.x's

@@ -37,7 +37,7 @@ def main():
     fails = 0
     with tempfile.TemporaryDirectory() as small:
         here = os.path.dirname(os.path.abspath(__file__))
-        subprocess.run([sys.executable, os.path.join(here, "..", "unit", "small_idx.py"), data, small, "64", "16"],
+        subprocess.run([sys.executable, os.path.join(here, "..", "runtime", "small_idx.py"), data, small, "64", "16"],
                        check=True, stdout=subprocess.DEVNULL)
         for prog, model, old in ((mnist, SimpleNet(), 535824), (convnet, ConvNet(), 29168)):
             want_p = sum(p.numel() for p in model.parameters())

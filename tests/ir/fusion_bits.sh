@@ -1,0 +1,33 @@
+#!/bin/sh
+# tests/ir/fusion_bits.sh CDDPC DATA: fusing the batch-norm channel
+# results into their pass (fuse.c: chan_pass_result) and a convolution's
+# bias into its store (conv_bias_epilogue) changes no bit. The
+# ConvNet with plain and with synced batch norm, and a conv model in fp16
+# (the fused bias rounded as bias_add's own kernel rounds it), compiled at
+# --fusion=elementwise (each channel result its own kernel) and at the
+# default level, trains 10 steps on the CPU: saved weights and buffers, and
+# the step losses, must be byte-identical, and the default level must have
+# fewer kernels.
+set -u
+cddpc=$1 data=$2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+fails=0
+for net in "$root/tests/golden/mnist_convnet.net" "$root/tests/ddp/syncbn.net" "$root/tests/cuda/models/amp_fp16.net"; do
+    name=$(basename "$net" .net)
+    for lvl in elementwise all; do
+        "$cddpc" "$net" --fusion=$lvl -o "$t/$lvl" || { echo "FAIL $name: cddpc --fusion=$lvl"; exit 1; }
+        "$t/$lvl" --data "$data" --threads 1 --epochs 1 --max-steps 10 --save "$t/$lvl.st" \
+            --step-log "$t/$lvl.csv" >"$t/$lvl.out" 2>&1 || { echo "FAIL $name: run at $lvl"; cat "$t/$lvl.out"; exit 1; }
+        "$cddpc" "$net" --fusion=$lvl -d fuse | sed -n 's/^plan train: \([0-9]*\) kernels/\1/p' >"$t/$lvl.k"
+    done
+    ke=$(cat "$t/elementwise.k") ka=$(cat "$t/all.k")
+    if cmp -s "$t/elementwise.st" "$t/all.st" && cmp -s "$t/elementwise.csv" "$t/all.csv" && [ "$ka" -lt "$ke" ]; then
+        echo "PASS $name: $ke -> $ka train kernels, weights, buffers and 10 step losses byte-identical"
+    else
+        echo "FAIL $name: $ke -> $ka kernels; weights $(cmp -s "$t/elementwise.st" "$t/all.st" && echo equal || echo differ)"
+        fails=$((fails + 1))
+    fi
+done
+[ "$fails" -eq 0 ]

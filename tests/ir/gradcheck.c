@@ -1,0 +1,654 @@
+/* gradcheck.c: every autodiff rule against float64 central differences.
+ *
+ * A small reference interpreter evaluates the graph IR in double; for
+ * each op, a graph y = op(inputs) gets L = sum(w * y) with fixed random w
+ * (passed to ad_grad as the seed dy = w), and the gradient nodes autodiff
+ * appends are evaluated and compared with (L(x+h) - L(x-h)) / 2h per
+ * element. The loss op is checked the same way with its own seed, for
+ * each reduction, inside a two-layer network. The image ops (conv2d,
+ * batch norm in train mode, pooling) are checked on small [N, C, H, W]
+ * inputs with strides, padding, dilation and groups; the interpreter
+ * computes their gradients the plain way (scatter loops) in double. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cddpc.h"
+#include "dropout_rng.h"
+
+#define BATCH 3
+
+CDDP_DROP_RNG(static inline)    /* the kernels' own mask stream */
+/* the (seed, rank, step) the dropout checks run at: any fixed step gives a
+ * fixed mask, so the function is differentiable there */
+#define DROP_SEED 3407ull
+#define DROP_RANK 1
+#define DROP_STEP 12
+
+typedef struct Val {
+    double *v;
+    int64_t n;
+} Val;
+
+static Graph *g;
+static Val *val;
+static int *lab;
+
+static int64_t size_of(int id) { return ir_numel(&g->n[id]->shape, BATCH); }
+static int64_t dim(int64_t d) { return d == DIM_N ? BATCH : d; }
+
+/* [N, C, H, W] element (i, c, h, w) of a shape */
+static int64_t at4(const Shape *s, int64_t i, int64_t c, int64_t h, int64_t w)
+{
+    return ((i * s->d[1] + c) * s->d[2] + h) * s->d[3] + w;
+}
+
+/* Convolution by its definition, and its gradients by scattering each
+ * output's contribution back: the plain loops, no im2col. */
+static void eval_conv(const Node *n, double *y, const double *a, const double *b)
+{
+    const Shape *xs, *ws, *ys;
+    const double *x = NULL, *w = NULL, *dy = NULL;
+    if (n->op == OP_CONV2D) {
+        xs = &g->n[n->in[0]]->shape, ws = &g->n[n->in[1]]->shape, ys = &n->shape, x = a, w = b;
+    } else if (n->op == OP_CONV2D_DX) {
+        ys = &g->n[n->in[0]]->shape, ws = &g->n[n->in[1]]->shape, xs = &n->shape, dy = a, w = b;
+    } else {
+        ys = &g->n[n->in[0]]->shape, xs = &g->n[n->in[1]]->shape, ws = &n->shape, dy = a, x = b;
+    }
+    const Window *v = &n->win;
+    int64_t O = ys->d[1], CG = ws->d[1], OG = O / v->groups;
+    memset(y, 0, sizeof(double) * (size_t)size_of(n->id));
+    for (int64_t i = 0; i < BATCH; i++)
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t oh = 0; oh < ys->d[2]; oh++)
+                for (int64_t ow = 0; ow < ys->d[3]; ow++)
+                    for (int64_t cl = 0; cl < CG; cl++)
+                        for (int64_t ki = 0; ki < v->kh; ki++)
+                            for (int64_t kj = 0; kj < v->kw; kj++) {
+                                int64_t ih = oh * v->sh - v->ph + ki * v->dh, iw = ow * v->sw - v->pw + kj * v->dw;
+                                if (ih < 0 || ih >= xs->d[2] || iw < 0 || iw >= xs->d[3])
+                                    continue;
+                                int64_t xi = at4(xs, i, o / OG * CG + cl, ih, iw), wi = at4(ws, o, cl, ki, kj);
+                                int64_t yi = at4(ys, i, o, oh, ow);
+                                if (n->op == OP_CONV2D)
+                                    y[yi] += x[xi] * w[wi];
+                                else if (n->op == OP_CONV2D_DX)
+                                    y[xi] += dy[yi] * w[wi];
+                                else
+                                    y[wi] += dy[yi] * x[xi];
+                            }
+}
+
+/* Batch norm in train mode: statistics of the batch (biased variance),
+ * and the textbook gradient through them. */
+static void eval_bn(const Node *n, double *y)
+{
+    int xin = n->op == OP_BN_DX || n->op == OP_BN_DW ? 1 : 0;
+    const Shape *xs = &g->n[n->in[xin]]->shape;
+    int64_t C = xs->d[1], HW = xs->d[2] * xs->d[3], M = BATCH * HW;
+    const double *in0 = val[n->in[0]].v, *x = val[n->in[xin]].v;
+    const double *st = n->op == OP_BN_STATS || n->op == OP_SUM_CHAN ? NULL : val[n->in[n->op == OP_BN_APPLY ? 1 : 2]].v;
+    for (int64_t c = 0; c < C; c++) {
+        double s = 0, q = 0, sdy = 0, sdyx = 0, mean = st ? st[c] : 0, invstd = st ? 1 / sqrt(st[C + c] + n->bn.eps) : 0;
+        for (int64_t i = 0; i < BATCH; i++)
+            for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++) {
+                s += in0[k];
+                if (n->op == OP_BN_DX || n->op == OP_BN_DW) {
+                    sdy += in0[k];
+                    sdyx += in0[k] * (x[k] - mean) * invstd;
+                }
+            }
+        if (n->op == OP_BN_STATS) {
+            for (int64_t i = 0; i < BATCH; i++)
+                for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++)
+                    q += (x[k] - s / M) * (x[k] - s / M);
+            y[c] = s / M;
+            y[C + c] = q / M;
+        } else if (n->op == OP_SUM_CHAN) {
+            y[c] = s;
+        } else if (n->op == OP_BN_DW) {
+            y[c] = sdyx;
+        } else {
+            const double *w = val[n->in[n->op == OP_BN_APPLY ? 2 : 3]].v, *bb = val[n->in[3]].v;
+            for (int64_t i = 0; i < BATCH; i++)
+                for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++) {
+                    double xh = (x[k] - mean) * invstd;
+                    y[k] = n->op == OP_BN_APPLY ? xh * w[c] + bb[c]
+                                                : w[c] * invstd * (in0[k] - sdy / M - xh * sdyx / M);
+                }
+        }
+    }
+}
+
+/* SyncBatchNorm's ops, for WORLD ranks that all hold this same batch: a
+ * sum over the ranks is WORLD times the value, and the statistics count
+ * WORLD times the elements. With identical ranks the result must be plain
+ * batch norm's, so a lost or doubled factor of the world size shows. */
+#define WORLD 2
+static void eval_sync_bn(const Node *n, double *y)
+{
+    if (n->op == OP_ALLREDUCE) {
+        for (int64_t k = 0; k < size_of(n->id); k++)
+            y[k] = WORLD * val[n->in[0]].v[k];
+        return;
+    }
+    int xin = n->op == OP_BN_DPART || n->op == OP_BN_GDX ? 1 : 0;
+    const Shape *xs = &g->n[n->in[xin]]->shape;
+    int64_t C = xs->d[1], HW = xs->d[2] * xs->d[3];
+    double Mg = (double)(BATCH * HW * WORLD);
+    const double *in0 = val[n->in[0]].v, *x = val[n->in[xin]].v;
+    for (int64_t c = 0; c < C; c++) {
+        if (n->op == OP_BN_GSTATS) {
+            y[c] = val[n->in[3]].v[c] / Mg;
+            y[C + c] = val[n->in[4]].v[c] / Mg;
+            continue;
+        }
+        const double *st = n->op == OP_BN_SQDEV ? NULL : val[n->in[2]].v;
+        double mean = st ? st[c] : val[n->in[1]].v[c] / Mg, invstd = st ? 1 / sqrt(st[C + c] + n->bn.eps) : 0;
+        double q = 0, sdy = 0, sdyx = 0;
+        for (int64_t i = 0; i < BATCH; i++)
+            for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++) {
+                q += (x[k] - mean) * (x[k] - mean);
+                sdy += in0[k];
+                sdyx += in0[k] * (x[k] - mean) * invstd;
+            }
+        if (n->op == OP_BN_SQDEV) {
+            y[c] = q;
+        } else if (n->op == OP_BN_DPART) {
+            y[c] = sdy;
+            y[C + c] = sdyx;
+        } else {    /* BN_GDX */
+            const double *w = val[n->in[3]].v, *sums = val[n->in[4]].v;
+            for (int64_t i = 0; i < BATCH; i++)
+                for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++)
+                    y[k] = w[c] * invstd * (in0[k] - sums[c] / Mg - (x[k] - mean) * invstd * sums[C + c] / Mg);
+        }
+    }
+}
+
+/* Pooling by definition; gradients scattered to the first maximum (or
+ * evenly over the window, zero padding counted) of each output. */
+static void eval_pool(const Node *n, double *y, const double *a, const double *b)
+{
+    int grad = n->op == OP_MAXPOOL_DX || n->op == OP_AVGPOOL_DX;
+    const Shape *xs = grad ? &n->shape : &g->n[n->in[0]]->shape, *ys = grad ? &g->n[n->in[0]]->shape : &n->shape;
+    const double *x = n->op == OP_MAXPOOL_DX ? b : a;
+    const Window *v = &n->win;
+    memset(y, 0, sizeof(double) * (size_t)size_of(n->id));
+    for (int64_t i = 0; i < BATCH; i++)
+        for (int64_t c = 0; c < xs->d[1]; c++)
+            for (int64_t oh = 0; oh < ys->d[2]; oh++)
+                for (int64_t ow = 0; ow < ys->d[3]; ow++) {
+                    int64_t best = -1, yi = at4(ys, i, c, oh, ow);
+                    double s = 0;
+                    for (int64_t ih = oh * v->sh - v->ph; ih < oh * v->sh - v->ph + v->kh; ih++)
+                        for (int64_t iw = ow * v->sw - v->pw; iw < ow * v->sw - v->pw + v->kw; iw++) {
+                            if (ih < 0 || ih >= xs->d[2] || iw < 0 || iw >= xs->d[3])
+                                continue;
+                            int64_t xi = at4(xs, i, c, ih, iw);
+                            if (n->op == OP_AVGPOOL_DX)
+                                y[xi] += a[yi] / (v->kh * v->kw);
+                            else if (n->op == OP_AVGPOOL)
+                                s += x[xi];
+                            else if (best < 0 || x[xi] > x[best])
+                                best = xi;
+                        }
+                    if (n->op == OP_AVGPOOL)
+                        y[yi] = s / (v->kh * v->kw);
+                    else if (n->op == OP_MAXPOOL)
+                        y[yi] = x[best];
+                    else if (n->op == OP_MAXPOOL_DX)
+                        y[best] += a[yi];
+                }
+}
+
+static void eval_node(int id)
+{
+    Node *n = g->n[id];
+    if (n->op == OP_IMAGES || n->op == OP_PARAM || n->op == OP_LABELS)
+        return;     /* inputs: values set by the test */
+    int64_t sz = size_of(id);
+    if (!val[id].v || val[id].n != sz) {
+        free(val[id].v);
+        val[id].v = calloc((size_t)(sz ? sz : 1), sizeof(double));
+        val[id].n = sz;
+    }
+    double *y = val[id].v, *a = n->nin > 0 ? val[n->in[0]].v : NULL, *b = n->nin > 1 ? val[n->in[1]].v : NULL;
+    const Shape *sa = n->nin > 0 ? &g->n[n->in[0]]->shape : NULL, *sb = n->nin > 1 ? &g->n[n->in[1]]->shape : NULL;
+    int64_t M = n->shape.rank > 0 ? dim(n->shape.d[0]) : 1, N = n->shape.rank > 1 ? dim(n->shape.d[1]) : 1;
+    switch (n->op) {
+    case OP_RESHAPE: memcpy(y, a, sizeof(double) * (size_t)sz); break;
+    case OP_MM_NT: case OP_MM_NN: case OP_MM_TN: {
+        int64_t K = n->op == OP_MM_TN ? dim(sa->d[0]) : dim(sa->d[1]);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    double av = n->op == OP_MM_TN ? a[k * M + i] : a[i * K + k];
+                    double bv = n->op == OP_MM_NT ? b[j * K + k] : b[k * N + j];
+                    s += av * bv;
+                }
+                y[i * N + j] = s;
+            }
+        break;
+    }
+    case OP_BIAS_ADD:
+        if (n->shape.rank == 4) {   /* per channel over [N, C, H, W] */
+            int64_t hw = n->shape.d[2] * n->shape.d[3];
+            for (int64_t k = 0; k < sz; k++)
+                y[k] = a[k] + b[k / hw % N];
+            break;
+        }
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++)
+                y[i * N + j] = a[i * N + j] + b[j];
+        break;
+    case OP_ADD: for (int64_t k = 0; k < sz; k++) y[k] = a[k] + b[k]; break;
+    case OP_SUB: for (int64_t k = 0; k < sz; k++) y[k] = a[k] - b[k]; break;
+    case OP_MUL: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * b[k]; break;
+    case OP_AFFINE: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * n->act.a + n->act.b; break;
+    case OP_DIV_SCALAR: for (int64_t k = 0; k < sz; k++) y[k] = a[k] / n->act.a; break;
+    case OP_RELU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] > 0 ? a[k] : 0; break;
+    case OP_RELU_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = b[k] > 0 ? a[k] : 0; break;
+    case OP_TANH: for (int64_t k = 0; k < sz; k++) y[k] = tanh(a[k]); break;
+    case OP_TANH_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * (1 - b[k] * b[k]); break;
+    /* the activations in float64, written from their definitions (not
+     * from ops.def's formulas); b is the forward's input (sigmoid: output) */
+    case OP_SIGMOID: for (int64_t k = 0; k < sz; k++) y[k] = 1 / (1 + exp(-a[k])); break;
+    case OP_SIGMOID_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * b[k] * (1 - b[k]); break;
+    case OP_SILU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] / (1 + exp(-a[k])); break;
+    case OP_SILU_GRAD:
+        for (int64_t k = 0; k < sz; k++) {
+            double s = 1 / (1 + exp(-b[k]));
+            y[k] = a[k] * (s + b[k] * s * (1 - s));
+        }
+        break;
+    case OP_GELU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] * 0.5 * erfc(-a[k] / sqrt(2.0)); break;
+    case OP_GELU_GRAD:
+        for (int64_t k = 0; k < sz; k++)
+            y[k] = a[k] * (0.5 * erfc(-b[k] / sqrt(2.0)) + b[k] * exp(-b[k] * b[k] / 2) / sqrt(2 * M_PI));
+        break;
+    case OP_GELU_TANH:
+        for (int64_t k = 0; k < sz; k++)
+            y[k] = 0.5 * a[k] * (1 + tanh(sqrt(2 / M_PI) * (a[k] + 0.044715 * pow(a[k], 3))));
+        break;
+    case OP_GELU_TANH_GRAD:
+        for (int64_t k = 0; k < sz; k++) {
+            double x = b[k], u = sqrt(2 / M_PI) * (x + 0.044715 * x * x * x), t = tanh(u);
+            y[k] = a[k] * (0.5 * (1 + t) + 0.5 * x / (cosh(u) * cosh(u)) * sqrt(2 / M_PI) * (1 + 0.134145 * x * x));
+        }
+        break;
+    case OP_LEAKY_RELU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] >= 0 ? a[k] : n->act.a * a[k]; break;
+    case OP_LEAKY_RELU_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = b[k] > 0 ? a[k] : n->act.a * a[k]; break;
+    case OP_ELU: for (int64_t k = 0; k < sz; k++) y[k] = a[k] > 0 ? a[k] : n->act.a * (exp(a[k]) - 1); break;
+    case OP_ELU_GRAD: for (int64_t k = 0; k < sz; k++) y[k] = b[k] > 0 ? a[k] : a[k] * n->act.a * exp(b[k]); break;
+    case OP_SOFTPLUS:
+        for (int64_t k = 0; k < sz; k++)
+            y[k] = n->act.a * a[k] > n->act.b ? a[k] : log(1 + exp(n->act.a * a[k])) / n->act.a;
+        break;
+    case OP_SOFTPLUS_GRAD:
+        for (int64_t k = 0; k < sz; k++)
+            y[k] = n->act.a * b[k] > n->act.b ? a[k] : a[k] / (1 + exp(-n->act.a * b[k]));
+        break;
+    case OP_HARDTANH: for (int64_t k = 0; k < sz; k++) y[k] = fmin(fmax(a[k], n->act.a), n->act.b); break;
+    case OP_HARDTANH_GRAD:
+        for (int64_t k = 0; k < sz; k++) y[k] = b[k] > n->act.a && b[k] < n->act.b ? a[k] : 0;
+        break;
+    case OP_DROPOUT: case OP_DROPOUT_GRAD: {     /* the same mask forward and backward */
+        unsigned long long key = cddp_drop_key(DROP_SEED, DROP_RANK, DROP_STEP, n->drop.key);
+        for (int64_t k = 0; k < sz; k++)
+            y[k] = cddp_drop_u(key, k) >= (float)n->drop.p ? a[k] / (1 - n->drop.p) : 0;
+        break;
+    }
+    case OP_SUM_ROWS: {
+        int64_t R = dim(sa->d[0]), C = dim(sa->d[1]);
+        for (int64_t j = 0; j < C; j++) {
+            y[j] = 0;
+            for (int64_t i = 0; i < R; i++)
+                y[j] += a[i * C + j];
+        }
+        break;
+    }
+    case OP_CE_LOSS: case OP_CE_GRAD: {
+        int64_t C = dim(sa->d[1]);
+        (void)sb;
+        for (int64_t i = 0; i < BATCH; i++) {
+            const double *x = a + i * C;
+            double mx = x[0], se = 0;
+            for (int64_t j = 1; j < C; j++) mx = x[j] > mx ? x[j] : mx;
+            for (int64_t j = 0; j < C; j++) se += exp(x[j] - mx);
+            double lse = mx + log(se);
+            /* the target distribution (1 - e) one-hot + e / C (label smoothing) */
+            double e = n->smooth, lp = 0;
+            for (int64_t j = 0; j < C; j++)
+                lp += ((j == lab[i]) * (1 - e) + e / (double)C) * (x[j] - lse);
+            if (n->op == OP_CE_LOSS)
+                y[i] = -lp;
+            else
+                for (int64_t j = 0; j < C; j++)
+                    y[i * C + j] = (exp(x[j] - lse) - (j == lab[i]) * (1 - e) - e / (double)C)
+                                   * (n->red == RED_MEAN ? 1.0 / BATCH : 1.0);
+        }
+        break;
+    }
+    case OP_CONV2D: case OP_CONV2D_DX: case OP_CONV2D_DW: eval_conv(n, y, a, b); break;
+    case OP_SUM_CHAN: case OP_BN_STATS: case OP_BN_APPLY: case OP_BN_DX: case OP_BN_DW: eval_bn(n, y); break;
+    case OP_MAXPOOL: case OP_MAXPOOL_DX: case OP_AVGPOOL: case OP_AVGPOOL_DX: eval_pool(n, y, a, b); break;
+    case OP_ALLREDUCE: case OP_BN_SQDEV: case OP_BN_GSTATS: case OP_BN_DPART: case OP_BN_GDX: eval_sync_bn(n, y); break;
+    default:
+        fprintf(stderr, "gradcheck: interpreter lacks %s\n", op_text[n->op]);
+        exit(1);
+    }
+}
+
+static void eval_all(void)
+{
+    for (int i = 0; i < g->nn; i++)
+        eval_node(i);
+}
+
+static uint64_t rng = 88172645463325252ull;
+static double urand(void)
+{
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0 * 2 - 1;
+}
+
+static int input(Op op, Shape s)
+{
+    int id = op == OP_PARAM ? ir_param(g, "p", s, 0, 1, (Loc){0}) : ir_add(g, op, 0, NULL, s, DT_F32, (Loc){0});
+    return id;
+}
+
+static void fill(int id)
+{
+    int64_t sz = size_of(id);
+    val[id].v = calloc((size_t)sz, sizeof(double));
+    val[id].n = sz;
+    for (int64_t k = 0; k < sz; k++) {
+        double r = urand();
+        val[id].v[k] = r + (r < 0 ? -0.05 : 0.05);  /* keep clear of the ReLU kink */
+    }
+}
+
+/* L = sum(w * y) for a seed w, or the reduced loss for a CE_LOSS node. */
+static double objective(int y, int w, int red)
+{
+    eval_all();
+    double L = 0;
+    for (int64_t k = 0; k < val[y].n; k++)
+        L += (w >= 0 ? val[w].v[k] : 1.0) * val[y].v[k];
+    return red == RED_MEAN ? L / BATCH : L;
+}
+
+static int check(const char *what, int y, int w, int red, const int *wrt, int nwrt)
+{
+    int grads[8], n0 = g->nn;
+    ad_grad(g, y, w, wrt, nwrt, grads);
+    val = realloc(val, sizeof(Val) * (size_t)(g->nn > 256 ? g->nn : 256));
+    for (int i = n0; i < g->nn; i++)
+        val[i] = (Val){0};
+    eval_all();
+    double worst = 0;
+    for (int t = 0; t < nwrt; t++) {
+        int x = wrt[t];
+        eval_all();     /* analytic gradient at the unperturbed point */
+        double *an = malloc(sizeof(double) * (size_t)val[x].n);
+        memcpy(an, val[grads[t]].v, sizeof(double) * (size_t)val[x].n);
+        for (int64_t k = 0; k < val[x].n; k++) {
+            const double h = 1e-5, x0 = val[x].v[k];
+            val[x].v[k] = x0 + h;
+            double lp = objective(y, w, red);
+            val[x].v[k] = x0 - h;
+            double lm = objective(y, w, red);
+            val[x].v[k] = x0;
+            double fd = (lp - lm) / (2 * h);
+            double err = fabs(fd - an[k]) / fmax(1.0, fabs(fd));
+            worst = err > worst ? err : worst;
+        }
+        free(an);
+    }
+    int ok = worst < 1e-7;
+    printf("%s %-28s max rel err %.3g\n", ok ? "PASS" : "FAIL", what, worst);
+    return !ok;
+}
+
+static void reset(void)
+{
+    g = ir_new();
+    free(val);
+    val = calloc(256, sizeof(Val));
+}
+
+/* y = op(a, b) with a, b differentiable inputs of the given shapes. */
+static int check_binary(const char *what, Op op, Shape sa, Shape sb, Shape sy)
+{
+    reset();
+    int a = input(ir_batched(&sa) ? OP_IMAGES : OP_PARAM, sa), b = input(ir_batched(&sb) ? OP_IMAGES : OP_PARAM, sb);
+    fill(a);
+    fill(b);
+    int y = ir_add(g, op, 2, (int[]){a, b}, sy, DT_F32, (Loc){0});
+    int w = input(ir_batched(&sy) ? OP_IMAGES : OP_PARAM, sy);
+    fill(w);
+    return check(what, y, w, RED_SUM, (int[]){a, b}, 2);
+}
+
+static int check_unary(const char *what, Op op, Shape sa, Shape sy)
+{
+    reset();
+    int a = input(OP_IMAGES, sa);
+    fill(a);
+    int y = ir_add(g, op, 1, &a, sy, DT_F32, (Loc){0});
+    int w = input(OP_IMAGES, sy);
+    fill(w);
+    return check(what, y, w, RED_SUM, &a, 1);
+}
+
+/* An activation with its parameters (Node.act): what sema builds. */
+static int check_act(const char *what, Op op, double pa, double pb)
+{
+    reset();
+    Shape s = ir_shape(2, DIM_N, 4);
+    int a = input(OP_IMAGES, s);
+    fill(a);
+    int y = ir_add(g, op, 1, &a, s, DT_F32, (Loc){0});
+    g->n[y]->act.a = pa;
+    g->n[y]->act.b = pb;
+    int w = input(OP_IMAGES, s);
+    fill(w);
+    return check(what, y, w, RED_SUM, &a, 1);
+}
+
+/* A value used twice and more: y = x * x - sigmoid(x) * 3 + x / 4, the
+ * residual gate r + g * f(r) with g = sigmoid(r); x's gradient sums
+ * every use (autodiff's accumulate). */
+static int check_reuse(void)
+{
+    reset();
+    Shape s = ir_shape(2, DIM_N, 4);
+    int x = input(OP_IMAGES, s);
+    fill(x);
+    int sq = ir_add(g, OP_MUL, 2, (int[]){x, x}, s, DT_F32, (Loc){0});
+    int sg = ir_add(g, OP_SIGMOID, 1, &x, s, DT_F32, (Loc){0});
+    int s3 = ir_add(g, OP_AFFINE, 1, &sg, s, DT_F32, (Loc){0});
+    g->n[s3]->act.a = 3;
+    int q = ir_add(g, OP_DIV_SCALAR, 1, &x, s, DT_F32, (Loc){0});
+    g->n[q]->act.a = 4;
+    int d = ir_add(g, OP_SUB, 2, (int[]){sq, s3}, s, DT_F32, (Loc){0});
+    int y = ir_add(g, OP_ADD, 2, (int[]){d, q}, s, DT_F32, (Loc){0});
+    int f = ir_add(g, OP_GELU, 1, &y, s, DT_F32, (Loc){0});
+    int gt = ir_add(g, OP_SIGMOID, 1, &y, s, DT_F32, (Loc){0});
+    int gf = ir_add(g, OP_MUL, 2, (int[]){gt, f}, s, DT_F32, (Loc){0});
+    int r = ir_add(g, OP_ADD, 2, (int[]){y, gf}, s, DT_F32, (Loc){0});
+    int w = input(OP_IMAGES, s);
+    fill(w);
+    return check("x*x - 3 sigmoid(x) + x/4, then y + sigmoid(y) * gelu(y)", r, w, RED_SUM, &x, 1);
+}
+
+/* y = dropout(relu(x), p) (and a second dropout of y when twice, so two
+ * keys meet in one backward); prints how many elements the mask kept so
+ * a trivial mask is visible. */
+static int check_dropout(const char *what, Shape xs, double p, int twice)
+{
+    reset();
+    int x = input(OP_IMAGES, xs);
+    fill(x);
+    int r = ir_add(g, OP_RELU, 1, &x, xs, DT_F32, (Loc){0});
+    int y = ir_dropout(g, r, p, (Loc){0});
+    if (twice)
+        y = ir_dropout(g, y, p, (Loc){0});
+    int seed = input(OP_IMAGES, xs);
+    fill(seed);
+    eval_all();
+    int64_t kept = 0;
+    for (int64_t k = 0; k < val[y].n; k++)
+        kept += val[y].v[k] != 0;
+    printf("     %s: %lld of %lld elements nonzero\n", what, (long long)kept, (long long)val[y].n);
+    return check(what, y, seed, RED_SUM, &x, 1);
+}
+
+static Window win(int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int groups)
+{
+    return (Window){kh, kw, sh, sw, ph, pw, dh, dw, groups};
+}
+
+/* y = conv2d(x, w) (+ b per channel) for x[N, C, H, W], w[O, C/g, kh, kw]. */
+static int check_conv(const char *what, int64_t C, int64_t H, int64_t W, int64_t O, Window v, int bias)
+{
+    reset();
+    Shape xs = ir_shape(4, DIM_N, C, H, W), ws = ir_shape(4, O, C / v.groups, v.kh, v.kw);
+    Shape ys = ir_shape(4, DIM_N, O, ir_window_out(H, v.kh, v.sh, v.ph, v.dh), ir_window_out(W, v.kw, v.sw, v.pw, v.dw));
+    int x = input(OP_IMAGES, xs), w = input(OP_PARAM, ws), b = input(OP_PARAM, ir_shape(1, O));
+    fill(x);
+    fill(w);
+    fill(b);
+    int y = ir_add(g, OP_CONV2D, 2, (int[]){x, w}, ys, DT_F32, (Loc){0});
+    g->n[y]->win = v;
+    if (bias)
+        y = ir_add(g, OP_BIAS_ADD, 2, (int[]){y, b}, ys, DT_F32, (Loc){0});
+    int seed = input(OP_IMAGES, ys);
+    fill(seed);
+    return check(what, y, seed, RED_SUM, (int[]){x, w, b}, bias ? 3 : 2);
+}
+
+/* Batch norm in train mode: y = bn_apply(x, bn_stats(x), w, b); the
+ * gradient of x goes through the batch mean and variance. */
+static int check_bn(const char *what, int64_t C, int64_t H, int64_t W, double eps, int sync)
+{
+    reset();
+    Shape xs = ir_shape(4, DIM_N, C, H, W), cs = ir_shape(1, C);
+    int x = input(OP_IMAGES, xs), w = input(OP_PARAM, cs), b = input(OP_PARAM, cs);
+    int rm = input(OP_PARAM, cs), rv = input(OP_PARAM, cs);
+    int ids[] = {x, w, b, rm, rv};
+    for (int i = 0; i < 5; i++)
+        fill(ids[i]);
+    int st;
+    if (sync) {     /* what sema builds for sync_batchnorm true */
+        int s = ir_add(g, OP_SUM_CHAN, 1, &x, cs, DT_F32, (Loc){0});
+        int gs = ir_add(g, OP_ALLREDUCE, 1, &s, cs, DT_F32, (Loc){0});
+        int q = ir_add(g, OP_BN_SQDEV, 2, (int[]){x, gs}, cs, DT_F32, (Loc){0});
+        int gq = ir_add(g, OP_ALLREDUCE, 1, &q, cs, DT_F32, (Loc){0});
+        st = ir_add(g, OP_BN_GSTATS, 5, (int[]){x, rm, rv, gs, gq}, ir_shape(2, 2, C), DT_F32, (Loc){0});
+    } else {
+        st = ir_add(g, OP_BN_STATS, 3, (int[]){x, rm, rv}, ir_shape(2, 2, C), DT_F32, (Loc){0});
+    }
+    int y = ir_add(g, OP_BN_APPLY, 4, (int[]){x, st, w, b}, xs, DT_F32, (Loc){0});
+    g->n[st]->bn.eps = g->n[y]->bn.eps = eps;
+    int seed = input(OP_IMAGES, xs);
+    fill(seed);
+    return check(what, y, seed, RED_SUM, (int[]){x, w, b}, 3);
+}
+
+static int check_pool(const char *what, Op op, int64_t C, int64_t H, int64_t W, Window v)
+{
+    reset();
+    Shape xs = ir_shape(4, DIM_N, C, H, W);
+    Shape ys = ir_shape(4, DIM_N, C, ir_window_out(H, v.kh, v.sh, v.ph, 1), ir_window_out(W, v.kw, v.sw, v.pw, 1));
+    int x = input(OP_IMAGES, xs);
+    fill(x);
+    int y = ir_add(g, op, 1, &x, ys, DT_F32, (Loc){0});
+    g->n[y]->win = v;
+    int seed = input(OP_IMAGES, ys);
+    fill(seed);
+    return check(what, y, seed, RED_SUM, &x, 1);
+}
+
+/* Two layers, ReLU, cross-entropy: the loss seeds itself. */
+static int check_network(int red, const char *what, double smooth)
+{
+    reset();
+    int x = input(OP_IMAGES, ir_shape(3, DIM_N, 2, 3));
+    int l = ir_add(g, OP_LABELS, 0, NULL, ir_shape(1, DIM_N), DT_I32, (Loc){0});
+    int w1 = input(OP_PARAM, ir_shape(2, 5, 6)), b1 = input(OP_PARAM, ir_shape(1, 5));
+    int w2 = input(OP_PARAM, ir_shape(2, 4, 5)), b2 = input(OP_PARAM, ir_shape(1, 4));
+    int ids[] = {x, w1, b1, w2, b2};
+    for (int i = 0; i < 5; i++)
+        fill(ids[i]);
+    static int labels[BATCH] = {2, 0, 3};
+    lab = labels;
+    int f = ir_add(g, OP_RESHAPE, 1, &x, ir_shape(2, DIM_N, 6), DT_F32, (Loc){0});
+    int h = ir_add(g, OP_MM_NT, 2, (int[]){f, w1}, ir_shape(2, DIM_N, 5), DT_F32, (Loc){0});
+    h = ir_add(g, OP_BIAS_ADD, 2, (int[]){h, b1}, ir_shape(2, DIM_N, 5), DT_F32, (Loc){0});
+    h = ir_add(g, OP_RELU, 1, &h, ir_shape(2, DIM_N, 5), DT_F32, (Loc){0});
+    int z = ir_add(g, OP_MM_NT, 2, (int[]){h, w2}, ir_shape(2, DIM_N, 4), DT_F32, (Loc){0});
+    z = ir_add(g, OP_BIAS_ADD, 2, (int[]){z, b2}, ir_shape(2, DIM_N, 4), DT_F32, (Loc){0});
+    int loss = ir_add(g, OP_CE_LOSS, 2, (int[]){z, l}, ir_shape(1, DIM_N), DT_F32, (Loc){0});
+    g->n[loss]->red = red;
+    g->n[loss]->smooth = smooth;
+    (void)l;
+    return check(what, loss, -1, red, ids, 5);
+}
+
+int main(void)
+{
+    int fails = 0;
+    Shape nk = ir_shape(2, DIM_N, 4), ok_ = ir_shape(2, 3, 4), kn = ir_shape(2, 4, 3), nn = ir_shape(2, DIM_N, 3);
+    fails += check_binary("mm_nt  x[N,4] w[3,4]^T", OP_MM_NT, nk, ok_, nn);
+    fails += check_binary("mm_nn  x[N,4] w[4,3]", OP_MM_NN, nk, kn, nn);
+    fails += check_binary("mm_tn  x[N,4]^T y[N,3]", OP_MM_TN, nk, nn, ir_shape(2, 4, 3));
+    fails += check_binary("mm_tn  w[3,4]^T v[3,5]", OP_MM_TN, ok_, ir_shape(2, 3, 5), ir_shape(2, 4, 5));
+    fails += check_binary("bias_add x[N,3] b[3]", OP_BIAS_ADD, nn, ir_shape(1, 3), nn);
+    fails += check_binary("add    x[N,3] y[N,3]", OP_ADD, nn, nn, nn);
+    fails += check_unary("relu   x[N,4]", OP_RELU, nk, nk);
+    fails += check_unary("tanh   x[N,4]", OP_TANH, nk, nk);
+    fails += check_binary("sub    x[N,3] y[N,3]", OP_SUB, nn, nn, nn);
+    fails += check_binary("mul    x[N,3] y[N,3]", OP_MUL, nn, nn, nn);
+    fails += check_act("affine x * -1.5 + 0.3", OP_AFFINE, -1.5, 0.3);
+    fails += check_act("div_scalar x / 4", OP_DIV_SCALAR, 4, 0);
+    fails += check_reuse();
+    fails += check_act("sigmoid x[N,4]", OP_SIGMOID, 0, 0);
+    fails += check_act("silu   x[N,4]", OP_SILU, 0, 0);
+    fails += check_act("gelu   x[N,4]", OP_GELU, 0, 0);
+    fails += check_act("gelu tanh x[N,4]", OP_GELU_TANH, 0, 0);
+    fails += check_act("leaky_relu 0.2 x[N,4]", OP_LEAKY_RELU, 0.2, 0);
+    fails += check_act("leaky_relu -0.5 x[N,4]", OP_LEAKY_RELU, -0.5, 0);
+    fails += check_act("elu 1.3 x[N,4]", OP_ELU, 1.3, 0);
+    fails += check_act("softplus beta 2 threshold 20", OP_SOFTPLUS, 2, 20);
+    fails += check_act("softplus beta 1 threshold 0.1", OP_SOFTPLUS, 1, 0.1);
+    fails += check_act("hardtanh -0.3 0.4", OP_HARDTANH, -0.3, 0.4);
+    fails += check_unary("reshape x[N,2,2] -> [N,4]", OP_RESHAPE, ir_shape(3, DIM_N, 2, 2), nk);
+    fails += check_dropout("dropout p=0.5 relu x[N,7]", ir_shape(2, DIM_N, 7), 0.5, 0);
+    fails += check_dropout("dropout p=0.2 x2 [N,2,3,4]", ir_shape(4, DIM_N, 2, 3, 4), 0.2, 1);
+    fails += check_conv("conv2d 5x5 pad 2 + bias", 2, 6, 5, 3, win(5, 5, 1, 1, 2, 2, 1, 1, 1), 1);
+    fails += check_conv("conv2d 3x3 stride 2 pad 1", 3, 7, 6, 4, win(3, 3, 2, 2, 1, 1, 1, 1, 1), 1);
+    fails += check_conv("conv2d 3x2 dil 2x1 groups 2", 4, 7, 5, 6, win(3, 2, 1, 2, 2, 1, 2, 1, 2), 0);
+    fails += check_conv("conv2d 1x1 groups 3 (depthwise)", 3, 4, 4, 3, win(1, 1, 1, 1, 0, 0, 1, 1, 3), 1);
+    fails += check_bn("batchnorm2d train [N,3,4,5]", 3, 4, 5, 1e-5, 0);
+    fails += check_bn("batchnorm2d train eps 0.1", 2, 1, 3, 0.1, 0);
+    fails += check_bn("syncbatchnorm, 2 equal ranks [N,3,4,5]", 3, 4, 5, 1e-5, 1);
+    fails += check_bn("syncbatchnorm, 2 equal ranks eps 0.1", 2, 1, 3, 0.1, 1);
+    fails += check_pool("maxpool 2x2", OP_MAXPOOL, 2, 6, 5, win(2, 2, 2, 2, 0, 0, 1, 1, 1));
+    fails += check_pool("maxpool 3x3 stride 2 pad 1", OP_MAXPOOL, 2, 7, 6, win(3, 3, 2, 2, 1, 1, 1, 1, 1));
+    fails += check_pool("avgpool 2x2", OP_AVGPOOL, 2, 6, 5, win(2, 2, 2, 2, 0, 0, 1, 1, 1));
+    fails += check_pool("avgpool 3x2 stride 1 pad 1", OP_AVGPOOL, 2, 5, 4, win(3, 2, 1, 1, 1, 1, 1, 1, 1));
+    fails += check_network(RED_MEAN, "ce_loss mean (2-layer net)", 0);
+    fails += check_network(RED_MEAN, "ce_loss mean label_smoothing 0.1", 0.1);
+    fails += check_network(RED_SUM, "ce_loss sum label_smoothing 0.3", 0.3);
+    fails += check_network(RED_SUM, "ce_loss sum (2-layer net)", 0);
+    fails += check_network(RED_NONE, "ce_loss none (2-layer net)", 0);
+    if (fails)
+        printf("%d gradient checks failed\n", fails);
+    return fails != 0;
+}
