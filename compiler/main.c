@@ -42,7 +42,7 @@ static void usage(FILE *f)
             "                     --report's byte model: the CPU's GEMM epilogue is a second pass\n"
             "                     over the product, a GPU's runs in registers (default cpu); a GPU\n"
             "                     by name: also each kernel's predicted time, the step and an epoch\n"
-            "  --fusion=LEVEL[,-RULE|,+RULE ...]\n"
+            "  --fusion LEVEL[,-RULE|,+RULE ...]\n"
             "                     none | elementwise | all (default all), then rules switched off or on:\n"
             "                     data, epilogue, ew-chain, reduction, row-ops, optimizer, channel-pass,\n"
             "                     conv-bias, dropout (elementwise = ew-chain + dropout; README: Fusion rules)\n"
@@ -51,7 +51,8 @@ static void usage(FILE *f)
             "                     that kept them apart and what would have joined them\n"
             "  --bucket-mb MB     gradient bucket size after the first 1 MB (default: train block's, 25)\n"
             "  -d PASS            dump the IR after PASS: sema, autodiff, fuse, memplan, buckets\n"
-            "  --version, --help\n");
+            "  --version, --help\n"
+            "Options with a value take '--opt VALUE' or '--opt=VALUE' (as the training program).\n");
 }
 
 static _Noreturn void bad_usage(const char *msg, const char *arg)
@@ -61,11 +62,31 @@ static _Noreturn void bad_usage(const char *msg, const char *arg)
     exit(2);
 }
 
+/* The value of option `name` (without its dashes) when argv[*i] is it:
+ * "--name=VALUE" or "--name VALUE" (then *i moves past VALUE); NULL when
+ * argv[*i] is another option. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, "--", 2) || strncmp(a + 2, name, n))
+        return NULL;
+    if (a[2 + n] == '=')
+        return a + 3 + n;
+    if (a[2 + n])
+        return NULL;
+    if (++*i >= argc) {
+        fprintf(stderr, "cddpc: error: --%s needs a value\ntry 'cddpc --help'\n", name);
+        exit(2);
+    }
+    return argv[*i];
+}
+
 static Options parse_args(int argc, char **argv)
 {
     Options o = {.fusion = FUSE_ALL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             exit(0);
@@ -84,16 +105,14 @@ static Options parse_args(int argc, char **argv)
             else
                 o.emit_cuda_dir = argv[i + 2];
             i += 2;
-        } else if (!strcmp(a, "--bucket-mb")) {
+        } else if ((v = opt_value(argc, argv, &i, "bucket-mb"))) {
             char *end;
-            if (++i >= argc || (o.bucket_mb = strtod(argv[i], &end)) <= 0 || *end || o.bucket_mb > 65536)
+            if ((o.bucket_mb = strtod(v, &end)) <= 0 || *end || end == v || o.bucket_mb > 65536)
                 bad_usage("--bucket-mb needs a size in MB between 0 and 65536", NULL);
         } else if (!strcmp(a, "--report")) {
             o.report = 1;
-        } else if (!strcmp(a, "--graph")) {
-            if (++i >= argc)
-                bad_usage("--graph needs a file name (FILE.dot)", NULL);
-            o.graph = argv[i];
+        } else if ((v = opt_value(argc, argv, &i, "graph"))) {
+            o.graph = v;
         } else if (!strcmp(a, "--target") || !strncmp(a, "--target=", 9)) {
             const char *t = a[8] == '=' ? a + 9 : ++i < argc ? argv[i] : NULL;
             if (!t)
@@ -102,18 +121,17 @@ static Options parse_args(int argc, char **argv)
             else if (!strcmp(t, "gpu")) o.target = COST_GPU;
             else if ((o.gpu = gpu_target(t))) o.target = COST_GPU;
             else bad_usage("unknown target (cpu, gpu, h100, h200, a100, t4):", t);
-        } else if (!strncmp(a, "--fusion=", 9)) {
+        } else if ((v = opt_value(argc, argv, &i, "fusion"))) {
             const char *bad;
             unsigned off = o.fusion_off;    /* --no-fuse before --fusion still holds */
-            if (fuse_parse(a + 9, &o.fusion, &bad) != 0)
+            if (fuse_parse(v, &o.fusion, &bad) != 0)
                 bad_usage(util_fmt("unknown fusion level or rule '%s' (levels: none, elementwise, all; then "
                                    ",-RULE or ,+RULE with RULE one of: %s)", bad, fuse_rule_names()), NULL);
             o.fusion &= ~off;
-        } else if (!strcmp(a, "--no-fuse")) {
-            int bit = ++i < argc ? fuse_rule_bit(argv[i]) : 0;
+        } else if ((v = opt_value(argc, argv, &i, "no-fuse"))) {
+            int bit = fuse_rule_bit(v);
             if (!bit)
-                bad_usage(util_fmt("--no-fuse needs a rule: %s; got '%s'", fuse_rule_names(),
-                                   i < argc ? argv[i] : ""), NULL);
+                bad_usage(util_fmt("--no-fuse needs a rule: %s; got '%s'", fuse_rule_names(), v), NULL);
             o.fusion_off |= (unsigned)bit;
             o.fusion &= ~(unsigned)bit;
         } else if (!strcmp(a, "--explain-fusion")) {

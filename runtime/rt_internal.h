@@ -42,6 +42,7 @@ typedef struct rt_opts {
     const char *ckpt_path;  /* --checkpoint FILE: written every epoch (rank 0) */
     int64_t ckpt_every;     /* --checkpoint-every N: also every N optimizer steps */
     const char *resume_path; /* --resume FILE */
+    const char *plot_path;  /* --plot FILE.svg: the loss curve, redrawn every epoch (rank 0) */
     const char *bench_kernel; /* --bench-kernel NAME|all: time kernels alone, no training */
 } rt_opts;
 
@@ -200,6 +201,15 @@ void rt_shuffle(int32_t *a, int64_t n, uint64_t seed, uint64_t epoch);
 /* ---- rt_init.c ----------------------------------------------------------- */
 void rt_init_params(const rt_model *m, float *param, uint64_t seed);
 
+/* ---- rt_log_plot.c: --plot, the loss curve kept up to date ---------------- */
+typedef struct rt_live_plot rt_live_plot;
+rt_live_plot *rt_live_plot_open(const char *path);     /* NULL after an error line */
+void rt_live_plot_epoch_steps(rt_live_plot *p, int64_t n);
+void rt_live_plot_step(rt_live_plot *p, int64_t step, int epoch, double loss);
+/* the epoch's numbers, then the picture redrawn (a failure: one warning) */
+void rt_live_plot_epoch(rt_live_plot *p, int epoch, double train, double test, double acc, const char *title);
+void rt_live_plot_close(rt_live_plot *p);   /* NULL is fine */
+
 /* ---- rt_log.c ------------------------------------------------------------ */
 
 typedef struct rt_log {
@@ -211,19 +221,28 @@ typedef struct rt_log {
     int scaler;             /* fp16: the epoch's line and row report the loss scaler */
     double scale;           /* ... as rt_log_scaler last set it */
     int64_t skipped, skipped_all;
+    char *rows;             /* step rows not yet written (whole rows only) */
+    size_t rows_len;
+    int metrics_err, steplog_err;   /* errno of a failed write, for rt_log_close */
+    rt_live_plot *plot;     /* --plot */
+    const char *title;      /* the picture's title */
 } rt_log;
 
 int rt_log_open(rt_log *l, const rt_opts *o, int scaler);
 /* scale: the fp16 loss scale the step ran with and found_inf (0/1), or
  * NAN and -1 without a scaler (the step log then has no such columns) */
-void rt_log_step(rt_log *l, int64_t step, int epoch, double loss, double scale, int found_inf);
+void rt_log_step(rt_log *l, int64_t step, int epoch, double loss, double scale, int found_inf, double lr);
 /* fp16, before rt_log_epoch: the loss scale after the epoch and the steps
  * skipped (in the epoch, in the run), for its line and CSV row. */
 void rt_log_scaler(rt_log *l, double scale, int64_t skipped, int64_t skipped_all);
 void rt_log_progress(rt_log *l, int epoch, int epochs, int64_t done, int64_t total,
                      double loss, int force);
+/* lr: the learning rate the epoch's steps used */
 void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss,
-                  double test_loss, double test_acc, double seconds, int64_t images);
+                  double test_loss, double test_acc, double seconds, int64_t images, double lr);
+void rt_log_flush(rt_log *l);    /* the CSV rows so far to the files */
+/* steps per epoch (each rank's; the same on all), for --plot's step axis */
+void rt_log_epoch_steps(rt_log *l, int64_t n);
 int rt_log_close(rt_log *l);    /* reports write errors on the CSV files */
 
 /* ---- rt_comm.c: ranks (MPI when a launcher started the program) ----------
@@ -426,9 +445,23 @@ float rt_lr_at(const rt_model *m, float lr, int epoch);
  * batch: the sum over the ranks / the global rows for 'mean', else the sum. */
 double rt_step_loss(const rt_model *m, double sum, double rows);
 /* rs: where to continue (--resume), or a fresh run (rs->active 0).
- * Parameters and optimizer state end in w's slabs (--save reads them). */
+ * Parameters and optimizer state end in w's slabs (--save reads them).
+ * 0, -1 after an error, or the signal that stopped the run (rt_stop.c):
+ * then the checkpoint (with --checkpoint) is at the step where it stopped. */
 int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_device *dev, rt_coll *coll,
                 int64_t ntrain, int64_t ntest, rt_ws *w, rt_log *log, rt_trace *trace);
+
+/* ---- rt_stop.c: the graceful stop (SIGINT, SIGTERM, SIGUSR1) -------------
+ * Installed around the epoch loop: the first signal is recorded
+ * (rt_stop_pending returns it) and the loop stops at the end of a range on
+ * every rank alike; a second one kills at once. rt_loop_run returns the
+ * signal; the program exits with rt_stop_status (128 + the signal). */
+void rt_stop_install(void);
+void rt_stop_uninstall(void);
+int rt_stop_pending(void);          /* 0, or the signal received */
+void rt_stop_request(int sig);      /* as if sig had arrived (tests) */
+const char *rt_stop_name(int sig);
+int rt_stop_status(int sig);
 
 /* ---- rt_cpu_dev.c: the CPU device (generated C kernels) ------------------- */
 int rt_cpu_dev_open(rt_device *dev, const rt_model *m, const rt_opts *o, rt_ws *w, const rt_start *st,

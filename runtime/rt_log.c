@@ -3,17 +3,27 @@
  *   stdout: one line per epoch (stable text, safe to grep), rank 0 only
  *   stderr: a progress bar, only when stderr is a terminal, so logs and
  *           pipes never fill with carriage-return noise
- *   --metrics FILE.csv : one row per epoch (fp16: and loss_scale,skipped)
- *   --step-log FILE.csv: one row per step (fp16: and its scale,found_inf)
- * CSV floats use %.9g, enough digits to round-trip a float exactly. Rows
- * are flushed as they are written so a killed run still leaves its data. */
+ *   --metrics FILE.csv : one row per epoch (fp16: and loss_scale,skipped),
+ *                        then lr: the learning rate the epoch used
+ *   --step-log FILE.csv: one row per step (fp16: and its scale,found_inf),
+ *                        then lr
+ * CSV floats use %.9g, enough digits to round-trip a float exactly.
+ * Durability: rows are built in memory and reach the file only whole, by
+ * one write() of whole rows (never a stdio buffer, which may split a row
+ * between two writes), so a run killed at any moment, even by SIGKILL,
+ * leaves files whose every line is a whole row. The metrics row is written
+ * at every epoch's end; step rows whenever the loop flushes (every stop
+ * agreement, about 4 times a second, and every epoch's end). */
 #include "rt_internal.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#define ROWS_MAX 65536          /* bytes of step rows held before a write */
 
 #define BAR_WIDTH 30
 #define BAR_PERIOD 0.1          /* seconds between redraws */
@@ -46,12 +56,21 @@ int rt_log_open(rt_log *l, const rt_opts *o, int scaler)
     if (o->metrics_path &&
         !(l->metrics = open_csv(o->metrics_path,
                                 scaler ? "epoch,train_loss,test_loss,test_acc,seconds,images_per_s,"
-                                         "loss_scale,skipped"
-                                       : "epoch,train_loss,test_loss,test_acc,seconds,images_per_s")))
+                                         "loss_scale,skipped,lr"
+                                       : "epoch,train_loss,test_loss,test_acc,seconds,images_per_s,lr")))
         return -1;
+    if (o->plot_path && !(l->plot = rt_live_plot_open(o->plot_path)))
+        return -1;
+    l->title = rt_prog;         /* the model name once the program sets it */
     if (o->steplog_path &&
-        !(l->steplog = open_csv(o->steplog_path, scaler ? "step,epoch,loss,scale,found_inf" : "step,epoch,loss"))) {
-        fclose(l->metrics);
+        !((l->rows = malloc(ROWS_MAX)) &&
+          (l->steplog = open_csv(o->steplog_path, scaler ? "step,epoch,loss,scale,found_inf,lr" : "step,epoch,loss,lr")))) {
+        if (!l->rows)
+            rt_err("out of memory");
+        free(l->rows);
+        l->rows = NULL;
+        if (l->metrics)
+            fclose(l->metrics);
         l->metrics = NULL;
         return -1;
     }
@@ -62,14 +81,44 @@ int rt_log_open(rt_log *l, const rt_opts *o, int scaler)
  * easier on whoever parses the logs. */
 static double unsign_nan(double x) { return isnan(x) ? NAN : x; }
 
-void rt_log_step(rt_log *l, int64_t step, int epoch, double loss, double scale, int found_inf)
+/* whole rows, one write() (a regular file takes it all or fails); a
+ * failure is kept for rt_log_close to report */
+static void write_rows(FILE *f, int *err, const char *buf, size_t len)
 {
+    while (len > 0 && !*err) {
+        ssize_t k = write(fileno(f), buf, len);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            *err = k < 0 ? errno : EIO;
+            return;
+        }
+        buf += k;
+        len -= (size_t)k;
+    }
+}
+
+static void flush_steps(rt_log *l)
+{
+    if (l->steplog && l->rows_len)
+        write_rows(l->steplog, &l->steplog_err, l->rows, l->rows_len);
+    l->rows_len = 0;
+}
+
+void rt_log_step(rt_log *l, int64_t step, int epoch, double loss, double scale, int found_inf, double lr)
+{
+    rt_live_plot_step(l->plot, step, epoch, loss);
     if (!l->steplog)
         return;
-    if (found_inf < 0)
-        fprintf(l->steplog, "%lld,%d,%.9g\n", (long long)step, epoch, unsign_nan(loss));
-    else
-        fprintf(l->steplog, "%lld,%d,%.9g,%.9g,%d\n", (long long)step, epoch, unsign_nan(loss), scale, found_inf);
+    char row[160];
+    int n = found_inf < 0
+                ? snprintf(row, sizeof row, "%lld,%d,%.9g,%.9g\n", (long long)step, epoch, unsign_nan(loss), lr)
+                : snprintf(row, sizeof row, "%lld,%d,%.9g,%.9g,%d,%.9g\n", (long long)step, epoch,
+                           unsign_nan(loss), scale, found_inf, lr);
+    if (l->rows_len + (size_t)n > ROWS_MAX)
+        flush_steps(l);
+    memcpy(l->rows + l->rows_len, row, (size_t)n);
+    l->rows_len += (size_t)n;
 }
 
 void rt_log_scaler(rt_log *l, double scale, int64_t skipped, int64_t skipped_all)
@@ -109,7 +158,7 @@ void rt_log_progress(rt_log *l, int epoch, int epochs, int64_t done, int64_t tot
 }
 
 void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss, double test_loss,
-                  double test_acc, double seconds, int64_t images)
+                  double test_acc, double seconds, int64_t images, double lr)
 {
     train_loss = unsign_nan(train_loss);
     test_loss = unsign_nan(test_loss);
@@ -124,24 +173,29 @@ void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss, double te
         printf("loss scale %.9g  skipped %lld steps (%lld in all)\n", l->scale, (long long)l->skipped,
                (long long)l->skipped_all);
     fflush(stdout);
+    flush_steps(l);
+    rt_live_plot_epoch(l->plot, epoch, train_loss, test_loss, test_acc, l->title);
     if (l->metrics) {
-        fprintf(l->metrics, "%d,%.9g,%.9g,%.9g,%.9g,%.9g", epoch, train_loss, test_loss,
-                test_acc, seconds, ips);
+        char row[320];
+        int n = snprintf(row, sizeof row, "%d,%.9g,%.9g,%.9g,%.9g,%.9g", epoch, train_loss, test_loss, test_acc,
+                         seconds, ips);
         if (l->scaler)
-            fprintf(l->metrics, ",%.9g,%lld", l->scale, (long long)l->skipped);
-        fputc('\n', l->metrics);
-        fflush(l->metrics);
+            n += snprintf(row + n, sizeof row - (size_t)n, ",%.9g,%lld", l->scale, (long long)l->skipped);
+        n += snprintf(row + n, sizeof row - (size_t)n, ",%.9g\n", lr);
+        write_rows(l->metrics, &l->metrics_err, row, (size_t)n);
     }
-    if (l->steplog)
-        fflush(l->steplog);
 }
 
-static int close_csv(FILE *f, const char *path)
+void rt_log_flush(rt_log *l) { flush_steps(l); }
+
+void rt_log_epoch_steps(rt_log *l, int64_t n) { rt_live_plot_epoch_steps(l->plot, n); }
+
+static int close_csv(FILE *f, const char *path, int err)
 {
     if (!f)
         return 0;
-    int bad = ferror(f);
-    int e = errno;
+    int bad = ferror(f) || err;
+    int e = err ? err : errno;
     if (fclose(f) != 0 && !bad) {
         bad = 1;
         e = errno;
@@ -156,9 +210,14 @@ static int close_csv(FILE *f, const char *path)
 int rt_log_close(rt_log *l)
 {
     bar_clear(l);
-    int rc = close_csv(l->metrics, l->metrics_path);
-    if (close_csv(l->steplog, l->steplog_path) != 0)
+    flush_steps(l);
+    int rc = close_csv(l->metrics, l->metrics_path, l->metrics_err);
+    if (close_csv(l->steplog, l->steplog_path, l->steplog_err) != 0)
         rc = -1;
     l->metrics = l->steplog = NULL;
+    free(l->rows);
+    l->rows = NULL;
+    rt_live_plot_close(l->plot);
+    l->plot = NULL;
     return rc;
 }

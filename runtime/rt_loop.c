@@ -16,8 +16,19 @@
  *   pull          parameters and optimizer state into the host slabs
  *
  * A range ends where the loop must look: the epoch's end, --max-steps, a
- * --checkpoint-every step, and on a device that runs steps as they are
- * asked for (the CPU), every step while a progress bar is drawn.
+ * --checkpoint-every step, a stop agreement (below), and on a device that
+ * runs steps as they are asked for (the CPU), every step while a progress
+ * bar is drawn.
+ *
+ * The graceful stop (rt_stop.c): at the end of every "agreement span" the
+ * ranks sum which stop signals they have seen and how long the span took;
+ * on a signal, every rank stops at that same step, the checkpoint is
+ * written there and the loop returns the signal. The spans are sized from
+ * the measured (all-reduced, so identical) time per step to last about
+ * STOP_SPAN seconds: the first is FIRST_SPAN steps, each next at most twice
+ * the last. The CUDA device queues a span's steps without waiting inside
+ * it and is waited for at its end (a gap of one graph launch per span).
+ * Every epoch's end (after its evaluation and checkpoint) agrees too.
  *
  * The per-step loss sums stay on the ranks during the epoch and are
  * summed over them once at its end (no step waits for a loss); the epoch
@@ -28,7 +39,12 @@
  * starts at epoch rs->epoch, batch rs->skip. */
 #include "rt_internal.h"
 #include <math.h>
+#include <signal.h>
 #include <string.h>
+
+#define STOP_SPAN 0.25          /* seconds between stop agreements, aimed at */
+#define FIRST_SPAN 16           /* steps before the first agreement */
+#define MAX_SPAN (1 << 16)
 
 void rt_start_init(rt_start *s, const rt_model *m, const rt_resume *rs)
 {
@@ -124,6 +140,65 @@ static rt_resume position(int epoch, int64_t step, int64_t skip, double loss, do
     return st;
 }
 
+/* Every rank calls this at the same step: whether any rank got a stop
+ * signal (which one, alike everywhere: SIGINT before SIGTERM before
+ * SIGUSR1), and the next span's length from this one's mean time per step. */
+static int agree_stop(loop *L, double secs, int64_t steps, int64_t *span)
+{
+    const int sig = rt_stop_pending();
+    double v[4] = {sig == SIGINT, sig == SIGTERM, sig == SIGUSR1, secs};
+    L->coll->sum_f64(L->coll, v, 4, "the stop agreement");
+    if (!span)
+        return v[0] > 0 ? SIGINT : v[1] > 0 ? SIGTERM : v[2] > 0 ? SIGUSR1 : 0;
+    const double per_step = v[3] / (double)L->W / (double)(steps > 0 ? steps : 1);
+    int64_t next = per_step > 0 ? (int64_t)(STOP_SPAN / per_step) : 2 * *span;
+    if (next > 2 * *span)
+        next = 2 * *span;
+    *span = next < 1 ? 1 : next > MAX_SPAN ? MAX_SPAN : next;
+    return v[0] > 0 ? SIGINT : v[1] > 0 ? SIGTERM : v[2] > 0 ? SIGUSR1 : 0;
+}
+
+/* rank 0: what stopped the run, where, and how to go on */
+static void say_stopped(const loop *L, int sig, int64_t step, int epoch, int64_t b)
+{
+    if (L->coll->rank != 0)
+        return;
+    char where[96];
+    if (b < L->nbatch)
+        snprintf(where, sizeof where, "epoch %d, batch %lld of %lld", epoch, (long long)b, (long long)L->nbatch);
+    else
+        snprintf(where, sizeof where, "the end of epoch %d", epoch);
+    fflush(stdout);
+    if (L->o->ckpt_path)
+        fprintf(stderr, "%s: stopped by %s after step %lld (%s); checkpoint %s written; to continue, run "
+                "again with --resume %s\n", rt_prog, rt_stop_name(sig), (long long)step, where, L->o->ckpt_path,
+                L->o->ckpt_path);
+    else
+        fprintf(stderr, "%s: stopped by %s after step %lld (%s); no checkpoint written (run with "
+                "--checkpoint FILE to be able to continue with --resume FILE)\n", rt_prog, rt_stop_name(sig),
+                (long long)step, where);
+    fflush(stderr);
+}
+
+/* The step log's rows of batches [from, b) of the epoch, whose step sums
+ * over the ranks are L->sum[from - skip ...]; first_step: the steps taken
+ * before batch skip. */
+static void log_steps(loop *L, rt_log *log, const rt_amp *amp, int epoch, double lr, int64_t skip, int64_t from,
+                      int64_t b, int64_t first_step)
+{
+    for (int64_t s = from - skip; s < b - skip; s++) {
+        const double rs_ = (double)batch_rows(L->per_rank, L->batch, skip + s) * (double)L->W;
+        const double sl = L->sum[s];
+        if (!isfinite(sl) && !L->warned_nan) {
+            rt_warn("loss is %s at step %lld; training continues", isnan(sl) ? "NaN" : "inf",
+                    (long long)(first_step + s + 1));
+            L->warned_nan = 1;
+        }
+        rt_log_step(log, first_step + s + 1, epoch, rt_step_loss(L->m, sl, rs_), amp->on ? L->scale[s] : NAN,
+                    amp->on ? (int)L->found[s] : -1, lr);
+    }
+}
+
 static int save(loop *L, rt_ws *w, const rt_resume *st)
 {
     return L->dev->pull(L->dev, w->param, w->opt) != 0 ||
@@ -161,6 +236,9 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
     /* one step at a time where each one can be looked at for free and
      * someone watches (the progress bar) */
     const int each_step = !dev->async && log->tty;
+    rt_log_epoch_steps(log, L.nbatch);
+    int64_t span = FIRST_SPAN;              /* steps between stop agreements */
+    int stopped = 0;                        /* the signal all ranks agreed on */
 
     int first = rs->active ? rs->epoch : 1;
     if (first <= o->epochs)
@@ -173,11 +251,17 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
         const double secs0 = resumed ? rs->secs : 0;
         const int64_t skipped0 = skipped_all, first_step = it;
         rt_dev_out out = {L.loss, L.scale, L.found, {0, 0}, 0, 0, 0, 0};
-        if (dev->begin_epoch(dev, epoch, smp.shard, rt_lr_at(m, o->lr, epoch), skip) != 0)
+        const float lr = rt_lr_at(m, o->lr, epoch);
+        if (dev->begin_epoch(dev, epoch, smp.shard, lr, skip) != 0)
             goto out;
+        int64_t logged = skip;              /* the step log has batches up to here */
         int64_t b = skip;
+        /* the next agreement: at the same step on every rank (each_step
+         * is rank 0's alone, so it does not move it) */
+        int64_t agree_at = b + span, span_b = b;
+        double span_t0 = rt_now();
         while (b < L.nbatch && !(o->max_steps && it >= o->max_steps)) {
-            int64_t end = L.nbatch;
+            int64_t end = agree_at < L.nbatch ? agree_at : L.nbatch;
             if (o->max_steps && end - b > o->max_steps - it)
                 end = b + (o->max_steps - it);
             if (o->ckpt_every && end - b > o->ckpt_every - it % o->ckpt_every)
@@ -208,6 +292,51 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
                 if (save(&L, w, &st) != 0)
                     goto out;
             }
+            if (b == agree_at) {
+                /* An asynchronous device (the GPU) is waited for here, at
+                 * the span's end (never inside it): the span's time is then
+                 * the device's, which sizes the next span, and a stop is
+                 * not left behind a queue of many spans. The step log's
+                 * rows so far reach the file (all ranks take part in the
+                 * sum). */
+                if ((dev->async || o->steplog_path) && b < L.nbatch && dev->collect(dev, logged, b, &out) != 0)
+                    goto out;
+                if (o->steplog_path && b < L.nbatch) {
+                    memcpy(L.sum, L.loss, (size_t)(b - logged) * sizeof(double));
+                    coll->sum_f64(coll, L.sum, b - logged, "the step log's all-reduce");
+                    memmove(L.sum + (logged - skip), L.sum, (size_t)(b - logged) * sizeof(double));
+                    memmove(L.scale + (logged - skip), L.scale, (size_t)(b - logged) * sizeof(double));
+                    memmove(L.found + (logged - skip), L.found, (size_t)(b - logged) * sizeof(double));
+                    log_steps(&L, log, amp, epoch, lr, skip, logged, b, first_step);
+                    rt_log_flush(log);
+                    logged = b;
+                }
+                stopped = agree_stop(&L, rt_now() - span_t0, b - span_b, &span);
+                if (stopped)
+                    break;
+                span_b = b;
+                agree_at = b + span;
+                span_t0 = rt_now();
+            }
+        }
+        /* stopped inside the epoch (not at its end, nor where --max-steps
+         * would have ended it anyway): the steps so far into the step log,
+         * the checkpoint at this step, no evaluation */
+        if (stopped && b < L.nbatch && !(o->max_steps && it >= o->max_steps)) {
+            if (dev->collect(dev, skip, b, &out) != 0)
+                goto out;
+            double loss = loss0, rows = rows0;
+            add_steps(&L, skip, b - skip, &loss, &rows);
+            log_steps(&L, log, amp, epoch, lr, skip, logged, b, first_step);
+            rt_log_flush(log);
+            if (o->ckpt_path) {
+                rt_resume st = position(epoch, it, b, loss, rows, secs0 + out.secs, &out, amp);
+                if (save(&L, w, &st) != 0)
+                    goto out;
+            }
+            say_stopped(&L, stopped, it, epoch, b);
+            rc = stopped;
+            goto out;
         }
         const int stop = o->max_steps && it >= o->max_steps;
         const int64_t done = b - skip;
@@ -222,17 +351,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
 
         double loss_sum = loss0, rows = rows0;
         add_steps(&L, skip, done, &loss_sum, &rows);
-        for (int64_t s = 0; s < done; s++) {
-            const double rs_ = (double)batch_rows(L.per_rank, L.batch, skip + s) * (double)L.W;
-            const double sl = L.sum[s];
-            if (!isfinite(sl) && !L.warned_nan) {
-                rt_warn("loss is %s at step %lld; training continues", isnan(sl) ? "NaN" : "inf",
-                        (long long)(first_step + s + 1));
-                L.warned_nan = 1;
-            }
-            rt_log_step(log, first_step + s + 1, epoch, rt_step_loss(m, sl, rs_), amp->on ? L.scale[s] : NAN,
-                        amp->on ? (int)L.found[s] : -1);
-        }
+        log_steps(&L, log, amp, epoch, lr, skip, logged, b, first_step);
         if (!each_step && done > 0) {
             const double rs_ = (double)batch_rows(L.per_rank, L.batch, b - 1) * (double)L.W;
             int64_t seen = b * L.batch < epoch_samples ? b * L.batch : epoch_samples;
@@ -249,7 +368,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
             skipped_all = out.amp_skipped;
         rt_log_scaler(log, amp->on ? out.amp_scale : 1.0, skipped_all - skipped0, skipped_all);
         rt_log_epoch(log, epoch, o->epochs, rows > 0 ? loss_sum / rows : NAN, test_loss, test_acc, secs,
-                     (int64_t)rows);
+                     (int64_t)rows, lr);
         if (o->ckpt_path) {
             /* the next epoch, or where --max-steps stopped this one */
             rt_resume st = position(epoch + 1, it, 0, 0, 0, 0, &out, amp);
@@ -258,6 +377,16 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
             /* a checkpoint that cannot be written stops the run */
             if (save(&L, w, &st) != 0)
                 goto out;
+        }
+        /* a signal during the evaluation or the checkpoint: stop before
+         * the next epoch (an agreement at every epoch's end) */
+        if (!stopped && !stop && epoch < o->epochs)
+            stopped = agree_stop(&L, 0, 0, NULL);
+        if (stopped) {
+            rt_log_flush(log);
+            say_stopped(&L, stopped, it, epoch, b);
+            rc = stopped;
+            goto out;
         }
         if (stop)
             break;

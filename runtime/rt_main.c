@@ -5,6 +5,8 @@
  *   0  success (also --help / --version)
  *   1  the run failed: bad data or checkpoint, I/O error, no such backend
  *   2  the command line is wrong
+ *   130, 143, 138  stopped by SIGINT, SIGTERM, SIGUSR1 (128 + the signal;
+ *      rt_stop.c): the checkpoint, if any, is at the step where it stopped
  * The model's train block supplies the defaults; flags override them. */
 #include "rt_internal.h"
 #include <errno.h>
@@ -26,7 +28,7 @@ void openblas_set_num_threads(int num_threads);
 enum { OPT_DATA, OPT_DEVICE, OPT_THREADS, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_SEED,
        OPT_SHUFFLE, OPT_DROP_LAST, OPT_MAX_STEPS, OPT_INIT, OPT_SAVE, OPT_METRICS,
        OPT_STEP_LOG, OPT_PROFILE, OPT_NO_CACHE, OPT_TRACE, OPT_COMM_TIMEOUT, OPT_HELP,
-       OPT_VERSION, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME, OPT_BENCH_KERNEL };
+       OPT_VERSION, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME, OPT_PLOT, OPT_BENCH_KERNEL };
 
 static const struct { const char *name; int id; int takes_value; } options[] = {
     {"data", OPT_DATA, 1},       {"device", OPT_DEVICE, 1},     {"threads", OPT_THREADS, 1},
@@ -37,7 +39,7 @@ static const struct { const char *name; int id; int takes_value; } options[] = {
     {"version", OPT_VERSION, 0}, {"profile", OPT_PROFILE, 0},  {"no-cache", OPT_NO_CACHE, 0},
     {"trace", OPT_TRACE, 1},     {"comm-timeout", OPT_COMM_TIMEOUT, 1},
     {"checkpoint", OPT_CHECKPOINT, 1}, {"checkpoint-every", OPT_CHECKPOINT_EVERY, 1},
-    {"resume", OPT_RESUME, 1},   {"bench-kernel", OPT_BENCH_KERNEL, 1},
+    {"resume", OPT_RESUME, 1},   {"plot", OPT_PLOT, 1},   {"bench-kernel", OPT_BENCH_KERNEL, 1},
 };
 
 static void usage(const rt_model *m, const rt_opts *d)
@@ -67,8 +69,11 @@ static void usage(const rt_model *m, const rt_opts *d)
            "  --resume FILE         continue a run from its checkpoint, bit for bit\n"
            "  --metrics FILE        per-epoch CSV: epoch,train_loss,test_loss,test_acc,"
            "seconds,images_per_s\n"
-           "                        (fp16 models: ,loss_scale,skipped)\n"
-           "  --step-log FILE       per-step CSV: step,epoch,loss (fp16 models: ,scale,found_inf)\n"
+           "                        (fp16 models: ,loss_scale,skipped),lr; written after every epoch\n"
+           "  --step-log FILE       per-step CSV: step,epoch,loss (fp16 models: ,scale,found_inf),lr;\n"
+           "                        rows reach the file within about a second, always whole\n"
+           "  --plot FILE.svg       train/test loss per epoch, test accuracy, the step loss\n"
+           "                        smoothed; redrawn atomically after every epoch (rank 0)\n"
            "  --profile             time every kernel; print a table per plan at the end (cpu)\n"
            "  --bench-kernel NAME|all  time train kernels on their own (after one step, on its\n"
            "                        buffers): median, min, max per call; no training (cpu)\n"
@@ -78,6 +83,9 @@ static void usage(const rt_model *m, const rt_opts *d)
            "                        device) makes no progress for S seconds (another rank\n"
            "                        failed or hung; default %g)\n"
            "  --help, --version\n"
+           "SIGINT, SIGTERM or SIGUSR1 (Slurm: --signal=USR1@60) stops at the next step all\n"
+           "ranks agree on, writes the --checkpoint there and exits 130, 143 or 138 with the\n"
+           "line to continue (--resume FILE); a second signal stops at once.\n"
            "Options take '--opt VALUE' or '--opt=VALUE'. Several ranks: mpirun -np N %s ...\n"
            "(--batch is per rank; gradients are averaged over the ranks; GPU ranks use NCCL and\n"
            "one GPU each: CDDP_CUDA_DEVICE, else the only one visible, else the local rank's).\n",
@@ -245,6 +253,7 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
         case OPT_TRACE: o->trace_path = v; break;
         case OPT_CHECKPOINT: o->ckpt_path = v; break;
         case OPT_RESUME: o->resume_path = v; break;
+        case OPT_PLOT: o->plot_path = v; break;
         case OPT_BENCH_KERNEL:
             if (rt_bench_check_name(m, v) != 0)
                 return 2;
@@ -477,10 +486,12 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     if (check_data_dir(o.data_dir) != 0 ||
         (r0 && o.save_path && rt_st_check_writable(o.save_path)) ||
         (r0 && o.trace_path && rt_st_check_writable(o.trace_path)) ||
-        (r0 && o.ckpt_path && rt_st_check_writable(o.ckpt_path)) || rt_log_open(&log, &o, m->precision == RT_PREC_FP16) != 0) {
+        (r0 && o.ckpt_path && rt_st_check_writable(o.ckpt_path)) ||
+        (r0 && o.plot_path && rt_st_check_writable(o.plot_path)) || rt_log_open(&log, &o, m->precision == RT_PREC_FP16) != 0) {
         rt_gpu_close(gpu);
         return 1;
     }
+    log.title = m->name;        /* --plot's title */
     if (use_cuda && rt_gpu_start(gpu, m, !o.no_cache, o.comm_timeout) != 0)
         goto out;
     if (rt_ws_alloc_params(m, &w) != 0)
@@ -528,9 +539,23 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         snprintf(ranks, sizeof ranks, "  ranks %d (global batch %lld)", rt_world.size,
                  (long long)o.batch * rt_world.size);
     static const char *const precs[] = {"", "  precision bf16", "  precision fp16"};
+    /* From here on a signal stops the loop at a step all ranks agree on;
+     * installed before the start-up line, so whoever sees the line may
+     * signal (the tests do). */
+    rt_stop_install();
+    /* PyTorch's sum(p.numel() for p in model.parameters()): the
+     * trainable tensors only; buffers (running statistics,
+     * num_batches_tracked) apart; param_floats also counts the slab's
+     * alignment padding, which is no one's parameter */
+    int64_t nparam = 0, nbuffer = 0;
+    for (int i = 0; i < m->nparam; i++)
+        *(rt_param_flags(m, i) & RT_PARAM_BUFFER ? &nbuffer : &nparam) += m->params[i].numel;
+    char buffers[64] = "";
+    if (nbuffer)
+        snprintf(buffers, sizeof buffers, " (+ %lld buffer values)", (long long)nbuffer);
     if (r0)
-        printf("model %s: %lld parameters  train %lld  test %lld  batch %d  lr %g  epochs %d"
-               "  seed %llu  threads %d  device %s%s%s\n", m->name, (long long)m->param_floats,
+        printf("model %s: %lld parameters%s  train %lld  test %lld  batch %d  lr %g  epochs %d"
+               "  seed %llu  threads %d  device %s%s%s\n", m->name, (long long)nparam, buffers,
                (long long)train.n, (long long)test.n, o.batch, (double)o.lr, o.epochs,
                (unsigned long long)o.seed, o.threads, devname, ranks,
                precs[m->precision >= 0 && m->precision <= 2 ? m->precision : 0]);
@@ -558,14 +583,23 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     rt_start_init(&start, m, &rs);
     if (rt_trace_open(&trace, o.trace_path) != 0 ||
         (use_cuda ? rt_gpu_dev_open(&dev, gpu, m, &o, &w, &start, &train, &test, &coll, &trace)
-                  : rt_cpu_dev_open(&dev, m, &o, &w, &start, &train, &test, &coll, &trace)) != 0 ||
-        rt_loop_run(m, &o, &rs, &dev, &coll, train.n, test.n, &w, &log, &trace) != 0)
+                  : rt_cpu_dev_open(&dev, m, &o, &w, &start, &train, &test, &coll, &trace)) != 0)
+        goto out;
+    const int lr_ = rt_loop_run(m, &o, &rs, &dev, &coll, train.n, test.n, &w, &log, &trace);
+    rt_stop_uninstall();
+    if (lr_ > 0) {          /* stopped by a signal, on every rank alike */
+        rc = rt_stop_status(lr_);
+        *agreed = 1;
+        goto out;
+    }
+    if (lr_ != 0)
         goto out;
     dev.close(&dev);
     if (r0 && o.save_path && rt_st_save(m, o.save_path, w.param) != 0)
         goto out;
     rc = 0;
 out:
+    rt_stop_uninstall();
     if (rt_log_close(&log) != 0)
         rc = 1;
     /* The epoch lines are results too: a full disk or closed pipe on

@@ -12,15 +12,22 @@
  *      is (loss so far + the new steps) / (rows so far + new rows);
  *   5. the step log: step numbers, epochs, and each step's loss as the
  *      global batch's mean (sum / rows), the epoch line's exact mean, the
- *      learning rate of each epoch through a StepLR schedule; ranges of
+ *      learning rate of each epoch through a StepLR schedule (and in the
+ *      lr column of both CSVs); ranges of
  *      single steps only for a device that runs them as asked, while a
  *      progress bar is drawn;
  *   6. the gradient buckets' schedule (rt_buckets.c), and an inconsistent
- *      bucket table refused with the reason.
+ *      bucket table refused with the reason;
+ *   7. the graceful stop: a signal during a range stops the loop at the
+ *      first agreement (16 steps in, or the epoch's end if sooner), on
+ *      either device; the steps so far reach the step log, a checkpoint is
+ *      written, nothing is evaluated, the signal is returned; the
+ *      asynchronous device is waited for at span ends only.
  * Expected values are computed here from the script, not by the loop's
  * code. Exit status 0 when every check passes. */
 #include "rt_internal.h"
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,9 +78,13 @@ static int d_begin(rt_device *d, int epoch, const int32_t *order, float lr, int6
     rec(s, 'B', epoch, first, 0);
     return 0;
 }
+/* the graceful stop's trigger: a signal while epoch stop_epoch trains */
+static int stop_epoch;
 static int d_train(rt_device *d, int64_t b0, int64_t b1, int64_t step0)
 {
     rec(d->impl, 'T', b0, b1, step0);
+    if (((script *)d->impl)->epoch == stop_epoch)
+        rt_stop_request(SIGTERM);
     return 0;
 }
 static int d_eval(rt_device *d)
@@ -256,6 +267,15 @@ int main(void)
             ok &= loss[(e - 1) * 13 + b] == sum_of(e, b) / rows;
         }
     CHECK(ok, "step log: %d rows, each the step's sum / its rows", n);
+    /* the lr column: the rate each step and epoch used (StepLR: 0.1, 0.1, 0.05) */
+    double *slr = read_col(r.steplog, 3, &n);
+    ok = n == 39;
+    for (int i = 0; i < n && ok; i++)
+        ok = (float)slr[i] == (i < 26 ? 0.1f : 0.05f);
+    CHECK(ok, "step log lr column: %d rows, 0.1 in epochs 1-2, 0.05 in epoch 3", n);
+    double *mlr = read_col(r.metrics, 6, &n);
+    CHECK(n == 3 && (float)mlr[0] == 0.1f && (float)mlr[1] == 0.1f && (float)mlr[2] == 0.05f,
+          "metrics lr column: %g %g %g", n > 0 ? mlr[0] : -1, n > 1 ? mlr[1] : -1, n > 2 ? mlr[2] : -1);
     double *tl = read_col(r.metrics, 1, &n);
     double want = 0;
     for (int b = 0; b < 13; b++)
@@ -360,6 +380,51 @@ int main(void)
         bm.buckets = bad;
         fflush(stdout);
         CHECK(rt_bsched_init(&bs, &bm) != 0, "a bucket updated before it is complete is refused (stderr says which)");
+    }
+
+    /* 7. the graceful stop */
+    {
+        rt_opts o7 = o;
+        char ck7[96];
+        snprintf(ck7, sizeof ck7, "%s/stop.ckpt", dir);
+        o7.ckpt_path = ck7;
+        o7.batch = 2;               /* 50 batches: the first agreement at 16 */
+        for (int async = 0; async < 2; async++) {
+            stop_epoch = 1;
+            remove(ck7);
+            run(&r, &o7, &fresh, async, 0, dir);
+            stop_epoch = 0;
+            rt_stop_request(0);
+            calls_of(&r.s, 'T', buf, sizeof buf);
+            const char *want = "0:16";
+            int n7;
+            read_col(r.steplog, 0, &n7);
+            CHECK(r.rc == SIGTERM && !strcmp(buf, want) && count(&r.s, 'E') == 0 && n7 == 16 &&
+                      access(ck7, F_OK) == 0 && r.s.calls[r.s.n - 1].op == 'P',
+                  "%s device, stop in epoch 1: rc %d, ranges %s (want %s), %d evaluations (want 0), %d step rows "
+                  "(want 16), checkpoint %s",
+                  async ? "async" : "sync", r.rc, buf, want, count(&r.s, 'E'), n7,
+                  access(ck7, F_OK) == 0 ? "written" : "missing");
+        }
+        /* no stop, 50 batches on the asynchronous device: it is waited for
+         * (collect) only where a span ends, first after batch 16 */
+        run(&r, &o7, &fresh, 1, 0, dir);
+        calls_of(&r.s, 'C', buf, sizeof buf);
+        int at_ends = r.rc == 0 && !strncmp(buf, "0:16 ", 5);
+        for (int i = 1; i < r.s.n; i++)
+            if (r.s.calls[i].op == 'C' && r.s.calls[i - 1].op == 'T')
+                at_ends &= r.s.calls[i].b == r.s.calls[i - 1].b;
+        CHECK(at_ends, "async device, 50 batches: collects %s (want 0:16 first, each at a range's end)", buf);
+        /* 13 batches: the epoch ends before the first agreement; evaluated, then stopped */
+        stop_epoch = 1;
+        run(&r, &o, &fresh, 0, 0, dir);
+        stop_epoch = 0;
+        rt_stop_request(0);
+        int n7;
+        read_col(r.metrics, 0, &n7);
+        CHECK(r.rc == SIGTERM && count(&r.s, 'E') == 1 && count(&r.s, 'B') == 1 && n7 == 1,
+              "stop in a 13-step epoch: rc %d, %d evaluations, %d epochs begun, %d metrics rows (want 1 each)", r.rc,
+              count(&r.s, 'E'), count(&r.s, 'B'), n7);
     }
 
     char cmd[128];
