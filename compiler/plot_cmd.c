@@ -54,7 +54,7 @@ int cddpc_plot_main(int argc, char **argv)
     }
 
     rt_plot_csv csv[MAX_RUNS];
-    rt_plot_run runs[MAX_RUNS];
+    rt_plot_run runs[MAX_RUNS] = {0};
     char names[MAX_RUNS][256], err[512];
     int rc = 0, nread = 0;
     for (int r = 0; r < n && !rc; r++) {
