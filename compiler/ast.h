@@ -19,7 +19,7 @@ typedef enum {
     E_BOOL,     /* true / false   i */
     E_NAME,     /* mean, x, fc1   s */
     E_CALL,     /* s(args)        s, args */
-    E_TUPLE,    /* (a, b)         args, all positional */
+    E_TUPLE,    /* (a, b), [a, b] args, all positional */
     E_NEG,      /* -a             a */
     E_ADD,      /* a + b          a, b; loc is the '+' */
     E_SUB,      /* a - b          a, b; loc is the operator (so for the rest) */

@@ -172,10 +172,25 @@ int ir_verify(const Graph *g, const char *after);
 
 /* ---- frontend: lex.l, parse.y, then sema.h's files ----------------- */
 enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2 };
+/* The train block's data source (data_cfg.c; the runtime's rt_data_src). */
+typedef struct DataCfg {
+    int kind;               /* RT_SRC_IDX, RT_SRC_NPZ, RT_SRC_CSV */
+    const char *path;       /* idx: the directory; npz: the file; csv: the training file */
+    const char *test;       /* csv: the test file, or NULL */
+    const char *arrays[4];  /* npz: x_train, y_train, x_test, y_test (narrays 4), or none (0) */
+    int narrays;
+    const char **targets, **features;   /* csv columns; no features: every other column */
+    int ntargets, nfeatures;
+    double split;           /* held-out fraction of the training set; 0: none */
+    int norm_auto;          /* normalize = auto */
+    int nnorm;              /* 0: none; 1: every element; else per channel or feature */
+    double *norm_mean, *norm_std;
+    Loc loc;
+} DataCfg;
+
 typedef struct TrainCfg {
     const char *model;      /* model name */
-    const char *data_dir;
-    double norm_mean, norm_std;
+    DataCfg data;
     int reduction;          /* Reduction */
     double label_smoothing; /* cross_entropy's, in [0, 1] */
     int nll;                /* loss nll_loss: the model must return log_softmax (Graph.log_probs) */
@@ -199,7 +214,9 @@ typedef struct Program {
     Graph *g;
     TrainCfg train;
     const char *model_name;
-    int in_c, in_h, in_w;   /* per-sample input (images are reshaped to it) */
+    int in_rank;            /* the model's input per sample: in_dim[0..in_rank) */
+    int64_t in_dim[3];
+    int target;             /* RT_TGT_*: class indices or float targets (the loss's) */
     int nclass;
 } Program;
 
@@ -327,7 +344,7 @@ typedef struct GpuTarget {
     const char *source;
 } GpuTarget;
 const GpuTarget *gpu_target(const char *name);     /* h100, h200, a100, t4; NULL */
-void gpu_report(FILE *f, const Program *prog, const Plan *p, int64_t batch, const GpuTarget *t);
+void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t);
 /* report.c */
 void plan_report(FILE *f, const Plan *p, int64_t batch, CostTarget t);
 typedef struct PlanBucket {
@@ -366,8 +383,9 @@ int ex_has_row_reduction(const Emit *m);
 int ex_smoothing(const Emit *m);
 /* The data gather's formulas: a pixel (uint8 expression) normalized as
  * the train block's data says, and the label of batch row i. */
-char *ex_normalize(const Program *prog, const char *pixel);
-char *ex_label(const char *i);
+char *ex_sample(const char *i, const char *k);  /* sample element k of batch row i, normalized */
+char *ex_label(const char *i);                  /* class label of batch row i */
+char *ex_target(const char *i, const char *k);  /* float target k of batch row i */
 /* The row ops of a G_ROW group (cross-entropy, its gradient, argmax, their
  * sums), their formulas from ops.def, inside the target's per-sample code
  * where x, y, mx, am, lse and i are in scope. The target gives the
@@ -399,13 +417,13 @@ const char *ex_gemm_call(const Emit *m);
 char *ex_round(const Emit *m, const char *x);
 
 /* ---- emit_c.c, emit_cuda.c, emit_program.c ---------------------------- */
-void emit_c_kernels(FILE *f, const Plan *p, const Program *prog);
+void emit_c_kernels(FILE *f, const Plan *p);
 /* emit_nchw.c: the body of a G_CONV, G_CHAN, G_POOL or G_STATE kernel. */
 void emit_nchw_c(const Emit *m);
 void emit_nchw_cuda(const Emit *m, rt_cuda_launch *L);
 const char *emit_cuda_prelude(void);
 /* The CUDA kernel of group grp (text after the prelude), and its launch. */
-char *emit_cuda_kernel(const Plan *p, int grp, const Program *prog, rt_cuda_launch *launch); /* static void NAME(rt_exec *e) */
+char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *launch); /* static void NAME(rt_exec *e) */
 int emit_program(const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
                  const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir);
 

@@ -113,22 +113,21 @@ static void emit_reduce(const Emit *m)
     fprintf(m->f, "    b%d[0] = s;\n", n->id);
 }
 
-static void emit_data(const Emit *m, const Program *prog)
+static void emit_data(const Emit *m)
 {
     FILE *f = m->f;
     for (int k = 0; k < m->gr->nnodes; k++) {
         const Node *n = ex_node(m, m->gr->nodes[k]);
-        if (n->op == OP_LABELS) {
+        if (n->op == OP_LABELS && n->dt == DT_I32) {
             fprintf(f, "    for (int64_t i = 0; i < n; i++) b%d[i] = %s;\n", n->id, ex_label("i"));
             continue;
         }
         int64_t row = ir_row_elems(&n->shape);
         fprintf(f, "    #pragma omp parallel for schedule(static) if (n >= 64)\n");
         fprintf(f, "    for (int64_t i = 0; i < n; i++) {\n");
-        fprintf(f, "        const uint8_t *src = e->img + (int64_t)e->idx[i] * e->img_size;\n");
         fprintf(f, "        float *dst = b%d + i * %lld;\n", n->id, (long long)row);
         fprintf(f, "        for (int64_t k = 0; k < %lld; k++) dst[k] = %s;\n", (long long)row,
-                ex_normalize(prog, "src[k]"));
+                n->op == OP_LABELS ? ex_target("i", "k") : ex_sample("i", "k"));
         fprintf(f, "    }\n");
     }
 }
@@ -164,7 +163,7 @@ static void emit_comm(const Emit *m)
     fprintf(m->f, "    rt_sync_sum(b%d, %lld);\n", n->id, (long long)count);
 }
 
-void emit_c_kernels(FILE *f, const Plan *p, const Program *prog)
+void emit_c_kernels(FILE *f, const Plan *p)
 {
     for (int i = 0; i < p->ngroups; i++) {
         Emit m = {f, p, &p->groups[i], i};
@@ -176,7 +175,7 @@ void emit_c_kernels(FILE *f, const Plan *p, const Program *prog)
         if (m.gr->kind != G_OPT)    /* the optimizer indexes the slabs directly */
             ex_declare_buffers(&m);
         switch (m.gr->kind) {
-        case G_DATA: emit_data(&m, prog); break;
+        case G_DATA: emit_data(&m); break;
         case G_MATMUL: emit_matmul(&m); break;
         case G_EW: emit_ew_loops(&m, &ex_node(&m, m.gr->nodes[0])->shape, -1); break;
         case G_ROW: emit_row(&m); break;

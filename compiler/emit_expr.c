@@ -219,15 +219,17 @@ void ex_element(const Emit *m, const Shape *space, int load, const char *load_ex
     }
 }
 
-/* torchvision: ToTensor divides by 255, Normalize subtracts and divides */
-char *ex_normalize(const Program *prog, const char *pixel)
-{
-    return util_fmt("((float)%s / 255.0f - %s) / %s", pixel, util_cfloat(prog->train.norm_mean),
-                    util_cfloat(prog->train.norm_std));
-}
+/* element k of batch row i's sample, scaled and normalized (RT_DATA_FNS) */
+char *ex_sample(const char *i, const char *k) { return util_fmt("rt_sample(e, (int64_t)e->idx[%s], %s)", i, k); }
 
-/* the label of batch row i */
-char *ex_label(const char *i) { return util_fmt("e->lab[e->idx[%s]]", i); }
+/* the class label of batch row i */
+char *ex_label(const char *i) { return util_fmt("((const int32_t *)e->y)[e->idx[%s]]", i); }
+
+/* float target k of batch row i (regression, 0/1 labels) */
+char *ex_target(const char *i, const char *k)
+{
+    return util_fmt("((const float *)e->y)[(int64_t)e->idx[%s] * e->y_size + %s]", i, k);
+}
 
 static const char *const prec_names[] = {"RT_PREC_FP32", "RT_PREC_BF16", "RT_PREC_FP16"};
 

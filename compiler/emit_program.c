@@ -46,7 +46,7 @@ typedef struct CudaProgram {
     char **kernel[2];       /* each kernel's own text, for --emit cuda */
 } CudaProgram;
 
-static CudaProgram cuda_program(const Program *prog, const Plan *const plans[2])
+static CudaProgram cuda_program(const Plan *const plans[2])
 {
     CudaProgram cp = {0};
     char *text = NULL;
@@ -60,7 +60,7 @@ static CudaProgram cuda_program(const Program *prog, const Plan *const plans[2])
         cp.launch[pl] = util_alloc(sizeof(rt_cuda_launch) * (size_t)(p->ngroups + 1));
         cp.kernel[pl] = util_alloc(sizeof(char *) * (size_t)(p->ngroups + 1));
         for (int i = 0; i < p->ngroups; i++) {
-            cp.kernel[pl][i] = emit_cuda_kernel(p, i, prog, &cp.launch[pl][i]);
+            cp.kernel[pl][i] = emit_cuda_kernel(p, i, &cp.launch[pl][i]);
             fputs(cp.kernel[pl][i], f);
         }
     }
@@ -82,6 +82,48 @@ static int group_phase(const Plan *p, const Group *gr)
         if (p->g->n[gr->nodes[k]]->phase == PH_BWD)
             return 2;
     return 1;
+}
+
+/* The data source's lists, as static arrays the rt_model points to. */
+static void emit_strs(FILE *f, const char *name, const char *const *v, int n)
+{
+    if (n <= 0)
+        return;
+    fprintf(f, "static const char *const %s[] = {", name);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%s", i ? ", " : "", c_string(v[i]));
+    fprintf(f, "};\n");
+}
+
+static void emit_floats(FILE *f, const char *name, const double *v, int n)
+{
+    if (n <= 0)
+        return;
+    fprintf(f, "static const float %s[] = {", name);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%s", i ? ", " : "", util_cfloat(v[i]));
+    fprintf(f, "};\n");
+}
+
+static void emit_data_tables(FILE *f, const DataCfg *d)
+{
+    emit_strs(f, "data_arrays", d->arrays, d->narrays);
+    emit_strs(f, "data_targets", d->targets, d->ntargets);
+    emit_strs(f, "data_features", d->features, d->nfeatures);
+    emit_floats(f, "data_norm_mean", d->norm_mean, d->nnorm);
+    emit_floats(f, "data_norm_std", d->norm_std, d->nnorm);
+}
+
+static void emit_data_src(FILE *f, const DataCfg *d)
+{
+    fprintf(f, "    .data = {.kind = %d, .path = %s, .test = %s,\n", d->kind, c_string(d->path),
+            d->test ? c_string(d->test) : "NULL");
+    fprintf(f, "             .arrays = %s, .targets = %s, .ntargets = %d, .features = %s, .nfeatures = %d,\n",
+            d->narrays ? "data_arrays" : "NULL", d->ntargets ? "data_targets" : "NULL", d->ntargets,
+            d->nfeatures ? "data_features" : "NULL", d->nfeatures);
+    fprintf(f, "             .split = %.17g, .norm_auto = %d, .nnorm = %d, .norm_mean = %s, .norm_std = %s},\n",
+            d->split, d->norm_auto, d->nnorm, d->nnorm ? "data_norm_mean" : "NULL",
+            d->nnorm ? "data_norm_std" : "NULL");
 }
 
 /* Gradient buckets of the train plan: slab range, the kernel after which
@@ -155,8 +197,8 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n");
     fprintf(f, "#include \"cddprt.h\"\n");
     fprintf(f, "%s\n", CDDP_DROP_RNG_TEXT(static inline));     /* dropout's random stream */
-    emit_c_kernels(f, train, prog);
-    emit_c_kernels(f, eval, prog);
+    emit_c_kernels(f, train);
+    emit_c_kernels(f, eval);
     emit_plan_table(f, train, "train", cp->launch[0]);
     emit_plan_table(f, eval, "eval", cp->launch[1]);
     fprintf(f, "\nstatic const char cuda_src[] =\n");
@@ -187,6 +229,7 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     }
     fprintf(f, "%s};\n", g->nparam ? "" : "0");
     emit_buckets(f, train);
+    emit_data_tables(f, &t->data);
     fprintf(f, "\nstatic const rt_model cddp_model = {\n");
     fprintf(f, "    .abi = RT_ABI_VERSION,\n    .name = %s,\n    .source = %s,\n", c_string(prog->model_name),
             c_string(src_path));
@@ -195,10 +238,10 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "    .opt_floats = %lld,\n", (long long)(ex_opt_slots(prog->g->opt_op) * train->param_floats));
     emit_plan_init(f, train, "train", g);
     emit_plan_init(f, eval, "eval", g);
-    fprintf(f, "    .in_c = %d, .in_h = %d, .in_w = %d, .nclass = %d,\n", prog->in_c, prog->in_h, prog->in_w,
-            prog->nclass);
-    fprintf(f, "    .data_dir = %s,\n    .norm_mean = %s, .norm_std = %s,\n", c_string(t->data_dir),
-            util_cfloat(t->norm_mean), util_cfloat(t->norm_std));
+    fprintf(f, "    .in_rank = %d, .in_dim = {%lld, %lld, %lld}, .nclass = %d, .target = %d,\n", prog->in_rank,
+            (long long)prog->in_dim[0], (long long)prog->in_dim[1], (long long)prog->in_dim[2], prog->nclass,
+            prog->target);
+    emit_data_src(f, &t->data);
     fprintf(f, "    .reduction = %d,\n    .lr = %s, .momentum = %s, .dampening = %s, .weight_decay = %s,\n",
             t->reduction, util_cfloat(t->lr), util_cfloat(t->momentum), util_cfloat(t->dampening),
             util_cfloat(t->weight_decay));
@@ -382,7 +425,7 @@ int emit_program(const Program *prog, const Plan *train, const Plan *eval, const
                  const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir)
 {
     const Plan *const plans[2] = {train, eval};
-    CudaProgram cp = cuda_program(prog, plans);
+    CudaProgram cp = cuda_program(plans);
     if (emit_cuda_dir && write_cuda_dir(emit_cuda_dir, plans, &cp) != 0)
         return -1;
     char *text = NULL;

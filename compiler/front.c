@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "sema.h"
+#include "cddprt.h"         /* RT_TGT_* */
 
 static int reads_param(const Graph *g, int y)
 {
@@ -77,9 +78,10 @@ Program *front_compile(const char *path, const char *text)
     }
     p->g = g;
     p->model_name = m->name;
-    p->in_c = in->rank == 4 ? (int)in->d[1] : 1;
-    p->in_h = in->rank == 4 ? (int)in->d[2] : in->rank == 3 ? (int)in->d[1] : 1;
-    p->in_w = (int)in->d[in->rank - 1];
+    p->in_rank = in->rank - 1;
+    for (int d = 1; d < in->rank; d++)
+        p->in_dim[d - 1] = in->d[d];
+    p->target = RT_TGT_CLASS;
     p->nclass = (int)logits[mi].s.d[1];
     g->logits = logits[mi].id;
 

@@ -56,7 +56,7 @@ static double grid_blocks(const rt_cuda_launch *l, int64_t n)
     return blocks;
 }
 
-void gpu_report(FILE *f, const Program *prog, const Plan *p, int64_t batch, const GpuTarget *t)
+void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
 {
     fprintf(f, "predicted %s plan on %s (batch %lld): %.1f TFLOP/s FP32, %.0f GB/s, %d SMs x %d blocks\n",
             p->name, t->full, (long long)batch, t->flops / 1e12, t->bw / 1e9, t->sms, BLOCKS_PER_SM);
@@ -66,7 +66,7 @@ void gpu_report(FILE *f, const Program *prog, const Plan *p, int64_t batch, cons
     double step = GRAPH_LAUNCH_US * 1e-6;
     for (int i = 0; i < p->ngroups; i++) {
         rt_cuda_launch l;
-        emit_cuda_kernel(p, i, prog, &l);
+        emit_cuda_kernel(p, i, &l);
         KernelCost c = cost_group(p, &p->groups[i], batch, COST_GPU);
         double blocks = grid_blocks(&l, batch), threads = (double)l.block[0] * l.block[1] * l.block[2];
         double waves = ceil(blocks / (t->sms * BLOCKS_PER_SM));

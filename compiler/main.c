@@ -295,7 +295,7 @@ static int compile(const Options *o, const char *out, const int64_t *batches, in
         plan_report(stdout, train, prog->train.batch, o->target);
         plan_report(stdout, eval, prog->train.batch, o->target);
         if (o->gpu)
-            gpu_report(stdout, prog, train, prog->train.batch, o->gpu);
+            gpu_report(stdout, train, prog->train.batch, o->gpu);
     }
     if (o->explain) {
         fuse_explain(stdout, train, o->fusion);

@@ -231,7 +231,8 @@ unary:
   ;
 
 /* primary: INT | FLOAT | STRING | 'true' | 'false' | IDENT | IDENT '(' args ')'
- *        | '(' expr ')' | '(' expr ',' expr { ',' expr } ')' */
+ *        | '(' expr ')' | '(' expr ',' expr { ',' expr } ')'
+ *        | '[' expr { ',' expr } [ ',' ] ']'   (a list: a tuple to every reader) */
 primary:
     INT             { $$ = mk(E_INT, L(@1)); $$->i = $1; $$->f = (double)$1; }
   | FLOAT           { $$ = mk(E_FLOAT, L(@1)); $$->f = $1; }
@@ -246,6 +247,9 @@ primary:
                     { $$ = mk(E_TUPLE, L(@1)); List l = {0}; push(&l, mkarg(NULL, $2->loc, $2));
                       for (int k = 0; k < $4.n; k++) push(&l, $4.v[k]);
                       $$->args = (Arg **)l.v; $$->nargs = l.n; }
+  | '[' exprs ']'   { $$ = mk(E_TUPLE, L(@1)); $$->args = (Arg **)$2.v; $$->nargs = $2.n; }
+  | '[' exprs ',' ']'
+                    { $$ = mk(E_TUPLE, L(@1)); $$->args = (Arg **)$2.v; $$->nargs = $2.n; }
   ;
 
 exprs:
@@ -307,7 +311,7 @@ static int starts_expr(yysymbol_kind_t k)
 {
     const char *s = yysymbol_name(k);
     return k == YYSYMBOL_IDENT || k == YYSYMBOL_INT || k == YYSYMBOL_FLOAT || k == YYSYMBOL_STRING
-        || k == YYSYMBOL_TRUE || k == YYSYMBOL_FALSE || !strcmp(s, "'('") || !strcmp(s, "'-'");
+        || k == YYSYMBOL_TRUE || k == YYSYMBOL_FALSE || !strcmp(s, "'('") || !strcmp(s, "'['") || !strcmp(s, "'-'");
 }
 
 /* Whether k is a binary operator: + - * / // */

@@ -6,6 +6,7 @@
  *                  and each layer's lowering to graph nodes (layer_)
  *   forward.c      a model's forward: variables, calls, additions (fwd_)
  *   train_block.c  the train block, its keys dispatched by name (train_)
+ *   data_cfg.c     the train block's data source (data_cfg_)
  *   front.c        front_compile: the front end's one entry point
  *
  * Errors poison the value they would have produced instead of stopping,
@@ -142,5 +143,9 @@ Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn);
 /* ---- train_block.c ----------------------------------------------------- */
 /* The train block: returns the index of its model, or -1. */
 int train_check(const File *f, const Train *tr, TrainCfg *t);
+
+/* ---- data_cfg.c: the train block's `data` ------------------------------- */
+void data_cfg_default(DataCfg *d);           /* idx("data/mnist"), MNIST's normalization */
+void data_cfg_check(DataCfg *d, const Expr *e);
 
 #endif

@@ -11,50 +11,9 @@ static const char *callee(const Expr *e, const char *what)
     if (e->kind == E_NAME || e->kind == E_CALL)
         return e->s;
     diag_error(e->loc, "%s must be a name such as %s, got %s", what,
-               strcmp(what, "data") == 0 ? "mnist(\"data/mnist\")"
-               : strcmp(what, "loss") == 0 ? "cross_entropy()"
+               strcmp(what, "loss") == 0 ? "cross_entropy()"
                : strcmp(what, "scaler") == 0 ? "dynamic(init_scale = 65536)" : "sgd(lr = 0.01)", arg_show(e));
     return NULL;
-}
-
-/* mnist(path, normalize = (mean, std)) */
-static void train_data(TrainCfg *t, const Expr *e)
-{
-    const char *name = callee(e, "data");
-    if (!name)
-        return;
-    if (strcmp(name, "mnist") != 0) {
-        Near s = arg_near(name);
-        arg_near_try(&s, "mnist");
-        diag_error(e->loc, "unknown dataset '%s'%s (supported: mnist, which reads any MNIST-format "
-                   "directory such as data/fashion-mnist)", name, arg_near_hint(&s));
-        return;
-    }
-    static const char *const names[] = {"path", "normalize"};
-    const Sig sig = {"mnist", names, 2, 1, 0};
-    Expr *a[2];
-    if (e->kind == E_CALL && !arg_bind(e, &sig, a))
-        return;
-    if (e->kind == E_NAME)
-        a[0] = a[1] = NULL;
-    if (a[0]) {
-        if (a[0]->kind != E_STR)
-            diag_error(a[0]->loc, "the data path must be a string, got %s", arg_show(a[0]));
-        else
-            t->data_dir = a[0]->s;
-    }
-    if (a[1]) {
-        const Expr *n = a[1];
-        double m, s;
-        if (n->kind != E_TUPLE || n->nargs != 2) {
-            diag_error(n->loc, "normalize must be a pair (mean, std), got %s", arg_show(n));
-        } else if (arg_num(n->args[0]->val, "the mean", &m) && arg_num(n->args[1]->val, "the std", &s)) {
-            if (s <= 0)
-                diag_error(n->args[1]->val->loc, "the std must be positive, got %s", arg_show(n->args[1]->val));
-            t->norm_mean = m;
-            t->norm_std = s;
-        }
-    }
 }
 
 /* cross_entropy(reduction = mean | sum | none), nll_loss(reduction = ...)
@@ -341,7 +300,7 @@ typedef struct TrainCtx {
 } TrainCtx;
 
 static void key_model(TrainCtx *c, const Expr *v) { c->model = train_model(c->f, v); }
-static void key_data(TrainCtx *c, const Expr *v) { train_data(c->t, v); }
+static void key_data(TrainCtx *c, const Expr *v) { data_cfg_check(&c->t->data, v); }
 static void key_loss(TrainCtx *c, const Expr *v) { train_loss(c->t, v); }
 static void key_optimizer(TrainCtx *c, const Expr *v) { train_optimizer(c->t, v); }
 static void key_schedule(TrainCtx *c, const Expr *v) { train_schedule(c->t, v); }
@@ -407,10 +366,11 @@ static const TrainItem *setting(const TrainItem *const *seen, const char *key)
 
 int train_check(const File *f, const Train *tr, TrainCfg *t)
 {
-    *t = (TrainCfg){.data_dir = "data/mnist", .norm_mean = 0.1307, .norm_std = 0.3081, .reduction = RED_MEAN,
+    *t = (TrainCfg){.reduction = RED_MEAN,
                     .lr = 0.01, .batch = 64, .epochs = 10, .shuffle = 1, .seed = 0, .bucket_mb = 25,
                     .init_scale = 65536, .growth_factor = 2, .backoff_factor = 0.5, .growth_interval = 2000,
                     .loc = tr->loc};
+    data_cfg_default(&t->data);
     const TrainItem *seen[NTRAIN_KEYS] = {0};
     TrainCtx c = {f, t, -1};
     for (int i = 0; i < tr->nitems; i++) {

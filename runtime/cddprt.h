@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RT_ABI_VERSION 6
+#define RT_ABI_VERSION 7
 
 /* Source text of both targets: RT_STR(x) is x after macro expansion, as a
  * string literal (one line), for the text the compiler emits and NVRTC
@@ -43,10 +43,15 @@
     int nmax;               /* rows the act arena was sized for */                      \
     float *act, *fix, *param, *grad, *opt;                                              \
     double *stat;                                                                       \
-    const U8 *img;          /* dataset images, uint8, img_size each */                  \
-    const U8 *lab;          /* dataset labels, uint8 */                                 \
+    const void *x;          /* dataset samples, x_size elements each: uint8 when     \
+                               x_u8 (scaled by 1/255, as ToTensor), else float */       \
+    const void *y;          /* dataset targets: int32 class indices (y_size 1) or      \
+                               y_size floats per sample (the loss says which) */        \
+    const float *norm;      /* [2 * norm_n]: Normalize's mean, then std, per channel */ \
     const I32 *idx;         /* n sample indices of this batch */                        \
-    I64 img_size;           /* pixels per image */                                      \
+    I64 x_size, y_size;     /* elements of a sample, targets of a sample */             \
+    I64 norm_div;           /* element k of a sample is in channel k / norm_div % norm_n */ \
+    int x_u8, norm_n;                                                                   \
     float lr;               /* current learning rate */                                 \
     I64 step;               /* optimizer steps taken before this one */                 \
     int nthreads;                                                                       \
@@ -61,6 +66,20 @@
 typedef struct rt_exec {
     RT_EXEC_FIELDS(int32_t, int64_t, uint64_t, uint8_t)
 } rt_exec;
+
+/* Element k of dataset sample s as the model's first kernel reads it:
+ * scaled by 1/255 when stored as uint8 (torchvision's ToTensor), then
+ * Normalize's (v - mean[c]) / std[c] for the element's channel c. One
+ * text for both targets (the CUDA prelude expands it too); Q qualifies. */
+#define RT_DATA_FNS(Q, I64, U8)                                                             \
+    Q float rt_sample(const rt_exec *e, I64 s, I64 k)                                       \
+    {                                                                                       \
+        const I64 o = s * e->x_size + k;                                                    \
+        const float v = e->x_u8 ? (float)((const U8 *)e->x)[o] / 255.0f : ((const float *)e->x)[o]; \
+        const int c = e->norm_n == 1 ? 0 : (int)(k / e->norm_div % e->norm_n);              \
+        return (v - e->norm[c]) / e->norm[e->norm_n + c];                                   \
+    }
+RT_DATA_FNS(static inline, int64_t, uint8_t)
 
 typedef void (*rt_kernel_fn)(rt_exec *e);
 
@@ -204,6 +223,27 @@ typedef struct rt_plan {
 } rt_plan;
 
 enum { RT_RED_MEAN = 0, RT_RED_SUM = 1, RT_RED_NONE = 2 };
+
+/* The train block's `data` (README "Data"): where the samples and targets
+ * come from, and how the samples are normalized. --data replaces path. */
+enum { RT_SRC_IDX = 0, RT_SRC_NPZ = 1, RT_SRC_CSV = 2 };
+/* What the loss takes: class indices in [0, nclass) (cross_entropy,
+ * nll_loss), or nclass floats per sample (regression, 0/1 labels). */
+enum { RT_TGT_CLASS = 0, RT_TGT_FLOAT = 1 };
+typedef struct rt_data_src {
+    int kind;               /* RT_SRC_* */
+    const char *path;       /* idx: the directory; npz: the file; csv: the training file */
+    const char *test;       /* csv: the test file; NULL: none (split, or no evaluation) */
+    const char *const *arrays; /* npz: names of x_train, y_train, x_test, y_test; NULL: those */
+    const char *const *targets; /* csv: the target columns */
+    int ntargets;
+    const char *const *features; /* csv: the feature columns; NULL: every other column */
+    int nfeatures;
+    double split;           /* > 0: hold out this fraction of the training set as the test set */
+    int norm_auto;          /* normalize = auto: mean and std per channel from the training set */
+    int nnorm;              /* 0: no normalization; 1: every element; else per channel/feature */
+    const float *norm_mean, *norm_std; /* [nnorm] */
+} rt_data_src;
 enum { RT_SCHED_NONE = 0, RT_SCHED_STEP = 1, RT_SCHED_COSINE = 2 };
 
 typedef struct rt_model {
@@ -215,11 +255,13 @@ typedef struct rt_model {
     int64_t param_floats;
     int64_t opt_floats;     /* 0 when the optimizer keeps no state */
     rt_plan train, eval;
-    int in_c, in_h, in_w;   /* input elements per sample = in_c*in_h*in_w */
-    int nclass;             /* logits per sample; labels must be < nclass */
+    int in_rank;            /* the model's input per sample: in_dim[0..in_rank) */
+    int64_t in_dim[3];
+    int nclass;             /* outputs per sample: classes (labels must be < nclass),
+                               or the width of float targets */
+    int target;             /* RT_TGT_*: what the loss takes */
     /* train-block settings; command-line flags override them */
-    const char *data_dir;
-    float norm_mean, norm_std;
+    rt_data_src data;
     int reduction;          /* RT_RED_* */
     float lr, momentum, dampening, weight_decay;
     int nesterov;

@@ -36,7 +36,7 @@ int rt_bench_check_name(const rt_model *m, const char *name)
     return -1;
 }
 
-int rt_bench_kernels(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *train)
+int rt_bench_kernels(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_data *data)
 {
     rt_exec e;
     memset(&e, 0, sizeof e);
@@ -48,9 +48,7 @@ int rt_bench_kernels(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dat
     e.opt = w->opt;
     e.stat = w->stat;
     e.idx = w->idx;
-    e.img = train->img;
-    e.lab = train->lab;
-    e.img_size = train->rows * train->cols;
+    rt_data_exec(data, &data->train, &e);
     e.lr = o->lr;
     e.step = 1;
     e.scale = 1.0f;

@@ -106,7 +106,7 @@ typedef struct cpu_dev {
     const rt_opts *o;
     rt_ws *w;
     rt_coll *coll;
-    const rt_dataset *train, *test;
+    const rt_data *data;
     rt_exec e;
     rt_amp amp;
     rt_reducer red;
@@ -138,8 +138,7 @@ static int cpu_train(rt_device *d, int64_t b0, int64_t b1, int64_t step0)
     rt_ws *w = c->w;
     rt_exec *e = &c->e;
     const double t0 = rt_now();
-    e->img = c->train->img;
-    e->lab = c->train->lab;
+    rt_data_exec(c->data, &c->data->train, e);
     for (int64_t b = b0; b < b1; b++) {
         int n = rt_batch_rows(&c->sh, c->batch, b);
         memcpy(w->idx, c->order + b * c->batch, (size_t)n * sizeof(int32_t));
@@ -170,13 +169,11 @@ static int cpu_evaluate(rt_device *d)
     cpu_dev *c = d->impl;
     rt_ws *w = c->w;
     rt_exec *e = &c->e;
-    const rt_dataset *test = c->test;
     const int64_t lo = c->sh.test_lo, hi = c->sh.test_hi;
     double sums[2] = {0, 0};    /* loss, correct */
     if (rt_coll_bcast_buffers(c->coll, c->m, w->param, NULL) != 0)
         return -1;
-    e->img = test->img;
-    e->lab = test->lab;
+    rt_data_exec(c->data, &c->data->test, e);
     c->ein.step = e->step;
     for (int64_t i = lo; i < hi; i += w->nmax) {
         int n = (int)(hi - i < w->nmax ? hi - i : w->nmax);
@@ -237,7 +234,7 @@ static void cpu_close(rt_device *d)
 }
 
 int rt_cpu_dev_open(rt_device *dev, const rt_model *m, const rt_opts *o, rt_ws *w, const rt_start *st,
-                    const rt_dataset *train, const rt_dataset *test, rt_coll *coll, rt_trace *trace)
+                    const rt_data *data, rt_coll *coll, rt_trace *trace)
 {
     *dev = (rt_device){"cpu", 0, NULL, cpu_begin_epoch, cpu_train, cpu_evaluate, cpu_collect, cpu_pull,
                        cpu_close};
@@ -251,10 +248,9 @@ int rt_cpu_dev_open(rt_device *dev, const rt_model *m, const rt_opts *o, rt_ws *
     c->o = o;
     c->w = w;
     c->coll = coll;
-    c->train = train;
-    c->test = test;
+    c->data = data;
     c->batch = o->batch;
-    c->sh = rt_loop_shape(o, train->n, test->n, coll->rank, coll->size);
+    c->sh = rt_loop_shape(o, data->train.n, data->test.n, coll->rank, coll->size);
     c->amp = st->amp;
     if (!(c->steploss = rt_alloc_n(3 * c->sh.nbatch + 1, sizeof(double), "step losses")))
         return -1;
@@ -274,7 +270,7 @@ int rt_cpu_dev_open(rt_device *dev, const rt_model *m, const rt_opts *o, rt_ws *
     e->opt = w->opt;
     e->stat = w->stat;
     e->idx = w->idx;
-    e->img_size = train->rows * train->cols;
+    rt_data_exec(data, &data->train, e);
     e->lr = o->lr;
     e->step = st->opt_steps;
     e->scale = c->amp.scale;

@@ -609,8 +609,8 @@ void rt_cuda_close(rt_cuda *cu)
  * (rt_cuda_check_layout) before anything runs, so a mismatch between the
  * model's rt_exec and cddprt.h is a clear error, not wrong numbers. (A
  * run-time check rather than static_assert: NVRTC has no offsetof.) */
-#define EXEC_FIELDS(X) X(n) X(nmax) X(act) X(fix) X(param) X(grad) X(opt) X(stat) X(img) X(lab) \
-    X(idx) X(img_size) X(lr) X(step) X(nthreads) X(rank) X(world) X(seed) X(scale) X(found_inf)
+#define EXEC_FIELDS(X) X(n) X(nmax) X(act) X(fix) X(param) X(grad) X(opt) X(stat) X(x) X(y) X(norm) \
+    X(idx) X(x_size) X(y_size) X(norm_div) X(x_u8) X(norm_n) X(lr) X(step) X(nthreads) X(rank) X(world) X(seed) X(scale) X(found_inf)
 #define CTL_FIELDS(X) X(e) X(order) X(steploss) X(loss_sum) X(correct_sum) X(b) X(nsample) X(batch) \
     X(loss_stat) X(correct_stat) X(train) X(lr) X(amp) X(scale) X(growth) X(backoff) X(tracker) X(skipped) \
     X(interval) X(ngrad) X(found) X(amp_log)

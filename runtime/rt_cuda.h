@@ -247,7 +247,7 @@ void rt_nccl_close(rt_nccl *n, int failed);
  * With an "nccl" coll this rank trains its DistributedSampler shard and
  * the gradient buckets are averaged over the ranks inside the step graph. */
 int rt_cuda_dev_open(rt_device *dev, rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w,
-                     const rt_start *st, const rt_dataset *train, const rt_dataset *test, rt_coll *coll,
+                     const rt_start *st, const rt_data *data, rt_coll *coll,
                      rt_trace *trace);
 
 #endif

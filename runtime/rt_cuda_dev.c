@@ -80,7 +80,7 @@ typedef struct plan_dev {
 
 typedef struct dev_run {
     CUdeviceptr param, grad, opt, act, fix, stat;
-    CUdeviceptr timg, tlab, vimg, vlab;     /* training and test split */
+    CUdeviceptr tx, ty, vx, vy, norm;       /* training and test split, normalization */
     CUdeviceptr order[2], vorder;           /* sample orders: train (per slot), test */
     CUdeviceptr steploss;                   /* double[nbatch] */
     CUdeviceptr blocks;                     /* exec train, exec eval, ctl train, ctl eval */
@@ -305,11 +305,15 @@ static int capture(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr exec
 }
 
 /* Host image of a device rt_exec: device pointers in the host layout. */
-static rt_exec exec_image(const dev_run *d, int nmax, CUdeviceptr img, CUdeviceptr lab, CUdeviceptr order,
-                          int64_t img_size, float lr)
+static rt_exec exec_image(const dev_run *d, int nmax, const rt_data *data, const rt_dataset *set, CUdeviceptr x,
+                          CUdeviceptr y, CUdeviceptr order, float lr)
 {
     rt_exec e;
     memset(&e, 0, sizeof e);
+    rt_data_exec(data, set, &e);    /* the sizes; the pointers are the device's */
+    e.x = (const void *)(uintptr_t)x;
+    e.y = (const void *)(uintptr_t)y;
+    e.norm = (const float *)(uintptr_t)d->norm;
     e.n = nmax;
     e.nmax = nmax;
     e.act = (float *)(uintptr_t)d->act;
@@ -318,10 +322,7 @@ static rt_exec exec_image(const dev_run *d, int nmax, CUdeviceptr img, CUdevicep
     e.grad = (float *)(uintptr_t)d->grad;
     e.opt = (float *)(uintptr_t)d->opt;
     e.stat = (double *)(uintptr_t)d->stat;
-    e.img = (const uint8_t *)(uintptr_t)img;
-    e.lab = (const uint8_t *)(uintptr_t)lab;
     e.idx = (const int32_t *)(uintptr_t)order;
-    e.img_size = img_size;
     e.lr = lr;
     e.step = 0;
     e.nthreads = 1;
@@ -465,8 +466,8 @@ static void dev_free(dev_run *d)
     free(d->ev_done);
     free(d->ev_cfork);
     free(d->ev_cjoin);
-    CUdeviceptr *ptrs[] = {&d->param, &d->grad, &d->opt, &d->act, &d->fix, &d->stat, &d->timg,
-                           &d->tlab, &d->vimg, &d->vlab, &d->order[0], &d->order[1], &d->vorder,
+    CUdeviceptr *ptrs[] = {&d->param, &d->grad, &d->opt, &d->act, &d->fix, &d->stat, &d->tx,
+                           &d->ty, &d->vx, &d->vy, &d->norm, &d->order[0], &d->order[1], &d->vorder,
                            &d->steploss, &d->blocks, &d->found, &d->amp_log};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         rt_cuda_free(*ptrs[i]);
@@ -619,7 +620,7 @@ static void cuda_close(rt_device *dv)
 }
 
 int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opts *o, rt_ws *w,
-                     const rt_start *st, const rt_dataset *train, const rt_dataset *test, rt_coll *coll,
+                     const rt_start *st, const rt_data *data, rt_coll *coll,
                      rt_trace *trace)
 {
     *dv = (rt_device){"cuda", 1, NULL, cuda_begin_epoch, cuda_train, cuda_evaluate, cuda_collect, cuda_pull,
@@ -640,6 +641,7 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
     const int ddp = d->ddp = coll->on_device && coll->size >= 1;
     const int64_t W = coll->size, rank = coll->rank;
     const int nmax = d->nmax = w->nmax, nstat = d->nstat = w->nstat;
+    const rt_dataset *train = &data->train, *test = &data->test;
     const int64_t batch = o->batch, N = train->n, NV = test->n;
     /* this rank's samples: its DistributedSampler shard (as the loop's
      * sampler computes it), and a contiguous block of the test set */
@@ -648,7 +650,8 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
     const int64_t nbatch = d->nbatch = sh.nbatch;
     const int64_t vlo = sh.test_lo, nv_mine = sh.test_hi - sh.test_lo;
     d->nbatch_v = (nv_mine + nmax - 1) / nmax;
-    const int64_t img_size = train->rows * train->cols;
+    /* bytes per sample of x and y, as stored (uint8 stays uint8) */
+    const int64_t xb = train->xsize * (train->x_u8 ? 1 : 4), yb = train->ysize * 4;
     const int64_t units = max64(m->train.act_units, m->eval.act_units);
     const int64_t fix = max64(m->train.fix_floats, m->eval.fix_floats);
     d->pace_timeout = ddp ? o->comm_timeout : cu->timeout;
@@ -679,10 +682,11 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         dalloc(cu, &d->act, units * nmax, sizeof(float), "activations") ||
         dalloc(cu, &d->fix, fix, sizeof(float), "scratch") ||
         dalloc(cu, &d->stat, nstat, sizeof(double), "statistics") ||
-        dalloc(cu, &d->timg, N * img_size, 1, "training images") ||
-        dalloc(cu, &d->tlab, N, 1, "training labels") ||
-        dalloc(cu, &d->vimg, NV * img_size, 1, "test images") ||
-        dalloc(cu, &d->vlab, NV, 1, "test labels") ||
+        dalloc(cu, &d->tx, N, xb, "training samples") ||
+        dalloc(cu, &d->ty, N, yb, "training targets") ||
+        dalloc(cu, &d->vx, NV, xb, "test samples") ||
+        dalloc(cu, &d->vy, NV, yb, "test targets") ||
+        dalloc(cu, &d->norm, 2 * data->norm_n, sizeof(float), "normalization") ||
         dalloc(cu, &d->order[0], per_rank, sizeof(int32_t), "sample order") ||
         dalloc(cu, &d->order[1], per_rank, sizeof(int32_t), "sample order") ||
         dalloc(cu, &d->vorder, nv_mine, sizeof(int32_t), "test order") ||
@@ -714,21 +718,22 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
     }
     for (int64_t i = 0; i < nv_mine; i++)
         iota[i] = (int32_t)(vlo + i);
-    rt_exec et = exec_image(d, nmax, d->timg, d->tlab, d->order[1], img_size, o->lr);
+    rt_exec et = exec_image(d, nmax, data, train, d->tx, d->ty, d->order[1], o->lr);
     et.seed = o->seed;
     /* optimizer steps taken (Adam's t): fewer than steps when fp16 skipped some */
     et.step = st->opt_steps;
     et.scale = 1.0f;
     const rt_amp amp = st->amp;     /* the scaler's settings and starting state */
-    rt_exec ev = exec_image(d, nmax, d->vimg, d->vlab, d->vorder, img_size, o->lr);
+    rt_exec ev = exec_image(d, nmax, data, test, d->vx, d->vy, d->vorder, o->lr);
     int up = rt_cuda_htod(cu, d->param, w->param, (size_t)m->param_floats * sizeof(float)) ||
              (m->param_floats > 0 &&
               CU_CHECK(rt_cu.cuMemsetD32Async(d->grad, 0, (size_t)m->param_floats, cu->stream))) ||
              rt_cuda_htod(cu, d->opt, w->opt, (size_t)m->opt_floats * sizeof(float)) ||
-             rt_cuda_htod(cu, d->timg, train->img, (size_t)(N * img_size)) ||
-             rt_cuda_htod(cu, d->tlab, train->lab, (size_t)N) ||
-             rt_cuda_htod(cu, d->vimg, test->img, (size_t)(NV * img_size)) ||
-             rt_cuda_htod(cu, d->vlab, test->lab, (size_t)NV) ||
+             rt_cuda_htod(cu, d->tx, train->x, (size_t)(N * xb)) ||
+             rt_cuda_htod(cu, d->ty, train->y, (size_t)(N * yb)) ||
+             rt_cuda_htod(cu, d->vx, test->x, (size_t)(NV * xb)) ||
+             rt_cuda_htod(cu, d->vy, test->y, (size_t)(NV * yb)) ||
+             rt_cuda_htod(cu, d->norm, data->norm, (size_t)(2 * data->norm_n) * sizeof(float)) ||
              rt_cuda_htod(cu, d->vorder, iota, (size_t)nv_mine * sizeof(int32_t)) ||
              rt_cuda_htod(cu, d->exec_t, &et, sizeof et) || rt_cuda_htod(cu, d->exec_v, &ev, sizeof ev);
     free(iota);

@@ -1,4 +1,5 @@
-/* rt_data.c: the IDX dataset reader (MNIST / Fashion-MNIST format).
+/* rt_data.c: the data set: the IDX reader (MNIST / Fashion-MNIST format),
+ * the checks against the model and the normalization.
  *
  * An IDX file is a 4-byte magic (0, 0, type 0x08 = ubyte, number of
  * dimensions), one big-endian uint32 per dimension, then the raw bytes.
@@ -17,6 +18,8 @@
 
 #define IDX_UBYTE 0x08
 #define CHUNK_MAX (1u << 30)    /* gzread takes an unsigned int length */
+
+static void free_set(rt_dataset *s);
 
 /* zlib's own description of the last error, or the C library's when zlib
  * says the error was in a system call. zlib prefixes its message with the
@@ -202,10 +205,46 @@ out:;
     return rc;
 }
 
-int rt_load_split(const rt_model *m, const char *dir, const char *prefix, rt_dataset *out)
+/* "28x28 = 784" for a sample of several dims, "785" for one */
+static const char *show_dims(int rank, const int64_t *dim, char *buf, size_t cap)
 {
-    char ipath[4096], lpath[4096], name[256];
+    size_t at = 0;
+    int64_t n = 1;
+    buf[0] = 0;
+    for (int d = 0; d < rank && at < cap; d++) {
+        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", d ? "x" : "", (long long)dim[d]);
+        n *= dim[d];
+    }
+    if (rank > 1 && at < cap)
+        snprintf(buf + at, cap - at, " = %lld", (long long)n);
+    return buf;
+}
+
+const char *rt_data_dims(const rt_dataset *s, char *buf, size_t cap)
+{
+    return show_dims(s->xrank, s->xdim, buf, cap);
+}
+
+/* the model's input per sample, likewise */
+static const char *model_dims(const rt_model *m, char *buf, size_t cap)
+{
+    return show_dims(m->in_rank, m->in_dim, buf, cap);
+}
+
+static int64_t model_in_elems(const rt_model *m)
+{
+    int64_t n = 1;
+    for (int d = 0; d < m->in_rank; d++)
+        n *= m->in_dim[d];
+    return n;
+}
+
+/* DIR/<prefix>-images-idx3-ubyte[.gz] and the matching labels. */
+static int load_idx_split(const rt_model *m, const char *dir, const char *prefix, rt_dataset *out)
+{
+    char ipath[4096], lpath[4096], name[256], a[64], b[64];
     int64_t idim[3], ldim[3];
+    uint8_t *lab = NULL;
     memset(out, 0, sizeof *out);
 
     snprintf(name, sizeof name, "%s-images-idx3-ubyte", prefix);
@@ -215,42 +254,146 @@ int rt_load_split(const rt_model *m, const char *dir, const char *prefix, rt_dat
     if (find_file(dir, name, lpath, sizeof lpath) != 0)
         return -1;
 
-    if (read_idx(ipath, 3, "idx3-ubyte image", idim, &out->img) != 0)
+    uint8_t *img = NULL;
+    if (read_idx(ipath, 3, "idx3-ubyte image", idim, &img) != 0)
         goto fail;
-    int64_t want = (int64_t)m->in_c * m->in_h * m->in_w;
-    if (idim[1] * idim[2] != want) {
-        rt_err("%s: images are %lldx%lld = %lld values, but model '%s' expects "
-               "%dx%dx%d = %lld per sample", ipath, (long long)idim[1], (long long)idim[2],
-               (long long)(idim[1] * idim[2]), m->name, m->in_c, m->in_h, m->in_w,
-               (long long)want);
+    out->x = img;
+    out->x_u8 = 1;
+    out->xrank = 2;
+    out->xdim[0] = idim[1];
+    out->xdim[1] = idim[2];
+    out->xsize = idim[1] * idim[2];
+    int64_t want = model_in_elems(m);
+    if (out->xsize != want) {
+        rt_err("%s: images are %s values, but model '%s' expects %s per sample", ipath,
+               rt_data_dims(out, a, sizeof a), m->name, model_dims(m, b, sizeof b));
         goto fail;
     }
-    if (read_idx(lpath, 1, "idx1-ubyte label", ldim, &out->lab) != 0)
+    if (read_idx(lpath, 1, "idx1-ubyte label", ldim, &lab) != 0)
         goto fail;
     if (idim[0] != ldim[0]) {
         rt_err("%s: has %lld labels but %s has %lld images (counts must match)",
                lpath, (long long)ldim[0], ipath, (long long)idim[0]);
         goto fail;
     }
+    if (m->target != RT_TGT_CLASS) {
+        rt_err("%s: holds class labels, but model '%s' trains on %d float targets per sample", lpath, m->name,
+               m->nclass);
+        goto fail;
+    }
+    int32_t *y = malloc((size_t)ldim[0] * sizeof *y);
+    if (!y) {
+        rt_err("%s: out of memory", lpath);
+        goto fail;
+    }
+    out->y = y;
+    out->ysize = 1;
     for (int64_t i = 0; i < ldim[0]; i++) {
-        if (out->lab[i] >= m->nclass) {
+        if (lab[i] >= m->nclass) {
             rt_err("%s: label %d at index %lld is out of range for %d classes",
-                   lpath, out->lab[i], (long long)i, m->nclass);
+                   lpath, lab[i], (long long)i, m->nclass);
             goto fail;
         }
+        y[i] = lab[i];
     }
+    free(lab);
     out->n = idim[0];
-    out->rows = idim[1];
-    out->cols = idim[2];
     return 0;
 fail:
-    rt_dataset_free(out);
+    free(lab);
+    free_set(out);
     return -1;
 }
 
-void rt_dataset_free(rt_dataset *d)
+/* The normalization the kernels apply: one mean/std for every element, or
+ * one per channel (the sample's first dim: C of [C, H, W], the features
+ * of [F]). */
+static int set_norm(const rt_model *m, rt_data *d)
 {
-    free(d->img);
-    free(d->lab);
+    const rt_data_src *s = &m->data;
+    int n = s->nnorm > 0 ? s->nnorm : 1;
+    if (s->norm_auto) {
+        rt_err("normalize = auto is not supported by this runtime yet");
+        return -1;
+    }
+    if (n > 1 && (m->in_rank < 1 || m->in_dim[0] != n)) {
+        char b[64];
+        rt_err("model '%s': normalize gives %d means and stds, but its input %s has %lld channels", m->name, n,
+               model_dims(m, b, sizeof b), (long long)(m->in_rank ? m->in_dim[0] : 0));
+        return -1;
+    }
+    if (!(d->norm = malloc(2 * (size_t)n * sizeof(float)))) {
+        rt_err("out of memory");
+        return -1;
+    }
+    d->norm_n = n;
+    d->norm_div = n > 1 ? d->train.xsize / n : d->train.xsize;
+    for (int c = 0; c < n; c++) {
+        d->norm[c] = s->nnorm ? s->norm_mean[c] : 0.0f;
+        d->norm[n + c] = s->nnorm ? s->norm_std[c] : 1.0f;
+    }
+    return 0;
+}
+
+int rt_data_check_path(const rt_model *m, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        rt_err("%s: cannot open data %s: %s", path, m->data.kind == RT_SRC_IDX ? "directory" : "file",
+               strerror(errno));
+        return -1;
+    }
+    if (m->data.kind == RT_SRC_IDX && !S_ISDIR(st.st_mode)) {
+        rt_err("%s: data path is not a directory", path);
+        return -1;
+    }
+    if (m->data.kind != RT_SRC_IDX && S_ISDIR(st.st_mode)) {
+        rt_err("%s: is a directory, expected a data file", path);
+        return -1;
+    }
+    return 0;
+}
+
+int rt_data_load(const rt_model *m, const char *path, rt_data *d)
+{
+    memset(d, 0, sizeof *d);
+    if (!path)
+        path = m->data.path;
+    if (m->data.kind != RT_SRC_IDX) {
+        rt_err("%s: this runtime reads only idx data sets", path);
+        return -1;
+    }
+    if (load_idx_split(m, path, "train", &d->train) != 0 || load_idx_split(m, path, "t10k", &d->test) != 0 ||
+        set_norm(m, d) != 0) {
+        rt_data_free(d);
+        return -1;
+    }
+    return 0;
+}
+
+void rt_data_exec(const rt_data *d, const rt_dataset *s, rt_exec *e)
+{
+    e->x = s->x;
+    e->y = s->y;
+    e->x_u8 = s->x_u8;
+    e->x_size = s->xsize;
+    e->y_size = s->ysize;
+    e->norm = d->norm;
+    e->norm_n = d->norm_n;
+    e->norm_div = d->norm_div;
+}
+
+static void free_set(rt_dataset *s)
+{
+    free(s->x);
+    free(s->y);
+    memset(s, 0, sizeof *s);
+}
+
+void rt_data_free(rt_data *d)
+{
+    free_set(&d->train);
+    free_set(&d->test);
+    free(d->norm);
     memset(d, 0, sizeof *d);
 }

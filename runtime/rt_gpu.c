@@ -80,10 +80,10 @@ void rt_gpu_coll(rt_gpu *g, rt_coll *c)
 }
 
 int rt_gpu_dev_open(rt_device *dev, rt_gpu *g, const rt_model *m, const rt_opts *o, rt_ws *w,
-                    const rt_start *st, const rt_dataset *train, const rt_dataset *test, rt_coll *coll,
+                    const rt_start *st, const rt_data *data, rt_coll *coll,
                     rt_trace *trace)
 {
-    return rt_cuda_dev_open(dev, &g->cu, m, o, w, st, train, test, coll, trace);
+    return rt_cuda_dev_open(dev, &g->cu, m, o, w, st, data, coll, trace);
 }
 
 void rt_gpu_close(rt_gpu *g)

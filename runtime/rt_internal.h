@@ -74,24 +74,48 @@ int rt_ws_alloc_params(const rt_model *m, rt_ws *w);
 int rt_ws_alloc_batch(const rt_model *m, rt_ws *w, int nmax);
 void rt_ws_free(rt_ws *w);
 
-/* ---- rt_data.c ----------------------------------------------------------- */
+/* ---- rt_data.c: the data set, whatever file it came from ----------------
+ * Every reader fills an rt_dataset; the devices keep x in its stored type
+ * (uint8 stays uint8 on the GPU) and the model's first kernel gathers,
+ * scales and normalizes it (rt_exec's x, y, norm). */
 typedef struct rt_dataset {
     int64_t n;              /* samples */
-    int64_t rows, cols;
-    uint8_t *img;           /* n * rows * cols */
-    uint8_t *lab;           /* n */
+    int x_u8;               /* 1: x is uint8, scaled by 1/255 as ToTensor; 0: float */
+    int xrank;              /* a sample's dims: xdim[0..xrank) */
+    int64_t xdim[4];
+    int64_t xsize;          /* elements per sample */
+    void *x;                /* n * xsize */
+    int y_float;            /* 1: y is float [n * ysize]; 0: int32 class indices [n] */
+    int64_t ysize;          /* targets per sample (1 for class indices) */
+    void *y;
 } rt_dataset;
+
+/* The training and test sets and the normalization the kernels apply. */
+typedef struct rt_data {
+    rt_dataset train, test;
+    int norm_n;             /* channels (or features) with their own mean/std */
+    int64_t norm_div;       /* elements per channel of a sample */
+    float *norm;            /* [2 * norm_n]: mean, then std */
+} rt_data;
+
+/* Loads m->data (path: --data, or NULL for the train block's), checks it
+ * against the model (input size, target kind, classes or target width)
+ * and sets the normalization. 0, or -1 after one line naming the file,
+ * the place and the reason. */
+int rt_data_load(const rt_model *m, const char *path, rt_data *d);
+void rt_data_free(rt_data *d);
+/* The cheap check before anything is loaded: path (--data, or the train
+ * block's) exists and is a directory (idx) or a file (npz, csv). */
+int rt_data_check_path(const rt_model *m, const char *path);
+/* Points e's data fields (x, y, norm and their sizes) at host set s. */
+void rt_data_exec(const rt_data *d, const rt_dataset *s, rt_exec *e);
+/* A sample's dims as "28x28 = 784", or "13" for one dim (for messages). */
+const char *rt_data_dims(const rt_dataset *s, char *buf, size_t cap);
 
 /* ---- rt_bench.c: --bench-kernel -------------------------------------------
  * The name check: 0, or -1 with the message (the train kernels listed). */
 int rt_bench_check_name(const rt_model *m, const char *name);
-int rt_bench_kernels(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_dataset *train);
-
-/* Loads DIR/<prefix>-images-idx3-ubyte[.gz] and the matching labels,
- * checked against the model's input size and class count. */
-int rt_load_split(const rt_model *m, const char *dir, const char *prefix,
-                  rt_dataset *out);
-void rt_dataset_free(rt_dataset *d);
+int rt_bench_kernels(const rt_model *m, const rt_opts *o, rt_ws *w, const rt_data *data);
 
 /* ---- rt_json.c: just enough JSON for a safetensors header ---------------- */
 enum { RT_J_NULL, RT_J_BOOL, RT_J_NUM, RT_J_STR, RT_J_ARR, RT_J_OBJ };
@@ -465,7 +489,7 @@ int rt_stop_status(int sig);
 
 /* ---- rt_cpu_dev.c: the CPU device (generated C kernels) ------------------- */
 int rt_cpu_dev_open(rt_device *dev, const rt_model *m, const rt_opts *o, rt_ws *w, const rt_start *st,
-                    const rt_dataset *train, const rt_dataset *test, rt_coll *coll, rt_trace *trace);
+                    const rt_data *data, rt_coll *coll, rt_trace *trace);
 
 /* ---- rt_gpu.c: the CUDA device as the rest of the runtime sees it --------
  * The driver's, NVRTC's and NCCL's types stay in rt_cuda.h, private to the
@@ -485,7 +509,7 @@ void rt_gpu_describe(const rt_gpu *g, char *buf, size_t len);
 /* The collectives of its ranks: NCCL's when started with it, else MPI's. */
 void rt_gpu_coll(rt_gpu *g, rt_coll *c);
 int rt_gpu_dev_open(rt_device *dev, rt_gpu *g, const rt_model *m, const rt_opts *o, rt_ws *w,
-                    const rt_start *st, const rt_dataset *train, const rt_dataset *test, rt_coll *coll,
+                    const rt_start *st, const rt_data *data, rt_coll *coll,
                     rt_trace *trace);
 void rt_gpu_close(rt_gpu *g);     /* NULL is fine */
 

@@ -45,9 +45,9 @@ static const struct { const char *name; int id; int takes_value; } options[] = {
 static void usage(const rt_model *m, const rt_opts *d)
 {
     printf("usage: %s [options]\n"
-           "Train model '%s' (compiled from %s) on an IDX dataset.\n\n"
-           "  --data DIR            dataset directory (default %s): train-images-idx3-ubyte,\n"
-           "                        train-labels-idx1-ubyte, t10k-*; each may be .gz\n"
+           "Train model '%s' (compiled from %s).\n\n"
+           "  --data PATH           the data set (default %s): the train block's idx\n"
+           "                        directory, npz file or training csv file\n"
            "  --device cpu|cuda|auto  compute backend (default cpu); auto: cuda when a GPU is\n"
            "                        usable, else cpu\n"
            "  --no-cache            compile the CUDA kernels afresh and do not cache them\n"
@@ -330,7 +330,10 @@ static int check_model(const rt_model *m)
         rt_err("model '%s' is malformed: bad learning-rate schedule", name);
         return -1;
     }
-    if (m->in_c <= 0 || m->in_h <= 0 || m->in_w <= 0 || m->nclass <= 0) {
+    int in_ok = m->in_rank >= 1 && m->in_rank <= 3;
+    for (int d = 0; in_ok && d < m->in_rank; d++)
+        in_ok = m->in_dim[d] > 0;
+    if (!in_ok || m->nclass <= 0 || (m->target != RT_TGT_CLASS && m->target != RT_TGT_FLOAT)) {
         rt_err("model '%s' is malformed: bad input shape or class count", name);
         return -1;
     }
@@ -341,7 +344,7 @@ static void defaults_from_model(const rt_model *m, rt_opts *o)
 {
     memset(o, 0, sizeof *o);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    o->data_dir = m->data_dir && *m->data_dir ? m->data_dir : ".";
+    o->data_dir = m->data.path && *m->data.path ? m->data.path : ".";
     o->threads = cpus > 0 ? (int)(cpus < 4096 ? cpus : 4096) : 1;
     o->epochs = m->epochs > 0 ? m->epochs : 1;
     o->batch = m->batch > 0 ? m->batch : 64;
@@ -376,20 +379,6 @@ static void passive_omp_wait(int threads, char **argv)
     fflush(stderr);
     execv("/proc/self/exe", argv);
     unsetenv("OMP_WAIT_POLICY");
-}
-
-static int check_data_dir(const char *dir)
-{
-    struct stat st;
-    if (stat(dir, &st) != 0) {
-        rt_err("%s: cannot open data directory: %s", dir, strerror(errno));
-        return -1;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        rt_err("%s: data path is not a directory", dir);
-        return -1;
-    }
-    return 0;
 }
 
 /* -1 (the reason in why, on every rank) when two ranks of a host opened
@@ -477,13 +466,15 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     rt_trace trace;
     memset(&dev, 0, sizeof dev);
     memset(&trace, 0, sizeof trace);
-    rt_dataset train = {0}, test = {0};
+    rt_data data;
+    memset(&data, 0, sizeof data);
+    const rt_dataset *train = &data.train, *test = &data.test;
     memset(&w, 0, sizeof w);
     memset(&log, 0, sizeof log);
     /* Cheap checks first: a typo in a path should cost a second, not a
      * data load and a training run. */
     int r0 = rt_world.rank == 0;    /* only rank 0 writes files */
-    if (check_data_dir(o.data_dir) != 0 ||
+    if (rt_data_check_path(m, o.data_dir) != 0 ||
         (r0 && o.save_path && rt_st_check_writable(o.save_path)) ||
         (r0 && o.trace_path && rt_st_check_writable(o.trace_path)) ||
         (r0 && o.ckpt_path && rt_st_check_writable(o.ckpt_path)) ||
@@ -510,22 +501,21 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         rt_comm_bcast_f32(w.opt, m->opt_floats, "the optimizer state broadcast");
         rt_ckpt_bcast(&rs);
     }
-    if (rt_load_split(m, o.data_dir, "train", &train) != 0 ||
-        rt_load_split(m, o.data_dir, "t10k", &test) != 0)
+    if (rt_data_load(m, o.data_dir, &data) != 0)
         goto out;
-    if (rt_comm_check_data(train.n, test.n) != 0) {
+    if (rt_comm_check_data(train->n, test->n) != 0) {
         *agreed = 1;
         goto out;
     }
 
     /* Arena rows: the batch, but never more than a whole split needs. */
-    int64_t most = train.n > test.n ? train.n : test.n;
+    int64_t most = train->n > test->n ? train->n : test->n;
     int nmax = o.batch < most ? o.batch : (int)most;
     if (rt_ws_alloc_batch(m, &w, nmax) != 0)
         goto out;
-    if (r0 && o.drop_last && train.n < (int64_t)o.batch * rt_world.size)
+    if (r0 && o.drop_last && train->n < (int64_t)o.batch * rt_world.size)
         rt_warn("--drop-last with batch %d x %d ranks > %lld training samples: no step will "
-                "be taken", o.batch, rt_world.size, (long long)train.n);
+                "be taken", o.batch, rt_world.size, (long long)train->n);
 
     char devname[1024];   /* holds the 640-byte reason too */
     if (use_cuda)
@@ -556,7 +546,7 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     if (r0)
         printf("model %s: %lld parameters%s  train %lld  test %lld  batch %d  lr %g  epochs %d"
                "  seed %llu  threads %d  device %s%s%s\n", m->name, (long long)nparam, buffers,
-               (long long)train.n, (long long)test.n, o.batch, (double)o.lr, o.epochs,
+               (long long)train->n, (long long)test->n, o.batch, (double)o.lr, o.epochs,
                (unsigned long long)o.seed, o.threads, devname, ranks,
                precs[m->precision >= 0 && m->precision <= 2 ? m->precision : 0]);
     fflush(stdout);
@@ -569,7 +559,7 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     if (o.bench_kernel) {
         if (use_cuda)
             rt_err("--bench-kernel times the CPU kernels; on a GPU use --trace (cddpc study --kernels)");
-        else if (rt_bench_kernels(m, &o, &w, &train) == 0)
+        else if (rt_bench_kernels(m, &o, &w, &data) == 0)
             rc = 0;
         goto out;
     }
@@ -582,10 +572,10 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     rt_start start;
     rt_start_init(&start, m, &rs);
     if (rt_trace_open(&trace, o.trace_path) != 0 ||
-        (use_cuda ? rt_gpu_dev_open(&dev, gpu, m, &o, &w, &start, &train, &test, &coll, &trace)
-                  : rt_cpu_dev_open(&dev, m, &o, &w, &start, &train, &test, &coll, &trace)) != 0)
+        (use_cuda ? rt_gpu_dev_open(&dev, gpu, m, &o, &w, &start, &data, &coll, &trace)
+                  : rt_cpu_dev_open(&dev, m, &o, &w, &start, &data, &coll, &trace)) != 0)
         goto out;
-    const int lr_ = rt_loop_run(m, &o, &rs, &dev, &coll, train.n, test.n, &w, &log, &trace);
+    const int lr_ = rt_loop_run(m, &o, &rs, &dev, &coll, train->n, test->n, &w, &log, &trace);
     rt_stop_uninstall();
     if (lr_ > 0) {          /* stopped by a signal, on every rank alike */
         rc = rt_stop_status(lr_);
@@ -611,8 +601,7 @@ out:
     if (dev.close)
         dev.close(&dev);
     rt_trace_free(&trace);
-    rt_dataset_free(&train);
-    rt_dataset_free(&test);
+    rt_data_free(&data);
     rt_ws_free(&w);
     rt_gpu_close(gpu);
     return rc;

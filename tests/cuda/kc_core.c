@@ -507,6 +507,18 @@ typedef struct kstat {
 } kstat;
 
 
+static int64_t in_elems(void)
+{
+    int64_t n = 1;
+    for (int i = 0; i < M->in_rank; i++)
+        n *= M->in_dim[i];
+    return n;
+}
+
+/* per-channel normalization where the input has channels, so the
+ * kernels' channel index is exercised */
+static int norm_channels(void) { return M->in_rank >= 2 ? (int)M->in_dim[0] : 1; }
+
 static void dims_for(kc_dims *d, int nmax)
 {
     const int64_t units = M->train.act_units > M->eval.act_units ? M->train.act_units : M->eval.act_units;
@@ -517,8 +529,10 @@ static void dims_for(kc_dims *d, int nmax)
     d->param = M->param_floats;
     d->opt = M->opt_floats > 0 ? M->opt_floats : 1;
     d->stat = nstat > 0 ? nstat : 1;
-    d->nlab = nmax + 13; /* samples in the dataset: idx draws from more than a batch */
-    d->img_bytes = d->nlab * (int64_t)M->in_c * M->in_h * M->in_w;
+    d->nsample = nmax + 13; /* samples in the dataset: idx draws from more than a batch */
+    d->x_bytes = d->nsample * in_elems() * 4;   /* room for float samples */
+    d->y_bytes = d->nsample * (M->target == RT_TGT_FLOAT ? M->nclass : 1) * 4;
+    d->norm_bytes = 2 * norm_channels() * 4;
     d->nidx = nmax;
 }
 
@@ -548,23 +562,46 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
     const int nmax = sz.nmax, n = sz.n;
     kc_dims d;
     dims_for(&d, nmax);
-    const int64_t img_size = (int64_t)M->in_c * M->in_h * M->in_w;
-    uint8_t *img = xcalloc((size_t)d.img_bytes, 1), *lab = xcalloc((size_t)d.nlab, 1);
+    /* the data set: uint8 samples at even sizes, float ones at odd (both
+     * of rt_sample's paths); class labels or float targets as the loss
+     * takes; a random normalization per channel */
+    const int64_t x_size = in_elems(), y_size = M->target == RT_TGT_FLOAT ? M->nclass : 1;
+    const int nnorm = norm_channels(), x_u8 = nmax % 2 == 0;
+    uint8_t *xs = xcalloc((size_t)d.x_bytes, 1);
+    void *ys = xcalloc((size_t)d.y_bytes, 1);
+    float *norm = xcalloc((size_t)d.norm_bytes, 1);
     int32_t *idx = xcalloc((size_t)d.nidx, 4);
-    for (int64_t i = 0; i < d.img_bytes; i++)
-        img[i] = (uint8_t)(rnd() >> 56);
-    for (int64_t i = 0; i < d.nlab; i++)
-        lab[i] = (uint8_t)(rnd() % (uint64_t)M->nclass);
+    for (int64_t i = 0; i < d.nsample * x_size; i++) {
+        if (x_u8)
+            xs[i] = (uint8_t)(rnd() >> 56);
+        else
+            ((float *)xs)[i] = (float)((double)(rnd() >> 11) * 0x1p-53 * 4.0 - 2.0);
+    }
+    for (int64_t i = 0; i < d.nsample * y_size; i++) {
+        if (M->target == RT_TGT_FLOAT)
+            ((float *)ys)[i] = (float)(rnd() >> 63);    /* 0/1: fits BCE as well as regression */
+        else
+            ((int32_t *)ys)[i] = (int32_t)(rnd() % (uint64_t)M->nclass);
+    }
+    for (int c = 0; c < nnorm; c++) {
+        norm[c] = (float)((double)(rnd() >> 11) * 0x1p-53 - 0.5);
+        norm[nnorm + c] = (float)(0.25 + (double)(rnd() >> 11) * 0x1p-53);
+    }
     for (int64_t i = 0; i < d.nidx; i++)
-        idx[i] = (int32_t)(rnd() % (uint64_t)d.nlab);
+        idx[i] = (int32_t)(rnd() % (uint64_t)d.nsample);
     rt_exec e;
     memset(&e, 0, sizeof e);
     e.n = n;
     e.nmax = nmax;
-    e.img = img;
-    e.lab = lab;
+    e.x = xs;
+    e.y = ys;
+    e.norm = norm;
     e.idx = idx;
-    e.img_size = img_size;
+    e.x_size = x_size;
+    e.y_size = y_size;
+    e.x_u8 = x_u8;
+    e.norm_n = nnorm;
+    e.norm_div = x_size / nnorm;
     e.lr = M->lr;
     e.step = sz.step;
     e.nthreads = 1;
@@ -676,8 +713,9 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
 out:
     for (int i = 0; i < NST; i++)
         st_free(&st[i]);
-    free(img);
-    free(lab);
+    free(xs);
+    free(ys);
+    free(norm);
     free(idx);
     return ok;
 }
@@ -783,16 +821,17 @@ static int same_source(const char *file)
 }
 
 const char *const kc_layout_names[] = {"sizeof", "n",   "nmax",     "act", "fix",  "param", "grad",
-                                       "opt",    "stat", "img",      "lab", "idx",  "img_size", "lr",
-                                       "step",   "nthreads", "rank", "world", "seed", "scale", "found_inf"};
+                                       "opt",    "stat", "x",        "y",   "norm", "idx", "x_size",
+                                       "y_size", "norm_div", "x_u8", "norm_n", "lr", "step", "nthreads",
+                                       "rank",   "world", "seed", "scale", "found_inf"};
 
 int kc_layout_host(size_t *out)
 {
     int k = 0;
     out[k++] = sizeof(rt_exec);
 #define F(f) out[k++] = offsetof(rt_exec, f)
-    F(n); F(nmax); F(act); F(fix); F(param); F(grad); F(opt); F(stat); F(img); F(lab); F(idx); F(img_size);
-    F(lr); F(step); F(nthreads); F(rank); F(world); F(seed); F(scale); F(found_inf);
+    F(n); F(nmax); F(act); F(fix); F(param); F(grad); F(opt); F(stat); F(x); F(y); F(norm); F(idx);
+    F(x_size); F(y_size); F(norm_div); F(x_u8); F(norm_n); F(lr); F(step); F(nthreads); F(rank); F(world); F(seed); F(scale); F(found_inf);
 #undef F
     return k;
 }

@@ -27,10 +27,10 @@ typedef struct kc_state {
 } kc_state;
 
 /* Element counts of the arenas (act for one nmax), and the dataset the
- * kernels read through rt_exec.img/lab/idx. */
+ * kernels read through rt_exec.x/y/norm/idx (bytes, samples, indices). */
 typedef struct kc_dims {
     int64_t act, fix, param, opt, stat;
-    int64_t img_bytes, nlab, nidx;
+    int64_t x_bytes, y_bytes, norm_bytes, nsample, nidx;
 } kc_dims;
 
 typedef struct kc_backend {

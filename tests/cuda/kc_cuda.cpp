@@ -77,7 +77,7 @@ int kc_cuda_layout(size_t *out)
     out[k++] = sizeof(rt_exec);
 #define F(f) out[k++] = offsetof(rt_exec, f)
     F(n); F(nmax); F(act); F(fix); F(param); F(grad); F(opt); F(stat);
-    F(img); F(lab); F(idx); F(img_size); F(lr); F(step); F(nthreads); F(rank); F(world); F(seed); F(scale); F(found_inf);
+    F(x); F(y); F(norm); F(idx); F(x_size); F(y_size); F(norm_div); F(x_u8); F(norm_n); F(lr); F(step); F(nthreads); F(rank); F(world); F(seed); F(scale); F(found_inf);
 #undef F
     return k;
 }

@@ -32,7 +32,7 @@ const rt_model *cddp_the_model(void);
 typedef struct gpu {
     rt_cuda cu;
     int opened;
-    CUdeviceptr act, fix, param, grad, opt, stat, img, lab, idx, exec;
+    CUdeviceptr act, fix, param, grad, opt, stat, x, y, norm, idx, exec;
     CUfunction fn[MAXFN];
     int nfn;
     const char *why;
@@ -79,8 +79,9 @@ static int gpu_open(void *ctx, const kc_dims *d)
            rt_cuda_alloc(&g->cu, &g->grad, (size_t)d->param * 4, "gradients") ||
            rt_cuda_alloc(&g->cu, &g->opt, (size_t)d->opt * 4, "optimizer state") ||
            rt_cuda_alloc(&g->cu, &g->stat, (size_t)d->stat * 8, "statistics") ||
-           rt_cuda_alloc(&g->cu, &g->img, (size_t)d->img_bytes, "images") ||
-           rt_cuda_alloc(&g->cu, &g->lab, (size_t)d->nlab, "labels") ||
+           rt_cuda_alloc(&g->cu, &g->x, (size_t)d->x_bytes, "samples") ||
+           rt_cuda_alloc(&g->cu, &g->y, (size_t)d->y_bytes, "targets") ||
+           rt_cuda_alloc(&g->cu, &g->norm, (size_t)d->norm_bytes, "normalization") ||
            rt_cuda_alloc(&g->cu, &g->idx, (size_t)d->nidx * 4, "indices") ||
            rt_cuda_alloc(&g->cu, &g->exec, sizeof(rt_exec), "exec");
 }
@@ -120,12 +121,14 @@ static int gpu_bind(void *ctx, const kc_dims *d, const rt_exec *e)
     de.grad = (float *)(uintptr_t)g->grad;
     de.opt = (float *)(uintptr_t)g->opt;
     de.stat = (double *)(uintptr_t)g->stat;
-    de.img = (const uint8_t *)(uintptr_t)g->img;
-    de.lab = (const uint8_t *)(uintptr_t)g->lab;
+    de.x = (const void *)(uintptr_t)g->x;
+    de.y = (const void *)(uintptr_t)g->y;
+    de.norm = (const float *)(uintptr_t)g->norm;
     de.idx = (const int32_t *)(uintptr_t)g->idx;
     g->why = "a copy to the device (above)";
-    return rt_cuda_htod(&g->cu, g->img, e->img, (size_t)d->img_bytes) ||
-           rt_cuda_htod(&g->cu, g->lab, e->lab, (size_t)d->nlab) ||
+    return rt_cuda_htod(&g->cu, g->x, e->x, (size_t)d->x_bytes) ||
+           rt_cuda_htod(&g->cu, g->y, e->y, (size_t)d->y_bytes) ||
+           rt_cuda_htod(&g->cu, g->norm, e->norm, (size_t)d->norm_bytes) ||
            rt_cuda_htod(&g->cu, g->idx, e->idx, (size_t)d->nidx * 4) ||
            rt_cuda_htod(&g->cu, g->exec, &de, sizeof de);
 }
@@ -174,7 +177,7 @@ static void gpu_summary(void *ctx, char *buf, size_t len)
 static void gpu_close(void *ctx)
 {
     gpu *g = ctx;
-    CUdeviceptr all[] = {g->act, g->fix, g->param, g->grad, g->opt, g->stat, g->img, g->lab, g->idx, g->exec};
+    CUdeviceptr all[] = {g->act, g->fix, g->param, g->grad, g->opt, g->stat, g->x, g->y, g->norm, g->idx, g->exec};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             rt_cuda_free(all[i]);

@@ -38,10 +38,10 @@ static void k0_load(rt_exec *e)
 #pragma omp parallel for
     for (int i = 0; i < e->n; i++) {
         int64_t s = e->idx[i];
-        const uint8_t *src = e->img + s * e->img_size;
+        const uint8_t *src = (const uint8_t *)e->x + s * e->x_size;
         for (int j = 0; j < NIN; j++)
             x[(int64_t)i * NIN + j] = (float)src[j] * scale - shift;
-        y[i] = e->lab[s];
+        y[i] = ((const int32_t *)e->y)[s];
     }
 }
 
@@ -133,10 +133,11 @@ static const rt_model cddp_model = {
     .opt_floats = NOUT * NIN + NOUT,
     .train = {train_k, 5, U_DZ + NOUT, 0, 2, 0, 1},
     .eval = {eval_k, 3, U_Z + NOUT, 0, 2, 0, 1},
-    .in_c = 1, .in_h = 28, .in_w = 28,
+    .in_rank = 3, .in_dim = {1, 28, 28},
     .nclass = NOUT,
-    .data_dir = "/usr/share/datasets/fashion-mnist",
-    .norm_mean = MEAN, .norm_std = STD,
+    .target = RT_TGT_CLASS,
+    .data = {.kind = RT_SRC_IDX, .path = "/usr/share/datasets/fashion-mnist", .nnorm = 1,
+             .norm_mean = (const float[]){MEAN}, .norm_std = (const float[]){STD}},
     .reduction = RT_RED_MEAN,
     .lr = 0.01f, .momentum = MOMENTUM, .dampening = 0, .weight_decay = 0, .nesterov = 0,
     .batch = 64, .epochs = 1, .shuffle = 1, .drop_last = 0,

@@ -129,7 +129,8 @@ static rt_model model(void)
     m.sched = RT_SCHED_STEP;
     m.sched_a = 2;
     m.sched_b = 0.5;
-    m.in_c = m.in_h = m.in_w = 1;
+    m.in_rank = 1;
+    m.in_dim[0] = 1;
     m.nclass = 2;
     return m;
 }

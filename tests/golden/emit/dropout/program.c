@@ -16,11 +16,10 @@ static void t0_images_labels(rt_exec *e)
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1360 * e->nmax));
     #pragma omp parallel for schedule(static) if (n >= 64)
     for (int64_t i = 0; i < n; i++) {
-        const uint8_t *src = e->img + (int64_t)e->idx[i] * e->img_size;
         float *dst = b0 + i * 784;
-        for (int64_t k = 0; k < 784; k++) dst[k] = ((float)src[k] / 255.0f - 0.1307f) / 0.3081f;
+        for (int64_t k = 0; k < 784; k++) dst[k] = rt_sample(e, (int64_t)e->idx[i], k);
     }
-    for (int64_t i = 0; i < n; i++) b1[i] = e->lab[e->idx[i]];
+    for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
 }
 
 /* t1_conv2d_bias_add: %10 %11 */
@@ -435,11 +434,10 @@ static void e0_images_labels(rt_exec *e)
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)976 * e->nmax));
     #pragma omp parallel for schedule(static) if (n >= 64)
     for (int64_t i = 0; i < n; i++) {
-        const uint8_t *src = e->img + (int64_t)e->idx[i] * e->img_size;
         float *dst = b0 + i * 784;
-        for (int64_t k = 0; k < 784; k++) dst[k] = ((float)src[k] / 255.0f - 0.1307f) / 0.3081f;
+        for (int64_t k = 0; k < 784; k++) dst[k] = rt_sample(e, (int64_t)e->idx[i], k);
     }
-    for (int64_t i = 0; i < n; i++) b1[i] = e->lab[e->idx[i]];
+    for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
 }
 
 /* e1_conv2d_bias_add: %10 %11 */
@@ -695,6 +693,8 @@ static const int param_flags[] = {0, 0, 0, 0, 0, 0, 0, 0};
 static const rt_bucket buckets[] = {
     {0, 8363, 15, 16, 8},
 };
+static const float data_norm_mean[] = {0.1307f};
+static const float data_norm_std[] = {0.3081f};
 
 static const rt_model cddp_model = {
     .abi = RT_ABI_VERSION,
@@ -706,9 +706,10 @@ static const rt_model cddp_model = {
     .opt_floats = 8368,
     .train = {train_kernels, 17, 1408, 0, 1, 0, -1, train_cuda},
     .eval = {eval_kernels, 7, 992, 0, 2, 0, 1, eval_cuda},
-    .in_c = 1, .in_h = 28, .in_w = 28, .nclass = 13,
-    .data_dir = "data/mnist",
-    .norm_mean = 0.1307f, .norm_std = 0.3081f,
+    .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 13, .target = 0,
+    .data = {.kind = 0, .path = "data/mnist", .test = NULL,
+             .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,
+             .split = 0, .norm_auto = 0, .nnorm = 1, .norm_mean = data_norm_mean, .norm_std = data_norm_std},
     .reduction = 0,
     .lr = 0.1f, .momentum = 0.9f, .dampening = 0.0f, .weight_decay = 0.0f,
     .nesterov = 0,
