@@ -109,8 +109,16 @@ void rt_data_free(rt_data *d);
 int rt_data_check_path(const rt_model *m, const char *path);
 /* Points e's data fields (x, y, norm and their sizes) at host set s. */
 void rt_data_exec(const rt_data *d, const rt_dataset *s, rt_exec *e);
-/* A sample's dims as "28x28 = 784", or "13" for one dim (for messages). */
+/* A sample's dims as "28x28 = 784", or "13" for one dim (for messages);
+ * the model's input per sample likewise, and its element count. */
 const char *rt_data_dims(const rt_dataset *s, char *buf, size_t cap);
+const char *rt_model_dims(const rt_model *m, char *buf, size_t cap);
+int64_t rt_model_in_elems(const rt_model *m);
+void rt_dataset_free(rt_dataset *s);
+
+/* ---- the readers: each fills one set, checked against the model ---------
+ * rt_idx.c: DIR/<prefix>-images-idx3-ubyte[.gz] and the matching labels */
+int rt_idx_load(const rt_model *m, const char *dir, const char *prefix, rt_dataset *out);
 
 /* ---- rt_bench.c: --bench-kernel -------------------------------------------
  * The name check: 0, or -1 with the message (the train kernels listed). */
