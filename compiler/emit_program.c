@@ -165,8 +165,12 @@ static void emit_buckets(FILE *f, const Plan *train)
 static void emit_plan_table(FILE *f, const Plan *p, const char *var, const rt_cuda_launch *cu)
 {
     fprintf(f, "\nstatic const rt_kernel %s_kernels[] = {\n", var);
-    for (int i = 0; i < p->ngroups; i++)
-        fprintf(f, "    {%s, \"%s\", %d},\n", p->groups[i].name, p->groups[i].name, group_phase(p, &p->groups[i]));
+    for (int i = 0; i < p->ngroups; i++) {
+        /* every cost is linear in the rows: its values at 0 and 1 row */
+        KernelCost c0 = cost_group(p, &p->groups[i], 0, COST_CPU), c1 = cost_group(p, &p->groups[i], 1, COST_CPU);
+        fprintf(f, "    {%s, \"%s\", %d, {%.17g, %.17g}, {%.17g, %.17g}},\n", p->groups[i].name, p->groups[i].name,
+                group_phase(p, &p->groups[i]), c0.flops, c1.flops - c0.flops, c0.bytes, c1.bytes - c0.bytes);
+    }
     fprintf(f, "};\n");
     fprintf(f, "\nstatic const rt_cuda_launch %s_cuda[] = {\n", var);
     for (int i = 0; i < p->ngroups; i++) {

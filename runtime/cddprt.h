@@ -162,6 +162,9 @@ typedef struct rt_kernel {
     rt_kernel_fn fn;
     const char *name;       /* e.g. "t1_mm_nt_bias_add_relu" */
     int phase;              /* RT_PH_*: backward if it computes any gradient */
+    /* the compiler's cost model (CPU) of one call with n rows: FLOPs
+     * flops[0] + flops[1] n, bytes moved bytes[0] + bytes[1] n (--profile) */
+    double flops[2], bytes[2];
 } rt_kernel;
 
 enum { RT_INIT_KAIMING_UNIFORM = 0, RT_INIT_BIAS_UNIFORM = 1, RT_INIT_ZERO = 2, RT_INIT_ONE = 3 };

@@ -10,14 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* --profile: wall time per kernel, summed over the run. Timing costs two
- * clock reads per kernel, so it is only done when asked for (--profile or
- * --trace). */
-typedef struct rt_prof {
-    double *secs;           /* [nk] */
-    int64_t calls;          /* plan invocations */
-} rt_prof;
-
 /* What one plan invocation records besides its results. */
 typedef struct rt_instr {
     rt_prof *prof;
@@ -45,7 +37,7 @@ static void run_kernel(const rt_plan *p, int k, rt_exec *e, const rt_instr *in, 
     p->k[k].fn(e);
     double t1 = rt_comm_time();
     if (in->prof->secs)
-        in->prof->secs[k] += t1 - t;
+        rt_prof_add(in->prof, k, t1 - t);
     rt_trace_add(in->trace, 0, in->kind, k, in->step, t, t1);
 }
 
@@ -86,19 +78,6 @@ static void run_plan(const rt_plan *p, rt_exec *e, int nstat, rt_instr *in, rt_r
     in->prof->calls++;
 }
 
-static void print_profile(const char *name, const rt_plan *p, const rt_prof *prof)
-{
-    double total = 0;
-    for (int k = 0; k < p->nk; k++)
-        total += prof->secs[k];
-    printf("profile: %s plan, %d kernels, %lld calls, %.3f ms per call\n", name, p->nk,
-           (long long)prof->calls, prof->calls ? 1e3 * total / (double)prof->calls : 0.0);
-    printf("  %-40s %12s %10s %7s\n", "kernel", "total ms", "us/call", "share");
-    for (int k = 0; k < p->nk; k++)
-        printf("  %-40s %12.2f %10.2f %6.1f%%\n", p->k[k].name, 1e3 * prof->secs[k],
-               prof->calls ? 1e6 * prof->secs[k] / (double)prof->calls : 0.0,
-               total > 0 ? 100.0 * prof->secs[k] / total : 0.0);
-}
 
 
 typedef struct cpu_dev {
@@ -222,12 +201,14 @@ static void cpu_close(rt_device *d)
     if (!c)
         return;
     if (c->o->profile && c->coll->rank == 0) {
-        print_profile("train", &c->m->train, &c->tprof);
-        print_profile("eval", &c->m->eval, &c->eprof);
+        double gf = c->o->peak_gflops, bw = c->o->peak_gbs;
+        rt_prof_calibrate(&gf, &bw);
+        rt_prof_print("train", &c->m->train, &c->tprof, c->batch, gf, bw);
+        rt_prof_print("eval", &c->m->eval, &c->eprof, c->w->nmax, gf, bw);
     }
     rt_reducer_free(&c->red);
-    rt_free(c->tprof.secs);
-    rt_free(c->eprof.secs);
+    rt_prof_free(&c->tprof);
+    rt_prof_free(&c->eprof);
     rt_free(c->steploss);
     free(c);
     d->impl = NULL;
@@ -255,8 +236,7 @@ int rt_cpu_dev_open(rt_device *dev, const rt_model *m, const rt_opts *o, rt_ws *
     if (!(c->steploss = rt_alloc_n(3 * c->sh.nbatch + 1, sizeof(double), "step losses")))
         return -1;
     c->amp_log = c->steploss + c->sh.nbatch;
-    if (o->profile && (!(c->tprof.secs = rt_alloc_n(m->train.nk, sizeof(double), "profile")) ||
-                       !(c->eprof.secs = rt_alloc_n(m->eval.nk, sizeof(double), "profile"))))
+    if (o->profile && (rt_prof_init(&c->tprof, m->train.nk) != 0 || rt_prof_init(&c->eprof, m->eval.nk) != 0))
         return -1;
     if (rt_reducer_init(&c->red, m, coll, w->grad, trace) != 0)
         return -1;

@@ -37,6 +37,7 @@ typedef struct rt_opts {
     int64_t max_steps;      /* 0: no limit */
     const char *init_path, *save_path, *metrics_path, *steplog_path;
     int profile;            /* --profile: per-kernel wall time */
+    double peak_gflops, peak_gbs; /* --peak-gflops, --peak-gbs: the roofline's (0: measured) */
     const char *trace_path; /* --trace FILE.json: Chrome trace of kernels and all-reduces */
     double comm_timeout;    /* --comm-timeout S: longest a collective may take */
     const char *ckpt_path;  /* --checkpoint FILE: written every epoch (rank 0) */
@@ -494,6 +495,24 @@ int rt_stop_pending(void);          /* 0, or the signal received */
 void rt_stop_request(int sig);      /* as if sig had arrived (tests) */
 const char *rt_stop_name(int sig);
 int rt_stop_status(int sig);
+
+/* ---- rt_prof.c: --profile's per-kernel table ------------------------------ */
+enum { RT_PROF_WARMUP = 3,      /* plan calls left out of the times */
+       RT_PROF_KEEP = 4096 };   /* calls kept per kernel */
+typedef struct rt_prof {
+    int nk;
+    double *secs;           /* [nk] wall time summed over every call */
+    double *t;              /* [nk][RT_PROF_KEEP] each kept call's time */
+    int64_t *nt;            /* [nk] calls kept */
+    int64_t calls;          /* plan invocations */
+} rt_prof;
+int rt_prof_init(rt_prof *p, int nk);
+void rt_prof_free(rt_prof *p);
+void rt_prof_add(rt_prof *p, int k, double secs);   /* kernel k's call of the current plan call */
+/* Fills whichever of *gflops, *gbs is <= 0 with this machine's (rt_prof.c) */
+void rt_prof_calibrate(double *gflops, double *gbs);
+void rt_prof_print(const char *name, const rt_plan *p, const rt_prof *prof, int64_t batch, double gflops,
+                   double gbs);
 
 /* ---- rt_cpu_dev.c: the CPU device (generated C kernels) ------------------- */
 int rt_cpu_dev_open(rt_device *dev, const rt_model *m, const rt_opts *o, rt_ws *w, const rt_start *st,

@@ -28,7 +28,8 @@ void openblas_set_num_threads(int num_threads);
 enum { OPT_DATA, OPT_DEVICE, OPT_THREADS, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_SEED,
        OPT_SHUFFLE, OPT_DROP_LAST, OPT_MAX_STEPS, OPT_INIT, OPT_SAVE, OPT_METRICS,
        OPT_STEP_LOG, OPT_PROFILE, OPT_NO_CACHE, OPT_TRACE, OPT_COMM_TIMEOUT, OPT_HELP,
-       OPT_VERSION, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME, OPT_PLOT, OPT_BENCH_KERNEL };
+       OPT_VERSION, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME, OPT_PLOT, OPT_BENCH_KERNEL,
+       OPT_PEAK_GFLOPS, OPT_PEAK_GBS };
 
 static const struct { const char *name; int id; int takes_value; } options[] = {
     {"data", OPT_DATA, 1},       {"device", OPT_DEVICE, 1},     {"threads", OPT_THREADS, 1},
@@ -40,6 +41,7 @@ static const struct { const char *name; int id; int takes_value; } options[] = {
     {"trace", OPT_TRACE, 1},     {"comm-timeout", OPT_COMM_TIMEOUT, 1},
     {"checkpoint", OPT_CHECKPOINT, 1}, {"checkpoint-every", OPT_CHECKPOINT_EVERY, 1},
     {"resume", OPT_RESUME, 1},   {"plot", OPT_PLOT, 1},   {"bench-kernel", OPT_BENCH_KERNEL, 1},
+    {"peak-gflops", OPT_PEAK_GFLOPS, 1}, {"peak-gbs", OPT_PEAK_GBS, 1},
 };
 
 static void usage(const rt_model *m, const rt_opts *d)
@@ -74,7 +76,9 @@ static void usage(const rt_model *m, const rt_opts *d)
            "                        rows reach the file within about a second, always whole\n"
            "  --plot FILE.svg       train/test loss per epoch, test accuracy, the step loss\n"
            "                        smoothed; redrawn atomically after every epoch (rank 0)\n"
-           "  --profile             time every kernel; print a table per plan at the end (cpu)\n"
+           "  --profile             time every kernel; print a table per plan at the end (cpu):\n"
+           "                        median, min and max call, GFLOP/s, GB/s, %% of the roofline\n"
+           "  --peak-gflops X, --peak-gbs Y  --profile's roofline peaks (default: measured)\n"
            "  --bench-kernel NAME|all  time train kernels on their own (after one step, on its\n"
            "                        buffers): median, min, max per call; no training (cpu)\n"
            "  --trace FILE.json     timeline of every kernel and all-reduce, all ranks, as\n"
@@ -264,6 +268,17 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
                 return 2;
             o->ckpt_every = x;
             break;
+        case OPT_PEAK_GFLOPS:
+        case OPT_PEAK_GBS: {
+            char *end;
+            errno = 0;
+            double d = strtod(v, &end);
+            if (*end || end == v || !isfinite(d) || d <= 0 || errno == ERANGE)
+                return bad_arg("--%s: expected a positive number, got '%s'",
+                               id == OPT_PEAK_GFLOPS ? "peak-gflops" : "peak-gbs", v);
+            *(id == OPT_PEAK_GFLOPS ? &o->peak_gflops : &o->peak_gbs) = d;
+            break;
+        }
         case OPT_COMM_TIMEOUT: {
             char *end;
             errno = 0;

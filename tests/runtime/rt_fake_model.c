@@ -111,11 +111,16 @@ static void k4_sgd(rt_exec *e)
 }
 
 static const rt_kernel train_k[] = {
-    {k0_load, "k0_load", RT_PH_DATA}, {k1_linear, "k1_linear", RT_PH_FORWARD}, {k2_ce_train, "k2_ce_train", RT_PH_BACKWARD},
-    {k3_linear_bwd, "k3_linear_bwd", RT_PH_BACKWARD}, {k4_sgd, "k4_sgd", RT_PH_OPTIMIZER},
+    {.fn = k0_load, .name = "k0_load", .phase = RT_PH_DATA},
+    {.fn = k1_linear, .name = "k1_linear", .phase = RT_PH_FORWARD},
+    {.fn = k2_ce_train, .name = "k2_ce_train", .phase = RT_PH_BACKWARD},
+    {.fn = k3_linear_bwd, .name = "k3_linear_bwd", .phase = RT_PH_BACKWARD},
+    {.fn = k4_sgd, .name = "k4_sgd", .phase = RT_PH_OPTIMIZER},
 };
 static const rt_kernel eval_k[] = {
-    {k0_load, "k0_load", RT_PH_DATA}, {k1_linear, "k1_linear", RT_PH_FORWARD}, {k2_ce_eval, "k2_ce_eval", RT_PH_FORWARD},
+    {.fn = k0_load, .name = "k0_load", .phase = RT_PH_DATA},
+    {.fn = k1_linear, .name = "k1_linear", .phase = RT_PH_FORWARD},
+    {.fn = k2_ce_eval, .name = "k2_ce_eval", .phase = RT_PH_FORWARD},
 };
 
 static const rt_param params[] = {

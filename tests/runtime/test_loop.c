@@ -359,9 +359,9 @@ int main(void)
      * tables, and a table that does not fit the plan refused with why */
     {
         rt_model bm = model();
-        static const rt_kernel ks[6] = {{NULL, "f", RT_PH_FORWARD}, {NULL, "b1", RT_PH_BACKWARD},
-                                        {NULL, "b2", RT_PH_BACKWARD}, {NULL, "b3", RT_PH_BACKWARD},
-                                        {NULL, "o1", RT_PH_OPTIMIZER}, {NULL, "o2", RT_PH_OPTIMIZER}};
+        static const rt_kernel ks[6] = {{.fn = NULL, .name = "f", .phase = RT_PH_FORWARD}, {.fn = NULL, .name = "b1", .phase = RT_PH_BACKWARD},
+                                        {.fn = NULL, .name = "b2", .phase = RT_PH_BACKWARD}, {.fn = NULL, .name = "b3", .phase = RT_PH_BACKWARD},
+                                        {.fn = NULL, .name = "o1", .phase = RT_PH_OPTIMIZER}, {.fn = NULL, .name = "o2", .phase = RT_PH_OPTIMIZER}};
         bm.train.k = ks;
         bm.train.nk = 6;
         bm.param_floats = 10;

@@ -334,17 +334,17 @@ static void e4_ce_loss_sum_all_correct_sum_all(rt_exec *e)
 }
 
 static const rt_kernel train_kernels[] = {
-    {t0_images_labels, "t0_images_labels", 0},
-    {t1_mm_nt_bias_add_relu, "t1_mm_nt_bias_add_relu", 1},
-    {t2_mm_nt_bias_add_relu, "t2_mm_nt_bias_add_relu", 1},
-    {t3_mm_nt_bias_add, "t3_mm_nt_bias_add", 1},
-    {t4_ce_loss_sum_all_ce_grad_sum_rows, "t4_ce_loss_sum_all_ce_grad_sum_rows", 2},
-    {t5_mm_nn_relu_grad_sum_rows, "t5_mm_nn_relu_grad_sum_rows", 2},
-    {t6_mm_tn, "t6_mm_tn", 2},
-    {t7_mm_nn_relu_grad_sum_rows, "t7_mm_nn_relu_grad_sum_rows", 2},
-    {t8_mm_tn, "t8_mm_tn", 2},
-    {t9_mm_tn, "t9_mm_tn", 2},
-    {t10_sgd_momentum_x6, "t10_sgd_momentum_x6", 3},
+    {t0_images_labels, "t0_images_labels", 0, {0, 1568}, {0, 3925}},
+    {t1_mm_nt_bias_add_relu, "t1_mm_nt_bias_add_relu", 1, {0, 58090}, {116180, 3580}},
+    {t2_mm_nt_bias_add_relu, "t2_mm_nt_bias_add_relu", 1, {0, 5320}, {10640, 988}},
+    {t3_mm_nt_bias_add, "t3_mm_nt_bias_add", 1, {0, 1833}, {3692, 436}},
+    {t4_ce_loss_sum_all_ce_grad_sum_rows, "t4_ce_loss_sum_all_ce_grad_sum_rows", 2, {0, 118}, {56, 108}},
+    {t5_mm_nn_relu_grad_sum_rows, "t5_mm_nn_relu_grad_sum_rows", 2, {0, 1960}, {3920, 1172}},
+    {t6_mm_tn, "t6_mm_tn", 2, {0, 1820}, {3640, 332}},
+    {t7_mm_nn_relu_grad_sum_rows, "t7_mm_nn_relu_grad_sum_rows", 2, {0, 5254}, {10508, 872}},
+    {t8_mm_tn, "t8_mm_tn", 2, {0, 5180}, {10360, 428}},
+    {t9_mm_tn, "t9_mm_tn", 2, {0, 58016}, {116032, 3284}},
+    {t10_sgd_momentum_x6, "t10_sgd_momentum_x6", 3, {163140, 0}, {652560, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
@@ -362,11 +362,11 @@ static const rt_cuda_launch train_cuda[] = {
 };
 
 static const rt_kernel eval_kernels[] = {
-    {e0_images_labels, "e0_images_labels", 0},
-    {e1_mm_nt_bias_add_relu, "e1_mm_nt_bias_add_relu", 1},
-    {e2_mm_nt_bias_add_relu, "e2_mm_nt_bias_add_relu", 1},
-    {e3_mm_nt_bias_add, "e3_mm_nt_bias_add", 1},
-    {e4_ce_loss_sum_all_correct_sum_all, "e4_ce_loss_sum_all_correct_sum_all", 1},
+    {e0_images_labels, "e0_images_labels", 0, {0, 1568}, {0, 3925}},
+    {e1_mm_nt_bias_add_relu, "e1_mm_nt_bias_add_relu", 1, {0, 58090}, {116180, 3580}},
+    {e2_mm_nt_bias_add_relu, "e2_mm_nt_bias_add_relu", 1, {0, 5320}, {10640, 988}},
+    {e3_mm_nt_bias_add, "e3_mm_nt_bias_add", 1, {0, 1833}, {3692, 436}},
+    {e4_ce_loss_sum_all_correct_sum_all, "e4_ce_loss_sum_all_correct_sum_all", 1, {0, 67}, {8, 56}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {

@@ -615,23 +615,23 @@ static void e6_ce_loss_sum_all_correct_sum_all(rt_exec *e)
 }
 
 static const rt_kernel train_kernels[] = {
-    {t0_images_labels, "t0_images_labels", 0},
-    {t1_conv2d_bias_add, "t1_conv2d_bias_add", 1},
-    {t2_relu_dropout, "t2_relu_dropout", 1},
-    {t3_mm_nt_bias_add_relu_dropout, "t3_mm_nt_bias_add_relu_dropout", 1},
-    {t4_mm_nt_bias_add_dropout, "t4_mm_nt_bias_add_dropout", 1},
-    {t5_mm_nt_bias_add, "t5_mm_nt_bias_add", 1},
-    {t6_ce_loss_sum_all_ce_grad_sum_rows, "t6_ce_loss_sum_all_ce_grad_sum_rows", 2},
-    {t7_mm_nn_dropout_grad_sum_rows, "t7_mm_nn_dropout_grad_sum_rows", 2},
-    {t8_mm_tn, "t8_mm_tn", 2},
-    {t9_mm_nn_dropout_grad_relu_grad_sum_rows, "t9_mm_nn_dropout_grad_relu_grad_sum_rows", 2},
-    {t10_mm_tn, "t10_mm_tn", 2},
-    {t11_mm_nn, "t11_mm_nn", 2},
-    {t12_mm_tn, "t12_mm_tn", 2},
-    {t13_dropout_grad_relu_grad, "t13_dropout_grad_relu_grad", 2},
-    {t14_sum_chan, "t14_sum_chan", 2},
-    {t15_conv2d_dw, "t15_conv2d_dw", 2},
-    {t16_sgd_momentum_x8, "t16_sgd_momentum_x8", 3},
+    {t0_images_labels, "t0_images_labels", 0, {0, 1568}, {0, 3925}},
+    {t1_conv2d_bias_add, "t1_conv2d_bias_add", 1, {0, 9792}, {312, 3904}},
+    {t2_relu_dropout, "t2_relu_dropout", 1, {0, 576}, {0, 2304}},
+    {t3_mm_nt_bias_add_relu_dropout, "t3_mm_nt_bias_add_relu_dropout", 1, {0, 14356}, {28564, 1360}},
+    {t4_mm_nt_bias_add_dropout, "t4_mm_nt_bias_add_dropout", 1, {0, 1617}, {3192, 400}},
+    {t5_mm_nt_bias_add, "t5_mm_nt_bias_add", 1, {0, 559}, {1144, 240}},
+    {t6_ce_loss_sum_all_ce_grad_sum_rows, "t6_ce_loss_sum_all_ce_grad_sum_rows", 2, {0, 118}, {56, 108}},
+    {t7_mm_nn_dropout_grad_sum_rows, "t7_mm_nn_dropout_grad_sum_rows", 2, {0, 609}, {1176, 304}},
+    {t8_mm_tn, "t8_mm_tn", 2, {0, 546}, {1092, 136}},
+    {t9_mm_nn_dropout_grad_relu_grad_sum_rows, "t9_mm_nn_dropout_grad_relu_grad_sum_rows", 2, {0, 1702}, {3256, 676}},
+    {t10_mm_tn, "t10_mm_tn", 2, {0, 1554}, {3108, 232}},
+    {t11_mm_nn, "t11_mm_nn", 2, {0, 14208}, {28416, 916}},
+    {t12_mm_tn, "t12_mm_tn", 2, {0, 14208}, {28416, 916}},
+    {t13_dropout_grad_relu_grad, "t13_dropout_grad_relu_grad", 2, {0, 576}, {0, 2304}},
+    {t14_sum_chan, "t14_sum_chan", 2, {0, 192}, {12, 768}},
+    {t15_conv2d_dw, "t15_conv2d_dw", 2, {0, 9600}, {300, 3904}},
+    {t16_sgd_momentum_x8, "t16_sgd_momentum_x8", 3, {41515, 0}, {166060, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
@@ -655,13 +655,13 @@ static const rt_cuda_launch train_cuda[] = {
 };
 
 static const rt_kernel eval_kernels[] = {
-    {e0_images_labels, "e0_images_labels", 0},
-    {e1_conv2d_bias_add, "e1_conv2d_bias_add", 1},
-    {e2_relu, "e2_relu", 1},
-    {e3_mm_nt_bias_add_relu, "e3_mm_nt_bias_add_relu", 1},
-    {e4_mm_nt_bias_add, "e4_mm_nt_bias_add", 1},
-    {e5_mm_nt_bias_add, "e5_mm_nt_bias_add", 1},
-    {e6_ce_loss_sum_all_correct_sum_all, "e6_ce_loss_sum_all_correct_sum_all", 1},
+    {e0_images_labels, "e0_images_labels", 0, {0, 1568}, {0, 3925}},
+    {e1_conv2d_bias_add, "e1_conv2d_bias_add", 1, {0, 9792}, {312, 3904}},
+    {e2_relu, "e2_relu", 1, {0, 192}, {0, 1536}},
+    {e3_mm_nt_bias_add_relu, "e3_mm_nt_bias_add_relu", 1, {0, 14282}, {28564, 1212}},
+    {e4_mm_nt_bias_add, "e4_mm_nt_bias_add", 1, {0, 1575}, {3192, 400}},
+    {e5_mm_nt_bias_add, "e5_mm_nt_bias_add", 1, {0, 559}, {1144, 240}},
+    {e6_ce_loss_sum_all_correct_sum_all, "e6_ce_loss_sum_all_correct_sum_all", 1, {0, 67}, {8, 56}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {

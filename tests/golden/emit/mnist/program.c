@@ -329,17 +329,17 @@ static void e4_ce_loss_sum_all_correct_sum_all(rt_exec *e)
 }
 
 static const rt_kernel train_kernels[] = {
-    {t0_images_labels, "t0_images_labels", 0},
-    {t1_mm_nt_bias_add_relu, "t1_mm_nt_bias_add_relu", 1},
-    {t2_mm_nt_bias_add_relu, "t2_mm_nt_bias_add_relu", 1},
-    {t3_mm_nt_bias_add, "t3_mm_nt_bias_add", 1},
-    {t4_ce_loss_sum_all_ce_grad_sum_rows, "t4_ce_loss_sum_all_ce_grad_sum_rows", 2},
-    {t5_mm_nn_relu_grad_sum_rows, "t5_mm_nn_relu_grad_sum_rows", 2},
-    {t6_mm_tn, "t6_mm_tn", 2},
-    {t7_mm_nn_relu_grad_sum_rows, "t7_mm_nn_relu_grad_sum_rows", 2},
-    {t8_mm_tn, "t8_mm_tn", 2},
-    {t9_mm_tn, "t9_mm_tn", 2},
-    {t10_sgd_x6, "t10_sgd_x6", 3},
+    {t0_images_labels, "t0_images_labels", 0, {0, 1568}, {0, 3925}},
+    {t1_mm_nt_bias_add_relu, "t1_mm_nt_bias_add_relu", 1, {0, 803840}, {1607680, 9280}},
+    {t2_mm_nt_bias_add_relu, "t2_mm_nt_bias_add_relu", 1, {0, 262656}, {525312, 5120}},
+    {t3_mm_nt_bias_add, "t3_mm_nt_bias_add", 1, {0, 5130}, {10280, 1144}},
+    {t4_ce_loss_sum_all_ce_grad_sum_rows, "t4_ce_loss_sum_all_ce_grad_sum_rows", 2, {0, 91}, {44, 84}},
+    {t5_mm_nn_relu_grad_sum_rows, "t5_mm_nn_relu_grad_sum_rows", 2, {0, 5632}, {11264, 4136}},
+    {t6_mm_tn, "t6_mm_tn", 2, {0, 5120}, {10240, 1064}},
+    {t7_mm_nn_relu_grad_sum_rows, "t7_mm_nn_relu_grad_sum_rows", 2, {0, 263168}, {526336, 9216}},
+    {t8_mm_tn, "t8_mm_tn", 2, {0, 262144}, {524288, 3072}},
+    {t9_mm_tn, "t9_mm_tn", 2, {0, 802816}, {1605632, 5184}},
+    {t10_sgd_x6, "t10_sgd_x6", 3, {1071636, 0}, {6429816, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
@@ -357,11 +357,11 @@ static const rt_cuda_launch train_cuda[] = {
 };
 
 static const rt_kernel eval_kernels[] = {
-    {e0_images_labels, "e0_images_labels", 0},
-    {e1_mm_nt_bias_add_relu, "e1_mm_nt_bias_add_relu", 1},
-    {e2_mm_nt_bias_add_relu, "e2_mm_nt_bias_add_relu", 1},
-    {e3_mm_nt_bias_add, "e3_mm_nt_bias_add", 1},
-    {e4_ce_loss_sum_all_correct_sum_all, "e4_ce_loss_sum_all_correct_sum_all", 1},
+    {e0_images_labels, "e0_images_labels", 0, {0, 1568}, {0, 3925}},
+    {e1_mm_nt_bias_add_relu, "e1_mm_nt_bias_add_relu", 1, {0, 803840}, {1607680, 9280}},
+    {e2_mm_nt_bias_add_relu, "e2_mm_nt_bias_add_relu", 1, {0, 262656}, {525312, 5120}},
+    {e3_mm_nt_bias_add, "e3_mm_nt_bias_add", 1, {0, 5130}, {10280, 1144}},
+    {e4_ce_loss_sum_all_correct_sum_all, "e4_ce_loss_sum_all_correct_sum_all", 1, {0, 52}, {8, 44}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {
