@@ -60,7 +60,8 @@
  *     each step. Times are the device's, placed on the host clock at the
  *     step's start (the device is idle then). A traced run therefore pays
  *     a launch per kernel and a sync per step; evaluation stays a graph
- *     and is not traced.
+ *     and is not traced. --profile times the same way (its table is the
+ *     train plan's only).
  * The parameters come from the host slab at open (after init, --init or
  * --resume) and go back to it by pull (checkpoints, --save). */
 #include "rt_cuda.h"
@@ -110,6 +111,8 @@ typedef struct dev_run {
     /* --trace: timing events, [nk] per kernel and [nb] per all-reduce */
     int tracing;                            /* the step being issued records them */
     CUevent tbase, *tk0, *tk1, *tb0, *tb1;
+    rt_prof prof;                           /* --profile: the same events, per kernel */
+    int timed;                              /* --trace or --profile: steps issued eagerly */
     /* the run, as the loop drives it (rt_device) */
     rt_cuda *cu;
     const rt_model *m;
@@ -413,7 +416,10 @@ static int traced_step(rt_cuda *cu, dev_run *d, const rt_model *m, rt_trace *tr,
             CU_CHECK(rt_cu.cuEventElapsedTime(&b, d->tbase, d->tk1[k])))
             return -1;
         rt_trace_add(tr, 0, RT_TEV_TRAIN, k, step, h0 + a / 1e3, h0 + b / 1e3);
+        if (d->prof.secs)
+            rt_prof_add(&d->prof, k, (b - a) / 1e3);
     }
+    d->prof.calls++;
     for (int i = 0; ddp && i < d->nb; i++) {
         if (CU_CHECK(rt_cu.cuEventElapsedTime(&a, d->tbase, d->tb0[i])) ||
             CU_CHECK(rt_cu.cuEventElapsedTime(&b, d->tbase, d->tb1[i])))
@@ -520,7 +526,7 @@ static int cuda_train(rt_device *dv, int64_t b0, int64_t b1, int64_t step0)
     dev_run *d = dv->impl;
     rt_cuda *cu = d->cu;
     for (int64_t s = 0; s < b1 - b0; s++)
-        if (d->trace->on ? traced_step(cu, d, d->m, d->trace, step0 + s + 1, d->nstat, d->ddp) != 0
+        if (d->timed ? traced_step(cu, d, d->m, d->trace, step0 + s + 1, d->nstat, d->ddp) != 0
                          : CU_CHECK(rt_cu.cuGraphLaunch(d->gtrain, cu->stream)) || pace(cu, d, d->epoch))
             return -1;
     return 0;
@@ -614,6 +620,10 @@ static void cuda_close(rt_device *dv)
     dev_run *d = dv->impl;
     if (!d)
         return;
+    if (d->prof.secs && d->coll->rank == 0)
+        /* no calibration: the host's peaks are not the GPU's */
+        rt_prof_print("train", &d->m->train, &d->prof, d->o->batch, d->o->peak_gflops, d->o->peak_gbs);
+    rt_prof_free(&d->prof);
     dev_free(d);
     free(d);
     dv->impl = NULL;
@@ -669,7 +679,8 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         rt_cuda_function(cu, "cddprt_amp_decide", &d->famp_decide) != 0 ||
         plan_setup(cu, &m->train, "train", nmax, &d->train) != 0 ||
         plan_setup(cu, &m->eval, "eval", nmax, &d->eval) != 0 || (ddp && ddp_setup(m, d) != 0) ||
-        (trace->on && trace_setup(&m->train, d) != 0))
+        ((d->timed = trace->on || o->profile) && trace_setup(&m->train, d) != 0) ||
+        (o->profile && rt_prof_init(&d->prof, m->train.nk) != 0))
         return -1;
     trace->gpu = 1;
 

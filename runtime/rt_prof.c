@@ -14,7 +14,10 @@
  * peak) and the best of ten STREAM triads over three 64 MiB arrays (12
  * bytes an element). Best-of, short calls: on a shared machine a long
  * measurement is cut by time slices the kernels themselves may dodge. A
- * kernel whose buffers stay in cache can pass 100% of the bandwidth. */
+ * kernel whose buffers stay in cache can pass 100% of the bandwidth.
+ * On the GPU (rt_cuda_dev.c: eager steps timed by events, the train plan
+ * only) nothing is measured: the roofline needs the peaks as flags, and
+ * the bytes are the CPU cost model's (a GPU epilogue moves less). */
 #include "rt_internal.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,10 +104,14 @@ void rt_prof_print(const char *name, const rt_plan *p, const rt_prof *prof, int6
     double total = 0;
     for (int k = 0; k < p->nk; k++)
         total += prof->secs[k];
+    const int peaks = gflops > 0 && gbs > 0;
+    char pk[96] = "no peaks given (--peak-gflops, --peak-gbs): no roofline";
+    if (peaks)
+        snprintf(pk, sizeof pk, "peaks %.1f GFLOP/s, %.1f GB/s", gflops, gbs);
     printf("profile: %s plan, %d kernels, %lld calls (%d warm-up calls not in the times), %.3f ms per call; "
-           "batch %lld; peaks %.1f GFLOP/s, %.1f GB/s\n",
+           "batch %lld; %s\n",
            name, p->nk, (long long)prof->calls, RT_PROF_WARMUP,
-           prof->calls ? 1e3 * total / (double)prof->calls : 0.0, (long long)batch, gflops, gbs);
+           prof->calls ? 1e3 * total / (double)prof->calls : 0.0, (long long)batch, pk);
     printf("  %-40s %6s %9s %9s %9s %6s %9s %8s %6s\n", "kernel", "calls", "med us", "min us", "max us", "share",
            "GFLOP/s", "GB/s", "roof");
     double *v = malloc(RT_PROF_KEEP * sizeof *v);
@@ -115,16 +122,17 @@ void rt_prof_print(const char *name, const rt_plan *p, const rt_prof *prof, int6
         const double med = n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0;
         const double fl = p->k[k].flops[0] + p->k[k].flops[1] * (double)batch;
         const double by = p->k[k].bytes[0] + p->k[k].bytes[1] * (double)batch;
-        const double bound = (gflops > 0 ? fl / (gflops * 1e9) : 0) > (gbs > 0 ? by / (gbs * 1e9) : 0)
-                                 ? fl / (gflops * 1e9)
-                                 : (gbs > 0 ? by / (gbs * 1e9) : 0);
+        const double tf = fl / (gflops * 1e9), tb = by / (gbs * 1e9), bound = tf > tb ? tf : tb;
         if (!n) {
             printf("  %-40s %6lld %9s\n", p->k[k].name, 0LL, "-");
             continue;
         }
-        printf("  %-40s %6lld %9.2f %9.2f %9.2f %5.1f%% %9.2f %8.2f %5.1f%%\n", p->k[k].name, (long long)n,
+        char roof[16] = "-";
+        if (peaks && med > 0)
+            snprintf(roof, sizeof roof, "%5.1f%%", 100.0 * bound / med);
+        printf("  %-40s %6lld %9.2f %9.2f %9.2f %5.1f%% %9.2f %8.2f %6s\n", p->k[k].name, (long long)n,
                1e6 * med, 1e6 * v[0], 1e6 * v[n - 1], total > 0 ? 100.0 * prof->secs[k] / total : 0.0,
-               med > 0 ? fl / med / 1e9 : 0.0, med > 0 ? by / med / 1e9 : 0.0, med > 0 ? 100.0 * bound / med : 0.0);
+               med > 0 ? fl / med / 1e9 : 0.0, med > 0 ? by / med / 1e9 : 0.0, roof);
     }
     free(v);
 }
