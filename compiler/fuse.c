@@ -310,6 +310,9 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
     }
 }
 
+/* A kernel's name: plan letter and index, its ops in order (a run of one
+ * op as _xN), then the rules that built it: t5_mm_nn_relu_grad_sum_rows
+ * __epilogue__reduction. Unfused kernels have no rule part. */
 static void name_groups(Plan *p)
 {
     for (int i = 0; i < p->ngroups; i++) {
@@ -332,6 +335,15 @@ static void name_groups(Plan *p)
             last = op;
             reps = 1;
         }
+        /* then each rule that built it, '__' before each ('-' is not C) */
+        for (int r = 0; r < FUSE_NRULES && k < sizeof buf; r++)
+            if (gr->rules & fuse_rule[r].bit) {
+                char tag[32];
+                snprintf(tag, sizeof tag, "__%s", fuse_rule[r].name);
+                for (char *c = tag; *c; c++)
+                    *c = *c == '-' ? '_' : *c;
+                k += (size_t)snprintf(buf + k, sizeof buf - k, "%s", tag);
+            }
         gr->name = util_strdup(buf);
     }
 }

@@ -10,14 +10,17 @@ void plan_report(FILE *f, const Plan *p, int64_t batch, CostTarget t)
 {
     fprintf(f, "plan %s (batch %lld, %s cost model): %d kernels\n", p->name, (long long)batch,
             t == COST_CPU ? "cpu" : "gpu", p->ngroups);
-    fprintf(f, "  %-34s %4s %12s %12s  %s\n", "kernel", "ops", "MFLOP", "KiB", "fused");
+    int w = 34;     /* the kernel column: as wide as the longest name */
+    for (int i = 0; i < p->ngroups; i++)
+        w = (int)strlen(p->groups[i].name) > w ? (int)strlen(p->groups[i].name) : w;
+    fprintf(f, "  %-*s %4s %12s %12s  %s\n", w, "kernel", "ops", "MFLOP", "KiB", "fused");
     KernelCost tot = {0, 0};
     for (int i = 0; i < p->ngroups; i++) {
         const Group *gr = &p->groups[i];
         KernelCost c = cost_group(p, gr, batch, t);
         tot.flops += c.flops;
         tot.bytes += c.bytes;
-        fprintf(f, "  %-34s %4d %12.3f %12.3f ", gr->name, gr->nnodes, c.flops / 1e6, c.bytes / 1024);
+        fprintf(f, "  %-*s %4d %12.3f %12.3f ", w, gr->name, gr->nnodes, c.flops / 1e6, c.bytes / 1024);
         for (int k = 0; k < gr->nnodes; k++)
             fprintf(f, " %s%%%d", op_text[p->g->n[gr->nodes[k]]->op], gr->nodes[k]);
         for (int r = 0, first = 1; r < FUSE_NRULES; r++)    /* the rules that built it */
@@ -27,7 +30,7 @@ void plan_report(FILE *f, const Plan *p, int64_t batch, CostTarget t)
             }
         fprintf(f, "\n");
     }
-    fprintf(f, "  %-34s %4s %12.3f %12.3f  (%s)\n", "total", "", tot.flops / 1e6, tot.bytes / 1024,
+    fprintf(f, "  %-*s %4s %12.3f %12.3f  (%s)\n", w, "total", "", tot.flops / 1e6, tot.bytes / 1024,
             cost_bytes_text(tot.bytes));
     fprintf(f, "  memory: act %lld floats/sample, fix %lld floats, params %lld floats\n", (long long)p->act_units,
             (long long)p->fix_floats, (long long)p->param_floats);

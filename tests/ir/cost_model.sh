@@ -42,21 +42,21 @@ done
 
 # GEMM + bias epilogue: x [N, 3136], W [10, 3136], b [10] read; logits [N, 10] written
 gemm=$((4 * (N * 3136 + 10 * 3136 + 10 + N * 10)))
-kib=$(awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_mm_nt_bias_add$/ { print $4 }' "$tmp/sgd.txt")
+kib=$(awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_mm_nt_bias_add__epilogue$/ { print $4 }' "$tmp/sgd.txt")
 check "GEMM + bias epilogue, cpu (product stored and read back)" "${kib:-missing}" $((gemm + 2 * 4 * N * 10))
 "$cddpc" "$dir/convbn_sgd.net" --report --target gpu > "$tmp/gpu.txt"
-kib=$(awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_mm_nt_bias_add$/ { print $4 }' "$tmp/gpu.txt")
+kib=$(awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_mm_nt_bias_add__epilogue$/ { print $4 }' "$tmp/gpu.txt")
 check "GEMM + bias epilogue, gpu (epilogue in registers)" "${kib:-missing}" $gemm
 
 # batch-norm statistics pass: x [N, 4, 28, 28] read; [2, 4] stats written;
 # running mean and var [4] read and written; num_batches_tracked read and written
-kib=$(awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_bn_stats_bn_running$/ { print $4 }' "$tmp/sgd.txt")
+kib=$(awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_bn_stats_bn_running__channel_pass$/ { print $4 }' "$tmp/sgd.txt")
 check "batch-norm statistics pass with the running update" "${kib:-missing}" \
     $((4 * N * 4 * 28 * 28 + 4 * 2 * 4 + 2 * 4 * 2 * 4 + 2 * 4))
 
 # SimpleNet's SGD kernel: 3 x its parameters (784*512+512 + 512*256+256 + 256*10+10)
 "$cddpc" models/mnist.net --report > "$tmp/mnist.txt"
-kib=$(awk '/^plan eval/ { exit } $1 ~ /_sgd_x6$/ { print $4 }' "$tmp/mnist.txt")
+kib=$(awk '/^plan eval/ { exit } $1 ~ /_sgd_x6__optimizer$/ { print $4 }' "$tmp/mnist.txt")
 check "SimpleNet SGD" "${kib:-missing}" $((3 * 4 * (784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10)))
 
 # units: the column says KiB, not KB

@@ -16,7 +16,7 @@ awk '$1 ~ /^t[0-9]+_/ { print $1 }' "$t/all" > "$t/got"
 if cmp -s "$t/want" "$t/got"; then echo "PASS all: the $(wc -l < "$t/want") train kernels of --report"; else
     echo "FAIL all: kernels differ from --report's"; diff "$t/want" "$t/got"; fail=1; fi
 if awk '$1 ~ /^t[0-9]+_/ { if (!($2 >= 3 && $2 <= 50 && $4 > 0 && $4 <= $3 && $3 <= $5)) bad = 1 }
-        $1 == "t1_mm_nt_bias_add_relu" { a = $3 } $1 == "t3_mm_nt_bias_add" { b = $3 }
+        $1 == "t1_mm_nt_bias_add_relu__epilogue" { a = $3 } $1 == "t3_mm_nt_bias_add__epilogue" { b = $3 }
         END { exit bad || !(a > 10 * b) }' "$t/all"; then
     echo "PASS all: calls, min <= median <= max, fc1's GEMM > 10 x fc3's"
 else
@@ -27,6 +27,6 @@ n=$(grep -c '^  t[0-9]' "$t/one")
 [ "$n" = 1 ] && grep -q '^  t6_mm_tn ' "$t/one" && echo "PASS one kernel" || { echo "FAIL one kernel: $(cat "$t/one")"; fail=1; }
 "$prog" --bench-kernel t6_mm_nt --data "$data" > "$t/bad" 2>&1
 rc=$?
-[ $rc = 2 ] && grep -q "no train kernel 't6_mm_nt'; this program's are: t0_images_labels .* t10_sgd_x6 (or all)" "$t/bad" \
+[ $rc = 2 ] && grep -q "no train kernel 't6_mm_nt'; this program's are: t0_images_labels__data .* t10_sgd_x6__optimizer (or all)" "$t/bad" \
     && echo "PASS unknown kernel" || { echo "FAIL unknown kernel (status $rc): $(cat "$t/bad")"; fail=1; }
 exit $fail

@@ -14,8 +14,8 @@ __device__ __forceinline__ float rt_round_bf16(float x) { unsigned u = __float_a
 __device__ __forceinline__ float rt_sample(const rt_exec *e, int64_t s, int64_t k) { const int64_t o = s * e->x_size + k; const float v = e->x_u8 ? (float)((const uint8_t *)e->x)[o] / 255.0f : ((const float *)e->x)[o]; const int c = e->norm_n == 1 ? 0 : (int)(k / e->norm_div % e->norm_n); return (v - e->norm[c]) / e->norm[e->norm_n + c]; }
 __device__ __forceinline__ unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } __device__ __forceinline__ unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } __device__ __forceinline__ float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
-/* t0_images_labels: images%0 labels%1 */
-extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels(const rt_exec *__restrict__ e)
+/* t0_images_labels__data: images%0 labels%1 */
+extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels__data(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -31,8 +31,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels(const rt_e
         b1[t] = ((const int32_t *)e->y)[e->idx[t]];
 }
 
-/* t1_mm_nt_bias_add_relu: mm_nt%8 bias_add%9 relu%10 */
-extern "C" __global__ void __launch_bounds__(256, 2) t1_mm_nt_bias_add_relu(const rt_exec *__restrict__ e)
+/* t1_mm_nt_bias_add_relu__epilogue: mm_nt%8 bias_add%9 relu%10 */
+extern "C" __global__ void __launch_bounds__(256, 2) t1_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -88,8 +88,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t1_mm_nt_bias_add_relu(cons
         }
 }
 
-/* t2_mm_nt_bias_add_relu: mm_nt%11 bias_add%12 relu%13 */
-extern "C" __global__ void __launch_bounds__(256, 2) t2_mm_nt_bias_add_relu(const rt_exec *__restrict__ e)
+/* t2_mm_nt_bias_add_relu__epilogue: mm_nt%11 bias_add%12 relu%13 */
+extern "C" __global__ void __launch_bounds__(256, 2) t2_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -145,8 +145,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_mm_nt_bias_add_relu(cons
         }
 }
 
-/* t3_mm_nt_bias_add: mm_nt%14 bias_add%15 */
-extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add(const rt_exec *__restrict__ e)
+/* t3_mm_nt_bias_add__epilogue: mm_nt%14 bias_add%15 */
+extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -201,8 +201,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add(const rt_
         }
 }
 
-/* t4_ce_loss_sum_all_ce_grad_sum_rows: ce_loss%16 sum_all%17 ce_grad%20 sum_rows%21 */
-extern "C" __global__ void __launch_bounds__(256, 2) t4_ce_loss_sum_all_ce_grad_sum_rows(const rt_exec *__restrict__ e)
+/* t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: ce_loss%16 sum_all%17 ce_grad%20 sum_rows%21 */
+extern "C" __global__ void __launch_bounds__(256, 2) t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -246,8 +246,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t4_ce_loss_sum_all_ce_grad_
     }
 }
 
-/* t5_mm_nn_relu_grad_sum_rows: mm_nn%22 relu_grad%24 sum_rows%25 */
-extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nn_relu_grad_sum_rows(const rt_exec *__restrict__ e)
+/* t5_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%22 relu_grad%24 sum_rows%25 */
+extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -364,8 +364,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_mm_tn(const rt_exec *__r
         }
 }
 
-/* t7_mm_nn_relu_grad_sum_rows: mm_nn%26 relu_grad%28 sum_rows%29 */
-extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_relu_grad_sum_rows(const rt_exec *__restrict__ e)
+/* t7_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%26 relu_grad%28 sum_rows%29 */
+extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -535,8 +535,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_tn(const rt_exec *__r
         }
 }
 
-/* t10_sgd_momentum_x6: sgd_momentum%31 sgd_momentum%32 sgd_momentum%33 sgd_momentum%34 sgd_momentum%35 sgd_momentum%36 */
-extern "C" __global__ void __launch_bounds__(256, 2) t10_sgd_momentum_x6(const rt_exec *__restrict__ e)
+/* t10_sgd_momentum_x6__optimizer: sgd_momentum%31 sgd_momentum%32 sgd_momentum%33 sgd_momentum%34 sgd_momentum%35 sgd_momentum%36 */
+extern "C" __global__ void __launch_bounds__(256, 2) t10_sgd_momentum_x6__optimizer(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -554,8 +554,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t10_sgd_momentum_x6(const r
     }
 }
 
-/* e0_images_labels: images%0 labels%1 */
-extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels(const rt_exec *__restrict__ e)
+/* e0_images_labels__data: images%0 labels%1 */
+extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels__data(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -571,8 +571,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels(const rt_e
         b1[t] = ((const int32_t *)e->y)[e->idx[t]];
 }
 
-/* e1_mm_nt_bias_add_relu: mm_nt%8 bias_add%9 relu%10 */
-extern "C" __global__ void __launch_bounds__(256, 2) e1_mm_nt_bias_add_relu(const rt_exec *__restrict__ e)
+/* e1_mm_nt_bias_add_relu__epilogue: mm_nt%8 bias_add%9 relu%10 */
+extern "C" __global__ void __launch_bounds__(256, 2) e1_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -628,8 +628,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e1_mm_nt_bias_add_relu(cons
         }
 }
 
-/* e2_mm_nt_bias_add_relu: mm_nt%11 bias_add%12 relu%13 */
-extern "C" __global__ void __launch_bounds__(256, 2) e2_mm_nt_bias_add_relu(const rt_exec *__restrict__ e)
+/* e2_mm_nt_bias_add_relu__epilogue: mm_nt%11 bias_add%12 relu%13 */
+extern "C" __global__ void __launch_bounds__(256, 2) e2_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -685,8 +685,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_mm_nt_bias_add_relu(cons
         }
 }
 
-/* e3_mm_nt_bias_add: mm_nt%14 bias_add%15 */
-extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add(const rt_exec *__restrict__ e)
+/* e3_mm_nt_bias_add__epilogue: mm_nt%14 bias_add%15 */
+extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -741,8 +741,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add(const rt_
         }
 }
 
-/* e4_ce_loss_sum_all_correct_sum_all: ce_loss%16 sum_all%17 correct%18 sum_all%19 */
-extern "C" __global__ void __launch_bounds__(256, 2) e4_ce_loss_sum_all_correct_sum_all(const rt_exec *__restrict__ e)
+/* e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops: ce_loss%16 sum_all%17 correct%18 sum_all%19 */
+extern "C" __global__ void __launch_bounds__(256, 2) e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;

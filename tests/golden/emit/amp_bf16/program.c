@@ -7,8 +7,8 @@
 #include "cddprt.h"
 static inline unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } static inline unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } static inline float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
-/* t0_images_labels: %0 %1 */
-static void t0_images_labels(rt_exec *e)
+/* t0_images_labels__data: %0 %1 */
+static void t0_images_labels__data(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -22,8 +22,8 @@ static void t0_images_labels(rt_exec *e)
     for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
 }
 
-/* t1_mm_nt_bias_add_relu: %8 %9 %10 */
-static void t1_mm_nt_bias_add_relu(rt_exec *e)
+/* t1_mm_nt_bias_add_relu__epilogue: %8 %9 %10 */
+static void t1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -43,8 +43,8 @@ static void t1_mm_nt_bias_add_relu(rt_exec *e)
     }
 }
 
-/* t2_mm_nt_bias_add_relu: %11 %12 %13 */
-static void t2_mm_nt_bias_add_relu(rt_exec *e)
+/* t2_mm_nt_bias_add_relu__epilogue: %11 %12 %13 */
+static void t2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -64,8 +64,8 @@ static void t2_mm_nt_bias_add_relu(rt_exec *e)
     }
 }
 
-/* t3_mm_nt_bias_add: %14 %15 */
-static void t3_mm_nt_bias_add(rt_exec *e)
+/* t3_mm_nt_bias_add__epilogue: %14 %15 */
+static void t3_mm_nt_bias_add__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -84,8 +84,8 @@ static void t3_mm_nt_bias_add(rt_exec *e)
     }
 }
 
-/* t4_ce_loss_sum_all_ce_grad_sum_rows: %16 %17 %20 %21 */
-static void t4_ce_loss_sum_all_ce_grad_sum_rows(rt_exec *e)
+/* t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: %16 %17 %20 %21 */
+static void t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -120,8 +120,8 @@ static void t4_ce_loss_sum_all_ce_grad_sum_rows(rt_exec *e)
     b17[0] = s17;
 }
 
-/* t5_mm_nn_relu_grad_sum_rows: %22 %24 %25 */
-static void t5_mm_nn_relu_grad_sum_rows(rt_exec *e)
+/* t5_mm_nn_relu_grad_sum_rows__epilogue__reduction: %22 %24 %25 */
+static void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -157,8 +157,8 @@ static void t6_mm_tn(rt_exec *e)
     rt_sgemm_prec(RT_PREC_BF16, 1, 0, 13, 70, n, b20, 13, b13, 70, b23, 70);
 }
 
-/* t7_mm_nn_relu_grad_sum_rows: %26 %28 %29 */
-static void t7_mm_nn_relu_grad_sum_rows(rt_exec *e)
+/* t7_mm_nn_relu_grad_sum_rows__epilogue__reduction: %26 %28 %29 */
+static void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -205,8 +205,8 @@ static void t9_mm_tn(rt_exec *e)
     rt_sgemm_prec(RT_PREC_BF16, 1, 0, 37, 784, n, b28, 37, b0, 784, b30, 784);
 }
 
-/* t10_sgd_momentum_x6: %31 %32 %33 %34 %35 %36 */
-static void t10_sgd_momentum_x6(rt_exec *e)
+/* t10_sgd_momentum_x6__optimizer: %31 %32 %33 %34 %35 %36 */
+static void t10_sgd_momentum_x6__optimizer(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -224,8 +224,8 @@ static void t10_sgd_momentum_x6(rt_exec *e)
     }
 }
 
-/* e0_images_labels: %0 %1 */
-static void e0_images_labels(rt_exec *e)
+/* e0_images_labels__data: %0 %1 */
+static void e0_images_labels__data(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -239,8 +239,8 @@ static void e0_images_labels(rt_exec *e)
     for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
 }
 
-/* e1_mm_nt_bias_add_relu: %8 %9 %10 */
-static void e1_mm_nt_bias_add_relu(rt_exec *e)
+/* e1_mm_nt_bias_add_relu__epilogue: %8 %9 %10 */
+static void e1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -260,8 +260,8 @@ static void e1_mm_nt_bias_add_relu(rt_exec *e)
     }
 }
 
-/* e2_mm_nt_bias_add_relu: %11 %12 %13 */
-static void e2_mm_nt_bias_add_relu(rt_exec *e)
+/* e2_mm_nt_bias_add_relu__epilogue: %11 %12 %13 */
+static void e2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -281,8 +281,8 @@ static void e2_mm_nt_bias_add_relu(rt_exec *e)
     }
 }
 
-/* e3_mm_nt_bias_add: %14 %15 */
-static void e3_mm_nt_bias_add(rt_exec *e)
+/* e3_mm_nt_bias_add__epilogue: %14 %15 */
+static void e3_mm_nt_bias_add__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -301,8 +301,8 @@ static void e3_mm_nt_bias_add(rt_exec *e)
     }
 }
 
-/* e4_ce_loss_sum_all_correct_sum_all: %16 %17 %18 %19 */
-static void e4_ce_loss_sum_all_correct_sum_all(rt_exec *e)
+/* e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops: %16 %17 %18 %19 */
+static void e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -334,47 +334,47 @@ static void e4_ce_loss_sum_all_correct_sum_all(rt_exec *e)
 }
 
 static const rt_kernel train_kernels[] = {
-    {t0_images_labels, "t0_images_labels", 0, {0, 1568}, {0, 3925}},
-    {t1_mm_nt_bias_add_relu, "t1_mm_nt_bias_add_relu", 1, {0, 58090}, {116180, 3580}},
-    {t2_mm_nt_bias_add_relu, "t2_mm_nt_bias_add_relu", 1, {0, 5320}, {10640, 988}},
-    {t3_mm_nt_bias_add, "t3_mm_nt_bias_add", 1, {0, 1833}, {3692, 436}},
-    {t4_ce_loss_sum_all_ce_grad_sum_rows, "t4_ce_loss_sum_all_ce_grad_sum_rows", 2, {0, 118}, {56, 108}},
-    {t5_mm_nn_relu_grad_sum_rows, "t5_mm_nn_relu_grad_sum_rows", 2, {0, 1960}, {3920, 1172}},
+    {t0_images_labels__data, "t0_images_labels__data", 0, {0, 1568}, {0, 3925}},
+    {t1_mm_nt_bias_add_relu__epilogue, "t1_mm_nt_bias_add_relu__epilogue", 1, {0, 58090}, {116180, 3580}},
+    {t2_mm_nt_bias_add_relu__epilogue, "t2_mm_nt_bias_add_relu__epilogue", 1, {0, 5320}, {10640, 988}},
+    {t3_mm_nt_bias_add__epilogue, "t3_mm_nt_bias_add__epilogue", 1, {0, 1833}, {3692, 436}},
+    {t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops, "t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", 2, {0, 118}, {56, 108}},
+    {t5_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 1960}, {3920, 1172}},
     {t6_mm_tn, "t6_mm_tn", 2, {0, 1820}, {3640, 332}},
-    {t7_mm_nn_relu_grad_sum_rows, "t7_mm_nn_relu_grad_sum_rows", 2, {0, 5254}, {10508, 872}},
+    {t7_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t7_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 5254}, {10508, 872}},
     {t8_mm_tn, "t8_mm_tn", 2, {0, 5180}, {10360, 428}},
     {t9_mm_tn, "t9_mm_tn", 2, {0, 58016}, {116032, 3284}},
-    {t10_sgd_momentum_x6, "t10_sgd_momentum_x6", 3, {163140, 0}, {652560, 0}},
+    {t10_sgd_momentum_x6__optimizer, "t10_sgd_momentum_x6__optimizer", 3, {163140, 0}, {652560, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
-    {"t0_images_labels", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t1_mm_nt_bias_add_relu", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"t2_mm_nt_bias_add_relu", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"t3_mm_nt_bias_add", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"t4_ce_loss_sum_all_ce_grad_sum_rows", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
-    {"t5_mm_nn_relu_grad_sum_rows", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
+    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
+    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
     {"t6_mm_tn", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"t7_mm_nn_relu_grad_sum_rows", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t7_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
     {"t8_mm_tn", {256, 1, 1}, {1, 2, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t9_mm_tn", {256, 1, 1}, {13, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"t10_sgd_momentum_x6", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t10_sgd_momentum_x6__optimizer", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {
-    {e0_images_labels, "e0_images_labels", 0, {0, 1568}, {0, 3925}},
-    {e1_mm_nt_bias_add_relu, "e1_mm_nt_bias_add_relu", 1, {0, 58090}, {116180, 3580}},
-    {e2_mm_nt_bias_add_relu, "e2_mm_nt_bias_add_relu", 1, {0, 5320}, {10640, 988}},
-    {e3_mm_nt_bias_add, "e3_mm_nt_bias_add", 1, {0, 1833}, {3692, 436}},
-    {e4_ce_loss_sum_all_correct_sum_all, "e4_ce_loss_sum_all_correct_sum_all", 1, {0, 67}, {8, 56}},
+    {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
+    {e1_mm_nt_bias_add_relu__epilogue, "e1_mm_nt_bias_add_relu__epilogue", 1, {0, 58090}, {116180, 3580}},
+    {e2_mm_nt_bias_add_relu__epilogue, "e2_mm_nt_bias_add_relu__epilogue", 1, {0, 5320}, {10640, 988}},
+    {e3_mm_nt_bias_add__epilogue, "e3_mm_nt_bias_add__epilogue", 1, {0, 1833}, {3692, 436}},
+    {e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops, "e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops", 1, {0, 67}, {8, 56}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {
-    {"e0_images_labels", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
-    {"e1_mm_nt_bias_add_relu", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"e2_mm_nt_bias_add_relu", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"e3_mm_nt_bias_add", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"e4_ce_loss_sum_all_correct_sum_all", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
+    {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
+    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"e2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"e3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
 };
 
 static const char cuda_src[] = /* all.cu */

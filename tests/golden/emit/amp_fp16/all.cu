@@ -14,8 +14,8 @@ __device__ __forceinline__ float rt_round_bf16(float x) { unsigned u = __float_a
 __device__ __forceinline__ float rt_sample(const rt_exec *e, int64_t s, int64_t k) { const int64_t o = s * e->x_size + k; const float v = e->x_u8 ? (float)((const uint8_t *)e->x)[o] / 255.0f : ((const float *)e->x)[o]; const int c = e->norm_n == 1 ? 0 : (int)(k / e->norm_div % e->norm_n); return (v - e->norm[c]) / e->norm[e->norm_n + c]; }
 __device__ __forceinline__ unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } __device__ __forceinline__ unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } __device__ __forceinline__ float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
-/* t0_images_labels: images%0 labels%1 */
-extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels(const rt_exec *__restrict__ e)
+/* t0_images_labels__data: images%0 labels%1 */
+extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels__data(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -31,8 +31,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels(const rt_e
         b1[t] = ((const int32_t *)e->y)[e->idx[t]];
 }
 
-/* t1_conv2d_bias_add: conv2d%17 bias_add%18 */
-extern "C" __global__ void __launch_bounds__(256, 2) t1_conv2d_bias_add(const rt_exec *__restrict__ e)
+/* t1_conv2d_bias_add__conv_bias: conv2d%17 bias_add%18 */
+extern "C" __global__ void __launch_bounds__(256, 2) t1_conv2d_bias_add__conv_bias(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -64,8 +64,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t1_conv2d_bias_add(const rt
     }
 }
 
-/* t2_bn_stats_bn_running: bn_stats%19 bn_running%21 */
-extern "C" __global__ void __launch_bounds__(256, 2) t2_bn_stats_bn_running(const rt_exec *__restrict__ e)
+/* t2_bn_stats_bn_running__channel_pass: bn_stats%19 bn_running%21 */
+extern "C" __global__ void __launch_bounds__(256, 2) t2_bn_stats_bn_running__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -118,8 +118,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_bn_stats_bn_running(cons
     }
 }
 
-/* t3_bn_apply_relu: bn_apply%20 relu%22 */
-extern "C" __global__ void __launch_bounds__(256, 2) t3_bn_apply_relu(const rt_exec *__restrict__ e)
+/* t3_bn_apply_relu__ew_chain: bn_apply%20 relu%22 */
+extern "C" __global__ void __launch_bounds__(256, 2) t3_bn_apply_relu__ew_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -205,8 +205,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_maxpool(const rt_exec *_
     }
 }
 
-/* t6_bn_stats_bn_running: bn_stats%25 bn_running%27 */
-extern "C" __global__ void __launch_bounds__(256, 2) t6_bn_stats_bn_running(const rt_exec *__restrict__ e)
+/* t6_bn_stats_bn_running__channel_pass: bn_stats%25 bn_running%27 */
+extern "C" __global__ void __launch_bounds__(256, 2) t6_bn_stats_bn_running__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -301,8 +301,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_avgpool(const rt_exec *_
     }
 }
 
-/* t9_mm_nt_bias_add: mm_nt%30 bias_add%31 */
-extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nt_bias_add(const rt_exec *__restrict__ e)
+/* t9_mm_nt_bias_add__epilogue: mm_nt%30 bias_add%31 */
+extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -357,8 +357,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nt_bias_add(const rt_
         }
 }
 
-/* t10_ce_loss_sum_all_ce_grad_sum_rows: ce_loss%32 sum_all%33 ce_grad%36 sum_rows%37 */
-extern "C" __global__ void __launch_bounds__(256, 2) t10_ce_loss_sum_all_ce_grad_sum_rows(const rt_exec *__restrict__ e)
+/* t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: ce_loss%32 sum_all%33 ce_grad%36 sum_rows%37 */
+extern "C" __global__ void __launch_bounds__(256, 2) t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -532,8 +532,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t13_avgpool_dx(const rt_exe
     }
 }
 
-/* t14_bn_dx_bn_dw_sum_chan: bn_dx%42 bn_dw%43 sum_chan%44 */
-extern "C" __global__ void __launch_bounds__(256, 2) t14_bn_dx_bn_dw_sum_chan(const rt_exec *__restrict__ e)
+/* t14_bn_dx_bn_dw_sum_chan__channel_pass: bn_dx%42 bn_dw%43 sum_chan%44 */
+extern "C" __global__ void __launch_bounds__(256, 2) t14_bn_dx_bn_dw_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -710,8 +710,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t18_relu_grad(const rt_exec
     }
 }
 
-/* t19_bn_dx_bn_dw_sum_chan_x2: bn_dx%49 bn_dw%50 sum_chan%51 sum_chan%52 */
-extern "C" __global__ void __launch_bounds__(256, 2) t19_bn_dx_bn_dw_sum_chan_x2(const rt_exec *__restrict__ e)
+/* t19_bn_dx_bn_dw_sum_chan_x2__channel_pass: bn_dx%49 bn_dw%50 sum_chan%51 sum_chan%52 */
+extern "C" __global__ void __launch_bounds__(256, 2) t19_bn_dx_bn_dw_sum_chan_x2__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -810,8 +810,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t20_conv2d_dw(const rt_exec
         b53[wi] = rt_round_fp16(total);
 }
 
-/* t21_adam_x9: adam%54 adam%55 adam%56 adam%57 adam%58 adam%59 adam%60 adam%61 adam%62 */
-extern "C" __global__ void __launch_bounds__(256, 2) t21_adam_x9(const rt_exec *__restrict__ e)
+/* t21_adam_x9__optimizer: adam%54 adam%55 adam%56 adam%57 adam%58 adam%59 adam%60 adam%61 adam%62 */
+extern "C" __global__ void __launch_bounds__(256, 2) t21_adam_x9__optimizer(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -834,8 +834,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t21_adam_x9(const rt_exec *
     }
 }
 
-/* e0_images_labels: images%0 labels%1 */
-extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels(const rt_exec *__restrict__ e)
+/* e0_images_labels__data: images%0 labels%1 */
+extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels__data(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -851,8 +851,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels(const rt_e
         b1[t] = ((const int32_t *)e->y)[e->idx[t]];
 }
 
-/* e1_conv2d_bias_add: conv2d%17 bias_add%18 */
-extern "C" __global__ void __launch_bounds__(256, 2) e1_conv2d_bias_add(const rt_exec *__restrict__ e)
+/* e1_conv2d_bias_add__conv_bias: conv2d%17 bias_add%18 */
+extern "C" __global__ void __launch_bounds__(256, 2) e1_conv2d_bias_add__conv_bias(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -902,8 +902,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_bn_stats(const rt_exec *
     }
 }
 
-/* e3_bn_apply_relu: bn_apply%20 relu%22 */
-extern "C" __global__ void __launch_bounds__(256, 2) e3_bn_apply_relu(const rt_exec *__restrict__ e)
+/* e3_bn_apply_relu__ew_chain: bn_apply%20 relu%22 */
+extern "C" __global__ void __launch_bounds__(256, 2) e3_bn_apply_relu__ew_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1049,8 +1049,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e8_avgpool(const rt_exec *_
     }
 }
 
-/* e9_mm_nt_bias_add: mm_nt%30 bias_add%31 */
-extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add(const rt_exec *__restrict__ e)
+/* e9_mm_nt_bias_add__epilogue: mm_nt%30 bias_add%31 */
+extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1105,8 +1105,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add(const rt_
         }
 }
 
-/* e10_ce_loss_sum_all_correct_sum_all: ce_loss%32 sum_all%33 correct%34 sum_all%35 */
-extern "C" __global__ void __launch_bounds__(256, 2) e10_ce_loss_sum_all_correct_sum_all(const rt_exec *__restrict__ e)
+/* e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops: ce_loss%32 sum_all%33 correct%34 sum_all%35 */
+extern "C" __global__ void __launch_bounds__(256, 2) e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;

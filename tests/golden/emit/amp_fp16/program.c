@@ -7,8 +7,8 @@
 #include "cddprt.h"
 static inline unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } static inline unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } static inline float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
-/* t0_images_labels: %0 %1 */
-static void t0_images_labels(rt_exec *e)
+/* t0_images_labels__data: %0 %1 */
+static void t0_images_labels__data(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -22,8 +22,8 @@ static void t0_images_labels(rt_exec *e)
     for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
 }
 
-/* t1_conv2d_bias_add: %17 %18 */
-static void t1_conv2d_bias_add(rt_exec *e)
+/* t1_conv2d_bias_add__conv_bias: %17 %18 */
+static void t1_conv2d_bias_add__conv_bias(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -87,8 +87,8 @@ static void t1_conv2d_bias_add(rt_exec *e)
     }
 }
 
-/* t2_bn_stats_bn_running: %19 %21 */
-static void t2_bn_stats_bn_running(rt_exec *e)
+/* t2_bn_stats_bn_running__channel_pass: %19 %21 */
+static void t2_bn_stats_bn_running__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -121,8 +121,8 @@ static void t2_bn_stats_bn_running(rt_exec *e)
     }
 }
 
-/* t3_bn_apply_relu: %20 %22 */
-static void t3_bn_apply_relu(rt_exec *e)
+/* t3_bn_apply_relu__ew_chain: %20 %22 */
+static void t3_bn_apply_relu__ew_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -240,8 +240,8 @@ static void t5_maxpool(rt_exec *e)
             }
 }
 
-/* t6_bn_stats_bn_running: %25 %27 */
-static void t6_bn_stats_bn_running(rt_exec *e)
+/* t6_bn_stats_bn_running__channel_pass: %25 %27 */
+static void t6_bn_stats_bn_running__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -317,8 +317,8 @@ static void t8_avgpool(rt_exec *e)
             }
 }
 
-/* t9_mm_nt_bias_add: %30 %31 */
-static void t9_mm_nt_bias_add(rt_exec *e)
+/* t9_mm_nt_bias_add__epilogue: %30 %31 */
+static void t9_mm_nt_bias_add__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -337,8 +337,8 @@ static void t9_mm_nt_bias_add(rt_exec *e)
     }
 }
 
-/* t10_ce_loss_sum_all_ce_grad_sum_rows: %32 %33 %36 %37 */
-static void t10_ce_loss_sum_all_ce_grad_sum_rows(rt_exec *e)
+/* t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: %32 %33 %36 %37 */
+static void t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -420,8 +420,8 @@ static void t13_avgpool_dx(rt_exec *e)
             }
 }
 
-/* t14_bn_dx_bn_dw_sum_chan: %42 %43 %44 */
-static void t14_bn_dx_bn_dw_sum_chan(rt_exec *e)
+/* t14_bn_dx_bn_dw_sum_chan__channel_pass: %42 %43 %44 */
+static void t14_bn_dx_bn_dw_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -639,8 +639,8 @@ static void t18_relu_grad(rt_exec *e)
     }
 }
 
-/* t19_bn_dx_bn_dw_sum_chan_x2: %49 %50 %51 %52 */
-static void t19_bn_dx_bn_dw_sum_chan_x2(rt_exec *e)
+/* t19_bn_dx_bn_dw_sum_chan_x2__channel_pass: %49 %50 %51 %52 */
+static void t19_bn_dx_bn_dw_sum_chan_x2__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -739,8 +739,8 @@ static void t20_conv2d_dw(rt_exec *e)
     }
 }
 
-/* t21_adam_x9: %54 %55 %56 %57 %58 %59 %60 %61 %62 */
-static void t21_adam_x9(rt_exec *e)
+/* t21_adam_x9__optimizer: %54 %55 %56 %57 %58 %59 %60 %61 %62 */
+static void t21_adam_x9__optimizer(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -763,8 +763,8 @@ static void t21_adam_x9(rt_exec *e)
     }
 }
 
-/* e0_images_labels: %0 %1 */
-static void e0_images_labels(rt_exec *e)
+/* e0_images_labels__data: %0 %1 */
+static void e0_images_labels__data(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -778,8 +778,8 @@ static void e0_images_labels(rt_exec *e)
     for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
 }
 
-/* e1_conv2d_bias_add: %17 %18 */
-static void e1_conv2d_bias_add(rt_exec *e)
+/* e1_conv2d_bias_add__conv_bias: %17 %18 */
+static void e1_conv2d_bias_add__conv_bias(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -862,8 +862,8 @@ static void e2_bn_stats(rt_exec *e)
     }
 }
 
-/* e3_bn_apply_relu: %20 %22 */
-static void e3_bn_apply_relu(rt_exec *e)
+/* e3_bn_apply_relu__ew_chain: %20 %22 */
+static void e3_bn_apply_relu__ew_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1043,8 +1043,8 @@ static void e8_avgpool(rt_exec *e)
             }
 }
 
-/* e9_mm_nt_bias_add: %30 %31 */
-static void e9_mm_nt_bias_add(rt_exec *e)
+/* e9_mm_nt_bias_add__epilogue: %30 %31 */
+static void e9_mm_nt_bias_add__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1063,8 +1063,8 @@ static void e9_mm_nt_bias_add(rt_exec *e)
     }
 }
 
-/* e10_ce_loss_sum_all_correct_sum_all: %32 %33 %34 %35 */
-static void e10_ce_loss_sum_all_correct_sum_all(rt_exec *e)
+/* e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops: %32 %33 %34 %35 */
+static void e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1096,81 +1096,81 @@ static void e10_ce_loss_sum_all_correct_sum_all(rt_exec *e)
 }
 
 static const rt_kernel train_kernels[] = {
-    {t0_images_labels, "t0_images_labels", 0, {0, 1568}, {0, 3925}},
-    {t1_conv2d_bias_add, "t1_conv2d_bias_add", 1, {0, 5700}, {120, 4336}},
-    {t2_bn_stats_bn_running, "t2_bn_stats_bn_running", 1, {12, 900}, {80, 1200}},
-    {t3_bn_apply_relu, "t3_bn_apply_relu", 1, {0, 1500}, {48, 2400}},
+    {t0_images_labels__data, "t0_images_labels__data", 0, {0, 1568}, {0, 3925}},
+    {t1_conv2d_bias_add__conv_bias, "t1_conv2d_bias_add__conv_bias", 1, {0, 5700}, {120, 4336}},
+    {t2_bn_stats_bn_running__channel_pass, "t2_bn_stats_bn_running__channel_pass", 1, {12, 900}, {80, 1200}},
+    {t3_bn_apply_relu__ew_chain, "t3_bn_apply_relu__ew_chain", 1, {0, 1500}, {48, 2400}},
     {t4_conv2d, "t4_conv2d", 1, {0, 2160}, {144, 1920}},
     {t5_maxpool, "t5_maxpool", 1, {0, 180}, {0, 936}},
-    {t6_bn_stats_bn_running, "t6_bn_stats_bn_running", 1, {24, 162}, {152, 216}},
+    {t6_bn_stats_bn_running__channel_pass, "t6_bn_stats_bn_running__channel_pass", 1, {24, 162}, {152, 216}},
     {t7_bn_apply, "t7_bn_apply", 1, {0, 216}, {96, 432}},
     {t8_avgpool, "t8_avgpool", 1, {0, 54}, {0, 312}},
-    {t9_mm_nt_bias_add, "t9_mm_nt_bias_add", 1, {0, 490}, {1000, 216}},
-    {t10_ce_loss_sum_all_ce_grad_sum_rows, "t10_ce_loss_sum_all_ce_grad_sum_rows", 2, {0, 91}, {44, 84}},
+    {t9_mm_nt_bias_add__epilogue, "t9_mm_nt_bias_add__epilogue", 1, {0, 490}, {1000, 216}},
+    {t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops, "t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", 2, {0, 91}, {44, 84}},
     {t11_mm_nn, "t11_mm_nn", 2, {0, 480}, {960, 136}},
     {t12_mm_tn, "t12_mm_tn", 2, {0, 480}, {960, 136}},
     {t13_avgpool_dx, "t13_avgpool_dx", 2, {0, 24}, {0, 312}},
-    {t14_bn_dx_bn_dw_sum_chan, "t14_bn_dx_bn_dw_sum_chan", 2, {0, 648}, {120, 648}},
+    {t14_bn_dx_bn_dw_sum_chan__channel_pass, "t14_bn_dx_bn_dw_sum_chan__channel_pass", 2, {0, 648}, {120, 648}},
     {t15_maxpool_dx, "t15_maxpool_dx", 2, {0, 54}, {0, 1656}},
     {t16_conv2d_dx, "t16_conv2d_dx", 2, {0, 2160}, {144, 1920}},
     {t17_conv2d_dw, "t17_conv2d_dw", 2, {0, 2160}, {144, 1920}},
     {t18_relu_grad, "t18_relu_grad", 2, {0, 300}, {0, 3600}},
-    {t19_bn_dx_bn_dw_sum_chan_x2, "t19_bn_dx_bn_dw_sum_chan_x2", 2, {0, 3900}, {72, 3600}},
+    {t19_bn_dx_bn_dw_sum_chan_x2__channel_pass, "t19_bn_dx_bn_dw_sum_chan_x2__channel_pass", 2, {0, 3900}, {72, 3600}},
     {t20_conv2d_dw, "t20_conv2d_dw", 2, {0, 5400}, {108, 4336}},
-    {t21_adam_x9, "t21_adam_x9", 3, {4008, 0}, {9352, 0}},
+    {t21_adam_x9__optimizer, "t21_adam_x9__optimizer", 3, {4008, 0}, {9352, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
-    {"t0_images_labels", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t1_conv2d_bias_add", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t2_bn_stats_bn_running", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"t3_bn_apply_relu", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0},
+    {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
+    {"t1_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0},
+    {"t2_bn_stats_bn_running__channel_pass", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t3_bn_apply_relu__ew_chain", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0},
     {"t4_conv2d", {256, 1, 1}, {1, 1, 1}, {180, 0, 0}, {256, 0, 0}, 0, 0},
     {"t5_maxpool", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t6_bn_stats_bn_running", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t6_bn_stats_bn_running__channel_pass", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t7_bn_apply", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0},
     {"t8_avgpool", {256, 1, 1}, {1, 1, 1}, {24, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t9_mm_nt_bias_add", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"t10_ce_loss_sum_all_ce_grad_sum_rows", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
+    {"t9_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
     {"t11_mm_nn", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
     {"t12_mm_tn", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t13_avgpool_dx", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t14_bn_dx_bn_dw_sum_chan", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t14_bn_dx_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t15_maxpool_dx", {256, 1, 1}, {1, 1, 1}, {180, 0, 0}, {256, 0, 0}, 0, 0},
     {"t16_conv2d_dx", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0},
     {"t17_conv2d_dw", {256, 1, 1}, {36, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t18_relu_grad", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t19_bn_dx_bn_dw_sum_chan_x2", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t19_bn_dx_bn_dw_sum_chan_x2__channel_pass", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t20_conv2d_dw", {256, 1, 1}, {27, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"t21_adam_x9", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t21_adam_x9__optimizer", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {
-    {e0_images_labels, "e0_images_labels", 0, {0, 1568}, {0, 3925}},
-    {e1_conv2d_bias_add, "e1_conv2d_bias_add", 1, {0, 5700}, {120, 4336}},
+    {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
+    {e1_conv2d_bias_add__conv_bias, "e1_conv2d_bias_add__conv_bias", 1, {0, 5700}, {120, 4336}},
     {e2_bn_stats, "e2_bn_stats", 1, {0, 900}, {48, 1200}},
-    {e3_bn_apply_relu, "e3_bn_apply_relu", 1, {0, 1500}, {48, 2400}},
+    {e3_bn_apply_relu__ew_chain, "e3_bn_apply_relu__ew_chain", 1, {0, 1500}, {48, 2400}},
     {e4_conv2d, "e4_conv2d", 1, {0, 2160}, {144, 1920}},
     {e5_maxpool, "e5_maxpool", 1, {0, 180}, {0, 936}},
     {e6_bn_stats, "e6_bn_stats", 1, {0, 162}, {96, 216}},
     {e7_bn_apply, "e7_bn_apply", 1, {0, 216}, {96, 432}},
     {e8_avgpool, "e8_avgpool", 1, {0, 54}, {0, 312}},
-    {e9_mm_nt_bias_add, "e9_mm_nt_bias_add", 1, {0, 490}, {1000, 216}},
-    {e10_ce_loss_sum_all_correct_sum_all, "e10_ce_loss_sum_all_correct_sum_all", 1, {0, 52}, {8, 44}},
+    {e9_mm_nt_bias_add__epilogue, "e9_mm_nt_bias_add__epilogue", 1, {0, 490}, {1000, 216}},
+    {e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops, "e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops", 1, {0, 52}, {8, 44}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {
-    {"e0_images_labels", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
-    {"e1_conv2d_bias_add", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0},
+    {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
+    {"e1_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0},
     {"e2_bn_stats", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"e3_bn_apply_relu", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0},
+    {"e3_bn_apply_relu__ew_chain", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0},
     {"e4_conv2d", {256, 1, 1}, {1, 1, 1}, {180, 0, 0}, {256, 0, 0}, 0, 0},
     {"e5_maxpool", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0},
     {"e6_bn_stats", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"e7_bn_apply", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0},
     {"e8_avgpool", {256, 1, 1}, {1, 1, 1}, {24, 0, 0}, {256, 0, 0}, 0, 0},
-    {"e9_mm_nt_bias_add", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"e10_ce_loss_sum_all_correct_sum_all", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
+    {"e9_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
 };
 
 static const char cuda_src[] = /* all.cu */

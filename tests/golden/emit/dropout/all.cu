@@ -14,8 +14,8 @@ __device__ __forceinline__ float rt_round_bf16(float x) { unsigned u = __float_a
 __device__ __forceinline__ float rt_sample(const rt_exec *e, int64_t s, int64_t k) { const int64_t o = s * e->x_size + k; const float v = e->x_u8 ? (float)((const uint8_t *)e->x)[o] / 255.0f : ((const float *)e->x)[o]; const int c = e->norm_n == 1 ? 0 : (int)(k / e->norm_div % e->norm_n); return (v - e->norm[c]) / e->norm[e->norm_n + c]; }
 __device__ __forceinline__ unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } __device__ __forceinline__ unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } __device__ __forceinline__ float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
-/* t0_images_labels: images%0 labels%1 */
-extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels(const rt_exec *__restrict__ e)
+/* t0_images_labels__data: images%0 labels%1 */
+extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels__data(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -31,8 +31,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels(const rt_e
         b1[t] = ((const int32_t *)e->y)[e->idx[t]];
 }
 
-/* t1_conv2d_bias_add: conv2d%10 bias_add%11 */
-extern "C" __global__ void __launch_bounds__(256, 2) t1_conv2d_bias_add(const rt_exec *__restrict__ e)
+/* t1_conv2d_bias_add__conv_bias: conv2d%10 bias_add%11 */
+extern "C" __global__ void __launch_bounds__(256, 2) t1_conv2d_bias_add__conv_bias(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -64,8 +64,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t1_conv2d_bias_add(const rt
     }
 }
 
-/* t2_relu_dropout: relu%12 dropout%13 */
-extern "C" __global__ void __launch_bounds__(256, 2) t2_relu_dropout(const rt_exec *__restrict__ e)
+/* t2_relu_dropout__ew_chain__dropout: relu%12 dropout%13 */
+extern "C" __global__ void __launch_bounds__(256, 2) t2_relu_dropout__ew_chain__dropout(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -84,8 +84,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_relu_dropout(const rt_ex
     }
 }
 
-/* t3_mm_nt_bias_add_relu_dropout: mm_nt%15 bias_add%16 relu%17 dropout%18 */
-extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add_relu_dropout(const rt_exec *__restrict__ e)
+/* t3_mm_nt_bias_add_relu_dropout__epilogue__dropout: mm_nt%15 bias_add%16 relu%17 dropout%18 */
+extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add_relu_dropout__epilogue__dropout(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -145,8 +145,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add_relu_drop
         }
 }
 
-/* t4_mm_nt_bias_add_dropout: mm_nt%19 bias_add%20 dropout%21 */
-extern "C" __global__ void __launch_bounds__(256, 2) t4_mm_nt_bias_add_dropout(const rt_exec *__restrict__ e)
+/* t4_mm_nt_bias_add_dropout__epilogue: mm_nt%19 bias_add%20 dropout%21 */
+extern "C" __global__ void __launch_bounds__(256, 2) t4_mm_nt_bias_add_dropout__epilogue(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -203,8 +203,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t4_mm_nt_bias_add_dropout(c
         }
 }
 
-/* t5_mm_nt_bias_add: mm_nt%22 bias_add%23 */
-extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nt_bias_add(const rt_exec *__restrict__ e)
+/* t5_mm_nt_bias_add__epilogue: mm_nt%22 bias_add%23 */
+extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -259,8 +259,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nt_bias_add(const rt_
         }
 }
 
-/* t6_ce_loss_sum_all_ce_grad_sum_rows: ce_loss%24 sum_all%25 ce_grad%28 sum_rows%29 */
-extern "C" __global__ void __launch_bounds__(256, 2) t6_ce_loss_sum_all_ce_grad_sum_rows(const rt_exec *__restrict__ e)
+/* t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: ce_loss%24 sum_all%25 ce_grad%28 sum_rows%29 */
+extern "C" __global__ void __launch_bounds__(256, 2) t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -304,8 +304,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_ce_loss_sum_all_ce_grad_
     }
 }
 
-/* t7_mm_nn_dropout_grad_sum_rows: mm_nn%30 dropout_grad%32 sum_rows%33 */
-extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_dropout_grad_sum_rows(const rt_exec *__restrict__ e)
+/* t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction: mm_nn%30 dropout_grad%32 sum_rows%33 */
+extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -422,8 +422,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__r
         }
 }
 
-/* t9_mm_nn_dropout_grad_relu_grad_sum_rows: mm_nn%34 dropout_grad%36 relu_grad%37 sum_rows%38 */
-extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nn_dropout_grad_relu_grad_sum_rows(const rt_exec *__restrict__ e)
+/* t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction: mm_nn%34 dropout_grad%36 relu_grad%37 sum_rows%38 */
+extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -648,8 +648,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__
         }
 }
 
-/* t13_dropout_grad_relu_grad: dropout_grad%42 relu_grad%43 */
-extern "C" __global__ void __launch_bounds__(256, 2) t13_dropout_grad_relu_grad(const rt_exec *__restrict__ e)
+/* t13_dropout_grad_relu_grad__ew_chain: dropout_grad%42 relu_grad%43 */
+extern "C" __global__ void __launch_bounds__(256, 2) t13_dropout_grad_relu_grad__ew_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -728,8 +728,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t15_conv2d_dw(const rt_exec
         b45[wi] = total;
 }
 
-/* t16_sgd_momentum_x8: sgd_momentum%46 sgd_momentum%47 sgd_momentum%48 sgd_momentum%49 sgd_momentum%50 sgd_momentum%51 sgd_momentum%52 sgd_momentum%53 */
-extern "C" __global__ void __launch_bounds__(256, 2) t16_sgd_momentum_x8(const rt_exec *__restrict__ e)
+/* t16_sgd_momentum_x8__optimizer: sgd_momentum%46 sgd_momentum%47 sgd_momentum%48 sgd_momentum%49 sgd_momentum%50 sgd_momentum%51 sgd_momentum%52 sgd_momentum%53 */
+extern "C" __global__ void __launch_bounds__(256, 2) t16_sgd_momentum_x8__optimizer(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -746,8 +746,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t16_sgd_momentum_x8(const r
     }
 }
 
-/* e0_images_labels: images%0 labels%1 */
-extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels(const rt_exec *__restrict__ e)
+/* e0_images_labels__data: images%0 labels%1 */
+extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels__data(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -763,8 +763,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels(const rt_e
         b1[t] = ((const int32_t *)e->y)[e->idx[t]];
 }
 
-/* e1_conv2d_bias_add: conv2d%10 bias_add%11 */
-extern "C" __global__ void __launch_bounds__(256, 2) e1_conv2d_bias_add(const rt_exec *__restrict__ e)
+/* e1_conv2d_bias_add__conv_bias: conv2d%10 bias_add%11 */
+extern "C" __global__ void __launch_bounds__(256, 2) e1_conv2d_bias_add__conv_bias(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -812,8 +812,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_relu(const rt_exec *__re
     }
 }
 
-/* e3_mm_nt_bias_add_relu: mm_nt%15 bias_add%16 relu%17 */
-extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add_relu(const rt_exec *__restrict__ e)
+/* e3_mm_nt_bias_add_relu__epilogue: mm_nt%15 bias_add%16 relu%17 */
+extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -869,8 +869,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add_relu(cons
         }
 }
 
-/* e4_mm_nt_bias_add: mm_nt%19 bias_add%20 */
-extern "C" __global__ void __launch_bounds__(256, 2) e4_mm_nt_bias_add(const rt_exec *__restrict__ e)
+/* e4_mm_nt_bias_add__epilogue: mm_nt%19 bias_add%20 */
+extern "C" __global__ void __launch_bounds__(256, 2) e4_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -925,8 +925,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e4_mm_nt_bias_add(const rt_
         }
 }
 
-/* e5_mm_nt_bias_add: mm_nt%22 bias_add%23 */
-extern "C" __global__ void __launch_bounds__(256, 2) e5_mm_nt_bias_add(const rt_exec *__restrict__ e)
+/* e5_mm_nt_bias_add__epilogue: mm_nt%22 bias_add%23 */
+extern "C" __global__ void __launch_bounds__(256, 2) e5_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -981,8 +981,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e5_mm_nt_bias_add(const rt_
         }
 }
 
-/* e6_ce_loss_sum_all_correct_sum_all: ce_loss%24 sum_all%25 correct%26 sum_all%27 */
-extern "C" __global__ void __launch_bounds__(256, 2) e6_ce_loss_sum_all_correct_sum_all(const rt_exec *__restrict__ e)
+/* e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops: ce_loss%24 sum_all%25 correct%26 sum_all%27 */
+extern "C" __global__ void __launch_bounds__(256, 2) e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;

@@ -7,8 +7,8 @@
 #include "cddprt.h"
 static inline unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } static inline unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } static inline float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
-/* t0_images_labels: %0 %1 */
-static void t0_images_labels(rt_exec *e)
+/* t0_images_labels__data: %0 %1 */
+static void t0_images_labels__data(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -22,8 +22,8 @@ static void t0_images_labels(rt_exec *e)
     for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
 }
 
-/* t1_conv2d_bias_add: %10 %11 */
-static void t1_conv2d_bias_add(rt_exec *e)
+/* t1_conv2d_bias_add__conv_bias: %10 %11 */
+static void t1_conv2d_bias_add__conv_bias(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -87,8 +87,8 @@ static void t1_conv2d_bias_add(rt_exec *e)
     }
 }
 
-/* t2_relu_dropout: %12 %13 */
-static void t2_relu_dropout(rt_exec *e)
+/* t2_relu_dropout__ew_chain__dropout: %12 %13 */
+static void t2_relu_dropout__ew_chain__dropout(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -107,8 +107,8 @@ static void t2_relu_dropout(rt_exec *e)
     }
 }
 
-/* t3_mm_nt_bias_add_relu_dropout: %15 %16 %17 %18 */
-static void t3_mm_nt_bias_add_relu_dropout(rt_exec *e)
+/* t3_mm_nt_bias_add_relu_dropout__epilogue__dropout: %15 %16 %17 %18 */
+static void t3_mm_nt_bias_add_relu_dropout__epilogue__dropout(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -132,8 +132,8 @@ static void t3_mm_nt_bias_add_relu_dropout(rt_exec *e)
     }
 }
 
-/* t4_mm_nt_bias_add_dropout: %19 %20 %21 */
-static void t4_mm_nt_bias_add_dropout(rt_exec *e)
+/* t4_mm_nt_bias_add_dropout__epilogue: %19 %20 %21 */
+static void t4_mm_nt_bias_add_dropout__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -154,8 +154,8 @@ static void t4_mm_nt_bias_add_dropout(rt_exec *e)
     }
 }
 
-/* t5_mm_nt_bias_add: %22 %23 */
-static void t5_mm_nt_bias_add(rt_exec *e)
+/* t5_mm_nt_bias_add__epilogue: %22 %23 */
+static void t5_mm_nt_bias_add__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -174,8 +174,8 @@ static void t5_mm_nt_bias_add(rt_exec *e)
     }
 }
 
-/* t6_ce_loss_sum_all_ce_grad_sum_rows: %24 %25 %28 %29 */
-static void t6_ce_loss_sum_all_ce_grad_sum_rows(rt_exec *e)
+/* t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: %24 %25 %28 %29 */
+static void t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -210,8 +210,8 @@ static void t6_ce_loss_sum_all_ce_grad_sum_rows(rt_exec *e)
     b25[0] = s25;
 }
 
-/* t7_mm_nn_dropout_grad_sum_rows: %30 %32 %33 */
-static void t7_mm_nn_dropout_grad_sum_rows(rt_exec *e)
+/* t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction: %30 %32 %33 */
+static void t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -247,8 +247,8 @@ static void t8_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 13, 21, n, b28, 13, b21, 21, b31, 21);
 }
 
-/* t9_mm_nn_dropout_grad_relu_grad_sum_rows: %34 %36 %37 %38 */
-static void t9_mm_nn_dropout_grad_relu_grad_sum_rows(rt_exec *e)
+/* t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction: %34 %36 %37 %38 */
+static void t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -308,8 +308,8 @@ static void t12_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 37, 192, n, b37, 37, b13, 192, b40, 192);
 }
 
-/* t13_dropout_grad_relu_grad: %42 %43 */
-static void t13_dropout_grad_relu_grad(rt_exec *e)
+/* t13_dropout_grad_relu_grad__ew_chain: %42 %43 */
+static void t13_dropout_grad_relu_grad__ew_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -407,8 +407,8 @@ static void t15_conv2d_dw(rt_exec *e)
     }
 }
 
-/* t16_sgd_momentum_x8: %46 %47 %48 %49 %50 %51 %52 %53 */
-static void t16_sgd_momentum_x8(rt_exec *e)
+/* t16_sgd_momentum_x8__optimizer: %46 %47 %48 %49 %50 %51 %52 %53 */
+static void t16_sgd_momentum_x8__optimizer(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -425,8 +425,8 @@ static void t16_sgd_momentum_x8(rt_exec *e)
     }
 }
 
-/* e0_images_labels: %0 %1 */
-static void e0_images_labels(rt_exec *e)
+/* e0_images_labels__data: %0 %1 */
+static void e0_images_labels__data(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -440,8 +440,8 @@ static void e0_images_labels(rt_exec *e)
     for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
 }
 
-/* e1_conv2d_bias_add: %10 %11 */
-static void e1_conv2d_bias_add(rt_exec *e)
+/* e1_conv2d_bias_add__conv_bias: %10 %11 */
+static void e1_conv2d_bias_add__conv_bias(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -521,8 +521,8 @@ static void e2_relu(rt_exec *e)
     }
 }
 
-/* e3_mm_nt_bias_add_relu: %15 %16 %17 */
-static void e3_mm_nt_bias_add_relu(rt_exec *e)
+/* e3_mm_nt_bias_add_relu__epilogue: %15 %16 %17 */
+static void e3_mm_nt_bias_add_relu__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -542,8 +542,8 @@ static void e3_mm_nt_bias_add_relu(rt_exec *e)
     }
 }
 
-/* e4_mm_nt_bias_add: %19 %20 */
-static void e4_mm_nt_bias_add(rt_exec *e)
+/* e4_mm_nt_bias_add__epilogue: %19 %20 */
+static void e4_mm_nt_bias_add__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -562,8 +562,8 @@ static void e4_mm_nt_bias_add(rt_exec *e)
     }
 }
 
-/* e5_mm_nt_bias_add: %22 %23 */
-static void e5_mm_nt_bias_add(rt_exec *e)
+/* e5_mm_nt_bias_add__epilogue: %22 %23 */
+static void e5_mm_nt_bias_add__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -582,8 +582,8 @@ static void e5_mm_nt_bias_add(rt_exec *e)
     }
 }
 
-/* e6_ce_loss_sum_all_correct_sum_all: %24 %25 %26 %27 */
-static void e6_ce_loss_sum_all_correct_sum_all(rt_exec *e)
+/* e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops: %24 %25 %26 %27 */
+static void e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -615,63 +615,63 @@ static void e6_ce_loss_sum_all_correct_sum_all(rt_exec *e)
 }
 
 static const rt_kernel train_kernels[] = {
-    {t0_images_labels, "t0_images_labels", 0, {0, 1568}, {0, 3925}},
-    {t1_conv2d_bias_add, "t1_conv2d_bias_add", 1, {0, 9792}, {312, 3904}},
-    {t2_relu_dropout, "t2_relu_dropout", 1, {0, 576}, {0, 2304}},
-    {t3_mm_nt_bias_add_relu_dropout, "t3_mm_nt_bias_add_relu_dropout", 1, {0, 14356}, {28564, 1360}},
-    {t4_mm_nt_bias_add_dropout, "t4_mm_nt_bias_add_dropout", 1, {0, 1617}, {3192, 400}},
-    {t5_mm_nt_bias_add, "t5_mm_nt_bias_add", 1, {0, 559}, {1144, 240}},
-    {t6_ce_loss_sum_all_ce_grad_sum_rows, "t6_ce_loss_sum_all_ce_grad_sum_rows", 2, {0, 118}, {56, 108}},
-    {t7_mm_nn_dropout_grad_sum_rows, "t7_mm_nn_dropout_grad_sum_rows", 2, {0, 609}, {1176, 304}},
+    {t0_images_labels__data, "t0_images_labels__data", 0, {0, 1568}, {0, 3925}},
+    {t1_conv2d_bias_add__conv_bias, "t1_conv2d_bias_add__conv_bias", 1, {0, 9792}, {312, 3904}},
+    {t2_relu_dropout__ew_chain__dropout, "t2_relu_dropout__ew_chain__dropout", 1, {0, 576}, {0, 2304}},
+    {t3_mm_nt_bias_add_relu_dropout__epilogue__dropout, "t3_mm_nt_bias_add_relu_dropout__epilogue__dropout", 1, {0, 14356}, {28564, 1360}},
+    {t4_mm_nt_bias_add_dropout__epilogue, "t4_mm_nt_bias_add_dropout__epilogue", 1, {0, 1617}, {3192, 400}},
+    {t5_mm_nt_bias_add__epilogue, "t5_mm_nt_bias_add__epilogue", 1, {0, 559}, {1144, 240}},
+    {t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops, "t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", 2, {0, 118}, {56, 108}},
+    {t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction, "t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction", 2, {0, 609}, {1176, 304}},
     {t8_mm_tn, "t8_mm_tn", 2, {0, 546}, {1092, 136}},
-    {t9_mm_nn_dropout_grad_relu_grad_sum_rows, "t9_mm_nn_dropout_grad_relu_grad_sum_rows", 2, {0, 1702}, {3256, 676}},
+    {t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction, "t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction", 2, {0, 1702}, {3256, 676}},
     {t10_mm_tn, "t10_mm_tn", 2, {0, 1554}, {3108, 232}},
     {t11_mm_nn, "t11_mm_nn", 2, {0, 14208}, {28416, 916}},
     {t12_mm_tn, "t12_mm_tn", 2, {0, 14208}, {28416, 916}},
-    {t13_dropout_grad_relu_grad, "t13_dropout_grad_relu_grad", 2, {0, 576}, {0, 2304}},
+    {t13_dropout_grad_relu_grad__ew_chain, "t13_dropout_grad_relu_grad__ew_chain", 2, {0, 576}, {0, 2304}},
     {t14_sum_chan, "t14_sum_chan", 2, {0, 192}, {12, 768}},
     {t15_conv2d_dw, "t15_conv2d_dw", 2, {0, 9600}, {300, 3904}},
-    {t16_sgd_momentum_x8, "t16_sgd_momentum_x8", 3, {41515, 0}, {166060, 0}},
+    {t16_sgd_momentum_x8__optimizer, "t16_sgd_momentum_x8__optimizer", 3, {41515, 0}, {166060, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
-    {"t0_images_labels", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t1_conv2d_bias_add", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t2_relu_dropout", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t3_mm_nt_bias_add_relu_dropout", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"t4_mm_nt_bias_add_dropout", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"t5_mm_nt_bias_add", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"t6_ce_loss_sum_all_ce_grad_sum_rows", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
-    {"t7_mm_nn_dropout_grad_sum_rows", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
+    {"t1_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0},
+    {"t2_relu_dropout__ew_chain__dropout", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0},
+    {"t3_mm_nt_bias_add_relu_dropout__epilogue__dropout", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t4_mm_nt_bias_add_dropout__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t5_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
+    {"t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
     {"t8_mm_tn", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"t9_mm_nn_dropout_grad_relu_grad_sum_rows", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
     {"t10_mm_tn", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t11_mm_nn", {256, 1, 1}, {3, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
     {"t12_mm_tn", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"t13_dropout_grad_relu_grad", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0},
+    {"t13_dropout_grad_relu_grad__ew_chain", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0},
     {"t14_sum_chan", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t15_conv2d_dw", {256, 1, 1}, {75, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"t16_sgd_momentum_x8", {256, 1, 1}, {33, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t16_sgd_momentum_x8__optimizer", {256, 1, 1}, {33, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {
-    {e0_images_labels, "e0_images_labels", 0, {0, 1568}, {0, 3925}},
-    {e1_conv2d_bias_add, "e1_conv2d_bias_add", 1, {0, 9792}, {312, 3904}},
+    {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
+    {e1_conv2d_bias_add__conv_bias, "e1_conv2d_bias_add__conv_bias", 1, {0, 9792}, {312, 3904}},
     {e2_relu, "e2_relu", 1, {0, 192}, {0, 1536}},
-    {e3_mm_nt_bias_add_relu, "e3_mm_nt_bias_add_relu", 1, {0, 14282}, {28564, 1212}},
-    {e4_mm_nt_bias_add, "e4_mm_nt_bias_add", 1, {0, 1575}, {3192, 400}},
-    {e5_mm_nt_bias_add, "e5_mm_nt_bias_add", 1, {0, 559}, {1144, 240}},
-    {e6_ce_loss_sum_all_correct_sum_all, "e6_ce_loss_sum_all_correct_sum_all", 1, {0, 67}, {8, 56}},
+    {e3_mm_nt_bias_add_relu__epilogue, "e3_mm_nt_bias_add_relu__epilogue", 1, {0, 14282}, {28564, 1212}},
+    {e4_mm_nt_bias_add__epilogue, "e4_mm_nt_bias_add__epilogue", 1, {0, 1575}, {3192, 400}},
+    {e5_mm_nt_bias_add__epilogue, "e5_mm_nt_bias_add__epilogue", 1, {0, 559}, {1144, 240}},
+    {e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops, "e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops", 1, {0, 67}, {8, 56}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {
-    {"e0_images_labels", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
-    {"e1_conv2d_bias_add", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0},
+    {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
+    {"e1_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0},
     {"e2_relu", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0},
-    {"e3_mm_nt_bias_add_relu", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"e4_mm_nt_bias_add", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"e5_mm_nt_bias_add", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"e6_ce_loss_sum_all_correct_sum_all", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
+    {"e3_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"e4_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"e5_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
 };
 
 static const char cuda_src[] = /* all.cu */

@@ -7,8 +7,8 @@
 #include "cddprt.h"
 static inline unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } static inline unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } static inline float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
-/* t0_images_labels: %0 %1 */
-static void t0_images_labels(rt_exec *e)
+/* t0_images_labels__data: %0 %1 */
+static void t0_images_labels__data(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -22,8 +22,8 @@ static void t0_images_labels(rt_exec *e)
     for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
 }
 
-/* t1_mm_nt_bias_add_relu: %9 %10 %11 */
-static void t1_mm_nt_bias_add_relu(rt_exec *e)
+/* t1_mm_nt_bias_add_relu__epilogue: %9 %10 %11 */
+static void t1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -43,8 +43,8 @@ static void t1_mm_nt_bias_add_relu(rt_exec *e)
     }
 }
 
-/* t2_mm_nt_bias_add_relu: %12 %13 %14 */
-static void t2_mm_nt_bias_add_relu(rt_exec *e)
+/* t2_mm_nt_bias_add_relu__epilogue: %12 %13 %14 */
+static void t2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -64,8 +64,8 @@ static void t2_mm_nt_bias_add_relu(rt_exec *e)
     }
 }
 
-/* t3_mm_nt_bias_add: %15 %16 */
-static void t3_mm_nt_bias_add(rt_exec *e)
+/* t3_mm_nt_bias_add__epilogue: %15 %16 */
+static void t3_mm_nt_bias_add__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -84,8 +84,8 @@ static void t3_mm_nt_bias_add(rt_exec *e)
     }
 }
 
-/* t4_ce_loss_sum_all_ce_grad_sum_rows: %17 %18 %21 %22 */
-static void t4_ce_loss_sum_all_ce_grad_sum_rows(rt_exec *e)
+/* t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: %17 %18 %21 %22 */
+static void t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -120,8 +120,8 @@ static void t4_ce_loss_sum_all_ce_grad_sum_rows(rt_exec *e)
     b18[0] = s18;
 }
 
-/* t5_mm_nn_relu_grad_sum_rows: %23 %25 %26 */
-static void t5_mm_nn_relu_grad_sum_rows(rt_exec *e)
+/* t5_mm_nn_relu_grad_sum_rows__epilogue__reduction: %23 %25 %26 */
+static void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -157,8 +157,8 @@ static void t6_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 10, 256, n, b21, 10, b14, 256, b24, 256);
 }
 
-/* t7_mm_nn_relu_grad_sum_rows: %27 %29 %30 */
-static void t7_mm_nn_relu_grad_sum_rows(rt_exec *e)
+/* t7_mm_nn_relu_grad_sum_rows__epilogue__reduction: %27 %29 %30 */
+static void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -205,8 +205,8 @@ static void t9_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 512, 784, n, b29, 512, b0, 784, b31, 784);
 }
 
-/* t10_sgd_x6: %32 %33 %34 %35 %36 %37 */
-static void t10_sgd_x6(rt_exec *e)
+/* t10_sgd_x6__optimizer: %32 %33 %34 %35 %36 %37 */
+static void t10_sgd_x6__optimizer(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -219,8 +219,8 @@ static void t10_sgd_x6(rt_exec *e)
     }
 }
 
-/* e0_images_labels: %0 %1 */
-static void e0_images_labels(rt_exec *e)
+/* e0_images_labels__data: %0 %1 */
+static void e0_images_labels__data(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -234,8 +234,8 @@ static void e0_images_labels(rt_exec *e)
     for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
 }
 
-/* e1_mm_nt_bias_add_relu: %9 %10 %11 */
-static void e1_mm_nt_bias_add_relu(rt_exec *e)
+/* e1_mm_nt_bias_add_relu__epilogue: %9 %10 %11 */
+static void e1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -255,8 +255,8 @@ static void e1_mm_nt_bias_add_relu(rt_exec *e)
     }
 }
 
-/* e2_mm_nt_bias_add_relu: %12 %13 %14 */
-static void e2_mm_nt_bias_add_relu(rt_exec *e)
+/* e2_mm_nt_bias_add_relu__epilogue: %12 %13 %14 */
+static void e2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -276,8 +276,8 @@ static void e2_mm_nt_bias_add_relu(rt_exec *e)
     }
 }
 
-/* e3_mm_nt_bias_add: %15 %16 */
-static void e3_mm_nt_bias_add(rt_exec *e)
+/* e3_mm_nt_bias_add__epilogue: %15 %16 */
+static void e3_mm_nt_bias_add__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -296,8 +296,8 @@ static void e3_mm_nt_bias_add(rt_exec *e)
     }
 }
 
-/* e4_ce_loss_sum_all_correct_sum_all: %17 %18 %19 %20 */
-static void e4_ce_loss_sum_all_correct_sum_all(rt_exec *e)
+/* e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops: %17 %18 %19 %20 */
+static void e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -329,47 +329,47 @@ static void e4_ce_loss_sum_all_correct_sum_all(rt_exec *e)
 }
 
 static const rt_kernel train_kernels[] = {
-    {t0_images_labels, "t0_images_labels", 0, {0, 1568}, {0, 3925}},
-    {t1_mm_nt_bias_add_relu, "t1_mm_nt_bias_add_relu", 1, {0, 803840}, {1607680, 9280}},
-    {t2_mm_nt_bias_add_relu, "t2_mm_nt_bias_add_relu", 1, {0, 262656}, {525312, 5120}},
-    {t3_mm_nt_bias_add, "t3_mm_nt_bias_add", 1, {0, 5130}, {10280, 1144}},
-    {t4_ce_loss_sum_all_ce_grad_sum_rows, "t4_ce_loss_sum_all_ce_grad_sum_rows", 2, {0, 91}, {44, 84}},
-    {t5_mm_nn_relu_grad_sum_rows, "t5_mm_nn_relu_grad_sum_rows", 2, {0, 5632}, {11264, 4136}},
+    {t0_images_labels__data, "t0_images_labels__data", 0, {0, 1568}, {0, 3925}},
+    {t1_mm_nt_bias_add_relu__epilogue, "t1_mm_nt_bias_add_relu__epilogue", 1, {0, 803840}, {1607680, 9280}},
+    {t2_mm_nt_bias_add_relu__epilogue, "t2_mm_nt_bias_add_relu__epilogue", 1, {0, 262656}, {525312, 5120}},
+    {t3_mm_nt_bias_add__epilogue, "t3_mm_nt_bias_add__epilogue", 1, {0, 5130}, {10280, 1144}},
+    {t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops, "t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", 2, {0, 91}, {44, 84}},
+    {t5_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 5632}, {11264, 4136}},
     {t6_mm_tn, "t6_mm_tn", 2, {0, 5120}, {10240, 1064}},
-    {t7_mm_nn_relu_grad_sum_rows, "t7_mm_nn_relu_grad_sum_rows", 2, {0, 263168}, {526336, 9216}},
+    {t7_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t7_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 263168}, {526336, 9216}},
     {t8_mm_tn, "t8_mm_tn", 2, {0, 262144}, {524288, 3072}},
     {t9_mm_tn, "t9_mm_tn", 2, {0, 802816}, {1605632, 5184}},
-    {t10_sgd_x6, "t10_sgd_x6", 3, {1071636, 0}, {6429816, 0}},
+    {t10_sgd_x6__optimizer, "t10_sgd_x6__optimizer", 3, {1071636, 0}, {6429816, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
-    {"t0_images_labels", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t1_mm_nt_bias_add_relu", {256, 1, 1}, {8, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"t2_mm_nt_bias_add_relu", {256, 1, 1}, {4, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"t3_mm_nt_bias_add", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"t4_ce_loss_sum_all_ce_grad_sum_rows", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
-    {"t5_mm_nn_relu_grad_sum_rows", {256, 1, 1}, {4, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
+    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {8, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
+    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {4, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
     {"t6_mm_tn", {256, 1, 1}, {4, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"t7_mm_nn_relu_grad_sum_rows", {256, 1, 1}, {8, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t7_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {8, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
     {"t8_mm_tn", {256, 1, 1}, {8, 4, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t9_mm_tn", {256, 1, 1}, {13, 8, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"t10_sgd_x6", {256, 1, 1}, {2094, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t10_sgd_x6__optimizer", {256, 1, 1}, {2094, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {
-    {e0_images_labels, "e0_images_labels", 0, {0, 1568}, {0, 3925}},
-    {e1_mm_nt_bias_add_relu, "e1_mm_nt_bias_add_relu", 1, {0, 803840}, {1607680, 9280}},
-    {e2_mm_nt_bias_add_relu, "e2_mm_nt_bias_add_relu", 1, {0, 262656}, {525312, 5120}},
-    {e3_mm_nt_bias_add, "e3_mm_nt_bias_add", 1, {0, 5130}, {10280, 1144}},
-    {e4_ce_loss_sum_all_correct_sum_all, "e4_ce_loss_sum_all_correct_sum_all", 1, {0, 52}, {8, 44}},
+    {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
+    {e1_mm_nt_bias_add_relu__epilogue, "e1_mm_nt_bias_add_relu__epilogue", 1, {0, 803840}, {1607680, 9280}},
+    {e2_mm_nt_bias_add_relu__epilogue, "e2_mm_nt_bias_add_relu__epilogue", 1, {0, 262656}, {525312, 5120}},
+    {e3_mm_nt_bias_add__epilogue, "e3_mm_nt_bias_add__epilogue", 1, {0, 5130}, {10280, 1144}},
+    {e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops, "e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops", 1, {0, 52}, {8, 44}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {
-    {"e0_images_labels", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
-    {"e1_mm_nt_bias_add_relu", {256, 1, 1}, {8, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"e2_mm_nt_bias_add_relu", {256, 1, 1}, {4, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"e3_mm_nt_bias_add", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"e4_ce_loss_sum_all_correct_sum_all", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
+    {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
+    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {8, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"e2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"e3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
 };
 
 static const char cuda_src[] = /* all.cu */

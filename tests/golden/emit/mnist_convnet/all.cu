@@ -14,8 +14,8 @@ __device__ __forceinline__ float rt_round_bf16(float x) { unsigned u = __float_a
 __device__ __forceinline__ float rt_sample(const rt_exec *e, int64_t s, int64_t k) { const int64_t o = s * e->x_size + k; const float v = e->x_u8 ? (float)((const uint8_t *)e->x)[o] / 255.0f : ((const float *)e->x)[o]; const int c = e->norm_n == 1 ? 0 : (int)(k / e->norm_div % e->norm_n); return (v - e->norm[c]) / e->norm[e->norm_n + c]; }
 __device__ __forceinline__ unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } __device__ __forceinline__ unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } __device__ __forceinline__ float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
-/* t0_images_labels: images%0 labels%1 */
-extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels(const rt_exec *__restrict__ e)
+/* t0_images_labels__data: images%0 labels%1 */
+extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels__data(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -31,8 +31,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels(const rt_e
         b1[t] = ((const int32_t *)e->y)[e->idx[t]];
 }
 
-/* t1_conv2d_bias_add: conv2d%18 bias_add%19 */
-extern "C" __global__ void __launch_bounds__(256, 2) t1_conv2d_bias_add(const rt_exec *__restrict__ e)
+/* t1_conv2d_bias_add__conv_bias: conv2d%18 bias_add%19 */
+extern "C" __global__ void __launch_bounds__(256, 2) t1_conv2d_bias_add__conv_bias(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -138,8 +138,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_allreduce(const rt_exec 
         b23[k] = b22[k];
 }
 
-/* t6_bn_gstats_bn_running: bn_gstats%24 bn_running%26 */
-extern "C" __global__ void __launch_bounds__(256, 2) t6_bn_gstats_bn_running(const rt_exec *__restrict__ e)
+/* t6_bn_gstats_bn_running__channel_pass: bn_gstats%24 bn_running%26 */
+extern "C" __global__ void __launch_bounds__(256, 2) t6_bn_gstats_bn_running__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -169,8 +169,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_bn_gstats_bn_running(con
     }
 }
 
-/* t7_bn_apply_relu: bn_apply%25 relu%27 */
-extern "C" __global__ void __launch_bounds__(256, 2) t7_bn_apply_relu(const rt_exec *__restrict__ e)
+/* t7_bn_apply_relu__ew_chain: bn_apply%25 relu%27 */
+extern "C" __global__ void __launch_bounds__(256, 2) t7_bn_apply_relu__ew_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -224,8 +224,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_maxpool(const rt_exec *_
     }
 }
 
-/* t9_conv2d_bias_add: conv2d%29 bias_add%30 */
-extern "C" __global__ void __launch_bounds__(256, 2) t9_conv2d_bias_add(const rt_exec *__restrict__ e)
+/* t9_conv2d_bias_add__conv_bias: conv2d%29 bias_add%30 */
+extern "C" __global__ void __launch_bounds__(256, 2) t9_conv2d_bias_add__conv_bias(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -331,8 +331,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t13_allreduce(const rt_exec
         b34[k] = b33[k];
 }
 
-/* t14_bn_gstats_bn_running: bn_gstats%35 bn_running%37 */
-extern "C" __global__ void __launch_bounds__(256, 2) t14_bn_gstats_bn_running(const rt_exec *__restrict__ e)
+/* t14_bn_gstats_bn_running__channel_pass: bn_gstats%35 bn_running%37 */
+extern "C" __global__ void __launch_bounds__(256, 2) t14_bn_gstats_bn_running__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -362,8 +362,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t14_bn_gstats_bn_running(co
     }
 }
 
-/* t15_bn_apply_relu: bn_apply%36 relu%38 */
-extern "C" __global__ void __launch_bounds__(256, 2) t15_bn_apply_relu(const rt_exec *__restrict__ e)
+/* t15_bn_apply_relu__ew_chain: bn_apply%36 relu%38 */
+extern "C" __global__ void __launch_bounds__(256, 2) t15_bn_apply_relu__ew_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -417,8 +417,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t16_maxpool(const rt_exec *
     }
 }
 
-/* t17_mm_nt_bias_add: mm_nt%41 bias_add%42 */
-extern "C" __global__ void __launch_bounds__(256, 2) t17_mm_nt_bias_add(const rt_exec *__restrict__ e)
+/* t17_mm_nt_bias_add__epilogue: mm_nt%41 bias_add%42 */
+extern "C" __global__ void __launch_bounds__(256, 2) t17_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -473,8 +473,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t17_mm_nt_bias_add(const rt
         }
 }
 
-/* t18_ce_loss_sum_all_ce_grad_sum_rows: ce_loss%43 sum_all%44 ce_grad%47 sum_rows%48 */
-extern "C" __global__ void __launch_bounds__(256, 2) t18_ce_loss_sum_all_ce_grad_sum_rows(const rt_exec *__restrict__ e)
+/* t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: ce_loss%43 sum_all%44 ce_grad%47 sum_rows%48 */
+extern "C" __global__ void __launch_bounds__(256, 2) t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -685,8 +685,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t22_relu_grad(const rt_exec
     }
 }
 
-/* t23_bn_dpart_bn_dw_sum_chan: bn_dpart%54 bn_dw%57 sum_chan%58 */
-extern "C" __global__ void __launch_bounds__(256, 2) t23_bn_dpart_bn_dw_sum_chan(const rt_exec *__restrict__ e)
+/* t23_bn_dpart_bn_dw_sum_chan__channel_pass: bn_dpart%54 bn_dw%57 sum_chan%58 */
+extern "C" __global__ void __launch_bounds__(256, 2) t23_bn_dpart_bn_dw_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -743,8 +743,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t24_allreduce(const rt_exec
         b55[k] = b54[k];
 }
 
-/* t25_bn_gdx_sum_chan: bn_gdx%56 sum_chan%59 */
-extern "C" __global__ void __launch_bounds__(256, 2) t25_bn_gdx_sum_chan(const rt_exec *__restrict__ e)
+/* t25_bn_gdx_sum_chan__channel_pass: bn_gdx%56 sum_chan%59 */
+extern "C" __global__ void __launch_bounds__(256, 2) t25_bn_gdx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -911,8 +911,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t29_relu_grad(const rt_exec
     }
 }
 
-/* t30_bn_dpart_bn_dw_sum_chan: bn_dpart%64 bn_dw%67 sum_chan%68 */
-extern "C" __global__ void __launch_bounds__(256, 2) t30_bn_dpart_bn_dw_sum_chan(const rt_exec *__restrict__ e)
+/* t30_bn_dpart_bn_dw_sum_chan__channel_pass: bn_dpart%64 bn_dw%67 sum_chan%68 */
+extern "C" __global__ void __launch_bounds__(256, 2) t30_bn_dpart_bn_dw_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -969,8 +969,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t31_allreduce(const rt_exec
         b65[k] = b64[k];
 }
 
-/* t32_bn_gdx_sum_chan: bn_gdx%66 sum_chan%69 */
-extern "C" __global__ void __launch_bounds__(256, 2) t32_bn_gdx_sum_chan(const rt_exec *__restrict__ e)
+/* t32_bn_gdx_sum_chan__channel_pass: bn_gdx%66 sum_chan%69 */
+extern "C" __global__ void __launch_bounds__(256, 2) t32_bn_gdx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1042,8 +1042,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t33_conv2d_dw(const rt_exec
         b70[wi] = total;
 }
 
-/* t34_sgd_x10: sgd%71 sgd%72 sgd%73 sgd%74 sgd%75 sgd%76 sgd%77 sgd%78 sgd%79 sgd%80 */
-extern "C" __global__ void __launch_bounds__(256, 2) t34_sgd_x10(const rt_exec *__restrict__ e)
+/* t34_sgd_x10__optimizer: sgd%71 sgd%72 sgd%73 sgd%74 sgd%75 sgd%76 sgd%77 sgd%78 sgd%79 sgd%80 */
+extern "C" __global__ void __launch_bounds__(256, 2) t34_sgd_x10__optimizer(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1056,8 +1056,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t34_sgd_x10(const rt_exec *
     }
 }
 
-/* e0_images_labels: images%0 labels%1 */
-extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels(const rt_exec *__restrict__ e)
+/* e0_images_labels__data: images%0 labels%1 */
+extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels__data(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1073,8 +1073,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels(const rt_e
         b1[t] = ((const int32_t *)e->y)[e->idx[t]];
 }
 
-/* e1_conv2d_bias_add: conv2d%18 bias_add%19 */
-extern "C" __global__ void __launch_bounds__(256, 2) e1_conv2d_bias_add(const rt_exec *__restrict__ e)
+/* e1_conv2d_bias_add__conv_bias: conv2d%18 bias_add%19 */
+extern "C" __global__ void __launch_bounds__(256, 2) e1_conv2d_bias_add__conv_bias(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1124,8 +1124,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_bn_gstats(const rt_exec 
     }
 }
 
-/* e3_bn_apply_relu: bn_apply%25 relu%27 */
-extern "C" __global__ void __launch_bounds__(256, 2) e3_bn_apply_relu(const rt_exec *__restrict__ e)
+/* e3_bn_apply_relu__ew_chain: bn_apply%25 relu%27 */
+extern "C" __global__ void __launch_bounds__(256, 2) e3_bn_apply_relu__ew_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1179,8 +1179,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e4_maxpool(const rt_exec *_
     }
 }
 
-/* e5_conv2d_bias_add: conv2d%29 bias_add%30 */
-extern "C" __global__ void __launch_bounds__(256, 2) e5_conv2d_bias_add(const rt_exec *__restrict__ e)
+/* e5_conv2d_bias_add__conv_bias: conv2d%29 bias_add%30 */
+extern "C" __global__ void __launch_bounds__(256, 2) e5_conv2d_bias_add__conv_bias(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1230,8 +1230,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e6_bn_gstats(const rt_exec 
     }
 }
 
-/* e7_bn_apply_relu: bn_apply%36 relu%38 */
-extern "C" __global__ void __launch_bounds__(256, 2) e7_bn_apply_relu(const rt_exec *__restrict__ e)
+/* e7_bn_apply_relu__ew_chain: bn_apply%36 relu%38 */
+extern "C" __global__ void __launch_bounds__(256, 2) e7_bn_apply_relu__ew_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1285,8 +1285,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e8_maxpool(const rt_exec *_
     }
 }
 
-/* e9_mm_nt_bias_add: mm_nt%41 bias_add%42 */
-extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add(const rt_exec *__restrict__ e)
+/* e9_mm_nt_bias_add__epilogue: mm_nt%41 bias_add%42 */
+extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1341,8 +1341,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add(const rt_
         }
 }
 
-/* e10_ce_loss_sum_all_correct_sum_all: ce_loss%43 sum_all%44 correct%45 sum_all%46 */
-extern "C" __global__ void __launch_bounds__(256, 2) e10_ce_loss_sum_all_correct_sum_all(const rt_exec *__restrict__ e)
+/* e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops: ce_loss%43 sum_all%44 correct%45 sum_all%46 */
+extern "C" __global__ void __launch_bounds__(256, 2) e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;

@@ -7,8 +7,8 @@
 #include "cddprt.h"
 static inline unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } static inline unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } static inline float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
-/* t0_images_labels: %0 %1 */
-static void t0_images_labels(rt_exec *e)
+/* t0_images_labels__data: %0 %1 */
+static void t0_images_labels__data(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -22,8 +22,8 @@ static void t0_images_labels(rt_exec *e)
     for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
 }
 
-/* t1_conv2d_bias_add: %18 %19 */
-static void t1_conv2d_bias_add(rt_exec *e)
+/* t1_conv2d_bias_add__conv_bias: %18 %19 */
+static void t1_conv2d_bias_add__conv_bias(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -147,8 +147,8 @@ static void t5_allreduce(rt_exec *e)
     rt_sync_sum(b23, 16);
 }
 
-/* t6_bn_gstats_bn_running: %24 %26 */
-static void t6_bn_gstats_bn_running(rt_exec *e)
+/* t6_bn_gstats_bn_running__channel_pass: %24 %26 */
+static void t6_bn_gstats_bn_running__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -180,8 +180,8 @@ static void t6_bn_gstats_bn_running(rt_exec *e)
     }
 }
 
-/* t7_bn_apply_relu: %25 %27 */
-static void t7_bn_apply_relu(rt_exec *e)
+/* t7_bn_apply_relu__ew_chain: %25 %27 */
+static void t7_bn_apply_relu__ew_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -236,8 +236,8 @@ static void t8_maxpool(rt_exec *e)
             }
 }
 
-/* t9_conv2d_bias_add: %29 %30 */
-static void t9_conv2d_bias_add(rt_exec *e)
+/* t9_conv2d_bias_add__conv_bias: %29 %30 */
+static void t9_conv2d_bias_add__conv_bias(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -361,8 +361,8 @@ static void t13_allreduce(rt_exec *e)
     rt_sync_sum(b34, 32);
 }
 
-/* t14_bn_gstats_bn_running: %35 %37 */
-static void t14_bn_gstats_bn_running(rt_exec *e)
+/* t14_bn_gstats_bn_running__channel_pass: %35 %37 */
+static void t14_bn_gstats_bn_running__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -394,8 +394,8 @@ static void t14_bn_gstats_bn_running(rt_exec *e)
     }
 }
 
-/* t15_bn_apply_relu: %36 %38 */
-static void t15_bn_apply_relu(rt_exec *e)
+/* t15_bn_apply_relu__ew_chain: %36 %38 */
+static void t15_bn_apply_relu__ew_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -450,8 +450,8 @@ static void t16_maxpool(rt_exec *e)
             }
 }
 
-/* t17_mm_nt_bias_add: %41 %42 */
-static void t17_mm_nt_bias_add(rt_exec *e)
+/* t17_mm_nt_bias_add__epilogue: %41 %42 */
+static void t17_mm_nt_bias_add__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -470,8 +470,8 @@ static void t17_mm_nt_bias_add(rt_exec *e)
     }
 }
 
-/* t18_ce_loss_sum_all_ce_grad_sum_rows: %43 %44 %47 %48 */
-static void t18_ce_loss_sum_all_ce_grad_sum_rows(rt_exec *e)
+/* t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: %43 %44 %47 %48 */
+static void t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -586,8 +586,8 @@ static void t22_relu_grad(rt_exec *e)
     }
 }
 
-/* t23_bn_dpart_bn_dw_sum_chan: %54 %57 %58 */
-static void t23_bn_dpart_bn_dw_sum_chan(rt_exec *e)
+/* t23_bn_dpart_bn_dw_sum_chan__channel_pass: %54 %57 %58 */
+static void t23_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -626,8 +626,8 @@ static void t24_allreduce(rt_exec *e)
     rt_sync_sum(b55, 64);
 }
 
-/* t25_bn_gdx_sum_chan: %56 %59 */
-static void t25_bn_gdx_sum_chan(rt_exec *e)
+/* t25_bn_gdx_sum_chan__channel_pass: %56 %59 */
+static void t25_bn_gdx_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -842,8 +842,8 @@ static void t29_relu_grad(rt_exec *e)
     }
 }
 
-/* t30_bn_dpart_bn_dw_sum_chan: %64 %67 %68 */
-static void t30_bn_dpart_bn_dw_sum_chan(rt_exec *e)
+/* t30_bn_dpart_bn_dw_sum_chan__channel_pass: %64 %67 %68 */
+static void t30_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -882,8 +882,8 @@ static void t31_allreduce(rt_exec *e)
     rt_sync_sum(b65, 32);
 }
 
-/* t32_bn_gdx_sum_chan: %66 %69 */
-static void t32_bn_gdx_sum_chan(rt_exec *e)
+/* t32_bn_gdx_sum_chan__channel_pass: %66 %69 */
+static void t32_bn_gdx_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -974,8 +974,8 @@ static void t33_conv2d_dw(rt_exec *e)
     }
 }
 
-/* t34_sgd_x10: %71 %72 %73 %74 %75 %76 %77 %78 %79 %80 */
-static void t34_sgd_x10(rt_exec *e)
+/* t34_sgd_x10__optimizer: %71 %72 %73 %74 %75 %76 %77 %78 %79 %80 */
+static void t34_sgd_x10__optimizer(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -988,8 +988,8 @@ static void t34_sgd_x10(rt_exec *e)
     }
 }
 
-/* e0_images_labels: %0 %1 */
-static void e0_images_labels(rt_exec *e)
+/* e0_images_labels__data: %0 %1 */
+static void e0_images_labels__data(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1003,8 +1003,8 @@ static void e0_images_labels(rt_exec *e)
     for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
 }
 
-/* e1_conv2d_bias_add: %18 %19 */
-static void e1_conv2d_bias_add(rt_exec *e)
+/* e1_conv2d_bias_add__conv_bias: %18 %19 */
+static void e1_conv2d_bias_add__conv_bias(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1087,8 +1087,8 @@ static void e2_bn_gstats(rt_exec *e)
     }
 }
 
-/* e3_bn_apply_relu: %25 %27 */
-static void e3_bn_apply_relu(rt_exec *e)
+/* e3_bn_apply_relu__ew_chain: %25 %27 */
+static void e3_bn_apply_relu__ew_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1143,8 +1143,8 @@ static void e4_maxpool(rt_exec *e)
             }
 }
 
-/* e5_conv2d_bias_add: %29 %30 */
-static void e5_conv2d_bias_add(rt_exec *e)
+/* e5_conv2d_bias_add__conv_bias: %29 %30 */
+static void e5_conv2d_bias_add__conv_bias(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1227,8 +1227,8 @@ static void e6_bn_gstats(rt_exec *e)
     }
 }
 
-/* e7_bn_apply_relu: %36 %38 */
-static void e7_bn_apply_relu(rt_exec *e)
+/* e7_bn_apply_relu__ew_chain: %36 %38 */
+static void e7_bn_apply_relu__ew_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1283,8 +1283,8 @@ static void e8_maxpool(rt_exec *e)
             }
 }
 
-/* e9_mm_nt_bias_add: %41 %42 */
-static void e9_mm_nt_bias_add(rt_exec *e)
+/* e9_mm_nt_bias_add__epilogue: %41 %42 */
+static void e9_mm_nt_bias_add__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1303,8 +1303,8 @@ static void e9_mm_nt_bias_add(rt_exec *e)
     }
 }
 
-/* e10_ce_loss_sum_all_correct_sum_all: %43 %44 %45 %46 */
-static void e10_ce_loss_sum_all_correct_sum_all(rt_exec *e)
+/* e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops: %43 %44 %45 %46 */
+static void e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1336,107 +1336,107 @@ static void e10_ce_loss_sum_all_correct_sum_all(rt_exec *e)
 }
 
 static const rt_kernel train_kernels[] = {
-    {t0_images_labels, "t0_images_labels", 0, {0, 1568}, {0, 3925}},
-    {t1_conv2d_bias_add, "t1_conv2d_bias_add", 1, {0, 639744}, {1664, 53312}},
+    {t0_images_labels__data, "t0_images_labels__data", 0, {0, 1568}, {0, 3925}},
+    {t1_conv2d_bias_add__conv_bias, "t1_conv2d_bias_add__conv_bias", 1, {0, 639744}, {1664, 53312}},
     {t2_sum_chan, "t2_sum_chan", 1, {0, 12544}, {64, 50176}},
     {t3_allreduce, "t3_allreduce", 1, {16, 0}, {128, 0}},
     {t4_bn_sqdev, "t4_bn_sqdev", 1, {0, 37632}, {128, 50176}},
     {t5_allreduce, "t5_allreduce", 1, {16, 0}, {128, 0}},
-    {t6_bn_gstats_bn_running, "t6_bn_gstats_bn_running", 1, {64, 12544}, {520, 50176}},
-    {t7_bn_apply_relu, "t7_bn_apply_relu", 1, {0, 62720}, {256, 100352}},
+    {t6_bn_gstats_bn_running__channel_pass, "t6_bn_gstats_bn_running__channel_pass", 1, {64, 12544}, {520, 50176}},
+    {t7_bn_apply_relu__ew_chain, "t7_bn_apply_relu__ew_chain", 1, {0, 62720}, {256, 100352}},
     {t8_maxpool, "t8_maxpool", 1, {0, 12544}, {0, 62720}},
-    {t9_conv2d_bias_add, "t9_conv2d_bias_add", 1, {0, 5023872}, {51328, 37632}},
+    {t9_conv2d_bias_add__conv_bias, "t9_conv2d_bias_add__conv_bias", 1, {0, 5023872}, {51328, 37632}},
     {t10_sum_chan, "t10_sum_chan", 1, {0, 6272}, {128, 25088}},
     {t11_allreduce, "t11_allreduce", 1, {32, 0}, {256, 0}},
     {t12_bn_sqdev, "t12_bn_sqdev", 1, {0, 18816}, {256, 25088}},
     {t13_allreduce, "t13_allreduce", 1, {32, 0}, {256, 0}},
-    {t14_bn_gstats_bn_running, "t14_bn_gstats_bn_running", 1, {128, 6272}, {1032, 25088}},
-    {t15_bn_apply_relu, "t15_bn_apply_relu", 1, {0, 31360}, {512, 50176}},
+    {t14_bn_gstats_bn_running__channel_pass, "t14_bn_gstats_bn_running__channel_pass", 1, {128, 6272}, {1032, 25088}},
+    {t15_bn_apply_relu__ew_chain, "t15_bn_apply_relu__ew_chain", 1, {0, 31360}, {512, 50176}},
     {t16_maxpool, "t16_maxpool", 1, {0, 6272}, {0, 31360}},
-    {t17_mm_nt_bias_add, "t17_mm_nt_bias_add", 1, {0, 31370}, {62760, 6392}},
-    {t18_ce_loss_sum_all_ce_grad_sum_rows, "t18_ce_loss_sum_all_ce_grad_sum_rows", 2, {0, 91}, {44, 84}},
+    {t17_mm_nt_bias_add__epilogue, "t17_mm_nt_bias_add__epilogue", 1, {0, 31370}, {62760, 6392}},
+    {t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops, "t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", 2, {0, 91}, {44, 84}},
     {t19_mm_nn, "t19_mm_nn", 2, {0, 31360}, {62720, 6312}},
     {t20_mm_tn, "t20_mm_tn", 2, {0, 31360}, {62720, 6312}},
     {t21_maxpool_dx, "t21_maxpool_dx", 2, {0, 1568}, {0, 56448}},
     {t22_relu_grad, "t22_relu_grad", 2, {0, 6272}, {0, 75264}},
-    {t23_bn_dpart_bn_dw_sum_chan, "t23_bn_dpart_bn_dw_sum_chan", 2, {0, 56448}, {768, 50176}},
+    {t23_bn_dpart_bn_dw_sum_chan__channel_pass, "t23_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 56448}, {768, 50176}},
     {t24_allreduce, "t24_allreduce", 2, {64, 0}, {512, 0}},
-    {t25_bn_gdx_sum_chan, "t25_bn_gdx_sum_chan", 2, {0, 43904}, {768, 75264}},
+    {t25_bn_gdx_sum_chan__channel_pass, "t25_bn_gdx_sum_chan__channel_pass", 2, {0, 43904}, {768, 75264}},
     {t26_conv2d_dx, "t26_conv2d_dx", 2, {0, 5017600}, {51200, 37632}},
     {t27_conv2d_dw, "t27_conv2d_dw", 2, {0, 5017600}, {51200, 37632}},
     {t28_maxpool_dx, "t28_maxpool_dx", 2, {0, 3136}, {0, 112896}},
     {t29_relu_grad, "t29_relu_grad", 2, {0, 12544}, {0, 150528}},
-    {t30_bn_dpart_bn_dw_sum_chan, "t30_bn_dpart_bn_dw_sum_chan", 2, {0, 112896}, {384, 100352}},
+    {t30_bn_dpart_bn_dw_sum_chan__channel_pass, "t30_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 112896}, {384, 100352}},
     {t31_allreduce, "t31_allreduce", 2, {32, 0}, {256, 0}},
-    {t32_bn_gdx_sum_chan, "t32_bn_gdx_sum_chan", 2, {0, 87808}, {384, 150528}},
+    {t32_bn_gdx_sum_chan__channel_pass, "t32_bn_gdx_sum_chan__channel_pass", 2, {0, 87808}, {384, 150528}},
     {t33_conv2d_dw, "t33_conv2d_dw", 2, {0, 627200}, {1600, 53312}},
-    {t34_sgd_x10, "t34_sgd_x10", 3, {58068, 0}, {348408, 0}},
+    {t34_sgd_x10__optimizer, "t34_sgd_x10__optimizer", 3, {58068, 0}, {348408, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
-    {"t0_images_labels", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t1_conv2d_bias_add", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0},
+    {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
+    {"t1_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0},
     {"t2_sum_chan", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t3_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 16, 16},
     {"t4_bn_sqdev", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t5_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 48, 16},
-    {"t6_bn_gstats_bn_running", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"t7_bn_apply_relu", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0},
+    {"t6_bn_gstats_bn_running__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t7_bn_apply_relu__ew_chain", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0},
     {"t8_maxpool", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t9_conv2d_bias_add", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0},
+    {"t9_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0},
     {"t10_sum_chan", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t11_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 128, 32},
     {"t12_bn_sqdev", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t13_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 192, 32},
-    {"t14_bn_gstats_bn_running", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"t15_bn_apply_relu", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0},
+    {"t14_bn_gstats_bn_running__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t15_bn_apply_relu__ew_chain", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0},
     {"t16_maxpool", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t17_mm_nt_bias_add", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"t18_ce_loss_sum_all_ce_grad_sum_rows", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
+    {"t17_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
     {"t19_mm_nn", {256, 1, 1}, {25, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
     {"t20_mm_tn", {256, 1, 1}, {25, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t21_maxpool_dx", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0},
     {"t22_relu_grad", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t23_bn_dpart_bn_dw_sum_chan", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t23_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t24_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 352, 64},
-    {"t25_bn_gdx_sum_chan", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t25_bn_gdx_sum_chan__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t26_conv2d_dx", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0},
     {"t27_conv2d_dw", {256, 1, 1}, {12800, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t28_maxpool_dx", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0},
     {"t29_relu_grad", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t30_bn_dpart_bn_dw_sum_chan", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t30_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t31_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 448, 32},
-    {"t32_bn_gdx_sum_chan", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t32_bn_gdx_sum_chan__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t33_conv2d_dw", {256, 1, 1}, {400, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"t34_sgd_x10", {256, 1, 1}, {114, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
+    {"t34_sgd_x10__optimizer", {256, 1, 1}, {114, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {
-    {e0_images_labels, "e0_images_labels", 0, {0, 1568}, {0, 3925}},
-    {e1_conv2d_bias_add, "e1_conv2d_bias_add", 1, {0, 639744}, {1664, 53312}},
+    {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
+    {e1_conv2d_bias_add__conv_bias, "e1_conv2d_bias_add__conv_bias", 1, {0, 639744}, {1664, 53312}},
     {e2_bn_gstats, "e2_bn_gstats", 1, {0, 12544}, {256, 50176}},
-    {e3_bn_apply_relu, "e3_bn_apply_relu", 1, {0, 62720}, {256, 100352}},
+    {e3_bn_apply_relu__ew_chain, "e3_bn_apply_relu__ew_chain", 1, {0, 62720}, {256, 100352}},
     {e4_maxpool, "e4_maxpool", 1, {0, 12544}, {0, 62720}},
-    {e5_conv2d_bias_add, "e5_conv2d_bias_add", 1, {0, 5023872}, {51328, 37632}},
+    {e5_conv2d_bias_add__conv_bias, "e5_conv2d_bias_add__conv_bias", 1, {0, 5023872}, {51328, 37632}},
     {e6_bn_gstats, "e6_bn_gstats", 1, {0, 6272}, {512, 25088}},
-    {e7_bn_apply_relu, "e7_bn_apply_relu", 1, {0, 31360}, {512, 50176}},
+    {e7_bn_apply_relu__ew_chain, "e7_bn_apply_relu__ew_chain", 1, {0, 31360}, {512, 50176}},
     {e8_maxpool, "e8_maxpool", 1, {0, 6272}, {0, 31360}},
-    {e9_mm_nt_bias_add, "e9_mm_nt_bias_add", 1, {0, 31370}, {62760, 6392}},
-    {e10_ce_loss_sum_all_correct_sum_all, "e10_ce_loss_sum_all_correct_sum_all", 1, {0, 52}, {8, 44}},
+    {e9_mm_nt_bias_add__epilogue, "e9_mm_nt_bias_add__epilogue", 1, {0, 31370}, {62760, 6392}},
+    {e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops, "e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops", 1, {0, 52}, {8, 44}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {
-    {"e0_images_labels", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
-    {"e1_conv2d_bias_add", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0},
+    {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0},
+    {"e1_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0},
     {"e2_bn_gstats", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"e3_bn_apply_relu", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0},
+    {"e3_bn_apply_relu__ew_chain", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0},
     {"e4_maxpool", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0},
-    {"e5_conv2d_bias_add", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0},
+    {"e5_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0},
     {"e6_bn_gstats", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
-    {"e7_bn_apply_relu", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0},
+    {"e7_bn_apply_relu__ew_chain", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0},
     {"e8_maxpool", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0},
-    {"e9_mm_nt_bias_add", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
-    {"e10_ce_loss_sum_all_correct_sum_all", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
+    {"e9_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
 };
 
 static const char cuda_src[] = /* all.cu */
