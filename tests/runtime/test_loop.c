@@ -68,13 +68,13 @@ static void rec(script *s, char op, int64_t a, int64_t b, int64_t c)
         s->calls[s->n++] = (call){op, a, b, c};
 }
 
-static int d_begin(rt_device *d, int epoch, const int32_t *order, float lr, int64_t first)
+static int d_begin(rt_device *d, int epoch, const int32_t *order, const float *lr, int64_t first)
 {
     script *s = d->impl;
     (void)order;
     s->epoch = epoch;
     if (epoch < 16)
-        s->lr[epoch] = lr;
+        s->lr[epoch] = lr[0];   /* an epoch schedule: every batch's */
     rec(s, 'B', epoch, first, 0);
     return 0;
 }
