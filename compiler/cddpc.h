@@ -397,7 +397,7 @@ void ex_row_ops(const Emit *m, const RowTarget *t);
 int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi);
 /* The update (g->opt_op) of slab element k (w, g, lr and the prelude's
  * names in scope); closes the loop. */
-void ex_opt_body(FILE *f, const Graph *g);
+void ex_opt_body(FILE *f, const Graph *g, int cuda);   /* cuda: NVRTC's text (it contracts a*b+c) */
 /* Declarations the update loops read (w, g, lr, and the optimizer's). */
 void ex_opt_prelude(FILE *f, const Graph *g, int64_t param_floats);
 int ex_opt_slots(const Graph *g);       /* opt floats per param float */

@@ -405,7 +405,7 @@ static void adam_body(FILE *f, const Graph *g)
  * averages with alpha; avg = sqrt(square_avg - grad_avg^2) + eps; with
  * momentum, buf = momentum * buf + d / avg and p -= lr * buf (the buffers
  * start at zero), else p -= lr * d / avg. */
-static void rmsprop_body(FILE *f, const Graph *g)
+static void rmsprop_body(FILE *f, const Graph *g, int cuda)
 {
     const OptHyper *o = &g->opt;
     opt_grad(f, g);
@@ -414,7 +414,11 @@ static void rmsprop_body(FILE *f, const Graph *g)
     fprintf(f, "        sa[k] = sa[k] * %s + d * d * %s;\n", util_cfloat(o->alpha), util_cfloat(1.0 - o->alpha));
     if (o->centered) {
         fprintf(f, "        ga[k] = ga[k] * %s + d * %s;\n", util_cfloat(o->alpha), util_cfloat(1.0 - o->alpha));
-        fprintf(f, "        const float avg = sqrtf(sa[k] - ga[k] * ga[k]) + %s;\n", util_cfloat(o->eps));
+        /* the variance cancels when the gradient hardly varies: the square
+         * rounded before the subtraction on both targets (NVRTC would fuse
+         * it into an fma; the C kernels, ISO C, never contract) */
+        fprintf(f, "        const float avg = sqrtf(sa[k] - %s) + %s;\n",
+                cuda ? "__fmul_rn(ga[k], ga[k])" : "ga[k] * ga[k]", util_cfloat(o->eps));
     } else {
         fprintf(f, "        const float avg = sqrtf(sa[k]) + %s;\n", util_cfloat(o->eps));
     }
@@ -426,12 +430,12 @@ static void rmsprop_body(FILE *f, const Graph *g)
     }
 }
 
-void ex_opt_body(FILE *f, const Graph *g)
+void ex_opt_body(FILE *f, const Graph *g, int cuda)
 {
     if (g->opt_op == OP_ADAM || g->opt_op == OP_ADAMW)
         adam_body(f, g);
     else if (g->opt_op == OP_RMSPROP)
-        rmsprop_body(f, g);
+        rmsprop_body(f, g, cuda);
     else
         sgd_body(f, g);
 }
