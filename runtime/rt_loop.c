@@ -229,7 +229,13 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
     L.lr = rt_alloc_n(L.nbatch + 1, sizeof(float), "learning rates");
     if (!buf || !L.lr)
         goto out;
-    /* the schedule spans a full run: epochs x optimizer steps per epoch */
+    /* a checkpoint inside an epoch sits at a group's first batch */
+    if (rs->active && rs->skip < L.nbatch && rs->skip % L.acc != 0) {
+        rt_err("the checkpoint stopped at batch %lld of epoch %d, inside a group of accumulate %lld: it was "
+               "written by a program with another accumulate", (long long)rs->skip, rs->epoch, (long long)L.acc);
+        goto out;
+    }
+        /* the schedule spans a full run: epochs x optimizer steps per epoch */
     const int64_t run_steps = (int64_t)o->epochs * L.ngroup;
     if (rt_lr_check(m, o->max_steps && o->max_steps < run_steps ? o->max_steps : run_steps, run_steps) != 0)
         goto out;
@@ -240,7 +246,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
     rt_start start;
     rt_start_init(&start, m, rs);
     const rt_amp *amp = &start.amp;         /* the settings; the device keeps the state */
-    int64_t it = start.step;                /* training steps taken */
+    int64_t it = start.step;                /* optimizer steps taken */
     int64_t skipped_all = amp->skipped;
     /* one step at a time where each one can be looked at for free and
      * someone watches (the progress bar) */
