@@ -223,10 +223,15 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "    .precision = %d, .init_scale = %.9g, .growth_factor = %.9g, .backoff_factor = %.9g,\n"
             "    .growth_interval = %lld,\n", t->precision, t->init_scale, t->growth_factor, t->backoff_factor,
             (long long)t->growth_interval);
-    /* the newer schedules' arguments (cddprt.h), clipping, accumulation */
+    /* the newer schedules' arguments (cddprt.h), clipping, accumulation;
+     * left out when off (0: none, for the runtime) */
     if (t->sched_n > 0)
         fprintf(f, "    .sched_v = sched_v, .sched_n = %d,\n", t->sched_n);
-    fprintf(f, "    .clip_norm = %s, .accumulate = %d,\n};\n\n", util_cfloat(t->clip_norm), t->accumulate);
+    if (t->clip_norm > 0)
+        fprintf(f, "    .clip_norm = %s,\n", util_cfloat(t->clip_norm));
+    if (t->accumulate > 1)
+        fprintf(f, "    .accumulate = %d,\n", t->accumulate);
+    fprintf(f, "};\n\n");
     fprintf(f, "int main(int argc, char **argv)\n{\n    return rt_main(&cddp_model, argc, argv);\n}\n");
 }
 
