@@ -610,6 +610,22 @@ static const struct {
 };
 enum { NTRAIN_KEYS = sizeof train_keys / sizeof train_keys[0] };
 
+/* The keys sorted, comma-separated, for the message of an unknown one. */
+static const char *key_list(void)
+{
+    const char *sorted[NTRAIN_KEYS];
+    for (int k = 0; k < NTRAIN_KEYS; k++) {
+        int j = k;
+        for (; j > 0 && strcmp(sorted[j - 1], train_keys[k].key) > 0; j--)
+            sorted[j] = sorted[j - 1];
+        sorted[j] = train_keys[k].key;
+    }
+    const char *out = sorted[0];
+    for (int k = 1; k < NTRAIN_KEYS; k++)
+        out = util_fmt("%s, %s", out, sorted[k]);
+    return out;
+}
+
 /* The item that set key, or NULL. */
 static const TrainItem *setting(const TrainItem *const *seen, const char *key)
 {
@@ -636,7 +652,8 @@ int train_check(const File *f, const Train *tr, TrainCfg *t)
             Near s = arg_near(it->key);
             for (int j = 0; j < NTRAIN_KEYS; j++)
                 arg_near_try(&s, train_keys[j].key);
-            diag_error(it->loc, "unknown train setting '%s'%s", it->key, moved_hint(it->key, &s));
+            diag_error(it->loc, "unknown train setting '%s'%s (supported: %s)", it->key, moved_hint(it->key, &s),
+                       key_list());
             continue;
         }
         if (seen[k]) {
