@@ -15,12 +15,15 @@
 #      PyTorch's optimizer does;
 #   3. 2 MPI ranks x batch 16 = 1 rank x batch 32 (the clipping norm of the
 #      averaged gradients, the all-reduce on the last micro-batch only),
-#      within 1e-5 (tests/ddp/compare.py);
+#      within 1e-5 (tests/ddp/compare.py), with clipping (the updates after
+#      the last all-reduce) and without (each as its bucket's ends); --trace
+#      shows one all-reduce per optimizer step, none for the other
+#      micro-batches (no_sync);
 #   4. with the fake driver (tests/fakes): the CUDA device -- the micro-batch
 #      graph (no_sync), the fold before each bucket's all-reduce, the norm
 #      and clip kernels, the per-step lr table -- equals the CPU device
 #      within 1e-4; then 2 GPU ranks with the fake NCCL equal 1 CPU rank x
-#      batch 32.
+#      batch 32, with clipping and without.
 # Sections 3 and 4 skip (passing) without mpirun, NVRTC, g++ or the fakes.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
@@ -97,6 +100,25 @@ if command -v mpirun >/dev/null 2>&1 && strings "$P" | grep -q MPI_Init_thread; 
         "$TMP/n2.csv" 1e-5 >"$TMP/cmp" 2>&1; then
         pass "2 MPI ranks x 16 = 1 rank x 32 with clipping and accumulate 3: $(tr '\n' ' ' <"$TMP/cmp")"
     else fail "2 MPI ranks vs 1:"; show "$TMP/cmp"; fi
+    # without clipping the updates run as each bucket's all-reduce ends
+    # (the fold on the comm thread before it), not after the last
+    sed '/clip_grad_norm/d' "$ROOT/tests/cuda/models/settings.net" >"$TMP/noclip.net"
+    "$CDDPC" "$TMP/noclip.net" -o "$TMP/noclip" >"$TMP/cc2" 2>&1 || { fail "cddpc (no clipping)"; show "$TMP/cc2"; }
+    "$TMP/noclip" "${C[@]}" --batch 32 --step-log "$TMP/q1.csv" --metrics "$TMP/p1.csv" --save "$TMP/v1.st" \
+        >"$TMP/o9" 2>&1 || { fail "1 rank x 32, no clipping"; show "$TMP/o9"; }
+    mpirun -np 2 "$TMP/noclip" "${C[@]}" --batch 16 --step-log "$TMP/q2.csv" --metrics "$TMP/p2.csv" \
+        --save "$TMP/v2.st" >"$TMP/o10" 2>&1 || { fail "2 ranks x 16, no clipping"; show "$TMP/o10"; }
+    if $PY "$ROOT/tests/ddp/compare.py" "$TMP/v1.st" "$TMP/v2.st" "$TMP/q1.csv" "$TMP/q2.csv" "$TMP/p1.csv" \
+        "$TMP/p2.csv" 1e-5 >"$TMP/cmp2" 2>&1 && ! cmp -s "$TMP/v1.st" "$TMP/w1.st"; then
+        pass "2 MPI ranks = 1 with accumulate 3 alone: $(tr '\n' ' ' <"$TMP/cmp2")"
+    else fail "2 MPI ranks vs 1, accumulate alone (or the same weights as with clipping):"; show "$TMP/cmp2"; fi
+    # no_sync: 2 optimizer steps of 3 micro-batches all-reduce twice per
+    # rank (one bucket), not six times
+    mpirun -np 2 "$P" "${C[@]}" --batch 16 --max-steps 2 --trace "$TMP/t.json" >"$TMP/o8" 2>&1 ||
+        { fail "traced 2-rank run"; show "$TMP/o8"; }
+    nar=$(grep -o '"allreduce bucket [0-9]*"' "$TMP/t.json" 2>/dev/null | wc -l)
+    [ "$nar" -eq 4 ] && pass "no_sync: 4 bucket all-reduces for 2 ranks x 2 optimizer steps of 3 micro-batches" ||
+        fail "no_sync: $nar bucket all-reduces traced, want 4 (2 ranks x 2 optimizer steps)"
 else
     echo "SKIP settings: 2 MPI ranks (no mpirun, or built without MPI)"
 fi
@@ -149,6 +171,14 @@ EOF
                 d=$(cmp_runs "$TMP/c2.csv" "$TMP/r1.csv" "$TMP/k2.csv" "$TMP/n1.csv" "$TMP/g2.st" "$TMP/w1.st") &&
                     pass "2 GPU ranks (fake NCCL) x 16 = 1 CPU rank x 32 ($d)" || fail "2 GPU ranks vs 1 CPU rank: $d"
             else fail "2 GPU ranks"; show "$TMP/o7"; fi
+            # accumulate alone: the optimizer kernels wait only for their bucket
+            if [ -x "$TMP/noclip" ] && mpirun -np 2 -x CDDP_LIBCUDA -x CDDP_LIBNCCL -x XDG_CACHE_HOME -x FAKE_CUDA_KERNELS \
+                -x FAKE_CUDA_DEVICES "$TMP/noclip" "${C[@]}" --device cuda --batch 16 --step-log "$TMP/c3.csv" \
+                --metrics "$TMP/k3.csv" --save "$TMP/g3.st" >"$TMP/o11" 2>&1; then
+                d=$(cmp_runs "$TMP/c3.csv" "$TMP/q1.csv" "$TMP/k3.csv" "$TMP/p1.csv" "$TMP/g3.st" "$TMP/v1.st") &&
+                    pass "2 GPU ranks = 1 CPU rank x 32 with accumulate 3 alone ($d)" ||
+                    fail "2 GPU ranks vs 1 CPU rank, accumulate alone: $d"
+            else fail "2 GPU ranks, accumulate alone"; show "$TMP/o11"; fi
         else
             echo "SKIP settings: 2 GPU ranks (needs mpirun, the fake NCCL and section 3)"
         fi
