@@ -235,7 +235,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
                "written by a program with another accumulate", (long long)rs->skip, rs->epoch, (long long)L.acc);
         goto out;
     }
-        /* the schedule spans a full run: epochs x optimizer steps per epoch */
+    /* the schedule spans a full run: epochs x optimizer steps per epoch */
     const int64_t run_steps = (int64_t)o->epochs * L.ngroup;
     if (rt_lr_check(m, o->max_steps && o->max_steps < run_steps ? o->max_steps : run_steps, run_steps) != 0)
         goto out;
