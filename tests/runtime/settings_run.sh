@@ -22,7 +22,8 @@
 #   4. with the fake driver (tests/fakes): the CUDA device -- the micro-batch
 #      graph (no_sync), the fold before each bucket's all-reduce, the norm
 #      and clip kernels, the per-step lr table -- equals the CPU device
-#      within 1e-4; then 2 GPU ranks with the fake NCCL equal 1 CPU rank x
+#      within 1e-4, and resumes inside an epoch bit for bit; then 2 GPU
+#      ranks with the fake NCCL equal 1 CPU rank x
 #      batch 32, with clipping and without.
 # Sections 3 and 4 skip (passing) without mpirun, NVRTC, g++ or the fakes.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -163,6 +164,12 @@ EOF
         elif d=$(cmp_runs "$TMP/c1.csv" "$TMP/s1.csv" "$TMP/k1.csv" "$TMP/m1.csv" "$TMP/g1.st" "$TMP/a.st"); then
             pass "CUDA device = CPU device, 2 epochs ($d)"
         else fail "CUDA device vs CPU: $d"; fi
+        # a checkpoint inside epoch 2 on the device, resumed there: bit for bit
+        "$P" "${C[@]}" --device cuda --max-steps 7 --checkpoint "$TMP/gck.st" >"$TMP/o12" 2>&1 &&
+            "$P" --data "$SMALL" --threads 1 --epochs 2 --device cuda --resume "$TMP/gck.st" --save "$TMP/g4.st" \
+                >"$TMP/o13" 2>&1 && cmp -s "$TMP/g1.st" "$TMP/g4.st" &&
+            pass "CUDA device: resumed inside epoch 2 = uninterrupted, bit for bit" ||
+            { fail "CUDA device: the resumed run differs (or failed)"; show "$TMP/o13"; }
         if command -v mpirun >/dev/null 2>&1 && [ -n "$FNCCL" ] && [ -f "$FNCCL" ] && [ -f "$TMP/w1.st" ]; then
             export CDDP_LIBNCCL=$(realpath "$FNCCL") FAKE_CUDA_DEVICES=2
             if mpirun -np 2 -x CDDP_LIBCUDA -x CDDP_LIBNCCL -x XDG_CACHE_HOME -x FAKE_CUDA_KERNELS -x FAKE_CUDA_DEVICES \
