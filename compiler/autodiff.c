@@ -296,8 +296,9 @@ void ad_train_step(Program *p)
      * reverse order: the order their gradients (and buckets) are ready. */
     const TrainCfg *t = &p->train;
     g->opt_op = t->optimizer == OPT_ADAM ? OP_ADAM : t->optimizer == OPT_ADAMW ? OP_ADAMW
-              : t->momentum != 0.0 ? OP_SGD_MOMENTUM : OP_SGD;
-    g->opt = (OptHyper){t->momentum, t->dampening, t->weight_decay, t->nesterov, t->beta1, t->beta2, t->eps};
+              : t->optimizer == OPT_RMSPROP ? OP_RMSPROP : t->momentum != 0.0 ? OP_SGD_MOMENTUM : OP_SGD;
+    g->opt = (OptHyper){t->momentum, t->dampening, t->weight_decay, t->nesterov, t->beta1, t->beta2, t->eps,
+                        t->amsgrad, t->alpha, t->centered};
     g->prec = t->precision;
     g->updates = util_alloc(sizeof(int) * (size_t)(g->nparam + 1));
     for (int i = g->nparam - 1; i >= 0; i--) {

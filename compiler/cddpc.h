@@ -115,7 +115,10 @@ typedef struct Node {
 typedef struct OptHyper {
     double momentum, dampening, weight_decay;   /* SGD, SGD_MOMENTUM (weight_decay: all) */
     int nesterov;
-    double beta1, beta2, eps;                   /* ADAM, ADAMW */
+    double beta1, beta2, eps;                   /* ADAM, ADAMW (eps: RMSPROP too) */
+    int amsgrad;                                /* ADAM, ADAMW: max_exp_avg_sq, a third slot */
+    double alpha;                               /* RMSPROP (momentum: its buffer when > 0) */
+    int centered;                               /* RMSPROP: grad_avg */
 } OptHyper;
 
 typedef struct Graph {
@@ -131,7 +134,7 @@ typedef struct Graph {
     int loss_sum, correct_sum; /* SUM_ALL nodes (stat slots) */
     int *grad;              /* grad[param index] = node id of its gradient */
     int *updates;           /* updates[param index] = its SGD node, or -1 */
-    Op opt_op;              /* the update nodes' op: OP_SGD, OP_SGD_MOMENTUM, OP_ADAM, OP_ADAMW */
+    Op opt_op;              /* the update nodes' op: OP_SGD, OP_SGD_MOMENTUM, OP_ADAM, OP_ADAMW, OP_RMSPROP */
     OptHyper opt;
     int prec;               /* RT_PREC_*: the kernels round to bf16 / fp16 where autocast stores it */
     int nbuckets;
@@ -171,7 +174,7 @@ void ir_dump(FILE *f, const Graph *g);
 int ir_verify(const Graph *g, const char *after);
 
 /* ---- frontend: lex.l, parse.y, then sema.h's files ----------------- */
-enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2 };
+enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2, OPT_RMSPROP = 3 };
 /* The train block's data source (data_cfg.c; the runtime's rt_data_src). */
 typedef struct DataCfg {
     int kind;               /* RT_SRC_IDX, RT_SRC_NPZ, RT_SRC_CSV */
@@ -194,12 +197,19 @@ typedef struct TrainCfg {
     int reduction;          /* Reduction */
     double label_smoothing; /* cross_entropy's, in [0, 1] */
     int nll;                /* loss nll_loss: the model must return log_softmax (Graph.log_probs) */
-    int optimizer;          /* OPT_SGD, OPT_ADAM, OPT_ADAMW */
+    int optimizer;          /* OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_RMSPROP */
     double lr, momentum, dampening, weight_decay;
     int nesterov;
-    double beta1, beta2, eps;   /* adam, adamw */
-    int sched;              /* RT_SCHED_NONE, RT_SCHED_STEP, RT_SCHED_COSINE: the lr per epoch */
+    double beta1, beta2, eps;   /* adam, adamw (eps: rmsprop too) */
+    int amsgrad;                /* adam, adamw */
+    double alpha;               /* rmsprop */
+    int centered;               /* rmsprop */
+    int sched;              /* RT_SCHED_*: the lr per epoch or per optimizer step */
     double step_size, gamma, t_max, eta_min;
+    double sched_v[RT_SCHED_MAX_V];  /* the newer schedules' arguments, as rt_model.sched_v */
+    int sched_n;
+    double clip_norm;       /* clip_grad_norm max_norm; 0: no clipping */
+    int accumulate;         /* micro-batches per optimizer step (1: none) */
     int batch, epochs, shuffle, drop_last;
     uint64_t seed;
     int sync_bn;            /* SyncBatchNorm: batch statistics over all ranks */
@@ -405,10 +415,11 @@ void ex_row_ops(const Emit *m, const RowTarget *t);
 int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi);
 /* The update (g->opt_op) of slab element k (w, g, lr and the prelude's
  * names in scope); closes the loop. */
-void ex_opt_body(FILE *f, const Graph *g);
+void ex_opt_body(FILE *f, const Graph *g, int cuda);   /* cuda: NVRTC's text (it contracts a*b+c) */
 /* Declarations the update loops read (w, g, lr, and the optimizer's). */
 void ex_opt_prelude(FILE *f, const Graph *g, int64_t param_floats);
-int ex_opt_slots(Op op);                 /* opt floats per param float */
+int ex_opt_slots(const Graph *g);       /* opt floats per param float */
+const char *ex_opt_names(const Graph *g); /* the slots' names in PyTorch's optimizer state, or NULL */
 /* Mixed precision (README "Mixed precision"): the GEMM call of the
  * plan's precision ("rt_sgemm(" or "rt_sgemm_prec(RT_PREC_BF16, "), and
  * an expression rounded to it (x itself in fp32). The same helper name

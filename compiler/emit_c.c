@@ -137,7 +137,7 @@ static void emit_opt_loop(FILE *f, const Graph *g, int64_t lo, int64_t hi)
 {
     fprintf(f, "    #pragma omp parallel for simd schedule(static) if (%lld >= 65536)\n", (long long)(hi - lo));
     fprintf(f, "    for (int64_t k = %lld; k < %lld; k++) {\n", (long long)lo, (long long)hi);
-    ex_opt_body(f, g);
+    ex_opt_body(f, g, 0);
 }
 
 static void emit_opt(const Emit *m)

@@ -326,7 +326,7 @@ static void emit_opt(const Emit *m, rt_cuda_launch *L)
         most = hi[r] - lo[r] > most ? hi[r] - lo[r] : most;
         fprintf(f, "    for (int64_t k = %lld + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < %lld; k += stride) {\n",
                 (long long)lo[r], (long long)hi[r]);
-        ex_opt_body(f, g);
+        ex_opt_body(f, g, 1);
     }
     int64_t blocks = (most + THREADS - 1) / THREADS;
     L->gfix[0] = (unsigned)(blocks < 1 ? 1 : blocks > 8192 ? 8192 : blocks);

@@ -309,19 +309,50 @@ void ex_opt_prelude(FILE *f, const Graph *g, int64_t param_floats)
     case OP_ADAM:
     case OP_ADAMW:
         fprintf(f, "    float *const m1 = e->opt, *const m2 = e->opt + %lld;\n", (long long)param_floats);
+        if (o->amsgrad)
+            fprintf(f, "    float *const m3 = e->opt + %lld;\n", 2 * (long long)param_floats);
         fprintf(f, "    const double tstep = (double)e->step + 1.0;\n");
         fprintf(f, "    const float sc = (float)((double)lr / (1.0 - pow(%.17g, tstep)));\n", o->beta1);
         fprintf(f, "    const float bc2s = (float)sqrt(1.0 - pow(%.17g, tstep));\n", o->beta2);
         return;
+    case OP_RMSPROP: {
+        /* slots in torch's order: square_avg, momentum_buffer, grad_avg */
+        long long slot = 1;
+        fprintf(f, "    float *const sa = e->opt;\n");
+        if (o->momentum > 0)
+            fprintf(f, "    float *const mb = e->opt + %lld;\n", slot++ * (long long)param_floats);
+        if (o->centered)
+            fprintf(f, "    float *const ga = e->opt + %lld;\n", slot * (long long)param_floats);
+        return;
+    }
     default:
         diag_ice("emit: %s is not an optimizer", op_text[g->opt_op]);
     }
 }
 
 /* Floats of optimizer state per parameter float. */
-int ex_opt_slots(Op op)
+int ex_opt_slots(const Graph *g)
 {
-    return op == OP_ADAM || op == OP_ADAMW ? 2 : op == OP_SGD_MOMENTUM ? 1 : 0;
+    switch (g->opt_op) {
+    case OP_ADAM: case OP_ADAMW: return 2 + !!g->opt.amsgrad;
+    case OP_SGD_MOMENTUM: return 1;
+    case OP_RMSPROP: return 1 + (g->opt.momentum > 0) + !!g->opt.centered;
+    default: return 0;
+    }
+}
+
+/* The slots' names, as torch.optim's state calls them (checkpoints). */
+const char *ex_opt_names(const Graph *g)
+{
+    switch (g->opt_op) {
+    case OP_ADAM: case OP_ADAMW: return g->opt.amsgrad ? "exp_avg,exp_avg_sq,max_exp_avg_sq" : "exp_avg,exp_avg_sq";
+    case OP_SGD_MOMENTUM: return "momentum_buffer";
+    case OP_RMSPROP:
+        return g->opt.momentum > 0 ? (g->opt.centered ? "square_avg,momentum_buffer,grad_avg"
+                                                      : "square_avg,momentum_buffer")
+                                   : (g->opt.centered ? "square_avg,grad_avg" : "square_avg");
+    default: return NULL;
+    }
 }
 
 /* The bodies below are torch.optim's updates at slab index k, each closing
@@ -363,13 +394,50 @@ static void adam_body(FILE *f, const Graph *g)
         fprintf(f, "        d += %s * w[k];\n", util_cfloat(o->weight_decay));
     fprintf(f, "        m1[k] = m1[k] * %s + d * %s;\n", util_cfloat(o->beta1), util_cfloat(1.0 - o->beta1));
     fprintf(f, "        m2[k] = m2[k] * %s + d * d * %s;\n", util_cfloat(o->beta2), util_cfloat(1.0 - o->beta2));
+    if (o->amsgrad) {
+        /* torch.maximum, which keeps a NaN */
+        fprintf(f, "        m3[k] = m2[k] > m3[k] || m2[k] != m2[k] ? m2[k] : m3[k];\n");
+        fprintf(f, "        w[k] -= sc * (m1[k] / (sqrtf(m3[k]) / bc2s + %s));\n    }\n", util_cfloat(o->eps));
+        return;
+    }
     fprintf(f, "        w[k] -= sc * (m1[k] / (sqrtf(m2[k]) / bc2s + %s));\n    }\n", util_cfloat(o->eps));
 }
 
-void ex_opt_body(FILE *f, const Graph *g)
+/* torch.optim.RMSprop: square_avg (and grad_avg when centered) as running
+ * averages with alpha; avg = sqrt(square_avg - grad_avg^2) + eps; with
+ * momentum, buf = momentum * buf + d / avg and p -= lr * buf (the buffers
+ * start at zero), else p -= lr * d / avg. */
+static void rmsprop_body(FILE *f, const Graph *g, int cuda)
+{
+    const OptHyper *o = &g->opt;
+    opt_grad(f, g);
+    if (o->weight_decay != 0.0)
+        fprintf(f, "        d += %s * w[k];\n", util_cfloat(o->weight_decay));
+    fprintf(f, "        sa[k] = sa[k] * %s + d * d * %s;\n", util_cfloat(o->alpha), util_cfloat(1.0 - o->alpha));
+    if (o->centered) {
+        fprintf(f, "        ga[k] = ga[k] * %s + d * %s;\n", util_cfloat(o->alpha), util_cfloat(1.0 - o->alpha));
+        /* the variance cancels when the gradient hardly varies: the square
+         * rounded before the subtraction on both targets (NVRTC would fuse
+         * it into an fma; the C kernels, ISO C, never contract) */
+        fprintf(f, "        const float avg = sqrtf(sa[k] - %s) + %s;\n",
+                cuda ? "__fmul_rn(ga[k], ga[k])" : "ga[k] * ga[k]", util_cfloat(o->eps));
+    } else {
+        fprintf(f, "        const float avg = sqrtf(sa[k]) + %s;\n", util_cfloat(o->eps));
+    }
+    if (o->momentum > 0) {
+        fprintf(f, "        mb[k] = mb[k] * %s + d / avg;\n", util_cfloat(o->momentum));
+        fprintf(f, "        w[k] -= lr * mb[k];\n    }\n");
+    } else {
+        fprintf(f, "        w[k] -= lr * d / avg;\n    }\n");
+    }
+}
+
+void ex_opt_body(FILE *f, const Graph *g, int cuda)
 {
     if (g->opt_op == OP_ADAM || g->opt_op == OP_ADAMW)
         adam_body(f, g);
+    else if (g->opt_op == OP_RMSPROP)
+        rmsprop_body(f, g, cuda);
     else
         sgd_body(f, g);
 }

@@ -234,12 +234,18 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "%s};\n", g->nparam ? "" : "0");
     emit_buckets(f, train);
     emit_data_tables(f, &t->data);
+    if (t->sched_n > 0) {
+        fprintf(f, "static const double sched_v[] = {");
+        for (int i = 0; i < t->sched_n; i++)
+            fprintf(f, "%s%.17g", i ? ", " : "", t->sched_v[i]);
+        fprintf(f, "};\n");
+    }
     fprintf(f, "\nstatic const rt_model cddp_model = {\n");
     fprintf(f, "    .abi = RT_ABI_VERSION,\n    .name = %s,\n    .source = %s,\n", c_string(prog->model_name),
             c_string(src_path));
     fprintf(f, "    .params = params,\n    .nparam = %d,\n    .param_floats = %lld,\n", g->nparam,
             (long long)train->param_floats);
-    fprintf(f, "    .opt_floats = %lld,\n", (long long)(ex_opt_slots(prog->g->opt_op) * train->param_floats));
+    fprintf(f, "    .opt_floats = %lld,\n", (long long)(ex_opt_slots(prog->g) * train->param_floats));
     emit_plan_init(f, train, "train", g);
     emit_plan_init(f, eval, "eval", g);
     fprintf(f, "    .in_rank = %d, .in_dim = {%lld, %lld, %lld}, .nclass = %d, .target = %d,\n", prog->in_rank,
@@ -255,14 +261,24 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "    .cuda_src = cuda_src,\n    .buckets = buckets,\n    .nbuckets = %d,\n", g->nbuckets);
     fprintf(f, "    .bucket_mb = %.17g,\n    .param_flags = param_flags,\n", t->bucket_mb);
     /* the state's names in checkpoints, PyTorch's */
-    Op op = prog->g->opt_op;
-    fprintf(f, "    .opt_state = %s,\n", op == OP_SGD_MOMENTUM ? c_string("momentum_buffer")
-                                          : ex_opt_slots(op) ? c_string("exp_avg,exp_avg_sq") : "NULL");
+    const char *slots = ex_opt_names(prog->g);
+    fprintf(f, "    .opt_state = %s,\n", slots ? c_string(slots) : "NULL");
     fprintf(f, "    .sched = %d, .sched_a = %.17g, .sched_b = %.17g,\n", t->sched,
-            t->sched == RT_SCHED_STEP ? t->step_size : t->t_max, t->sched == RT_SCHED_STEP ? t->gamma : t->eta_min);
+            t->sched == RT_SCHED_STEP ? t->step_size : t->t_max,
+            t->sched == RT_SCHED_STEP || t->sched == RT_SCHED_MULTISTEP || t->sched == RT_SCHED_EXPONENTIAL ? t->gamma
+                                                                                                        : t->eta_min);
     fprintf(f, "    .precision = %d, .init_scale = %.9g, .growth_factor = %.9g, .backoff_factor = %.9g,\n"
-            "    .growth_interval = %lld,\n};\n\n", t->precision, t->init_scale, t->growth_factor, t->backoff_factor,
+            "    .growth_interval = %lld,\n", t->precision, t->init_scale, t->growth_factor, t->backoff_factor,
             (long long)t->growth_interval);
+    /* the newer schedules' arguments (cddprt.h), clipping, accumulation;
+     * left out when off (0: none, for the runtime) */
+    if (t->sched_n > 0)
+        fprintf(f, "    .sched_v = sched_v, .sched_n = %d,\n", t->sched_n);
+    if (t->clip_norm > 0)
+        fprintf(f, "    .clip_norm = %s,\n", util_cfloat(t->clip_norm));
+    if (t->accumulate > 1)
+        fprintf(f, "    .accumulate = %d,\n", t->accumulate);
+    fprintf(f, "};\n\n");
     fprintf(f, "int main(int argc, char **argv)\n{\n    return rt_main(&cddp_model, argc, argv);\n}\n");
 }
 

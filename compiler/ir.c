@@ -403,7 +403,7 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
     }
     case OP_SUM_ALL:
         return check(g, n, after, s->rank == 0, "sum_all gives a scalar");
-    case OP_SGD: case OP_SGD_MOMENTUM: case OP_ADAM: case OP_ADAMW:
+    case OP_SGD: case OP_SGD_MOMENTUM: case OP_ADAM: case OP_ADAMW: case OP_RMSPROP:
         return check(g, n, after, g->n[n->in[0]]->op == OP_PARAM && ir_same_shape(in_shape(g, n, 0), in_shape(g, n, 1))
                      && ir_same_shape(in_shape(g, n, 0), s), "sgd updates a param with a gradient of its shape");
     case OP_CONV2D: case OP_CONV2D_DX: case OP_CONV2D_DW: case OP_SUM_CHAN: case OP_BN_STATS: case OP_BN_APPLY:

@@ -108,13 +108,41 @@ static void train_adam(TrainCfg *t, const Expr *e, int which)
         num_at_least(a[2], "eps", 0, 1, &t->eps);
     if (a[3])
         num_at_least(a[3], "weight_decay", 0, 0, &t->weight_decay);
-    int ams = 0;
-    if (a[4] && arg_bool(a[4], "amsgrad", &ams) && ams)
-        diag_error(a[4]->loc, "amsgrad is not supported yet");
+    if (a[4])
+        arg_bool(a[4], "amsgrad", &t->amsgrad);
+}
+
+/* rmsprop(lr, alpha, eps, weight_decay, momentum, centered):
+ * torch.optim.RMSprop's arguments and defaults (lr 0.01, alpha 0.99,
+ * eps 1e-8). */
+static void train_rmsprop(TrainCfg *t, const Expr *e)
+{
+    static const char *const names[] = {"lr", "alpha", "eps", "weight_decay", "momentum", "centered"};
+    const Sig sig = {"rmsprop", names, 6, 1, 0};
+    Expr *a[6] = {NULL};
+    if (e->kind == E_CALL && !arg_bind(e, &sig, a))
+        return;
+    t->optimizer = OPT_RMSPROP;
+    t->lr = 1e-2;
+    t->alpha = 0.99;
+    t->eps = 1e-8;
+    t->weight_decay = t->momentum = 0;
+    if (a[0])
+        num_at_least(a[0], "lr", 0, 1, &t->lr);
+    if (a[1] && arg_num(a[1], "alpha", &t->alpha) && !(t->alpha >= 0 && t->alpha <= 1))
+        diag_error(a[1]->loc, "alpha must be in [0, 1], got %s", arg_show(a[1]));
+    if (a[2])
+        num_at_least(a[2], "eps", 0, 1, &t->eps);
+    if (a[3])
+        num_at_least(a[3], "weight_decay", 0, 0, &t->weight_decay);
+    if (a[4])
+        num_at_least(a[4], "momentum", 0, 0, &t->momentum);
+    if (a[5])
+        arg_bool(a[5], "centered", &t->centered);
 }
 
 /* sgd(lr, momentum, dampening, weight_decay, nesterov), torch.optim.SGD's;
- * adam(...), adamw(...). */
+ * adam(...), adamw(...), rmsprop(...). */
 static void train_optimizer(TrainCfg *t, const Expr *e)
 {
     const char *name = callee(e, "optimizer");
@@ -124,12 +152,17 @@ static void train_optimizer(TrainCfg *t, const Expr *e)
         train_adam(t, e, strcmp(name, "adam") == 0 ? OPT_ADAM : OPT_ADAMW);
         return;
     }
+    if (strcmp(name, "rmsprop") == 0 || strcmp(name, "RMSprop") == 0) {
+        train_rmsprop(t, e);
+        return;
+    }
     if (strcmp(name, "sgd") != 0) {
         Near s = arg_near(name);
-        arg_near_try(&s, "sgd");
-        arg_near_try(&s, "adam");
-        arg_near_try(&s, "adamw");
-        diag_error(e->loc, "unknown optimizer '%s'%s (supported: sgd, adam, adamw)", name, arg_near_hint(&s));
+        static const char *const known[] = {"adam", "adamw", "rmsprop", "sgd"};   /* sorted */
+        for (int i = 0; i < 4; i++)
+            arg_near_try(&s, known[i]);
+        diag_error(e->loc, "unknown optimizer '%s'%s (supported: adam, adamw, rmsprop, sgd)", name,
+                   arg_near_hint(&s));
         return;
     }
     static const char *const names[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
@@ -152,34 +185,186 @@ static void train_optimizer(TrainCfg *t, const Expr *e)
         diag_error(a[4]->loc, "nesterov needs momentum > 0 and dampening = 0");
 }
 
-/* step(step_size, gamma = 0.1) | cosine(T_max, eta_min = 0): the learning
- * rate per epoch as torch.optim.lr_scheduler's StepLR and
- * CosineAnnealingLR stepped once an epoch. */
+/* multistep(milestones, gamma = 0.1): MultiStepLR, stepped once an
+ * epoch; milestones a tuple of increasing epochs, or one epoch. */
+static void sched_multistep(TrainCfg *t, Expr **a)
+{
+    const Expr *m = a[0];
+    const int n = m->kind == E_TUPLE ? m->nargs : 1;
+    if (n > RT_SCHED_MAX_V) {
+        diag_error(m->loc, "at most %d milestones, got %d", RT_SCHED_MAX_V, n);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        const Expr *v = m->kind == E_TUPLE ? m->args[i]->val : m;
+        int64_t k;
+        if (!arg_int(v, "a milestone", 1, 1000000, &k))
+            return;
+        if (i > 0 && (double)k <= t->sched_v[i - 1]) {
+            diag_error(v->loc, "milestones must increase, got %lld after %g", (long long)k, t->sched_v[i - 1]);
+            return;
+        }
+        t->sched_v[i] = (double)k;
+    }
+    t->sched_n = n;
+    t->gamma = 0.1;
+    if (a[1])
+        num_at_least(a[1], "gamma", 0, 1, &t->gamma);
+    t->sched = RT_SCHED_MULTISTEP;
+}
+
+/* warmup_cosine(warmup_steps, total_steps = the run's, start_factor = 1/3,
+ * eta_min = 0), per optimizer step: LinearLR(start_factor, total_iters =
+ * warmup_steps) then CosineAnnealingLR(T_max = total_steps - warmup_steps,
+ * eta_min), as SequentialLR(milestones = [warmup_steps]) joins them. */
+static void sched_warmup_cosine(TrainCfg *t, Expr **a)
+{
+    int64_t w, total = 0;
+    double sf = 1.0 / 3, eta = 0;
+    if (!arg_int(a[0], "warmup_steps", 1, INT32_MAX, &w))
+        return;
+    if (a[1] && !arg_int(a[1], "total_steps", 1, INT32_MAX, &total))
+        return;
+    if (total && total <= w) {
+        diag_error(a[1]->loc, "total_steps must exceed warmup_steps (%lld), got %lld", (long long)w, (long long)total);
+        return;
+    }
+    if (a[2] && arg_num(a[2], "start_factor", &sf) && !(sf > 0 && sf <= 1)) {
+        diag_error(a[2]->loc, "start_factor must be in (0, 1], got %s", arg_show(a[2]));
+        return;
+    }
+    if (a[3] && !num_at_least(a[3], "eta_min", 0, 0, &eta))
+        return;
+    t->sched_v[0] = (double)w;
+    t->sched_v[1] = (double)total;
+    t->sched_v[2] = sf;
+    t->sched_v[3] = eta;
+    t->sched_n = 4;
+    t->sched = RT_SCHED_WARMUP_COSINE;
+}
+
+/* onecycle(max_lr, total_steps = the run's, pct_start = 0.3,
+ * anneal_strategy = cos, div_factor = 25, final_div_factor = 1e4,
+ * three_phase = false, cycle_momentum = false): OneCycleLR, per optimizer
+ * step. Unlike torch, the momentum is not cycled (it stays the
+ * optimizer's); cycle_momentum = true is refused. epochs and
+ * steps_per_epoch may give total_steps as torch's do. */
+static void sched_onecycle(TrainCfg *t, Expr **a)
+{
+    double max_lr, pct = 0.3, div = 25, fdiv = 1e4;
+    int64_t total = 0, ep = 0, spe = 0;
+    int three = 0, cyc = 0, linear = 0;
+    if (!num_at_least(a[0], "max_lr", 0, 1, &max_lr))
+        return;
+    if (a[1] && !arg_int(a[1], "total_steps", 1, INT32_MAX, &total))
+        return;
+    if (a[8] && !arg_int(a[8], "epochs", 1, 1000000, &ep))
+        return;
+    if (a[9] && !arg_int(a[9], "steps_per_epoch", 1, INT32_MAX, &spe))
+        return;
+    if (a[1] && (a[8] || a[9])) {
+        diag_error(a[8] ? a[8]->loc : a[9]->loc, "give total_steps, or epochs and steps_per_epoch, not both");
+        return;
+    }
+    if (!!a[8] != !!a[9]) {
+        diag_error(a[8] ? a[8]->loc : a[9]->loc, "epochs and steps_per_epoch go together (their product is "
+                   "total_steps)");
+        return;
+    }
+    if (ep)
+        total = ep * spe;
+    if (a[2] && arg_num(a[2], "pct_start", &pct) && !(pct >= 0 && pct <= 1)) {
+        diag_error(a[2]->loc, "pct_start must be in [0, 1], got %s", arg_show(a[2]));
+        return;
+    }
+    if (a[3]) {
+        const char *v = a[3]->kind == E_NAME || a[3]->kind == E_STR ? a[3]->s : "";
+        linear = strcmp(v, "linear") == 0;
+        if (!linear && strcmp(v, "cos") != 0) {
+            diag_error(a[3]->loc, "anneal_strategy must be cos or linear, got %s", arg_show(a[3]));
+            return;
+        }
+    }
+    if ((a[4] && !num_at_least(a[4], "div_factor", 0, 1, &div)) ||
+        (a[5] && !num_at_least(a[5], "final_div_factor", 0, 1, &fdiv)))
+        return;
+    if (a[6] && !arg_bool(a[6], "three_phase", &three))
+        return;
+    if (a[7] && arg_bool(a[7], "cycle_momentum", &cyc) && cyc) {
+        diag_error(a[7]->loc, "cycle_momentum = true is not supported: the momentum stays the optimizer's "
+                   "(write cycle_momentum = false)");
+        return;
+    }
+    const double v[] = {max_lr, (double)total, pct, linear, div, fdiv, three};
+    memcpy(t->sched_v, v, sizeof v);
+    t->sched_n = 7;
+    t->sched = RT_SCHED_ONECYCLE;
+}
+
+/* step(step_size, gamma = 0.1) | cosine(T_max, eta_min = 0) | multistep |
+ * exponential(gamma), stepped once an epoch as torch.optim.lr_scheduler's
+ * StepLR, CosineAnnealingLR, MultiStepLR and ExponentialLR;
+ * warmup_cosine | onecycle, stepped once an optimizer step. */
 static void train_schedule(TrainCfg *t, const Expr *e)
 {
+    static const struct {
+        const char *name, *example;
+        const char *const names[10];
+        int n;
+    } scheds[] = {   /* sorted, as the list of them says */
+        {"cosine", "cosine(T_max = 10)", {"T_max", "eta_min"}, 2},
+        {"exponential", "exponential(gamma = 0.95)", {"gamma"}, 1},
+        {"multistep", "multistep(milestones = (30, 80), gamma = 0.1)", {"milestones", "gamma"}, 2},
+        {"onecycle", "onecycle(max_lr = 0.1)", {"max_lr", "total_steps", "pct_start", "anneal_strategy",
+                                                 "div_factor", "final_div_factor", "three_phase",
+                                                 "cycle_momentum", "epochs", "steps_per_epoch"}, 10},
+        {"step", "step(step_size = 30, gamma = 0.1)", {"step_size", "gamma"}, 2},
+        {"warmup_cosine", "warmup_cosine(warmup_steps = 500)", {"warmup_steps", "total_steps", "start_factor",
+                                                               "eta_min"}, 4},
+    };
+    enum { NSCHED = sizeof scheds / sizeof scheds[0] };
     const char *name = callee(e, "schedule");
     if (!name)
         return;
-    int step = strcmp(name, "step") == 0, cosine = strcmp(name, "cosine") == 0;
-    if (!step && !cosine) {
+    int k = 0;
+    while (k < NSCHED && strcmp(scheds[k].name, name) != 0)
+        k++;
+    if (k == NSCHED) {
         Near s = arg_near(name);
-        arg_near_try(&s, "step");
-        arg_near_try(&s, "cosine");
-        diag_error(e->loc, "unknown schedule '%s'%s (supported: step, cosine)", name, arg_near_hint(&s));
+        for (int i = 0; i < NSCHED; i++)
+            arg_near_try(&s, scheds[i].name);
+        diag_error(e->loc, "unknown schedule '%s'%s (supported: cosine, exponential, multistep, onecycle, step, "
+                   "warmup_cosine)", name, arg_near_hint(&s));
         return;
     }
-    static const char *const sn[] = {"step_size", "gamma"}, *const cn[] = {"T_max", "eta_min"};
-    const Sig sig = {name, step ? sn : cn, 2, 2, 1};
-    Expr *a[2] = {NULL};
+    const Sig sig = {name, scheds[k].names, scheds[k].n, scheds[k].n, 1};
+    Expr *a[10] = {NULL};
     if (e->kind != E_CALL) {
-        diag_error(e->loc, "%s needs %s: schedule %s", name, step ? "step_size" : "T_max",
-                   step ? "step(step_size = 30, gamma = 0.1)" : "cosine(T_max = 10)");
+        diag_error(e->loc, "%s needs %s: schedule %s", name, scheds[k].names[0], scheds[k].example);
         return;
     }
-    if (!arg_bind(e, &sig, a))
+    if (!arg_bind(e, &sig, a) || !a[0])
         return;
+    const int step = strcmp(name, "step") == 0;
+    if (strcmp(name, "multistep") == 0) {
+        sched_multistep(t, a);
+        return;
+    }
+    if (strcmp(name, "exponential") == 0) {
+        if (num_at_least(a[0], "gamma", 0, 1, &t->gamma))
+            t->sched = RT_SCHED_EXPONENTIAL;
+        return;
+    }
+    if (strcmp(name, "warmup_cosine") == 0) {
+        sched_warmup_cosine(t, a);
+        return;
+    }
+    if (strcmp(name, "onecycle") == 0) {
+        sched_onecycle(t, a);
+        return;
+    }
     int64_t n;
-    if (!a[0] || !arg_int(a[0], step ? "step_size" : "T_max", 1, 1000000, &n))
+    if (!arg_int(a[0], step ? "step_size" : "T_max", 1, 1000000, &n))
         return;
     t->sched = step ? RT_SCHED_STEP : RT_SCHED_COSINE;
     if (step) {
@@ -265,6 +450,12 @@ static const char *moved_hint(const char *key, const Near *s)
         {"batch_size", "; did you mean 'batch'?"},
         {"num_epochs", "; did you mean 'epochs'?"},
         {"dataset", "; did you mean 'data'?"},
+        {"clip_grad_norm_", "; did you mean 'clip_grad_norm'?"},
+        {"max_norm", "; gradient clipping is set as clip_grad_norm 1.0"},
+        {"gradient_accumulation_steps", "; did you mean 'accumulate'?"},
+        {"accumulation_steps", "; did you mean 'accumulate'?"},
+        {"lr_scheduler", "; did you mean 'schedule'?"},
+        {"scheduler", "; did you mean 'schedule'?"},
     };
     for (size_t i = 0; i < sizeof moved / sizeof moved[0]; i++)
         if (strcmp(key, moved[i][0]) == 0)
@@ -331,6 +522,28 @@ static void key_seed(TrainCtx *c, const Expr *v)
         c->t->seed = (uint64_t)n;
 }
 
+/* clip_grad_norm max_norm: torch.nn.utils.clip_grad_norm_(parameters,
+ * max_norm) (norm_type 2) on the gradients averaged over the ranks, before
+ * every optimizer step. */
+static void key_clip_grad_norm(TrainCtx *c, const Expr *v)
+{
+    double x;
+    if (!arg_num(v, "clip_grad_norm", &x))
+        return;
+    if (!(x > 0 && x <= 3.4e38))
+        diag_error(v->loc, "clip_grad_norm must be a positive max_norm, got %s", arg_show(v));
+    else
+        c->t->clip_norm = x;
+}
+
+/* accumulate N: N micro-batches of `batch` rows per optimizer step */
+static void key_accumulate(TrainCtx *c, const Expr *v)
+{
+    int64_t n;
+    if (arg_int(v, "accumulate", 1, 65536, &n))
+        c->t->accumulate = (int)n;
+}
+
 static void key_bucket_mb(TrainCtx *c, const Expr *v)
 {
     double mb;
@@ -352,8 +565,25 @@ static const struct {
     {"shuffle", key_shuffle},     {"seed", key_seed},           {"drop_last", key_drop_last},
     {"bucket_mb", key_bucket_mb}, {"schedule", key_schedule},   {"sync_batchnorm", key_sync_batchnorm},
     {"precision", key_precision}, {"scaler", key_scaler},
+    {"clip_grad_norm", key_clip_grad_norm}, {"accumulate", key_accumulate},
 };
 enum { NTRAIN_KEYS = sizeof train_keys / sizeof train_keys[0] };
+
+/* The keys sorted, comma-separated, for the message of an unknown one. */
+static const char *key_list(void)
+{
+    const char *sorted[NTRAIN_KEYS];
+    for (int k = 0; k < NTRAIN_KEYS; k++) {
+        int j = k;
+        for (; j > 0 && strcmp(sorted[j - 1], train_keys[k].key) > 0; j--)
+            sorted[j] = sorted[j - 1];
+        sorted[j] = train_keys[k].key;
+    }
+    const char *out = sorted[0];
+    for (int k = 1; k < NTRAIN_KEYS; k++)
+        out = util_fmt("%s, %s", out, sorted[k]);
+    return out;
+}
 
 /* The item that set key, or NULL. */
 static const TrainItem *setting(const TrainItem *const *seen, const char *key)
@@ -369,7 +599,7 @@ int train_check(const File *f, const Train *tr, TrainCfg *t)
     *t = (TrainCfg){.reduction = RED_MEAN,
                     .lr = 0.01, .batch = 64, .epochs = 10, .shuffle = 1, .seed = 0, .bucket_mb = 25,
                     .init_scale = 65536, .growth_factor = 2, .backoff_factor = 0.5, .growth_interval = 2000,
-                    .loc = tr->loc};
+                    .accumulate = 1, .loc = tr->loc};
     data_cfg_default(&t->data);
     const TrainItem *seen[NTRAIN_KEYS] = {0};
     TrainCtx c = {f, t, -1};
@@ -382,7 +612,8 @@ int train_check(const File *f, const Train *tr, TrainCfg *t)
             Near s = arg_near(it->key);
             for (int j = 0; j < NTRAIN_KEYS; j++)
                 arg_near_try(&s, train_keys[j].key);
-            diag_error(it->loc, "unknown train setting '%s'%s", it->key, moved_hint(it->key, &s));
+            diag_error(it->loc, "unknown train setting '%s'%s (supported: %s)", it->key, moved_hint(it->key, &s),
+                       key_list());
             continue;
         }
         if (seen[k]) {
@@ -398,6 +629,13 @@ int train_check(const File *f, const Train *tr, TrainCfg *t)
     if (scaler && !(prec && t->precision == RT_PREC_FP16))
         diag_error(scaler->loc, "a loss scaler needs 'precision fp16'%s",
                    prec && t->precision == RT_PREC_BF16 ? " (bf16 has fp32's range: no scaling needed)" : "");
+    /* the norm would be of the scaled gradients (GradScaler.unscale_ first) */
+    const TrainItem *clip = setting(seen, "clip_grad_norm");
+    if (clip && t->clip_norm > 0 && prec && t->precision == RT_PREC_FP16)
+        diag_error(clip->loc, "clip_grad_norm with precision fp16 is not supported yet");
+    const TrainItem *accu = setting(seen, "accumulate");
+    if (accu && t->accumulate > 1 && prec && t->precision == RT_PREC_FP16)
+        diag_error(accu->loc, "accumulate with precision fp16 is not supported yet");
     if (!setting(seen, "model")) {
         if (f->nmodels == 1)
             diag_error(tr->loc, "the train block does not name a model (add 'model %s')", f->models[0]->name);

@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RT_ABI_VERSION 7
+#define RT_ABI_VERSION 8
 
 /* Source text of both targets: RT_STR(x) is x after macro expansion, as a
  * string literal (one line), for the text the compiler emits and NVRTC
@@ -247,7 +247,11 @@ typedef struct rt_data_src {
     int nnorm;              /* 0: no normalization; 1: every element; else per channel/feature */
     const float *norm_mean, *norm_std; /* [nnorm] */
 } rt_data_src;
-enum { RT_SCHED_NONE = 0, RT_SCHED_STEP = 1, RT_SCHED_COSINE = 2 };
+enum { RT_SCHED_NONE = 0, RT_SCHED_STEP = 1, RT_SCHED_COSINE = 2, RT_SCHED_MULTISTEP = 3, RT_SCHED_EXPONENTIAL = 4,
+       RT_SCHED_WARMUP_COSINE = 5, RT_SCHED_ONECYCLE = 6 };
+/* The most arguments a schedule keeps in rt_model.sched_v (multistep's
+ * milestones are the longest list). */
+#define RT_SCHED_MAX_V 32
 
 typedef struct rt_model {
     int abi;                /* RT_ABI_VERSION */
@@ -294,6 +298,20 @@ typedef struct rt_model {
     int precision;
     float init_scale, growth_factor, backoff_factor;
     int growth_interval;
+    /* ---- the train block's newer settings (README "The train block") ----
+     * sched_v[0..sched_n): the arguments of the schedules after cosine
+     * (rt_lr.c computes each lr, torch.optim.lr_scheduler's formulas):
+     *   RT_SCHED_MULTISTEP     the milestones (epochs); gamma is sched_b
+     *   RT_SCHED_EXPONENTIAL   none; gamma is sched_b
+     *   RT_SCHED_WARMUP_COSINE warmup_steps, total_steps (0: the run's),
+     *                          start_factor, eta_min  (per optimizer step)
+     *   RT_SCHED_ONECYCLE      max_lr, total_steps (0: the run's), pct_start,
+     *                          anneal (0 cos, 1 linear), div_factor,
+     *                          final_div_factor, three_phase (per optimizer step) */
+    const double *sched_v;
+    int sched_n;
+    float clip_norm;        /* clip_grad_norm_'s max_norm (norm_type 2); 0: no clipping */
+    int accumulate;         /* micro-batches per optimizer step (0 or 1: none) */
 } rt_model;
 
 /* RT_PARAM_* flags of parameter i of m. */

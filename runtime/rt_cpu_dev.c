@@ -4,7 +4,19 @@
  * with its settings baked in); this device hands them the batch, e.lr and
  * e.step, runs the gradient buckets' all-reduces on a comm thread while
  * backward goes on (rt_reducer.c), and keeps each step's loss sum for the
- * loop (rt_loop.c), which owns the epoch. */
+ * loop (rt_loop.c), which owns the epoch.
+ *
+ * Two settings of the train block act between the kernels, here:
+ *   - accumulate N (DDP's no_sync): a micro-batch that is not its group's
+ *     last runs forward and backward only -- no all-reduce, no update --
+ *     and adds its gradients into the accumulation slab (the first copies
+ *     them). The last one's gradients become (slab + them) / N before
+ *     their all-reduce, bucket by bucket on the comm thread with several
+ *     ranks: torch's p.grad, summed over the micro-batches in their order,
+ *     each divided by N as `loss / N` does (exactly so for a power of two).
+ *   - clip_grad_norm: once every bucket is reduced, the global 2-norm of
+ *     the gradients and torch's coefficient max_norm / (norm + 1e-6),
+ *     clamped to 1, multiply them; then the optimizer kernels run. */
 #include "rt_internal.h"
 #include <math.h>
 #include <stdlib.h>
@@ -20,7 +32,27 @@ typedef struct rt_instr {
     int64_t param_floats;   /* with amp: the grad slab it scans */
     int found_inf;          /* with amp: the step was skipped */
     rt_coll *coll;          /* with amp: found_inf over the ranks */
+    /* the train plan's settings (rt_cpu_dev.c's comment) */
+    float clip;             /* clip_grad_norm's max_norm, 0 off */
+    int micro;              /* this step is a micro-batch, not its group's last */
+    int acc_first;          /* ... and its group's first */
+    float *acc;             /* [param_floats] the accumulation slab, NULL without accumulate */
+    const float *fold;      /* the last micro-batch: acc to add (NULL: the group is this one alone) */
+    float fold_scale;       /* ... and 1/N to scale by; 0: no fold (accumulate 1) */
 } rt_instr;
+
+/* torch.nn.utils.clip_grad_norm_ (norm_type 2) on n gradients: the norm in
+ * double, torch's coefficient in float. */
+static void clip_grads(float *g, int64_t n, float max_norm)
+{
+    double sq = 0;
+    for (int64_t i = 0; i < n; i++)
+        sq += (double)g[i] * g[i];
+    const float coef = max_norm / ((float)sqrt(sq) + 1e-6f);
+    if (coef < 1.0f)
+        for (int64_t i = 0; i < n; i++)
+            g[i] *= coef;
+}
 
 /* One plan invocation. stat is cleared first so kernels may either assign
  * or accumulate their per-step results. With a reducer (train plan,
@@ -50,15 +82,23 @@ static void run_plan(const rt_plan *p, rt_exec *e, int nstat, rt_instr *in, rt_r
     memset(e->stat, 0, (size_t)nstat * sizeof(double));
     int timed = in->prof->secs || (in->trace && in->trace->on);
     rt_amp *amp = in->amp && in->amp->on ? in->amp : NULL;
-    if (!timed && !(red && red->active) && !amp) {
+    const int fold = in->fold_scale != 0.0f, ranks = red && red->active;
+    /* the optimizer kernels after everything else: behind found_inf, the
+     * norm of all gradients, or the fold of one rank's whole slab */
+    const int late = amp || in->clip > 0 || (fold && !ranks);
+    if (!timed && !ranks && !late && !in->micro) {
         for (int k = 0; k < p->nk; k++)
             p->k[k].fn(e);
         return;
     }
-    if (red)
+    if (in->micro)
+        red = NULL;     /* no_sync: this micro-batch's gradients stay here */
+    if (red) {
+        rt_reducer_fold(red, fold ? in->fold : NULL, fold ? in->fold_scale : 0.0f);
         rt_reducer_step_begin(red, in->step);
+    }
     for (int k = 0; k < p->nk; k++) {
-        if (amp && p->k[k].phase == RT_PH_OPTIMIZER)
+        if ((late || in->micro) && p->k[k].phase == RT_PH_OPTIMIZER)
             continue;
         if (red)
             rt_reducer_before(red, k);
@@ -68,14 +108,28 @@ static void run_plan(const rt_plan *p, rt_exec *e, int nstat, rt_instr *in, rt_r
     }
     if (red)
         rt_reducer_step_end(red);
+    in->prof->calls++;
+    if (in->micro) {
+        float *acc = in->acc;
+        const float *g = e->grad;
+        if (in->acc_first)
+            memcpy(acc, g, (size_t)in->param_floats * sizeof(float));
+        else
+            for (int64_t i = 0; i < in->param_floats; i++)
+                acc[i] += g[i];
+        return;
+    }
+    if (fold && !ranks)
+        rt_fold_grads(e->grad, in->fold, in->fold_scale, in->param_floats);
     if (amp) {
         in->found_inf = rt_amp_found_inf(amp, in->coll, e->grad, in->param_floats, in->step);
         e->found_inf = in->found_inf;   /* the kernels would return at once too */
-        for (int k = 0; k < p->nk && !in->found_inf; k++)
-            if (p->k[k].phase == RT_PH_OPTIMIZER)
-                run_kernel(p, k, e, in, timed);
     }
-    in->prof->calls++;
+    if (in->clip > 0)
+        clip_grads(e->grad, in->param_floats, in->clip);
+    for (int k = 0; late && k < p->nk && !in->found_inf; k++)
+        if (p->k[k].phase == RT_PH_OPTIMIZER)
+            run_kernel(p, k, e, in, timed);
 }
 
 
@@ -92,20 +146,22 @@ typedef struct cpu_dev {
     rt_prof tprof, eprof;
     rt_instr tin, ein;
     const int32_t *order;
+    const float *lr;                /* [nbatch] each batch's learning rate (the loop's) */
     rt_shape sh;
     int64_t batch;
+    int64_t acc;                    /* micro-batches per optimizer step */
     double *steploss, *amp_log;     /* [nbatch] per batch of the epoch; [2 nbatch] (scale, found_inf) */
     double secs;                    /* the epoch's training time */
     double eval[2];
     int evaluated;
 } cpu_dev;
 
-static int cpu_begin_epoch(rt_device *d, int epoch, const int32_t *order, float lr, int64_t first_batch)
+static int cpu_begin_epoch(rt_device *d, int epoch, const int32_t *order, const float *lr, int64_t first_batch)
 {
     cpu_dev *c = d->impl;
     (void)epoch, (void)first_batch;
     c->order = order;
-    c->e.lr = lr;
+    c->lr = lr;
     c->secs = 0;
     c->evaluated = 0;
     return 0;
@@ -122,16 +178,24 @@ static int cpu_train(rt_device *d, int64_t b0, int64_t b1, int64_t step0)
         int n = rt_batch_rows(&c->sh, c->batch, b);
         memcpy(w->idx, c->order + b * c->batch, (size_t)n * sizeof(int32_t));
         e->n = n;
-        c->tin.step = step0 + (b - b0) + 1;
+        e->lr = c->lr[b];
+        c->tin.step = step0 + (b - b0) / c->acc + 1;
         e->scale = c->amp.scale;
         c->tin.found_inf = 0;
+        /* accumulate: where batch b stands in its group */
+        const int64_t g0 = b - b % c->acc, gn = c->sh.nbatch - g0 < c->acc ? c->sh.nbatch - g0 : c->acc;
+        const int last = b == g0 + gn - 1;
+        c->tin.micro = !last;
+        c->tin.acc_first = b == g0;
+        c->tin.fold = gn > 1 ? c->tin.acc : NULL;
+        c->tin.fold_scale = c->acc > 1 ? 1.0f / (float)c->acc : 0.0f;
         run_plan(&c->m->train, e, w->nstat, &c->tin, &c->red);
         if (c->amp.on) {
             c->amp_log[2 * b] = c->amp.scale;
             c->amp_log[2 * b + 1] = c->tin.found_inf;
             rt_amp_update(&c->amp, c->tin.found_inf);
         }
-        if (!c->tin.found_inf)
+        if (last && !c->tin.found_inf)
             e->step++;
         c->steploss[b] = w->stat[c->m->train.loss_stat];
     }
@@ -210,6 +274,7 @@ static void cpu_close(rt_device *d)
     rt_prof_free(&c->tprof);
     rt_prof_free(&c->eprof);
     rt_free(c->steploss);
+    rt_free(c->tin.acc);
     free(c);
     d->impl = NULL;
 }
@@ -258,7 +323,11 @@ int rt_cpu_dev_open(rt_device *dev, const rt_model *m, const rt_opts *o, rt_ws *
     e->rank = coll->rank;
     e->world = coll->size;
     e->seed = o->seed;
-    c->tin = (rt_instr){&c->tprof, trace, RT_TEV_TRAIN, 0, &c->amp, m->param_floats, 0, coll};
-    c->ein = (rt_instr){&c->eprof, trace, RT_TEV_EVAL, 0, NULL, 0, 0, coll};
+    c->tin = (rt_instr){&c->tprof, trace, RT_TEV_TRAIN, 0, &c->amp, m->param_floats, 0, coll, m->clip_norm, 0, 0,
+                        NULL, NULL, 0.0f};
+    c->ein = (rt_instr){&c->eprof, trace, RT_TEV_EVAL, 0, NULL, 0, 0, coll, 0, 0, 0, NULL, NULL, 0.0f};
+    c->acc = m->accumulate > 1 ? m->accumulate : 1;
+    if (c->acc > 1 && !(c->tin.acc = rt_alloc_n(m->param_floats, sizeof(float), "the accumulated gradients")))
+        return -1;
     return 0;
 }

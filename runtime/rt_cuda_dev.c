@@ -62,6 +62,20 @@
  *     a launch per kernel and a sync per step; evaluation stays a graph
  *     and is not traced. --profile times the same way (its table is the
  *     train plan's only).
+ *   - The train block's settings, inside the graph as well (rt_cpu_dev.c
+ *     says what they compute; the order of the operations is the same):
+ *       * each batch's lr from a table the loop fills per epoch (a step
+ *         schedule changes it every optimizer step), copied with the
+ *         order; step_begin takes lrs[b];
+ *       * accumulate N: a second graph for the micro-batches that are not
+ *         their group's last: the plan without the optimizer kernels and
+ *         without the all-reduces (no_sync), then cddprt_acc_add; the
+ *         step graph folds each bucket (cddprt_fold: (slab + grad) / N)
+ *         right after the kernel that completes it, before its
+ *         all-reduce. The host picks the graph per batch;
+ *       * clip_grad_norm: after the all-reduces, cddprt_gnorm and
+ *         cddprt_clip, then the optimizer kernels (they move behind the
+ *         join as with the loss scaler).
  * The parameters come from the host slab at open (after init, --init or
  * --resume) and go back to it by pull (checkpoints, --save). */
 #include "rt_cuda.h"
@@ -92,6 +106,13 @@ typedef struct dev_run {
     CUfunction fbegin, fend;
     int amp;                                /* fp16 loss scaling in the train step */
     CUfunction famp_check, famp_decide;
+    /* the train block's settings */
+    CUfunction facc_add, ffold, fgnorm, fclip;
+    int64_t acc;                            /* micro-batches per optimizer step */
+    int clip;                               /* clip_grad_norm */
+    CUdeviceptr lrs[2], accbuf, folds;      /* float[nbatch] per slot; float[ngrad]; rt_cuda_fold[nb + 1] */
+    float *h_lrs[2];                        /* pinned */
+    CUgraphExec gmicro;                     /* a micro-batch's graph (accumulate > 1) */
     CUdeviceptr found, amp_log;             /* float; double[2 * nbatch] */
     double *h_amp_log;                      /* pinned [2 * nbatch] */
     plan_dev train, eval;
@@ -124,6 +145,7 @@ typedef struct dev_run {
     int epoch, slot, evaluated;
     int64_t skip;                           /* the epoch's first batch */
     CUevent evc;                            /* where a mid-epoch collect stands */
+    int fold_now, no_sync;                  /* the step being issued: accumulate's (issue_step) */
 } dev_run;
 
 enum { CTL_EVAL = 2, CTL_BACK_T = 3, CTL_BACK_V = 4, NCTL = 5 };
@@ -183,6 +205,21 @@ static int plan_setup(rt_cuda *cu, const rt_plan *p, const char *which, int nmax
     return 0;
 }
 
+/* A grid-stride runtime kernel over n floats: 256 threads a block. */
+static int launch_stride(rt_cuda *cu, CUfunction f, const char *name, int64_t n, CUdeviceptr arg)
+{
+    static const unsigned threads[3] = {256, 1, 1};
+    const int64_t blocks = (n + 255) / 256;
+    const unsigned grid[3] = {(unsigned)(blocks < 1 ? 1 : blocks > 1024 ? 1024 : blocks), 1, 1};
+    return rt_cuda_launch1(cu, f, name, grid, threads, arg);
+}
+
+/* accumulate's fold of bucket b (d->nb: the whole slab) */
+static int launch_fold(rt_cuda *cu, dev_run *d, int b, int64_t n)
+{
+    return launch_stride(cu, d->ffold, "cddprt_fold", n, d->folds + (CUdeviceptr)b * sizeof(rt_cuda_fold));
+}
+
 /* Kernel k of the plan on the main stream, between its timing events
  * when the step is traced. */
 static int launch_kernel(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k, CUdeviceptr exec)
@@ -203,7 +240,7 @@ static int launch_step_kernel(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k
 {
     /* the comm stream reduces in bucket order: the last bucket kernel k
      * needs stands for all before it (rt_buckets.c) */
-    const int need = ddp && !later ? d->s.wait_upto[k] : 0;
+    const int need = ddp && !later && !d->no_sync ? d->s.wait_upto[k] : 0;
     if (need > 0 && CU_CHECK(rt_cu.cuStreamWaitEvent(cu->stream, d->ev_done[need - 1], 0)))
         return -1;
     /* later: an optimizer kernel the loss scaler runs after all buckets */
@@ -222,10 +259,11 @@ static int launch_step_kernel(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k
          CU_CHECK(rt_cu.cuEventRecord(d->ev_cjoin[k], d->comm)) ||
          CU_CHECK(rt_cu.cuStreamWaitEvent(cu->stream, d->ev_cjoin[k], 0))))
         return -1;
-    for (; ddp && *next_bucket < d->s.launch_upto[k]; ++*next_bucket) {
+    for (; ddp && !d->no_sync && *next_bucket < d->s.launch_upto[k]; ++*next_bucket) {
         const int b = *next_bucket;
         const rt_bucket *bk = &d->bk[b];
-        if (CU_CHECK(rt_cu.cuEventRecord(d->ev_ready[b], cu->stream)) ||
+        if ((d->fold_now && launch_fold(cu, d, b, bk->size)) ||
+            CU_CHECK(rt_cu.cuEventRecord(d->ev_ready[b], cu->stream)) ||
             CU_CHECK(rt_cu.cuStreamWaitEvent(d->comm, d->ev_ready[b], 0)) ||
             (d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tb0[b], d->comm))) ||
             d->coll->bucket_avg(d->coll, (void *)(uintptr_t)(d->grad + (CUdeviceptr)bk->off * sizeof(float)),
@@ -237,13 +275,21 @@ static int launch_step_kernel(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k
     return 0;
 }
 
+/* What a captured step does: STEP_FULL, a whole training step (an
+ * evaluation step too); STEP_MICRO, an accumulated micro-batch that is not
+ * its group's last (no all-reduce, no update). */
+enum { STEP_FULL = 0, STEP_MICRO = 1 };
+
 /* One step of plan p: the memsets, step_begin, the plan's kernels on exec
  * (with the bucket all-reduces when ddp), step_end. Captured once as the
  * step's graph, or issued as is for a traced step. */
 static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr exec, CUdeviceptr ctl,
-                      int64_t grad_floats, int nstat, int ddp)
+                      int64_t grad_floats, int nstat, int ddp, int mode)
 {
     static const unsigned one[3] = {1, 1, 1};
+    const int train = pd == &d->train, micro = mode == STEP_MICRO;
+    /* accumulate's fold, done per bucket on the way to its all-reduce */
+    d->fold_now = train && !micro && d->acc > 1;
     int ok = 1;
     if (grad_floats > 0)
         ok = !CU_CHECK(rt_cu.cuMemsetD32Async(d->grad, 0, (size_t)grad_floats, cu->stream));
@@ -253,10 +299,21 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
     ok = ok && !CU_CHECK(rt_cu.cuMemsetD32Async(d->stat, 0, 2 * (size_t)nstat, cu->stream));
     ok = ok && !rt_cuda_launch1(cu, d->fbegin, "cddprt_step_begin", one, one, ctl);
     int next_bucket = 0;
-    const int amp = d->amp && pd == &d->train;
-    for (int k = 0; ok && k < pd->p->nk; k++)
-        ok = !launch_step_kernel(cu, d, pd, k, exec, ddp, &next_bucket,
-                                 amp && pd->p->k[k].phase == RT_PH_OPTIMIZER);
+    const int amp = d->amp && train;
+    /* the optimizer kernels behind everything: found_inf, the norm, the
+     * fold of one rank's whole slab; none at all for a micro-batch */
+    const int late = amp || (train && d->clip) || (d->fold_now && !ddp);
+    d->no_sync = micro;
+    for (int k = 0; ok && k < pd->p->nk; k++) {
+        const int opt = pd->p->k[k].phase == RT_PH_OPTIMIZER;
+        ok = !launch_step_kernel(cu, d, pd, k, exec, ddp, &next_bucket, (late || micro) && opt);
+    }
+    d->no_sync = 0;
+    if (ok && micro) {
+        ok = !launch_stride(cu, d->facc_add, "cddprt_acc_add", grad_floats, ctl) &&
+             !rt_cuda_launch1(cu, d->fend, "cddprt_step_end", one, one, ctl);
+        return ok ? 0 : -1;
+    }
     /* join: the comm stream's last all-reduce (it runs them in order) */
     if (ok && ddp && d->nb > 0 && next_bucket != d->nb) {
         rt_err("the step cannot be captured: gradient bucket %d (complete after train kernel %d) was never "
@@ -266,6 +323,8 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
     }
     if (ok && ddp && d->nb > 0)
         ok = !CU_CHECK(rt_cu.cuStreamWaitEvent(cu->stream, d->ev_done[d->nb - 1], 0));
+    if (ok && d->fold_now && !ddp)
+        ok = !launch_fold(cu, d, d->nb, grad_floats);
     if (ok && amp) {
         const unsigned threads[3] = {256, 1, 1};
         int64_t blocks = (grad_floats + 255) / 256;
@@ -273,10 +332,14 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
         ok = !rt_cuda_launch1(cu, d->famp_check, "cddprt_amp_check", grid, threads, ctl) &&
              (!ddp || !d->coll->any(d->coll, (void *)(uintptr_t)d->found, cu->stream)) &&
              !rt_cuda_launch1(cu, d->famp_decide, "cddprt_amp_decide", one, one, ctl);
-        for (int k = 0; ok && k < pd->p->nk; k++)
-            if (pd->p->k[k].phase == RT_PH_OPTIMIZER)
-                ok = !launch_kernel(cu, d, pd, k, exec);
     }
+    if (ok && train && d->clip)
+        ok = !launch_stride(cu, d->fgnorm, "cddprt_gnorm", grad_floats, ctl) &&
+             !launch_stride(cu, d->fclip, "cddprt_clip", grad_floats, ctl);
+    for (int k = 0; ok && late && k < pd->p->nk; k++)
+        if (pd->p->k[k].phase == RT_PH_OPTIMIZER)
+            ok = !launch_kernel(cu, d, pd, k, exec);
+    d->fold_now = 0;
     ok = ok && !rt_cuda_launch1(cu, d->fend, "cddprt_step_end", one, one, ctl);
     return ok ? 0 : -1;
 }
@@ -284,12 +347,12 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
 /* issue_step as a graph. The capture is always ended, even after a failed
  * launch, so the stream stays usable. */
 static int capture(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr exec, CUdeviceptr ctl,
-                   int64_t grad_floats, int nstat, int ddp, CUgraphExec *out)
+                   int64_t grad_floats, int nstat, int ddp, int mode, CUgraphExec *out)
 {
     *out = NULL;
     if (CU_CHECK(rt_cu.cuStreamBeginCapture_v2(cu->stream, CAPTURE_THREAD_LOCAL)))
         return -1;
-    int ok = !issue_step(cu, d, pd, exec, ctl, grad_floats, nstat, ddp);
+    int ok = !issue_step(cu, d, pd, exec, ctl, grad_floats, nstat, ddp, mode);
     CUgraph g = NULL;
     CUresult r = rt_cu.cuStreamEndCapture(cu->stream, &g);
     if (ok && CU_CHECK(r))
@@ -399,19 +462,21 @@ static int trace_setup(const rt_plan *p, dev_run *d)
  * its timing events, waited for, and its events added to the trace with
  * the host time of its start (the device was idle: the two clocks meet). */
 static int traced_step(rt_cuda *cu, dev_run *d, const rt_model *m, rt_trace *tr, int64_t step,
-                       int nstat, int ddp)
+                       int nstat, int ddp, int mode)
 {
     if (rt_cuda_wait(cu, "the step before a traced one") != 0)
         return -1;
     const double h0 = rt_comm_time();
     d->tracing = 1;
     int bad = CU_CHECK(rt_cu.cuEventRecord(d->tbase, cu->stream)) ||
-              issue_step(cu, d, &d->train, d->exec_t, d->ctl_t, m->param_floats, nstat, ddp);
+              issue_step(cu, d, &d->train, d->exec_t, d->ctl_t, m->param_floats, nstat, ddp, mode);
     d->tracing = 0;
     if (bad || rt_cuda_wait(cu, "a traced step") != 0)
         return -1;
     float a, b;
     for (int k = 0; k < m->train.nk; k++) {
+        if (mode == STEP_MICRO && m->train.k[k].phase == RT_PH_OPTIMIZER)
+            continue;           /* not run: no_sync's micro-batch */
         if (CU_CHECK(rt_cu.cuEventElapsedTime(&a, d->tbase, d->tk0[k])) ||
             CU_CHECK(rt_cu.cuEventElapsedTime(&b, d->tbase, d->tk1[k])))
             return -1;
@@ -420,7 +485,7 @@ static int traced_step(rt_cuda *cu, dev_run *d, const rt_model *m, rt_trace *tr,
             rt_prof_add(&d->prof, k, (b - a) / 1e3);
     }
     d->prof.calls++;
-    for (int i = 0; ddp && i < d->nb; i++) {
+    for (int i = 0; ddp && mode != STEP_MICRO && i < d->nb; i++) {
         if (CU_CHECK(rt_cu.cuEventElapsedTime(&a, d->tbase, d->tb0[i])) ||
             CU_CHECK(rt_cu.cuEventElapsedTime(&b, d->tbase, d->tb1[i])))
             return -1;
@@ -435,6 +500,8 @@ static void dev_free(dev_run *d)
     if (!rt_cuda_failed()) {
         if (d->gtrain)
             CU_CHECK(rt_cu.cuGraphExecDestroy(d->gtrain));
+        if (d->gmicro)
+            CU_CHECK(rt_cu.cuGraphExecDestroy(d->gmicro));
         if (d->geval)
             CU_CHECK(rt_cu.cuGraphExecDestroy(d->geval));
         if (d->ev0)
@@ -474,7 +541,8 @@ static void dev_free(dev_run *d)
     free(d->ev_cjoin);
     CUdeviceptr *ptrs[] = {&d->param, &d->grad, &d->opt, &d->act, &d->fix, &d->stat, &d->tx,
                            &d->ty, &d->vx, &d->vy, &d->norm, &d->order[0], &d->order[1], &d->vorder,
-                           &d->steploss, &d->blocks, &d->found, &d->amp_log};
+                           &d->steploss, &d->blocks, &d->found, &d->amp_log, &d->lrs[0], &d->lrs[1],
+                           &d->accbuf, &d->folds};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         rt_cuda_free(*ptrs[i]);
     rt_cuda_host_free(d->h_order[0]);
@@ -482,6 +550,8 @@ static void dev_free(dev_run *d)
     rt_cuda_host_free(d->h_ctl);
     rt_cuda_host_free(d->h_steploss);
     rt_cuda_host_free(d->h_amp_log);
+    rt_cuda_host_free(d->h_lrs[0]);
+    rt_cuda_host_free(d->h_lrs[1]);
     free(d->train.f);
     free(d->train.grid);
     free(d->eval.f);
@@ -494,7 +564,7 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* ---- the device's operations (rt_device), as the loop drives them ---------- */
 
-static int cuda_begin_epoch(rt_device *dv, int epoch, const int32_t *order, float lr, int64_t first_batch)
+static int cuda_begin_epoch(rt_device *dv, int epoch, const int32_t *order, const float *lr, int64_t first_batch)
 {
     dev_run *d = dv->impl;
     rt_cuda *cu = d->cu;
@@ -508,10 +578,11 @@ static int cuda_begin_epoch(rt_device *dv, int epoch, const int32_t *order, floa
     d->skip = first_batch;
     d->evaluated = 0;
     memcpy(d->h_order[slot], order, (size_t)d->per_rank * sizeof(int32_t));
+    memcpy(d->h_lrs[slot], lr, (size_t)d->nbatch * sizeof(float));
     d->h_ctl[slot].b = first_batch;     /* step_begin takes batch b of the order */
-    d->h_ctl[slot].lr = lr;
-    size_t ob = (size_t)d->per_rank * sizeof(int32_t);
+    size_t ob = (size_t)d->per_rank * sizeof(int32_t), lb = (size_t)d->nbatch * sizeof(float);
     return (ob && CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d->order[slot], d->h_order[slot], ob, cu->stream))) ||
+                   (lb && CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d->lrs[slot], d->h_lrs[slot], lb, cu->stream))) ||
                    CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d->ctl_t, &d->h_ctl[slot], sizeof(rt_cuda_ctl),
                                                        cu->stream)) ||
                    CU_CHECK(rt_cu.cuEventRecord(d->ev0, cu->stream))
@@ -525,10 +596,16 @@ static int cuda_train(rt_device *dv, int64_t b0, int64_t b1, int64_t step0)
 {
     dev_run *d = dv->impl;
     rt_cuda *cu = d->cu;
-    for (int64_t s = 0; s < b1 - b0; s++)
-        if (d->timed ? traced_step(cu, d, d->m, d->trace, step0 + s + 1, d->nstat, d->ddp) != 0
-                         : CU_CHECK(rt_cu.cuGraphLaunch(d->gtrain, cu->stream)) || pace(cu, d, d->epoch))
+    for (int64_t b = b0; b < b1; b++) {
+        /* accumulate: a micro-batch before its group's last gets the no_sync graph */
+        const int64_t g0 = b - b % d->acc, gn = d->nbatch - g0 < d->acc ? d->nbatch - g0 : d->acc;
+        const int mode = b == g0 + gn - 1 ? STEP_FULL : STEP_MICRO;
+        if (d->timed ? traced_step(cu, d, d->m, d->trace, step0 + (b - b0) / d->acc + 1, d->nstat, d->ddp,
+                                       mode) != 0
+                         : CU_CHECK(rt_cu.cuGraphLaunch(mode == STEP_MICRO ? d->gmicro : d->gtrain, cu->stream)) ||
+                               pace(cu, d, d->epoch))
             return -1;
+    }
     return 0;
 }
 
@@ -677,6 +754,10 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         rt_cuda_function(cu, "cddprt_step_end", &d->fend) != 0 ||
         rt_cuda_function(cu, "cddprt_amp_check", &d->famp_check) != 0 ||
         rt_cuda_function(cu, "cddprt_amp_decide", &d->famp_decide) != 0 ||
+        rt_cuda_function(cu, "cddprt_acc_add", &d->facc_add) != 0 ||
+        rt_cuda_function(cu, "cddprt_fold", &d->ffold) != 0 ||
+        rt_cuda_function(cu, "cddprt_gnorm", &d->fgnorm) != 0 ||
+        rt_cuda_function(cu, "cddprt_clip", &d->fclip) != 0 ||
         plan_setup(cu, &m->train, "train", nmax, &d->train) != 0 ||
         plan_setup(cu, &m->eval, "eval", nmax, &d->eval) != 0 || (ddp && ddp_setup(m, d) != 0) ||
         ((d->timed = trace->on || o->profile) && trace_setup(&m->train, d) != 0) ||
@@ -704,8 +785,14 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         dalloc(cu, &d->steploss, nbatch, sizeof(double), "step losses") ||
         rt_cuda_alloc(cu, &d->blocks, blocks, "control blocks") ||
         dalloc(cu, &d->found, 1, sizeof(float), "the loss scaler's flag") ||
-        dalloc(cu, &d->amp_log, 2 * nbatch, sizeof(double), "the loss scaler's log"))
+        dalloc(cu, &d->amp_log, 2 * nbatch, sizeof(double), "the loss scaler's log") ||
+        dalloc(cu, &d->lrs[0], nbatch, sizeof(float), "learning rates") ||
+        dalloc(cu, &d->lrs[1], nbatch, sizeof(float), "learning rates") ||
+        dalloc(cu, &d->accbuf, m->accumulate > 1 ? m->param_floats : 1, sizeof(float), "the accumulated gradients") ||
+        dalloc(cu, &d->folds, d->nb + 1, sizeof(rt_cuda_fold), "the gradient folds"))
         return -1;
+    d->acc = m->accumulate > 1 ? m->accumulate : 1;
+    d->clip = m->clip_norm > 0;
     d->amp = m->precision == RT_PREC_FP16;
     d->exec_t = d->blocks;
     d->exec_v = d->blocks + off_ev;
@@ -718,7 +805,9 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         rt_cuda_host_alloc(cu, (void **)&d->h_order[1], order_b, "sample order") ||
         rt_cuda_host_alloc(cu, (void **)&d->h_ctl, NCTL * sizeof(rt_cuda_ctl), "control blocks") ||
         rt_cuda_host_alloc(cu, (void **)&d->h_steploss, steps_b, "step losses") ||
-        rt_cuda_host_alloc(cu, (void **)&d->h_amp_log, 2 * steps_b, "the loss scaler's log"))
+        rt_cuda_host_alloc(cu, (void **)&d->h_amp_log, 2 * steps_b, "the loss scaler's log") ||
+        rt_cuda_host_alloc(cu, (void **)&d->h_lrs[0], (size_t)nbatch * sizeof(float) + 1, "learning rates") ||
+        rt_cuda_host_alloc(cu, (void **)&d->h_lrs[1], (size_t)nbatch * sizeof(float) + 1, "learning rates"))
         return -1;
 
     /* ---- contents: parameters (after init / --init), data, tables ---- */
@@ -773,6 +862,10 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         c->ngrad = m->param_floats;
         c->found = d->found;
         c->amp_log = d->amp_log;
+        c->lrs = d->lrs[s];
+        c->clip = m->clip_norm;
+        c->accumulate = d->acc;
+        c->acc = d->accbuf;
     }
     rt_cuda_ctl *cv = &d->h_ctl[CTL_EVAL];
     memset(cv, 0, sizeof *cv);
@@ -783,13 +876,26 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
     cv->loss_stat = m->eval.loss_stat;
     cv->correct_stat = m->eval.correct_stat;
     cv->lr = o->lr;
-    if (rt_cuda_htod(cu, d->ctl_t, &d->h_ctl[0], sizeof(rt_cuda_ctl)) ||
+    cv->accumulate = 1;
+    /* the fold ranges: each bucket's, then the whole slab's (one rank) */
+    rt_cuda_fold *fl = calloc((size_t)d->nb + 1, sizeof *fl);
+    if (!fl) {
+        rt_err("out of memory");
+        return -1;
+    }
+    for (int b = 0; b <= d->nb; b++)
+        fl[b] = (rt_cuda_fold){d->ctl_t, b < d->nb ? d->bk[b].off : 0, b < d->nb ? d->bk[b].size : m->param_floats};
+    int bad = rt_cuda_htod(cu, d->folds, fl, (size_t)(d->nb + 1) * sizeof *fl);
+    free(fl);
+    if (bad || rt_cuda_htod(cu, d->ctl_t, &d->h_ctl[0], sizeof(rt_cuda_ctl)) ||
         rt_cuda_htod(cu, d->ctl_v, cv, sizeof(rt_cuda_ctl)))
         return -1;
 
     /* ---- the two graphs, captured once ---- */
-    if (capture(cu, d, &d->train, d->exec_t, d->ctl_t, m->param_floats, nstat, ddp, &d->gtrain) != 0 ||
-        capture(cu, d, &d->eval, d->exec_v, d->ctl_v, 0, nstat, 0, &d->geval) != 0 ||
+    if (capture(cu, d, &d->train, d->exec_t, d->ctl_t, m->param_floats, nstat, ddp, STEP_FULL, &d->gtrain) != 0 ||
+        (d->acc > 1 && capture(cu, d, &d->train, d->exec_t, d->ctl_t, m->param_floats, nstat, ddp, STEP_MICRO,
+                               &d->gmicro) != 0) ||
+        capture(cu, d, &d->eval, d->exec_v, d->ctl_v, 0, nstat, 0, STEP_FULL, &d->geval) != 0 ||
         CU_CHECK(rt_cu.cuEventCreate(&d->ev0, 0)) || CU_CHECK(rt_cu.cuEventCreate(&d->ev1, 0)) ||
         CU_CHECK(rt_cu.cuEventCreate(&d->evc, 0)) ||
         rt_cuda_wait(cu, "preparing the CUDA graphs") != 0)

@@ -49,7 +49,23 @@ typedef struct rt_cuda_ctl {
     int64_t tracker, skipped, interval, ngrad;
     uint64_t found;         /* device float: > 0 when some rank overflowed */
     uint64_t amp_log;       /* device double[2 * steps], or 0 */
+    /* the train block's settings (rt_cuda_dev.c's comment):
+     * lrs: device float[steps], each batch's lr (then lr is not used), or 0;
+     * clip: clip_grad_norm's max_norm (0 off), gsq the sum of the squared
+     * gradients (cddprt_gnorm, zeroed by step_begin); accumulate: batches
+     * per optimizer step, acc the device float[ngrad] accumulation slab */
+    uint64_t lrs;
+    double clip, gsq;
+    int64_t accumulate;
+    uint64_t acc;
 } rt_cuda_ctl;
+
+/* Host view of cddprt::fold: the range of the gradients cddprt_fold
+ * works on (a bucket, or all of them), in device memory. */
+typedef struct rt_cuda_fold {
+    uint64_t ctl;           /* the train control block */
+    int64_t off, n;         /* floats into grad */
+} rt_cuda_fold;
 
 static const char rt_cuda_kernels_src[] =
     "\n/* ---- cddp runtime kernels (runtime/rt_cuda_kernels.h) ---- */\n"
@@ -67,7 +83,22 @@ static const char rt_cuda_kernels_src[] =
     "    long long tracker, skipped, interval, ngrad;\n"
     "    float *found;\n"
     "    double *amp_log;\n"
+    "    const float *lrs;\n"
+    "    double clip, gsq;\n"
+    "    long long accumulate;\n"
+    "    float *acc;\n"
     "};\n"
+    "struct fold {               /* rt_cuda_fold of rt_cuda_kernels.h */\n"
+    "    ctl *c;\n"
+    "    long long off, n;\n"
+    "};\n"
+    "/* where batch c->b stands in its group of c->accumulate */\n"
+    "__device__ inline long long group_first(const ctl *c) { return c->b - c->b % c->accumulate; }\n"
+    "__device__ inline long long group_size(const ctl *c)\n"
+    "{\n"
+    "    const long long left = (c->nsample + c->batch - 1) / c->batch - group_first(c);\n"
+    "    return left < c->accumulate ? left : c->accumulate;\n"
+    "}\n"
     "}\n"
     "\n"
     "/* Before the plan: batch b is rows [b*batch, min(nsample, (b+1)*batch))\n"
@@ -85,7 +116,8 @@ static const char rt_cuda_kernels_src[] =
     "        n = 0;\n"
     "    e->n = (int)n;\n"
     "    e->idx = c->order + off;\n"
-    "    e->lr = (float)c->lr;\n"
+    "    e->lr = c->lrs ? c->lrs[c->b] : (float)c->lr;\n"
+    "    c->gsq = 0.0;\n"
     "    if (c->amp) {\n"
     "        e->scale = (float)c->scale;\n"
     "        e->found_inf = 0;\n"
@@ -116,6 +148,68 @@ static const char rt_cuda_kernels_src[] =
     "\n"
     RT_AMP_RULE_SRC
     "\n"
+    "/* accumulate, a micro-batch that is not its group's last: its gradients\n"
+    " * into the accumulation slab (the group's first copies). Any grid. */\n"
+    "extern \"C\" __global__ void cddprt_acc_add(cddprt::ctl *c)\n"
+    "{\n"
+    "    const float *g = c->e->grad;\n"
+    "    float *a = c->acc;\n"
+    "    const int first = c->b == cddprt::group_first(c);\n"
+    "    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < c->ngrad;\n"
+    "         k += (long long)gridDim.x * blockDim.x)\n"
+    "        a[k] = first ? g[k] : a[k] + g[k];\n"
+    "}\n"
+    "\n"
+    "/* accumulate, the group's last micro-batch: its gradients in f's range\n"
+    " * become (slab + them) / accumulate, before their all-reduce; a group of\n"
+    " * one batch only divides. Any grid. */\n"
+    "extern \"C\" __global__ void cddprt_fold(const cddprt::fold *f)\n"
+    "{\n"
+    "    const cddprt::ctl *c = f->c;\n"
+    "    float *g = c->e->grad + f->off;\n"
+    "    const float *a = c->acc + f->off;\n"
+    "    const float s = 1.0f / (float)c->accumulate;\n"
+    "    const int sum = cddprt::group_size(c) > 1;\n"
+    "    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < f->n;\n"
+    "         k += (long long)gridDim.x * blockDim.x)\n"
+    "        g[k] = sum ? (a[k] + g[k]) * s : g[k] * s;\n"
+    "}\n"
+    "\n"
+    "/* clip_grad_norm: the sum of the squared gradients (after their\n"
+    " * all-reduce) into c->gsq, a block's in double, one atomic per block.\n"
+    " * Launched with 256 threads a block. */\n"
+    "extern \"C\" __global__ void cddprt_gnorm(cddprt::ctl *c)\n"
+    "{\n"
+    "    __shared__ double part[256];\n"
+    "    const float *g = c->e->grad;\n"
+    "    double s = 0.0;\n"
+    "    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < c->ngrad;\n"
+    "         k += (long long)gridDim.x * blockDim.x)\n"
+    "        s += (double)g[k] * g[k];\n"
+    "    part[threadIdx.x] = s;\n"
+    "    __syncthreads();\n"
+    "    for (unsigned h = blockDim.x / 2; h > 0; h /= 2) {\n"
+    "        if (threadIdx.x < h)\n"
+    "            part[threadIdx.x] += part[threadIdx.x + h];\n"
+    "        __syncthreads();\n"
+    "    }\n"
+    "    if (threadIdx.x == 0)\n"
+    "        atomicAdd(&c->gsq, part[0]);\n"
+    "}\n"
+    "\n"
+    "/* clip_grad_norm: torch's coefficient max_norm / (norm + 1e-6), clamped\n"
+    " * to 1, multiplies the gradients. Any grid. */\n"
+    "extern \"C\" __global__ void cddprt_clip(cddprt::ctl *c)\n"
+    "{\n"
+    "    const float coef = (float)c->clip / ((float)sqrt(c->gsq) + 1e-6f);\n"
+    "    if (coef >= 1.0f)\n"
+    "        return;\n"
+    "    float *g = c->e->grad;\n"
+    "    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < c->ngrad;\n"
+    "         k += (long long)gridDim.x * blockDim.x)\n"
+    "        g[k] *= coef;\n"
+    "}\n"
+    "\n"
     "/* After the plan: the step's results into the pass's sums. The kernels\n"
     " * accumulated into stat, which the graph zeroed before them. */\n"
     "extern \"C\" __global__ void cddprt_step_end(cddprt::ctl *c)\n"
@@ -139,8 +233,9 @@ static const char rt_cuda_kernels_src[] =
     "                    e->found_inf);\n"
     "        c->scale = s;\n"
     "    }\n"
+    "    const int last = c->b == cddprt::group_first(c) + cddprt::group_size(c) - 1;\n"
     "    c->b++;\n"
-    "    if (c->train && !e->found_inf)\n"
+    "    if (c->train && last && !e->found_inf)\n"
     "        e->step++;      /* optimizer steps taken */\n"
     "}\n";
 

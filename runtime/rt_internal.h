@@ -416,6 +416,8 @@ typedef struct rt_reducer {
     int64_t step;               /* the step being reduced (trace) */
     int quit;
     int my_launched, my_done;   /* main thread's view of this step */
+    const float *fold;          /* accumulate: rt_reducer_fold's, for the comm thread */
+    float fold_scale;
 } rt_reducer;
 int rt_reducer_init(rt_reducer *r, const rt_model *m, rt_coll *coll, float *grad, rt_trace *trace);
 void rt_reducer_step_begin(rt_reducer *r, int64_t step);
@@ -423,6 +425,12 @@ void rt_reducer_before(rt_reducer *r, int k);   /* waits for the buckets kernel 
 void rt_reducer_after(rt_reducer *r, int k);    /* hands over buckets kernel k completed */
 void rt_reducer_step_end(rt_reducer *r);        /* waits for all */
 void rt_reducer_free(rt_reducer *r);
+/* accumulate's last micro-batch: g := (acc + g) * scale (g * scale when
+ * acc is NULL), as the comm thread does to each bucket before its
+ * all-reduce from rt_reducer_fold(r, acc, scale) on, until it is called
+ * again (scale 0: no fold). */
+void rt_fold_grads(float *g, const float *acc, float scale, int64_t n);
+void rt_reducer_fold(rt_reducer *r, const float *acc, float scale);
 
 /* ---- rt_loop.c: the one epoch loop, and the devices it drives ------------
  * The loop owns the epoch: sampler, batches, the resume skip, checkpoint
@@ -443,9 +451,11 @@ struct rt_device {
     int async;              /* train() may return before its steps are done (cuda) */
     void *impl;
     /* the epoch's sample order (this rank's shard: nothing may change it
-     * until the next begin_epoch), its learning rate, its first batch */
-    int (*begin_epoch)(rt_device *d, int epoch, const int32_t *order, float lr, int64_t first_batch);
-    /* batches [b0, b1) of the epoch; step0: steps taken before b0 */
+     * until the next begin_epoch), the learning rate of each of its
+     * batches (lr[nbatch], the same while the epoch lasts), its first batch */
+    int (*begin_epoch)(rt_device *d, int epoch, const int32_t *order, const float *lr, int64_t first_batch);
+    /* batches [b0, b1) of the epoch, whole groups of rt_model.accumulate
+     * (the last group may be short); step0: optimizer steps before b0 */
     int (*train)(rt_device *d, int64_t b0, int64_t b1, int64_t step0);
     /* the eval plan over this rank's block of the test set */
     int (*evaluate)(rt_device *d);
@@ -471,9 +481,16 @@ typedef struct rt_shape { int64_t per_rank, nbatch, test_lo, test_hi; } rt_shape
 rt_shape rt_loop_shape(const rt_opts *o, int64_t ntrain, int64_t ntest, int rank, int world);
 /* rows of batch b (the last one may be short) */
 int rt_batch_rows(const rt_shape *s, int64_t batch, int64_t b);
-/* The learning rate of epoch `epoch` (1-based): --lr (or the train
- * block's) through the model's schedule (cddprt.h, rt_model.sched). */
-float rt_lr_at(const rt_model *m, float lr, int epoch);
+/* ---- rt_lr.c: the learning-rate schedules ---------------------------------
+ * The lr of optimizer step t (0-based over the run) of epoch `epoch`
+ * (1-based): lr (--lr, or the train block's) through the model's schedule
+ * (cddprt.h, rt_model.sched); total: the run's optimizer steps, what a
+ * step schedule without total_steps spans. */
+double rt_lr(const rt_model *m, double lr, int epoch, int64_t t, int64_t total);
+int rt_lr_per_step(const rt_model *m);  /* stepped per optimizer step, not per epoch */
+/* Before the run: -1 after an error when the schedule cannot span it
+ * (steps: those the run will take; total: a full run's). */
+int rt_lr_check(const rt_model *m, int64_t steps, int64_t total);
 /* The step loss as PyTorch's loss.item() shows it for the whole global
  * batch: the sum over the ranks / the global rows for 'mean', else the sum. */
 double rt_step_loss(const rt_model *m, double sum, double rows);

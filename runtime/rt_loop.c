@@ -56,19 +56,6 @@ void rt_start_init(rt_start *s, const rt_model *m, const rt_resume *rs)
     s->opt_steps = rs->active ? (s->amp.on ? rs->opt_steps : rs->step) : 0;
 }
 
-float rt_lr_at(const rt_model *m, float lr, int epoch)
-{
-    const double e = epoch - 1;     /* the scheduler has stepped once per epoch done */
-    switch (m->sched) {
-    case RT_SCHED_STEP:
-        return (float)((double)lr * pow(m->sched_b, floor(e / m->sched_a)));
-    case RT_SCHED_COSINE:
-        return (float)(m->sched_b + ((double)lr - m->sched_b) * (1 + cos(M_PI * e / m->sched_a)) / 2);
-    default:
-        return lr;
-    }
-}
-
 /* mean divides the global sum by the global rows; for 'none' the kernels
  * backpropagate ones per sample (loss.backward(torch.ones_like(loss))),
  * the gradient of 'sum', so the sum is reported too */
@@ -108,7 +95,15 @@ typedef struct loop {
     double *loss, *scale, *found;       /* [nbatch] from collect */
     double *sum;                        /* [nbatch] the step sums over the ranks */
     int warned_nan;
+    /* accumulation: an optimizer step is a group of acc batches (the
+     * epoch's last group may be shorter); ranges, --max-steps,
+     * --checkpoint-every, the step log and checkpoints count groups */
+    int64_t acc, ngroup;
+    float *lr;                          /* [nbatch] the lr of each batch's optimizer step */
 } loop;
+
+/* the first batch of group g of the epoch (nbatch for g = ngroup) */
+static int64_t group_batch(const loop *L, int64_t g) { return g * L->acc < L->nbatch ? g * L->acc : L->nbatch; }
 
 /* The first n step sums of out, summed over the ranks (in place into
  * L->sum), then added in step order to *loss and *rows (rows: batch
@@ -180,22 +175,29 @@ static void say_stopped(const loop *L, int sig, int64_t step, int epoch, int64_t
     fflush(stderr);
 }
 
-/* The step log's rows of batches [from, b) of the epoch, whose step sums
- * over the ranks are L->sum[from - skip ...]; first_step: the steps taken
- * before batch skip. */
-static void log_steps(loop *L, rt_log *log, const rt_amp *amp, int epoch, double lr, int64_t skip, int64_t from,
-                      int64_t b, int64_t first_step)
+/* The step log's rows of batches [from, b) of the epoch (whole groups),
+ * whose step sums over the ranks are L->sum[from - skip ...]; first_step:
+ * the optimizer steps taken before batch skip. One row per optimizer
+ * step: its loss over all the samples of its micro-batches (the mean of
+ * them for 'mean', as one batch of that many rows would show). */
+static void log_steps(loop *L, rt_log *log, const rt_amp *amp, int epoch, int64_t skip, int64_t from, int64_t b,
+                      int64_t first_step)
 {
-    for (int64_t s = from - skip; s < b - skip; s++) {
-        const double rs_ = (double)batch_rows(L->per_rank, L->batch, skip + s) * (double)L->W;
-        const double sl = L->sum[s];
+    for (int64_t g0 = from; g0 < b; g0 += L->acc) {
+        const int64_t g1 = g0 + L->acc < b ? g0 + L->acc : b;
+        const int64_t step = first_step + (g0 - skip) / L->acc + 1;
+        double sl = 0, rs_ = 0;
+        for (int64_t bb = g0; bb < g1; bb++) {
+            sl += L->sum[bb - skip];
+            rs_ += (double)batch_rows(L->per_rank, L->batch, bb) * (double)L->W;
+        }
         if (!isfinite(sl) && !L->warned_nan) {
-            rt_warn("loss is %s at step %lld; training continues", isnan(sl) ? "NaN" : "inf",
-                    (long long)(first_step + s + 1));
+            rt_warn("loss is %s at step %lld; training continues", isnan(sl) ? "NaN" : "inf", (long long)step);
             L->warned_nan = 1;
         }
-        rt_log_step(log, first_step + s + 1, epoch, rt_step_loss(L->m, sl, rs_), amp->on ? L->scale[s] : NAN,
-                    amp->on ? (int)L->found[s] : -1, lr);
+        const int64_t last = g1 - 1 - skip;     /* the scaler logs the optimizer step, its last batch */
+        rt_log_step(log, step, epoch, rt_step_loss(L->m, sl, rs_), amp->on ? L->scale[last] : NAN,
+                    amp->on ? (int)L->found[last] : -1, L->lr[g0]);
     }
 }
 
@@ -212,7 +214,9 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
     if (rt_sampler_init(&smp, ntrain, coll->rank, coll->size, o->shuffle, o->drop_last, o->seed) != 0)
         return -1;
     const rt_shape shape = rt_loop_shape(o, ntrain, ntest, coll->rank, coll->size);
-    loop L = {m, o, dev, coll, shape.per_rank, shape.nbatch, o->batch, coll->size, NULL, NULL, NULL, NULL, 0};
+    loop L = {m, o, dev, coll, shape.per_rank, shape.nbatch, o->batch, coll->size, NULL, NULL, NULL, NULL, 0,
+              m->accumulate > 1 ? m->accumulate : 1, 0, NULL};
+    L.ngroup = (L.nbatch + L.acc - 1) / L.acc;
     if (shape.per_rank != smp.per_rank) {     /* one formula, two places: say so if they ever part */
         rt_err("the loop's shard (%lld samples) is not the sampler's (%lld)", (long long)shape.per_rank,
                (long long)smp.per_rank);
@@ -222,7 +226,18 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
     const int64_t epoch_samples = o->drop_last ? L.nbatch * L.batch : L.per_rank;   /* this rank's */
     int rc = -1;
     double *buf = rt_alloc_n(4 * L.nbatch + 1, sizeof(double), "step losses");
-    if (!buf)
+    L.lr = rt_alloc_n(L.nbatch + 1, sizeof(float), "learning rates");
+    if (!buf || !L.lr)
+        goto out;
+    /* a checkpoint inside an epoch sits at a group's first batch */
+    if (rs->active && rs->skip < L.nbatch && rs->skip % L.acc != 0) {
+        rt_err("the checkpoint stopped at batch %lld of epoch %d, inside a group of accumulate %lld: it was "
+               "written by a program with another accumulate", (long long)rs->skip, rs->epoch, (long long)L.acc);
+        goto out;
+    }
+    /* the schedule spans a full run: epochs x optimizer steps per epoch */
+    const int64_t run_steps = (int64_t)o->epochs * L.ngroup;
+    if (rt_lr_check(m, o->max_steps && o->max_steps < run_steps ? o->max_steps : run_steps, run_steps) != 0)
         goto out;
     L.loss = buf;
     L.scale = buf + L.nbatch;
@@ -231,7 +246,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
     rt_start start;
     rt_start_init(&start, m, rs);
     const rt_amp *amp = &start.amp;         /* the settings; the device keeps the state */
-    int64_t it = start.step;                /* training steps taken */
+    int64_t it = start.step;                /* optimizer steps taken */
     int64_t skipped_all = amp->skipped;
     /* one step at a time where each one can be looked at for free and
      * someone watches (the progress bar) */
@@ -251,27 +266,31 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
         const double secs0 = resumed ? rs->secs : 0;
         const int64_t skipped0 = skipped_all, first_step = it;
         rt_dev_out out = {L.loss, L.scale, L.found, {0, 0}, 0, 0, 0, 0};
-        const float lr = rt_lr_at(m, o->lr, epoch);
-        if (dev->begin_epoch(dev, epoch, smp.shard, lr, skip) != 0)
+        /* each batch's lr: its optimizer step's (the group's) */
+        for (int64_t bb = 0; bb < L.nbatch; bb++)
+            L.lr[bb] = (float)rt_lr(m, o->lr, epoch, (int64_t)(epoch - 1) * L.ngroup + bb / L.acc, run_steps);
+        if (dev->begin_epoch(dev, epoch, smp.shard, L.lr, skip) != 0)
             goto out;
         int64_t logged = skip;              /* the step log has batches up to here */
         int64_t b = skip;
+        int64_t gi = (skip + L.acc - 1) / L.acc;   /* the group at b (checkpoints are at group starts) */
         /* the next agreement: at the same step on every rank (each_step
-         * is rank 0's alone, so it does not move it) */
-        int64_t agree_at = b + span, span_b = b;
+         * is rank 0's alone, so it does not move it); in groups */
+        int64_t agree_at = gi + span, span_b = gi;
         double span_t0 = rt_now();
-        while (b < L.nbatch && !(o->max_steps && it >= o->max_steps)) {
-            int64_t end = agree_at < L.nbatch ? agree_at : L.nbatch;
-            if (o->max_steps && end - b > o->max_steps - it)
-                end = b + (o->max_steps - it);
-            if (o->ckpt_every && end - b > o->ckpt_every - it % o->ckpt_every)
-                end = b + (o->ckpt_every - it % o->ckpt_every);
+        while (gi < L.ngroup && !(o->max_steps && it >= o->max_steps)) {
+            int64_t end = agree_at < L.ngroup ? agree_at : L.ngroup;
+            if (o->max_steps && end - gi > o->max_steps - it)
+                end = gi + (o->max_steps - it);
+            if (o->ckpt_every && end - gi > o->ckpt_every - it % o->ckpt_every)
+                end = gi + (o->ckpt_every - it % o->ckpt_every);
             if (each_step)
-                end = b + 1;
-            if (dev->train(dev, b, end, it) != 0)
+                end = gi + 1;
+            if (dev->train(dev, b, group_batch(&L, end), it) != 0)
                 goto out;
-            it += end - b;
-            b = end;
+            it += end - gi;
+            gi = end;
+            b = group_batch(&L, end);
             if (each_step) {
                 /* the bar shows this rank's own loss: the global one is
                  * only known at the epoch's end */
@@ -292,7 +311,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
                 if (save(&L, w, &st) != 0)
                     goto out;
             }
-            if (b == agree_at) {
+            if (gi == agree_at) {
                 /* An asynchronous device (the GPU) is waited for here, at
                  * the span's end (never inside it): the span's time is then
                  * the device's, which sizes the next span, and a stop is
@@ -307,15 +326,15 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
                     memmove(L.sum + (logged - skip), L.sum, (size_t)(b - logged) * sizeof(double));
                     memmove(L.scale + (logged - skip), L.scale, (size_t)(b - logged) * sizeof(double));
                     memmove(L.found + (logged - skip), L.found, (size_t)(b - logged) * sizeof(double));
-                    log_steps(&L, log, amp, epoch, lr, skip, logged, b, first_step);
+                    log_steps(&L, log, amp, epoch, skip, logged, b, first_step);
                     rt_log_flush(log);
                     logged = b;
                 }
-                stopped = agree_stop(&L, rt_now() - span_t0, b - span_b, &span);
+                stopped = agree_stop(&L, rt_now() - span_t0, gi - span_b, &span);
                 if (stopped)
                     break;
-                span_b = b;
-                agree_at = b + span;
+                span_b = gi;
+                agree_at = gi + span;
                 span_t0 = rt_now();
             }
         }
@@ -327,7 +346,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
                 goto out;
             double loss = loss0, rows = rows0;
             add_steps(&L, skip, b - skip, &loss, &rows);
-            log_steps(&L, log, amp, epoch, lr, skip, logged, b, first_step);
+            log_steps(&L, log, amp, epoch, skip, logged, b, first_step);
             rt_log_flush(log);
             if (o->ckpt_path) {
                 rt_resume st = position(epoch, it, b, loss, rows, secs0 + out.secs, &out, amp);
@@ -351,7 +370,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
 
         double loss_sum = loss0, rows = rows0;
         add_steps(&L, skip, done, &loss_sum, &rows);
-        log_steps(&L, log, amp, epoch, lr, skip, logged, b, first_step);
+        log_steps(&L, log, amp, epoch, skip, logged, b, first_step);
         if (!each_step && done > 0) {
             const double rs_ = (double)batch_rows(L.per_rank, L.batch, b - 1) * (double)L.W;
             int64_t seen = b * L.batch < epoch_samples ? b * L.batch : epoch_samples;
@@ -367,8 +386,9 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
         if (amp->on)
             skipped_all = out.amp_skipped;
         rt_log_scaler(log, amp->on ? out.amp_scale : 1.0, skipped_all - skipped0, skipped_all);
+        /* the lr of the epoch's last step (a step schedule changes it every step) */
         rt_log_epoch(log, epoch, o->epochs, rows > 0 ? loss_sum / rows : NAN, test_loss, test_acc, secs,
-                     (int64_t)rows, lr);
+                     (int64_t)rows, L.lr[b > 0 ? b - 1 : 0]);
         if (o->ckpt_path) {
             /* the next epoch, or where --max-steps stopped this one */
             rt_resume st = position(epoch + 1, it, 0, 0, 0, 0, &out, amp);
@@ -397,6 +417,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
     rc = rt_trace_write(trace, m);
 out:
     rt_free(buf);
+    rt_free(L.lr);
     rt_sampler_free(&smp);
     return rc;
 }

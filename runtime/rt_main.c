@@ -341,9 +341,18 @@ static int check_model(const rt_model *m)
             return -1;
         }
     }
-    if (m->sched < RT_SCHED_NONE || m->sched > RT_SCHED_COSINE ||
-        (m->sched != RT_SCHED_NONE && !(m->sched_a >= 1 && m->sched_b >= 0))) {
+    const int epoch_sched = m->sched == RT_SCHED_STEP || m->sched == RT_SCHED_COSINE;
+    const int want_v = m->sched == RT_SCHED_WARMUP_COSINE ? 4 : m->sched == RT_SCHED_ONECYCLE ? 7 : 0;
+    if (m->sched < RT_SCHED_NONE || m->sched > RT_SCHED_ONECYCLE ||
+        (epoch_sched && !(m->sched_a >= 1 && m->sched_b >= 0)) ||
+        (want_v && (m->sched_n != want_v || !m->sched_v)) ||
+        (m->sched == RT_SCHED_MULTISTEP && (m->sched_n < 1 || m->sched_n > RT_SCHED_MAX_V || !m->sched_v))) {
         rt_err("model '%s' is malformed: bad learning-rate schedule", name);
+        return -1;
+    }
+    if (m->accumulate < 0 || !(m->clip_norm >= 0) ||   /* 0: 1, for hand-written tables */
+        (m->precision == RT_PREC_FP16 && (m->accumulate > 1 || m->clip_norm > 0))) {
+        rt_err("model '%s' is malformed: bad accumulate or clip_grad_norm setting", name);
         return -1;
     }
     int in_ok = m->in_rank >= 1 && m->in_rank <= 3;

@@ -37,6 +37,8 @@ static void *comm_main(void *arg)
 
         const rt_bucket *bk = &r->s.b[b];
         double t0 = rt_comm_time();
+        if (r->fold_scale != 0.0f)      /* accumulate's last micro-batch: before its all-reduce */
+            rt_fold_grads(r->grad + bk->off, r->fold ? r->fold + bk->off : NULL, r->fold_scale, bk->size);
         r->coll->bucket_avg(r->coll, r->grad + bk->off, bk->size, b, NULL);
         rt_trace_add(r->trace, 1, RT_TEV_BUCKET, b, step, t0, rt_comm_time());
 
@@ -72,6 +74,26 @@ int rt_reducer_init(rt_reducer *r, const rt_model *m, rt_coll *coll, float *grad
     }
     r->active = 1;
     return 0;
+}
+
+void rt_fold_grads(float *g, const float *acc, float scale, int64_t n)
+{
+    if (acc)
+        for (int64_t i = 0; i < n; i++)
+            g[i] = (acc[i] + g[i]) * scale;
+    else
+        for (int64_t i = 0; i < n; i++)
+            g[i] *= scale;
+}
+
+void rt_reducer_fold(rt_reducer *r, const float *acc, float scale)
+{
+    if (!r->active)
+        return;
+    pthread_mutex_lock(&r->mu);     /* the comm thread is idle between steps */
+    r->fold = acc;
+    r->fold_scale = scale;
+    pthread_mutex_unlock(&r->mu);
 }
 
 void rt_reducer_step_begin(rt_reducer *r, int64_t step)

@@ -460,6 +460,15 @@ inline unsigned __ballot_sync(unsigned mask, int pred)
 inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
 inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) == mask; }
 
+/* ---- rounding intrinsics ------------------------------------------------ */
+/* a * b rounded to float, never fused into a following add (the emulator
+ * is built with -ffp-contract=fast, as NVRTC contracts): volatile stops it */
+inline float __fmul_rn(float a, float b)
+{
+    volatile float r = a * b;
+    return r;
+}
+
 /* ---- atomics: one OS thread, so plain read-modify-write ------------------ */
 inline float atomicAdd(float *p, float v) { float o = *p; *p = o + v; return o; }
 inline double atomicAdd(double *p, double v) { double o = *p; *p = o + v; return o; }

@@ -149,6 +149,19 @@ static void st_copy(kc_state *t, const kc_state *s, const kc_dims *d)
 static int same_f(float a, float b) { return !memcmp(&a, &b, 4); }
 static int same_d(double a, double b) { return !memcmp(&a, &b, 8); }
 
+/* The slot of the optimizer state called name (rt_model.opt_state), or -1. */
+static int opt_slot(const char *name)
+{
+    const char *l = M->opt_state;
+    for (int i = 0; l && *l; i++) {
+        const size_t n = strcspn(l, ",");
+        if (n == strlen(name) && strncmp(l, name, n) == 0)
+            return i;
+        l += n + (l[n] == ',');
+    }
+    return -1;
+}
+
 /* S: see the top of the file */
 static void st_random(kc_state *s, const kc_dims *d)
 {
@@ -178,6 +191,14 @@ static void st_random(kc_state *s, const kc_dims *d)
      * equal and checks nothing */
     for (int64_t i = 0; i < d->opt; i++)
         s->opt[i] = fabsf(s->opt[i]);
+    /* centered RMSprop: square_avg is a mean of squares, grad_avg the mean,
+     * so square_avg >= grad_avg^2 (where it is barely more, the variance
+     * cancels and any rounding is amplified, in training as here) */
+    const int sq = opt_slot("square_avg"), ga = opt_slot("grad_avg");
+    for (int64_t i = 0; sq >= 0 && ga >= 0 && i < d->param; i++) {
+        const float m = s->opt[ga * d->param + i];
+        s->opt[sq * d->param + i] += m * m;
+    }
     /* the runtime zeroes grad, fix and stat before a plan (cddprt.h, CUDA device) */
     memset(s->grad, 0, (size_t)d->param * 4);
     memset(s->fix, 0, (size_t)d->fix * 4);

@@ -3,7 +3,8 @@
 # mutant is the emitted all.cu of tests/cuda/models/odd.net (then of
 # tests/cuda/models/conv.net, for the image kernels, and of tanh.net,
 # acts.net, gate.net and smooth.net for the activations, the arithmetic
-# and label smoothing) with one
+# and label smoothing, settings.net and amsgrad.net for RMSprop and amsgrad)
+# with one
 # edit (sed);
 # kernel_check has to fail on every one of them (and pass on the unedited
 # source, which kernel_check.sh's own test runs).
@@ -106,6 +107,11 @@ check 'h / 3 as h * 0.3 (not divided as torch divides)' '0,/\(b[0-9]*\[i \* C + 
 MODEL=$HERE/models/smooth.net
 check 'label smoothing: the gradient without its e / C' 's| - 0\.150000006f / (float)C) \* scale| - 0.0f) * scale|' $T
 check 'label smoothing: the row sum of logits not summed over the warp' 's|sx += __shfl_xor_sync(0xffffffffu, sx, o);|;|' $T
+MODEL=$HERE/models/settings.net
+check 'rmsprop centered: grad_avg not subtracted' 's/sqrtf(sa\[k\] - __fmul_rn(ga\[k\], ga\[k\]))/sqrtf(sa[k])/' $T
+check 'rmsprop: momentum buffer without its decay' 's/mb\[k\] = mb\[k\] \* 0\.5f + d \/ avg;/mb[k] = d \/ avg;/' $T
+MODEL=$HERE/models/amsgrad.net
+check 'amsgrad: the maximum not kept (exp_avg_sq used)' 's/(sqrtf(m3\[k\])/(sqrtf(m2[k])/' $T
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]

@@ -68,13 +68,13 @@ static void rec(script *s, char op, int64_t a, int64_t b, int64_t c)
         s->calls[s->n++] = (call){op, a, b, c};
 }
 
-static int d_begin(rt_device *d, int epoch, const int32_t *order, float lr, int64_t first)
+static int d_begin(rt_device *d, int epoch, const int32_t *order, const float *lr, int64_t first)
 {
     script *s = d->impl;
     (void)order;
     s->epoch = epoch;
     if (epoch < 16)
-        s->lr[epoch] = lr;
+        s->lr[epoch] = lr[0];   /* an epoch schedule: every batch's */
     rec(s, 'B', epoch, first, 0);
     return 0;
 }
@@ -113,6 +113,7 @@ static void d_close(rt_device *d) { (void)d; }
 
 /* ---- a model the loop and the checkpoint writer accept ------------------------ */
 static const rt_param params[1] = {{"w", 1, {1, 0, 0, 0}, 0, 1, 1, RT_INIT_ZERO, 0, -1}};
+static int accumulate;      /* the model's accumulate (section 8) */
 static rt_model model(void)
 {
     rt_model m;
@@ -132,6 +133,7 @@ static rt_model model(void)
     m.in_rank = 1;
     m.in_dim[0] = 1;
     m.nclass = 2;
+    m.accumulate = accumulate;
     return m;
 }
 
@@ -427,6 +429,50 @@ int main(void)
               "stop in a 13-step epoch: rc %d, %d evaluations, %d epochs begun, %d metrics rows (want 1 each)", r.rc,
               count(&r.s, 'E'), count(&r.s, 'B'), n7);
     }
+
+    /* 8. accumulate 4: 13 batches an epoch are 4 optimizer steps (groups of
+     * 4, 4, 4, 1); ranges end at groups, --max-steps and
+     * --checkpoint-every count optimizer steps, the step log has a row per
+     * optimizer step: the group's sum over its rows */
+    accumulate = 4;
+    {
+        rt_opts o8 = o;
+        o8.max_steps = 6;
+        run(&r, &o8, &fresh, 0, 1, dir);
+        calls_of(&r.s, 'T', buf, sizeof buf);
+        CHECK(r.rc == 0 && !strcmp(buf, "0:4 4:8 8:12 12:13 0:4 4:8"),
+              "accumulate 4, --max-steps 6, one group at a time: ranges %s, want 0:4 4:8 8:12 12:13 0:4 4:8", buf);
+        int n8;
+        double *l8 = read_col(r.steplog, 2, &n8);
+        int ok8 = n8 == 6;
+        for (int g = 0; g < 6 && ok8; g++) {
+            const int e = g < 4 ? 1 : 2, b0 = 4 * (g % 4), b1 = b0 + 4 < 13 ? b0 + 4 : 13;
+            double sum = 0, rows = 0;
+            for (int b = b0; b < b1; b++)
+                sum += sum_of(e, b), rows += b < 12 ? 8 : 4;
+            ok8 = fabs(l8[g] - sum / rows) <= 1e-8 * (sum / rows);
+        }
+        double *s8 = read_col(r.steplog, 0, &n8);
+        CHECK(ok8 && n8 == 6 && s8[0] == 1 && s8[5] == 6,
+              "accumulate 4: the step log has %d rows (want 6), each its group's loss sum / its rows", n8);
+        o8.max_steps = 0;
+        o8.epochs = 2;
+        o8.ckpt_path = ck;
+        o8.ckpt_every = 3;
+        run(&r, &o8, &fresh, 1, 0, dir);
+        calls_of(&r.s, 'T', buf, sizeof buf);
+        CHECK(r.rc == 0 && !strcmp(buf, "0:12 12:13 0:8 8:13"),
+              "accumulate 4, --checkpoint-every 3 (optimizer steps 3 and 6): ranges %s, want 0:12 12:13 0:8 8:13",
+              buf);
+        /* a checkpoint inside a group (another accumulate wrote it) is refused */
+        rs.skip = 6;
+        rs.step = 14;
+        o8.ckpt_every = 0;
+        o8.ckpt_path = NULL;
+        run(&r, &o8, &rs, 1, 0, dir);
+        CHECK(r.rc == -1 && count(&r.s, 'T') == 0, "accumulate 4: resuming at batch 6 (inside a group) is refused");
+    }
+    accumulate = 0;
 
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
