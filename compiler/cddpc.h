@@ -99,8 +99,11 @@ typedef struct Node {
                                ordinal in the graph, 0, 1, ... */
         } drop;
         struct {
-            int red;        /* CE_LOSS / CE_GRAD: Reduction */
+            int red;        /* the loss ops (CE_LOSS ... BCE_GRAD): Reduction */
             double smooth;  /* CE_LOSS / CE_GRAD: label_smoothing, in [0, 1] */
+            double delta;   /* SMOOTH_L1_*: beta; HUBER_*: delta ($d in the formula) */
+            const double *w;    /* BCE_*: pos_weight per output ($w at class j), or NULL */
+            int nw;
         };
         struct {
             double a, b;    /* LEAKY_RELU: negative_slope; ELU: alpha; SOFTPLUS: beta, threshold;
@@ -172,6 +175,9 @@ int ir_verify(const Graph *g, const char *after);
 
 /* ---- frontend: lex.l, parse.y, then sema.h's files ----------------- */
 enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2 };
+/* The train block's loss: cross_entropy and nll_loss take class indices,
+ * the others float targets of the model's output width. */
+enum { LOSS_CE = 0, LOSS_MSE, LOSS_L1, LOSS_SMOOTH_L1, LOSS_HUBER, LOSS_BCE_LOGITS };
 /* The train block's data source (data_cfg.c; the runtime's rt_data_src). */
 typedef struct DataCfg {
     int kind;               /* RT_SRC_IDX, RT_SRC_NPZ, RT_SRC_CSV */
@@ -193,6 +199,10 @@ typedef struct TrainCfg {
     DataCfg data;
     int reduction;          /* Reduction */
     double label_smoothing; /* cross_entropy's, in [0, 1] */
+    int loss;               /* LOSS_*: the loss op (its gradient and target kind follow) */
+    double loss_delta;      /* smooth_l1_loss's beta, huber_loss's delta */
+    double *loss_w;         /* binary_cross_entropy_with_logits's pos_weight, or NULL */
+    int loss_nw;
     int nll;                /* loss nll_loss: the model must return log_softmax (Graph.log_probs) */
     int optimizer;          /* OPT_SGD, OPT_ADAM, OPT_ADAMW */
     double lr, momentum, dampening, weight_decay;
@@ -397,7 +407,11 @@ typedef struct RowTarget {
     char *(*store)(const char *ind, int id);         /* b<id>[i] = v<id> */
     char *(*col_sum)(int red, const char *x);        /* b<red>[j] += x */
     char *(*stat)(const char *ind, int id, int x);   /* stat b<id>[0] += v<x> */
+    char *(*total)(const char *ind, const char *v);  /* v: this thread's part -> the row's sum */
 } RowTarget;
+/* Whether the group's row ops read float targets (t, the sample's row of
+ * LABELS f32[N, K]) rather than a class index y. */
+int ex_float_targets(const Emit *m);
 void ex_row_ops(const Emit *m, const RowTarget *t);
 /* Slab ranges an optimizer group updates, merged where only alignment
  * padding (zero in param, grad and opt: updating it is a no-op) separates

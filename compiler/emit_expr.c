@@ -104,6 +104,12 @@ static const char *smoothed(const Node *n)
                     util_cfloat((float)(1.0 - n->smooth)), util_cfloat((float)n->smooth));
 }
 
+int ex_float_targets(const Emit *m)
+{
+    const Node *a = ex_node(m, m->gr->anchor);
+    return ex_node(m, plan_source(m->p, a->in[1]))->dt == DT_F32;
+}
+
 int ex_smoothing(const Emit *m)
 {
     for (int k = 0; k < m->gr->nnodes; k++) {
@@ -136,6 +142,12 @@ static char *formula(const Emit *m, const Node *n, const Shape *space)
         } else if (*c == '$' && (c[1] == 'a' || c[1] == 'b')) {
             piece = util_cfloat((float)(c[1] == 'a' ? n->act.a : n->act.b));
             c++;
+        } else if (*c == '$' && c[1] == 'd') {
+            piece = util_cfloat((float)n->delta);
+            c++;
+        } else if (*c == '$' && c[1] == 'w') {
+            piece = n->nw ? util_fmt("w%d[j]", n->id) : util_strdup("1.0f");
+            c++;
         } else if (*c == '$' && c[1] == 'k') {
             piece = util_fmt("%d", n->id);
             c++;
@@ -156,6 +168,31 @@ char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space)
     if (op_kind[n->op] != K_EW || !op_formula[n->op])
         diag_ice("emit: %s is not elementwise", op_text[n->op]);
     return formula(m, n, space);
+}
+
+/* A loss gradient's value g at class j: stored where other kernels read
+ * it, summed into the bias gradients the group absorbed; closes the loop
+ * over the classes. */
+static void row_grad_uses(const Emit *m, const RowTarget *t, const Node *n)
+{
+    const Group *gr = m->gr;
+    if (plan_uses_outside(m->p, n->id))
+        fprintf(m->f, "%s    b%d[i * C + j] = g;\n", t->ind, n->id);
+    for (int r = 0; r < gr->nnodes; r++)
+        if (ex_node(m, gr->nodes[r])->op == OP_SUM_ROWS && ex_node(m, gr->nodes[r])->in[0] == n->id)
+            fprintf(m->f, "%s    %s\n", t->ind, t->col_sum(gr->nodes[r], "g"));
+    fprintf(m->f, "%s}\n", t->ind);
+}
+
+/* A loss's per-output weights (pos_weight) as w<id>, read by $w. */
+static void loss_weights(const Emit *m, const Node *n, const char *ind)
+{
+    if (!n->nw)
+        return;
+    fprintf(m->f, "%sconst float w%d[%d] = {", ind, n->id, n->nw);
+    for (int k = 0; k < n->nw; k++)
+        fprintf(m->f, "%s%s", k ? ", " : "", util_cfloat((float)n->w[k]));
+    fprintf(m->f, "};\n");
 }
 
 void ex_row_ops(const Emit *m, const RowTarget *t)
@@ -181,15 +218,32 @@ void ex_row_ops(const Emit *m, const RowTarget *t)
             /* softmax in fp32 (autocast's fp32 list); the logits' gradient
              * is stored in the logits' precision */
             fprintf(f, "%s    const float g = %s;\n", ind, ex_round(m, formula(m, n, NULL)));
-            if (plan_uses_outside(m->p, n->id))
-                fprintf(f, "%s    b%d[i * C + j] = g;\n", ind, n->id);
-            for (int r = 0; r < gr->nnodes; r++)
-                if (ex_node(m, gr->nodes[r])->op == OP_SUM_ROWS && ex_node(m, gr->nodes[r])->in[0] == n->id)
-                    fprintf(f, "%s    %s\n", ind, t->col_sum(gr->nodes[r], "g"));
-            fprintf(f, "%s}\n", ind);
+            row_grad_uses(m, t, n);
             break;
         case OP_SUM_ALL:
             fputs(t->stat(ind, n->id, n->in[0]), f);
+            break;
+        case OP_MSE_LOSS: case OP_L1_LOSS: case OP_SMOOTH_L1_LOSS: case OP_HUBER_LOSS: case OP_BCE_LOSS:
+            /* the sample's sum over its K outputs (its mean under reduction
+             * mean), in fp32 as autocast computes these losses */
+            loss_weights(m, n, ind);
+            fprintf(f, "%sfloat v%d = 0.0f;\n%s%s\n", ind, n->id, ind, t->classes);
+            fprintf(f, "%s    v%d += %s;\n%s}\n", ind, n->id, formula(m, n, NULL), ind);
+            fputs(t->total(ind, util_fmt("v%d", n->id)), f);
+            if (n->red == RED_MEAN)
+                fprintf(f, "%sv%d /= (float)C;\n", ind, n->id);
+            if (plan_uses_outside(m->p, n->id))
+                fputs(t->store(ind, n->id), f);
+            break;
+        case OP_MSE_GRAD: case OP_L1_GRAD: case OP_SMOOTH_L1_GRAD: case OP_HUBER_GRAD: case OP_BCE_GRAD:
+            /* mean: torch's over all N * K elements */
+            loss_weights(m, n, ind);
+            fprintf(f, "%sconst float scale%d = %s%s;\n", ind, n->id,
+                    n->red == RED_MEAN ? "1.0f / ((float)n * (float)C)" : "1.0f",
+                    m->p->g->prec == RT_PREC_FP16 ? " * e->scale" : "");
+            fprintf(f, "%s%s\n", ind, t->classes);
+            fprintf(f, "%s    const float g = %s;\n", ind, ex_round(m, formula(m, n, NULL)));
+            row_grad_uses(m, t, n);
             break;
         default:
             break;

@@ -182,7 +182,7 @@ static void emit_plan_table(FILE *f, const Plan *p, const char *var, const rt_cu
 static void emit_plan_init(FILE *f, const Plan *p, const char *var, const Graph *g)
 {
     int cs = -1;
-    if (p->in_plan[g->correct_sum])
+    if (g->correct_sum >= 0 && p->in_plan[g->correct_sum])
         cs = (int)p->buf[g->correct_sum].off;
     fprintf(f, "    .%s = {%s_kernels, %d, %lld, %lld, %d, %lld, %d, %s_cuda},\n", var, var, p->ngroups,
             (long long)p->act_units, (long long)p->fix_floats, p->nstat, (long long)p->buf[g->loss_sum].off, cs, var);
