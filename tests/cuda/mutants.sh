@@ -3,7 +3,7 @@
 # mutant is the emitted all.cu of tests/cuda/models/odd.net (then of
 # tests/cuda/models/conv.net, for the image kernels, and of tanh.net,
 # acts.net, gate.net and smooth.net for the activations, the arithmetic
-# and label smoothing) with one
+# and label smoothing, and loss_*.net for the losses of float targets) with one
 # edit (sed);
 # kernel_check has to fail on every one of them (and pass on the unedited
 # source, which kernel_check.sh's own test runs).
@@ -106,6 +106,17 @@ check 'h / 3 as h * 0.3 (not divided as torch divides)' '0,/\(b[0-9]*\[i \* C + 
 MODEL=$HERE/models/smooth.net
 check 'label smoothing: the gradient without its e / C' 's| - 0\.150000006f / (float)C) \* scale| - 0.0f) * scale|' $T
 check 'label smoothing: the row sum of logits not summed over the warp' 's|sx += __shfl_xor_sync(0xffffffffu, sx, o);|;|' $T
+MODEL=$HERE/models/loss_mse.net
+check 'mse: a row of 37 outputs not summed over the warp' 's|v11 += __shfl_xor_sync(0xffffffffu, v11, o);|;|' $T
+check 'mse: the mean gradient over n alone (torch divides by n K)' 's|scale13 = 1\.0f / ((float)n \* (float)C)|scale13 = 1.0f / (float)n|' $T
+MODEL=$HERE/models/loss_bce.net
+check 'BCE: the gradient without pos_weight' 's|- w13\[j\] \* t\[j\]) \* scale13|- t[j]) * scale13|' $T
+MODEL=$HERE/models/loss_huber.net
+check 'huber: the gradient not clamped at delta' 's|x\[j\] - t\[j\] >= 0\.600000024f ? 0\.600000024f :|x[j] - t[j] >= 0.600000024f ? x[j] - t[j] :|' $T
+MODEL=$HERE/models/loss_smooth_l1.net
+check 'smooth_l1: the quadratic part not divided by beta' 's|: (x\[j\] - t\[j\]) / 0\.400000006f) \* scale13|: (x[j] - t[j])) * scale13|' $T
+MODEL=$HERE/models/loss_l1.net
+check 'l1: the loss without its absolute value' 's|v11 += fabsf(x\[j\] - t\[j\]);|v11 += (x[j] - t[j]);|' $T
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]
