@@ -299,11 +299,19 @@ void ad_train_step(Program *p)
     Loc loc = g->n[g->loss]->loc;
     g->loss_sum = ir_add(g, OP_SUM_ALL, 1, &g->loss, (Shape){0}, DT_F32, loc);
     g->n[g->loss_sum]->phase = PH_LOSS;
-    if (p->target == RT_TGT_CLASS) {    /* accuracy: class predictions only */
+    /* the evaluation's metric sums follow the task: accuracy of classes,
+     * per-output counts of a multi-label classifier, errors of regression */
+    if (p->target == RT_TGT_CLASS) {
         int c = ir_add(g, OP_CORRECT, 2, (int[]){g->logits, g->labels}, ir_shape(1, DIM_N), DT_F32, loc);
         g->correct_sum = ir_add(g, OP_SUM_ALL, 1, &c, (Shape){0}, DT_F32, loc);
-        g->n[c]->phase = g->n[g->correct_sum]->phase = PH_LOSS;
+        g->n[c]->phase = PH_LOSS;
+    } else if (p->train.loss == LOSS_BCE_LOGITS) {
+        g->correct_sum = ir_add(g, OP_ML_STATS, 2, (int[]){g->logits, g->labels}, ir_shape(2, 3, p->nclass), DT_F32,
+                                loc);
+    } else {
+        g->correct_sum = ir_add(g, OP_REG_STATS, 2, (int[]){g->logits, g->labels}, ir_shape(1, 2), DT_F32, loc);
     }
+    g->n[g->correct_sum]->phase = PH_LOSS;
 
     g->grad = util_alloc(sizeof(int) * (size_t)(g->nparam + 1));
     ad_grad(g, g->loss, -1, g->params, g->nparam, g->grad);

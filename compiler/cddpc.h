@@ -131,7 +131,9 @@ typedef struct Graph {
     int log_probs;          /* forward returns log_softmax(logits); logits is its operand (the
                                loss's softmax of log-probabilities is that of the logits) */
     int loss;               /* CE_LOSS (per-sample) node */
-    int loss_sum, correct_sum; /* SUM_ALL nodes (stat slots) */
+    int loss_sum;           /* SUM_ALL node (stat slot) */
+    int correct_sum;        /* the evaluation's metric sums (stat slots): SUM_ALL of CORRECT, or
+                               REG_STATS / ML_STATS for float targets */
     int *grad;              /* grad[param index] = node id of its gradient */
     int *updates;           /* updates[param index] = its SGD node, or -1 */
     Op opt_op;              /* the update nodes' op: OP_SGD, OP_SGD_MOMENTUM, OP_ADAM, OP_ADAMW */
@@ -408,6 +410,8 @@ typedef struct RowTarget {
     char *(*col_sum)(int red, const char *x);        /* b<red>[j] += x */
     char *(*stat)(const char *ind, int id, int x);   /* stat b<id>[0] += v<x> */
     char *(*total)(const char *ind, const char *v);  /* v: this thread's part -> the row's sum */
+    /* stat b<id>[k] += x (a double): from every thread (lanes) or from the row's first */
+    char *(*stat_add)(const char *ind, int id, const char *k, const char *x, int lanes);
 } RowTarget;
 /* Whether the group's row ops read float targets (t, the sample's row of
  * LABELS f32[N, K]) rather than a class index y. */

@@ -68,6 +68,12 @@ static void emit_matmul(const Emit *m)
 static char *row_store(const char *ind, int id) { return util_fmt("%sb%d[i] = v%d;\n", ind, id, id); }
 static char *row_stat(const char *ind, int id, int x) { return util_fmt("%ss%d += (double)v%d;\n", ind, id, x); }
 
+static char *row_stat_add(const char *ind, int id, const char *k, const char *x, int lanes)
+{
+    (void)lanes;
+    return util_fmt("%sb%d[%s] += %s;\n", ind, id, k, x);
+}
+
 /* one thread sums a row whole: its part is the row's sum */
 static char *row_total(const char *ind, const char *v) { (void)ind, (void)v; return util_strdup(""); }
 
@@ -96,7 +102,7 @@ static void emit_row(const Emit *m)
     fprintf(f, "    for (int64_t i = 0; i < R; i++) {\n");
     fprintf(f, "        const float *x = b%d + i * C;\n", lg);
     static const RowTarget rows = {"        ", "for (int64_t j = 0; j < C; j++) {", row_store, row_sum, row_stat,
-                                   row_total};
+                                   row_total, row_stat_add};
     if (ex_float_targets(m)) {  /* losses of float targets: no softmax */
         fprintf(f, "        const float *t = b%d + i * C;\n", lb);
         ex_row_ops(m, &rows);

@@ -196,6 +196,11 @@ static char *row_stat(const char *ind, int id, int x)
     return util_fmt("%sif (lane == 0)\n%s    atomicAdd(&b%d[0], (double)v%d);\n", ind, ind, id, x);
 }
 
+static char *row_stat_add(const char *ind, int id, const char *k, const char *x, int lanes)
+{
+    return util_fmt("%s%satomicAdd(&b%d[%s], %s);\n", ind, lanes ? "" : "if (lane == 0)\n    ", id, k, x);
+}
+
 /* the lanes' parts of a row's sum, summed across the warp */
 static char *row_total(const char *ind, const char *v)
 {
@@ -217,7 +222,7 @@ static void emit_row(const Emit *m, rt_cuda_launch *L)
     fprintf(f, "    const int64_t i = (int64_t)blockIdx.x * %d + (threadIdx.x >> 5);\n", ROWS_PER_BLOCK);
     fprintf(f, "    if (i >= n)\n        return;    /* whole warps only: i is uniform per warp */\n");
     static const RowTarget rows = {"    ", "for (int64_t j = lane; j < C; j += 32) {", row_store, row_atomic,
-                                   row_stat, row_total};
+                                   row_stat, row_total, row_stat_add};
     if (ex_float_targets(m)) {  /* losses of float targets: no softmax */
         fprintf(f, "    const float *x = b%d + i * C;\n    const float *t = b%d + i * C;\n", lg, lb);
         ex_row_ops(m, &rows);

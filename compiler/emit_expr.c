@@ -235,6 +235,28 @@ void ex_row_ops(const Emit *m, const RowTarget *t)
             if (plan_uses_outside(m->p, n->id))
                 fputs(t->store(ind, n->id), f);
             break;
+        case OP_REG_STATS:
+            /* squared and absolute errors, in double over the row */
+            fprintf(f, "%sdouble se%d = 0.0, ae%d = 0.0;\n%s%s\n", ind, n->id, n->id, ind, t->classes);
+            fprintf(f, "%s    const double d = (double)x[j] - (double)t[j];\n", ind);
+            fprintf(f, "%s    se%d += d * d;\n%s    ae%d += fabs(d);\n%s}\n", ind, n->id, ind, n->id, ind);
+            fputs(t->total(ind, util_fmt("se%d", n->id)), f);
+            fputs(t->total(ind, util_fmt("ae%d", n->id)), f);
+            fputs(t->stat_add(ind, n->id, "0", util_fmt("se%d", n->id), 0), f);
+            fputs(t->stat_add(ind, n->id, "1", util_fmt("ae%d", n->id), 0), f);
+            break;
+        case OP_ML_STATS:
+            /* each output's TP, FP, FN: [0, K), [K, 2K), [2K, 3K) */
+            fprintf(f, "%s%s\n", ind, t->classes);
+            fprintf(f, "%s    const int p = 1.0f / (1.0f + expf(-x[j])) > 0.5f, q = t[j] > 0.5f;\n", ind);
+            fprintf(f, "%s    if (p && q)\n", ind);
+            fputs(t->stat_add(util_fmt("%s        ", ind), n->id, "j", "1.0", 1), f);
+            fprintf(f, "%s    else if (p)\n", ind);
+            fputs(t->stat_add(util_fmt("%s        ", ind), n->id, "C + j", "1.0", 1), f);
+            fprintf(f, "%s    else if (q)\n", ind);
+            fputs(t->stat_add(util_fmt("%s        ", ind), n->id, "2 * C + j", "1.0", 1), f);
+            fprintf(f, "%s}\n", ind);
+            break;
         case OP_MSE_GRAD: case OP_L1_GRAD: case OP_SMOOTH_L1_GRAD: case OP_HUBER_GRAD: case OP_BCE_GRAD:
             /* mean: torch's over all N * K elements */
             loss_weights(m, n, ind);

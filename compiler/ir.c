@@ -210,7 +210,7 @@ void ir_dump(FILE *f, const Graph *g)
                 fprintf(f, "%s%%%d", k ? ", " : "", n->in[k]);
             fprintf(f, ")");
         }
-        if (op_kind[n->op] == K_ROW && n->op != OP_CORRECT) {
+        if (op_kind[n->op] == K_ROW && n->op != OP_CORRECT && n->op != OP_REG_STATS && n->op != OP_ML_STATS) {
             fprintf(f, " reduction=%s%s", red_text[n->red],
                     n->smooth ? util_fmt(" label_smoothing=%g", n->smooth) : "");
             if (n->op == OP_SMOOTH_L1_LOSS || n->op == OP_SMOOTH_L1_GRAD || n->op == OP_HUBER_LOSS
@@ -420,6 +420,16 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
                         grad ? "a loss gradient has the outputs' shape" : "per-sample result must be [N]");
         if (!bad)
             bad = check(g, n, after, n->nw == 0 || n->nw == x->d[1], "pos_weight needs one value per output");
+        return bad;
+    }
+    case OP_REG_STATS: case OP_ML_STATS: {
+        const Shape *x = in_shape(g, n, 0), *t = in_shape(g, n, 1);
+        bad = check(g, n, after, x->rank == 2 && ir_batched(x) && ir_same_shape(x, t) && g->n[n->in[1]]->dt == DT_F32,
+                    "needs outputs f32[N, K] and targets f32[N, K]");
+        if (!bad)
+            bad = check(g, n, after, n->op == OP_REG_STATS ? s->rank == 1 && s->d[0] == 2
+                                                           : s->rank == 2 && s->d[0] == 3 && s->d[1] == x->d[1],
+                        "reg_stats gives [2], multilabel_stats [3, K]");
         return bad;
     }
     case OP_SUM_ALL:

@@ -49,6 +49,8 @@ typedef struct rt_cuda_ctl {
     int64_t tracker, skipped, interval, ngrad;
     uint64_t found;         /* device float: > 0 when some rank overflowed */
     uint64_t amp_log;       /* device double[2 * steps], or 0 */
+    int64_t nmetric;        /* metric sums after correct_stat's (rt_plan.nmetric) */
+    double metric[RT_METRIC_MAX];   /* [k]: the sum of stat[correct_stat + k], k >= 1 */
 } rt_cuda_ctl;
 
 static const char rt_cuda_kernels_src[] =
@@ -67,6 +69,8 @@ static const char rt_cuda_kernels_src[] =
     "    long long tracker, skipped, interval, ngrad;\n"
     "    float *found;\n"
     "    double *amp_log;\n"
+    "    long long nmetric;\n"
+    "    double metric[" RT_STR(RT_METRIC_MAX) "];\n"
     "};\n"
     "}\n"
     "\n"
@@ -127,6 +131,8 @@ static const char rt_cuda_kernels_src[] =
     "    c->loss_sum += s;\n"
     "    if (c->correct_stat >= 0)\n"
     "        c->correct_sum += e->stat[c->correct_stat];\n"
+    "    for (long long k = 1; k < c->nmetric; k++)\n"
+    "        c->metric[k] += e->stat[c->correct_stat + k];\n"
     "    if (c->steploss)\n"
     "        c->steploss[c->b] = s;\n"
     "    if (c->amp) {       /* torch._amp_update_scale_: rt_amp_rule.h */\n"
