@@ -111,6 +111,10 @@ check 'mse: a row of 37 outputs not summed over the warp' 's|v11 += __shfl_xor_s
 check 'mse: the mean gradient over n alone (torch divides by n K)' 's|scale13 = 1\.0f / ((float)n \* (float)C)|scale13 = 1.0f / (float)n|' $T
 MODEL=$HERE/models/loss_bce.net
 check 'BCE: the gradient without pos_weight' 's|- w13\[j\] \* t\[j\]) \* scale13|- t[j]) * scale13|' $T
+E='--sizes 19:19:0,64:37:3 --orders 1 --plan eval'
+check 'multi-label metric: false positives counted as true ones' 's|atomicAdd(&b13\[C + j\], 1\.0);|atomicAdd(\&b13[j], 1.0);|' $E
+MODEL=$HERE/models/loss_mse.net
+check 'regression metric: absolute errors not summed over the warp' 's|ae13 += __shfl_xor_sync(0xffffffffu, ae13, o);|;|' $E
 MODEL=$HERE/models/loss_huber.net
 check 'huber: the gradient not clamped at delta' 's|x\[j\] - t\[j\] >= 0\.600000024f ? 0\.600000024f :|x[j] - t[j] >= 0.600000024f ? x[j] - t[j] :|' $T
 MODEL=$HERE/models/loss_smooth_l1.net

@@ -134,6 +134,38 @@ def oracle(init_sd, X, T, red, fn):
     return model, {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses
 
 
+def metric_check(kind, row, out, t):
+    """The program's metrics against these, from the trained weights in
+    float64: regression MSE and MAE over all elements; multi-label accuracy
+    per label and macro-F1 at sigmoid > 0.5 (per output 2 TP / (2 TP + FP +
+    FN), then their mean, as sklearn's f1_score(average='macro'))."""
+    if kind == "reg":
+        d = (out - t).numpy()
+        ref = {"test_mse": float((d ** 2).mean()), "test_mae": float(np.abs(d).mean())}
+        tol = 1e-6
+    else:
+        p, q = (torch.sigmoid(out) > 0.5).numpy(), (t > 0.5).numpy()
+        tp, fp, fn = (p & q).sum(0), (p & ~q).sum(0), (~p & q).sum(0)
+        f1 = np.where(2 * tp + fp + fn > 0, 2 * tp / np.maximum(2 * tp + fp + fn, 1), 0.0)
+        micro = 2 * tp.sum() / (2 * tp.sum() + fp.sum() + fn.sum())
+        ref = {"test_label_acc": float((p == q).mean()), "test_macro_f1": float(f1.mean())}
+        tol = 1e-9
+        if "test_macro_f1" in row and abs(float(row["test_macro_f1"]) - micro) < 1e-6:
+            return "macro-F1 %s is the micro-F1 %.9g" % (row["test_macro_f1"], micro), ""
+    errs, text = [], []
+    for k, v in ref.items():
+        if k not in row:
+            errs.append("no column %s" % k)
+            continue
+        got = float(row[k])
+        text.append("%s %.9g (reference %.9g)" % (k, got, v))
+        if not abs(got - v) <= tol * max(1.0, abs(v)):
+            errs.append("%s %.9g, expected %.9g" % (k, got, v))
+    if kind != "reg":
+        text.append("(micro-F1 %.9g)" % micro)
+    return "; ".join(errs), ", ".join(text)
+
+
 def read_csv(path):
     with open(path, newline="") as f:
         rows = [r for r in csv.reader(f) if r]
@@ -194,6 +226,11 @@ def main(argv):
         per = el.mean(1) if red == "mean" else el.sum(1)
         ref_test = per.mean().item()
         tw = abs(test_loss - ref_test) / abs(ref_test)
+        mrow = read_csv(metrics)[-1]
+        merr, mtext = metric_check(kind, mrow, m64(Xt).detach(), Tt)
+        print("%-16s metrics: %s" % (tag, mtext))
+        if merr:
+            failures.append("%s: %s" % (tag, merr))
         worst = [max(worst[0], lw), max(worst[1], pw), max(worst[2], tw)]
         print("%-16s %3d steps, losses %.5g .. %.5g: step loss rel err %.2e, params rel L2 %.2e, test_loss %.6g "
               "(float64 %.6g, rel %.1e)" % (tag, STEPS, got[0], got[-1], lw, pw, test_loss, ref_test, tw))
