@@ -102,7 +102,8 @@ typedef struct Node {
             int red;        /* the loss ops (CE_LOSS ... BCE_GRAD): Reduction */
             double smooth;  /* CE_LOSS / CE_GRAD: label_smoothing, in [0, 1] */
             double delta;   /* SMOOTH_L1_*: beta; HUBER_*: delta ($d in the formula) */
-            const double *w;    /* BCE_*: pos_weight per output ($w at class j), or NULL */
+            const double *w;    /* BCE_*: pos_weight per output ($w at class j); CE_*: the class
+                                   weights (cw in the row kernel); or NULL */
             int nw;
         };
         struct {
@@ -203,7 +204,7 @@ typedef struct TrainCfg {
     double label_smoothing; /* cross_entropy's, in [0, 1] */
     int loss;               /* LOSS_*: the loss op (its gradient and target kind follow) */
     double loss_delta;      /* smooth_l1_loss's beta, huber_loss's delta */
-    double *loss_w;         /* binary_cross_entropy_with_logits's pos_weight, or NULL */
+    double *loss_w;         /* BCE's pos_weight, cross_entropy's / nll_loss's weight, or NULL */
     int loss_nw;
     int nll;                /* loss nll_loss: the model must return log_softmax (Graph.log_probs) */
     int optimizer;          /* OPT_SGD, OPT_ADAM, OPT_ADAMW */
@@ -393,6 +394,12 @@ int ex_has_row_reduction(const Emit *m);
 /* Whether the group's cross-entropy smooths its labels (needs sx, the row's
  * sum of logits, beside lse) */
 int ex_smoothing(const Emit *m);
+/* The group's cross-entropy node with class weights, or NULL; then the
+ * row kernels declare them (cw, by ex_class_weights_decl), and sum the
+ * batch's target weights (sw) and, when it smooths, each row's sum of
+ * weighted logits (swx) */
+const Node *ex_class_weights(const Emit *m);
+void ex_class_weights_decl(const Emit *m, const char *ind);
 /* The data gather's formulas: a pixel (uint8 expression) normalized as
  * the train block's data says, and the label of batch row i. */
 char *ex_sample(const char *i, const char *k);  /* sample element k of batch row i, normalized */

@@ -99,6 +99,10 @@ static void emit_row(const Emit *m)
         if (n->op == OP_SUM_ROWS)
             fprintf(f, "    for (int64_t j = 0; j < C; j++) b%d[j] = 0.0f;\n", n->id);
     }
+    if (ex_class_weights(m)) {  /* the batch's sum of target weights, in order */
+        ex_class_weights_decl(m, "    ");
+        fprintf(f, "    float sw = 0.0f;\n    for (int64_t i = 0; i < R; i++)\n        sw += cw[b%d[i]];\n", lb);
+    }
     fprintf(f, "    for (int64_t i = 0; i < R; i++) {\n");
     fprintf(f, "        const float *x = b%d + i * C;\n", lg);
     static const RowTarget rows = {"        ", "for (int64_t j = 0; j < C; j++) {", row_store, row_sum, row_stat,
@@ -115,7 +119,9 @@ static void emit_row(const Emit *m)
     fprintf(f, "        for (int64_t j = 1; j < C; j++) if (x[j] > mx) { mx = x[j]; am = j; }\n");
     fprintf(f, "        float se = 0.0f;\n        for (int64_t j = 0; j < C; j++) se += expf(x[j] - mx);\n");
     fprintf(f, "        const float lse = mx + logf(se);\n");
-    if (ex_smoothing(m))
+    if (ex_smoothing(m) && ex_class_weights(m))
+        fprintf(f, "        float swx = 0.0f;\n        for (int64_t j = 0; j < C; j++) swx += cw[j] * x[j];\n");
+    else if (ex_smoothing(m))
         fprintf(f, "        float sx = 0.0f;\n        for (int64_t j = 0; j < C; j++) sx += x[j];\n");
     ex_row_ops(m, &rows);
     fprintf(f, "        (void)am;\n        (void)lse;\n    }\n");

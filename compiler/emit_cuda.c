@@ -229,6 +229,11 @@ static void emit_row(const Emit *m, rt_cuda_launch *L)
         grid_dim(L, 0, DIM_N, 1, ROWS_PER_BLOCK);
         return;
     }
+    if (ex_class_weights(m)) {  /* every warp sums the batch's target weights */
+        ex_class_weights_decl(m, "    ");
+        fprintf(f, "    float sw = 0.0f;\n    for (int64_t k = lane; k < n; k += 32)\n        sw += cw[b%d[k]];\n", lb);
+        emit_warp_sum(f, "    ", "sw");
+    }
     fprintf(f, "    const float *x = b%d + i * C;\n    const int y = b%d[i];\n", lg, lb);
     /* argmax ties go to the smaller index, like the C kernel's first max */
     fprintf(f, "    float mx = lane < C ? x[lane] : -INFINITY;\n    int am = lane < C ? lane : (int)C;\n");
@@ -240,7 +245,10 @@ static void emit_row(const Emit *m, rt_cuda_launch *L)
     fprintf(f, "    float se = 0.0f;\n    for (int64_t j = lane; j < C; j += 32)\n        se += expf(x[j] - mx);\n");
     emit_warp_sum(f, "    ", "se");
     fprintf(f, "    const float lse = mx + logf(se);\n    (void)am;\n    (void)lse;\n");
-    if (ex_smoothing(m)) {
+    if (ex_smoothing(m) && ex_class_weights(m)) {
+        fprintf(f, "    float swx = 0.0f;\n    for (int64_t j = lane; j < C; j += 32)\n        swx += cw[j] * x[j];\n");
+        emit_warp_sum(f, "    ", "swx");
+    } else if (ex_smoothing(m)) {
         fprintf(f, "    float sx = 0.0f;\n    for (int64_t j = lane; j < C; j += 32)\n        sx += x[j];\n");
         emit_warp_sum(f, "    ", "sx");
     }

@@ -110,6 +110,48 @@ int ex_float_targets(const Emit *m)
     return ex_node(m, plan_source(m->p, a->in[1]))->dt == DT_F32;
 }
 
+/* cross_entropy(weight = w): sample i's loss is w[y] (lse - x[y]), with
+ * smoothing e (1 - e) w[y] (lse - x[y]) + e / C sum_c w_c (lse - x_c) =
+ * ... + e / C (W lse - swx), W the weights' sum, swx the row's sum of w_c
+ * x_c (the row kernels compute it, and sw: the batch's sum of w[y]); its
+ * gradient w[y] (1 - e) (p_j - [j = y]) + e / C (W p_j - w_j), p the
+ * softmax. Under reduction mean both are divided by sw, torch's weighted
+ * mean (its nll_loss and its label smoothing alike); the per-sample losses
+ * are stored times n / sw, so that the batch's mean is torch's loss. */
+static const char *weighted(const Node *n)
+{
+    double W = 0;
+    for (int k = 0; k < n->nw; k++)
+        W += n->w[k];
+    const char *e = util_cfloat((float)n->smooth), *e1 = util_cfloat((float)(1.0 - n->smooth));
+    const char *Wl = util_cfloat((float)W);
+    if (n->op == OP_CE_LOSS)
+        return n->smooth ? util_fmt("%s * cw[y] * (lse - x[y]) + %s / (float)C * (%s * lse - swx)", e1, e, Wl)
+                         : "cw[y] * (lse - x[y])";
+    return n->smooth ? util_fmt("(%s * cw[y] * (expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) + %s / (float)C * (%s * "
+                                "expf(x[j] - lse) - cw[j])) * scale$k", e1, e, Wl)
+                     : "cw[y] * (expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale$k";
+}
+
+const Node *ex_class_weights(const Emit *m)
+{
+    for (int k = 0; k < m->gr->nnodes; k++) {
+        const Node *n = ex_node(m, m->gr->nodes[k]);
+        if ((n->op == OP_CE_LOSS || n->op == OP_CE_GRAD) && n->nw)
+            return n;
+    }
+    return NULL;
+}
+
+void ex_class_weights_decl(const Emit *m, const char *ind)
+{
+    const Node *n = ex_class_weights(m);
+    fprintf(m->f, "%sconst float cw[%d] = {", ind, n->nw);
+    for (int k = 0; k < n->nw; k++)
+        fprintf(m->f, "%s%s", k ? ", " : "", util_cfloat((float)n->w[k]));
+    fprintf(m->f, "};\n");
+}
+
 int ex_smoothing(const Emit *m)
 {
     for (int k = 0; k < m->gr->nnodes; k++) {
@@ -122,7 +164,8 @@ int ex_smoothing(const Emit *m)
 
 static char *formula(const Emit *m, const Node *n, const Shape *space)
 {
-    const char *fm = (n->op == OP_CE_LOSS || n->op == OP_CE_GRAD) && n->smooth ? smoothed(n) : op_formula[n->op];
+    int ce = n->op == OP_CE_LOSS || n->op == OP_CE_GRAD;
+    const char *fm = ce && n->nw ? weighted(n) : ce && n->smooth ? smoothed(n) : op_formula[n->op];
     char *ops[MAX_IN] = {0};
     char *out = util_strdup("");
     for (const char *c = fm; *c; c++) {
@@ -205,14 +248,18 @@ void ex_row_ops(const Emit *m, const RowTarget *t)
         switch (n->op) {
         case OP_CE_LOSS:
         case OP_CORRECT:
-            fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, formula(m, n, NULL));
+            fprintf(f, "%sconst float v%d = %s;\n", ind, n->id,
+                    n->op == OP_CE_LOSS && n->nw && n->red == RED_MEAN
+                        ? util_fmt("(%s) * ((float)n / sw)", formula(m, n, NULL)) : formula(m, n, NULL));
             if (plan_uses_outside(m->p, n->id))
                 fputs(t->store(ind, n->id), f);
             break;
         case OP_CE_GRAD:
             /* mean: d(sum/n)/dx; sum and none (backward of ones): d(sum)/dx */
             /* fp16: times the loss scale S, the backward of scaler.scale(loss) */
-            fprintf(f, "%sconst float scale%d = %s%s;\n", ind, n->id, n->red == RED_MEAN ? "1.0f / (float)n" : "1.0f",
+            /* weighted mean: over the batch's sum of target weights sw */
+            fprintf(f, "%sconst float scale%d = %s%s;\n", ind, n->id,
+                    n->red != RED_MEAN ? "1.0f" : n->nw ? "1.0f / sw" : "1.0f / (float)n",
                     m->p->g->prec == RT_PREC_FP16 ? " * e->scale" : "");
             fprintf(f, "%s%s\n", ind, t->classes);
             /* softmax in fp32 (autocast's fp32 list); the logits' gradient

@@ -41,8 +41,9 @@ static void build_loss(Program *p, Loc loc)
         p->target = RT_TGT_FLOAT;
     }
     if (t->loss_w && t->loss_nw != p->nclass)
-        diag_error(loc, "pos_weight has %d values, but model '%s' has %d outputs (one per output)", t->loss_nw,
-                   p->model_name, p->nclass);
+        diag_error(loc, "%s has %d values, but model '%s' has %d %s (one per %s)",
+                   t->loss == LOSS_CE ? "weight" : "pos_weight", t->loss_nw, p->model_name, p->nclass,
+                   t->loss == LOSS_CE ? "classes" : "outputs", t->loss == LOSS_CE ? "class" : "output");
     g->loss = ir_add(g, op, 2, (int[]){g->logits, g->labels}, shape1(DIM_N), DT_F32, loc);
     Node *n = g->n[g->loss];
     n->red = t->reduction;

@@ -217,7 +217,8 @@ void ir_dump(FILE *f, const Graph *g)
                 || n->op == OP_HUBER_GRAD)
                 fprintf(f, " %s=%g", n->op == OP_HUBER_LOSS || n->op == OP_HUBER_GRAD ? "delta" : "beta", n->delta);
             for (int k = 0; k < n->nw; k++)
-                fprintf(f, "%s%g%s", k ? ", " : " pos_weight=[", n->w[k], k == n->nw - 1 ? "]" : "");
+                fprintf(f, "%s%g%s", k ? ", " : n->op == OP_CE_LOSS || n->op == OP_CE_GRAD ? " weight=[" : " pos_weight=[",
+                        n->w[k], k == n->nw - 1 ? "]" : "");
         }
         if (op_kind[n->op] == K_CONV || op_kind[n->op] == K_POOL) {
             const Window *w = &n->win;

@@ -23,26 +23,26 @@ static int num_at_least(const Expr *e, const char *what, double lo, int open, do
 static const struct {
     const char *name;
     int loss;
-    const char *arg;        /* its own argument, or NULL */
+    const char *arg, *weights; /* its own arguments, or NULL */
 } losses[] = {
-    {"binary_cross_entropy_with_logits", LOSS_BCE_LOGITS, "pos_weight"},
-    {"cross_entropy", LOSS_CE, "label_smoothing"},
-    {"huber_loss", LOSS_HUBER, "delta"},
-    {"l1_loss", LOSS_L1, NULL},
-    {"mse_loss", LOSS_MSE, NULL},
-    {"nll_loss", LOSS_CE, NULL},
-    {"smooth_l1_loss", LOSS_SMOOTH_L1, "beta"},
+    {"binary_cross_entropy_with_logits", LOSS_BCE_LOGITS, NULL, "pos_weight"},
+    {"cross_entropy", LOSS_CE, "label_smoothing", "weight"},
+    {"huber_loss", LOSS_HUBER, "delta", NULL},
+    {"l1_loss", LOSS_L1, NULL, NULL},
+    {"mse_loss", LOSS_MSE, NULL, NULL},
+    {"nll_loss", LOSS_CE, NULL, "weight"},
+    {"smooth_l1_loss", LOSS_SMOOTH_L1, "beta", NULL},
 };
 enum { NLOSSES = sizeof losses / sizeof losses[0] };
 
-/* pos_weight = [w0, w1, ...]: one number per output (front.c checks the
- * count against the model's output width) */
+/* pos_weight or weight = [w0, w1, ...]: one number per output or class
+ * (front.c checks the count against the model's output width) */
 static void loss_weights(TrainCfg *t, const Expr *e, const char *what)
 {
     int n = e->kind == E_TUPLE ? e->nargs : 0;
     if (n == 0) {
-        diag_error(e->loc, "%s must be a list of numbers, one per output, such as [1.0, 2.0], got %s", what,
-                   arg_show(e));
+        diag_error(e->loc, "%s must be a list of numbers, one per %s, such as [1.0, 2.0], got %s", what,
+                   t->loss == LOSS_CE ? "class" : "output", arg_show(e));
         return;
     }
     double *w = util_alloc(sizeof *w * (size_t)n);
@@ -84,11 +84,21 @@ static void train_loss(TrainCfg *t, const Expr *e)
     t->loss = losses[k].loss;
     t->nll = strcmp(name, "nll_loss") == 0;
     t->loss_delta = 1.0;    /* smooth_l1's beta and huber's delta default to 1 */
-    const char *names[] = {"reduction", losses[k].arg};
-    const Sig sig = {name, names, losses[k].arg ? 2 : 1, 0, 0};
-    Expr *a[2] = {NULL, NULL};
-    if (e->kind == E_CALL && !arg_bind(e, &sig, a))
+    /* reduction, then the loss's own arguments, in that order */
+    const char *names[3] = {"reduction"};
+    int nnames = 1, at_arg = -1, at_w = -1;
+    if (losses[k].arg)
+        at_arg = nnames, names[nnames++] = losses[k].arg;
+    if (losses[k].weights)
+        at_w = nnames, names[nnames++] = losses[k].weights;
+    const Sig sig = {name, names, nnames, 0, 0};
+    Expr *b[3] = {NULL, NULL, NULL}, *a[2];
+    if (e->kind == E_CALL && !arg_bind(e, &sig, b))
         return;
+    a[0] = b[0];
+    a[1] = at_arg > 0 ? b[at_arg] : NULL;
+    if (at_w > 0 && b[at_w])
+        loss_weights(t, b[at_w], losses[k].weights);
     if (a[1] && t->loss == LOSS_CE && arg_num(a[1], "label_smoothing", &t->label_smoothing)
         && !(t->label_smoothing >= 0 && t->label_smoothing <= 1)) {
         diag_error(a[1]->loc, "label_smoothing must be in [0, 1], got %g", t->label_smoothing);
@@ -98,8 +108,6 @@ static void train_loss(TrainCfg *t, const Expr *e)
         num_at_least(a[1], "beta", 0, 0, &t->loss_delta);
     if (a[1] && t->loss == LOSS_HUBER)
         num_at_least(a[1], "delta", 0, 1, &t->loss_delta);
-    if (a[1] && t->loss == LOSS_BCE_LOGITS)
-        loss_weights(t, a[1], "pos_weight");
     if (!a[0])
         return;
     static const char *const reds[] = {"mean", "sum", "none"};   /* Reduction order */
