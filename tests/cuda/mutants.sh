@@ -121,6 +121,9 @@ MODEL=$HERE/models/loss_smooth_l1.net
 check 'smooth_l1: the quadratic part not divided by beta' 's|: (x\[j\] - t\[j\]) / 0\.400000006f) \* scale13|: (x[j] - t[j])) * scale13|' $T
 MODEL=$HERE/models/loss_l1.net
 check 'l1: the loss without its absolute value' 's|v11 += fabsf(x\[j\] - t\[j\]);|v11 += (x[j] - t[j]);|' $T
+MODEL=$HERE/models/loss_weight.net
+check 'class weights: the batch weight sum not summed over the warp' 's|sw += __shfl_xor_sync(0xffffffffu, sw, o);|;|' $T
+check 'class weights: the smoothing term over unweighted logits' 's|swx += cw\[j\] \* x\[j\];|swx += x[j];|' $T
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]

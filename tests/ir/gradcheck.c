@@ -239,6 +239,37 @@ static void eval_float_loss(const Node *n, double *y, const double *x, const dou
     }
 }
 
+/* cross_entropy(weight = w, label_smoothing = e) as torch defines it:
+ * sample i's loss (1 - e) w[y] (-log p[y]) + e / C sum_c w_c (-log p_c),
+ * reduction mean dividing the batch's sum by sum_i w[y_i]. The loss node
+ * holds each sample's loss times BATCH / sw under mean (the batch's mean
+ * is then torch's loss); the gradient node d(reduced loss)/dx, here by
+ * differentiating the definition: (1 - e) w[y] (p_j - [j = y]) + e / C
+ * (sum_c w_c p_j - w_j), over sw under mean. */
+static void eval_weighted_ce(const Node *n, double *y, const double *a, int64_t C)
+{
+    double sw = 0, e = n->smooth, W = 0;
+    for (int64_t i = 0; i < BATCH; i++)
+        sw += n->w[lab[i]];
+    for (int64_t c = 0; c < C; c++)
+        W += n->w[c];
+    for (int64_t i = 0; i < BATCH; i++) {
+        const double *x = a + i * C;
+        double mx = x[0], se = 0;
+        for (int64_t j = 1; j < C; j++) mx = x[j] > mx ? x[j] : mx;
+        for (int64_t j = 0; j < C; j++) se += exp(x[j] - mx);
+        double lse = mx + log(se), L = (1 - e) * n->w[lab[i]] * (lse - x[lab[i]]);
+        for (int64_t c = 0; c < C; c++)
+            L += e / (double)C * n->w[c] * (lse - x[c]);
+        if (n->op == OP_CE_LOSS)
+            y[i] = n->red == RED_MEAN ? L * BATCH / sw : L;
+        else
+            for (int64_t j = 0; j < C; j++)
+                y[i * C + j] = ((1 - e) * n->w[lab[i]] * (exp(x[j] - lse) - (j == lab[i]))
+                                + e / (double)C * (W * exp(x[j] - lse) - n->w[j])) * (n->red == RED_MEAN ? 1 / sw : 1);
+    }
+}
+
 static void eval_node(int id)
 {
     Node *n = g->n[id];
@@ -349,6 +380,10 @@ static void eval_node(int id)
     case OP_CE_LOSS: case OP_CE_GRAD: {
         int64_t C = dim(sa->d[1]);
         (void)sb;
+        if (n->nw) {
+            eval_weighted_ce(n, y, a, C);
+            break;
+        }
         for (int64_t i = 0; i < BATCH; i++) {
             const double *x = a + i * C;
             double mx = x[0], se = 0;
@@ -615,7 +650,7 @@ static int check_pool(const char *what, Op op, int64_t C, int64_t H, int64_t W, 
 }
 
 /* Two layers, ReLU, cross-entropy: the loss seeds itself. */
-static int check_network(int red, const char *what, double smooth)
+static int check_network_w(int red, const char *what, double smooth, const double *w)
 {
     reset();
     int x = input(OP_IMAGES, ir_shape(3, DIM_N, 2, 3));
@@ -636,9 +671,13 @@ static int check_network(int red, const char *what, double smooth)
     int loss = ir_add(g, OP_CE_LOSS, 2, (int[]){z, l}, ir_shape(1, DIM_N), DT_F32, (Loc){0});
     g->n[loss]->red = red;
     g->n[loss]->smooth = smooth;
+    g->n[loss]->w = w;
+    g->n[loss]->nw = w ? 4 : 0;
     (void)l;
     return check(what, loss, -1, red, ids, 5);
 }
+
+static int check_network(int red, const char *what, double smooth) { return check_network_w(red, what, smooth, NULL); }
 
 /* The network above with a loss of float targets [N, 4] seeding itself. */
 static int check_float_loss(Op op, int red, const char *what, double delta, const double *w)
@@ -716,6 +755,10 @@ int main(void)
     fails += check_network(RED_SUM, "ce_loss sum (2-layer net)", 0);
     fails += check_network(RED_NONE, "ce_loss none (2-layer net)", 0);
     static const double pw[4] = {1.0, 2.5, 0.5, 3.0};
+    fails += check_network_w(RED_MEAN, "ce_loss mean weight", 0, pw);
+    fails += check_network_w(RED_MEAN, "ce_loss mean weight smoothing 0.1", 0.1, pw);
+    fails += check_network_w(RED_SUM, "ce_loss sum weight smoothing 0.3", 0.3, pw);
+    fails += check_network_w(RED_NONE, "ce_loss none weight", 0, pw);
     fails += check_float_loss(OP_MSE_LOSS, RED_MEAN, "mse_loss mean", 0, NULL);
     fails += check_float_loss(OP_MSE_LOSS, RED_SUM, "mse_loss sum", 0, NULL);
     fails += check_float_loss(OP_L1_LOSS, RED_MEAN, "l1_loss mean", 0, NULL);
