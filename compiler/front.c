@@ -44,6 +44,9 @@ static void build_loss(Program *p, Loc loc)
         diag_error(loc, "%s has %d values, but model '%s' has %d %s (one per %s)",
                    t->loss == LOSS_CE ? "weight" : "pos_weight", t->loss_nw, p->model_name, p->nclass,
                    t->loss == LOSS_CE ? "classes" : "outputs", t->loss == LOSS_CE ? "class" : "output");
+    if (t->loss == LOSS_BCE_LOGITS && 3 * p->nclass > RT_METRIC_MAX)    /* TP, FP, FN per output */
+        diag_error(loc, "binary_cross_entropy_with_logits: model '%s' has %d outputs, but the evaluation's "
+                   "per-output counts (macro-F1) support at most %d", p->model_name, p->nclass, RT_METRIC_MAX / 3);
     g->loss = ir_add(g, op, 2, (int[]){g->logits, g->labels}, shape1(DIM_N), DT_F32, loc);
     Node *n = g->n[g->loss];
     n->red = t->reduction;
