@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cddpc.h"
+#include "cddprt.h"         /* RT_TGT_* */
 
 typedef struct Ad {
     Graph *g;
@@ -245,6 +246,22 @@ static void rule(Ad *a, const Node *n, int dy)
     rules[n->op](a, n, dy);
 }
 
+/* The gradient op of a loss (ops.def's loss rows): the loss and its
+ * gradient share the node's attributes (reduction, smoothing, delta,
+ * weights), which bwd copies. */
+static Op loss_grad_op(const Node *l)
+{
+    switch (l->op) {
+    case OP_CE_LOSS: return OP_CE_GRAD;
+    case OP_MSE_LOSS: return OP_MSE_GRAD;
+    case OP_L1_LOSS: return OP_L1_GRAD;
+    case OP_SMOOTH_L1_LOSS: return OP_SMOOTH_L1_GRAD;
+    case OP_HUBER_LOSS: return OP_HUBER_GRAD;
+    case OP_BCE_LOSS: return OP_BCE_GRAD;
+    default: diag_ice("ad_grad: %s cannot seed its own gradient", op_text[l->op]);
+    }
+}
+
 void ad_grad(Graph *g, int y, int dy, const int *wrt, int nwrt, int *out)
 {
     Ad a = {g, util_alloc(sizeof(int) * (size_t)(g->nn + 1)), util_alloc((size_t)g->nn + 1)};
@@ -261,13 +278,10 @@ void ad_grad(Graph *g, int y, int dy, const int *wrt, int nwrt, int *out)
     if (dy >= 0) {
         a.grad[y] = dy;
     } else {
-        /* A loss seeds itself: CE_GRAD already is d(reduced loss)/d logits. */
+        /* A loss seeds itself: its gradient op already is d(reduced loss)/d logits. */
         Node *l = g->n[y];
-        if (l->op != OP_CE_LOSS)
-            diag_ice("ad_grad: %s cannot seed its own gradient", op_text[l->op]);
         Node *lg = g->n[l->in[0]];
-        int d = bwd(&a, OP_CE_GRAD, 2, l->in, &lg->shape, l);
-        g->n[d]->red = l->red;
+        int d = bwd(&a, loss_grad_op(l), 2, l->in, &lg->shape, l);
         accumulate(&a, l->in[0], d);
     }
     for (int i = (dy >= 0 ? y : y - 1); i >= 0; i--) {
@@ -284,9 +298,20 @@ void ad_train_step(Program *p)
     Graph *g = p->g;
     Loc loc = g->n[g->loss]->loc;
     g->loss_sum = ir_add(g, OP_SUM_ALL, 1, &g->loss, (Shape){0}, DT_F32, loc);
-    int c = ir_add(g, OP_CORRECT, 2, (int[]){g->logits, g->labels}, ir_shape(1, DIM_N), DT_F32, loc);
-    g->correct_sum = ir_add(g, OP_SUM_ALL, 1, &c, (Shape){0}, DT_F32, loc);
-    g->n[g->loss_sum]->phase = g->n[c]->phase = g->n[g->correct_sum]->phase = PH_LOSS;
+    g->n[g->loss_sum]->phase = PH_LOSS;
+    /* the evaluation's metric sums follow the task: accuracy of classes,
+     * per-output counts of a multi-label classifier, errors of regression */
+    if (p->target == RT_TGT_CLASS) {
+        int c = ir_add(g, OP_CORRECT, 2, (int[]){g->logits, g->labels}, ir_shape(1, DIM_N), DT_F32, loc);
+        g->correct_sum = ir_add(g, OP_SUM_ALL, 1, &c, (Shape){0}, DT_F32, loc);
+        g->n[c]->phase = PH_LOSS;
+    } else if (p->train.loss == LOSS_BCE_LOGITS) {
+        g->correct_sum = ir_add(g, OP_ML_STATS, 2, (int[]){g->logits, g->labels}, ir_shape(2, 3, p->nclass), DT_F32,
+                                loc);
+    } else {
+        g->correct_sum = ir_add(g, OP_REG_STATS, 2, (int[]){g->logits, g->labels}, ir_shape(1, 2), DT_F32, loc);
+    }
+    g->n[g->correct_sum]->phase = PH_LOSS;
 
     g->grad = util_alloc(sizeof(int) * (size_t)(g->nparam + 1));
     ad_grad(g, g->loss, -1, g->params, g->nparam, g->grad);

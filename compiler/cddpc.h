@@ -99,8 +99,12 @@ typedef struct Node {
                                ordinal in the graph, 0, 1, ... */
         } drop;
         struct {
-            int red;        /* CE_LOSS / CE_GRAD: Reduction */
+            int red;        /* the loss ops (CE_LOSS ... BCE_GRAD): Reduction */
             double smooth;  /* CE_LOSS / CE_GRAD: label_smoothing, in [0, 1] */
+            double delta;   /* SMOOTH_L1_*: beta; HUBER_*: delta ($d in the formula) */
+            const double *w;    /* BCE_*: pos_weight per output ($w at class j); CE_*: the class
+                                   weights (cw in the row kernel); or NULL */
+            int nw;
         };
         struct {
             double a, b;    /* LEAKY_RELU: negative_slope; ELU: alpha; SOFTPLUS: beta, threshold;
@@ -131,7 +135,9 @@ typedef struct Graph {
     int log_probs;          /* forward returns log_softmax(logits); logits is its operand (the
                                loss's softmax of log-probabilities is that of the logits) */
     int loss;               /* CE_LOSS (per-sample) node */
-    int loss_sum, correct_sum; /* SUM_ALL nodes (stat slots) */
+    int loss_sum;           /* SUM_ALL node (stat slot) */
+    int correct_sum;        /* the evaluation's metric sums (stat slots): SUM_ALL of CORRECT, or
+                               REG_STATS / ML_STATS for float targets */
     int *grad;              /* grad[param index] = node id of its gradient */
     int *updates;           /* updates[param index] = its SGD node, or -1 */
     Op opt_op;              /* the update nodes' op: OP_SGD, OP_SGD_MOMENTUM, OP_ADAM, OP_ADAMW, OP_RMSPROP */
@@ -175,6 +181,9 @@ int ir_verify(const Graph *g, const char *after);
 
 /* ---- frontend: lex.l, parse.y, then sema.h's files ----------------- */
 enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2, OPT_RMSPROP = 3 };
+/* The train block's loss: cross_entropy and nll_loss take class indices,
+ * the others float targets of the model's output width. */
+enum { LOSS_CE = 0, LOSS_MSE, LOSS_L1, LOSS_SMOOTH_L1, LOSS_HUBER, LOSS_BCE_LOGITS };
 /* The train block's data source (data_cfg.c; the runtime's rt_data_src). */
 typedef struct DataCfg {
     int kind;               /* RT_SRC_IDX, RT_SRC_NPZ, RT_SRC_CSV */
@@ -196,6 +205,10 @@ typedef struct TrainCfg {
     DataCfg data;
     int reduction;          /* Reduction */
     double label_smoothing; /* cross_entropy's, in [0, 1] */
+    int loss;               /* LOSS_*: the loss op (its gradient and target kind follow) */
+    double loss_delta;      /* smooth_l1_loss's beta, huber_loss's delta */
+    double *loss_w;         /* BCE's pos_weight, cross_entropy's / nll_loss's weight, or NULL */
+    int loss_nw;
     int nll;                /* loss nll_loss: the model must return log_softmax (Graph.log_probs) */
     int optimizer;          /* OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_RMSPROP */
     double lr, momentum, dampening, weight_decay;
@@ -391,6 +404,12 @@ int ex_has_row_reduction(const Emit *m);
 /* Whether the group's cross-entropy smooths its labels (needs sx, the row's
  * sum of logits, beside lse) */
 int ex_smoothing(const Emit *m);
+/* The group's cross-entropy node with class weights, or NULL; then the
+ * row kernels declare them (cw, by ex_class_weights_decl), and sum the
+ * batch's target weights (sw) and, when it smooths, each row's sum of
+ * weighted logits (swx) */
+const Node *ex_class_weights(const Emit *m);
+void ex_class_weights_decl(const Emit *m, const char *ind);
 /* The data gather's formulas: a pixel (uint8 expression) normalized as
  * the train block's data says, and the label of batch row i. */
 char *ex_sample(const char *i, const char *k);  /* sample element k of batch row i, normalized */
@@ -407,7 +426,13 @@ typedef struct RowTarget {
     char *(*store)(const char *ind, int id);         /* b<id>[i] = v<id> */
     char *(*col_sum)(int red, const char *x);        /* b<red>[j] += x */
     char *(*stat)(const char *ind, int id, int x);   /* stat b<id>[0] += v<x> */
+    char *(*total)(const char *ind, const char *v);  /* v: this thread's part -> the row's sum */
+    /* stat b<id>[k] += x (a double): from every thread (lanes) or from the row's first */
+    char *(*stat_add)(const char *ind, int id, const char *k, const char *x, int lanes);
 } RowTarget;
+/* Whether the group's row ops read float targets (t, the sample's row of
+ * LABELS f32[N, K]) rather than a class index y. */
+int ex_float_targets(const Emit *m);
 void ex_row_ops(const Emit *m, const RowTarget *t);
 /* Slab ranges an optimizer group updates, merged where only alignment
  * padding (zero in param, grad and opt: updating it is a no-op) separates

@@ -68,6 +68,22 @@ static void emit_matmul(const Emit *m)
 static char *row_store(const char *ind, int id) { return util_fmt("%sb%d[i] = v%d;\n", ind, id, id); }
 static char *row_stat(const char *ind, int id, int x) { return util_fmt("%ss%d += (double)v%d;\n", ind, id, x); }
 
+static char *row_stat_add(const char *ind, int id, const char *k, const char *x, int lanes)
+{
+    (void)lanes;
+    return util_fmt("%sb%d[%s] += %s;\n", ind, id, k, x);
+}
+
+/* one thread sums a row whole: its part is the row's sum */
+static char *row_total(const char *ind, const char *v) { (void)ind, (void)v; return util_strdup(""); }
+
+static void row_stats_out(const Emit *m)
+{
+    for (int k = 0; k < m->gr->nnodes; k++)
+        if (ex_node(m, m->gr->nodes[k])->op == OP_SUM_ALL)
+            fprintf(m->f, "    b%d[0] = s%d;\n", m->gr->nodes[k], m->gr->nodes[k]);
+}
+
 static void emit_row(const Emit *m)
 {
     FILE *f = m->f;
@@ -83,21 +99,33 @@ static void emit_row(const Emit *m)
         if (n->op == OP_SUM_ROWS)
             fprintf(f, "    for (int64_t j = 0; j < C; j++) b%d[j] = 0.0f;\n", n->id);
     }
+    if (ex_class_weights(m)) {  /* the batch's sum of target weights, in order */
+        ex_class_weights_decl(m, "    ");
+        fprintf(f, "    float sw = 0.0f;\n    for (int64_t i = 0; i < R; i++)\n        sw += cw[b%d[i]];\n", lb);
+    }
     fprintf(f, "    for (int64_t i = 0; i < R; i++) {\n");
     fprintf(f, "        const float *x = b%d + i * C;\n", lg);
+    static const RowTarget rows = {"        ", "for (int64_t j = 0; j < C; j++) {", row_store, row_sum, row_stat,
+                                   row_total, row_stat_add};
+    if (ex_float_targets(m)) {  /* losses of float targets: no softmax */
+        fprintf(f, "        const float *t = b%d + i * C;\n", lb);
+        ex_row_ops(m, &rows);
+        fprintf(f, "    }\n");
+        row_stats_out(m);
+        return;
+    }
     fprintf(f, "        const int32_t y = b%d[i];\n", lb);
     fprintf(f, "        float mx = x[0];\n        int64_t am = 0;\n");
     fprintf(f, "        for (int64_t j = 1; j < C; j++) if (x[j] > mx) { mx = x[j]; am = j; }\n");
     fprintf(f, "        float se = 0.0f;\n        for (int64_t j = 0; j < C; j++) se += expf(x[j] - mx);\n");
     fprintf(f, "        const float lse = mx + logf(se);\n");
-    if (ex_smoothing(m))
+    if (ex_smoothing(m) && ex_class_weights(m))
+        fprintf(f, "        float swx = 0.0f;\n        for (int64_t j = 0; j < C; j++) swx += cw[j] * x[j];\n");
+    else if (ex_smoothing(m))
         fprintf(f, "        float sx = 0.0f;\n        for (int64_t j = 0; j < C; j++) sx += x[j];\n");
-    static const RowTarget rows = {"        ", "for (int64_t j = 0; j < C; j++) {", row_store, row_sum, row_stat};
     ex_row_ops(m, &rows);
     fprintf(f, "        (void)am;\n        (void)lse;\n    }\n");
-    for (int k = 0; k < gr->nnodes; k++)
-        if (ex_node(m, gr->nodes[k])->op == OP_SUM_ALL)
-            fprintf(f, "    b%d[0] = s%d;\n", gr->nodes[k], gr->nodes[k]);
+    row_stats_out(m);
 }
 
 static void emit_reduce(const Emit *m)

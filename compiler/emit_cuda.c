@@ -196,6 +196,18 @@ static char *row_stat(const char *ind, int id, int x)
     return util_fmt("%sif (lane == 0)\n%s    atomicAdd(&b%d[0], (double)v%d);\n", ind, ind, id, x);
 }
 
+static char *row_stat_add(const char *ind, int id, const char *k, const char *x, int lanes)
+{
+    return util_fmt("%s%satomicAdd(&b%d[%s], %s);\n", ind, lanes ? "" : "if (lane == 0)\n    ", id, k, x);
+}
+
+/* the lanes' parts of a row's sum, summed across the warp */
+static char *row_total(const char *ind, const char *v)
+{
+    return util_fmt("%sfor (int o = 16; o > 0; o >>= 1)\n%s    %s += __shfl_xor_sync(0xffffffffu, %s, o);\n", ind, ind,
+                    v, v);
+}
+
 /* Softmax + cross-entropy forward/backward, argmax, their sums and the
  * last bias gradient: one warp per sample, lanes over classes. */
 static void emit_row(const Emit *m, rt_cuda_launch *L)
@@ -209,6 +221,19 @@ static void emit_row(const Emit *m, rt_cuda_launch *L)
     fprintf(f, "    const int lane = threadIdx.x & 31;\n");
     fprintf(f, "    const int64_t i = (int64_t)blockIdx.x * %d + (threadIdx.x >> 5);\n", ROWS_PER_BLOCK);
     fprintf(f, "    if (i >= n)\n        return;    /* whole warps only: i is uniform per warp */\n");
+    static const RowTarget rows = {"    ", "for (int64_t j = lane; j < C; j += 32) {", row_store, row_atomic,
+                                   row_stat, row_total, row_stat_add};
+    if (ex_float_targets(m)) {  /* losses of float targets: no softmax */
+        fprintf(f, "    const float *x = b%d + i * C;\n    const float *t = b%d + i * C;\n", lg, lb);
+        ex_row_ops(m, &rows);
+        grid_dim(L, 0, DIM_N, 1, ROWS_PER_BLOCK);
+        return;
+    }
+    if (ex_class_weights(m)) {  /* every warp sums the batch's target weights */
+        ex_class_weights_decl(m, "    ");
+        fprintf(f, "    float sw = 0.0f;\n    for (int64_t k = lane; k < n; k += 32)\n        sw += cw[b%d[k]];\n", lb);
+        emit_warp_sum(f, "    ", "sw");
+    }
     fprintf(f, "    const float *x = b%d + i * C;\n    const int y = b%d[i];\n", lg, lb);
     /* argmax ties go to the smaller index, like the C kernel's first max */
     fprintf(f, "    float mx = lane < C ? x[lane] : -INFINITY;\n    int am = lane < C ? lane : (int)C;\n");
@@ -220,12 +245,13 @@ static void emit_row(const Emit *m, rt_cuda_launch *L)
     fprintf(f, "    float se = 0.0f;\n    for (int64_t j = lane; j < C; j += 32)\n        se += expf(x[j] - mx);\n");
     emit_warp_sum(f, "    ", "se");
     fprintf(f, "    const float lse = mx + logf(se);\n    (void)am;\n    (void)lse;\n");
-    if (ex_smoothing(m)) {
+    if (ex_smoothing(m) && ex_class_weights(m)) {
+        fprintf(f, "    float swx = 0.0f;\n    for (int64_t j = lane; j < C; j += 32)\n        swx += cw[j] * x[j];\n");
+        emit_warp_sum(f, "    ", "swx");
+    } else if (ex_smoothing(m)) {
         fprintf(f, "    float sx = 0.0f;\n    for (int64_t j = lane; j < C; j += 32)\n        sx += x[j];\n");
         emit_warp_sum(f, "    ", "sx");
     }
-    static const RowTarget rows = {"    ", "for (int64_t j = lane; j < C; j += 32) {", row_store, row_atomic,
-                                   row_stat};
     ex_row_ops(m, &rows);
     grid_dim(L, 0, DIM_N, 1, ROWS_PER_BLOCK);
 }

@@ -104,6 +104,54 @@ static const char *smoothed(const Node *n)
                     util_cfloat((float)(1.0 - n->smooth)), util_cfloat((float)n->smooth));
 }
 
+int ex_float_targets(const Emit *m)
+{
+    const Node *a = ex_node(m, m->gr->anchor);
+    return ex_node(m, plan_source(m->p, a->in[1]))->dt == DT_F32;
+}
+
+/* cross_entropy(weight = w): sample i's loss is w[y] (lse - x[y]), with
+ * smoothing e (1 - e) w[y] (lse - x[y]) + e / C sum_c w_c (lse - x_c) =
+ * ... + e / C (W lse - swx), W the weights' sum, swx the row's sum of w_c
+ * x_c (the row kernels compute it, and sw: the batch's sum of w[y]); its
+ * gradient w[y] (1 - e) (p_j - [j = y]) + e / C (W p_j - w_j), p the
+ * softmax. Under reduction mean both are divided by sw, torch's weighted
+ * mean (its nll_loss and its label smoothing alike); the per-sample losses
+ * are stored times n / sw, so that the batch's mean is torch's loss. */
+static const char *weighted(const Node *n)
+{
+    double W = 0;
+    for (int k = 0; k < n->nw; k++)
+        W += n->w[k];
+    const char *e = util_cfloat((float)n->smooth), *e1 = util_cfloat((float)(1.0 - n->smooth));
+    const char *Wl = util_cfloat((float)W);
+    if (n->op == OP_CE_LOSS)
+        return n->smooth ? util_fmt("%s * cw[y] * (lse - x[y]) + %s / (float)C * (%s * lse - swx)", e1, e, Wl)
+                         : "cw[y] * (lse - x[y])";
+    return n->smooth ? util_fmt("(%s * cw[y] * (expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) + %s / (float)C * (%s * "
+                                "expf(x[j] - lse) - cw[j])) * scale$k", e1, e, Wl)
+                     : "cw[y] * (expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale$k";
+}
+
+const Node *ex_class_weights(const Emit *m)
+{
+    for (int k = 0; k < m->gr->nnodes; k++) {
+        const Node *n = ex_node(m, m->gr->nodes[k]);
+        if ((n->op == OP_CE_LOSS || n->op == OP_CE_GRAD) && n->nw)
+            return n;
+    }
+    return NULL;
+}
+
+void ex_class_weights_decl(const Emit *m, const char *ind)
+{
+    const Node *n = ex_class_weights(m);
+    fprintf(m->f, "%sconst float cw[%d] = {", ind, n->nw);
+    for (int k = 0; k < n->nw; k++)
+        fprintf(m->f, "%s%s", k ? ", " : "", util_cfloat((float)n->w[k]));
+    fprintf(m->f, "};\n");
+}
+
 int ex_smoothing(const Emit *m)
 {
     for (int k = 0; k < m->gr->nnodes; k++) {
@@ -116,7 +164,8 @@ int ex_smoothing(const Emit *m)
 
 static char *formula(const Emit *m, const Node *n, const Shape *space)
 {
-    const char *fm = (n->op == OP_CE_LOSS || n->op == OP_CE_GRAD) && n->smooth ? smoothed(n) : op_formula[n->op];
+    int ce = n->op == OP_CE_LOSS || n->op == OP_CE_GRAD;
+    const char *fm = ce && n->nw ? weighted(n) : ce && n->smooth ? smoothed(n) : op_formula[n->op];
     char *ops[MAX_IN] = {0};
     char *out = util_strdup("");
     for (const char *c = fm; *c; c++) {
@@ -135,6 +184,12 @@ static char *formula(const Emit *m, const Node *n, const Shape *space)
             c++;
         } else if (*c == '$' && (c[1] == 'a' || c[1] == 'b')) {
             piece = util_cfloat((float)(c[1] == 'a' ? n->act.a : n->act.b));
+            c++;
+        } else if (*c == '$' && c[1] == 'd') {
+            piece = util_cfloat((float)n->delta);
+            c++;
+        } else if (*c == '$' && c[1] == 'w') {
+            piece = n->nw ? util_fmt("w%d[j]", n->id) : util_strdup("1.0f");
             c++;
         } else if (*c == '$' && c[1] == 'k') {
             piece = util_fmt("%d", n->id);
@@ -158,6 +213,31 @@ char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space)
     return formula(m, n, space);
 }
 
+/* A loss gradient's value g at class j: stored where other kernels read
+ * it, summed into the bias gradients the group absorbed; closes the loop
+ * over the classes. */
+static void row_grad_uses(const Emit *m, const RowTarget *t, const Node *n)
+{
+    const Group *gr = m->gr;
+    if (plan_uses_outside(m->p, n->id))
+        fprintf(m->f, "%s    b%d[i * C + j] = g;\n", t->ind, n->id);
+    for (int r = 0; r < gr->nnodes; r++)
+        if (ex_node(m, gr->nodes[r])->op == OP_SUM_ROWS && ex_node(m, gr->nodes[r])->in[0] == n->id)
+            fprintf(m->f, "%s    %s\n", t->ind, t->col_sum(gr->nodes[r], "g"));
+    fprintf(m->f, "%s}\n", t->ind);
+}
+
+/* A loss's per-output weights (pos_weight) as w<id>, read by $w. */
+static void loss_weights(const Emit *m, const Node *n, const char *ind)
+{
+    if (!n->nw)
+        return;
+    fprintf(m->f, "%sconst float w%d[%d] = {", ind, n->id, n->nw);
+    for (int k = 0; k < n->nw; k++)
+        fprintf(m->f, "%s%s", k ? ", " : "", util_cfloat((float)n->w[k]));
+    fprintf(m->f, "};\n");
+}
+
 void ex_row_ops(const Emit *m, const RowTarget *t)
 {
     FILE *f = m->f;
@@ -168,28 +248,71 @@ void ex_row_ops(const Emit *m, const RowTarget *t)
         switch (n->op) {
         case OP_CE_LOSS:
         case OP_CORRECT:
-            fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, formula(m, n, NULL));
+            fprintf(f, "%sconst float v%d = %s;\n", ind, n->id,
+                    n->op == OP_CE_LOSS && n->nw && n->red == RED_MEAN
+                        ? util_fmt("(%s) * ((float)n / sw)", formula(m, n, NULL)) : formula(m, n, NULL));
             if (plan_uses_outside(m->p, n->id))
                 fputs(t->store(ind, n->id), f);
             break;
         case OP_CE_GRAD:
             /* mean: d(sum/n)/dx; sum and none (backward of ones): d(sum)/dx */
             /* fp16: times the loss scale S, the backward of scaler.scale(loss) */
-            fprintf(f, "%sconst float scale%d = %s%s;\n", ind, n->id, n->red == RED_MEAN ? "1.0f / (float)n" : "1.0f",
+            /* weighted mean: over the batch's sum of target weights sw */
+            fprintf(f, "%sconst float scale%d = %s%s;\n", ind, n->id,
+                    n->red != RED_MEAN ? "1.0f" : n->nw ? "1.0f / sw" : "1.0f / (float)n",
                     m->p->g->prec == RT_PREC_FP16 ? " * e->scale" : "");
             fprintf(f, "%s%s\n", ind, t->classes);
             /* softmax in fp32 (autocast's fp32 list); the logits' gradient
              * is stored in the logits' precision */
             fprintf(f, "%s    const float g = %s;\n", ind, ex_round(m, formula(m, n, NULL)));
-            if (plan_uses_outside(m->p, n->id))
-                fprintf(f, "%s    b%d[i * C + j] = g;\n", ind, n->id);
-            for (int r = 0; r < gr->nnodes; r++)
-                if (ex_node(m, gr->nodes[r])->op == OP_SUM_ROWS && ex_node(m, gr->nodes[r])->in[0] == n->id)
-                    fprintf(f, "%s    %s\n", ind, t->col_sum(gr->nodes[r], "g"));
-            fprintf(f, "%s}\n", ind);
+            row_grad_uses(m, t, n);
             break;
         case OP_SUM_ALL:
             fputs(t->stat(ind, n->id, n->in[0]), f);
+            break;
+        case OP_MSE_LOSS: case OP_L1_LOSS: case OP_SMOOTH_L1_LOSS: case OP_HUBER_LOSS: case OP_BCE_LOSS:
+            /* the sample's sum over its K outputs (its mean under reduction
+             * mean), in fp32 as autocast computes these losses */
+            loss_weights(m, n, ind);
+            fprintf(f, "%sfloat v%d = 0.0f;\n%s%s\n", ind, n->id, ind, t->classes);
+            fprintf(f, "%s    v%d += %s;\n%s}\n", ind, n->id, formula(m, n, NULL), ind);
+            fputs(t->total(ind, util_fmt("v%d", n->id)), f);
+            if (n->red == RED_MEAN)
+                fprintf(f, "%sv%d /= (float)C;\n", ind, n->id);
+            if (plan_uses_outside(m->p, n->id))
+                fputs(t->store(ind, n->id), f);
+            break;
+        case OP_REG_STATS:
+            /* squared and absolute errors, in double over the row */
+            fprintf(f, "%sdouble se%d = 0.0, ae%d = 0.0;\n%s%s\n", ind, n->id, n->id, ind, t->classes);
+            fprintf(f, "%s    const double d = (double)x[j] - (double)t[j];\n", ind);
+            fprintf(f, "%s    se%d += d * d;\n%s    ae%d += fabs(d);\n%s}\n", ind, n->id, ind, n->id, ind);
+            fputs(t->total(ind, util_fmt("se%d", n->id)), f);
+            fputs(t->total(ind, util_fmt("ae%d", n->id)), f);
+            fputs(t->stat_add(ind, n->id, "0", util_fmt("se%d", n->id), 0), f);
+            fputs(t->stat_add(ind, n->id, "1", util_fmt("ae%d", n->id), 0), f);
+            break;
+        case OP_ML_STATS:
+            /* each output's TP, FP, FN: [0, K), [K, 2K), [2K, 3K) */
+            fprintf(f, "%s%s\n", ind, t->classes);
+            fprintf(f, "%s    const int p = 1.0f / (1.0f + expf(-x[j])) > 0.5f, q = t[j] > 0.5f;\n", ind);
+            fprintf(f, "%s    if (p && q)\n", ind);
+            fputs(t->stat_add(util_fmt("%s        ", ind), n->id, "j", "1.0", 1), f);
+            fprintf(f, "%s    else if (p)\n", ind);
+            fputs(t->stat_add(util_fmt("%s        ", ind), n->id, "C + j", "1.0", 1), f);
+            fprintf(f, "%s    else if (q)\n", ind);
+            fputs(t->stat_add(util_fmt("%s        ", ind), n->id, "2 * C + j", "1.0", 1), f);
+            fprintf(f, "%s}\n", ind);
+            break;
+        case OP_MSE_GRAD: case OP_L1_GRAD: case OP_SMOOTH_L1_GRAD: case OP_HUBER_GRAD: case OP_BCE_GRAD:
+            /* mean: torch's over all N * K elements */
+            loss_weights(m, n, ind);
+            fprintf(f, "%sconst float scale%d = %s%s;\n", ind, n->id,
+                    n->red == RED_MEAN ? "1.0f / ((float)n * (float)C)" : "1.0f",
+                    m->p->g->prec == RT_PREC_FP16 ? " * e->scale" : "");
+            fprintf(f, "%s%s\n", ind, t->classes);
+            fprintf(f, "%s    const float g = %s;\n", ind, ex_round(m, formula(m, n, NULL)));
+            row_grad_uses(m, t, n);
             break;
         default:
             break;

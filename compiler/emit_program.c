@@ -185,11 +185,14 @@ static void emit_plan_table(FILE *f, const Plan *p, const char *var, const rt_cu
 
 static void emit_plan_init(FILE *f, const Plan *p, const char *var, const Graph *g)
 {
-    int cs = -1;
-    if (p->in_plan[g->correct_sum])
-        cs = (int)p->buf[g->correct_sum].off;
-    fprintf(f, "    .%s = {%s_kernels, %d, %lld, %lld, %d, %lld, %d, %s_cuda},\n", var, var, p->ngroups,
-            (long long)p->act_units, (long long)p->fix_floats, p->nstat, (long long)p->buf[g->loss_sum].off, cs, var);
+    int cs = -1, nm = 0;
+    if (g->correct_sum >= 0 && p->in_plan[g->correct_sum])
+        cs = (int)p->buf[g->correct_sum].off, nm = (int)p->buf[g->correct_sum].size;
+    /* nmetric only where it is not accuracy's one slot (0 there): a
+     * classifier's program text stays as it was */
+    fprintf(f, "    .%s = {%s_kernels, %d, %lld, %lld, %d, %lld, %d, %s_cuda%s},\n", var, var, p->ngroups,
+            (long long)p->act_units, (long long)p->fix_floats, p->nstat, (long long)p->buf[g->loss_sum].off, cs, var,
+            g->n[g->correct_sum]->op == OP_SUM_ALL ? "" : util_fmt(", %d", nm));
 }
 
 static void emit_source(FILE *f, const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
@@ -251,6 +254,9 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "    .in_rank = %d, .in_dim = {%lld, %lld, %lld}, .nclass = %d, .target = %d,\n", prog->in_rank,
             (long long)prog->in_dim[0], (long long)prog->in_dim[1], (long long)prog->in_dim[2], prog->nclass,
             prog->target);
+    if (prog->target != RT_TGT_CLASS)   /* classifiers keep the text they had: accuracy is 0 */
+        fprintf(f, "    .metrics = %s,\n",
+                t->loss == LOSS_BCE_LOGITS ? "RT_METRICS_MULTILABEL" : "RT_METRICS_REGRESSION");
     emit_data_src(f, &t->data);
     fprintf(f, "    .reduction = %d,\n    .lr = %s, .momentum = %s, .dampening = %s, .weight_decay = %s,\n",
             t->reduction, util_cfloat(t->lr), util_cfloat(t->momentum), util_cfloat(t->dampening),

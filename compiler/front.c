@@ -21,6 +21,41 @@ static int reads_param(const Graph *g, int y)
     return 0;
 }
 
+/* The per-sample loss node (g->loss). Class losses read LABELS as
+ * i32[N]; the float-target ones make it f32[N, K], K the output width, and
+ * the program's target RT_TGT_FLOAT (the data's targets must match). */
+static void build_loss(Program *p, Loc loc)
+{
+    static const Op ops[] = {[LOSS_CE] = OP_CE_LOSS, [LOSS_MSE] = OP_MSE_LOSS, [LOSS_L1] = OP_L1_LOSS,
+                             [LOSS_SMOOTH_L1] = OP_SMOOTH_L1_LOSS, [LOSS_HUBER] = OP_HUBER_LOSS,
+                             [LOSS_BCE_LOGITS] = OP_BCE_LOSS};
+    Graph *g = p->g;
+    const TrainCfg *t = &p->train;
+    Op op = ops[t->loss];
+    if (t->loss == LOSS_SMOOTH_L1 && t->loss_delta == 0)
+        op = OP_L1_LOSS;    /* torch: beta 0 is l1_loss (the formula would divide by 0) */
+    if (t->loss != LOSS_CE) {
+        Node *lb = g->n[g->labels];
+        lb->dt = DT_F32;
+        lb->shape = shape2(DIM_N, p->nclass);
+        p->target = RT_TGT_FLOAT;
+    }
+    if (t->loss_w && t->loss_nw != p->nclass)
+        diag_error(loc, "%s has %d values, but model '%s' has %d %s (one per %s)",
+                   t->loss == LOSS_CE ? "weight" : "pos_weight", t->loss_nw, p->model_name, p->nclass,
+                   t->loss == LOSS_CE ? "classes" : "outputs", t->loss == LOSS_CE ? "class" : "output");
+    if (t->loss == LOSS_BCE_LOGITS && 3 * p->nclass > RT_METRIC_MAX)    /* TP, FP, FN per output */
+        diag_error(loc, "binary_cross_entropy_with_logits: model '%s' has %d outputs, but the evaluation's "
+                   "per-output counts (macro-F1) support at most %d", p->model_name, p->nclass, RT_METRIC_MAX / 3);
+    g->loss = ir_add(g, op, 2, (int[]){g->logits, g->labels}, shape1(DIM_N), DT_F32, loc);
+    Node *n = g->n[g->loss];
+    n->red = t->reduction;
+    n->smooth = t->label_smoothing;
+    n->delta = t->loss_delta;
+    n->w = t->loss_w;
+    n->nw = t->loss_nw;
+}
+
 Program *front_compile(const char *path, const char *text)
 {
     diag_source(path, text);
@@ -96,9 +131,15 @@ Program *front_compile(const char *path, const char *text)
                    "(or use cross_entropy on the logits)");
         return NULL;
     }
-    g->loss = ir_add(g, OP_CE_LOSS, 2, (int[]){g->logits, g->labels}, shape1(DIM_N), DT_F32, loss_loc);
-    g->n[g->loss]->red = p->train.reduction;
-    g->n[g->loss]->smooth = p->train.label_smoothing;
+    if (p->train.loss != LOSS_CE && g->log_probs) {
+        /* g->logits is log_softmax's operand: these losses would not see its result */
+        diag_error(loss_loc, "log_softmax as the model's output goes with nll_loss only: return the raw outputs "
+                   "for this loss");
+        return NULL;
+    }
+    build_loss(p, loss_loc);
+    if (diag_count() > 0)
+        return NULL;
     for (int i = 0; i < g->nn; i++)
         g->n[i]->phase = i == g->loss ? PH_LOSS : PH_FWD;
     return p;

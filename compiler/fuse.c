@@ -104,8 +104,9 @@ int fuse_reduction_of_group(const Fuser *f, int r, int grp)
         return 0;
     const Group *gr = &f->p->groups[grp];
     const Shape *space = &node(f, gr->anchor >= 0 ? gr->anchor : gr->nodes[0])->shape;
-    if (gr->kind == G_ROW)   /* loss/accuracy sums, and the bias gradient from ce_grad */
-        return rn->op == OP_SUM_ALL ? node(f, x)->shape.rank == 1 : node(f, x)->op == OP_CE_GRAD;
+    if (gr->kind == G_ROW)   /* loss/accuracy sums, and the bias gradient from a loss's gradient */
+        return rn->op == OP_SUM_ALL ? node(f, x)->shape.rank == 1
+                                    : op_kind[node(f, x)->op] == K_ROW && node(f, x)->shape.rank == 2;
     return rn->op == OP_SUM_ROWS && ir_same_shape(&node(f, x)->shape, space) && space->rank == 2;
 }
 

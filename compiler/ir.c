@@ -210,9 +210,16 @@ void ir_dump(FILE *f, const Graph *g)
                 fprintf(f, "%s%%%d", k ? ", " : "", n->in[k]);
             fprintf(f, ")");
         }
-        if (n->op == OP_CE_LOSS || n->op == OP_CE_GRAD)
+        if (op_kind[n->op] == K_ROW && n->op != OP_CORRECT && n->op != OP_REG_STATS && n->op != OP_ML_STATS) {
             fprintf(f, " reduction=%s%s", red_text[n->red],
                     n->smooth ? util_fmt(" label_smoothing=%g", n->smooth) : "");
+            if (n->op == OP_SMOOTH_L1_LOSS || n->op == OP_SMOOTH_L1_GRAD || n->op == OP_HUBER_LOSS
+                || n->op == OP_HUBER_GRAD)
+                fprintf(f, " %s=%g", n->op == OP_HUBER_LOSS || n->op == OP_HUBER_GRAD ? "delta" : "beta", n->delta);
+            for (int k = 0; k < n->nw; k++)
+                fprintf(f, "%s%g%s", k ? ", " : n->op == OP_CE_LOSS || n->op == OP_CE_GRAD ? " weight=[" : " pos_weight=[",
+                        n->w[k], k == n->nw - 1 ? "]" : "");
+        }
         if (op_kind[n->op] == K_CONV || op_kind[n->op] == K_POOL) {
             const Window *w = &n->win;
             fprintf(f, " k=%dx%d s=%dx%d p=%dx%d", w->kh, w->kw, w->sh, w->sw, w->ph, w->pw);
@@ -359,7 +366,8 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
     case OP_IMAGES:
         return check(g, n, after, ir_batched(s) && n->dt == DT_F32, "images must be f32[N, ...]");
     case OP_LABELS:
-        return check(g, n, after, s->rank == 1 && ir_batched(s) && n->dt == DT_I32, "labels must be i32[N]");
+        return check(g, n, after, ir_batched(s) && ((s->rank == 1 && n->dt == DT_I32) || (s->rank == 2 && n->dt == DT_F32)),
+                     "labels must be i32[N] (classes) or f32[N, K] (float targets)");
     case OP_PARAM:
         return check(g, n, after, !ir_batched(s) && n->name && n->param >= 0, "param must be named and unbatched");
     case OP_RESHAPE: {
@@ -399,6 +407,30 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
             bad = check(g, n, after, ir_same_shape(x, s), "ce_grad has the logits' shape");
         else if (!bad)
             bad = check(g, n, after, s->rank == 1 && ir_batched(s), "per-sample result must be [N]");
+        return bad;
+    }
+    case OP_MSE_LOSS: case OP_L1_LOSS: case OP_SMOOTH_L1_LOSS: case OP_HUBER_LOSS: case OP_BCE_LOSS:
+    case OP_MSE_GRAD: case OP_L1_GRAD: case OP_SMOOTH_L1_GRAD: case OP_HUBER_GRAD: case OP_BCE_GRAD: {
+        const Shape *x = in_shape(g, n, 0), *t = in_shape(g, n, 1);
+        int grad = n->op == OP_MSE_GRAD || n->op == OP_L1_GRAD || n->op == OP_SMOOTH_L1_GRAD || n->op == OP_HUBER_GRAD
+                   || n->op == OP_BCE_GRAD;
+        bad = check(g, n, after, x->rank == 2 && ir_batched(x) && ir_same_shape(x, t) && g->n[n->in[1]]->dt == DT_F32,
+                    "needs outputs f32[N, K] and targets f32[N, K]");
+        if (!bad)
+            bad = check(g, n, after, grad ? ir_same_shape(x, s) : s->rank == 1 && ir_batched(s),
+                        grad ? "a loss gradient has the outputs' shape" : "per-sample result must be [N]");
+        if (!bad)
+            bad = check(g, n, after, n->nw == 0 || n->nw == x->d[1], "pos_weight needs one value per output");
+        return bad;
+    }
+    case OP_REG_STATS: case OP_ML_STATS: {
+        const Shape *x = in_shape(g, n, 0), *t = in_shape(g, n, 1);
+        bad = check(g, n, after, x->rank == 2 && ir_batched(x) && ir_same_shape(x, t) && g->n[n->in[1]]->dt == DT_F32,
+                    "needs outputs f32[N, K] and targets f32[N, K]");
+        if (!bad)
+            bad = check(g, n, after, n->op == OP_REG_STATS ? s->rank == 1 && s->d[0] == 2
+                                                           : s->rank == 2 && s->d[0] == 3 && s->d[1] == x->d[1],
+                        "reg_stats gives [2], multilabel_stats [3, K]");
         return bad;
     }
     case OP_SUM_ALL:

@@ -270,7 +270,7 @@ static int compile(const Options *o, const char *out, const int64_t *batches, in
         if (g->updates[i] >= 0)
             roots[nroots++] = g->updates[i];
     Plan *train = plan_new(g, "train", roots, nroots);
-    Plan *eval = plan_new(g, "eval", (int[]){g->loss_sum, g->correct_sum}, 2);
+    Plan *eval = plan_new(g, "eval", (int[]){g->loss_sum, g->correct_sum}, g->correct_sum >= 0 ? 2 : 1);
 
     fuse_plan(train, o->fusion);
     fuse_plan(eval, o->fusion);

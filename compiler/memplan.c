@@ -118,6 +118,10 @@ void mem_plan(Plan *p)
             *b = (Buf){B_GRAD, p->param_off[g->n[n->grad_of]->param], ir_numel(&n->shape, 1)};
         } else if (n->op == OP_SUM_ALL) {
             *b = (Buf){B_STAT, p->nstat++, 1};
+        } else if (op_kind[n->op] == K_ROW && !ir_batched(&n->shape)) {    /* metric sums: REG_STATS, ML_STATS */
+            int64_t k = ir_numel(&n->shape, 1);
+            *b = (Buf){B_STAT, p->nstat, k};
+            p->nstat += (int)k;
         } else if (plan_is_view(p, id)) {
             continue;       /* aliased below, once its source is placed */
         } else {

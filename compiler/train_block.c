@@ -16,32 +16,98 @@ static const char *callee(const Expr *e, const char *what)
     return NULL;
 }
 
-/* cross_entropy(reduction = mean | sum | none), nll_loss(reduction = ...)
- * of a model returning log_softmax: PyTorch's F.nll_loss(F.log_softmax(z))
- * is cross_entropy(z), which is what is built (front.c checks the model). */
+static int num_at_least(const Expr *e, const char *what, double lo, int open, double *out);
+
+/* The losses, sorted by name (the unknown-loss message lists them so):
+ * LOSS_* and the arguments each takes after `reduction`. */
+static const struct {
+    const char *name;
+    int loss;
+    const char *arg, *weights; /* its own arguments, or NULL */
+} losses[] = {
+    {"binary_cross_entropy_with_logits", LOSS_BCE_LOGITS, NULL, "pos_weight"},
+    {"cross_entropy", LOSS_CE, "label_smoothing", "weight"},
+    {"huber_loss", LOSS_HUBER, "delta", NULL},
+    {"l1_loss", LOSS_L1, NULL, NULL},
+    {"mse_loss", LOSS_MSE, NULL, NULL},
+    {"nll_loss", LOSS_CE, NULL, "weight"},
+    {"smooth_l1_loss", LOSS_SMOOTH_L1, "beta", NULL},
+};
+enum { NLOSSES = sizeof losses / sizeof losses[0] };
+
+/* pos_weight or weight = [w0, w1, ...]: one number per output or class
+ * (front.c checks the count against the model's output width) */
+static void loss_weights(TrainCfg *t, const Expr *e, const char *what)
+{
+    int n = e->kind == E_TUPLE ? e->nargs : 0;
+    if (n == 0) {
+        diag_error(e->loc, "%s must be a list of numbers, one per %s, such as [1.0, 2.0], got %s", what,
+                   t->loss == LOSS_CE ? "class" : "output", arg_show(e));
+        return;
+    }
+    double *w = util_alloc(sizeof *w * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        if (!arg_num(e->args[i]->val, what, &w[i]))
+            return;
+        if (!(w[i] >= 0) || w[i] > 1e30) {
+            diag_error(e->args[i]->val->loc, "%s must be finite and not negative, got %s", what,
+                       arg_show(e->args[i]->val));
+            return;
+        }
+    }
+    t->loss_w = w;
+    t->loss_nw = n;
+}
+
+/* loss NAME(reduction = mean | sum | none, ...): torch.nn.functional's
+ * losses. nll_loss of a model returning log_softmax: PyTorch's
+ * F.nll_loss(F.log_softmax(z)) is cross_entropy(z), which is what is built
+ * (front.c checks the model). */
 static void train_loss(TrainCfg *t, const Expr *e)
 {
     const char *name = callee(e, "loss");
     if (!name)
         return;
-    if (strcmp(name, "cross_entropy") != 0 && strcmp(name, "nll_loss") != 0) {
+    int k = 0;
+    while (k < NLOSSES && strcmp(name, losses[k].name) != 0)
+        k++;
+    if (k == NLOSSES) {
         Near s = arg_near(name);
-        arg_near_try(&s, "cross_entropy");
-        arg_near_try(&s, "nll_loss");
-        diag_error(e->loc, "unknown loss '%s'%s (supported: cross_entropy, nll_loss)", name, arg_near_hint(&s));
+        char *all = util_strdup("");
+        for (int i = 0; i < NLOSSES; i++) {
+            arg_near_try(&s, losses[i].name);
+            all = util_fmt("%s%s%s", all, i ? ", " : "", losses[i].name);
+        }
+        diag_error(e->loc, "unknown loss '%s'%s (supported: %s)", name, arg_near_hint(&s), all);
         return;
     }
+    t->loss = losses[k].loss;
     t->nll = strcmp(name, "nll_loss") == 0;
-    static const char *const names[] = {"reduction", "label_smoothing"};
-    const Sig sig = {name, names, t->nll ? 1 : 2, 0, 0};
-    Expr *a[2] = {NULL, NULL};
-    if (e->kind == E_CALL && !arg_bind(e, &sig, a))
+    t->loss_delta = 1.0;    /* smooth_l1's beta and huber's delta default to 1 */
+    /* reduction, then the loss's own arguments, in that order */
+    const char *names[3] = {"reduction"};
+    int nnames = 1, at_arg = -1, at_w = -1;
+    if (losses[k].arg)
+        at_arg = nnames, names[nnames++] = losses[k].arg;
+    if (losses[k].weights)
+        at_w = nnames, names[nnames++] = losses[k].weights;
+    const Sig sig = {name, names, nnames, 0, 0};
+    Expr *b[3] = {NULL, NULL, NULL}, *a[2];
+    if (e->kind == E_CALL && !arg_bind(e, &sig, b))
         return;
-    if (a[1] && arg_num(a[1], "label_smoothing", &t->label_smoothing)
+    a[0] = b[0];
+    a[1] = at_arg > 0 ? b[at_arg] : NULL;
+    if (at_w > 0 && b[at_w])
+        loss_weights(t, b[at_w], losses[k].weights);
+    if (a[1] && t->loss == LOSS_CE && arg_num(a[1], "label_smoothing", &t->label_smoothing)
         && !(t->label_smoothing >= 0 && t->label_smoothing <= 1)) {
         diag_error(a[1]->loc, "label_smoothing must be in [0, 1], got %g", t->label_smoothing);
         t->label_smoothing = 0;
     }
+    if (a[1] && t->loss == LOSS_SMOOTH_L1)
+        num_at_least(a[1], "beta", 0, 0, &t->loss_delta);
+    if (a[1] && t->loss == LOSS_HUBER)
+        num_at_least(a[1], "delta", 0, 1, &t->loss_delta);
     if (!a[0])
         return;
     static const char *const reds[] = {"mean", "sum", "none"};   /* Reduction order */

@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RT_ABI_VERSION 8
+#define RT_ABI_VERSION 9
 
 /* Source text of both targets: RT_STR(x) is x after macro expansion, as a
  * string literal (one line), for the text the compiler emits and NVRTC
@@ -223,7 +223,16 @@ typedef struct rt_plan {
     int loss_stat;          /* stat slot: sum of per-sample losses of the batch */
     int correct_stat;       /* stat slot: correct predictions, -1 if none */
     const rt_cuda_launch *cu; /* [nk]: the same kernels for the CUDA device */
+    int nmetric;            /* the evaluation's metric sums: stat slots [correct_stat,
+                               correct_stat + nmetric); 0 means accuracy's one */
 } rt_plan;
+
+/* The evaluation's metrics follow the task (rt_model.metrics): accuracy
+ * (one sum, the correct predictions); regression: sums of squared and
+ * absolute errors (MSE, MAE); multi-label: each output's TP, FP, FN
+ * (accuracy per label, macro-F1). At most RT_METRIC_MAX sums. */
+enum { RT_METRICS_ACCURACY = 0, RT_METRICS_REGRESSION = 1, RT_METRICS_MULTILABEL = 2 };
+#define RT_METRIC_MAX 384
 
 enum { RT_RED_MEAN = 0, RT_RED_SUM = 1, RT_RED_NONE = 2 };
 
@@ -267,6 +276,7 @@ typedef struct rt_model {
     int nclass;             /* outputs per sample: classes (labels must be < nclass),
                                or the width of float targets */
     int target;             /* RT_TGT_*: what the loss takes */
+    int metrics;            /* RT_METRICS_*: what the evaluation reports */
     /* train-block settings; command-line flags override them */
     rt_data_src data;
     int reduction;          /* RT_RED_* */

@@ -152,7 +152,7 @@ typedef struct cpu_dev {
     int64_t acc;                    /* micro-batches per optimizer step */
     double *steploss, *amp_log;     /* [nbatch] per batch of the epoch; [2 nbatch] (scale, found_inf) */
     double secs;                    /* the epoch's training time */
-    double eval[2];
+    double eval[1 + RT_METRIC_MAX];
     int evaluated;
 } cpu_dev;
 
@@ -213,7 +213,8 @@ static int cpu_evaluate(rt_device *d)
     rt_ws *w = c->w;
     rt_exec *e = &c->e;
     const int64_t lo = c->sh.test_lo, hi = c->sh.test_hi;
-    double sums[2] = {0, 0};    /* loss, correct */
+    double sums[1 + RT_METRIC_MAX] = {0};   /* loss, then the metric sums */
+    const int nm = rt_plan_metrics(&c->m->eval);
     if (rt_coll_bcast_buffers(c->coll, c->m, w->param, NULL) != 0)
         return -1;
     rt_data_exec(c->data, &c->data->test, e);
@@ -225,11 +226,10 @@ static int cpu_evaluate(rt_device *d)
         e->n = n;
         run_plan(&c->m->eval, e, w->nstat, &c->ein, NULL);
         sums[0] += w->stat[c->m->eval.loss_stat];
-        if (c->m->eval.correct_stat >= 0)
-            sums[1] += w->stat[c->m->eval.correct_stat];
+        for (int k = 0; k < nm; k++)
+            sums[1 + k] += w->stat[c->m->eval.correct_stat + k];
     }
-    c->eval[0] = sums[0];
-    c->eval[1] = sums[1];
+    memcpy(c->eval, sums, sizeof sums);
     c->evaluated = 1;
     return 0;
 }
@@ -244,8 +244,8 @@ static int cpu_collect(rt_device *d, int64_t b0, int64_t b1, rt_dev_out *out)
             out->found[b - b0] = c->amp_log[2 * b + 1];
         }
     }
-    out->eval[0] = c->evaluated ? c->eval[0] : 0;
-    out->eval[1] = c->evaluated ? c->eval[1] : 0;
+    for (int k = 0; k < 1 + RT_METRIC_MAX; k++)
+        out->eval[k] = c->evaluated ? c->eval[k] : 0;
     out->secs = c->secs;
     out->amp_scale = c->amp.scale;
     out->amp_tracker = c->amp.tracker;

@@ -668,6 +668,8 @@ static int cuda_collect(rt_device *dv, int64_t b0, int64_t b1, rt_dev_out *out)
     }
     out->eval[0] = end ? bv->loss_sum : 0;
     out->eval[1] = end ? bv->correct_sum : 0;
+    for (int k = 1; k < RT_METRIC_MAX; k++)
+        out->eval[1 + k] = end ? bv->metric[k] : 0;
     out->secs = ms / 1000.0;
     out->amp_scale = (float)bt->scale;
     out->amp_tracker = bt->tracker;
@@ -875,6 +877,7 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
     cv->batch = nmax;
     cv->loss_stat = m->eval.loss_stat;
     cv->correct_stat = m->eval.correct_stat;
+    cv->nmetric = rt_plan_metrics(&m->eval);
     cv->lr = o->lr;
     cv->accumulate = 1;
     /* the fold ranges: each bucket's, then the whole slab's (one rank) */

@@ -58,6 +58,8 @@ typedef struct rt_cuda_ctl {
     double clip, gsq;
     int64_t accumulate;
     uint64_t acc;
+    int64_t nmetric;        /* metric sums after correct_stat's (rt_plan.nmetric) */
+    double metric[RT_METRIC_MAX];   /* [k]: the sum of stat[correct_stat + k], k >= 1 */
 } rt_cuda_ctl;
 
 /* Host view of cddprt::fold: the range of the gradients cddprt_fold
@@ -87,6 +89,8 @@ static const char rt_cuda_kernels_src[] =
     "    double clip, gsq;\n"
     "    long long accumulate;\n"
     "    float *acc;\n"
+    "    long long nmetric;\n"
+    "    double metric[" RT_STR(RT_METRIC_MAX) "];\n"
     "};\n"
     "struct fold {               /* rt_cuda_fold of rt_cuda_kernels.h */\n"
     "    ctl *c;\n"
@@ -221,6 +225,8 @@ static const char rt_cuda_kernels_src[] =
     "    c->loss_sum += s;\n"
     "    if (c->correct_stat >= 0)\n"
     "        c->correct_sum += e->stat[c->correct_stat];\n"
+    "    for (long long k = 1; k < c->nmetric; k++)\n"
+    "        c->metric[k] += e->stat[c->correct_stat + k];\n"
     "    if (c->steploss)\n"
     "        c->steploss[c->b] = s;\n"
     "    if (c->amp) {       /* torch._amp_update_scale_: rt_amp_rule.h */\n"

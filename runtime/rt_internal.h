@@ -236,7 +236,8 @@ void rt_init_params(const rt_model *m, float *param, uint64_t seed);
 
 /* ---- rt_log_plot.c: --plot, the loss curve kept up to date ---------------- */
 typedef struct rt_live_plot rt_live_plot;
-rt_live_plot *rt_live_plot_open(const char *path);     /* NULL after an error line */
+/* metric: the right axis' title ("test accuracy", ...); NULL after an error line */
+rt_live_plot *rt_live_plot_open(const char *path, const char *metric);
 void rt_live_plot_epoch_steps(rt_live_plot *p, int64_t n);
 void rt_live_plot_step(rt_live_plot *p, int64_t step, int epoch, double loss);
 /* the epoch's numbers, then the picture redrawn (a failure: one warning) */
@@ -259,9 +260,17 @@ typedef struct rt_log {
     int metrics_err, steplog_err;   /* errno of a failed write, for rt_log_close */
     rt_live_plot *plot;     /* --plot */
     const char *title;      /* the picture's title */
+    int task;               /* RT_METRICS_*: the evaluation's two numbers and their names */
 } rt_log;
 
-int rt_log_open(rt_log *l, const rt_opts *o, int scaler);
+/* task: RT_METRICS_*, the metrics the epoch's line and CSV row report */
+int rt_log_open(rt_log *l, const rt_opts *o, int scaler, int task);
+/* The evaluation's numbers from its sums over the test set (loss, then the
+ * metric sums; ntest samples of nclass outputs): accuracy (out[1] NaN);
+ * regression MSE and MAE over every element; multi-label accuracy per
+ * label and macro-F1 (per output 2 TP / (2 TP + FP + FN), 0 where an
+ * output has none, as sklearn's f1_score(average='macro'); their mean). */
+void rt_log_metrics(int task, const double *sums, int has_metric, int64_t ntest, int nclass, double out[2]);
 /* scale: the fp16 loss scale the step ran with and found_inf (0/1), or
  * NAN and -1 without a scaler (the step log then has no such columns) */
 void rt_log_step(rt_log *l, int64_t step, int epoch, double loss, double scale, int found_inf, double lr);
@@ -272,7 +281,7 @@ void rt_log_progress(rt_log *l, int epoch, int epochs, int64_t done, int64_t tot
                      double loss, int force);
 /* lr: the learning rate the epoch's steps used */
 void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss,
-                  double test_loss, double test_acc, double seconds, int64_t images, double lr);
+                  double test_loss, const double metric[2], double seconds, int64_t images, double lr);
 void rt_log_flush(rt_log *l);    /* the CSV rows so far to the files */
 /* steps per epoch (each rank's; the same on all), for --plot's step axis */
 void rt_log_epoch_steps(rt_log *l, int64_t n);
@@ -440,11 +449,14 @@ void rt_reducer_fold(rt_reducer *r, const float *acc, float scale);
 typedef struct rt_dev_out {     /* what collect returns */
     double *loss;           /* [b1 - b0]: each step's loss sum, this rank's */
     double *scale, *found;  /* [b1 - b0] fp16: the scale a step ran with, its found_inf */
-    double eval[2];         /* after evaluate: this rank's test loss sum, correct count */
+    double eval[1 + RT_METRIC_MAX]; /* after evaluate: this rank's test loss sum, then its
+                                       metric sums (rt_plan_metrics of the eval plan) */
     double secs;            /* training time of the epoch so far (this run) */
     float amp_scale;        /* fp16: GradScaler's state now */
     int64_t amp_tracker, amp_skipped;
 } rt_dev_out;
+/* The evaluation's metric sums of plan p: nmetric, 1 for accuracy, 0 without. */
+static inline int rt_plan_metrics(const rt_plan *p) { return p->correct_stat < 0 ? 0 : p->nmetric ? p->nmetric : 1; }
 typedef struct rt_device rt_device;
 struct rt_device {
     const char *name;

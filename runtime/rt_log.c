@@ -40,9 +40,15 @@ static FILE *open_csv(const char *path, const char *header)
     return f;
 }
 
-int rt_log_open(rt_log *l, const rt_opts *o, int scaler)
+/* the metrics' CSV columns and epoch-line names per task (RT_METRICS_*) */
+static const char *const metric_cols[][2] = {{"test_acc", NULL}, {"test_mse", "test_mae"},
+                                               {"test_label_acc", "test_macro_f1"}};
+static const char *const plot_names[] = {"test accuracy", "test MAE", "test macro-F1"};
+
+int rt_log_open(rt_log *l, const rt_opts *o, int scaler, int task)
 {
     memset(l, 0, sizeof *l);
+    l->task = task;
     /* Only rank 0 reports: the others log nothing, draw no bar, print no
      * epoch line (the numbers are global, the same on every rank). */
     if (rt_world.rank != 0)
@@ -51,15 +57,15 @@ int rt_log_open(rt_log *l, const rt_opts *o, int scaler)
     l->scaler = scaler;
     l->metrics_path = o->metrics_path;
     l->steplog_path = o->steplog_path;
+    const char *const *mc = metric_cols[task];
+    char head[256];
+    snprintf(head, sizeof head, "epoch,train_loss,test_loss,%s%s%s,seconds,images_per_s,%slr", mc[0], mc[1] ? "," : "",
+             mc[1] ? mc[1] : "", scaler ? "loss_scale,skipped," : "");
     /* Opened before training so a bad path fails in a second, not after
      * an hour of training. */
-    if (o->metrics_path &&
-        !(l->metrics = open_csv(o->metrics_path,
-                                scaler ? "epoch,train_loss,test_loss,test_acc,seconds,images_per_s,"
-                                         "loss_scale,skipped,lr"
-                                       : "epoch,train_loss,test_loss,test_acc,seconds,images_per_s,lr")))
+    if (o->metrics_path && !(l->metrics = open_csv(o->metrics_path, head)))
         return -1;
-    if (o->plot_path && !(l->plot = rt_live_plot_open(o->plot_path)))
+    if (o->plot_path && !(l->plot = rt_live_plot_open(o->plot_path, plot_names[task])))
         return -1;
     l->title = rt_prog;         /* the model name once the program sets it */
     if (o->steplog_path &&
@@ -157,28 +163,59 @@ void rt_log_progress(rt_log *l, int epoch, int epochs, int64_t done, int64_t tot
     l->bar_drawn = 1;
 }
 
+void rt_log_metrics(int task, const double *sums, int has_metric, int64_t ntest, int nclass, double out[2])
+{
+    const double n = (double)ntest, elems = (double)ntest * nclass;
+    out[0] = out[1] = NAN;
+    if (!has_metric)
+        return;
+    if (task == RT_METRICS_REGRESSION) {
+        out[0] = sums[1] / elems;
+        out[1] = sums[2] / elems;
+    } else if (task == RT_METRICS_MULTILABEL) {
+        const double *tp = sums + 1, *fp = tp + nclass, *fn = fp + nclass;
+        double wrong = 0, f1 = 0;
+        for (int j = 0; j < nclass; j++) {
+            wrong += fp[j] + fn[j];
+            f1 += 2 * tp[j] + fp[j] + fn[j] > 0 ? 2 * tp[j] / (2 * tp[j] + fp[j] + fn[j]) : 0.0;
+        }
+        out[0] = 1.0 - wrong / elems;
+        out[1] = f1 / nclass;
+    } else {
+        out[0] = sums[1] / n;
+    }
+}
+
 void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss, double test_loss,
-                  double test_acc, double seconds, int64_t images, double lr)
+                  const double metric[2], double seconds, int64_t images, double lr)
 {
     train_loss = unsign_nan(train_loss);
     test_loss = unsign_nan(test_loss);
-    test_acc = unsign_nan(test_acc);
+    const double m0 = unsign_nan(metric[0]), m1 = unsign_nan(metric[1]);
     double ips = seconds > 0 ? (double)images / seconds : 0.0;
     bar_clear(l);
     if (rt_world.rank != 0)
         return;
-    printf("epoch %d/%d  train_loss %.4f  test_loss %.4f  test_acc %.4f  %.2f s  %.0f img/s\n",
-           epoch, epochs, train_loss, test_loss, test_acc, seconds, ips);
+    const char *const *mc = metric_cols[l->task];
+    if (l->task == RT_METRICS_ACCURACY)
+        printf("epoch %d/%d  train_loss %.4f  test_loss %.4f  test_acc %.4f  %.2f s  %.0f img/s\n",
+               epoch, epochs, train_loss, test_loss, m0, seconds, ips);
+    else
+        printf("epoch %d/%d  train_loss %.4f  test_loss %.4f  %s %.4f  %s %.4f  %.2f s  %.0f samples/s\n",
+               epoch, epochs, train_loss, test_loss, mc[0], m0, mc[1], m1, seconds, ips);
     if (l->scaler)
         printf("loss scale %.9g  skipped %lld steps (%lld in all)\n", l->scale, (long long)l->skipped,
                (long long)l->skipped_all);
     fflush(stdout);
     flush_steps(l);
-    rt_live_plot_epoch(l->plot, epoch, train_loss, test_loss, test_acc, l->title);
+    /* the picture's right axis: accuracy, MAE, macro-F1 */
+    rt_live_plot_epoch(l->plot, epoch, train_loss, test_loss, l->task == RT_METRICS_ACCURACY ? m0 : m1, l->title);
     if (l->metrics) {
         char row[320];
-        int n = snprintf(row, sizeof row, "%d,%.9g,%.9g,%.9g,%.9g,%.9g", epoch, train_loss, test_loss, test_acc,
-                         seconds, ips);
+        int n = snprintf(row, sizeof row, "%d,%.9g,%.9g,%.9g", epoch, train_loss, test_loss, m0);
+        if (mc[1])
+            n += snprintf(row + n, sizeof row - (size_t)n, ",%.9g", m1);
+        n += snprintf(row + n, sizeof row - (size_t)n, ",%.9g,%.9g", seconds, ips);
         if (l->scaler)
             n += snprintf(row + n, sizeof row - (size_t)n, ",%.9g,%lld", l->scale, (long long)l->skipped);
         n += snprintf(row + n, sizeof row - (size_t)n, ",%.9g\n", lr);

@@ -1,6 +1,6 @@
 /* rt_log_plot.c: --plot FILE.svg, the run's loss curve redrawn after every
  * epoch (rank 0, through rt_log): train and test loss per epoch, test
- * accuracy on the second axis, and every step's loss (rt_plot smooths it),
+ * accuracy (or the task's metric: macro-F1, MAE) on the second axis, and every step's loss (rt_plot smooths it),
  * kept in memory whether or not --step-log is given. The picture is
  * written atomically by rt_plot_write, so whoever opens it mid-run sees the
  * last whole one. A picture that cannot be written is warned about once
@@ -13,6 +13,7 @@
 
 struct rt_live_plot {
     const char *path;
+    const char *metric;         /* the right axis: the task's metric */
     int64_t epoch_steps;        /* steps per epoch: a step's x is its epoch's fraction */
     double *train, *test, *acc; /* [cap_e], NaN where an epoch was not run here */
     int nepochs, cap_e;
@@ -21,7 +22,7 @@ struct rt_live_plot {
     int warned;
 };
 
-rt_live_plot *rt_live_plot_open(const char *path)
+rt_live_plot *rt_live_plot_open(const char *path, const char *metric)
 {
     rt_live_plot *p = calloc(1, sizeof *p);
     if (!p) {
@@ -29,6 +30,7 @@ rt_live_plot *rt_live_plot_open(const char *path)
         return NULL;
     }
     p->path = path;
+    p->metric = metric;
     return p;
 }
 
@@ -79,7 +81,7 @@ void rt_live_plot_epoch(rt_live_plot *p, int epoch, double train, double test, d
     p->acc[epoch - 1] = acc;
     if (epoch > p->nepochs)
         p->nepochs = epoch;
-    rt_plot_run run = {NULL, p->nepochs, p->train, p->test, p->acc, "test accuracy", p->nsteps, p->step_x,
+    rt_plot_run run = {NULL, p->nepochs, p->train, p->test, p->acc, p->metric, p->nsteps, p->step_x,
                        p->step_loss};
     char err[512];
     if (rt_plot_write(p->path, title, &run, 1, err, sizeof err) != 0 && !p->warned) {

@@ -378,16 +378,18 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
                             rt_step_loss(m, L.sum[done - 1], rs_), 1);
         }
         /* the evaluation: every test sample once over the ranks */
-        double ev[2] = {out.eval[0], out.eval[1]};
-        coll->sum_f64(coll, ev, 2, "the evaluation's all-reduce");
+        const int nm = rt_plan_metrics(&m->eval);
+        double ev[1 + RT_METRIC_MAX], metric[2];
+        memcpy(ev, out.eval, (size_t)(1 + nm) * sizeof(double));
+        coll->sum_f64(coll, ev, 1 + nm, "the evaluation's all-reduce");
         const double test_loss = ev[0] / (double)ntest;
-        const double test_acc = m->eval.correct_stat >= 0 ? ev[1] / (double)ntest : NAN;
+        rt_log_metrics(m->metrics, ev, nm > 0, ntest, m->nclass, metric);
         const double secs = secs0 + out.secs;
         if (amp->on)
             skipped_all = out.amp_skipped;
         rt_log_scaler(log, amp->on ? out.amp_scale : 1.0, skipped_all - skipped0, skipped_all);
         /* the lr of the epoch's last step (a step schedule changes it every step) */
-        rt_log_epoch(log, epoch, o->epochs, rows > 0 ? loss_sum / rows : NAN, test_loss, test_acc, secs,
+        rt_log_epoch(log, epoch, o->epochs, rows > 0 ? loss_sum / rows : NAN, test_loss, metric, secs,
                      (int64_t)rows, L.lr[b > 0 ? b - 1 : 0]);
         if (o->ckpt_path) {
             /* the next epoch, or where --max-steps stopped this one */

@@ -332,7 +332,9 @@ static int check_model(const rt_model *m)
         const rt_plan *p = plans[q];
         int ok = p->nk >= 0 && (p->nk == 0 || p->k) && p->act_units >= 0 &&
                  p->fix_floats >= 0 && p->loss_stat >= 0 && p->loss_stat < p->nstat &&
-                 p->correct_stat >= -1 && p->correct_stat < p->nstat;
+                 p->correct_stat >= -1 && p->correct_stat < p->nstat && p->nmetric >= 0 &&
+                 rt_plan_metrics(p) <= RT_METRIC_MAX && p->correct_stat + rt_plan_metrics(p) <= p->nstat &&
+                 m->metrics >= RT_METRICS_ACCURACY && m->metrics <= RT_METRICS_MULTILABEL;
         for (int k = 0; ok && k < p->nk; k++)
             ok = p->k[k].fn != NULL;
         if (!ok) {
@@ -499,7 +501,7 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         (r0 && o.save_path && rt_st_check_writable(o.save_path)) ||
         (r0 && o.trace_path && rt_st_check_writable(o.trace_path)) ||
         (r0 && o.ckpt_path && rt_st_check_writable(o.ckpt_path)) ||
-        (r0 && o.plot_path && rt_st_check_writable(o.plot_path)) || rt_log_open(&log, &o, m->precision == RT_PREC_FP16) != 0) {
+        (r0 && o.plot_path && rt_st_check_writable(o.plot_path)) || rt_log_open(&log, &o, m->precision == RT_PREC_FP16, m->metrics) != 0) {
         rt_gpu_close(gpu);
         return 1;
     }

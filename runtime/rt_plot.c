@@ -484,8 +484,16 @@ int rt_plot_csv_read(rt_plot_csv *r, const char *name, const char *metrics_path,
     if (metrics_path) {
         /* train_loss is required; a run without evaluation (the notes'
          * first program) has no test columns */
-        static const char *const m[] = {"train_loss", "test_loss", "test_acc"};
+        /* the right axis: the task's metric (rt_log.c's columns) */
+        static const char *const metric[][2] = {{"test_acc", "test accuracy"}, {"test_macro_f1", "test macro-F1"},
+                                                 {"test_mae", "test MAE"}};
+        const char *m[] = {"train_loss", "test_loss", "test_acc"};
         int have = has_columns(metrics_path, m, 3);
+        for (int k = 1; have == 2 && k < 3; k++) {
+            m[2] = metric[k][0];
+            if ((have = has_columns(metrics_path, m, 3)) == 3)
+                r->run.metric_name = metric[k][1];
+        }
         long n = read_columns(metrics_path, m, have, r->buf, err, errlen);
         if (n < 0)
             return -1;

@@ -99,8 +99,19 @@ def make_data(src, out):
          "no such file|not found|does not exist|cannot open", use_gz_name=False)
     bad = bytearray(good["train_lab"]); bad[3] = 0x03                    # image magic on labels
     case("wrong_magic", dict(good, train_lab=bytes(bad)), (), "train_lab", "magic")
-    bad = bytearray(good["train_img"]); bad[2] = 0x0D                    # float type code
-    case("wrong_magic_type", dict(good, train_img=bytes(bad)), (), "train_img", "magic")
+    bad = bytearray(good["train_img"]); bad[2] = 0x0A                    # no IDX type has code 0x0A
+    case("wrong_magic_type", dict(good, train_img=bytes(bad)), (), "train_img",
+         "unknown element type 0x0a in magic number")
+    bad = bytearray(good["train_img"]); bad[2] = 0x0D                    # float type code, bytes after it
+    case("float_type_short", dict(good, train_img=bytes(bad)), (), "train_img", "truncated")
+    lab = struct.unpack(">%dB" % NTE, good["test_lab"][8:])             # the labels as floats: a regression file
+    flab = b"\x00\x00\x0d\x01" + struct.pack(">I", NTE) + struct.pack(">%df" % NTE, *lab)
+    case("float_labels_classifier", dict(good, test_lab=flab), (), "test_lab",
+         "holds float targets of 1 per sample, but model '[A-Za-z0-9_]+' is a classifier")
+    n = NTR * 784                                                        # float images with one NaN
+    fimg = bytearray(b"\x00\x00\x0d\x03" + struct.pack(">III", NTR, 28, 28) + struct.pack(">%df" % n, *([0.5] * n)))
+    fimg[16 + 4 * 1000:16 + 4 * 1001] = struct.pack(">f", float("nan"))
+    case("nan_image", dict(good, train_img=bytes(fimg)), (), "train_img", "element 1000 is nan, not a finite float")
     case("truncated_plain", dict(good, test_img=good["test_img"][:16 + 784 * 100 + 300]), (),
          "test_img", "truncated")
     case("truncated_header", dict(good, train_img=good["train_img"][:10]), (), "train_img",

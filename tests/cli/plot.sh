@@ -64,6 +64,22 @@ print("svg: title, axis labels, 5 + 3 curves, 8 markers, %d legend entries" % le
 P
 then pass "$(cat "$T/xml")"; else fail "svg structure: $(tail -n 3 "$T/xml")"; fi
 
+# the task's metric on the right axis: macro-F1 (multi-label), MAE (regression)
+printf 'epoch,train_loss,test_loss,test_label_acc,test_macro_f1,seconds\n1,0.5,0.4,0.7,0.6,1\n2,0.4,0.3,0.8,0.7,1\n' > "$T/ml.csv"
+printf 'epoch,train_loss,test_loss,test_mse,test_mae,seconds\n1,0.5,0.4,0.4,0.5,1\n2,0.4,0.3,0.3,0.45,1\n' > "$T/reg.csv"
+for m in ml:test_macro-F1 reg:test_MAE; do
+    f=${m%%:*} want=$(echo "${m#*:}" | tr _ ' ')
+    if "$CDDPC" plot "$T/$f.csv" -o "$T/$f.svg" > "$T/out" 2>&1 &&
+       $PY -c 'import sys, xml.etree.ElementTree as ET
+r = ET.parse(sys.argv[1]).getroot()
+e = [x for x in r.iter() if x.get("id") == "y2label"]
+sys.exit(0 if e and "".join(e[0].itertext()) == sys.argv[2] else 1)' "$T/$f.svg" "$want"; then
+        pass "$f.csv: the right axis is $want"
+    else
+        fail "$f.csv: the right axis is not $want: $(cat "$T/out")"
+    fi
+done
+
 render() { # SVG PNG
     timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$T/chrome" \
         --window-size=960,540 --screenshot="$2" "file://$1" > "$T/chrome.log" 2>&1 && [ -s "$2" ]

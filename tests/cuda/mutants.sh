@@ -3,8 +3,8 @@
 # mutant is the emitted all.cu of tests/cuda/models/odd.net (then of
 # tests/cuda/models/conv.net, for the image kernels, and of tanh.net,
 # acts.net, gate.net and smooth.net for the activations, the arithmetic
-# and label smoothing, settings.net and amsgrad.net for RMSprop and amsgrad)
-# with one
+# and label smoothing, settings.net and amsgrad.net for RMSprop and amsgrad,
+# loss_*.net for the losses of float targets) with one
 # edit (sed);
 # kernel_check has to fail on every one of them (and pass on the unedited
 # source, which kernel_check.sh's own test runs).
@@ -58,7 +58,7 @@ check 'optimizer misses the last parameter floats' 's/k < 32656;/k < 32640;/' $Q
 check 'SGD weight decay 10% short' 's/d += 0.0001f \* w\[k\];/d += 0.00009f * w[k];/' $Q
 check 'momentum buffer not updated on the first step' 's/mb\[k\] = first ? d :/mb[k] = first ? mb[k] :/' $Q
 check 'early return for the whole block even when row0 < M' 's/if (row0 >= M || col0 >= N)/if (row0 + 64 > M || col0 >= N)/' $Q
-check 'labels read from idx[0] for every row' 's/b1\[t\] = e->lab\[e->idx\[t\]\];/b1[t] = e->lab[e->idx[0]];/' $Q
+check 'labels read from idx[0] for every row' 's/b1\[t\] = ((const int32_t \*)e->y)\[e->idx\[t\]\];/b1[t] = ((const int32_t *)e->y)[e->idx[0]];/' $Q
 # the image kernels: convolution, batch norm, pooling
 MODEL=$HERE/models/conv.net
 C='--sizes 9:7:0 --orders 1'
@@ -112,6 +112,24 @@ check 'rmsprop centered: grad_avg not subtracted' 's/sqrtf(sa\[k\] - __fmul_rn(g
 check 'rmsprop: momentum buffer without its decay' 's/mb\[k\] = mb\[k\] \* 0\.5f + d \/ avg;/mb[k] = d \/ avg;/' $T
 MODEL=$HERE/models/amsgrad.net
 check 'amsgrad: the maximum not kept (exp_avg_sq used)' 's/(sqrtf(m3\[k\])/(sqrtf(m2[k])/' $T
+MODEL=$HERE/models/loss_mse.net
+check 'mse: a row of 37 outputs not summed over the warp' 's|\(v[0-9]*\) += __shfl_xor_sync(0xffffffffu, v[0-9]*, o);|;|' $T
+check 'mse: the mean gradient over n alone (torch divides by n K)' 's|\(scale[0-9]*\) = 1\.0f / ((float)n \* (float)C)|\1 = 1.0f / (float)n|' $T
+MODEL=$HERE/models/loss_bce.net
+check 'BCE: the gradient without pos_weight' 's|- w[0-9]*\[j\] \* t\[j\]) \* \(scale[0-9]*\)|- t[j]) * \1|' $T
+E='--sizes 19:19:0,64:37:3 --orders 1 --plan eval'
+check 'multi-label metric: false positives counted as true ones' 's|atomicAdd(&\(b[0-9]*\)\[C + j\], 1\.0);|atomicAdd(\&\1[j], 1.0);|' $E
+MODEL=$HERE/models/loss_mse.net
+check 'regression metric: absolute errors not summed over the warp' 's|ae[0-9]* += __shfl_xor_sync(0xffffffffu, ae[0-9]*, o);|;|' $E
+MODEL=$HERE/models/loss_huber.net
+check 'huber: the gradient not clamped at delta' 's|x\[j\] - t\[j\] >= 0\.600000024f ? 0\.600000024f :|x[j] - t[j] >= 0.600000024f ? x[j] - t[j] :|' $T
+MODEL=$HERE/models/loss_smooth_l1.net
+check 'smooth_l1: the quadratic part not divided by beta' 's|: (x\[j\] - t\[j\]) / 0\.400000006f) \* \(scale[0-9]*\)|: (x[j] - t[j])) * \1|' $T
+MODEL=$HERE/models/loss_l1.net
+check 'l1: the loss without its absolute value' 's|\(v[0-9]*\) += fabsf(x\[j\] - t\[j\]);|\1 += (x[j] - t[j]);|' $T
+MODEL=$HERE/models/loss_weight.net
+check 'class weights: the batch weight sum not summed over the warp' 's|sw += __shfl_xor_sync(0xffffffffu, sw, o);|;|' $T
+check 'class weights: the smoothing term over unweighted logits' 's|swx += cw\[j\] \* x\[j\];|swx += x[j];|' $T
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]

@@ -204,6 +204,72 @@ static void eval_pool(const Node *n, double *y, const double *a, const double *b
                 }
 }
 
+/* The losses of float targets from their definitions (not from ops.def's
+ * stable formulas): BCE as -(pw t log s + (1 - t) log(1 - s)), s the
+ * sigmoid; each sample's loss the sum of its K terms (their mean under
+ * reduction mean); the gradients d(reduced loss)/dx. */
+static void eval_float_loss(const Node *n, double *y, const double *x, const double *t)
+{
+    int64_t K = g->n[n->in[0]]->shape.d[1];
+    double bd = n->delta, scale = n->red == RED_MEAN ? 1.0 / (double)(BATCH * K) : 1.0;
+    for (int64_t i = 0; i < BATCH; i++) {
+        double row = 0;
+        for (int64_t j = 0; j < K; j++) {
+            int64_t k = i * K + j;
+            double d = x[k] - t[k], ad = fabs(d), pw = n->nw ? n->w[j] : 1, sg = 1 / (1 + exp(-x[k])), v, dv;
+            switch (n->op) {
+            case OP_MSE_LOSS: case OP_MSE_GRAD: v = d * d, dv = 2 * d; break;
+            case OP_L1_LOSS: case OP_L1_GRAD: v = ad, dv = d > 0 ? 1 : -1; break;
+            case OP_SMOOTH_L1_LOSS: case OP_SMOOTH_L1_GRAD:
+                v = ad < bd ? 0.5 * d * d / bd : ad - 0.5 * bd, dv = ad < bd ? d / bd : d > 0 ? 1 : -1;
+                break;
+            case OP_HUBER_LOSS: case OP_HUBER_GRAD:
+                v = ad < bd ? 0.5 * d * d : bd * (ad - 0.5 * bd), dv = ad < bd ? d : d > 0 ? bd : -bd;
+                break;
+            default:
+                v = -(pw * t[k] * log(sg) + (1 - t[k]) * log(1 - sg)), dv = sg * (pw * t[k] + 1 - t[k]) - pw * t[k];
+                break;
+            }
+            row += v;
+            if (n->shape.rank == 2)
+                y[k] = dv * scale;
+        }
+        if (n->shape.rank == 1)
+            y[i] = n->red == RED_MEAN ? row / (double)K : row;
+    }
+}
+
+/* cross_entropy(weight = w, label_smoothing = e) as torch defines it:
+ * sample i's loss (1 - e) w[y] (-log p[y]) + e / C sum_c w_c (-log p_c),
+ * reduction mean dividing the batch's sum by sum_i w[y_i]. The loss node
+ * holds each sample's loss times BATCH / sw under mean (the batch's mean
+ * is then torch's loss); the gradient node d(reduced loss)/dx, here by
+ * differentiating the definition: (1 - e) w[y] (p_j - [j = y]) + e / C
+ * (sum_c w_c p_j - w_j), over sw under mean. */
+static void eval_weighted_ce(const Node *n, double *y, const double *a, int64_t C)
+{
+    double sw = 0, e = n->smooth, W = 0;
+    for (int64_t i = 0; i < BATCH; i++)
+        sw += n->w[lab[i]];
+    for (int64_t c = 0; c < C; c++)
+        W += n->w[c];
+    for (int64_t i = 0; i < BATCH; i++) {
+        const double *x = a + i * C;
+        double mx = x[0], se = 0;
+        for (int64_t j = 1; j < C; j++) mx = x[j] > mx ? x[j] : mx;
+        for (int64_t j = 0; j < C; j++) se += exp(x[j] - mx);
+        double lse = mx + log(se), L = (1 - e) * n->w[lab[i]] * (lse - x[lab[i]]);
+        for (int64_t c = 0; c < C; c++)
+            L += e / (double)C * n->w[c] * (lse - x[c]);
+        if (n->op == OP_CE_LOSS)
+            y[i] = n->red == RED_MEAN ? L * BATCH / sw : L;
+        else
+            for (int64_t j = 0; j < C; j++)
+                y[i * C + j] = ((1 - e) * n->w[lab[i]] * (exp(x[j] - lse) - (j == lab[i]))
+                                + e / (double)C * (W * exp(x[j] - lse) - n->w[j])) * (n->red == RED_MEAN ? 1 / sw : 1);
+    }
+}
+
 static void eval_node(int id)
 {
     Node *n = g->n[id];
@@ -314,6 +380,10 @@ static void eval_node(int id)
     case OP_CE_LOSS: case OP_CE_GRAD: {
         int64_t C = dim(sa->d[1]);
         (void)sb;
+        if (n->nw) {
+            eval_weighted_ce(n, y, a, C);
+            break;
+        }
         for (int64_t i = 0; i < BATCH; i++) {
             const double *x = a + i * C;
             double mx = x[0], se = 0;
@@ -333,6 +403,10 @@ static void eval_node(int id)
         }
         break;
     }
+    case OP_MSE_LOSS: case OP_L1_LOSS: case OP_SMOOTH_L1_LOSS: case OP_HUBER_LOSS: case OP_BCE_LOSS:
+    case OP_MSE_GRAD: case OP_L1_GRAD: case OP_SMOOTH_L1_GRAD: case OP_HUBER_GRAD: case OP_BCE_GRAD:
+        eval_float_loss(n, y, a, b);
+        break;
     case OP_CONV2D: case OP_CONV2D_DX: case OP_CONV2D_DW: eval_conv(n, y, a, b); break;
     case OP_SUM_CHAN: case OP_BN_STATS: case OP_BN_APPLY: case OP_BN_DX: case OP_BN_DW: eval_bn(n, y); break;
     case OP_MAXPOOL: case OP_MAXPOOL_DX: case OP_AVGPOOL: case OP_AVGPOOL_DX: eval_pool(n, y, a, b); break;
@@ -576,7 +650,7 @@ static int check_pool(const char *what, Op op, int64_t C, int64_t H, int64_t W, 
 }
 
 /* Two layers, ReLU, cross-entropy: the loss seeds itself. */
-static int check_network(int red, const char *what, double smooth)
+static int check_network_w(int red, const char *what, double smooth, const double *w)
 {
     reset();
     int x = input(OP_IMAGES, ir_shape(3, DIM_N, 2, 3));
@@ -597,7 +671,39 @@ static int check_network(int red, const char *what, double smooth)
     int loss = ir_add(g, OP_CE_LOSS, 2, (int[]){z, l}, ir_shape(1, DIM_N), DT_F32, (Loc){0});
     g->n[loss]->red = red;
     g->n[loss]->smooth = smooth;
+    g->n[loss]->w = w;
+    g->n[loss]->nw = w ? 4 : 0;
     (void)l;
+    return check(what, loss, -1, red, ids, 5);
+}
+
+static int check_network(int red, const char *what, double smooth) { return check_network_w(red, what, smooth, NULL); }
+
+/* The network above with a loss of float targets [N, 4] seeding itself. */
+static int check_float_loss(Op op, int red, const char *what, double delta, const double *w)
+{
+    reset();
+    int x = input(OP_IMAGES, ir_shape(2, DIM_N, 6));
+    int t = input(OP_LABELS, ir_shape(2, DIM_N, 4));
+    int w1 = input(OP_PARAM, ir_shape(2, 5, 6)), b1 = input(OP_PARAM, ir_shape(1, 5));
+    int w2 = input(OP_PARAM, ir_shape(2, 4, 5)), b2 = input(OP_PARAM, ir_shape(1, 4));
+    int ids[] = {x, w1, b1, w2, b2};
+    for (int i = 0; i < 5; i++)
+        fill(ids[i]);
+    fill(t);
+    if (op == OP_BCE_LOSS)      /* targets in [0, 1] */
+        for (int64_t k = 0; k < val[t].n; k++)
+            val[t].v[k] = fabs(val[t].v[k]);
+    int h = ir_add(g, OP_MM_NT, 2, (int[]){x, w1}, ir_shape(2, DIM_N, 5), DT_F32, (Loc){0});
+    h = ir_add(g, OP_BIAS_ADD, 2, (int[]){h, b1}, ir_shape(2, DIM_N, 5), DT_F32, (Loc){0});
+    h = ir_add(g, OP_TANH, 1, &h, ir_shape(2, DIM_N, 5), DT_F32, (Loc){0});
+    int z = ir_add(g, OP_MM_NT, 2, (int[]){h, w2}, ir_shape(2, DIM_N, 4), DT_F32, (Loc){0});
+    z = ir_add(g, OP_BIAS_ADD, 2, (int[]){z, b2}, ir_shape(2, DIM_N, 4), DT_F32, (Loc){0});
+    int loss = ir_add(g, op, 2, (int[]){z, t}, ir_shape(1, DIM_N), DT_F32, (Loc){0});
+    g->n[loss]->red = red;
+    g->n[loss]->delta = delta;
+    g->n[loss]->w = w;
+    g->n[loss]->nw = w ? 4 : 0;
     return check(what, loss, -1, red, ids, 5);
 }
 
@@ -648,6 +754,22 @@ int main(void)
     fails += check_network(RED_SUM, "ce_loss sum label_smoothing 0.3", 0.3);
     fails += check_network(RED_SUM, "ce_loss sum (2-layer net)", 0);
     fails += check_network(RED_NONE, "ce_loss none (2-layer net)", 0);
+    static const double pw[4] = {1.0, 2.5, 0.5, 3.0};
+    fails += check_network_w(RED_MEAN, "ce_loss mean weight", 0, pw);
+    fails += check_network_w(RED_MEAN, "ce_loss mean weight smoothing 0.1", 0.1, pw);
+    fails += check_network_w(RED_SUM, "ce_loss sum weight smoothing 0.3", 0.3, pw);
+    fails += check_network_w(RED_NONE, "ce_loss none weight", 0, pw);
+    fails += check_float_loss(OP_MSE_LOSS, RED_MEAN, "mse_loss mean", 0, NULL);
+    fails += check_float_loss(OP_MSE_LOSS, RED_SUM, "mse_loss sum", 0, NULL);
+    fails += check_float_loss(OP_L1_LOSS, RED_MEAN, "l1_loss mean", 0, NULL);
+    fails += check_float_loss(OP_L1_LOSS, RED_NONE, "l1_loss none", 0, NULL);
+    fails += check_float_loss(OP_SMOOTH_L1_LOSS, RED_MEAN, "smooth_l1_loss mean beta 0.5", 0.5, NULL);
+    fails += check_float_loss(OP_SMOOTH_L1_LOSS, RED_SUM, "smooth_l1_loss sum beta 1", 1.0, NULL);
+    fails += check_float_loss(OP_HUBER_LOSS, RED_MEAN, "huber_loss mean delta 0.7", 0.7, NULL);
+    fails += check_float_loss(OP_HUBER_LOSS, RED_SUM, "huber_loss sum delta 0.3", 0.3, NULL);
+    fails += check_float_loss(OP_BCE_LOSS, RED_MEAN, "bce_logits mean", 0, NULL);
+    fails += check_float_loss(OP_BCE_LOSS, RED_SUM, "bce_logits sum pos_weight", 0, pw);
+    fails += check_float_loss(OP_BCE_LOSS, RED_MEAN, "bce_logits mean pos_weight", 0, pw);
     if (fails)
         printf("%d gradient checks failed\n", fails);
     return fails != 0;
