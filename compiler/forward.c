@@ -9,16 +9,17 @@
 #include "sema.h"
 
 /* Functions callable in forward besides the activations (layers.c's
- * table: relu, tanh, sigmoid, gelu, ...). */
+ * table: relu, tanh, sigmoid, gelu, ...) and the layers applied at once
+ * (layers.c's: max_pool2d, softmax, layer_norm, ...). */
 static const char *const functions[] = {"flatten", "dropout", "view", "reshape"};
 enum { NFUNCTIONS = sizeof functions / sizeof functions[0] };
 
 /* PyTorch functions this compiler does not have (as layers.c's modules) */
 static const char *const torch_functions[] = {
-    "abs", "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "cat", "celu", "clamp", "conv2d", "embedding", "exp",
-    "glu", "hardsigmoid", "hardswish", "interpolate", "layer_norm", "linear", "log", "logsigmoid",
-    "matmul", "max_pool2d", "mean", "mish", "normalize", "one_hot", "pad", "prelu", "relu6", "selu", "softmax",
-    "softmin", "softsign", "sqrt", "stack", "sum", "threshold",
+    "abs", "adaptive_max_pool2d", "batch_norm", "cat", "celu", "clamp", "concat", "conv2d", "embedding", "exp",
+    "glu", "hardsigmoid", "hardswish", "interpolate", "linear", "log", "logsigmoid", "matmul", "mean", "mish",
+    "normalize", "one_hot", "pad", "prelu", "relu6", "selu", "softmin", "softsign", "sqrt", "stack", "sum",
+    "threshold",
 };
 
 static int is_torch_function(const char *name)
@@ -34,7 +35,7 @@ static int is_function(const char *name)
     for (int i = 0; i < NFUNCTIONS; i++)
         if (strcmp(functions[i], name) == 0)
             return 1;
-    return layer_act_fn(name) >= 0;
+    return layer_act_fn(name) >= 0 || layer_fn(name);
 }
 
 /* Every function's name, sorted, for "supported functions: ..." */
@@ -47,6 +48,8 @@ static const char *function_list(void)
     for (int i = 0; n < 64 && layer_act_fn_name(i); i++)
         if (*layer_act_fn_name(i))
             names[n++] = layer_act_fn_name(i);
+    for (int i = 0; n < 64 && layer_fn_name(i); i++)
+        names[n++] = layer_fn_name(i);
     for (int i = 1; i < n; i++)
         for (int j = i; j > 0 && strcasecmp(names[j - 1], names[j]) > 0; j--) {
             const char *t = names[j];
@@ -246,10 +249,11 @@ static Val eval_call(Sema *S, const Expr *e)
         return eval_dropout(S, e);
     if (li < 0 && strcmp(e->s, "flatten") == 0)
         return eval_flatten(S, e);
-    if (li < 0 && strcmp(e->s, "log_softmax") == 0) {
-        diag_error(e->loc, "log_softmax is supported only as forward's result (return F.log_softmax(x, dim = 1), "
-                   "for nll_loss)");
-        return POISON;
+    if (li < 0 && layer_fn(e->s)) {     /* F.max_pool2d(x, 2), F.softmax(x, dim = 1), ... */
+        const Expr *in = NULL;
+        Layer *l = layer_make_fn(S, e, &in);
+        Val x = in ? eval(S, in) : POISON;
+        return l && x.id >= 0 ? layer_apply(S, l, x, e->loc, 0) : POISON;
     }
     if (li < 0 && layer_act_fn(e->s) >= 0) {
         const Expr *in = NULL;
@@ -283,6 +287,8 @@ static Val eval_call(Sema *S, const Expr *e)
             arg_near_try(&s, functions[i]);
         for (int i = 0; layer_act_fn_name(i); i++)
             arg_near_try(&s, layer_act_fn_name(i));
+        for (int i = 0; layer_fn_name(i); i++)
+            arg_near_try(&s, layer_fn_name(i));
         if ((e->written && e->written != e->s) || is_torch_function(e->s))  /* F.mish, torch.cat: PyTorch's */
             diag_error(e->loc, "%s is not supported (supported functions: %s)", e->written, function_list());
         else if (layer_torch_module(e->s))

@@ -220,7 +220,7 @@ void ir_dump(FILE *f, const Graph *g)
                 fprintf(f, " d=%dx%d g=%d", w->dh, w->dw, w->groups);
         }
         if (n->op == OP_BN_STATS || n->op == OP_BN_GSTATS || n->op == OP_BN_APPLY || n->op == OP_BN_DX
-            || n->op == OP_BN_DPART || n->op == OP_BN_GDX)
+            || n->op == OP_BN_DPART || n->op == OP_BN_GDX || n->op == OP_LAYER_NORM || n->op == OP_LAYER_NORM_DX)
             fprintf(f, " eps=%g", n->bn.eps);
         if (n->op == OP_BN_RUNNING)
             fprintf(f, " momentum=%g%s", n->bn.momentum, n->bn.sync ? " sync" : "");
@@ -410,6 +410,17 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
     case OP_BN_DX: case OP_BN_DW: case OP_BN_RUNNING: case OP_MAXPOOL: case OP_MAXPOOL_DX: case OP_AVGPOOL:
     case OP_AVGPOOL_DX: case OP_BN_SQDEV: case OP_BN_GSTATS: case OP_BN_DPART: case OP_BN_GDX:
         return verify_nchw(g, n, after);
+    case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_LAYER_NORM:
+        return check(g, n, after, s->rank == 2 && ir_batched(s) && ir_same_shape(in_shape(g, n, 0), s),
+                     "a row normalization keeps its [N, F] shape");
+    case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD: case OP_LAYER_NORM_DX:
+        return check(g, n, after, s->rank == 2 && ir_batched(s) && ir_same_shape(in_shape(g, n, 0), s)
+                     && ir_same_shape(in_shape(g, n, 1), s), "a row normalization's gradient: dy and y (or x) [N, F]");
+    case OP_MUL_COLS: {
+        const Shape *x = in_shape(g, n, 0), *w = in_shape(g, n, 1);
+        return check(g, n, after, x->rank == 2 && w->rank == 1 && w->d[0] == x->d[1] && ir_same_shape(x, s),
+                     "mul_cols needs x[M, N] and w[N]");
+    }
     case OP_ALLREDUCE:
         return check(g, n, after, !ir_batched(s) && ir_same_shape(in_shape(g, n, 0), s),
                      "allreduce keeps the shape of an unbatched value");

@@ -231,7 +231,8 @@ unary:
   ;
 
 /* primary: INT | FLOAT | STRING | 'true' | 'false' | IDENT | IDENT '(' args ')'
- *        | '(' expr ')' | '(' expr ',' expr { ',' expr } ')' */
+ *        | '(' expr ')' | '(' expr ',' ')' | '(' expr ',' expr { ',' expr } ')'
+ * (a one-element tuple as Python writes it: LayerNorm((64,))) */
 primary:
     INT             { $$ = mk(E_INT, L(@1)); $$->i = $1; $$->f = (double)$1; }
   | FLOAT           { $$ = mk(E_FLOAT, L(@1)); $$->f = $1; }
@@ -242,6 +243,8 @@ primary:
   | IDENT '(' args ')'
                     { $$ = method(mk(E_CALL, L(@1)), $1, $3); }
   | '(' expr ')'    { $$ = $2; }
+  | '(' expr ',' ')' { $$ = mk(E_TUPLE, L(@1)); List l = {0}; push(&l, mkarg(NULL, $2->loc, $2));
+                      $$->args = (Arg **)l.v; $$->nargs = l.n; }
   | '(' expr ',' exprs ')'
                     { $$ = mk(E_TUPLE, L(@1)); List l = {0}; push(&l, mkarg(NULL, $2->loc, $2));
                       for (int k = 0; k < $4.n; k++) push(&l, $4.v[k]);
