@@ -249,10 +249,14 @@ static void rule_layer_norm(RULE_ARGS)
 static void rule_mul_cols(RULE_ARGS)
 {
     const int *x = n->in;
-    if (a->needs[x[0]])
-        accumulate(a, x[0], bwd(a, OP_MUL_COLS, 2, (int[]){dy, x[1]}, &n->shape, n));
+    if (a->needs[x[0]]) {
+        int d = bwd(a, OP_MUL_COLS, 2, (int[]){dy, x[1]}, &n->shape, n);
+        a->g->n[d]->keep_f32 = n->keep_f32;     /* layer_norm's backward: float too */
+        accumulate(a, x[0], d);
+    }
     if (a->needs[x[1]]) {
         int p = bwd(a, OP_MUL, 2, (int[]){dy, x[0]}, &n->shape, n);
+        a->g->n[p]->keep_f32 = n->keep_f32;
         accumulate(a, x[1], bwd(a, OP_SUM_ROWS, 1, &p, shape_of(a, x[1]), n));
     }
 }

@@ -86,6 +86,8 @@ typedef struct Node {
     int bucket;             /* PARAM: gradient bucket (bucket.c), -1 for buffers */
     int buffer;             /* PARAM: a buffer (batch norm statistics): never trained */
     int i64;                /* PARAM: an integer counter, int64 in checkpoints */
+    int keep_f32;           /* elementwise: computed and stored in fp32 under bf16/fp16, operands
+                               unrounded (LayerNorm's affine: autocast runs layer_norm in float) */
     /* The op's own attributes: one member per family of ops. A backward
      * node starts with a copy of its forward node's (autodiff.c). */
     union {

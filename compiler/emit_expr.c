@@ -125,7 +125,7 @@ static char *formula(const Emit *m, const Node *n, const Shape *space)
             int k = c[1] - '0';
             if (!ops[k])
                 ops[k] = ex_operand(m, n->in[k], space);
-            piece = *c == '@' ? ex_round(m, ops[k]) : ops[k];
+            piece = *c == '@' && !n->keep_f32 ? ex_round(m, ops[k]) : ops[k];
             c++;
         } else if (*c == '$' && c[1] == 'p') {
             piece = util_cfloat((float)n->drop.p);
@@ -212,8 +212,10 @@ void ex_element(const Emit *m, const Shape *space, int load, const char *load_ex
             fprintf(f, "%s%s\n", ind, row_sum(n->id, ex_operand(m, n->in[0], space)));
             continue;
         }
-        /* low precision: every elementwise result is a bf16/fp16 tensor in torch */
-        fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, ex_round(m, ex_ew_expr(m, n, space)));
+        /* low precision: every elementwise result is a bf16/fp16 tensor in
+         * torch, except inside the ops autocast runs in float */
+        char *v = ex_ew_expr(m, n, space);
+        fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, n->keep_f32 ? v : ex_round(m, v));
         if (plan_uses_outside(m->p, n->id) || gr->gemm_out == n->id)
             fprintf(f, "%sb%d[i * C + j] = v%d;\n", ind, n->id, n->id);
     }

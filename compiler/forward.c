@@ -249,6 +249,12 @@ static Val eval_call(Sema *S, const Expr *e)
         return eval_dropout(S, e);
     if (li < 0 && strcmp(e->s, "flatten") == 0)
         return eval_flatten(S, e);
+    if (li < 0 && (strcmp(e->s, "cat") == 0 || strcmp(e->s, "concat") == 0)) {
+        /* its arguments are a tuple and a dim: not tensors to check */
+        diag_error(e->loc, "%s is not supported: the graph IR has no concatenation (sum the branches with + "
+                   "instead, or give each its own Linear and add them)", e->written ? e->written : e->s);
+        return POISON;
+    }
     if (li < 0 && layer_fn(e->s)) {     /* F.max_pool2d(x, 2), F.softmax(x, dim = 1), ... */
         const Expr *in = NULL;
         Layer *l = layer_make_fn(S, e, &in);

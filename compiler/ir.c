@@ -226,6 +226,8 @@ void ir_dump(FILE *f, const Graph *g)
             fprintf(f, " momentum=%g%s", n->bn.momentum, n->bn.sync ? " sync" : "");
         if (n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD)
             fprintf(f, " p=%g key=%d", n->drop.p, n->drop.key);
+        if (n->keep_f32)
+            fprintf(f, " keep_f32");
         if (n->op == OP_PARAM && n->buffer)
             fprintf(f, " buffer%s", n->i64 ? " i64" : "");
         fprintf(f, " : %s%s %s", n->dt == DT_I32 ? "i32" : "f32", ir_shape_str(&n->shape), phase_text[n->phase]);

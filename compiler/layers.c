@@ -767,10 +767,15 @@ static Val apply_layer_norm(Sema *S, const Layer *l, Val x, Loc loc)
     }
     Val y = layer_node(S, OP_LAYER_NORM, x.id, -1, x.s, loc);
     S->g->n[y.id]->bn.eps = l->eps;
-    if (l->w >= 0)
+    /* the affine is part of torch's layer_norm: float under autocast */
+    if (l->w >= 0) {
         y = layer_node(S, OP_MUL_COLS, y.id, l->w, x.s, loc);
-    if (l->b >= 0)
+        S->g->n[y.id]->keep_f32 = 1;
+    }
+    if (l->b >= 0) {
         y = layer_node(S, OP_BIAS_ADD, y.id, l->b, x.s, loc);
+        S->g->n[y.id]->keep_f32 = 1;
+    }
     return y;
 }
 

@@ -3,7 +3,7 @@
 # mutant is the emitted all.cu of tests/cuda/models/odd.net (then of
 # tests/cuda/models/conv.net, for the image kernels, and of tanh.net,
 # acts.net, gate.net and smooth.net for the activations, the arithmetic
-# and label smoothing) with one
+# and label smoothing, and of norm.net for the row normalizations) with one
 # edit (sed);
 # kernel_check has to fail on every one of them (and pass on the unedited
 # source, which kernel_check.sh's own test runs).
@@ -106,6 +106,15 @@ check 'h / 3 as h * 0.3 (not divided as torch divides)' '0,/\(b[0-9]*\[i \* C + 
 MODEL=$HERE/models/smooth.net
 check 'label smoothing: the gradient without its e / C' 's| - 0\.150000006f / (float)C) \* scale| - 0.0f) * scale|' $T
 check 'label smoothing: the row sum of logits not summed over the warp' 's|sx += __shfl_xor_sync(0xffffffffu, sx, o);|;|' $T
+# the row normalizations (emit_norm.c): softmax, log_softmax, layer_norm
+MODEL=$HERE/models/norm.net
+check 'layer_norm variance unbiased (C - 1)' 's|q / (float)C + |q / (float)(C - 1) + |' $T
+check 'layer_norm_dx without its xhat mean(dy xhat) term' 's| - (b\[j\] - mean) \* rstd \* (sgx / (float)C))|)|' $T
+check 'softmax_grad without the row sum of dy y' 's|y\[j\] = b\[j\] \* (a\[j\] - s);|y[j] = b[j] * (a[j] - 0.0f * s);|' $T
+check 'log_softmax_grad without its softmax term' 's|y\[j\] = a\[j\] - expf(b\[j\]) \* s;|y[j] = a[j] - 0.0f * s;|' $T
+check 'log_softmax forgets the row maximum in lse' 's|const float lse = mx + logf(se);|const float lse = logf(se);|' $T
+check 'row kernels skip the columns past a block (LayerNorm(300))' 's|for (int64_t j = threadIdx.x; j < C; j += blockDim.x)|for (int64_t j = threadIdx.x; j < C \&\& j < 256; j += blockDim.x)|' $T
+check 'layer_norm variance sum loses the upper half block' 's|red_q\[threadIdx.x\] += red_q\[threadIdx.x + half\];|red_q[threadIdx.x] += half < 128 ? red_q[threadIdx.x + half] : 0.0f;|' $T
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]
