@@ -245,6 +245,21 @@ static void rule_layer_norm(RULE_ARGS)
     accumulate(a, n->in[0], bwd(a, OP_LAYER_NORM_DX, 2, (int[]){dy, n->in[0]}, &n->shape, n));
 }
 
+/* cat: each operand's gradient is its columns of dy */
+static void rule_cat(RULE_ARGS)
+{
+    int64_t off = 0;
+    for (int k = 0; k < 2; k++) {
+        const Shape *s = shape_of(a, n->in[k]);
+        if (a->needs[n->in[k]]) {
+            int d = bwd(a, OP_SLICE, 1, &dy, s, n);
+            a->g->n[d]->slice.off = off;
+            accumulate(a, n->in[k], d);
+        }
+        off += ir_row_elems(s);
+    }
+}
+
 /* y = x * w[col]: dx = dy * w[col], dw = the column sums of dy * x */
 static void rule_mul_cols(RULE_ARGS)
 {

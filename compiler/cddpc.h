@@ -106,6 +106,9 @@ typedef struct Node {
             double smooth;  /* CE_LOSS / CE_GRAD: label_smoothing, in [0, 1] */
         };
         struct {
+            int64_t off;    /* SLICE: the first column of each row taken */
+        } slice;
+        struct {
             double a, b;    /* LEAKY_RELU: negative_slope; ELU: alpha; SOFTPLUS: beta, threshold;
                                HARDTANH: min_val, max_val (and their gradients); AFFINE: x * a + b;
                                DIV_SCALAR: x / a */

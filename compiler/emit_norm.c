@@ -47,6 +47,9 @@ static const NormMath norm_math[] = {
       {"q", 0, "(a[j] - mean) * (a[j] - mean)", "const float rstd = 1.0f / sqrtf(q / (float)C + $e);"}},
      2, "(a[j] - mean) * rstd"},
     /* dx = rstd (dy - mean(dy) - xhat mean(dy xhat)), xhat = (x - mean) rstd */
+    /* copies: no reductions (CA: a's columns, OFF: the slice's first) */
+    {OP_CAT, {{0}}, 0, "j < CA ? a[j] : b[j - CA]"},
+    {OP_SLICE, {{0}}, 0, "a[j + OFF]"},
     {OP_LAYER_NORM_DX,
      {{"s", 0, "b[j]", "const float mean = s / (float)C;"},
       {"q", 0, "(b[j] - mean) * (b[j] - mean)", "const float rstd = 1.0f / sqrtf(q / (float)C + $e);"},
@@ -72,24 +75,35 @@ static char *then_text(const Node *n, const char *then)
     return util_fmt("%.*s%s%s", (int)(at - then), then, util_cfloat(n->bn.eps), at + 2);
 }
 
-/* The row's operands: a (in[0]) and b (in[1] when the op has one), and y. */
+/* The row's operands: a (in[0]) and b (in[1] when the op has one), and y;
+ * C, CA, CB their columns (all one but for cat and slice). */
 static void row_pointers(const Emit *m, const Node *n, const char *ind, const char *i)
 {
     FILE *f = m->f;
-    fprintf(f, "%sconst float *const a = b%d + %s * C;\n", ind, plan_source(m->p, n->in[0]), i);
+    fprintf(f, "%sconst float *const a = b%d + %s * CA;\n", ind, plan_source(m->p, n->in[0]), i);
     if (n->nin > 1)
-        fprintf(f, "%sconst float *const b = b%d + %s * C;\n", ind, plan_source(m->p, n->in[1]), i);
+        fprintf(f, "%sconst float *const b = b%d + %s * CB;\n", ind, plan_source(m->p, n->in[1]), i);
     fprintf(f, "%sfloat *const y = b%d + %s * C;\n", ind, n->id, i);
 }
 
-static int64_t row_cols(const Emit *m, const Node *n) { return ir_row_elems(&ex_node(m, n->in[0])->shape); }
+static int64_t cols_of(const Emit *m, int id) { return ir_row_elems(&ex_node(m, id)->shape); }
+
+static void row_consts(const Emit *m, const Node *n, const char *extra)
+{
+    fprintf(m->f, "    const int64_t C = %lld, CA = %lld", (long long)cols_of(m, n->id), (long long)cols_of(m, n->in[0]));
+    if (n->nin > 1)
+        fprintf(m->f, ", CB = %lld", (long long)cols_of(m, n->in[1]));
+    if (n->op == OP_SLICE)
+        fprintf(m->f, ", OFF = %lld", (long long)n->slice.off);
+    fprintf(m->f, "%s;\n", extra);
+}
 
 void emit_norm_c(const Emit *m)
 {
     FILE *f = m->f;
     const Node *n = ex_node(m, m->gr->anchor);
     const NormMath *nm = math_of(n);
-    fprintf(f, "    const int64_t C = %lld;\n", (long long)row_cols(m, n));
+    row_consts(m, n, "");
     fprintf(f, "    #pragma omp parallel for schedule(static) if (n * C >= 65536)\n");
     fprintf(f, "    for (int64_t i = 0; i < n; i++) {\n");
     row_pointers(m, n, "        ", "i");
@@ -132,7 +146,7 @@ void emit_norm_cuda(const Emit *m, rt_cuda_launch *L)
     FILE *f = m->f;
     const Node *n = ex_node(m, m->gr->anchor);
     const NormMath *nm = math_of(n);
-    fprintf(f, "    const int64_t C = %lld, i = blockIdx.x;\n", (long long)row_cols(m, n));
+    row_consts(m, n, ", i = blockIdx.x");
     fprintf(f, "    if (i >= n)\n        return;    /* uniform per block, before any barrier */\n");
     row_pointers(m, n, "    ", "i");
     for (int k = 0; k < nm->npass; k++) {

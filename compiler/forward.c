@@ -11,12 +11,12 @@
 /* Functions callable in forward besides the activations (layers.c's
  * table: relu, tanh, sigmoid, gelu, ...) and the layers applied at once
  * (layers.c's: max_pool2d, softmax, layer_norm, ...). */
-static const char *const functions[] = {"flatten", "dropout", "view", "reshape"};
+static const char *const functions[] = {"flatten", "dropout", "view", "reshape", "cat"};
 enum { NFUNCTIONS = sizeof functions / sizeof functions[0] };
 
 /* PyTorch functions this compiler does not have (as layers.c's modules) */
 static const char *const torch_functions[] = {
-    "abs", "adaptive_max_pool2d", "batch_norm", "cat", "celu", "clamp", "concat", "conv2d", "embedding", "exp",
+    "abs", "adaptive_max_pool2d", "batch_norm", "celu", "clamp", "conv2d", "embedding", "exp",
     "glu", "hardsigmoid", "hardswish", "interpolate", "linear", "log", "logsigmoid", "matmul", "mean", "mish",
     "normalize", "one_hot", "pad", "prelu", "relu6", "selu", "softmin", "softsign", "sqrt", "stack", "sum",
     "threshold",
@@ -240,6 +240,64 @@ static Val eval_view(Sema *S, const Expr *e)
     return layer_node(S, OP_RESHAPE, x.id, -1, s, e->loc);
 }
 
+/* torch.cat((a, b, ...), dim = 1), or a list: along the features of
+ * [N, F] or the channels of [N, C, H, W] only, where a sample's elements
+ * of each operand are one contiguous row (cat puts them side by side, a
+ * copy; its gradient takes each operand's columns back). torch.cat's own
+ * default dim 0 would concatenate batches: refused with the fix. */
+static Val eval_cat(Sema *S, const Expr *e)
+{
+    static const char *const names[] = {"tensors", "dim"};
+    const char *fn = e->written ? e->written : e->s;
+    const Sig sig = {fn, names, 2, 2, 1};
+    Expr *a[2];
+    int64_t dim = 0;
+    if (!arg_bind(e, &sig, a))
+        return POISON;
+    if (a[0]->kind != E_TUPLE) {
+        diag_error(a[0]->loc, "%s expects a tuple or list of tensors: %s((a, b), dim = 1)", fn, fn);
+        return POISON;
+    }
+    int n = a[0]->nargs, ok = 1;
+    Val *t = util_alloc(sizeof *t * (size_t)n);
+    for (int k = 0; k < n; k++) {
+        t[k] = eval(S, a[0]->args[k]->val);
+        ok &= t[k].id >= 0;
+    }
+    if (a[1] && !arg_int(a[1], "dim", -MAX_RANK, MAX_RANK - 1, &dim))
+        return POISON;
+    if (!ok)
+        return POISON;
+    int r = t[0].s.rank;
+    int64_t d = dim < 0 ? dim + r : dim;
+    if (d != 1) {
+        diag_error(a[1] ? a[1]->loc : e->loc, "%s along dim %lld is not supported; only along dim 1 (the "
+                   "features of [N, F], the channels of [N, C, H, W])%s", fn, (long long)dim,
+                   a[1] ? "" : ": write dim = 1 (torch.cat's default, 0, is the batch)");
+        return POISON;
+    }
+    Val acc = t[0];
+    for (int k = 1; k < n; k++) {
+        int same = t[k].s.rank == r;
+        for (int i = 2; same && i < r; i++)
+            same = t[k].s.d[i] == acc.s.d[i];
+        if (!same) {
+            diag_error(a[0]->args[k]->val->loc, "%s: cannot put %s beside %s along dim 1 (the other dimensions "
+                       "differ)", fn, ir_shape_str(&t[k].s), ir_shape_str(&t[0].s));
+            return POISON;
+        }
+        Shape s = acc.s;
+        s.d[1] += t[k].s.d[1];
+        if (ir_row_elems(&s) > MAX_DIM) {
+            diag_error(e->loc, "%s gives %s: too large (the limit is %d elements per sample)", fn, ir_shape_str(&s),
+                       MAX_DIM);
+            return POISON;
+        }
+        acc = layer_node(S, OP_CAT, acc.id, t[k].id, s, e->loc);
+    }
+    return acc;
+}
+
 /* callee(x): a layer of the model, or a function. */
 static Val eval_call(Sema *S, const Expr *e)
 {
@@ -249,12 +307,8 @@ static Val eval_call(Sema *S, const Expr *e)
         return eval_dropout(S, e);
     if (li < 0 && strcmp(e->s, "flatten") == 0)
         return eval_flatten(S, e);
-    if (li < 0 && (strcmp(e->s, "cat") == 0 || strcmp(e->s, "concat") == 0)) {
-        /* its arguments are a tuple and a dim: not tensors to check */
-        diag_error(e->loc, "%s is not supported: the graph IR has no concatenation (sum the branches with + "
-                   "instead, or give each its own Linear and add them)", e->written ? e->written : e->s);
-        return POISON;
-    }
+    if (li < 0 && (strcmp(e->s, "cat") == 0 || strcmp(e->s, "concat") == 0))
+        return eval_cat(S, e);
     if (li < 0 && layer_fn(e->s)) {     /* F.max_pool2d(x, 2), F.softmax(x, dim = 1), ... */
         const Expr *in = NULL;
         Layer *l = layer_make_fn(S, e, &in);

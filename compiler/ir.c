@@ -226,6 +226,8 @@ void ir_dump(FILE *f, const Graph *g)
             fprintf(f, " momentum=%g%s", n->bn.momentum, n->bn.sync ? " sync" : "");
         if (n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD)
             fprintf(f, " p=%g key=%d", n->drop.p, n->drop.key);
+        if (n->op == OP_SLICE)
+            fprintf(f, " off=%lld", (long long)n->slice.off);
         if (n->keep_f32)
             fprintf(f, " keep_f32");
         if (n->op == OP_PARAM && n->buffer)
@@ -418,6 +420,19 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
     case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD: case OP_LAYER_NORM_DX:
         return check(g, n, after, s->rank == 2 && ir_batched(s) && ir_same_shape(in_shape(g, n, 0), s)
                      && ir_same_shape(in_shape(g, n, 1), s), "a row normalization's gradient: dy and y (or x) [N, F]");
+    case OP_CAT: {
+        const Shape *a = in_shape(g, n, 0), *b = in_shape(g, n, 1);
+        int ok = ir_batched(s) && ir_batched(a) && ir_batched(b) && a->rank == s->rank && b->rank == s->rank
+                 && s->rank >= 2 && s->d[1] == a->d[1] + b->d[1];
+        for (int k = 2; ok && k < s->rank; k++)
+            ok = a->d[k] == s->d[k] && b->d[k] == s->d[k];
+        return check(g, n, after, ok, "cat: a[N, A, ...], b[N, B, ...] -> [N, A + B, ...]");
+    }
+    case OP_SLICE: {
+        const Shape *a = in_shape(g, n, 0);
+        return check(g, n, after, ir_batched(s) && ir_batched(a) && n->slice.off >= 0
+                     && n->slice.off + ir_row_elems(s) <= ir_row_elems(a), "slice: columns within the row");
+    }
     case OP_MUL_COLS: {
         const Shape *x = in_shape(g, n, 0), *w = in_shape(g, n, 1);
         return check(g, n, after, x->rank == 2 && w->rank == 1 && w->d[0] == x->d[1] && ir_same_shape(x, s),

@@ -232,7 +232,9 @@ unary:
 
 /* primary: INT | FLOAT | STRING | 'true' | 'false' | IDENT | IDENT '(' args ')'
  *        | '(' expr ')' | '(' expr ',' ')' | '(' expr ',' expr { ',' expr } ')'
- * (a one-element tuple as Python writes it: LayerNorm((64,))) */
+ *        | '[' expr { ',' expr } [ ',' ] ']'
+ * (a one-element tuple as Python writes it: LayerNorm((64,)); a list is a
+ * tuple: torch.cat([a, b], 1), LayerNorm([64])) */
 primary:
     INT             { $$ = mk(E_INT, L(@1)); $$->i = $1; $$->f = (double)$1; }
   | FLOAT           { $$ = mk(E_FLOAT, L(@1)); $$->f = $1; }
@@ -245,6 +247,9 @@ primary:
   | '(' expr ')'    { $$ = $2; }
   | '(' expr ',' ')' { $$ = mk(E_TUPLE, L(@1)); List l = {0}; push(&l, mkarg(NULL, $2->loc, $2));
                       $$->args = (Arg **)l.v; $$->nargs = l.n; }
+  | '[' exprs ']'   { $$ = mk(E_TUPLE, L(@1)); $$->args = (Arg **)$2.v; $$->nargs = $2.n; }
+  | '[' exprs ',' ']'
+                    { $$ = mk(E_TUPLE, L(@1)); $$->args = (Arg **)$2.v; $$->nargs = $2.n; }
   | '(' expr ',' exprs ')'
                     { $$ = mk(E_TUPLE, L(@1)); List l = {0}; push(&l, mkarg(NULL, $2->loc, $2));
                       for (int k = 0; k < $4.n; k++) push(&l, $4.v[k]);
@@ -310,7 +315,7 @@ static int starts_expr(yysymbol_kind_t k)
 {
     const char *s = yysymbol_name(k);
     return k == YYSYMBOL_IDENT || k == YYSYMBOL_INT || k == YYSYMBOL_FLOAT || k == YYSYMBOL_STRING
-        || k == YYSYMBOL_TRUE || k == YYSYMBOL_FALSE || !strcmp(s, "'('") || !strcmp(s, "'-'");
+        || k == YYSYMBOL_TRUE || k == YYSYMBOL_FALSE || !strcmp(s, "'('") || !strcmp(s, "'['") || !strcmp(s, "'-'");
 }
 
 /* Whether k is a binary operator: + - * / // */
@@ -323,7 +328,7 @@ static int is_operator(yysymbol_kind_t k)
 /* `unexpected '}', expected identifier or 'return'`: the offending token,
  * with its text where that helps, and the tokens that would have fit when
  * there are few enough to be a useful hint. Where any expression fits,
- * "expression" stands for the eight tokens that can start one. */
+ * "expression" stands for the nine tokens that can start one. */
 static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, ParseState *P)
 {
     (void)scanner;

@@ -114,6 +114,8 @@ check 'softmax_grad without the row sum of dy y' 's|y\[j\] = b\[j\] \* (a\[j\] -
 check 'log_softmax_grad without its softmax term' 's|y\[j\] = a\[j\] - expf(b\[j\]) \* s;|y[j] = a[j] - 0.0f * s;|' $T
 check 'log_softmax forgets the row maximum in lse' 's|const float lse = mx + logf(se);|const float lse = logf(se);|' $T
 check 'row kernels skip the columns past a block (LayerNorm(300))' 's|for (int64_t j = threadIdx.x; j < C; j += blockDim.x)|for (int64_t j = threadIdx.x; j < C \&\& j < 256; j += blockDim.x)|' $T
+check 'cat reads its second operand one column late' 's/b\[j - CA\]/b[j - CA + 1]/' $T
+check 'slice (cat'"'"'s gradient) takes the columns one further' 's/OFF = \([0-9]*\),/OFF = \1 + 1,/' $T
 check 'layer_norm variance sum loses the upper half block' 's|red_q\[threadIdx.x\] += red_q\[threadIdx.x + half\];|red_q[threadIdx.x] += half < 128 ? red_q[threadIdx.x + half] : 0.0f;|' $T
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"

@@ -392,6 +392,21 @@ static void eval_node(int id)
                 y[i * C + j] = a[i * C + j] * b[j];
         break;
     }
+    case OP_CAT: {      /* per sample: a's elements, then b's */
+        int64_t ra = ir_row_elems(sa), rb = ir_row_elems(sb);
+        for (int64_t i = 0; i < BATCH; i++) {
+            memcpy(y + i * (ra + rb), a + i * ra, sizeof(double) * (size_t)ra);
+            memcpy(y + i * (ra + rb) + ra, b + i * rb, sizeof(double) * (size_t)rb);
+        }
+        break;
+    }
+    case OP_SLICE: {
+        int64_t ra = ir_row_elems(sa), r = ir_row_elems(&n->shape);
+        for (int64_t i = 0; i < BATCH; i++)
+            for (int64_t j = 0; j < r; j++)
+                y[i * r + j] = a[i * ra + n->slice.off + j];
+        break;
+    }
     case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD: case OP_LAYER_NORM:
     case OP_LAYER_NORM_DX:
         eval_norm(n, y, a, b);
@@ -730,6 +745,9 @@ int main(void)
     fails += check_unary("softmax x[N,5]", OP_SOFTMAX, ir_shape(2, DIM_N, 5), ir_shape(2, DIM_N, 5));
     fails += check_unary("log_softmax x[N,5]", OP_LOG_SOFTMAX, ir_shape(2, DIM_N, 5), ir_shape(2, DIM_N, 5));
     fails += check_binary("mul_cols x[N,3] w[3]", OP_MUL_COLS, nn, ir_shape(1, 3), nn);
+    fails += check_binary("cat x[N,3] y[N,4] dim 1", OP_CAT, nn, nk, ir_shape(2, DIM_N, 7));
+    fails += check_binary("cat x[N,2,3,2] y[N,3,3,2] channels", OP_CAT, ir_shape(4, DIM_N, 2, 3, 2),
+                          ir_shape(4, DIM_N, 3, 3, 2), ir_shape(4, DIM_N, 5, 3, 2));
     fails += check_layer_norm("layer_norm [N,6] eps 1e-5", 6, 1e-5, 0);
     fails += check_layer_norm("layer_norm [N,5] eps 0.5 affine", 5, 0.5, 1);
     fails += check_network(RED_MEAN, "ce_loss mean (2-layer net)", 0);
