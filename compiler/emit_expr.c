@@ -69,6 +69,9 @@ char *ex_operand(const Emit *m, int x, const Shape *space)
         return util_fmt("b%d[i * C + j]", src);
     if (s->rank == 1 && space->rank == 2 && s->d[0] == space->d[1])
         return util_fmt("b%d[j]", src);
+    /* a column vector shaped as a sample's row ([C, H, W] over [N, C*H*W]) */
+    if (!ir_batched(s) && space->rank == 2 && ir_numel(s, 1) == space->d[1])
+        return util_fmt("b%d[j]", src);
     /* a per-channel vector over [N, C, H, W]: j runs over C*H*W */
     if (s->rank == 1 && space->rank == 4 && s->d[0] == space->d[1])
         return util_fmt("b%d[j / %lld]", src, (long long)(space->d[2] * space->d[3]));

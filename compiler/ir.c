@@ -288,6 +288,13 @@ static int pool_shapes_agree(const Shape *x, const Shape *y, const Window *w)
         && y->d[3] == ir_window_out(x->d[3], w->kw, w->sw, w->pw, 1);
 }
 
+/* A vector over the columns of x[M, N]: [N], or an unbatched shape of N
+ * elements (LayerNorm's [C, H, W] weight over a sample's row) */
+static int col_vec(const Shape *v, const Shape *x)
+{
+    return v->rank >= 1 && !ir_batched(v) && ir_numel(v, 1) == x->d[1];
+}
+
 /* [C] per-channel vector of an NCHW value */
 static int chan_vec(const Shape *v, const Shape *x) { return v->rank == 1 && is_nchw(x) && v->d[0] == x->d[1]; }
 static int bn_stats_of(const Shape *st, const Shape *x)
@@ -375,7 +382,7 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
         return verify_matmul(g, n, after);
     case OP_BIAS_ADD: {
         const Shape *x = in_shape(g, n, 0), *b = in_shape(g, n, 1);
-        return check(g, n, after, (x->rank == 2 || is_nchw(x)) && b->rank == 1 && b->d[0] == x->d[1]
+        return check(g, n, after, ((x->rank == 2 && col_vec(b, x)) || (is_nchw(x) && b->rank == 1 && b->d[0] == x->d[1]))
                      && ir_same_shape(x, s), "bias_add needs x[M, N] and b[N], or x[N, C, H, W] and b[C]");
     }
     case OP_ADD: case OP_SUB: case OP_MUL: case OP_RELU_GRAD: case OP_TANH_GRAD: case OP_SIGMOID_GRAD: case OP_SILU_GRAD: case OP_GELU_GRAD:
@@ -393,7 +400,7 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
                      "dropout keeps its batched f32 shape, 0 < p < 1");
     case OP_SUM_ROWS: {
         const Shape *x = in_shape(g, n, 0);
-        return check(g, n, after, x->rank == 2 && s->rank == 1 && s->d[0] == x->d[1], "sum_rows: [M, N] -> [N]");
+        return check(g, n, after, x->rank == 2 && col_vec(s, x), "sum_rows: [M, N] -> [N]");
     }
     case OP_CE_LOSS: case OP_CE_GRAD: case OP_CORRECT: {
         const Shape *x = in_shape(g, n, 0), *l = in_shape(g, n, 1);
@@ -435,7 +442,7 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
     }
     case OP_MUL_COLS: {
         const Shape *x = in_shape(g, n, 0), *w = in_shape(g, n, 1);
-        return check(g, n, after, x->rank == 2 && w->rank == 1 && w->d[0] == x->d[1] && ir_same_shape(x, s),
+        return check(g, n, after, x->rank == 2 && col_vec(w, x) && ir_same_shape(x, s),
                      "mul_cols needs x[M, N] and w[N]");
     }
     case OP_ALLREDUCE:

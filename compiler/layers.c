@@ -544,12 +544,22 @@ static Layer *make_layer_norm(Sema *S, const Expr *e, const char *prefix, const 
                    type);
         ok = 0;
     }
-    if (shape->kind == E_TUPLE && shape->nargs != 1) {
-        diag_error(shape->loc, "%s over %d dimensions is not supported; only over the last one of [N, F] "
-                   "(normalized_shape = F)", type, shape->nargs);
+    Shape ns = {shape->kind == E_TUPLE ? shape->nargs : 1, {0}};
+    if (ns.rank > MAX_RANK - 1) {
+        diag_error(shape->loc, "%s over %d dimensions: a value has at most %d after the batch", type, ns.rank,
+                   MAX_RANK - 1);
         return NULL;
     }
-    ok &= arg_int(shape->kind == E_TUPLE ? shape->args[0]->val : shape, "normalized_shape", 1, MAX_DIM, &f);
+    f = 1;
+    for (int k = 0; k < ns.rank; k++) {
+        ok &= arg_int(shape->kind == E_TUPLE ? shape->args[k]->val : shape, "normalized_shape", 1, MAX_DIM, &ns.d[k]);
+        f *= ns.d[k];
+    }
+    if (ok && f > MAX_DIM) {
+        diag_error(shape->loc, "%s over %s: too large (the limit is %d elements per sample)", type, ir_shape_str(&ns),
+                   MAX_DIM);
+        ok = 0;
+    }
     if (eps_e && !arg_num(eps_e, "eps", &eps)) {
         ok = 0;
     } else if (!(eps > 0)) {
@@ -562,10 +572,12 @@ static Layer *make_layer_norm(Sema *S, const Expr *e, const char *prefix, const 
         return NULL;
     Layer *l = new_layer(LK_LAYERNORM, prefix, what, e->loc);
     l->in = f;
+    l->ns = ns;
     l->eps = eps;
+    /* weight and bias have normalized_shape's shape, as in the state_dict */
     if (affine) {
-        l->w = ir_param(S->g, param_name(prefix, "weight"), shape1(f), RT_INIT_ONE, 0, e->loc);
-        l->b = ir_param(S->g, param_name(prefix, "bias"), shape1(f), RT_INIT_ZERO, 0, e->loc);
+        l->w = ir_param(S->g, param_name(prefix, "weight"), ns, RT_INIT_ONE, 0, e->loc);
+        l->b = ir_param(S->g, param_name(prefix, "bias"), ns, RT_INIT_ZERO, 0, e->loc);
     }
     return l;
 }
@@ -754,29 +766,40 @@ static Val apply_batchnorm1d(Sema *S, const Layer *l, Val x, Loc loc)
     return v.id < 0 ? v : layer_node(S, OP_RESHAPE, v.id, -1, x.s, loc);
 }
 
-/* LayerNorm over the features of [N, F]: normalized per sample, then
- * times the weight and plus the bias per feature (elementwise ops, which
- * fuse as any). */
+/* LayerNorm over all of a sample's elements: [N, F] with normalized_shape
+ * F, [N, C, H, W] with (C, H, W) (viewed as [N, C*H*W], the same row):
+ * normalized per sample, then times the weight and plus the bias per
+ * element of the row (elementwise ops, which fuse as any). Fewer trailing
+ * dimensions than the sample has would be several rows per sample. */
 static Val apply_layer_norm(Sema *S, const Layer *l, Val x, Loc loc)
 {
-    if (x.s.rank != 2 || x.s.d[1] != l->in) {
-        const char *why = x.s.rank > 2 && x.s.d[x.s.rank - 1] == l->in
-                          ? " (over the last dimension of a value with more than 2 dimensions: not supported)" : "";
-        diag_error(loc, "%s expects input [N, %lld], got %s%s", l->what, (long long)l->in, ir_shape_str(&x.s), why);
+    int same = x.s.rank == l->ns.rank + 1;
+    for (int k = 0; same && k < l->ns.rank; k++)
+        same = x.s.d[k + 1] == l->ns.d[k];
+    if (!same) {
+        Shape want = {l->ns.rank + 1, {DIM_N}};
+        for (int k = 0; k < l->ns.rank; k++)
+            want.d[k + 1] = l->ns.d[k];
+        int tail = x.s.rank > l->ns.rank + 1;
+        for (int k = 0; tail && k < l->ns.rank; k++)
+            tail = x.s.d[x.s.rank - l->ns.rank + k] == l->ns.d[k];
+        diag_error(loc, "%s expects input %s, got %s%s", l->what, ir_shape_str(&want), ir_shape_str(&x.s),
+                   tail ? " (over fewer than all of a sample's dimensions: not supported)" : "");
         return POISON;
     }
-    Val y = layer_node(S, OP_LAYER_NORM, x.id, -1, x.s, loc);
+    Shape row = shape2(DIM_N, l->in);
+    Val y = layer_node(S, OP_LAYER_NORM, layer_flatten(S, x, loc).id, -1, row, loc);
     S->g->n[y.id]->bn.eps = l->eps;
     /* the affine is part of torch's layer_norm: float under autocast */
     if (l->w >= 0) {
-        y = layer_node(S, OP_MUL_COLS, y.id, l->w, x.s, loc);
+        y = layer_node(S, OP_MUL_COLS, y.id, l->w, row, loc);
         S->g->n[y.id]->keep_f32 = 1;
     }
     if (l->b >= 0) {
-        y = layer_node(S, OP_BIAS_ADD, y.id, l->b, x.s, loc);
+        y = layer_node(S, OP_BIAS_ADD, y.id, l->b, row, loc);
         S->g->n[y.id]->keep_f32 = 1;
     }
-    return y;
+    return x.s.rank == 2 ? y : layer_node(S, OP_RESHAPE, y.id, -1, x.s, loc);
 }
 
 static Val apply_softmax(const Layer *l, Sema *S, Val x, Loc loc)

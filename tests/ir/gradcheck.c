@@ -674,6 +674,27 @@ static int check_layer_norm(const char *what, int64_t F, double eps, int affine)
     return check(what, y, seed, RED_SUM, (int[]){x, w, b}, affine ? 3 : 1);
 }
 
+/* LayerNorm((C, H, W)) over [N, C, H, W] as sema builds it: the sample's
+ * row [N, C*H*W], normalized, times w and plus b shaped [C, H, W]. */
+static int check_layer_norm_chw(const char *what, int64_t C, int64_t H, int64_t W)
+{
+    reset();
+    Shape xs = ir_shape(4, DIM_N, C, H, W), rs = ir_shape(2, DIM_N, C * H * W), ws = ir_shape(3, C, H, W);
+    int x = input(OP_IMAGES, xs), w = input(OP_PARAM, ws), b = input(OP_PARAM, ws);
+    fill(x);
+    fill(w);
+    fill(b);
+    int r = ir_add(g, OP_RESHAPE, 1, &x, rs, DT_F32, (Loc){0});
+    int y = ir_add(g, OP_LAYER_NORM, 1, &r, rs, DT_F32, (Loc){0});
+    g->n[y]->bn.eps = 1e-5;
+    y = ir_add(g, OP_MUL_COLS, 2, (int[]){y, w}, rs, DT_F32, (Loc){0});
+    y = ir_add(g, OP_BIAS_ADD, 2, (int[]){y, b}, rs, DT_F32, (Loc){0});
+    y = ir_add(g, OP_RESHAPE, 1, &y, xs, DT_F32, (Loc){0});
+    int seed = input(OP_IMAGES, xs);
+    fill(seed);
+    return check(what, y, seed, RED_SUM, (int[]){x, w, b}, 3);
+}
+
 /* Two layers, ReLU, cross-entropy: the loss seeds itself. */
 static int check_network(int red, const char *what, double smooth)
 {
@@ -750,6 +771,7 @@ int main(void)
                           ir_shape(4, DIM_N, 3, 3, 2), ir_shape(4, DIM_N, 5, 3, 2));
     fails += check_layer_norm("layer_norm [N,6] eps 1e-5", 6, 1e-5, 0);
     fails += check_layer_norm("layer_norm [N,5] eps 0.5 affine", 5, 0.5, 1);
+    fails += check_layer_norm_chw("layer_norm (C,H,W) [N,2,3,2] affine", 2, 3, 2);
     fails += check_network(RED_MEAN, "ce_loss mean (2-layer net)", 0);
     fails += check_network(RED_MEAN, "ce_loss mean label_smoothing 0.1", 0.1);
     fails += check_network(RED_SUM, "ce_loss sum label_smoothing 0.3", 0.3);
