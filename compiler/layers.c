@@ -802,7 +802,7 @@ static Val apply_layer_norm(Sema *S, const Layer *l, Val x, Loc loc)
     return x.s.rank == 2 ? y : layer_node(S, OP_RESHAPE, y.id, -1, x.s, loc);
 }
 
-static Val apply_softmax(const Layer *l, Sema *S, Val x, Loc loc)
+static Val apply_softmax(Sema *S, const Layer *l, Val x, Loc loc)
 {
     if (x.s.rank != 2) {
         diag_error(loc, "%s expects input [N, F] (over the features), got %s", l->what, ir_shape_str(&x.s));
@@ -902,7 +902,7 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
     case LK_LAYERNORM:
         return apply_layer_norm(S, l, x, loc);
     case LK_SOFTMAX:
-        return apply_softmax(l, S, x, loc);
+        return apply_softmax(S, l, x, loc);
     case LK_UNSUPPORTED:
         break;
     }
