@@ -227,6 +227,56 @@ static void rule_elu(RULE_ARGS) { grad_from_input(a, n, dy, OP_ELU_GRAD); }
 static void rule_softplus(RULE_ARGS) { grad_from_input(a, n, dy, OP_SOFTPLUS_GRAD); }
 static void rule_hardtanh(RULE_ARGS) { grad_from_input(a, n, dy, OP_HARDTANH_GRAD); }
 
+/* softmax and log_softmax: their gradients read the output y (the whole
+ * row's sum of dy y, or of dy, is taken inside the kernel) */
+static void rule_softmax(RULE_ARGS)
+{
+    accumulate(a, n->in[0], bwd(a, OP_SOFTMAX_GRAD, 2, (int[]){dy, n->id}, &n->shape, n));
+}
+
+static void rule_log_softmax(RULE_ARGS)
+{
+    accumulate(a, n->in[0], bwd(a, OP_LOG_SOFTMAX_GRAD, 2, (int[]){dy, n->id}, &n->shape, n));
+}
+
+/* layer_norm's gradient recomputes the row's mean and rstd from x (its eps
+ * comes with the copy of the forward's attributes) */
+static void rule_layer_norm(RULE_ARGS)
+{
+    accumulate(a, n->in[0], bwd(a, OP_LAYER_NORM_DX, 2, (int[]){dy, n->in[0]}, &n->shape, n));
+}
+
+/* cat: each operand's gradient is its columns of dy */
+static void rule_cat(RULE_ARGS)
+{
+    int64_t off = 0;
+    for (int k = 0; k < 2; k++) {
+        const Shape *s = shape_of(a, n->in[k]);
+        if (a->needs[n->in[k]]) {
+            int d = bwd(a, OP_SLICE, 1, &dy, s, n);
+            a->g->n[d]->slice.off = off;
+            accumulate(a, n->in[k], d);
+        }
+        off += ir_row_elems(s);
+    }
+}
+
+/* y = x * w[col]: dx = dy * w[col], dw = the column sums of dy * x */
+static void rule_mul_cols(RULE_ARGS)
+{
+    const int *x = n->in;
+    if (a->needs[x[0]]) {
+        int d = bwd(a, OP_MUL_COLS, 2, (int[]){dy, x[1]}, &n->shape, n);
+        a->g->n[d]->keep_f32 = n->keep_f32;     /* layer_norm's backward: float too */
+        accumulate(a, x[0], d);
+    }
+    if (a->needs[x[1]]) {
+        int p = bwd(a, OP_MUL, 2, (int[]){dy, x[0]}, &n->shape, n);
+        a->g->n[p]->keep_f32 = n->keep_f32;
+        accumulate(a, x[1], bwd(a, OP_SUM_ROWS, 1, &p, shape_of(a, x[1]), n));
+    }
+}
+
 #define NO_RULE NULL
 #define STOP rule_stop
 #define RULE(x) rule_##x

@@ -42,7 +42,8 @@ typedef enum {
     OP_COUNT
 } Op;
 
-typedef enum { K_DATA, K_PARAM, K_VIEW, K_EW, K_MATMUL, K_RED, K_ROW, K_OPT, K_CONV, K_CHAN, K_POOL, K_STATE, K_COMM } OpKind;
+typedef enum { K_DATA, K_PARAM, K_VIEW, K_EW, K_MATMUL, K_RED, K_ROW, K_OPT, K_CONV, K_CHAN, K_POOL, K_STATE, K_COMM,
+               K_NORM } OpKind;
 /* ops.def's FUSE and EVAL columns */
 enum { F_EPI = 1, F_CONV_EPI = 2 };
 typedef enum { EV_SAME, EV_VIEW, EV_RUNNING, EV_TRAIN } OpEval;
@@ -85,6 +86,8 @@ typedef struct Node {
     int bucket;             /* PARAM: gradient bucket (bucket.c), -1 for buffers */
     int buffer;             /* PARAM: a buffer (batch norm statistics): never trained */
     int i64;                /* PARAM: an integer counter, int64 in checkpoints */
+    int keep_f32;           /* elementwise: computed and stored in fp32 under bf16/fp16, operands
+                               unrounded (LayerNorm's affine: autocast runs layer_norm in float) */
     /* The op's own attributes: one member per family of ops. A backward
      * node starts with a copy of its forward node's (autodiff.c). */
     union {
@@ -106,6 +109,9 @@ typedef struct Node {
                                    weights (cw in the row kernel); or NULL */
             int nw;
         };
+        struct {
+            int64_t off;    /* SLICE: the first column of each row taken */
+        } slice;
         struct {
             double a, b;    /* LEAKY_RELU: negative_slope; ELU: alpha; SOFTPLUS: beta, threshold;
                                HARDTANH: min_val, max_val (and their gradients); AFFINE: x * a + b;
@@ -262,7 +268,7 @@ void ad_train_step(Program *p);
 void bucket_plan(Graph *g, double first_mb, double bucket_mb);
 
 /* ---- plan: fuse.c, memplan.c ------------------------------------------ */
-typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT, G_CONV, G_CHAN, G_POOL, G_STATE, G_COMM } GroupKind;
+typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT, G_CONV, G_CHAN, G_POOL, G_STATE, G_COMM, G_NORM } GroupKind;
 /* Fusion rules, each switchable (--fusion=all,-epilogue, --no-fuse RULE):
  * fuse.c's fuse_rule table names and documents them. A level is a set. */
 enum {
@@ -457,6 +463,9 @@ void emit_c_kernels(FILE *f, const Plan *p);
 /* emit_nchw.c: the body of a G_CONV, G_CHAN, G_POOL or G_STATE kernel. */
 void emit_nchw_c(const Emit *m);
 void emit_nchw_cuda(const Emit *m, rt_cuda_launch *L);
+/* emit_norm.c: the body of a G_NORM kernel (softmax, log_softmax, layer_norm and their gradients). */
+void emit_norm_c(const Emit *m);
+void emit_norm_cuda(const Emit *m, rt_cuda_launch *L);
 const char *emit_cuda_prelude(void);
 /* The CUDA kernel of group grp (text after the prelude), and its launch. */
 char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *launch); /* static void NAME(rt_exec *e) */

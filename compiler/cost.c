@@ -42,7 +42,7 @@ static double node_flops(const Graph *g, const Node *n, int64_t b)
         const Shape *w = n->op == OP_CONV2D_DW ? &n->shape : &g->n[n->in[1]]->shape;
         return op_flops[n->op] * (double)numel(y, b) * (double)(w->d[1] * w->d[2] * w->d[3]);
     }
-    case K_CHAN: case K_POOL: return op_flops[n->op] * (double)numel(g->n[n->in[0]], b);
+    case K_CHAN: case K_POOL: case K_NORM: return op_flops[n->op] * (double)numel(g->n[n->in[0]], b);
     case K_DATA: case K_EW: case K_OPT: case K_STATE: case K_COMM:
         return op_flops[n->op] * (double)numel(n, b);
     default: return 0;

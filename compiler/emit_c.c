@@ -211,6 +211,7 @@ void emit_c_kernels(FILE *f, const Plan *p)
         case G_OPT: emit_opt(&m); break;
         case G_CONV: case G_CHAN: case G_POOL: case G_STATE: emit_nchw_c(&m); break;
         case G_COMM: emit_comm(&m); break;
+        case G_NORM: emit_norm_c(&m); break;
         }
         fprintf(f, "}\n");
     }

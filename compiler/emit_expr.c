@@ -69,6 +69,9 @@ char *ex_operand(const Emit *m, int x, const Shape *space)
         return util_fmt("b%d[i * C + j]", src);
     if (s->rank == 1 && space->rank == 2 && s->d[0] == space->d[1])
         return util_fmt("b%d[j]", src);
+    /* a column vector shaped as a sample's row ([C, H, W] over [N, C*H*W]) */
+    if (!ir_batched(s) && space->rank == 2 && ir_numel(s, 1) == space->d[1])
+        return util_fmt("b%d[j]", src);
     /* a per-channel vector over [N, C, H, W]: j runs over C*H*W */
     if (s->rank == 1 && space->rank == 4 && s->d[0] == space->d[1])
         return util_fmt("b%d[j / %lld]", src, (long long)(space->d[2] * space->d[3]));
@@ -174,7 +177,7 @@ static char *formula(const Emit *m, const Node *n, const Shape *space)
             int k = c[1] - '0';
             if (!ops[k])
                 ops[k] = ex_operand(m, n->in[k], space);
-            piece = *c == '@' ? ex_round(m, ops[k]) : ops[k];
+            piece = *c == '@' && !n->keep_f32 ? ex_round(m, ops[k]) : ops[k];
             c++;
         } else if (*c == '$' && c[1] == 'p') {
             piece = util_cfloat((float)n->drop.p);
@@ -335,8 +338,10 @@ void ex_element(const Emit *m, const Shape *space, int load, const char *load_ex
             fprintf(f, "%s%s\n", ind, row_sum(n->id, ex_operand(m, n->in[0], space)));
             continue;
         }
-        /* low precision: every elementwise result is a bf16/fp16 tensor in torch */
-        fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, ex_round(m, ex_ew_expr(m, n, space)));
+        /* low precision: every elementwise result is a bf16/fp16 tensor in
+         * torch, except inside the ops autocast runs in float */
+        char *v = ex_ew_expr(m, n, space);
+        fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, n->keep_f32 ? v : ex_round(m, v));
         if (plan_uses_outside(m->p, n->id) || gr->gemm_out == n->id)
             fprintf(f, "%sb%d[i * C + j] = v%d;\n", ind, n->id, n->id);
     }

@@ -30,18 +30,23 @@ static ConvGeo conv_geo(const Emit *m, const Node *n)
     const Plan *p = m->p;
     ConvGeo c = {0};
     const Node *xs, *ws, *ys;
+    /* the geometry from the operands as the node sees them: a buffer's
+     * source may be a view's producer of another shape (dy of a [N, F]
+     * LayerNorm gradient viewed as [N, C, H, W]) */
     switch (n->op) {
     case OP_CONV2D:     /* into its bias's output when that is fused (memplan's gemm_out) */
         c.x = plan_source(p, n->in[0]), c.w = plan_source(p, n->in[1]), c.y = m->gr->gemm_out;
+        xs = ex_node(m, n->in[0]), ws = ex_node(m, n->in[1]), ys = n;
         break;
     case OP_CONV2D_DX:
         c.y = plan_source(p, n->in[0]), c.w = plan_source(p, n->in[1]), c.x = n->id;
+        ys = ex_node(m, n->in[0]), ws = ex_node(m, n->in[1]), xs = n;
         break;
     default:
         c.y = plan_source(p, n->in[0]), c.x = plan_source(p, n->in[1]), c.w = n->id;
+        ys = ex_node(m, n->in[0]), xs = ex_node(m, n->in[1]), ws = n;
         break;
     }
-    xs = ex_node(m, c.x), ws = ex_node(m, c.w), ys = ex_node(m, c.y);
     c.C = xs->shape.d[1], c.H = xs->shape.d[2], c.W = xs->shape.d[3];
     c.O = ys->shape.d[1], c.OH = ys->shape.d[2], c.OW = ys->shape.d[3];
     c.win = n->win;

@@ -9,16 +9,17 @@
 #include "sema.h"
 
 /* Functions callable in forward besides the activations (layers.c's
- * table: relu, tanh, sigmoid, gelu, ...). */
-static const char *const functions[] = {"flatten", "dropout", "view", "reshape"};
+ * table: relu, tanh, sigmoid, gelu, ...) and the layers applied at once
+ * (layers.c's: max_pool2d, softmax, layer_norm, ...). */
+static const char *const functions[] = {"flatten", "dropout", "view", "reshape", "cat"};
 enum { NFUNCTIONS = sizeof functions / sizeof functions[0] };
 
 /* PyTorch functions this compiler does not have (as layers.c's modules) */
 static const char *const torch_functions[] = {
-    "abs", "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "cat", "celu", "clamp", "conv2d", "embedding", "exp",
-    "glu", "hardsigmoid", "hardswish", "interpolate", "layer_norm", "linear", "log", "logsigmoid",
-    "matmul", "max_pool2d", "mean", "mish", "normalize", "one_hot", "pad", "prelu", "relu6", "selu", "softmax",
-    "softmin", "softsign", "sqrt", "stack", "sum", "threshold",
+    "abs", "adaptive_max_pool2d", "batch_norm", "celu", "clamp", "conv2d", "embedding", "exp",
+    "glu", "hardsigmoid", "hardswish", "interpolate", "linear", "log", "logsigmoid", "matmul", "mean", "mish",
+    "normalize", "one_hot", "pad", "prelu", "relu6", "selu", "softmin", "softsign", "sqrt", "stack", "sum",
+    "threshold",
 };
 
 static int is_torch_function(const char *name)
@@ -34,7 +35,7 @@ static int is_function(const char *name)
     for (int i = 0; i < NFUNCTIONS; i++)
         if (strcmp(functions[i], name) == 0)
             return 1;
-    return layer_act_fn(name) >= 0;
+    return layer_act_fn(name) >= 0 || layer_fn(name);
 }
 
 /* Every function's name, sorted, for "supported functions: ..." */
@@ -47,6 +48,8 @@ static const char *function_list(void)
     for (int i = 0; n < 64 && layer_act_fn_name(i); i++)
         if (*layer_act_fn_name(i))
             names[n++] = layer_act_fn_name(i);
+    for (int i = 0; n < 64 && layer_fn_name(i); i++)
+        names[n++] = layer_fn_name(i);
     for (int i = 1; i < n; i++)
         for (int j = i; j > 0 && strcasecmp(names[j - 1], names[j]) > 0; j--) {
             const char *t = names[j];
@@ -237,6 +240,64 @@ static Val eval_view(Sema *S, const Expr *e)
     return layer_node(S, OP_RESHAPE, x.id, -1, s, e->loc);
 }
 
+/* torch.cat((a, b, ...), dim = 1), or a list: along the features of
+ * [N, F] or the channels of [N, C, H, W] only, where a sample's elements
+ * of each operand are one contiguous row (cat puts them side by side, a
+ * copy; its gradient takes each operand's columns back). torch.cat's own
+ * default dim 0 would concatenate batches: refused with the fix. */
+static Val eval_cat(Sema *S, const Expr *e)
+{
+    static const char *const names[] = {"tensors", "dim"};
+    const char *fn = e->written ? e->written : e->s;
+    const Sig sig = {fn, names, 2, 2, 1};
+    Expr *a[2];
+    int64_t dim = 0;
+    if (!arg_bind(e, &sig, a))
+        return POISON;
+    if (a[0]->kind != E_TUPLE) {
+        diag_error(a[0]->loc, "%s expects a tuple or list of tensors: %s((a, b), dim = 1)", fn, fn);
+        return POISON;
+    }
+    int n = a[0]->nargs, ok = 1;
+    Val *t = util_alloc(sizeof *t * (size_t)n);
+    for (int k = 0; k < n; k++) {
+        t[k] = eval(S, a[0]->args[k]->val);
+        ok &= t[k].id >= 0;
+    }
+    if (a[1] && !arg_int(a[1], "dim", -MAX_RANK, MAX_RANK - 1, &dim))
+        return POISON;
+    if (!ok)
+        return POISON;
+    int r = t[0].s.rank;
+    int64_t d = dim < 0 ? dim + r : dim;
+    if (d != 1) {
+        diag_error(a[1] ? a[1]->loc : e->loc, "%s along dim %lld is not supported; only along dim 1 (the "
+                   "features of [N, F], the channels of [N, C, H, W])%s", fn, (long long)dim,
+                   a[1] ? "" : ": write dim = 1 (torch.cat's default, 0, is the batch)");
+        return POISON;
+    }
+    Val acc = t[0];
+    for (int k = 1; k < n; k++) {
+        int same = t[k].s.rank == r;
+        for (int i = 2; same && i < r; i++)
+            same = t[k].s.d[i] == acc.s.d[i];
+        if (!same) {
+            diag_error(a[0]->args[k]->val->loc, "%s: cannot put %s beside %s along dim 1 (the other dimensions "
+                       "differ)", fn, ir_shape_str(&t[k].s), ir_shape_str(&t[0].s));
+            return POISON;
+        }
+        Shape s = acc.s;
+        s.d[1] += t[k].s.d[1];
+        if (ir_row_elems(&s) > MAX_DIM) {
+            diag_error(e->loc, "%s gives %s: too large (the limit is %d elements per sample)", fn, ir_shape_str(&s),
+                       MAX_DIM);
+            return POISON;
+        }
+        acc = layer_node(S, OP_CAT, acc.id, t[k].id, s, e->loc);
+    }
+    return acc;
+}
+
 /* callee(x): a layer of the model, or a function. */
 static Val eval_call(Sema *S, const Expr *e)
 {
@@ -246,10 +307,13 @@ static Val eval_call(Sema *S, const Expr *e)
         return eval_dropout(S, e);
     if (li < 0 && strcmp(e->s, "flatten") == 0)
         return eval_flatten(S, e);
-    if (li < 0 && strcmp(e->s, "log_softmax") == 0) {
-        diag_error(e->loc, "log_softmax is supported only as forward's result (return F.log_softmax(x, dim = 1), "
-                   "for nll_loss)");
-        return POISON;
+    if (li < 0 && (strcmp(e->s, "cat") == 0 || strcmp(e->s, "concat") == 0))
+        return eval_cat(S, e);
+    if (li < 0 && layer_fn(e->s)) {     /* F.max_pool2d(x, 2), F.softmax(x, dim = 1), ... */
+        const Expr *in = NULL;
+        Layer *l = layer_make_fn(S, e, &in);
+        Val x = in ? eval(S, in) : POISON;
+        return l && x.id >= 0 ? layer_apply(S, l, x, e->loc, 0) : POISON;
     }
     if (li < 0 && layer_act_fn(e->s) >= 0) {
         const Expr *in = NULL;
@@ -283,6 +347,8 @@ static Val eval_call(Sema *S, const Expr *e)
             arg_near_try(&s, functions[i]);
         for (int i = 0; layer_act_fn_name(i); i++)
             arg_near_try(&s, layer_act_fn_name(i));
+        for (int i = 0; layer_fn_name(i); i++)
+            arg_near_try(&s, layer_fn_name(i));
         if ((e->written && e->written != e->s) || is_torch_function(e->s))  /* F.mish, torch.cat: PyTorch's */
             diag_error(e->loc, "%s is not supported (supported functions: %s)", e->written, function_list());
         else if (layer_torch_module(e->s))

@@ -125,7 +125,7 @@ Program *front_compile(const char *path, const char *text)
         if (strcmp(f->trains[0]->items[i]->key, "loss") == 0)
             loss_item = f->trains[0]->items[i];
     Loc loss_loc = loss_item ? loss_item->val->loc : f->trains[0]->loc;
-    if (p->train.nll && !g->log_probs) {
+    if (p->train.nll && !g->log_probs && g->n[g->logits]->op != OP_LOG_SOFTMAX) {
         /* nll_loss of logits is -x[y], not a loss of a classifier */
         diag_error(loss_loc, "nll_loss expects log-probabilities: return F.log_softmax(x, dim = 1) from forward "
                    "(or use cross_entropy on the logits)");

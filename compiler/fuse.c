@@ -300,8 +300,10 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
     case K_POOL:
     case K_STATE:
     case K_COMM:    /* a collective between kernels: its own table entry */
+    case K_NORM:    /* whole rows, reduced then rewritten: a kernel of its own */
         grp = new_group(f, op_kind[n->op] == K_CONV ? G_CONV : op_kind[n->op] == K_CHAN ? G_CHAN
-                        : op_kind[n->op] == K_POOL ? G_POOL : op_kind[n->op] == K_STATE ? G_STATE : G_COMM, id);
+                        : op_kind[n->op] == K_POOL ? G_POOL : op_kind[n->op] == K_STATE ? G_STATE
+                        : op_kind[n->op] == K_NORM ? G_NORM : G_COMM, id);
         add(f, grp, id, 0);
         if ((on & R_CHAN_PASS) && op_kind[n->op] == K_CHAN)
             absorb_chan_results(f, grp, id);

@@ -13,10 +13,11 @@
 #include "fuse.h"
 
 static const char *kind_text[] = {"data", "matmul", "elementwise", "row", "reduction", "optimizer",
-                                  "convolution", "channel", "pooling", "state", "comm"};
+                                  "convolution", "channel", "pooling", "state", "comm", "normalization"};
 
 static const char *op_kind_text[] = {"data", "param", "view", "elementwise", "matmul", "reduction", "row",
-                                     "optimizer", "convolution", "channel", "pooling", "state", "comm"};
+                                     "optimizer", "convolution", "channel", "pooling", "state", "comm",
+                                     "normalization"};
 
 static const Node *node(const Plan *p, int id) { return p->g->n[id]; }
 

@@ -227,12 +227,16 @@ void ir_dump(FILE *f, const Graph *g)
                 fprintf(f, " d=%dx%d g=%d", w->dh, w->dw, w->groups);
         }
         if (n->op == OP_BN_STATS || n->op == OP_BN_GSTATS || n->op == OP_BN_APPLY || n->op == OP_BN_DX
-            || n->op == OP_BN_DPART || n->op == OP_BN_GDX)
+            || n->op == OP_BN_DPART || n->op == OP_BN_GDX || n->op == OP_LAYER_NORM || n->op == OP_LAYER_NORM_DX)
             fprintf(f, " eps=%g", n->bn.eps);
         if (n->op == OP_BN_RUNNING)
             fprintf(f, " momentum=%g%s", n->bn.momentum, n->bn.sync ? " sync" : "");
         if (n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD)
             fprintf(f, " p=%g key=%d", n->drop.p, n->drop.key);
+        if (n->op == OP_SLICE)
+            fprintf(f, " off=%lld", (long long)n->slice.off);
+        if (n->keep_f32)
+            fprintf(f, " keep_f32");
         if (n->op == OP_PARAM && n->buffer)
             fprintf(f, " buffer%s", n->i64 ? " i64" : "");
         fprintf(f, " : %s%s %s", n->dt == DT_I32 ? "i32" : "f32", ir_shape_str(&n->shape), phase_text[n->phase]);
@@ -289,6 +293,13 @@ static int pool_shapes_agree(const Shape *x, const Shape *y, const Window *w)
     return is_nchw(x) && is_nchw(y) && x->d[1] == y->d[1]
         && y->d[2] == ir_window_out(x->d[2], w->kh, w->sh, w->ph, 1)
         && y->d[3] == ir_window_out(x->d[3], w->kw, w->sw, w->pw, 1);
+}
+
+/* A vector over the columns of x[M, N]: [N], or an unbatched shape of N
+ * elements (LayerNorm's [C, H, W] weight over a sample's row) */
+static int col_vec(const Shape *v, const Shape *x)
+{
+    return v->rank >= 1 && !ir_batched(v) && ir_numel(v, 1) == x->d[1];
 }
 
 /* [C] per-channel vector of an NCHW value */
@@ -379,7 +390,7 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
         return verify_matmul(g, n, after);
     case OP_BIAS_ADD: {
         const Shape *x = in_shape(g, n, 0), *b = in_shape(g, n, 1);
-        return check(g, n, after, (x->rank == 2 || is_nchw(x)) && b->rank == 1 && b->d[0] == x->d[1]
+        return check(g, n, after, ((x->rank == 2 && col_vec(b, x)) || (is_nchw(x) && b->rank == 1 && b->d[0] == x->d[1]))
                      && ir_same_shape(x, s), "bias_add needs x[M, N] and b[N], or x[N, C, H, W] and b[C]");
     }
     case OP_ADD: case OP_SUB: case OP_MUL: case OP_RELU_GRAD: case OP_TANH_GRAD: case OP_SIGMOID_GRAD: case OP_SILU_GRAD: case OP_GELU_GRAD:
@@ -397,7 +408,7 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
                      "dropout keeps its batched f32 shape, 0 < p < 1");
     case OP_SUM_ROWS: {
         const Shape *x = in_shape(g, n, 0);
-        return check(g, n, after, x->rank == 2 && s->rank == 1 && s->d[0] == x->d[1], "sum_rows: [M, N] -> [N]");
+        return check(g, n, after, x->rank == 2 && col_vec(s, x), "sum_rows: [M, N] -> [N]");
     }
     case OP_CE_LOSS: case OP_CE_GRAD: case OP_CORRECT: {
         const Shape *x = in_shape(g, n, 0), *l = in_shape(g, n, 1);
@@ -442,6 +453,30 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
     case OP_BN_DX: case OP_BN_DW: case OP_BN_RUNNING: case OP_MAXPOOL: case OP_MAXPOOL_DX: case OP_AVGPOOL:
     case OP_AVGPOOL_DX: case OP_BN_SQDEV: case OP_BN_GSTATS: case OP_BN_DPART: case OP_BN_GDX:
         return verify_nchw(g, n, after);
+    case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_LAYER_NORM:
+        return check(g, n, after, s->rank == 2 && ir_batched(s) && ir_same_shape(in_shape(g, n, 0), s),
+                     "a row normalization keeps its [N, F] shape");
+    case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD: case OP_LAYER_NORM_DX:
+        return check(g, n, after, s->rank == 2 && ir_batched(s) && ir_same_shape(in_shape(g, n, 0), s)
+                     && ir_same_shape(in_shape(g, n, 1), s), "a row normalization's gradient: dy and y (or x) [N, F]");
+    case OP_CAT: {
+        const Shape *a = in_shape(g, n, 0), *b = in_shape(g, n, 1);
+        int ok = ir_batched(s) && ir_batched(a) && ir_batched(b) && a->rank == s->rank && b->rank == s->rank
+                 && s->rank >= 2 && s->d[1] == a->d[1] + b->d[1];
+        for (int k = 2; ok && k < s->rank; k++)
+            ok = a->d[k] == s->d[k] && b->d[k] == s->d[k];
+        return check(g, n, after, ok, "cat: a[N, A, ...], b[N, B, ...] -> [N, A + B, ...]");
+    }
+    case OP_SLICE: {
+        const Shape *a = in_shape(g, n, 0);
+        return check(g, n, after, ir_batched(s) && ir_batched(a) && n->slice.off >= 0
+                     && n->slice.off + ir_row_elems(s) <= ir_row_elems(a), "slice: columns within the row");
+    }
+    case OP_MUL_COLS: {
+        const Shape *x = in_shape(g, n, 0), *w = in_shape(g, n, 1);
+        return check(g, n, after, x->rank == 2 && col_vec(w, x) && ir_same_shape(x, s),
+                     "mul_cols needs x[M, N] and w[N]");
+    }
     case OP_ALLREDUCE:
         return check(g, n, after, !ir_batched(s) && ir_same_shape(in_shape(g, n, 0), s),
                      "allreduce keeps the shape of an unbatched value");

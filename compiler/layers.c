@@ -28,7 +28,9 @@ static const struct {
     {"Sequential", LK_SEQUENTIAL, 0},   {"Conv2d", LK_CONV2D, 0},
     {"BatchNorm2d", LK_BATCHNORM2D, 0}, {"MaxPool2d", LK_MAXPOOL2D, 0},
     {"AvgPool2d", LK_AVGPOOL2D, 0},     {"Dropout", LK_DROPOUT, 0},
-    {"LayerNorm", LK_UNSUPPORTED, 0},
+    {"BatchNorm1d", LK_BATCHNORM1D, 0}, {"LayerNorm", LK_LAYERNORM, 0},
+    {"AdaptiveAvgPool2d", LK_ADAPTIVEAVGPOOL2D, 0},
+    {"Softmax", LK_SOFTMAX, OP_SOFTMAX}, {"LogSoftmax", LK_SOFTMAX, OP_LOG_SOFTMAX},
 };
 enum { NLAYER_TYPES = sizeof layer_types / sizeof layer_types[0] };
 
@@ -43,11 +45,11 @@ int layer_type(const char *name)
 /* PyTorch modules this compiler does not have: named as such rather than
  * answered with a near name of another layer (SELU is not ELU). */
 static const char *const torch_modules[] = {
-    "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool1d", "BatchNorm1d", "BatchNorm3d", "Bilinear", "CELU",
-    "Conv1d", "Conv3d", "ConvTranspose2d", "Dropout2d", "Embedding", "GLU", "GRU", "GroupNorm", "Hardshrink",
-    "Hardsigmoid", "Hardswish", "InstanceNorm2d", "LSTM", "LogSigmoid", "LogSoftmax", "MaxPool1d", "Mish",
-    "MultiheadAttention", "PReLU", "RNN", "RReLU", "ReLU6", "SELU", "Softmax", "Softmin", "Softshrink", "Softsign",
-    "Tanhshrink", "Threshold", "Transformer", "Unflatten", "Upsample", "ZeroPad2d",
+    "AdaptiveMaxPool2d", "AvgPool1d", "BatchNorm3d", "Bilinear", "CELU", "Conv1d", "Conv3d", "ConvTranspose2d",
+    "Dropout2d", "Embedding", "GLU", "GRU", "GroupNorm", "Hardshrink", "Hardsigmoid", "Hardswish", "InstanceNorm2d",
+    "LSTM", "LogSigmoid", "MaxPool1d", "Mish", "MultiheadAttention", "PReLU", "RNN", "RReLU", "ReLU6", "SELU",
+    "Softmin", "Softshrink", "Softsign", "Tanhshrink", "Threshold", "Transformer", "Unflatten", "Upsample",
+    "ZeroPad2d",
 };
 
 int layer_torch_module(const char *name)
@@ -368,18 +370,36 @@ static Layer *make_conv2d(Sema *S, const Expr *e, const char *prefix, const char
     return l;
 }
 
-/* BatchNorm2d(num_features, eps = 1e-5, momentum = 0.1): affine, with
- * running statistics, as PyTorch's default. */
-static Layer *make_batchnorm2d(Sema *S, const Expr *e, const char *prefix, const char *what)
+/* A flag this compiler supports only at PyTorch's default true
+ * (BatchNorm's affine and track_running_stats): 0 after reporting. */
+static int only_true(const Expr *e, const char *layer, const char *what)
 {
-    static const char *const names[] = {"num_features", "eps", "momentum"};
-    const Sig sig = {"BatchNorm2d", names, 3, 3, 1};
-    Expr *a[3];
+    int v = 1;
+    if (e && !arg_bool(e, what, &v))
+        return 0;
+    if (!v) {
+        diag_error(e->loc, "%s(%s = false) is not supported (only the default, true)", layer, what);
+        return 0;
+    }
+    return 1;
+}
+
+/* BatchNorm2d and BatchNorm1d(num_features, eps = 1e-5, momentum = 0.1,
+ * affine = true, track_running_stats = true): affine, with running
+ * statistics, as PyTorch's default (the other settings are refused). */
+static Layer *make_batchnorm(Sema *S, const Expr *e, LayerKind kind, const char *prefix, const char *what)
+{
+    static const char *const names[] = {"num_features", "eps", "momentum", "affine", "track_running_stats"};
+    const char *type = kind == LK_BATCHNORM1D ? "BatchNorm1d" : "BatchNorm2d";
+    const Sig sig = {type, names, 5, 5, 1};
+    Expr *a[5];
     if (!arg_bind(e, &sig, a))
         return NULL;
     int64_t c = 0;
     double eps = 1e-5, momentum = 0.1;
     int ok = arg_int(a[0], "num_features", 1, MAX_DIM, &c);
+    ok &= only_true(a[3], type, "affine");
+    ok &= only_true(a[4], type, "track_running_stats");
     if (a[1] && !arg_num(a[1], "eps", &eps)) {
         ok = 0;
     } else if (!(eps > 0)) {
@@ -394,11 +414,11 @@ static Layer *make_batchnorm2d(Sema *S, const Expr *e, const char *prefix, const
     }
     if (!ok)
         return NULL;
-    Layer *l = new_layer(LK_BATCHNORM2D, prefix, what, e->loc);
+    Layer *l = new_layer(kind, prefix, what, e->loc);
     l->in = c;
     l->eps = eps;
     l->momentum = momentum;
-    /* state_dict order of nn.BatchNorm2d: weight, bias, then the buffers */
+    /* state_dict order of nn.BatchNorm1d/2d: weight, bias, then the buffers */
     l->w = ir_param(S->g, param_name(prefix, "weight"), shape1(c), RT_INIT_ONE, 0, e->loc);
     l->b = ir_param(S->g, param_name(prefix, "bias"), shape1(c), RT_INIT_ZERO, 0, e->loc);
     l->rm = ir_buffer(S->g, param_name(prefix, "running_mean"), shape1(c), RT_INIT_ZERO, 0, e->loc);
@@ -407,15 +427,38 @@ static Layer *make_batchnorm2d(Sema *S, const Expr *e, const char *prefix, const
     return l;
 }
 
+/* Binds a layer's arguments (names[0..n)), or with input the function's
+ * (F.max_pool2d(input, ...)): input first, then the same names. */
+static int bind_fn(const Expr *e, const char *fn, const char *const *names, int n, int npos, int nreq,
+                   const Expr **input, Expr **out)
+{
+    const char *all[8] = {"input"};
+    int off = input != NULL;
+    for (int i = 0; i < n; i++)
+        all[off + i] = names[i];
+    const Sig sig = {e->written ? e->written : fn, all, n + off, npos + off, nreq + off};
+    Expr *a[8] = {NULL};
+    if (!arg_bind(e, &sig, a))
+        return 0;
+    if (input)
+        *input = a[0];
+    for (int i = 0; i < n; i++)
+        out[i] = a[off + i];
+    return 1;
+}
+
 /* MaxPool2d(kernel_size, stride = kernel_size, padding = 0) and
- * AvgPool2d(kernel_size, stride = kernel_size, padding = 0) */
-static Layer *make_pool(const Expr *e, LayerKind kind, const char *prefix, const char *what)
+ * AvgPool2d(kernel_size, stride = kernel_size, padding = 0); as functions,
+ * F.max_pool2d(x, kernel_size, stride, padding) and F.avg_pool2d (whose
+ * stride None is the kernel size too). */
+static Layer *make_pool(const Expr *e, LayerKind kind, const char *prefix, const char *what, const Expr **input)
 {
     static const char *const names[] = {"kernel_size", "stride", "padding"};
-    const Sig sig = {kind == LK_MAXPOOL2D ? "MaxPool2d" : "AvgPool2d", names, 3, 3, 1};
     Expr *a[3];
-    if (!arg_bind(e, &sig, a))
+    if (!bind_fn(e, kind == LK_MAXPOOL2D ? "MaxPool2d" : "AvgPool2d", names, 3, 3, 1, input, a))
         return NULL;
+    if (a[1] && a[1]->kind == E_NAME && strcmp(a[1]->s, "None") == 0)
+        a[1] = NULL;
     int k[2], st[2], pad[2] = {0, 0}, ok = get_pair(a[0], "kernel_size", 1, k);
     if (ok) {
         st[0] = k[0];
@@ -435,6 +478,149 @@ static Layer *make_pool(const Expr *e, LayerKind kind, const char *prefix, const
     Layer *l = new_layer(kind, prefix, what, e->loc);
     l->win = (Window){k[0], k[1], st[0], st[1], pad[0], pad[1], 1, 1, 1};
     return l;
+}
+
+/* AdaptiveAvgPool2d(output_size), F.adaptive_avg_pool2d(x, output_size):
+ * an int or a pair; lowered to an average pool when it divides the input
+ * (output 1: global average pooling), which is known only when applied. */
+static Layer *make_adaptive_pool(const Expr *e, const char *prefix, const char *what, const Expr **input)
+{
+    static const char *const names[] = {"output_size"};
+    Expr *a[1];
+    int o[2];
+    if (!bind_fn(e, "AdaptiveAvgPool2d", names, 1, 1, 1, input, a) || !get_pair(a[0], "output_size", 1, o))
+        return NULL;
+    Layer *l = new_layer(LK_ADAPTIVEAVGPOOL2D, prefix, what, e->loc);
+    l->osize[0] = o[0];
+    l->osize[1] = o[1];
+    return l;
+}
+
+/* Softmax(dim = None), LogSoftmax(dim = None), F.softmax(x, dim),
+ * F.log_softmax(x, dim): over the features of [N, F] (dim 1 or -1; None is
+ * 1 there, as PyTorch's implicit choice for 2-d input). */
+static Layer *make_softmax(const Expr *e, Op op, const char *prefix, const char *what, const Expr **input)
+{
+    static const char *const names[] = {"dim"};
+    Expr *a[1];
+    int64_t dim = 0;
+    const char *type = op == OP_SOFTMAX ? "Softmax" : "LogSoftmax";
+    if (!bind_fn(e, type, names, 1, 1, 0, input, a))
+        return NULL;
+    if (a[0] && !(a[0]->kind == E_NAME && strcmp(a[0]->s, "None") == 0)) {
+        if (!arg_int(a[0], "dim", -MAX_RANK, MAX_RANK - 1, &dim))
+            return NULL;
+        if (dim != 1 && dim != -1) {
+            diag_error(a[0]->loc, "%s over dim %lld is not supported; only over the features of [N, F] (dim = 1)",
+                       e->written ? e->written : type, (long long)dim);
+            return NULL;
+        }
+    }
+    Layer *l = new_layer(LK_SOFTMAX, prefix, what, e->loc);
+    l->op = op;
+    l->dim = (int)dim;
+    return l;
+}
+
+/* LayerNorm(normalized_shape, eps = 1e-5, elementwise_affine = true) over
+ * the last dimension of [N, F] (normalized_shape F or (F,)); weight ones
+ * and bias zeros, as PyTorch. F.layer_norm(x, normalized_shape, eps = ...)
+ * is the same without weight and bias. */
+static Layer *make_layer_norm(Sema *S, const Expr *e, const char *prefix, const char *what, const Expr **input)
+{
+    static const char *const lnames[] = {"normalized_shape", "eps", "elementwise_affine"};
+    static const char *const fnames[] = {"normalized_shape", "weight", "bias", "eps"};
+    Expr *a[4] = {NULL};
+    if (!(input ? bind_fn(e, "layer_norm", fnames, 4, 4, 1, input, a) : bind_fn(e, "LayerNorm", lnames, 3, 3, 1, NULL, a)))
+        return NULL;
+    const char *type = e->written ? e->written : input ? "layer_norm" : "LayerNorm";
+    Expr *shape = a[0], *eps_e = input ? a[3] : a[1], *affine_e = input ? NULL : a[2];
+    int64_t f = 0;
+    double eps = 1e-5;
+    int affine = !input, ok = 1;
+    if (input && ((a[1] && !(a[1]->kind == E_NAME && strcmp(a[1]->s, "None") == 0))
+                  || (a[2] && !(a[2]->kind == E_NAME && strcmp(a[2]->s, "None") == 0)))) {
+        diag_error(e->loc, "%s with a weight or bias tensor is not supported; declare nn.LayerNorm(...) in the model",
+                   type);
+        ok = 0;
+    }
+    Shape ns = {shape->kind == E_TUPLE ? shape->nargs : 1, {0}};
+    if (ns.rank > MAX_RANK - 1) {
+        diag_error(shape->loc, "%s over %d dimensions: a value has at most %d after the batch", type, ns.rank,
+                   MAX_RANK - 1);
+        return NULL;
+    }
+    f = 1;
+    for (int k = 0; k < ns.rank; k++) {
+        ok &= arg_int(shape->kind == E_TUPLE ? shape->args[k]->val : shape, "normalized_shape", 1, MAX_DIM, &ns.d[k]);
+        f *= ns.d[k];
+    }
+    if (ok && f > MAX_DIM) {
+        diag_error(shape->loc, "%s over %s: too large (the limit is %d elements per sample)", type, ir_shape_str(&ns),
+                   MAX_DIM);
+        ok = 0;
+    }
+    if (eps_e && !arg_num(eps_e, "eps", &eps)) {
+        ok = 0;
+    } else if (!(eps > 0)) {
+        diag_error(eps_e->loc, "eps must be positive, got %s", arg_show(eps_e));
+        ok = 0;
+    }
+    if (affine_e)
+        ok &= arg_bool(affine_e, "elementwise_affine", &affine);
+    if (!ok)
+        return NULL;
+    Layer *l = new_layer(LK_LAYERNORM, prefix, what, e->loc);
+    l->in = f;
+    l->ns = ns;
+    l->eps = eps;
+    /* weight and bias have normalized_shape's shape, as in the state_dict */
+    if (affine) {
+        l->w = ir_param(S->g, param_name(prefix, "weight"), ns, RT_INIT_ONE, 0, e->loc);
+        l->b = ir_param(S->g, param_name(prefix, "bias"), ns, RT_INIT_ZERO, 0, e->loc);
+    }
+    return l;
+}
+
+/* The functions that are layers applied at once, and their layer kinds. */
+static const struct {
+    const char *fn;
+    LayerKind kind;
+    Op op;
+} layer_fns[] = {
+    {"adaptive_avg_pool2d", LK_ADAPTIVEAVGPOOL2D, 0}, {"avg_pool2d", LK_AVGPOOL2D, 0},
+    {"layer_norm", LK_LAYERNORM, 0},                  {"log_softmax", LK_SOFTMAX, OP_LOG_SOFTMAX},
+    {"max_pool2d", LK_MAXPOOL2D, 0},                  {"softmax", LK_SOFTMAX, OP_SOFTMAX},
+};
+
+int layer_fn(const char *name)
+{
+    for (size_t i = 0; i < sizeof layer_fns / sizeof *layer_fns; i++)
+        if (strcmp(layer_fns[i].fn, name) == 0)
+            return 1;
+    return 0;
+}
+
+const char *layer_fn_name(int i)
+{
+    return i < (int)(sizeof layer_fns / sizeof *layer_fns) ? layer_fns[i].fn : NULL;
+}
+
+Layer *layer_make_fn(Sema *S, const Expr *e, const Expr **input)
+{
+    const char *what = e->written ? e->written : e->s;
+    *input = NULL;
+    for (size_t i = 0; i < sizeof layer_fns / sizeof *layer_fns; i++) {
+        if (strcmp(layer_fns[i].fn, e->s) != 0)
+            continue;
+        switch (layer_fns[i].kind) {
+        case LK_MAXPOOL2D: case LK_AVGPOOL2D: return make_pool(e, layer_fns[i].kind, "", what, input);
+        case LK_ADAPTIVEAVGPOOL2D: return make_adaptive_pool(e, "", what, input);
+        case LK_SOFTMAX: return make_softmax(e, layer_fns[i].op, "", what, input);
+        default: return make_layer_norm(S, e, "", what, input);
+        }
+    }
+    diag_ice("layer_make_fn: %s is not a layer function", e->s);
 }
 
 /* Sequential(layer, ...): children are named by index, as in PyTorch. */
@@ -490,10 +676,14 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
     case LK_FLATTEN: return make_flatten(e, prefix, what);
     case LK_SEQUENTIAL: return make_sequential(S, e, prefix, what);
     case LK_CONV2D: return make_conv2d(S, e, prefix, what);
-    case LK_BATCHNORM2D: return make_batchnorm2d(S, e, prefix, what);
+    case LK_BATCHNORM2D:
+    case LK_BATCHNORM1D: return make_batchnorm(S, e, layer_types[t].kind, prefix, what);
     case LK_MAXPOOL2D:
-    case LK_AVGPOOL2D: return make_pool(e, layer_types[t].kind, prefix, what);
+    case LK_AVGPOOL2D: return make_pool(e, layer_types[t].kind, prefix, what, NULL);
     case LK_DROPOUT: return make_dropout(e, prefix, what);
+    case LK_LAYERNORM: return make_layer_norm(S, e, prefix, what, NULL);
+    case LK_ADAPTIVEAVGPOOL2D: return make_adaptive_pool(e, prefix, what, NULL);
+    case LK_SOFTMAX: return make_softmax(e, layer_types[t].act, prefix, what, NULL);
     case LK_UNSUPPORTED: break;
     }
     diag_error(e->loc, "%s is not supported yet (supported layers: %s)", e->s, layer_list());
@@ -530,6 +720,97 @@ static Val node4(Sema *S, Op op, const int *in, Shape s, Loc loc)
     return (Val){ir_add(S->g, op, op_arity[op], in, s, DT_F32, loc), s};
 }
 
+/* BatchNorm over [N, C, H, W]: the batch statistics (of all ranks under
+ * SyncBatchNorm), normalization, and the running statistics' update. */
+static Val apply_batchnorm(Sema *S, const Layer *l, Val x, Loc loc)
+{
+    Graph *g = S->g;
+    Val st;
+    if (S->sync_bn) {
+        /* SyncBatchNorm: each pass's channel sums over all ranks before
+         * the next pass (the mean, then the squares about it): the
+         * statistics of one rank holding the whole global batch */
+        Shape c = shape1(l->in);
+        Val s = node4(S, OP_SUM_CHAN, &x.id, c, loc);
+        Val gs = node4(S, OP_ALLREDUCE, &s.id, c, loc);
+        Val q = node4(S, OP_BN_SQDEV, (int[]){x.id, gs.id}, c, loc);
+        Val gq = node4(S, OP_ALLREDUCE, &q.id, c, loc);
+        st = node4(S, OP_BN_GSTATS, (int[]){x.id, l->rm, l->rv, gs.id, gq.id}, shape2(2, l->in), loc);
+    } else {
+        st = node4(S, OP_BN_STATS, (int[]){x.id, l->rm, l->rv}, shape2(2, l->in), loc);
+    }
+    g->n[st.id]->bn.eps = l->eps;
+    Val y = node4(S, OP_BN_APPLY, (int[]){x.id, st.id, l->w, l->b}, x.s, loc);
+    g->n[y.id]->bn.eps = l->eps;
+    /* the running statistics move once per training step, from the stats */
+    Val r = node4(S, OP_BN_RUNNING, (int[]){l->rm, l->rv, l->nbt, st.id}, shape1(l->in), loc);
+    g->n[r.id]->bn.momentum = l->momentum;
+    g->n[r.id]->bn.sync = S->sync_bn;
+    ir_effect(g, r.id);
+    return y;
+}
+
+/* BatchNorm1d over [N, C] or [N, C, L]: BatchNorm2d's ops on the same
+ * elements viewed as [N, C, 1, 1] or [N, C, L, 1] (a channel's elements
+ * are the same, so are its statistics; SyncBatchNorm comes with them). */
+static Val apply_batchnorm1d(Sema *S, const Layer *l, Val x, Loc loc)
+{
+    if ((x.s.rank != 2 && x.s.rank != 3) || x.s.d[1] != l->in) {
+        diag_error(loc, "%s expects input [N, %lld] or [N, %lld, L], got %s%s", l->what, (long long)l->in,
+                   (long long)l->in, ir_shape_str(&x.s), x.s.rank == 4 ? " (BatchNorm2d normalizes [N, C, H, W])" : "");
+        return POISON;
+    }
+    Shape s4 = {4, {DIM_N, l->in, x.s.rank == 3 ? x.s.d[2] : 1, 1}};
+    Val v = layer_node(S, OP_RESHAPE, x.id, -1, s4, loc);
+    v = apply_batchnorm(S, l, v, loc);
+    return v.id < 0 ? v : layer_node(S, OP_RESHAPE, v.id, -1, x.s, loc);
+}
+
+/* LayerNorm over all of a sample's elements: [N, F] with normalized_shape
+ * F, [N, C, H, W] with (C, H, W) (viewed as [N, C*H*W], the same row):
+ * normalized per sample, then times the weight and plus the bias per
+ * element of the row (elementwise ops, which fuse as any). Fewer trailing
+ * dimensions than the sample has would be several rows per sample. */
+static Val apply_layer_norm(Sema *S, const Layer *l, Val x, Loc loc)
+{
+    int same = x.s.rank == l->ns.rank + 1;
+    for (int k = 0; same && k < l->ns.rank; k++)
+        same = x.s.d[k + 1] == l->ns.d[k];
+    if (!same) {
+        Shape want = {l->ns.rank + 1, {DIM_N}};
+        for (int k = 0; k < l->ns.rank; k++)
+            want.d[k + 1] = l->ns.d[k];
+        int tail = x.s.rank > l->ns.rank + 1;
+        for (int k = 0; tail && k < l->ns.rank; k++)
+            tail = x.s.d[x.s.rank - l->ns.rank + k] == l->ns.d[k];
+        diag_error(loc, "%s expects input %s, got %s%s", l->what, ir_shape_str(&want), ir_shape_str(&x.s),
+                   tail ? " (over fewer than all of a sample's dimensions: not supported)" : "");
+        return POISON;
+    }
+    Shape row = shape2(DIM_N, l->in);
+    Val y = layer_node(S, OP_LAYER_NORM, layer_flatten(S, x, loc).id, -1, row, loc);
+    S->g->n[y.id]->bn.eps = l->eps;
+    /* the affine is part of torch's layer_norm: float under autocast */
+    if (l->w >= 0) {
+        y = layer_node(S, OP_MUL_COLS, y.id, l->w, row, loc);
+        S->g->n[y.id]->keep_f32 = 1;
+    }
+    if (l->b >= 0) {
+        y = layer_node(S, OP_BIAS_ADD, y.id, l->b, row, loc);
+        S->g->n[y.id]->keep_f32 = 1;
+    }
+    return x.s.rank == 2 ? y : layer_node(S, OP_RESHAPE, y.id, -1, x.s, loc);
+}
+
+static Val apply_softmax(Sema *S, const Layer *l, Val x, Loc loc)
+{
+    if (x.s.rank != 2) {
+        diag_error(loc, "%s expects input [N, F] (over the features), got %s", l->what, ir_shape_str(&x.s));
+        return POISON;
+    }
+    return layer_node(S, l->op, x.id, -1, x.s, loc);
+}
+
 /* The layers over images [N, C, H, W]: Conv2d, BatchNorm2d, pooling. */
 static Val apply_nchw(Sema *S, const Layer *l, Val x, Loc loc)
 {
@@ -541,33 +822,21 @@ static Val apply_nchw(Sema *S, const Layer *l, Val x, Loc loc)
             diag_error(loc, "%s expects input [N, C, H, W], got %s", l->what, ir_shape_str(&x.s));
         return POISON;
     }
-    const Window *w = &l->win;
-    if (l->kind == LK_BATCHNORM2D) {
-        Graph *g = S->g;
-        Val st;
-        if (S->sync_bn) {
-            /* SyncBatchNorm: each pass's channel sums over all ranks before
-             * the next pass (the mean, then the squares about it): the
-             * statistics of one rank holding the whole global batch */
-            Shape c = shape1(l->in);
-            Val s = node4(S, OP_SUM_CHAN, &x.id, c, loc);
-            Val gs = node4(S, OP_ALLREDUCE, &s.id, c, loc);
-            Val q = node4(S, OP_BN_SQDEV, (int[]){x.id, gs.id}, c, loc);
-            Val gq = node4(S, OP_ALLREDUCE, &q.id, c, loc);
-            st = node4(S, OP_BN_GSTATS, (int[]){x.id, l->rm, l->rv, gs.id, gq.id}, shape2(2, l->in), loc);
-        } else {
-            st = node4(S, OP_BN_STATS, (int[]){x.id, l->rm, l->rv}, shape2(2, l->in), loc);
+    if (l->kind == LK_BATCHNORM2D)
+        return apply_batchnorm(S, l, x, loc);
+    Window wa = l->win;
+    if (l->kind == LK_ADAPTIVEAVGPOOL2D) {
+        /* an average pool whose windows tile the input exactly */
+        int64_t h = x.s.d[2], w = x.s.d[3];
+        if (h % l->osize[0] || w % l->osize[1]) {
+            diag_error(loc, "%s: output size %dx%d does not divide the input %s (only even windows are supported)",
+                       l->what, l->osize[0], l->osize[1], ir_shape_str(&x.s));
+            return POISON;
         }
-        g->n[st.id]->bn.eps = l->eps;
-        Val y = node4(S, OP_BN_APPLY, (int[]){x.id, st.id, l->w, l->b}, x.s, loc);
-        g->n[y.id]->bn.eps = l->eps;
-        /* the running statistics move once per training step, from the stats */
-        Val r = node4(S, OP_BN_RUNNING, (int[]){l->rm, l->rv, l->nbt, st.id}, shape1(l->in), loc);
-        g->n[r.id]->bn.momentum = l->momentum;
-        g->n[r.id]->bn.sync = S->sync_bn;
-        ir_effect(g, r.id);
-        return y;
+        int kh = (int)(h / l->osize[0]), kw = (int)(w / l->osize[1]);
+        wa = (Window){kh, kw, kh, kw, 0, 0, 1, 1, 1};
     }
+    const Window *w = &wa;
     int dil = l->kind == LK_CONV2D;
     int64_t oh = ir_window_out(x.s.d[2], w->kh, w->sh, w->ph, dil ? w->dh : 1);
     int64_t ow = ir_window_out(x.s.d[3], w->kw, w->sw, w->pw, dil ? w->dw : 1);
@@ -626,7 +895,14 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
     case LK_BATCHNORM2D:
     case LK_MAXPOOL2D:
     case LK_AVGPOOL2D:
+    case LK_ADAPTIVEAVGPOOL2D:
         return apply_nchw(S, l, x, loc);
+    case LK_BATCHNORM1D:
+        return apply_batchnorm1d(S, l, x, loc);
+    case LK_LAYERNORM:
+        return apply_layer_norm(S, l, x, loc);
+    case LK_SOFTMAX:
+        return apply_softmax(S, l, x, loc);
     case LK_UNSUPPORTED:
         break;
     }

@@ -231,8 +231,10 @@ unary:
   ;
 
 /* primary: INT | FLOAT | STRING | 'true' | 'false' | IDENT | IDENT '(' args ')'
- *        | '(' expr ')' | '(' expr ',' expr { ',' expr } ')'
- *        | '[' expr { ',' expr } [ ',' ] ']'   (a list: a tuple to every reader) */
+ *        | '(' expr ')' | '(' expr ',' ')' | '(' expr ',' expr { ',' expr } ')'
+ *        | '[' expr { ',' expr } [ ',' ] ']'
+ * (a one-element tuple as Python writes it: LayerNorm((64,)); a list is a
+ * tuple: torch.cat([a, b], 1), LayerNorm([64])) */
 primary:
     INT             { $$ = mk(E_INT, L(@1)); $$->i = $1; $$->f = (double)$1; }
   | FLOAT           { $$ = mk(E_FLOAT, L(@1)); $$->f = $1; }
@@ -243,6 +245,8 @@ primary:
   | IDENT '(' args ')'
                     { $$ = method(mk(E_CALL, L(@1)), $1, $3); }
   | '(' expr ')'    { $$ = $2; }
+  | '(' expr ',' ')' { $$ = mk(E_TUPLE, L(@1)); List l = {0}; push(&l, mkarg(NULL, $2->loc, $2));
+                      $$->args = (Arg **)l.v; $$->nargs = l.n; }
   | '(' expr ',' exprs ')'
                     { $$ = mk(E_TUPLE, L(@1)); List l = {0}; push(&l, mkarg(NULL, $2->loc, $2));
                       for (int k = 0; k < $4.n; k++) push(&l, $4.v[k]);
@@ -324,7 +328,7 @@ static int is_operator(yysymbol_kind_t k)
 /* `unexpected '}', expected identifier or 'return'`: the offending token,
  * with its text where that helps, and the tokens that would have fit when
  * there are few enough to be a useful hint. Where any expression fits,
- * "expression" stands for the eight tokens that can start one. */
+ * "expression" stands for the nine tokens that can start one. */
 static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, ParseState *P)
 {
     (void)scanner;

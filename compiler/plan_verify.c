@@ -160,7 +160,7 @@ static int legal_member(const Checker *c, const Group *gr, int id)
         return n->op == OP_BIAS_ADD && n->in[0] == gr->anchor && nd(c, gr->anchor)->op == OP_CONV2D;
     case G_CHAN:    /* channel results of the pass (fuse.c, chan_pass_result) */
         return n->op == OP_BN_DW || n->op == OP_SUM_CHAN || n->op == OP_BN_RUNNING;
-    case G_POOL: case G_STATE: case G_COMM:
+    case G_POOL: case G_STATE: case G_COMM: case G_NORM:
         return 0;
     }
     return 0;
@@ -168,7 +168,7 @@ static int legal_member(const Checker *c, const Group *gr, int id)
 
 static const OpKind anchor_kind[] = {
     [G_MATMUL] = K_MATMUL, [G_ROW] = K_ROW, [G_CONV] = K_CONV, [G_CHAN] = K_CHAN,
-    [G_POOL] = K_POOL, [G_STATE] = K_STATE, [G_COMM] = K_COMM,
+    [G_POOL] = K_POOL, [G_STATE] = K_STATE, [G_COMM] = K_COMM, [G_NORM] = K_NORM,
 };
 
 static void check_fusions(Checker *c)
@@ -179,7 +179,7 @@ static void check_fusions(Checker *c)
         if (gr->nnodes < 1)
             continue;
         int anchored = gr->kind == G_MATMUL || gr->kind == G_ROW || gr->kind == G_CONV || gr->kind == G_CHAN
-                    || gr->kind == G_POOL || gr->kind == G_STATE || gr->kind == G_COMM;
+                    || gr->kind == G_POOL || gr->kind == G_STATE || gr->kind == G_COMM || gr->kind == G_NORM;
         if (anchored && (!member(gr, gr->anchor) || op_kind[nd(c, gr->anchor)->op] != anchor_kind[gr->kind])) {
             fail(c, i, "its anchor %%%d is not one of its nodes of the group's kind", gr->anchor);
             continue;

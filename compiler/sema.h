@@ -58,7 +58,7 @@ int arg_bind(const Expr *call, const Sig *sig, Expr **out);
 /* ---- layers.c ---------------------------------------------------------- */
 typedef enum {
     LK_LINEAR, LK_ACT, LK_FLATTEN, LK_SEQUENTIAL, LK_CONV2D, LK_BATCHNORM2D, LK_MAXPOOL2D, LK_AVGPOOL2D,
-    LK_DROPOUT, LK_UNSUPPORTED
+    LK_DROPOUT, LK_BATCHNORM1D, LK_LAYERNORM, LK_ADAPTIVEAVGPOOL2D, LK_SOFTMAX, LK_UNSUPPORTED
 } LayerKind;
 
 /* An activation: its op (0: Identity) and parameters (Node.act). */
@@ -72,11 +72,15 @@ typedef struct Layer {
     const char *name;       /* state_dict prefix: "fc1", "layers.0", "0", "" */
     const char *what;       /* in messages: "fc1", "layers.0", "layer 0" */
     Loc loc;                /* its constructor */
-    int64_t in, out;        /* Linear: features; Conv2d: channels; BatchNorm2d: in */
+    int64_t in, out;        /* Linear: features; Conv2d: channels; BatchNorm1d/2d: in; LayerNorm: in */
     int w, b;               /* Linear, Conv2d, BatchNorm2d: PARAM nodes; b -1 without bias */
     int rm, rv, nbt;        /* BatchNorm2d: running_mean, running_var, num_batches_tracked */
     Window win;             /* Conv2d, pooling */
-    double eps, momentum;   /* BatchNorm2d */
+    double eps, momentum;   /* BatchNorm1d/2d; LayerNorm: eps */
+    int osize[2];           /* AdaptiveAvgPool2d: output size (h, w) */
+    Shape ns;               /* LayerNorm: normalized_shape (in: its elements) */
+    Op op;                  /* Softmax / LogSoftmax: OP_SOFTMAX / OP_LOG_SOFTMAX */
+    int dim;                /* Softmax / LogSoftmax: 1 (the features of [N, F]); 0: not given */
     double p;               /* Dropout */
     ActArgs act;            /* an activation (ReLU, GELU, ...): its op and parameters */
     struct Layer **kids;    /* Sequential */
@@ -121,6 +125,13 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what);
 /* Layer l applied to x; loc is the call, or the layer's place inside a
  * Sequential (in_seq), which also changes how a fix is suggested. */
 Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq);
+/* The functions that are a layer applied at once (F.max_pool2d(x, 2),
+ * F.softmax(x, dim = 1), F.layer_norm(x, (64,))): 1 if name is one; then
+ * layer_make_fn binds the call's arguments (the tensor in *input) and
+ * returns the layer, NULL after reporting. */
+int layer_fn(const char *name);
+Layer *layer_make_fn(Sema *S, const Expr *e, const Expr **input);
+const char *layer_fn_name(int i);     /* the i-th such function, NULL past the end */
 /* The lowerings forward's functions share with the layers. */
 Val layer_node(Sema *S, Op op, int a, int b, Shape s, Loc loc);
 Val layer_dropout(Sema *S, Val x, double p, Loc loc);

@@ -4,7 +4,8 @@
 # tests/cuda/models/conv.net, for the image kernels, and of tanh.net,
 # acts.net, gate.net and smooth.net for the activations, the arithmetic
 # and label smoothing, settings.net and amsgrad.net for RMSprop and amsgrad,
-# loss_*.net for the losses of float targets) with one
+# loss_*.net for the losses of float targets, norm.net for the row
+# normalizations) with one
 # edit (sed);
 # kernel_check has to fail on every one of them (and pass on the unedited
 # source, which kernel_check.sh's own test runs).
@@ -130,6 +131,17 @@ check 'l1: the loss without its absolute value' 's|\(v[0-9]*\) += fabsf(x\[j\] -
 MODEL=$HERE/models/loss_weight.net
 check 'class weights: the batch weight sum not summed over the warp' 's|sw += __shfl_xor_sync(0xffffffffu, sw, o);|;|' $T
 check 'class weights: the smoothing term over unweighted logits' 's|swx += cw\[j\] \* x\[j\];|swx += x[j];|' $T
+# the row normalizations (emit_norm.c): softmax, log_softmax, layer_norm
+MODEL=$HERE/models/norm.net
+check 'layer_norm variance unbiased (C - 1)' 's|q / (float)C + |q / (float)(C - 1) + |' $T
+check 'layer_norm_dx without its xhat mean(dy xhat) term' 's| - (b\[j\] - mean) \* rstd \* (sgx / (float)C))|)|' $T
+check 'softmax_grad without the row sum of dy y' 's|y\[j\] = b\[j\] \* (a\[j\] - s);|y[j] = b[j] * (a[j] - 0.0f * s);|' $T
+check 'log_softmax_grad without its softmax term' 's|y\[j\] = a\[j\] - expf(b\[j\]) \* s;|y[j] = a[j] - 0.0f * s;|' $T
+check 'log_softmax forgets the row maximum in lse' 's|const float lse = mx + logf(se);|const float lse = logf(se);|' $T
+check 'row kernels skip the columns past a block (LayerNorm(300))' 's|for (int64_t j = threadIdx.x; j < C; j += blockDim.x)|for (int64_t j = threadIdx.x; j < C \&\& j < 256; j += blockDim.x)|' $T
+check 'cat reads its second operand one column late' 's/b\[j - CA\]/b[j - CA + 1]/' $T
+check 'slice (cat'"'"'s gradient) takes the columns one further' 's/OFF = \([0-9]*\),/OFF = \1 + 1,/' $T
+check 'layer_norm variance sum loses the upper half block' 's|red_q\[threadIdx.x\] += red_q\[threadIdx.x + half\];|red_q[threadIdx.x] += half < 128 ? red_q[threadIdx.x + half] : 0.0f;|' $T
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]

@@ -83,9 +83,9 @@ fi
 "$CDDPC" "$ROOT/tests/ddp/syncbn.net" -d fuse >"$TMP/fuse" 2>&1
 ntrain=$(sed -n '/^plan train/,/^plan eval/p' "$TMP/fuse" | grep -c 'allreduce%')
 neval=$(sed -n '/^plan eval/,$p' "$TMP/fuse" | grep -c 'allreduce%')
-[ "$ntrain" = 6 ] && [ "$neval" = 0 ] &&
-    pass "6 sums over the ranks per train step (2 per batch norm forward, 1 backward), none in eval" ||
-    { fail "collectives: $ntrain in train (want 6), $neval in eval (want 0)"; show "$TMP/fuse"; }
+[ "$ntrain" = 9 ] && [ "$neval" = 0 ] &&
+    pass "9 sums over the ranks per train step (2 per batch norm forward, 1 backward; 2d, 2d, 1d), none in eval" ||
+    { fail "collectives: $ntrain in train (want 9), $neval in eval (want 0)"; show "$TMP/fuse"; }
 
 # ---- 4. every rank evaluates rank 0's model ------------------------------------------------
 for tag in l2 2; do

@@ -44,6 +44,58 @@ static int64_t at4(const Shape *s, int64_t i, int64_t c, int64_t h, int64_t w)
     return ((i * s->d[1] + c) * s->d[2] + h) * s->d[3] + w;
 }
 
+/* The row normalizations from their definitions, per sample row in
+ * double: softmax exp(x) / sum exp(x), log_softmax x - log sum exp(x),
+ * layer_norm (x - mean) / sqrt(var + eps); the gradients as the
+ * Jacobian-vector products of those (y the forward's output; layer_norm's
+ * from its input x, b). */
+static void eval_norm(const Node *n, double *y, const double *a, const double *b)
+{
+    int64_t C = dim(n->shape.d[1]);
+    for (int64_t i = 0; i < BATCH; i++) {
+        const double *x = a + i * C, *v = b ? b + i * C : NULL;
+        double *o = y + i * C, s = 0, q = 0;
+        switch (n->op) {
+        case OP_SOFTMAX: case OP_LOG_SOFTMAX:
+            for (int64_t j = 0; j < C; j++) s += exp(x[j]);
+            for (int64_t j = 0; j < C; j++) o[j] = n->op == OP_SOFTMAX ? exp(x[j]) / s : x[j] - log(s);
+            break;
+        case OP_SOFTMAX_GRAD:       /* J = diag(y) - y y^T */
+            for (int64_t j = 0; j < C; j++) s += x[j] * v[j];
+            for (int64_t j = 0; j < C; j++) o[j] = v[j] * x[j] - v[j] * s;
+            break;
+        case OP_LOG_SOFTMAX_GRAD:   /* J = I - 1 softmax^T, softmax = exp(y) */
+            for (int64_t j = 0; j < C; j++) s += x[j];
+            for (int64_t j = 0; j < C; j++) o[j] = x[j] - exp(v[j]) * s;
+            break;
+        case OP_LAYER_NORM: {
+            for (int64_t j = 0; j < C; j++) s += x[j];
+            double mean = s / (double)C;
+            for (int64_t j = 0; j < C; j++) q += (x[j] - mean) * (x[j] - mean);
+            double r = 1 / sqrt(q / (double)C + n->bn.eps);
+            for (int64_t j = 0; j < C; j++) o[j] = (x[j] - mean) * r;
+            break;
+        }
+        default: {  /* layer_norm_dx: the full Jacobian of xhat, applied to dy */
+            for (int64_t j = 0; j < C; j++) s += v[j];
+            double mean = s / (double)C;
+            for (int64_t j = 0; j < C; j++) q += (v[j] - mean) * (v[j] - mean);
+            double var = q / (double)C, r = 1 / sqrt(var + n->bn.eps);
+            for (int64_t k = 0; k < C; k++) {
+                double acc = 0;
+                for (int64_t j = 0; j < C; j++) {
+                    /* d xhat_j / d x_k = r (delta_jk - 1/C) - (x_j - mean) r^3 (x_k - mean) / C */
+                    double d = r * ((j == k) - 1.0 / (double)C) - (v[j] - mean) * r * r * r * (v[k] - mean) / (double)C;
+                    acc += x[j] * d;
+                }
+                o[k] = acc;
+            }
+            break;
+        }
+        }
+    }
+}
+
 /* Convolution by its definition, and its gradients by scattering each
  * output's contribution back: the plain loops, no im2col. */
 static void eval_conv(const Node *n, double *y, const double *a, const double *b)
@@ -407,6 +459,32 @@ static void eval_node(int id)
     case OP_MSE_GRAD: case OP_L1_GRAD: case OP_SMOOTH_L1_GRAD: case OP_HUBER_GRAD: case OP_BCE_GRAD:
         eval_float_loss(n, y, a, b);
         break;
+    case OP_MUL_COLS: {
+        int64_t R = dim(sa->d[0]), C = dim(sa->d[1]);
+        for (int64_t i = 0; i < R; i++)
+            for (int64_t j = 0; j < C; j++)
+                y[i * C + j] = a[i * C + j] * b[j];
+        break;
+    }
+    case OP_CAT: {      /* per sample: a's elements, then b's */
+        int64_t ra = ir_row_elems(sa), rb = ir_row_elems(sb);
+        for (int64_t i = 0; i < BATCH; i++) {
+            memcpy(y + i * (ra + rb), a + i * ra, sizeof(double) * (size_t)ra);
+            memcpy(y + i * (ra + rb) + ra, b + i * rb, sizeof(double) * (size_t)rb);
+        }
+        break;
+    }
+    case OP_SLICE: {
+        int64_t ra = ir_row_elems(sa), r = ir_row_elems(&n->shape);
+        for (int64_t i = 0; i < BATCH; i++)
+            for (int64_t j = 0; j < r; j++)
+                y[i * r + j] = a[i * ra + n->slice.off + j];
+        break;
+    }
+    case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_SOFTMAX_GRAD: case OP_LOG_SOFTMAX_GRAD: case OP_LAYER_NORM:
+    case OP_LAYER_NORM_DX:
+        eval_norm(n, y, a, b);
+        break;
     case OP_CONV2D: case OP_CONV2D_DX: case OP_CONV2D_DW: eval_conv(n, y, a, b); break;
     case OP_SUM_CHAN: case OP_BN_STATS: case OP_BN_APPLY: case OP_BN_DX: case OP_BN_DW: eval_bn(n, y); break;
     case OP_MAXPOOL: case OP_MAXPOOL_DX: case OP_AVGPOOL: case OP_AVGPOOL_DX: eval_pool(n, y, a, b); break;
@@ -649,6 +727,48 @@ static int check_pool(const char *what, Op op, int64_t C, int64_t H, int64_t W, 
     return check(what, y, seed, RED_SUM, &x, 1);
 }
 
+/* LayerNorm as sema builds it: layer_norm(x), then * w[col] + b[col]
+ * (affine), with its eps on the node. */
+static int check_layer_norm(const char *what, int64_t F, double eps, int affine)
+{
+    reset();
+    Shape xs = ir_shape(2, DIM_N, F), cs = ir_shape(1, F);
+    int x = input(OP_IMAGES, xs), w = input(OP_PARAM, cs), b = input(OP_PARAM, cs);
+    fill(x);
+    fill(w);
+    fill(b);
+    int y = ir_add(g, OP_LAYER_NORM, 1, &x, xs, DT_F32, (Loc){0});
+    g->n[y]->bn.eps = eps;
+    if (affine) {
+        y = ir_add(g, OP_MUL_COLS, 2, (int[]){y, w}, xs, DT_F32, (Loc){0});
+        y = ir_add(g, OP_BIAS_ADD, 2, (int[]){y, b}, xs, DT_F32, (Loc){0});
+    }
+    int seed = input(OP_IMAGES, xs);
+    fill(seed);
+    return check(what, y, seed, RED_SUM, (int[]){x, w, b}, affine ? 3 : 1);
+}
+
+/* LayerNorm((C, H, W)) over [N, C, H, W] as sema builds it: the sample's
+ * row [N, C*H*W], normalized, times w and plus b shaped [C, H, W]. */
+static int check_layer_norm_chw(const char *what, int64_t C, int64_t H, int64_t W)
+{
+    reset();
+    Shape xs = ir_shape(4, DIM_N, C, H, W), rs = ir_shape(2, DIM_N, C * H * W), ws = ir_shape(3, C, H, W);
+    int x = input(OP_IMAGES, xs), w = input(OP_PARAM, ws), b = input(OP_PARAM, ws);
+    fill(x);
+    fill(w);
+    fill(b);
+    int r = ir_add(g, OP_RESHAPE, 1, &x, rs, DT_F32, (Loc){0});
+    int y = ir_add(g, OP_LAYER_NORM, 1, &r, rs, DT_F32, (Loc){0});
+    g->n[y]->bn.eps = 1e-5;
+    y = ir_add(g, OP_MUL_COLS, 2, (int[]){y, w}, rs, DT_F32, (Loc){0});
+    y = ir_add(g, OP_BIAS_ADD, 2, (int[]){y, b}, rs, DT_F32, (Loc){0});
+    y = ir_add(g, OP_RESHAPE, 1, &y, xs, DT_F32, (Loc){0});
+    int seed = input(OP_IMAGES, xs);
+    fill(seed);
+    return check(what, y, seed, RED_SUM, (int[]){x, w, b}, 3);
+}
+
 /* Two layers, ReLU, cross-entropy: the loss seeds itself. */
 static int check_network_w(int red, const char *what, double smooth, const double *w)
 {
@@ -749,6 +869,15 @@ int main(void)
     fails += check_pool("maxpool 3x3 stride 2 pad 1", OP_MAXPOOL, 2, 7, 6, win(3, 3, 2, 2, 1, 1, 1, 1, 1));
     fails += check_pool("avgpool 2x2", OP_AVGPOOL, 2, 6, 5, win(2, 2, 2, 2, 0, 0, 1, 1, 1));
     fails += check_pool("avgpool 3x2 stride 1 pad 1", OP_AVGPOOL, 2, 5, 4, win(3, 2, 1, 1, 1, 1, 1, 1, 1));
+    fails += check_unary("softmax x[N,5]", OP_SOFTMAX, ir_shape(2, DIM_N, 5), ir_shape(2, DIM_N, 5));
+    fails += check_unary("log_softmax x[N,5]", OP_LOG_SOFTMAX, ir_shape(2, DIM_N, 5), ir_shape(2, DIM_N, 5));
+    fails += check_binary("mul_cols x[N,3] w[3]", OP_MUL_COLS, nn, ir_shape(1, 3), nn);
+    fails += check_binary("cat x[N,3] y[N,4] dim 1", OP_CAT, nn, nk, ir_shape(2, DIM_N, 7));
+    fails += check_binary("cat x[N,2,3,2] y[N,3,3,2] channels", OP_CAT, ir_shape(4, DIM_N, 2, 3, 2),
+                          ir_shape(4, DIM_N, 3, 3, 2), ir_shape(4, DIM_N, 5, 3, 2));
+    fails += check_layer_norm("layer_norm [N,6] eps 1e-5", 6, 1e-5, 0);
+    fails += check_layer_norm("layer_norm [N,5] eps 0.5 affine", 5, 0.5, 1);
+    fails += check_layer_norm_chw("layer_norm (C,H,W) [N,2,3,2] affine", 2, 3, 2);
     fails += check_network(RED_MEAN, "ce_loss mean (2-layer net)", 0);
     fails += check_network(RED_MEAN, "ce_loss mean label_smoothing 0.1", 0.1);
     fails += check_network(RED_SUM, "ce_loss sum label_smoothing 0.3", 0.3);
