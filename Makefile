@@ -96,6 +96,7 @@ demo: deps
 
 # ---- tests ------------------------------------------------------------------
 include tests/Makefile.inc
+include tests/fuzz/Makefile.inc
 
 # cddpc finds libcddprt.a and include/ next to its own executable, so the
 # three live together under lib/cddpc and bin/cddpc is a symlink.
