@@ -378,6 +378,8 @@ static Operand arith(Sema *S, Operand a, ExprKind k, Operand b, Loc loc)
     }
     double c = a.is_const ? a.c : b.c;
     Val x = a.is_const ? b.v : a.v;
+    if (!arg_float32(loc, "the constant", c))
+        return r;
     switch (k) {
     case E_ADD: r.v = scalar_node(S, OP_AFFINE, x, 1, c, loc); break;
     case E_SUB: r.v = a.is_const ? scalar_node(S, OP_AFFINE, x, -1, c, loc) : scalar_node(S, OP_AFFINE, x, 1, -c, loc);

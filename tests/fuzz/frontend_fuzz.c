@@ -2,9 +2,12 @@
  * input is a model file's text, taken through everything `cddpc MODEL.net
  * -o X` does short of running the C compiler: lexer, parser, semantic
  * checks, graph, autodiff, fusion, memory plan, the verifiers between them
- * and the emission of the C and CUDA source (in memory). Diagnostics go to
- * /dev/null (FUZZ_VERBOSE=1 shows them); sanitizer reports write to fd 2
- * directly and are unaffected. After each input the arena and the
+ * and the emission of the C and CUDA source (in memory), and what the
+ * listing options print (-d of every pass, --report --target h200,
+ * --explain-fusion). The fusion level is the input's length mod 3 (all,
+ * elementwise, none), so an input always replays the same way.
+ * Diagnostics and listings go to /dev/null (FUZZ_VERBOSE=1 shows them);
+ * sanitizer reports write to fd 2 directly and are unaffected. After each input the arena and the
  * diagnostics' state are reset, so nothing accumulates across inputs.
  *
  * Built by `make build/fuzz/frontend` (tests/fuzz/Makefile.inc) with
@@ -41,12 +44,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data, size);
     text[size] = 0;
 
-    FILE *saved = stderr;
+    static const FuseLevel levels[] = {FUSE_ALL, FUSE_ELEMENTWISE, FUSE_NONE};
+    PipelineOptions o = {.input = "fuzz.net", .fusion = levels[size % 3], .report = 1, .target = COST_GPU,
+                         .gpu = gpu_target("h200"), .explain = 1,
+                         .dump = {"sema", "autodiff", "fuse", "memplan", "buckets"}, .ndump = 5};
+    FILE *saved_err = stderr, *saved_out = stdout;
     if (quiet)
-        stderr = quiet;
-    PipelineOptions o = {.input = "fuzz.net", .fusion = FUSE_ALL};
+        stderr = stdout = quiet;
     pipeline_compile(&o, text, NULL, NULL, 0, NULL);
-    stderr = saved;
+    stderr = saved_err;
+    stdout = saved_out;
 
     util_free_all();
     diag_reset();
