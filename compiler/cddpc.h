@@ -18,6 +18,10 @@ void *util_grow(void *p, size_t old, size_t n);
 char *util_strdup(const char *s);
 char *util_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *util_cfloat(double v);                /* C float literal: 0.01f, 0.0f */
+/* A small set of node ids, for "each once" over one kernel's operands: a
+ * flag per graph node for every kernel made memory quadratic in the model. */
+typedef struct IdSet { int *v; int n; } IdSet;
+int util_set_add(IdSet *s, int id);         /* 1 when id was not in s yet */
 
 /* ---- diag.c: diagnostics --------------------------------------------- */
 typedef struct Loc {

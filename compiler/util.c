@@ -80,3 +80,14 @@ char *util_cfloat(double v)
         s = util_fmt("%s.0", s);
     return util_fmt("%sf", s);
 }
+
+int util_set_add(IdSet *s, int id)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->v[i] == id)
+            return 0;
+    if ((s->n & (s->n - 1)) == 0)       /* capacity: the next power of two */
+        s->v = util_grow(s->v, sizeof(int) * (size_t)s->n, sizeof(int) * (size_t)(s->n ? 2 * s->n : 1));
+    s->v[s->n++] = id;
+    return 1;
+}
