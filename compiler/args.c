@@ -116,6 +116,10 @@ static int number(const Expr *e, double *f, int64_t *i, int *is_int)
     }
     if (e->kind == E_NEG) {
         int r = number(e->a, f, i, is_int);
+        if (r == 1 && *is_int && *i == INT64_MIN) {   /* -(-9223372036854775807 - 1) */
+            diag_error(e->loc, "integer overflow in '-'");
+            return -1;
+        }
         if (r == 1) {
             *f = -*f;
             *i = -*i;
@@ -168,7 +172,8 @@ static int number(const Expr *e, double *f, int64_t *i, int *is_int)
         diag_error(e->loc, "number out of range in '%s'", arith_text(e->kind));
         return -1;
     }
-    *i = (int64_t)*f;
+    /* a float's integer part, where int64 holds it (C leaves the rest undefined) */
+    *i = fabs(*f) < 0x1p63 ? (int64_t)*f : 0;
     return 1;
 }
 
