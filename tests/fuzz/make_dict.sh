@@ -16,6 +16,8 @@ cd "$(dirname "$0")/../.."
     for c in '{' '}' '(' ')' '[' ']' ',' '=' ':' '+' '*' '/' '-' '#' "'" '\"' '\x0A' '.'; do
         printf '"%s"\n' "$c"
     done
-    # the shapes' and numbers' forms
-    printf '"%s"\n' 'f32[N, 1, 28, 28]' 'f32[N, 784]' '1e-3' '0.5' '-1' '28' '784'
+    # the shapes' and numbers' forms, and the edges of the limits (int64,
+    # float32, MAX_DIM, MAX_PARAM_ELEMS) where overflows hide
+    printf '"%s"\n' 'f32[N, 1, 28, 28]' 'f32[N, 784]' '1e-3' '0.5' '-1' '28' '784' \
+        '9223372036854775807' '16777216' '2147483648' '3.4e38' '1e39' '1e-40' '1e308' '1e-320'
 } | sort -u
