@@ -6,6 +6,7 @@
 #   make test    check + test tiers, in parallel (no GPU needed); SAN=1 runs it under ASan+UBSan
 #   make test-slow  the slow tier (accuracy epochs, mutants); make test-all: every tier
 #   make bench   epoch time against PyTorch, measured in the same run; 1 vs 2 ranks
+#   make fuzz-frontend  libFuzzer on the front end, FUZZ_SECONDS (default 1800); tests/fuzz/README.md
 CC      ?= cc
 # build on every core unless told otherwise (make -jN still wins)
 ifeq ($(filter -j%,$(MAKEFLAGS)),)
@@ -96,6 +97,7 @@ demo: deps
 
 # ---- tests ------------------------------------------------------------------
 include tests/Makefile.inc
+include tests/fuzz/Makefile.inc
 
 # cddpc finds libcddprt.a and include/ next to its own executable, so the
 # three live together under lib/cddpc and bin/cddpc is a symlink.

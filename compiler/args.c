@@ -3,6 +3,7 @@
  * and a call's arguments bound to a signature (PyTorch's positional and
  * keyword rules), each mistake reported where it was written. */
 #include <ctype.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 #include <strings.h>
@@ -115,6 +116,10 @@ static int number(const Expr *e, double *f, int64_t *i, int *is_int)
     }
     if (e->kind == E_NEG) {
         int r = number(e->a, f, i, is_int);
+        if (r == 1 && *is_int && *i == INT64_MIN) {   /* -(-9223372036854775807 - 1) */
+            diag_error(e->loc, "integer overflow in '-'");
+            return -1;
+        }
         if (r == 1) {
             *f = -*f;
             *i = -*i;
@@ -167,7 +172,8 @@ static int number(const Expr *e, double *f, int64_t *i, int *is_int)
         diag_error(e->loc, "number out of range in '%s'", arith_text(e->kind));
         return -1;
     }
-    *i = (int64_t)*f;
+    /* a float's integer part, where int64 holds it (C leaves the rest undefined) */
+    *i = fabs(*f) < 0x1p63 ? (int64_t)*f : 0;
     return 1;
 }
 
@@ -207,13 +213,29 @@ int arg_int(const Expr *e, const char *what, int64_t lo, int64_t hi, int64_t *ou
     return 1;
 }
 
+/* Numbers reach the kernels as float32 (util_cfloat): one beyond its range
+ * would be inf there, one below its smallest normal value 0 or a subnormal
+ * (which GPUs flush to 0), so that std = 1e-300 divides by zero. */
+int arg_float32(Loc loc, const char *what, double v)
+{
+    if (fabs(v) > FLT_MAX) {
+        diag_error(loc, "%s is out of float32's range (%g; the largest is %.9g)", what, v, FLT_MAX);
+        return 0;
+    }
+    if (v != 0 && fabs(v) < FLT_MIN) {
+        diag_error(loc, "%s is too small for float32 (%g; the smallest is %.9g)", what, v, FLT_MIN);
+        return 0;
+    }
+    return 1;
+}
+
 int arg_num(const Expr *e, const char *what, double *out)
 {
     int64_t i;
     int is_int, r = number(e, out, &i, &is_int);
     if (r == 0)
         diag_error(e->loc, "%s must be a number, got %s", what, arg_show(e));
-    return r == 1;
+    return r == 1 && arg_float32(e->loc, what, *out);
 }
 
 int arg_bool(const Expr *e, const char *what, int *out)

@@ -46,6 +46,7 @@ struct Expr {
     Expr *a, *b;
     Arg **args;
     int nargs;
+    int depth;              /* operations and calls nested in it, itself included (parse.y's limit) */
 };
 
 /* One dimension of a tensor type: a number, or a name (only N is valid). */

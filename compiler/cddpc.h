@@ -13,10 +13,15 @@
 /* One arena per compilation; nothing is freed piecemeal. All allocation goes
  * through util_alloc so an out-of-memory is reported once, cleanly. */
 void *util_alloc(size_t n);                  /* zeroed; exits 1 on OOM */
+void util_free_all(void);                    /* ends the arena: every util_ pointer dies */
 void *util_grow(void *p, size_t old, size_t n);
 char *util_strdup(const char *s);
 char *util_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *util_cfloat(double v);                /* C float literal: 0.01f, 0.0f */
+/* A small set of node ids, for "each once" over one kernel's operands: a
+ * flag per graph node for every kernel made memory quadratic in the model. */
+typedef struct IdSet { int *v; int n; } IdSet;
+int util_set_add(IdSet *s, int id);         /* 1 when id was not in s yet */
 
 /* ---- diag.c: diagnostics --------------------------------------------- */
 typedef struct Loc {
@@ -30,6 +35,7 @@ void diag_source(const char *file, const char *text);
 void diag_error(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void diag_note(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int diag_count(void);
+void diag_reset(void);      /* forget the sources and the count: the next compilation */
 /* Internal invariant broken: prints and exits 3 (a compiler bug, not the
  * user's). */
 _Noreturn void diag_ice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -374,6 +380,27 @@ typedef struct GpuTarget {
 } GpuTarget;
 const GpuTarget *gpu_target(const char *name);     /* h100, h200, a100, t4; NULL */
 void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t);
+/* pipeline.c: a model's text through every pass: front end, autodiff,
+ * fusion, memory plan, then the report or dumps asked for and the program
+ * (written when out or an --emit directory is given; with neither, emitted
+ * in memory only). With costs non-NULL, the train plan's kernel count and
+ * cost at each of batches[0..nbatch) are stored there (`cddpc study`).
+ * Returns 0, or 1 after diagnostics. */
+typedef struct PipelineOptions {
+    const char *input, *output, *emit_c_dir, *emit_cuda_dir;
+    const char *graph;      /* --graph FILE.dot */
+    int report;
+    CostTarget target;      /* --target: the cost model --report uses */
+    const GpuTarget *gpu;   /* --target h200 ...: also the predicted step */
+    FuseLevel fusion;       /* the rules on */
+    unsigned fusion_off;    /* --no-fuse RULE ... */
+    int explain;            /* --explain-fusion */
+    double bucket_mb;       /* --bucket-mb: overrides the train block; 0: keep */
+    char dump[8][16];
+    int ndump;
+} PipelineOptions;
+int pipeline_compile(const PipelineOptions *o, const char *text, const char *out, const int64_t *batches, int nbatch,
+                     StudyCost *costs);
 /* report.c */
 void plan_report(FILE *f, const Plan *p, int64_t batch, CostTarget t);
 typedef struct PlanBucket {

@@ -55,7 +55,7 @@ static int updates_in_place(Op op) { return op_kind[op] == K_OPT || op_kind[op] 
 KernelCost cost_group(const Plan *p, const Group *gr, int64_t b, CostTarget t)
 {
     const Graph *g = p->g;
-    char *seen = util_alloc((size_t)g->nn);
+    IdSet seen = {0};
     KernelCost c = {0, 0};
     for (int k = 0; k < gr->nnodes; k++) {
         const Node *n = g->n[gr->nodes[k]];
@@ -71,7 +71,7 @@ KernelCost cost_group(const Plan *p, const Group *gr, int64_t b, CostTarget t)
         }
         for (int j = 0; j < plan_nin(p, n); j++) {
             int x = plan_source(p, n->in[j]);
-            if (p->group_of[x] == p->group_of[n->id] || seen[x])
+            if (p->group_of[x] == p->group_of[n->id])
                 continue;
             if (updates_in_place(n->op) && g->n[x]->op == OP_PARAM)
                 continue;
@@ -81,7 +81,8 @@ KernelCost cost_group(const Plan *p, const Group *gr, int64_t b, CostTarget t)
              * as inputs but reads only x (bn_running reads them) */
             if ((n->op == OP_BN_STATS || n->op == OP_BN_GSTATS) && p->training && (j == 1 || j == 2))
                 continue;
-            seen[x] = 1;
+            if (!util_set_add(&seen, x))
+                continue;
             c.bytes += 4.0 * (double)numel(g->n[x], b);
         }
     }

@@ -113,6 +113,11 @@ void diag_note(Loc loc, const char *fmt, ...)
 
 int diag_count(void) { return nerrors; }
 
+void diag_reset(void)
+{
+    nsources = nerrors = 0;
+}
+
 void diag_ice(const char *fmt, ...)
 {
     va_list ap;

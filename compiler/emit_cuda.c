@@ -46,13 +46,11 @@ static const char prelude[] =
 /* The prelude and dropout's random stream, the same text as the C
  * kernels' (dropout_rng.h), so both targets draw the same masks. Not
  * static: NVRTC warns about unused static functions (most kernels use
- * none), never about external ones. */
+ * none), never about external ones. Made anew each call (the arena may be
+ * freed between compilations, util_free_all). */
 const char *emit_cuda_prelude(void)
 {
-    static char *text;
-    if (!text)
-        text = util_fmt("%s%s\n", prelude, CDDP_DROP_RNG_TEXT(__device__ __forceinline__));
-    return text;
+    return util_fmt("%s%s\n", prelude, CDDP_DROP_RNG_TEXT(__device__ __forceinline__));
 }
 
 /* A grid dimension over `d` items in blocks of `per`: fixed, or scaled by

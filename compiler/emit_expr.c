@@ -34,16 +34,17 @@ char *ex_addr(const Emit *m, int id)
 void ex_declare_buffers(const Emit *m)
 {
     const Group *gr = m->gr;
-    char *seen = util_alloc((size_t)m->p->g->nn);
+    IdSet seen = {0};
     for (int k = 0; k < gr->nnodes; k++) {
         const Node *n = ex_node(m, gr->nodes[k]);
         for (int j = -1; j < plan_nin(m->p, n); j++) {
             int id = j < 0 ? n->id : plan_source(m->p, n->in[j]);
-            if (seen[id] || m->p->buf[id].cls == B_NONE || (j >= 0 && ex_in_group(m, id) && !plan_uses_outside(m->p, id)))
+            if (m->p->buf[id].cls == B_NONE || (j >= 0 && ex_in_group(m, id) && !plan_uses_outside(m->p, id)))
                 continue;
             if (j < 0 && !plan_uses_outside(m->p, id) && gr->gemm_out != id)
                 continue;
-            seen[id] = 1;
+            if (!util_set_add(&seen, id))
+                continue;
             const char *ty = ex_node(m, id)->dt == DT_I32 ? "int32_t" : (m->p->buf[id].cls == B_STAT ? "double" : "float");
             fprintf(m->f, "    %s *const b%d = %s;\n", ty, id, ex_addr(m, id));
         }

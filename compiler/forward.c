@@ -189,7 +189,7 @@ static Val eval_view(Sema *S, const Expr *e)
         return POISON;
     }
     Shape s = {n, {0}};
-    int ok = 1, infer = -1;
+    int ok = 1, infer = -1, over = 0;     /* over: three dimensions of 2^24 pass 2^63 */
     int64_t known = 1;
     for (int i = 0; i < n; i++) {
         if (dims[i]->key) {
@@ -210,7 +210,7 @@ static Val eval_view(Sema *S, const Expr *e)
             diag_error(dims[i]->val->loc, "the batch dimension must come first");
             ok = 0;
         } else if (i > 0) {
-            known *= s.d[i];
+            over |= __builtin_mul_overflow(known, s.d[i], &known);
         }
     }
     if (!ok || x.id < 0)
@@ -225,14 +225,15 @@ static Val eval_view(Sema *S, const Expr *e)
                    "size is not known when compiling)", (long long)s.d[0]);
         return POISON;
     }
-    if (infer > 0) {
+    if (infer > 0 && !over) {
         if (s.d[0] == DIM_N && per % known == 0)
             s.d[infer] = per / known, known = per;
     }
     s.d[0] = DIM_N;
-    if (known != per) {
-        diag_error(e->loc, "%s: a sample of %s has %lld elements, the shape asks for %lld (the batch must stay "
-                   "the first dimension)", fn, ir_shape_str(&x.s), (long long)per, (long long)known);
+    if (over || known != per) {
+        diag_error(e->loc, "%s: a sample of %s has %lld elements, the shape asks for %s (the batch must stay "
+                   "the first dimension)", fn, ir_shape_str(&x.s), (long long)per,
+                   over ? "more than 2^63" : util_fmt("%lld", (long long)known));
         return POISON;
     }
     if (ir_same_shape(&s, &x.s))
@@ -444,6 +445,8 @@ static Operand arith(Sema *S, Operand a, ExprKind k, Operand b, Loc loc)
     }
     double c = a.is_const ? a.c : b.c;
     Val x = a.is_const ? b.v : a.v;
+    if (!arg_float32(loc, "the constant", c))
+        return r;
     switch (k) {
     case E_ADD: r.v = scalar_node(S, OP_AFFINE, x, 1, c, loc); break;
     case E_SUB: r.v = a.is_const ? scalar_node(S, OP_AFFINE, x, -1, c, loc) : scalar_node(S, OP_AFFINE, x, 1, -c, loc);

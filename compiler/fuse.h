@@ -8,7 +8,6 @@
 typedef struct Fuser {
     Plan *p;
     FuseLevel rules;        /* the rules switched on */
-    int cap;                /* node capacity of each group */
 } Fuser;
 
 int fuse_single_consumer(const Fuser *f, int x);

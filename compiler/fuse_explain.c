@@ -167,7 +167,7 @@ static char *explain_pair(const Fuser *f, int x, int c)
 
 void fuse_explain(FILE *out, Plan *p, FuseLevel rules)
 {
-    Fuser f = {p, rules, 0};
+    Fuser f = {p, rules};
     char on[256] = "";
     size_t k = 0;
     for (int i = 0; i < FUSE_NRULES && k < sizeof on; i++)

@@ -156,11 +156,15 @@ Shape ir_shape_a(int rank, const int64_t *d)
 
 int ir_batched(const Shape *s) { return s->rank > 0 && s->d[0] == DIM_N; }
 
+/* Saturates at INT64_MAX: a bad model's shape (Conv2d(1, 2^24, 1,
+ * padding = 2^24) gives [N, 2^24, 2^25, 2^25]) passes 2^63 before the
+ * front end refuses it as over MAX_DIM, which it then still is. */
 int64_t ir_row_elems(const Shape *s)
 {
     int64_t e = 1;
     for (int i = ir_batched(s) ? 1 : 0; i < s->rank; i++)
-        e *= s->d[i];
+        if (__builtin_mul_overflow(e, s->d[i], &e))
+            return INT64_MAX;
     return e;
 }
 

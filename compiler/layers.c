@@ -352,12 +352,13 @@ static Layer *make_conv2d(Sema *S, const Expr *e, const char *prefix, const char
                    (long long)in, (long long)out);
         return NULL;
     }
-    int64_t fan_in = in / groups * k[0] * k[1];
-    if (fan_in * out > MAX_PARAM_ELEMS) {
+    /* in double: in * k * k * out reaches 2^96 before the check */
+    if ((double)(in / groups) * k[0] * k[1] * (double)out > MAX_PARAM_ELEMS) {
         diag_error(e->loc, "Conv2d(%lld, %lld) has too many weights (the limit is %lld)", (long long)in, (long long)out,
                    (long long)MAX_PARAM_ELEMS);
         return NULL;
     }
+    int64_t fan_in = in / groups * k[0] * k[1];
     Layer *l = new_layer(LK_CONV2D, prefix, what, e->loc);
     l->in = in;
     l->out = out;

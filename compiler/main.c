@@ -1,6 +1,5 @@
-/* main.c: the cddpc driver. The pipeline reads top to bottom as a flat
- * list of passes with the IR verifier between them; -d PASS dumps the
- * IR after that pass. */
+/* main.c: the cddpc driver: its command line, reading the model file, the
+ * subcommands. The passes themselves are pipeline.c's. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,19 +10,6 @@
 
 #define CDDPC_VERSION "0.1.0"
 
-typedef struct Options {
-    const char *input, *output, *emit_c_dir, *emit_cuda_dir;
-    const char *graph;      /* --graph FILE.dot */
-    int report;
-    CostTarget target;      /* --target: the cost model --report uses */
-    const GpuTarget *gpu;   /* --target h200 ...: also the predicted step */
-    FuseLevel fusion;       /* the rules on */
-    unsigned fusion_off;    /* --no-fuse RULE ... */
-    int explain;            /* --explain-fusion */
-    double bucket_mb;       /* --bucket-mb: overrides the train block; 0: keep */
-    char dump[8][16];
-    int ndump;
-} Options;
 
 static void usage(FILE *f)
 {
@@ -82,9 +68,9 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name)
     return argv[*i];
 }
 
-static Options parse_args(int argc, char **argv)
+static PipelineOptions parse_args(int argc, char **argv)
 {
-    Options o = {.fusion = FUSE_ALL};
+    PipelineOptions o = {.fusion = FUSE_ALL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -162,27 +148,6 @@ static Options parse_args(int argc, char **argv)
     return o;
 }
 
-static int dumping(const Options *o, const char *pass)
-{
-    for (int i = 0; i < o->ndump; i++)
-        if (!strcmp(o->dump[i], pass))
-            return 1;
-    return 0;
-}
-
-static void verify(const Graph *g, const char *after)
-{
-    if (ir_verify(g, after))
-        diag_ice("IR verification failed after %s", after);
-}
-
-static void verify_plans(const Plan *train, const Plan *eval, const char *after,
-                         int (*check)(const Plan *, const char *))
-{
-    if (check(train, after) + check(eval, after))
-        diag_ice("plan verification failed after %s", after);
-}
-
 static char *read_model(const char *path)
 {
     struct stat st;
@@ -237,98 +202,19 @@ static char *default_output(const char *in)
 int cddpc_plot_main(int argc, char **argv); /* plot_cmd.c */
 int cddpc_study_main(int argc, char **argv); /* study.c */
 
-/* The pipeline: front end, autodiff, fusion, memory plan, then the
- * report or dumps asked for and the program (when out or an --emit
- * directory is given). With costs non-NULL, the train plan's kernel count
- * and cost at each of batches[0..nbatch) are stored there (`cddpc study`). */
-static int compile(const Options *o, const char *out, const int64_t *batches, int nbatch, StudyCost *costs)
+static int compile_file(const PipelineOptions *o, const char *out, const int64_t *batches, int nbatch,
+                        StudyCost *costs)
 {
     if (out)
         unlink(out);        /* a failed compile leaves no stale program behind */
-
-    Program *prog = front_compile(o->input, read_model(o->input));
-    if (!prog)
-        return 1;
-    Graph *g = prog->g;
-    verify(g, "sema");
-    if (dumping(o, "sema"))
-        ir_dump(stdout, g);
-
-    ad_train_step(prog);
-    if (o->bucket_mb > 0)
-        prog->train.bucket_mb = o->bucket_mb;
-    bucket_plan(g, 1.0, prog->train.bucket_mb);
-    verify(g, "autodiff");
-    if (dumping(o, "autodiff"))
-        ir_dump(stdout, g);
-
-    int nroots = 0, *roots = util_alloc(sizeof(int) * (size_t)(g->nparam + g->neffects + 2));
-    roots[nroots++] = g->loss_sum;
-    for (int i = 0; i < g->neffects; i++)
-        roots[nroots++] = g->effects[i];
-    for (int i = g->nparam - 1; i >= 0; i--)
-        if (g->updates[i] >= 0)
-            roots[nroots++] = g->updates[i];
-    Plan *train = plan_new(g, "train", roots, nroots);
-    Plan *eval = plan_new(g, "eval", (int[]){g->loss_sum, g->correct_sum}, g->correct_sum >= 0 ? 2 : 1);
-
-    fuse_plan(train, o->fusion);
-    fuse_plan(eval, o->fusion);
-    verify(g, "fuse");
-    verify_plans(train, eval, "fuse", plan_verify_groups);
-    if (dumping(o, "fuse")) {
-        plan_dump_groups(stdout, train);
-        plan_dump_groups(stdout, eval);
-    }
-
-    mem_plan(train);
-    mem_plan(eval);
-    verify(g, "memplan");
-    verify_plans(train, eval, "memplan", plan_verify_memory);
-    if (dumping(o, "memplan")) {
-        mem_dump(stdout, train);
-        mem_dump(stdout, eval);
-    }
-    if (dumping(o, "buckets"))
-        plan_dump_buckets(stdout, train);
-    if (o->report) {
-        plan_report(stdout, train, prog->train.batch, o->target);
-        plan_report(stdout, eval, prog->train.batch, o->target);
-        if (o->gpu)
-            gpu_report(stdout, train, prog->train.batch, o->gpu);
-    }
-    if (o->explain) {
-        fuse_explain(stdout, train, o->fusion);
-        fuse_explain(stdout, eval, o->fusion);
-    }
-    if (o->graph && plan_graph(o->graph, train, eval, prog->train.batch) != 0)
-        return 1;
-    for (int i = 0; costs && i < nbatch; i++) {
-        int64_t b = batches[i] > 0 ? batches[i] : prog->train.batch;
-        costs[i] = (StudyCost){b, train->ngroups, cost_plan(train, b, o->target)};
-        /* each kernel's cost too, for the study's per-kernel table */
-        const char *tsv = util_fmt("%s.b%lld.kernels.tsv", out, (long long)b);
-        FILE *f = fopen(tsv, "w");
-        for (int k = 0; f && k < train->ngroups; k++) {
-            KernelCost c = cost_group(train, &train->groups[k], b, o->target);
-            fprintf(f, "%s\t%.0f\t%.0f\n", train->groups[k].name, c.flops, c.bytes);
-        }
-        if (!f || fclose(f) != 0) {
-            fprintf(stderr, "cddpc: error: cannot write '%s'\n", tsv);
-            return 1;
-        }
-    }
-
-    if (emit_program(prog, train, eval, o->input, out, o->emit_c_dir, o->emit_cuda_dir) != 0)
-        return 1;
-    return 0;
+    return pipeline_compile(o, read_model(o->input), out, batches, nbatch, costs);
 }
 
 int cddpc_study_compile(const char *model, FuseLevel level, CostTarget target, const char *out,
                         const int64_t *batches, int nbatch, StudyCost *costs)
 {
-    Options o = {.input = model, .fusion = level, .target = target};
-    return compile(&o, out, batches, nbatch, costs);
+    PipelineOptions o = {.input = model, .fusion = level, .target = target};
+    return compile_file(&o, out, batches, nbatch, costs);
 }
 
 int main(int argc, char **argv)
@@ -338,9 +224,9 @@ int main(int argc, char **argv)
         return cddpc_plot_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "study"))
         return cddpc_study_main(argc - 1, argv + 1);
-    Options o = parse_args(argc, argv);
+    PipelineOptions o = parse_args(argc, argv);
     const char *out = o.output;
     if (!out && !o.emit_c_dir && !o.emit_cuda_dir && !o.report && !o.ndump && !o.graph && !o.explain)
         out = default_output(o.input);
-    return compile(&o, out, NULL, 0, NULL);
+    return compile_file(&o, out, NULL, 0, NULL);
 }

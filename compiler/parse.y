@@ -51,6 +51,29 @@ static Expr *mk(ExprKind kind, Loc loc)
     return e;
 }
 
+/* Sema and the folding of constants walk an expression recursively, so its
+ * depth is bounded here: a chain of 300000 '+' (which the parser reduces as
+ * it goes, its own stack staying small) overflowed the C stack. Reported
+ * once, where the expression crosses the limit. */
+enum { MAX_EXPR_DEPTH = 1000 };
+
+static Expr *nest(ParseState *P, Expr *e)
+{
+    int d = 0;
+    if (e->a && e->a->depth > d)
+        d = e->a->depth;
+    if (e->b && e->b->depth > d)
+        d = e->b->depth;
+    for (int k = 0; k < e->nargs; k++)
+        if (e->args[k]->val->depth > d)
+            d = e->args[k]->val->depth;
+    e->depth = d + 1;
+    if (e->depth == MAX_EXPR_DEPTH + 1)
+        diag_error(e->loc, "expression nested too deeply (more than %d operations and calls inside one another)",
+                   MAX_EXPR_DEPTH);
+    return e;
+}
+
 static Arg *mkarg(const char *key, Loc key_loc, Expr *val)
 {
     Arg *a = util_alloc(sizeof *a);
@@ -213,21 +236,21 @@ stmt:
  * (Python's precedence: unary minus binds tighter than '*'). */
 expr:
     term
-  | expr '+' term   { $$ = mk(E_ADD, L(@2)); $$->a = $1; $$->b = $3; }
-  | expr '-' term   { $$ = mk(E_SUB, L(@2)); $$->a = $1; $$->b = $3; }
+  | expr '+' term   { $$ = mk(E_ADD, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
+  | expr '-' term   { $$ = mk(E_SUB, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
   ;
 
 term:
     unary
-  | term '*' unary  { $$ = mk(E_MUL, L(@2)); $$->a = $1; $$->b = $3; }
-  | term '/' unary  { $$ = mk(E_DIV, L(@2)); $$->a = $1; $$->b = $3; }
-  | term FDIV unary { $$ = mk(E_FDIV, L(@2)); $$->a = $1; $$->b = $3; }
+  | term '*' unary  { $$ = mk(E_MUL, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
+  | term '/' unary  { $$ = mk(E_DIV, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
+  | term FDIV unary { $$ = mk(E_FDIV, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
   ;
 
 /* unary: '-' unary | primary */
 unary:
     primary
-  | '-' unary       { $$ = mk(E_NEG, L(@1)); $$->a = $2; }
+  | '-' unary       { $$ = mk(E_NEG, L(@1)); $$->a = $2; nest(P, $$); }
   ;
 
 /* primary: INT | FLOAT | STRING | 'true' | 'false' | IDENT | IDENT '(' args ')'
@@ -243,17 +266,17 @@ primary:
   | FALSE           { $$ = mk(E_BOOL, L(@1)); $$->i = 0; }
   | IDENT           { $$ = mk(E_NAME, L(@1)); $$->s = pyname($1); $$->written = $1; }
   | IDENT '(' args ')'
-                    { $$ = method(mk(E_CALL, L(@1)), $1, $3); }
+                    { $$ = nest(P, method(mk(E_CALL, L(@1)), $1, $3)); }
   | '(' expr ')'    { $$ = $2; }
   | '(' expr ',' ')' { $$ = mk(E_TUPLE, L(@1)); List l = {0}; push(&l, mkarg(NULL, $2->loc, $2));
-                      $$->args = (Arg **)l.v; $$->nargs = l.n; }
+                      $$->args = (Arg **)l.v; $$->nargs = l.n; nest(P, $$); }
   | '(' expr ',' exprs ')'
                     { $$ = mk(E_TUPLE, L(@1)); List l = {0}; push(&l, mkarg(NULL, $2->loc, $2));
                       for (int k = 0; k < $4.n; k++) push(&l, $4.v[k]);
-                      $$->args = (Arg **)l.v; $$->nargs = l.n; }
-  | '[' exprs ']'   { $$ = mk(E_TUPLE, L(@1)); $$->args = (Arg **)$2.v; $$->nargs = $2.n; }
+                      $$->args = (Arg **)l.v; $$->nargs = l.n; nest(P, $$); }
+  | '[' exprs ']'   { $$ = mk(E_TUPLE, L(@1)); $$->args = (Arg **)$2.v; $$->nargs = $2.n; nest(P, $$); }
   | '[' exprs ',' ']'
-                    { $$ = mk(E_TUPLE, L(@1)); $$->args = (Arg **)$2.v; $$->nargs = $2.n; }
+                    { $$ = mk(E_TUPLE, L(@1)); $$->args = (Arg **)$2.v; $$->nargs = $2.n; nest(P, $$); }
   ;
 
 exprs:

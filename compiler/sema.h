@@ -38,6 +38,7 @@ const char *arg_show(const Expr *e);
 /* Constants: each reports a bad value and returns 0. */
 int arg_int(const Expr *e, const char *what, int64_t lo, int64_t hi, int64_t *out);
 int arg_num(const Expr *e, const char *what, double *out);
+int arg_float32(Loc loc, const char *what, double v);     /* within float32's normal range or 0, else reported */
 int arg_bool(const Expr *e, const char *what, int *out);
 /* Whether e folds to a number: 1 (in *v), 0 (not a constant), -1 (an
  * error in it, reported: division by zero). */

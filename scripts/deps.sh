@@ -13,6 +13,7 @@ PKGS=(
   python3-torch python3-torchvision python3-numpy   # PyTorch oracle tests and benchmark
   chromium python3-pil                    # tests/cli/plot.sh renders the loss-curve SVG and reads its pixels
   graphviz                                # dot: cddpc --graph FILE.svg draws the fused graph; tests/ir/graph_dot.sh parses the DOT
+  clang libclang-rt-dev                   # libFuzzer and the sanitizers' runtimes: tests/fuzz (make fuzz-frontend, SUITE fuzz-replay)
 )
 
 die() { echo "deps.sh: error: $*" >&2; exit 1; }

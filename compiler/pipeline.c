@@ -1,0 +1,110 @@
+/* pipeline.c: the passes from model text to program, read top to bottom
+ * as a flat list with the IR verifier between them; -d PASS dumps the IR
+ * after that pass. Separate from main.c's command line so that the whole
+ * pipeline can run on a buffer (tests/fuzz). */
+#include <string.h>
+
+#include "cddpc.h"
+
+static int dumping(const PipelineOptions *o, const char *pass)
+{
+    for (int i = 0; i < o->ndump; i++)
+        if (!strcmp(o->dump[i], pass))
+            return 1;
+    return 0;
+}
+
+static void verify(const Graph *g, const char *after)
+{
+    if (ir_verify(g, after))
+        diag_ice("IR verification failed after %s", after);
+}
+
+static void verify_plans(const Plan *train, const Plan *eval, const char *after,
+                         int (*check)(const Plan *, const char *))
+{
+    if (check(train, after) + check(eval, after))
+        diag_ice("plan verification failed after %s", after);
+}
+
+int pipeline_compile(const PipelineOptions *o, const char *text, const char *out, const int64_t *batches, int nbatch,
+                     StudyCost *costs)
+{
+    Program *prog = front_compile(o->input, text);
+    if (!prog)
+        return 1;
+    Graph *g = prog->g;
+    verify(g, "sema");
+    if (dumping(o, "sema"))
+        ir_dump(stdout, g);
+
+    ad_train_step(prog);
+    if (o->bucket_mb > 0)
+        prog->train.bucket_mb = o->bucket_mb;
+    bucket_plan(g, 1.0, prog->train.bucket_mb);
+    verify(g, "autodiff");
+    if (dumping(o, "autodiff"))
+        ir_dump(stdout, g);
+
+    int nroots = 0, *roots = util_alloc(sizeof(int) * (size_t)(g->nparam + g->neffects + 2));
+    roots[nroots++] = g->loss_sum;
+    for (int i = 0; i < g->neffects; i++)
+        roots[nroots++] = g->effects[i];
+    for (int i = g->nparam - 1; i >= 0; i--)
+        if (g->updates[i] >= 0)
+            roots[nroots++] = g->updates[i];
+    Plan *train = plan_new(g, "train", roots, nroots);
+    Plan *eval = plan_new(g, "eval", (int[]){g->loss_sum, g->correct_sum}, g->correct_sum >= 0 ? 2 : 1);
+
+    fuse_plan(train, o->fusion);
+    fuse_plan(eval, o->fusion);
+    verify(g, "fuse");
+    verify_plans(train, eval, "fuse", plan_verify_groups);
+    if (dumping(o, "fuse")) {
+        plan_dump_groups(stdout, train);
+        plan_dump_groups(stdout, eval);
+    }
+
+    mem_plan(train);
+    mem_plan(eval);
+    verify(g, "memplan");
+    verify_plans(train, eval, "memplan", plan_verify_memory);
+    if (dumping(o, "memplan")) {
+        mem_dump(stdout, train);
+        mem_dump(stdout, eval);
+    }
+    if (dumping(o, "buckets"))
+        plan_dump_buckets(stdout, train);
+    if (o->report) {
+        plan_report(stdout, train, prog->train.batch, o->target);
+        plan_report(stdout, eval, prog->train.batch, o->target);
+        if (o->gpu)
+            gpu_report(stdout, train, prog->train.batch, o->gpu);
+    }
+    if (o->explain) {
+        fuse_explain(stdout, train, o->fusion);
+        fuse_explain(stdout, eval, o->fusion);
+    }
+    if (o->graph && plan_graph(o->graph, train, eval, prog->train.batch) != 0)
+        return 1;
+    for (int i = 0; costs && i < nbatch; i++) {
+        int64_t b = batches[i] > 0 ? batches[i] : prog->train.batch;
+        costs[i] = (StudyCost){b, train->ngroups, cost_plan(train, b, o->target)};
+        /* each kernel's cost too, for the study's per-kernel table */
+        const char *tsv = util_fmt("%s.b%lld.kernels.tsv", out, (long long)b);
+        FILE *f = fopen(tsv, "w");
+        for (int k = 0; f && k < train->ngroups; k++) {
+            KernelCost c = cost_group(train, &train->groups[k], b, o->target);
+            fprintf(f, "%s\t%.0f\t%.0f\n", train->groups[k].name, c.flops, c.bytes);
+        }
+        if (!f || fclose(f) != 0) {
+            fprintf(stderr, "cddpc: error: cannot write '%s'\n", tsv);
+            return 1;
+        }
+    }
+
+    if (emit_program(prog, train, eval, o->input, out, o->emit_c_dir, o->emit_cuda_dir) != 0)
+        return 1;
+    return 0;
+}
+
