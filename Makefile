@@ -72,8 +72,8 @@ build/cddpc: $(CC_OBJS) build/runtime/rt_plot.o
 	$(CC) $(LDFLAGS) $^ -lm -o $@
 
 # what a program compiled by cddpc links besides libcddprt.a
-RT_LINK ?= -lopenblas -lz -lm -lpthread -ldl $(RT_MPI_LIBS)
-build/libcddprt.ldflags: $(FLAGS_STAMP) $(RT_MPI_STAMP) Makefile
+RT_LINK ?= -lopenblas -lz -lm -lpthread -ldl $(RT_MPI_LIBS) $(RT_DNNL_LIBS)
+build/libcddprt.ldflags: $(FLAGS_STAMP) $(RT_MPI_STAMP) $(RT_DNNL_STAMP) Makefile
 	echo '$(RT_LINK)' > $@
 
 build/include/cddprt.h: runtime/cddprt.h

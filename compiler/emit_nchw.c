@@ -2,9 +2,11 @@
  * convolution and its two gradients, the per-channel reductions of batch
  * norm, pooling, and the running-statistics update.
  *
- * CPU: a convolution is im2col + one rt_sgemm per group over the whole
- * batch (the columns of all samples side by side), so the tuned GEMM does
- * the work; its gradients are the same GEMM transposed (dx through col2im).
+ * CPU: an fp32 convolution and its gradients go to oneDNN (rt_dnnl_conv)
+ * when the runtime has it; otherwise, and in low precision, a convolution
+ * is im2col + one rt_sgemm per group over the whole batch (the columns of
+ * all samples side by side), so the tuned GEMM does the work; its
+ * gradients are the same GEMM transposed (dx through col2im).
  * CUDA: direct kernels, one thread per output element (the weight gradient:
  * one block per weight, a block reduction over the batch), correct first.
  * Per-channel reductions are one block per channel on the GPU (a fixed-order
@@ -141,11 +143,29 @@ static void c_alloc(FILE *f, const char *var, const char *rows)
     fprintf(f, "            exit(1);\n        }\n    }\n    float *const %s = %s_buf;\n", var, var);
 }
 
+/* fp32: oneDNN first (rt_dnnl_conv, with the fused bias); the loops below
+ * run when the runtime has none or it refuses the geometry. Low precision
+ * keeps the loops: their rounding is autocast's, operand by operand. Opens
+ * a block the caller closes. */
+static void c_conv_dnnl(const Emit *m, const Node *n, const ConvGeo *c)
+{
+    FILE *f = m->f;
+    int b = conv_has_bias(m);
+    fprintf(f, "    static rt_dnnl_conv_cache *dnnl;\n");
+    fprintf(f, "    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};\n");
+    fprintf(f, "    if (!rt_dnnl_conv(&dnnl, %s, &geo, b%d, b%d, %s, b%d)) {\n",
+            n->op == OP_CONV2D ? "RT_CONV_FWD" : n->op == OP_CONV2D_DX ? "RT_CONV_DX" : "RT_CONV_DW", c->x, c->w,
+            b && n->op == OP_CONV2D ? util_fmt("b%d", plan_source(m->p, ex_node(m, b)->in[1])) : "NULL", c->y);
+}
+
 static void c_conv(const Emit *m, const Node *n)
 {
     FILE *f = m->f;
     ConvGeo c = conv_geo(m, n);
     conv_consts(f, &c);
+    const int dnnl = !m->p->g->prec;
+    if (dnnl)
+        c_conv_dnnl(m, n, &c);
     fprintf(f, "    const int64_t NP = n * P;\n");
     c_alloc(f, "col", "K");
     if (n->op != OP_CONV2D)
@@ -202,6 +222,8 @@ static void c_conv(const Emit *m, const Node *n)
     if (n->op == OP_CONV2D_DX && m->p->g->prec)
         fprintf(f, "    for (int64_t k = 0; k < n * C * H * W; k++)\n        b%d[k] = %s;\n", c.x,
                 ex_round(m, util_fmt("b%d[k]", c.x)));
+    if (dnnl)
+        fprintf(f, "    }\n");
 }
 
 /* Opens the loop over channels c (a thread owns whole channels); M is the
@@ -485,6 +507,36 @@ static void pool_shapes(const Emit *m, const Node *n, const Shape **x, const Sha
     *y = is_pool_grad(n) ? &ex_node(m, n->in[0])->shape : &n->shape;
 }
 
+/* Windows that tile the plane (no padding, stride = window, no rest):
+ * every input element lies in exactly one window, so each window assigns
+ * its elements (the gradient at its maximum, chosen as pool_max_window
+ * chooses it, 0 elsewhere): no zeroing pass, no bounds checks. */
+static int pool_tiles(const Shape *x, const Shape *y, const Window *w)
+{
+    return w->ph == 0 && w->pw == 0 && w->kh == w->sh && w->kw == w->sw && x->d[2] == y->d[2] * w->sh &&
+           x->d[3] == y->d[3] * w->sw;
+}
+
+static void c_maxpool_dx_tiled(const Emit *m, const Node *n)
+{
+    FILE *f = m->f;
+    fprintf(f, "    for (int64_t pl = 0; pl < n * C; pl++) {\n");
+    fprintf(f, "        const float *xp = b%d + pl * H * W, *dy = b%d + pl * OH * OW;\n", plan_source(m->p, n->in[1]),
+            plan_source(m->p, n->in[0]));
+    fprintf(f, "        float *dx = b%d + pl * H * W;\n", n->id);
+    fprintf(f, "        for (int64_t oh = 0; oh < OH; oh++)\n            for (int64_t ow = 0; ow < OW; ow++) {\n");
+    fprintf(f, "                const int64_t w0 = oh * SH * W + ow * SW;\n");
+    fprintf(f, "                float mx = xp[w0];\n                int64_t am = w0;\n");
+    fprintf(f, "                for (int64_t ki = 0; ki < KH; ki++)\n                    for (int64_t kj = 0; kj < KW; kj++) {\n");
+    fprintf(f, "                        const float v = xp[w0 + ki * W + kj];\n");
+    fprintf(f, "                        if (v > mx || v != v) {\n                            mx = v;\n");
+    fprintf(f, "                            am = w0 + ki * W + kj;\n                        }\n                    }\n");
+    fprintf(f, "                const float g = dy[oh * OW + ow];\n");
+    fprintf(f, "                for (int64_t ki = 0; ki < KH; ki++)\n                    for (int64_t kj = 0; kj < KW; kj++)\n");
+    fprintf(f, "                        dx[w0 + ki * W + kj] = w0 + ki * W + kj == am ? g : 0.0f;\n");
+    fprintf(f, "            }\n    }\n");
+}
+
 static void c_pool(const Emit *m, const Node *n)
 {
     FILE *f = m->f;
@@ -492,6 +544,11 @@ static void c_pool(const Emit *m, const Node *n)
     pool_shapes(m, n, &x, &y);
     pool_consts(f, x, y, &n->win);
     int grad = is_pool_grad(n);
+    if (n->op == OP_MAXPOOL_DX && pool_tiles(x, y, &n->win)) {
+        fprintf(f, "    #pragma omp parallel for schedule(static) if (n * C >= 64)\n");
+        c_maxpool_dx_tiled(m, n);
+        return;
+    }
     fprintf(f, "    #pragma omp parallel for schedule(static) if (n * C >= 64)\n");
     if (n->op == OP_MAXPOOL_DX) {
         /* each window once: its maximum gets its gradient (a thread owns

@@ -278,6 +278,23 @@ void rt_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, i
 void rt_sgemm_prec(int prec, int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                    const float *b, int64_t ldb, float *c, int64_t ldc);
 
+/* An fp32 convolution of NCHW tensors through oneDNN (rt_dnnl.c): y =
+ * conv(x, w) (+ bias[o] when bias is not NULL) for RT_CONV_FWD; x = its
+ * data gradient from y (dy) and w for RT_CONV_DX; w = its weight gradient
+ * from y (dy) and x for RT_CONV_DW. Weights [O, C/groups, kh, kw];
+ * dilations as PyTorch's (1: none). *cache (NULL at first) keeps the
+ * primitives of each geometry seen, across calls. Returns 1 when done, 0
+ * when the runtime has no oneDNN or oneDNN refuses the geometry: the
+ * caller computes it itself. */
+typedef struct rt_conv_geo {
+    int64_t n, C, H, W, O, OH, OW;
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw, groups;
+} rt_conv_geo;
+enum { RT_CONV_FWD, RT_CONV_DX, RT_CONV_DW };
+typedef struct rt_dnnl_conv_cache rt_dnnl_conv_cache;
+int rt_dnnl_conv(rt_dnnl_conv_cache **cache, int kind, const rt_conv_geo *g, const float *x, const float *w,
+                 const float *bias, float *y);
+
 /* x[0..n) := its sum over the data-parallel ranks, in place; nothing with
  * one rank. The C kernels of SyncBatchNorm's collectives call it between
  * the passes that need the whole batch's sums; it runs on its own

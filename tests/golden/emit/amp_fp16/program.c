@@ -135,8 +135,9 @@ static void t3_bn_apply_relu(rt_exec *e)
     const int64_t R = n, C = 300;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v20 = rt_round_fp16((b18[i * C + j] - b19[(j / 100)]) * (1.0f / sqrtf(b19[3 + (j / 100)] + 0.001f)) * b4[j / 100] + b5[j / 100]);
+    for (int64_t jc = 0; jc < 3; jc++)
+    for (int64_t j = jc * 100; j < (jc + 1) * 100; j++) {
+        const float v20 = rt_round_fp16((b18[i * C + j] - b19[jc]) * (1.0f / sqrtf(b19[3 + jc] + 0.001f)) * b4[jc] + b5[jc]);
         const float v22 = rt_round_fp16(v20 < 0.0f ? 0.0f : v20);
         b22[i * C + j] = v22;
     }
@@ -288,8 +289,9 @@ static void t7_bn_apply(rt_exec *e)
     const int64_t R = n, C = 54;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v26 = rt_round_fp16((b24[i * C + j] - b25[(j / 9)]) * (1.0f / sqrtf(b25[6 + (j / 9)] + 1e-05f)) * b10[j / 9] + b11[j / 9]);
+    for (int64_t jc = 0; jc < 6; jc++)
+    for (int64_t j = jc * 9; j < (jc + 1) * 9; j++) {
+        const float v26 = rt_round_fp16((b24[i * C + j] - b25[jc]) * (1.0f / sqrtf(b25[6 + jc] + 1e-05f)) * b10[jc] + b11[jc]);
         b26[i * C + j] = v26;
     }
 }
@@ -634,7 +636,8 @@ static void t18_relu_grad(rt_exec *e)
     const int64_t R = n, C = 300;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
+    for (int64_t jc = 0; jc < 3; jc++)
+    for (int64_t j = jc * 100; j < (jc + 1) * 100; j++) {
         const float v48 = rt_round_fp16(b22[i * C + j] > 0.0f ? b46[i * C + j] : 0.0f);
         b48[i * C + j] = v48;
     }
@@ -877,8 +880,9 @@ static void e3_bn_apply_relu(rt_exec *e)
     const int64_t R = n, C = 300;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v20 = rt_round_fp16((b18[i * C + j] - b19[(j / 100)]) * (1.0f / sqrtf(b19[3 + (j / 100)] + 0.001f)) * b4[j / 100] + b5[j / 100]);
+    for (int64_t jc = 0; jc < 3; jc++)
+    for (int64_t j = jc * 100; j < (jc + 1) * 100; j++) {
+        const float v20 = rt_round_fp16((b18[i * C + j] - b19[jc]) * (1.0f / sqrtf(b19[3 + jc] + 0.001f)) * b4[jc] + b5[jc]);
         const float v22 = rt_round_fp16(v20 < 0.0f ? 0.0f : v20);
         b22[i * C + j] = v22;
     }
@@ -1015,8 +1019,9 @@ static void e7_bn_apply(rt_exec *e)
     const int64_t R = n, C = 54;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v26 = rt_round_fp16((b24[i * C + j] - b25[(j / 9)]) * (1.0f / sqrtf(b25[6 + (j / 9)] + 1e-05f)) * b10[j / 9] + b11[j / 9]);
+    for (int64_t jc = 0; jc < 6; jc++)
+    for (int64_t j = jc * 9; j < (jc + 1) * 9; j++) {
+        const float v26 = rt_round_fp16((b24[i * C + j] - b25[jc]) * (1.0f / sqrtf(b25[6 + jc] + 1e-05f)) * b10[jc] + b11[jc]);
         b26[i * C + j] = v26;
     }
 }

@@ -37,6 +37,9 @@ static void t1_conv2d_bias_add(rt_exec *e)
     const int64_t G = 1, CG = 1, OG = 16, K = 25, P = 784;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b0, b2, b3, b19)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -85,6 +88,7 @@ static void t1_conv2d_bias_add(rt_exec *e)
             for (int64_t i = 0; i < n; i++)
                 for (int64_t q = 0; q < P; q++)
                     b19[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b3[g * OG + o];
+    }
     }
 }
 
@@ -194,8 +198,9 @@ static void t7_bn_apply_relu(rt_exec *e)
     const int64_t R = n, C = 12544;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v25 = (b19[i * C + j] - b24[(j / 784)]) * (1.0f / sqrtf(b24[16 + (j / 784)] + 1e-05f)) * b4[j / 784] + b5[j / 784];
+    for (int64_t jc = 0; jc < 16; jc++)
+    for (int64_t j = jc * 784; j < (jc + 1) * 784; j++) {
+        const float v25 = (b19[i * C + j] - b24[jc]) * (1.0f / sqrtf(b24[16 + jc] + 1e-05f)) * b4[jc] + b5[jc];
         const float v27 = v25 < 0.0f ? 0.0f : v25;
         b27[i * C + j] = v27;
     }
@@ -251,6 +256,9 @@ static void t9_conv2d_bias_add(rt_exec *e)
     const int64_t G = 1, CG = 16, OG = 32, K = 400, P = 196;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b28, b9, b10, b30)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -299,6 +307,7 @@ static void t9_conv2d_bias_add(rt_exec *e)
             for (int64_t i = 0; i < n; i++)
                 for (int64_t q = 0; q < P; q++)
                     b30[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b10[g * OG + o];
+    }
     }
 }
 
@@ -408,8 +417,9 @@ static void t15_bn_apply_relu(rt_exec *e)
     const int64_t R = n, C = 6272;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v36 = (b30[i * C + j] - b35[(j / 196)]) * (1.0f / sqrtf(b35[32 + (j / 196)] + 1e-05f)) * b11[j / 196] + b12[j / 196];
+    for (int64_t jc = 0; jc < 32; jc++)
+    for (int64_t j = jc * 196; j < (jc + 1) * 196; j++) {
+        const float v36 = (b30[i * C + j] - b35[jc]) * (1.0f / sqrtf(b35[32 + jc] + 1e-05f)) * b11[jc] + b12[jc];
         const float v38 = v36 < 0.0f ? 0.0f : v36;
         b38[i * C + j] = v38;
     }
@@ -542,30 +552,25 @@ static void t21_maxpool_dx(rt_exec *e)
     (void)C;
     #pragma omp parallel for schedule(static) if (n * C >= 64)
     for (int64_t pl = 0; pl < n * C; pl++) {
-        const float *xp = b38 + pl * H * W;
+        const float *xp = b38 + pl * H * W, *dy = b49 + pl * OH * OW;
         float *dx = b52 + pl * H * W;
-        memset(dx, 0, sizeof(float) * (size_t)(H * W));
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
-                float mx = -INFINITY;
-                int64_t am = -1;
-                for (int64_t ki = 0; ki < KH; ki++) {
-                    const int64_t ih = oh * SH - PH + ki;
-                    if (ih < 0 || ih >= H)
-                        continue;
+                const int64_t w0 = oh * SH * W + ow * SW;
+                float mx = xp[w0];
+                int64_t am = w0;
+                for (int64_t ki = 0; ki < KH; ki++)
                     for (int64_t kj = 0; kj < KW; kj++) {
-                        const int64_t iw = ow * SW - PW + kj;
-                        if (iw < 0 || iw >= W)
-                            continue;
-                        const float v = xp[ih * W + iw];
-                        if (v > mx || v != v || am < 0) {
+                        const float v = xp[w0 + ki * W + kj];
+                        if (v > mx || v != v) {
                             mx = v;
-                            am = ih * W + iw;
+                            am = w0 + ki * W + kj;
                         }
                     }
-                }
-                (void)mx;
-                dx[am] += b49[(pl * OH + oh) * OW + ow];
+                const float g = dy[oh * OW + ow];
+                for (int64_t ki = 0; ki < KH; ki++)
+                    for (int64_t kj = 0; kj < KW; kj++)
+                        dx[w0 + ki * W + kj] = w0 + ki * W + kj == am ? g : 0.0f;
             }
     }
 }
@@ -581,7 +586,8 @@ static void t22_relu_grad(rt_exec *e)
     const int64_t R = n, C = 6272;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
+    for (int64_t jc = 0; jc < 32; jc++)
+    for (int64_t j = jc * 196; j < (jc + 1) * 196; j++) {
         const float v53 = b38[i * C + j] > 0.0f ? b52[i * C + j] : 0.0f;
         b53[i * C + j] = v53;
     }
@@ -669,6 +675,9 @@ static void t26_conv2d_dx(rt_exec *e)
     const int64_t G = 1, CG = 16, OG = 32, K = 400, P = 196;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_DX, &geo, b60, b9, NULL, b56)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -720,6 +729,7 @@ static void t26_conv2d_dx(rt_exec *e)
                     }
             }
     }
+    }
 }
 
 /* t27_conv2d_dw: %61 */
@@ -735,6 +745,9 @@ static void t27_conv2d_dw(rt_exec *e)
     const int64_t G = 1, CG = 16, OG = 32, K = 400, P = 196;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_DW, &geo, b28, b61, NULL, b56)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -783,6 +796,7 @@ static void t27_conv2d_dw(rt_exec *e)
                 memcpy(dyg + o * NP + i * P, b56 + (i * O + g * OG + o) * P, sizeof(float) * (size_t)P);
         rt_sgemm(0, 1, OG, K, NP, dyg, NP, col, NP, b61 + g * OG * K, K);
     }
+    }
 }
 
 /* t28_maxpool_dx: %62 */
@@ -798,30 +812,25 @@ static void t28_maxpool_dx(rt_exec *e)
     (void)C;
     #pragma omp parallel for schedule(static) if (n * C >= 64)
     for (int64_t pl = 0; pl < n * C; pl++) {
-        const float *xp = b27 + pl * H * W;
+        const float *xp = b27 + pl * H * W, *dy = b60 + pl * OH * OW;
         float *dx = b62 + pl * H * W;
-        memset(dx, 0, sizeof(float) * (size_t)(H * W));
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
-                float mx = -INFINITY;
-                int64_t am = -1;
-                for (int64_t ki = 0; ki < KH; ki++) {
-                    const int64_t ih = oh * SH - PH + ki;
-                    if (ih < 0 || ih >= H)
-                        continue;
+                const int64_t w0 = oh * SH * W + ow * SW;
+                float mx = xp[w0];
+                int64_t am = w0;
+                for (int64_t ki = 0; ki < KH; ki++)
                     for (int64_t kj = 0; kj < KW; kj++) {
-                        const int64_t iw = ow * SW - PW + kj;
-                        if (iw < 0 || iw >= W)
-                            continue;
-                        const float v = xp[ih * W + iw];
-                        if (v > mx || v != v || am < 0) {
+                        const float v = xp[w0 + ki * W + kj];
+                        if (v > mx || v != v) {
                             mx = v;
-                            am = ih * W + iw;
+                            am = w0 + ki * W + kj;
                         }
                     }
-                }
-                (void)mx;
-                dx[am] += b60[(pl * OH + oh) * OW + ow];
+                const float g = dy[oh * OW + ow];
+                for (int64_t ki = 0; ki < KH; ki++)
+                    for (int64_t kj = 0; kj < KW; kj++)
+                        dx[w0 + ki * W + kj] = w0 + ki * W + kj == am ? g : 0.0f;
             }
     }
 }
@@ -837,7 +846,8 @@ static void t29_relu_grad(rt_exec *e)
     const int64_t R = n, C = 12544;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
+    for (int64_t jc = 0; jc < 16; jc++)
+    for (int64_t j = jc * 784; j < (jc + 1) * 784; j++) {
         const float v63 = b27[i * C + j] > 0.0f ? b62[i * C + j] : 0.0f;
         b63[i * C + j] = v63;
     }
@@ -925,6 +935,9 @@ static void t33_conv2d_dw(rt_exec *e)
     const int64_t G = 1, CG = 1, OG = 16, K = 25, P = 784;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_DW, &geo, b0, b70, NULL, b66)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -973,6 +986,7 @@ static void t33_conv2d_dw(rt_exec *e)
                 memcpy(dyg + o * NP + i * P, b66 + (i * O + g * OG + o) * P, sizeof(float) * (size_t)P);
         rt_sgemm(0, 1, OG, K, NP, dyg, NP, col, NP, b70 + g * OG * K, K);
     }
+    }
 }
 
 /* t34_sgd_x10: %71 %72 %73 %74 %75 %76 %77 %78 %79 %80 */
@@ -1019,6 +1033,9 @@ static void e1_conv2d_bias_add(rt_exec *e)
     const int64_t G = 1, CG = 1, OG = 16, K = 25, P = 784;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b0, b2, b3, b19)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -1068,6 +1085,7 @@ static void e1_conv2d_bias_add(rt_exec *e)
                 for (int64_t q = 0; q < P; q++)
                     b19[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b3[g * OG + o];
     }
+    }
 }
 
 /* e2_bn_gstats: %24 */
@@ -1102,8 +1120,9 @@ static void e3_bn_apply_relu(rt_exec *e)
     const int64_t R = n, C = 12544;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v25 = (b19[i * C + j] - b24[(j / 784)]) * (1.0f / sqrtf(b24[16 + (j / 784)] + 1e-05f)) * b4[j / 784] + b5[j / 784];
+    for (int64_t jc = 0; jc < 16; jc++)
+    for (int64_t j = jc * 784; j < (jc + 1) * 784; j++) {
+        const float v25 = (b19[i * C + j] - b24[jc]) * (1.0f / sqrtf(b24[16 + jc] + 1e-05f)) * b4[jc] + b5[jc];
         const float v27 = v25 < 0.0f ? 0.0f : v25;
         b27[i * C + j] = v27;
     }
@@ -1159,6 +1178,9 @@ static void e5_conv2d_bias_add(rt_exec *e)
     const int64_t G = 1, CG = 16, OG = 32, K = 400, P = 196;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b28, b9, b10, b30)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -1208,6 +1230,7 @@ static void e5_conv2d_bias_add(rt_exec *e)
                 for (int64_t q = 0; q < P; q++)
                     b30[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b10[g * OG + o];
     }
+    }
 }
 
 /* e6_bn_gstats: %35 */
@@ -1242,8 +1265,9 @@ static void e7_bn_apply_relu(rt_exec *e)
     const int64_t R = n, C = 6272;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v36 = (b30[i * C + j] - b35[(j / 196)]) * (1.0f / sqrtf(b35[32 + (j / 196)] + 1e-05f)) * b11[j / 196] + b12[j / 196];
+    for (int64_t jc = 0; jc < 32; jc++)
+    for (int64_t j = jc * 196; j < (jc + 1) * 196; j++) {
+        const float v36 = (b30[i * C + j] - b35[jc]) * (1.0f / sqrtf(b35[32 + jc] + 1e-05f)) * b11[jc] + b12[jc];
         const float v38 = v36 < 0.0f ? 0.0f : v36;
         b38[i * C + j] = v38;
     }
