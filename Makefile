@@ -5,7 +5,8 @@
 #   make check   the fast tier of tests/SUITE (under 2 minutes)
 #   make test    check + test tiers, in parallel (no GPU needed); SAN=1 runs it under ASan+UBSan
 #   make test-slow  the slow tier (accuracy epochs, mutants); make test-all: every tier
-#   make bench   epoch time against PyTorch, measured in the same run; 1 vs 2 ranks
+#   make bench   epoch time against PyTorch, measured in the same run; 1 vs 2 ranks;
+#                the ConvNet step against PyTorch on 1 and 2 threads
 CC      ?= cc
 # build on every core unless told otherwise (make -jN still wins)
 ifeq ($(filter -j%,$(MAKEFLAGS)),)
