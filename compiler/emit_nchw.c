@@ -237,6 +237,58 @@ static void c_chan_loop_open(FILE *f, int64_t C, int64_t HW)
 
 #define FOR_CHAN "for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++)"
 
+/* Sums over channel c's elements e, in double: sum k is named names[k]
+ * and adds terms[k] (an expression of e; `stmt`, if any, runs first for
+ * each e and may declare what the terms use). A single running sum is a
+ * chain of dependent adds (one per 4 cycles); CHAN_LANES partial sums,
+ * element k of a plane into lane k % CHAN_LANES, combined pairwise at
+ * the end, vectorize. The order depends only on the plane's size, so every
+ * kernel summing the same values (a channel result fused into a pass or
+ * in a kernel of its own) gets the same bits. */
+#define CHAN_LANES 8
+
+/* each line of `text` (lines split by \n), indented by ind */
+static void c_lines(FILE *f, const char *ind, const char *text)
+{
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        fprintf(f, "%s%.*s\n", ind, (int)len, p);
+        p += len + (nl != NULL);
+    }
+}
+
+static void c_chan_sums(FILE *f, int nsum, const char *const *names, const char *const *terms, const char *stmt)
+{
+    for (int k = 0; k < nsum; k++)
+        fprintf(f, "        double %s_l[%d] = {0};\n", names[k], CHAN_LANES);
+    fprintf(f, "        for (int64_t i = 0; i < n; i++) {\n            const int64_t e0 = (i * C + c) * HW;\n");
+    fprintf(f, "            int64_t k = 0;\n            for (; k + %d <= HW; k += %d)\n", CHAN_LANES, CHAN_LANES);
+    fprintf(f, "                for (int64_t l = 0; l < %d; l++) {\n", CHAN_LANES);
+    fprintf(f, "                    const int64_t e = e0 + k + l;\n");
+    if (stmt)
+        c_lines(f, "                    ", stmt);
+    for (int k = 0; k < nsum; k++)
+        fprintf(f, "                    %s_l[l] += %s;\n", names[k], terms[k]);
+    fprintf(f, "                }\n            for (int64_t l = 0; k < HW; k++, l++) {\n");
+    fprintf(f, "                const int64_t e = e0 + k;\n");
+    if (stmt)
+        c_lines(f, "                ", stmt);
+    for (int k = 0; k < nsum; k++)
+        fprintf(f, "                %s_l[l] += %s;\n", names[k], terms[k]);
+    fprintf(f, "            }\n        }\n");
+    for (int k = 0; k < nsum; k++) {
+        const char *x = names[k];
+        fprintf(f, "        const double %s = ((%s_l[0] + %s_l[1]) + (%s_l[2] + %s_l[3])) + ((%s_l[4] + %s_l[5]) + (%s_l[6] + %s_l[7]));\n",
+                x, x, x, x, x, x, x, x, x);
+    }
+}
+
+static void c_chan_sum(FILE *f, const char *name, const char *term)
+{
+    c_chan_sums(f, 1, &name, &term, NULL);
+}
+
 /* The input x of a channel op: in[1] for the gradient ops (in[0] is dy). */
 static int chan_x_input(const Node *n)
 {
@@ -314,7 +366,7 @@ static void c_chan(const Emit *m, const Node *n)
     c_chan_loop_open(f, x->d[1], x->d[2] * x->d[3]);
     switch (n->op) {
     case OP_SUM_CHAN:
-        fprintf(f, "        double s = 0.0;\n        " FOR_CHAN " s += b%d[e];\n", a);
+        c_chan_sum(f, "s", util_fmt("b%d[e]", a));
         fprintf(f, "        b%d[c] = (float)s;\n", n->id);
         break;
     case OP_BN_STATS: case OP_BN_GSTATS:
@@ -332,24 +384,24 @@ static void c_chan(const Emit *m, const Node *n)
             break;
         }
         /* two passes: the variance about the mean, not E[x^2] - E[x]^2 */
-        fprintf(f, "        double s = 0.0, q = 0.0;\n        " FOR_CHAN " s += b%d[e];\n", a);
+        c_chan_sum(f, "s", util_fmt("b%d[e]", a));
         fprintf(f, "        const double mean = s / (double)M;\n");
-        fprintf(f, "        " FOR_CHAN " q += ((double)b%d[e] - mean) * ((double)b%d[e] - mean);\n", a, a);
+        c_chan_sum(f, "q", util_fmt("((double)b%d[e] - mean) * ((double)b%d[e] - mean)", a, a));
         fprintf(f, "        b%d[c] = (float)mean;\n        b%d[C + c] = (float)(q / (double)M);\n", n->id, n->id);
         running_in_pass(m, n, "        ");
         break;
     case OP_BN_SQDEV:   /* this rank's second pass, about the mean of all ranks */
-        fprintf(f, "        const double mean = (double)b%d[c] / " MG ";\n        double q = 0.0;\n", xb);
-        fprintf(f, "        " FOR_CHAN " q += ((double)b%d[e] - mean) * ((double)b%d[e] - mean);\n", a, a);
+        fprintf(f, "        const double mean = (double)b%d[c] / " MG ";\n", xb);
+        c_chan_sum(f, "q", util_fmt("((double)b%d[e] - mean) * ((double)b%d[e] - mean)", a, a));
         fprintf(f, "        b%d[c] = (float)q;\n", n->id);
         break;
     case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: case OP_BN_GDX: {
         int st = plan_source(p, n->in[2]);
         fprintf(f, "        %s\n", bn_stats_decl(st, n->bn.eps));
         if (n->op != OP_BN_GDX) {
-            fprintf(f, "        double sdy = 0.0, sdyx = 0.0;\n");
-            fprintf(f, "        " FOR_CHAN " {\n            sdy += b%d[e];\n", a);
-            fprintf(f, "            sdyx += (double)b%d[e] * (double)(%s);\n        }\n", a, bn_xhat(xb));
+            const char *names[] = {"sdy", "sdyx"};
+            const char *terms[] = {util_fmt("b%d[e]", a), util_fmt("(double)b%d[e] * (double)(%s)", a, bn_xhat(xb))};
+            c_chan_sums(f, 2, names, terms, NULL);
             /* the weight and bias gradients are these sums (fused) */
             int dw = chan_extra(m, OP_BN_DW, n->in[0]), db = chan_extra(m, OP_SUM_CHAN, n->in[0]);
             if (dw >= 0)
@@ -379,9 +431,9 @@ static void c_chan(const Emit *m, const Node *n)
             fprintf(f, "        " FOR_CHAN " b%d[e] = %s;\n", n->id, bn_dx(a, xb));
             break;
         }
-        fprintf(f, "        double so = 0.0;\n        " FOR_CHAN " {\n");
-        fprintf(f, "            const float v = %s;\n", bn_dx(a, xb));
-        fprintf(f, "            b%d[e] = v;\n            so += v;\n        }\n        b%d[c] = (float)so;\n", n->id, so);
+        c_chan_sums(f, 1, (const char *[]){"so"}, (const char *[]){"v"},
+                    util_fmt("const float v = %s;\nb%d[e] = v;", bn_dx(a, xb), n->id));
+        fprintf(f, "        b%d[c] = (float)so;\n", so);
         break;
     }
     default:

@@ -104,10 +104,37 @@ static void t2_bn_stats_bn_running(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         (void)b6, (void)b7;    /* the eval plan's */
-        double s = 0.0, q = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) s += b18[e];
+        double s_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    s_l[l] += b18[e];
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                s_l[l] += b18[e];
+            }
+        }
+        const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
         const double mean = s / (double)M;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) q += ((double)b18[e] - mean) * ((double)b18[e] - mean);
+        double q_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    q_l[l] += ((double)b18[e] - mean) * ((double)b18[e] - mean);
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                q_l[l] += ((double)b18[e] - mean) * ((double)b18[e] - mean);
+            }
+        }
+        const double q = ((q_l[0] + q_l[1]) + (q_l[2] + q_l[3])) + ((q_l[4] + q_l[5]) + (q_l[6] + q_l[7]));
         b19[c] = (float)mean;
         b19[C + c] = (float)(q / (double)M);
         {
@@ -258,10 +285,37 @@ static void t6_bn_stats_bn_running(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         (void)b12, (void)b13;    /* the eval plan's */
-        double s = 0.0, q = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) s += b24[e];
+        double s_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    s_l[l] += b24[e];
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                s_l[l] += b24[e];
+            }
+        }
+        const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
         const double mean = s / (double)M;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) q += ((double)b24[e] - mean) * ((double)b24[e] - mean);
+        double q_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    q_l[l] += ((double)b24[e] - mean) * ((double)b24[e] - mean);
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                q_l[l] += ((double)b24[e] - mean) * ((double)b24[e] - mean);
+            }
+        }
+        const double q = ((q_l[0] + q_l[1]) + (q_l[2] + q_l[3])) + ((q_l[4] + q_l[5]) + (q_l[6] + q_l[7]));
         b25[c] = (float)mean;
         b25[C + c] = (float)(q / (double)M);
         {
@@ -440,11 +494,25 @@ static void t14_bn_dx_bn_dw_sum_chan(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b25[c], invstd = 1.0f / sqrtf(b25[C + c] + 1e-05f);
-        double sdy = 0.0, sdyx = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) {
-            sdy += b41[e];
-            sdyx += (double)b41[e] * (double)((b24[e] - mean) * invstd);
+        double sdy_l[8] = {0};
+        double sdyx_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    sdy_l[l] += b41[e];
+                    sdyx_l[l] += (double)b41[e] * (double)((b24[e] - mean) * invstd);
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                sdy_l[l] += b41[e];
+                sdyx_l[l] += (double)b41[e] * (double)((b24[e] - mean) * invstd);
+            }
         }
+        const double sdy = ((sdy_l[0] + sdy_l[1]) + (sdy_l[2] + sdy_l[3])) + ((sdy_l[4] + sdy_l[5]) + (sdy_l[6] + sdy_l[7]));
+        const double sdyx = ((sdyx_l[0] + sdyx_l[1]) + (sdyx_l[2] + sdyx_l[3])) + ((sdyx_l[4] + sdyx_l[5]) + (sdyx_l[6] + sdyx_l[7]));
         b43[c] = (float)sdyx;
         b44[c] = (float)sdy;
         const float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);
@@ -661,21 +729,48 @@ static void t19_bn_dx_bn_dw_sum_chan_x2(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b19[c], invstd = 1.0f / sqrtf(b19[C + c] + 0.001f);
-        double sdy = 0.0, sdyx = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) {
-            sdy += b48[e];
-            sdyx += (double)b48[e] * (double)((b18[e] - mean) * invstd);
+        double sdy_l[8] = {0};
+        double sdyx_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    sdy_l[l] += b48[e];
+                    sdyx_l[l] += (double)b48[e] * (double)((b18[e] - mean) * invstd);
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                sdy_l[l] += b48[e];
+                sdyx_l[l] += (double)b48[e] * (double)((b18[e] - mean) * invstd);
+            }
         }
+        const double sdy = ((sdy_l[0] + sdy_l[1]) + (sdy_l[2] + sdy_l[3])) + ((sdy_l[4] + sdy_l[5]) + (sdy_l[6] + sdy_l[7]));
+        const double sdyx = ((sdyx_l[0] + sdyx_l[1]) + (sdyx_l[2] + sdyx_l[3])) + ((sdyx_l[4] + sdyx_l[5]) + (sdyx_l[6] + sdyx_l[7]));
         b50[c] = (float)sdyx;
         b51[c] = (float)sdy;
         const float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);
         const float scale = b4[c] * invstd;
-        double so = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) {
-            const float v = scale * (b48[e] - mdy - (b18[e] - mean) * invstd * mdyx);
-            b49[e] = v;
-            so += v;
+        double so_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    const float v = scale * (b48[e] - mdy - (b18[e] - mean) * invstd * mdyx);
+                    b49[e] = v;
+                    so_l[l] += v;
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                const float v = scale * (b48[e] - mdy - (b18[e] - mean) * invstd * mdyx);
+                b49[e] = v;
+                so_l[l] += v;
+            }
         }
+        const double so = ((so_l[0] + so_l[1]) + (so_l[2] + so_l[3])) + ((so_l[4] + so_l[5]) + (so_l[6] + so_l[7]));
         b52[c] = (float)so;
     }
 }

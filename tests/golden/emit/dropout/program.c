@@ -345,8 +345,21 @@ static void t14_sum_chan(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        double s = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) s += b43[e];
+        double s_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    s_l[l] += b43[e];
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                s_l[l] += b43[e];
+            }
+        }
+        const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
         b44[c] = (float)s;
     }
 }

@@ -103,8 +103,21 @@ static void t2_sum_chan(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        double s = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) s += b19[e];
+        double s_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    s_l[l] += b19[e];
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                s_l[l] += b19[e];
+            }
+        }
+        const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
         b20[c] = (float)s;
     }
 }
@@ -134,8 +147,21 @@ static void t4_bn_sqdev(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const double mean = (double)b21[c] / (double)(M * e->world);
-        double q = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) q += ((double)b19[e] - mean) * ((double)b19[e] - mean);
+        double q_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    q_l[l] += ((double)b19[e] - mean) * ((double)b19[e] - mean);
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                q_l[l] += ((double)b19[e] - mean) * ((double)b19[e] - mean);
+            }
+        }
+        const double q = ((q_l[0] + q_l[1]) + (q_l[2] + q_l[3])) + ((q_l[4] + q_l[5]) + (q_l[6] + q_l[7]));
         b22[c] = (float)q;
     }
 }
@@ -322,8 +348,21 @@ static void t10_sum_chan(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        double s = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) s += b30[e];
+        double s_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    s_l[l] += b30[e];
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                s_l[l] += b30[e];
+            }
+        }
+        const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
         b31[c] = (float)s;
     }
 }
@@ -353,8 +392,21 @@ static void t12_bn_sqdev(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const double mean = (double)b32[c] / (double)(M * e->world);
-        double q = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) q += ((double)b30[e] - mean) * ((double)b30[e] - mean);
+        double q_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    q_l[l] += ((double)b30[e] - mean) * ((double)b30[e] - mean);
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                q_l[l] += ((double)b30[e] - mean) * ((double)b30[e] - mean);
+            }
+        }
+        const double q = ((q_l[0] + q_l[1]) + (q_l[2] + q_l[3])) + ((q_l[4] + q_l[5]) + (q_l[6] + q_l[7]));
         b33[c] = (float)q;
     }
 }
@@ -609,11 +661,25 @@ static void t23_bn_dpart_bn_dw_sum_chan(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b35[c], invstd = 1.0f / sqrtf(b35[C + c] + 1e-05f);
-        double sdy = 0.0, sdyx = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) {
-            sdy += b53[e];
-            sdyx += (double)b53[e] * (double)((b30[e] - mean) * invstd);
+        double sdy_l[8] = {0};
+        double sdyx_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    sdy_l[l] += b53[e];
+                    sdyx_l[l] += (double)b53[e] * (double)((b30[e] - mean) * invstd);
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                sdy_l[l] += b53[e];
+                sdyx_l[l] += (double)b53[e] * (double)((b30[e] - mean) * invstd);
+            }
         }
+        const double sdy = ((sdy_l[0] + sdy_l[1]) + (sdy_l[2] + sdy_l[3])) + ((sdy_l[4] + sdy_l[5]) + (sdy_l[6] + sdy_l[7]));
+        const double sdyx = ((sdyx_l[0] + sdyx_l[1]) + (sdyx_l[2] + sdyx_l[3])) + ((sdyx_l[4] + sdyx_l[5]) + (sdyx_l[6] + sdyx_l[7]));
         b57[c] = (float)sdyx;
         b58[c] = (float)sdy;
         b54[c] = (float)sdy;
@@ -652,12 +718,25 @@ static void t25_bn_gdx_sum_chan(rt_exec *e)
         const float mean = b35[c], invstd = 1.0f / sqrtf(b35[C + c] + 1e-05f);
         const float mdy = (float)((double)b55[c] / (double)(M * e->world)), mdyx = (float)((double)b55[C + c] / (double)(M * e->world));
         const float scale = b11[c] * invstd;
-        double so = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) {
-            const float v = scale * (b53[e] - mdy - (b30[e] - mean) * invstd * mdyx);
-            b56[e] = v;
-            so += v;
+        double so_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    const float v = scale * (b53[e] - mdy - (b30[e] - mean) * invstd * mdyx);
+                    b56[e] = v;
+                    so_l[l] += v;
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                const float v = scale * (b53[e] - mdy - (b30[e] - mean) * invstd * mdyx);
+                b56[e] = v;
+                so_l[l] += v;
+            }
         }
+        const double so = ((so_l[0] + so_l[1]) + (so_l[2] + so_l[3])) + ((so_l[4] + so_l[5]) + (so_l[6] + so_l[7]));
         b59[c] = (float)so;
     }
 }
@@ -869,11 +948,25 @@ static void t30_bn_dpart_bn_dw_sum_chan(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b24[c], invstd = 1.0f / sqrtf(b24[C + c] + 1e-05f);
-        double sdy = 0.0, sdyx = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) {
-            sdy += b63[e];
-            sdyx += (double)b63[e] * (double)((b19[e] - mean) * invstd);
+        double sdy_l[8] = {0};
+        double sdyx_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    sdy_l[l] += b63[e];
+                    sdyx_l[l] += (double)b63[e] * (double)((b19[e] - mean) * invstd);
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                sdy_l[l] += b63[e];
+                sdyx_l[l] += (double)b63[e] * (double)((b19[e] - mean) * invstd);
+            }
         }
+        const double sdy = ((sdy_l[0] + sdy_l[1]) + (sdy_l[2] + sdy_l[3])) + ((sdy_l[4] + sdy_l[5]) + (sdy_l[6] + sdy_l[7]));
+        const double sdyx = ((sdyx_l[0] + sdyx_l[1]) + (sdyx_l[2] + sdyx_l[3])) + ((sdyx_l[4] + sdyx_l[5]) + (sdyx_l[6] + sdyx_l[7]));
         b67[c] = (float)sdyx;
         b68[c] = (float)sdy;
         b64[c] = (float)sdy;
@@ -912,12 +1005,25 @@ static void t32_bn_gdx_sum_chan(rt_exec *e)
         const float mean = b24[c], invstd = 1.0f / sqrtf(b24[C + c] + 1e-05f);
         const float mdy = (float)((double)b65[c] / (double)(M * e->world)), mdyx = (float)((double)b65[C + c] / (double)(M * e->world));
         const float scale = b4[c] * invstd;
-        double so = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) {
-            const float v = scale * (b63[e] - mdy - (b19[e] - mean) * invstd * mdyx);
-            b66[e] = v;
-            so += v;
+        double so_l[8] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8)
+                for (int64_t l = 0; l < 8; l++) {
+                    const int64_t e = e0 + k + l;
+                    const float v = scale * (b63[e] - mdy - (b19[e] - mean) * invstd * mdyx);
+                    b66[e] = v;
+                    so_l[l] += v;
+                }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                const float v = scale * (b63[e] - mdy - (b19[e] - mean) * invstd * mdyx);
+                b66[e] = v;
+                so_l[l] += v;
+            }
         }
+        const double so = ((so_l[0] + so_l[1]) + (so_l[2] + so_l[3])) + ((so_l[4] + so_l[5]) + (so_l[6] + so_l[7]));
         b69[c] = (float)so;
     }
 }
