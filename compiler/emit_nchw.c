@@ -580,9 +580,12 @@ static void c_maxpool_dx_tiled(const Emit *m, const Node *n)
     fprintf(f, "                const int64_t w0 = oh * SH * W + ow * SW;\n");
     fprintf(f, "                float mx = xp[w0];\n                int64_t am = w0;\n");
     fprintf(f, "                for (int64_t ki = 0; ki < KH; ki++)\n                    for (int64_t kj = 0; kj < KW; kj++) {\n");
+    /* selects, not branches: which element wins is data, and a
+     * mispredicted branch per window costs more than the window */
     fprintf(f, "                        const float v = xp[w0 + ki * W + kj];\n");
-    fprintf(f, "                        if (v > mx || v != v) {\n                            mx = v;\n");
-    fprintf(f, "                            am = w0 + ki * W + kj;\n                        }\n                    }\n");
+    fprintf(f, "                        const int take = (v > mx) | (v != v);\n");
+    fprintf(f, "                        mx = take ? v : mx;\n");
+    fprintf(f, "                        am = take ? w0 + ki * W + kj : am;\n                    }\n");
     fprintf(f, "                const float g = dy[oh * OW + ow];\n");
     fprintf(f, "                for (int64_t ki = 0; ki < KH; ki++)\n                    for (int64_t kj = 0; kj < KW; kj++)\n");
     fprintf(f, "                        dx[w0 + ki * W + kj] = w0 + ki * W + kj == am ? g : 0.0f;\n");

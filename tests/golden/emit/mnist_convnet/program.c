@@ -614,10 +614,9 @@ static void t21_maxpool_dx(rt_exec *e)
                 for (int64_t ki = 0; ki < KH; ki++)
                     for (int64_t kj = 0; kj < KW; kj++) {
                         const float v = xp[w0 + ki * W + kj];
-                        if (v > mx || v != v) {
-                            mx = v;
-                            am = w0 + ki * W + kj;
-                        }
+                        const int take = (v > mx) | (v != v);
+                        mx = take ? v : mx;
+                        am = take ? w0 + ki * W + kj : am;
                     }
                 const float g = dy[oh * OW + ow];
                 for (int64_t ki = 0; ki < KH; ki++)
@@ -901,10 +900,9 @@ static void t28_maxpool_dx(rt_exec *e)
                 for (int64_t ki = 0; ki < KH; ki++)
                     for (int64_t kj = 0; kj < KW; kj++) {
                         const float v = xp[w0 + ki * W + kj];
-                        if (v > mx || v != v) {
-                            mx = v;
-                            am = w0 + ki * W + kj;
-                        }
+                        const int take = (v > mx) | (v != v);
+                        mx = take ? v : mx;
+                        am = take ? w0 + ki * W + kj : am;
                     }
                 const float g = dy[oh * OW + ow];
                 for (int64_t ki = 0; ki < KH; ki++)
