@@ -52,9 +52,15 @@ struct rt_dnnl_conv_cache {
 static dnnl_engine_t engine;
 static dnnl_stream_t stream;
 
+/* CDDP_DNNL=0 in the environment: the emitted loops do every convolution
+ * (tests/SUITE checks that path against PyTorch too). */
 static int started(void)
 {
-    static int state;               /* 0 untried, 1 ready, -1 failed */
+    static int state;               /* 0 untried, 1 ready, -1 off or failed */
+    if (state == 0) {
+        const char *env = getenv("CDDP_DNNL");
+        state = env && strcmp(env, "0") == 0 ? -1 : 0;
+    }
     if (state == 0) {
         state = dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success &&
                         dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) == dnnl_success
