@@ -108,10 +108,13 @@ def main():
           % (BATCH, a.steps, a.repeats, torch.__version__, " ".join("%.2f" % x for x in os.getloadavg())))
     sys.stdout.flush()
     times = {(who, t): [] for who in ("torch", "ours") for t in threads}
-    for _ in range(a.repeats):
+    for r in range(a.repeats):
         for t in threads:
             times[("torch", t)].append(torch_step_ms(X, Y, a.steps, t))
             times[("ours", t)].append(ours_step_ms(program, data, a.steps, t))
+            print("  run %d, %d thread(s): torch %.2f ms, ours %.2f ms"
+                  % (r + 1, t, times[("torch", t)][-1], times[("ours", t)][-1]))
+            sys.stdout.flush()
     print("%-8s %14s %14s %11s   (runs, ms: torch | ours)" % ("threads", "torch ms/step", "ours ms/step", "ours/torch"))
     rows = []
     for t in threads:

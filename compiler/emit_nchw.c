@@ -240,11 +240,14 @@ static void c_chan_loop_open(FILE *f, int64_t C, int64_t HW)
 /* Sums over channel c's elements e, in double: sum k is named names[k]
  * and adds terms[k] (an expression of e; `stmt`, if any, runs first for
  * each e and may declare what the terms use). A single running sum is a
- * chain of dependent adds (one per 4 cycles); CHAN_LANES partial sums,
- * element k of a plane into lane k % CHAN_LANES, combined pairwise at
- * the end, vectorize. The order depends only on the plane's size, so every
- * kernel summing the same values (a channel result fused into a pass or
- * in a kernel of its own) gets the same bits. */
+ * chain of dependent adds (one per 4 cycles); here CHAN_LANES partial
+ * sums, element k of a plane into lane k % CHAN_LANES, combined pairwise
+ * at the end. The order depends only on the plane's size, so every kernel
+ * summing the same values (a channel result fused into a pass or in a
+ * kernel of its own) gets the same bits. Whole groups of 8 go through
+ * cddprt.h's vectors: vterms[k] and vstmt are the same expressions over 8
+ * elements from e (rt_ld8, rt_wide8, rt_st8), lane by lane the same
+ * operations as the scalar tail's. */
 #define CHAN_LANES 8
 
 /* each line of `text` (lines split by \n), indented by ind */
@@ -258,19 +261,19 @@ static void c_lines(FILE *f, const char *ind, const char *text)
     }
 }
 
-static void c_chan_sums(FILE *f, int nsum, const char *const *names, const char *const *terms, const char *stmt)
+static void c_chan_sums(FILE *f, int nsum, const char *const *names, const char *const *terms,
+                        const char *const *vterms, const char *stmt, const char *vstmt)
 {
     for (int k = 0; k < nsum; k++)
-        fprintf(f, "        double %s_l[%d] = {0};\n", names[k], CHAN_LANES);
+        fprintf(f, "        rt_v8d %s_l = {0};\n", names[k]);
     fprintf(f, "        for (int64_t i = 0; i < n; i++) {\n            const int64_t e0 = (i * C + c) * HW;\n");
-    fprintf(f, "            int64_t k = 0;\n            for (; k + %d <= HW; k += %d)\n", CHAN_LANES, CHAN_LANES);
-    fprintf(f, "                for (int64_t l = 0; l < %d; l++) {\n", CHAN_LANES);
-    fprintf(f, "                    const int64_t e = e0 + k + l;\n");
-    if (stmt)
-        c_lines(f, "                    ", stmt);
+    fprintf(f, "            int64_t k = 0;\n            for (; k + %d <= HW; k += %d) {\n", CHAN_LANES, CHAN_LANES);
+    fprintf(f, "                const int64_t e = e0 + k;\n");
+    if (vstmt)
+        c_lines(f, "                ", vstmt);
     for (int k = 0; k < nsum; k++)
-        fprintf(f, "                    %s_l[l] += %s;\n", names[k], terms[k]);
-    fprintf(f, "                }\n            for (int64_t l = 0; k < HW; k++, l++) {\n");
+        fprintf(f, "                %s_l += %s;\n", names[k], vterms[k]);
+    fprintf(f, "            }\n            for (int64_t l = 0; k < HW; k++, l++) {\n");
     fprintf(f, "                const int64_t e = e0 + k;\n");
     if (stmt)
         c_lines(f, "                ", stmt);
@@ -284,9 +287,38 @@ static void c_chan_sums(FILE *f, int nsum, const char *const *names, const char 
     }
 }
 
-static void c_chan_sum(FILE *f, const char *name, const char *term)
+/* `text` over 8 elements from e: every b<id>[e] read as rt_ld8(b<id> + e) */
+static char *c_vec8(const char *text)
 {
-    c_chan_sums(f, 1, &name, &term, NULL);
+    char *out = util_alloc(strlen(text) * 4 + 1), *o = out;
+    for (const char *p = text; *p;) {
+        const char *q = p + 1;
+        while (*p == 'b' && *q >= '0' && *q <= '9')
+            q++;
+        if (*p == 'b' && q > p + 1 && strncmp(q, "[e]", 3) == 0) {
+            o += sprintf(o, "rt_ld8(%.*s + e)", (int)(q - p), p);
+            p = q + 3;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+/* the sum of x[e] over the channel */
+static void c_chan_sum(FILE *f, const char *name, int x)
+{
+    const char *t = util_fmt("b%d[e]", x), *v = util_fmt("rt_wide8(rt_ld8(b%d + e))", x);
+    c_chan_sums(f, 1, &name, &t, &v, NULL, NULL);
+}
+
+/* the sum of (x[e] - mean)^2 in double over the channel, mean a double */
+static void c_chan_sqdev(FILE *f, const char *name, int x)
+{
+    const char *t = util_fmt("((double)b%d[e] - mean) * ((double)b%d[e] - mean)", x, x);
+    const char *v = util_fmt("(rt_wide8(rt_ld8(b%d + e)) - mean) * (rt_wide8(rt_ld8(b%d + e)) - mean)", x, x);
+    c_chan_sums(f, 1, &name, &t, &v, NULL, NULL);
 }
 
 /* The input x of a channel op: in[1] for the gradient ops (in[0] is dy). */
@@ -366,7 +398,7 @@ static void c_chan(const Emit *m, const Node *n)
     c_chan_loop_open(f, x->d[1], x->d[2] * x->d[3]);
     switch (n->op) {
     case OP_SUM_CHAN:
-        c_chan_sum(f, "s", util_fmt("b%d[e]", a));
+        c_chan_sum(f, "s", a);
         fprintf(f, "        b%d[c] = (float)s;\n", n->id);
         break;
     case OP_BN_STATS: case OP_BN_GSTATS:
@@ -384,15 +416,15 @@ static void c_chan(const Emit *m, const Node *n)
             break;
         }
         /* two passes: the variance about the mean, not E[x^2] - E[x]^2 */
-        c_chan_sum(f, "s", util_fmt("b%d[e]", a));
+        c_chan_sum(f, "s", a);
         fprintf(f, "        const double mean = s / (double)M;\n");
-        c_chan_sum(f, "q", util_fmt("((double)b%d[e] - mean) * ((double)b%d[e] - mean)", a, a));
+        c_chan_sqdev(f, "q", a);
         fprintf(f, "        b%d[c] = (float)mean;\n        b%d[C + c] = (float)(q / (double)M);\n", n->id, n->id);
         running_in_pass(m, n, "        ");
         break;
     case OP_BN_SQDEV:   /* this rank's second pass, about the mean of all ranks */
         fprintf(f, "        const double mean = (double)b%d[c] / " MG ";\n", xb);
-        c_chan_sum(f, "q", util_fmt("((double)b%d[e] - mean) * ((double)b%d[e] - mean)", a, a));
+        c_chan_sqdev(f, "q", a);
         fprintf(f, "        b%d[c] = (float)q;\n", n->id);
         break;
     case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: case OP_BN_GDX: {
@@ -401,7 +433,9 @@ static void c_chan(const Emit *m, const Node *n)
         if (n->op != OP_BN_GDX) {
             const char *names[] = {"sdy", "sdyx"};
             const char *terms[] = {util_fmt("b%d[e]", a), util_fmt("(double)b%d[e] * (double)(%s)", a, bn_xhat(xb))};
-            c_chan_sums(f, 2, names, terms, NULL);
+            const char *vterms[] = {util_fmt("rt_wide8(rt_ld8(b%d + e))", a),
+                                    util_fmt("rt_wide8(rt_ld8(b%d + e)) * rt_wide8(%s)", a, c_vec8(bn_xhat(xb)))};
+            c_chan_sums(f, 2, names, terms, vterms, NULL, NULL);
             /* the weight and bias gradients are these sums (fused) */
             int dw = chan_extra(m, OP_BN_DW, n->in[0]), db = chan_extra(m, OP_SUM_CHAN, n->in[0]);
             if (dw >= 0)
@@ -431,8 +465,9 @@ static void c_chan(const Emit *m, const Node *n)
             fprintf(f, "        " FOR_CHAN " b%d[e] = %s;\n", n->id, bn_dx(a, xb));
             break;
         }
-        c_chan_sums(f, 1, (const char *[]){"so"}, (const char *[]){"v"},
-                    util_fmt("const float v = %s;\nb%d[e] = v;", bn_dx(a, xb), n->id));
+        c_chan_sums(f, 1, (const char *[]){"so"}, (const char *[]){"v"}, (const char *[]){"rt_wide8(v)"},
+                    util_fmt("const float v = %s;\nb%d[e] = v;", bn_dx(a, xb), n->id),
+                    util_fmt("const rt_v8f v = %s;\nrt_st8(b%d + e, v);", c_vec8(bn_dx(a, xb)), n->id));
         fprintf(f, "        b%d[c] = (float)so;\n", so);
         break;
     }

@@ -131,6 +131,19 @@ static inline float rt_u2f(unsigned u)
 
 RT_ROUND_FNS(static inline, rt_f2u, rt_u2f)
 
+/* Eight floats at a time, summed in double: the C kernels' per-channel
+ * sums (compiler/emit_nchw.c) keep 8 double lanes, element k of a plane in
+ * lane k % 8, and load, convert and add 8 elements per step with these
+ * (GCC/Clang vector extensions; lane by lane the same operations, so the
+ * same bits, as the scalar tail). */
+/* unaligned and aliasing floats (element loads and stores through it);
+ * macros, not functions: a vector argument's ABI depends on -m flags */
+typedef float rt_v8f __attribute__((vector_size(32), aligned(4), may_alias));
+typedef double rt_v8d __attribute__((vector_size(64)));
+#define rt_ld8(p) (*(const rt_v8f *)(p))
+#define rt_st8(p, v) (*(rt_v8f *)(p) = (v))
+#define rt_wide8(v) __builtin_convertvector((v), rt_v8d)
+
 static inline float rt_round_prec(int prec, float x)
 {
     return prec == RT_PREC_BF16 ? rt_round_bf16(x) : prec == RT_PREC_FP16 ? rt_round_fp16(x) : x;

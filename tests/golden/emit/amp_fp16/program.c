@@ -104,15 +104,14 @@ static void t2_bn_stats_bn_running(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         (void)b6, (void)b7;    /* the eval plan's */
-        double s_l[8] = {0};
+        rt_v8d s_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    s_l[l] += b18[e];
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                s_l += rt_wide8(rt_ld8(b18 + e));
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 s_l[l] += b18[e];
@@ -120,15 +119,14 @@ static void t2_bn_stats_bn_running(rt_exec *e)
         }
         const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
         const double mean = s / (double)M;
-        double q_l[8] = {0};
+        rt_v8d q_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    q_l[l] += ((double)b18[e] - mean) * ((double)b18[e] - mean);
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                q_l += (rt_wide8(rt_ld8(b18 + e)) - mean) * (rt_wide8(rt_ld8(b18 + e)) - mean);
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 q_l[l] += ((double)b18[e] - mean) * ((double)b18[e] - mean);
@@ -285,15 +283,14 @@ static void t6_bn_stats_bn_running(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         (void)b12, (void)b13;    /* the eval plan's */
-        double s_l[8] = {0};
+        rt_v8d s_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    s_l[l] += b24[e];
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                s_l += rt_wide8(rt_ld8(b24 + e));
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 s_l[l] += b24[e];
@@ -301,15 +298,14 @@ static void t6_bn_stats_bn_running(rt_exec *e)
         }
         const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
         const double mean = s / (double)M;
-        double q_l[8] = {0};
+        rt_v8d q_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    q_l[l] += ((double)b24[e] - mean) * ((double)b24[e] - mean);
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                q_l += (rt_wide8(rt_ld8(b24 + e)) - mean) * (rt_wide8(rt_ld8(b24 + e)) - mean);
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 q_l[l] += ((double)b24[e] - mean) * ((double)b24[e] - mean);
@@ -494,17 +490,16 @@ static void t14_bn_dx_bn_dw_sum_chan(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b25[c], invstd = 1.0f / sqrtf(b25[C + c] + 1e-05f);
-        double sdy_l[8] = {0};
-        double sdyx_l[8] = {0};
+        rt_v8d sdy_l = {0};
+        rt_v8d sdyx_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    sdy_l[l] += b41[e];
-                    sdyx_l[l] += (double)b41[e] * (double)((b24[e] - mean) * invstd);
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                sdy_l += rt_wide8(rt_ld8(b41 + e));
+                sdyx_l += rt_wide8(rt_ld8(b41 + e)) * rt_wide8((rt_ld8(b24 + e) - mean) * invstd);
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 sdy_l[l] += b41[e];
@@ -729,17 +724,16 @@ static void t19_bn_dx_bn_dw_sum_chan_x2(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b19[c], invstd = 1.0f / sqrtf(b19[C + c] + 0.001f);
-        double sdy_l[8] = {0};
-        double sdyx_l[8] = {0};
+        rt_v8d sdy_l = {0};
+        rt_v8d sdyx_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    sdy_l[l] += b48[e];
-                    sdyx_l[l] += (double)b48[e] * (double)((b18[e] - mean) * invstd);
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                sdy_l += rt_wide8(rt_ld8(b48 + e));
+                sdyx_l += rt_wide8(rt_ld8(b48 + e)) * rt_wide8((rt_ld8(b18 + e) - mean) * invstd);
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 sdy_l[l] += b48[e];
@@ -752,17 +746,16 @@ static void t19_bn_dx_bn_dw_sum_chan_x2(rt_exec *e)
         b51[c] = (float)sdy;
         const float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);
         const float scale = b4[c] * invstd;
-        double so_l[8] = {0};
+        rt_v8d so_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    const float v = scale * (b48[e] - mdy - (b18[e] - mean) * invstd * mdyx);
-                    b49[e] = v;
-                    so_l[l] += v;
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                const rt_v8f v = scale * (rt_ld8(b48 + e) - mdy - (rt_ld8(b18 + e) - mean) * invstd * mdyx);
+                rt_st8(b49 + e, v);
+                so_l += rt_wide8(v);
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 const float v = scale * (b48[e] - mdy - (b18[e] - mean) * invstd * mdyx);

@@ -345,15 +345,14 @@ static void t14_sum_chan(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        double s_l[8] = {0};
+        rt_v8d s_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    s_l[l] += b43[e];
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                s_l += rt_wide8(rt_ld8(b43 + e));
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 s_l[l] += b43[e];

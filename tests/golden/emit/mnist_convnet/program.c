@@ -103,15 +103,14 @@ static void t2_sum_chan(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        double s_l[8] = {0};
+        rt_v8d s_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    s_l[l] += b19[e];
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                s_l += rt_wide8(rt_ld8(b19 + e));
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 s_l[l] += b19[e];
@@ -147,15 +146,14 @@ static void t4_bn_sqdev(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const double mean = (double)b21[c] / (double)(M * e->world);
-        double q_l[8] = {0};
+        rt_v8d q_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    q_l[l] += ((double)b19[e] - mean) * ((double)b19[e] - mean);
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                q_l += (rt_wide8(rt_ld8(b19 + e)) - mean) * (rt_wide8(rt_ld8(b19 + e)) - mean);
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 q_l[l] += ((double)b19[e] - mean) * ((double)b19[e] - mean);
@@ -348,15 +346,14 @@ static void t10_sum_chan(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        double s_l[8] = {0};
+        rt_v8d s_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    s_l[l] += b30[e];
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                s_l += rt_wide8(rt_ld8(b30 + e));
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 s_l[l] += b30[e];
@@ -392,15 +389,14 @@ static void t12_bn_sqdev(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const double mean = (double)b32[c] / (double)(M * e->world);
-        double q_l[8] = {0};
+        rt_v8d q_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    q_l[l] += ((double)b30[e] - mean) * ((double)b30[e] - mean);
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                q_l += (rt_wide8(rt_ld8(b30 + e)) - mean) * (rt_wide8(rt_ld8(b30 + e)) - mean);
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 q_l[l] += ((double)b30[e] - mean) * ((double)b30[e] - mean);
@@ -660,17 +656,16 @@ static void t23_bn_dpart_bn_dw_sum_chan(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b35[c], invstd = 1.0f / sqrtf(b35[C + c] + 1e-05f);
-        double sdy_l[8] = {0};
-        double sdyx_l[8] = {0};
+        rt_v8d sdy_l = {0};
+        rt_v8d sdyx_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    sdy_l[l] += b53[e];
-                    sdyx_l[l] += (double)b53[e] * (double)((b30[e] - mean) * invstd);
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                sdy_l += rt_wide8(rt_ld8(b53 + e));
+                sdyx_l += rt_wide8(rt_ld8(b53 + e)) * rt_wide8((rt_ld8(b30 + e) - mean) * invstd);
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 sdy_l[l] += b53[e];
@@ -717,17 +712,16 @@ static void t25_bn_gdx_sum_chan(rt_exec *e)
         const float mean = b35[c], invstd = 1.0f / sqrtf(b35[C + c] + 1e-05f);
         const float mdy = (float)((double)b55[c] / (double)(M * e->world)), mdyx = (float)((double)b55[C + c] / (double)(M * e->world));
         const float scale = b11[c] * invstd;
-        double so_l[8] = {0};
+        rt_v8d so_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    const float v = scale * (b53[e] - mdy - (b30[e] - mean) * invstd * mdyx);
-                    b56[e] = v;
-                    so_l[l] += v;
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                const rt_v8f v = scale * (rt_ld8(b53 + e) - mdy - (rt_ld8(b30 + e) - mean) * invstd * mdyx);
+                rt_st8(b56 + e, v);
+                so_l += rt_wide8(v);
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 const float v = scale * (b53[e] - mdy - (b30[e] - mean) * invstd * mdyx);
@@ -946,17 +940,16 @@ static void t30_bn_dpart_bn_dw_sum_chan(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b24[c], invstd = 1.0f / sqrtf(b24[C + c] + 1e-05f);
-        double sdy_l[8] = {0};
-        double sdyx_l[8] = {0};
+        rt_v8d sdy_l = {0};
+        rt_v8d sdyx_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    sdy_l[l] += b63[e];
-                    sdyx_l[l] += (double)b63[e] * (double)((b19[e] - mean) * invstd);
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                sdy_l += rt_wide8(rt_ld8(b63 + e));
+                sdyx_l += rt_wide8(rt_ld8(b63 + e)) * rt_wide8((rt_ld8(b19 + e) - mean) * invstd);
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 sdy_l[l] += b63[e];
@@ -1003,17 +996,16 @@ static void t32_bn_gdx_sum_chan(rt_exec *e)
         const float mean = b24[c], invstd = 1.0f / sqrtf(b24[C + c] + 1e-05f);
         const float mdy = (float)((double)b65[c] / (double)(M * e->world)), mdyx = (float)((double)b65[C + c] / (double)(M * e->world));
         const float scale = b4[c] * invstd;
-        double so_l[8] = {0};
+        rt_v8d so_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
-            for (; k + 8 <= HW; k += 8)
-                for (int64_t l = 0; l < 8; l++) {
-                    const int64_t e = e0 + k + l;
-                    const float v = scale * (b63[e] - mdy - (b19[e] - mean) * invstd * mdyx);
-                    b66[e] = v;
-                    so_l[l] += v;
-                }
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                const rt_v8f v = scale * (rt_ld8(b63 + e) - mdy - (rt_ld8(b19 + e) - mean) * invstd * mdyx);
+                rt_st8(b66 + e, v);
+                so_l += rt_wide8(v);
+            }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
                 const float v = scale * (b63[e] - mdy - (b19[e] - mean) * invstd * mdyx);
