@@ -607,6 +607,8 @@ static int pool_tiles(const Shape *x, const Shape *y, const Window *w)
 static void c_maxpool_dx_tiled(const Emit *m, const Node *n)
 {
     FILE *f = m->f;
+    fprintf(f, "    (void)PH, (void)PW;    /* 0: the windows tile the plane */\n");
+    fprintf(f, "    #pragma omp parallel for schedule(static) if (n * C >= 64)\n");
     fprintf(f, "    for (int64_t pl = 0; pl < n * C; pl++) {\n");
     fprintf(f, "        const float *xp = b%d + pl * H * W, *dy = b%d + pl * OH * OW;\n", plan_source(m->p, n->in[1]),
             plan_source(m->p, n->in[0]));
@@ -635,7 +637,6 @@ static void c_pool(const Emit *m, const Node *n)
     pool_consts(f, x, y, &n->win);
     int grad = is_pool_grad(n);
     if (n->op == OP_MAXPOOL_DX && pool_tiles(x, y, &n->win)) {
-        fprintf(f, "    #pragma omp parallel for schedule(static) if (n * C >= 64)\n");
         c_maxpool_dx_tiled(m, n);
         return;
     }

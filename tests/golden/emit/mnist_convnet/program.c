@@ -598,6 +598,7 @@ static void t21_maxpool_dx(rt_exec *e)
     const int64_t C = 32, H = 14, W = 14, OH = 7, OW = 7;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
     (void)C;
+    (void)PH, (void)PW;    /* 0: the windows tile the plane */
     #pragma omp parallel for schedule(static) if (n * C >= 64)
     for (int64_t pl = 0; pl < n * C; pl++) {
         const float *xp = b38 + pl * H * W, *dy = b49 + pl * OH * OW;
@@ -882,6 +883,7 @@ static void t28_maxpool_dx(rt_exec *e)
     const int64_t C = 16, H = 28, W = 28, OH = 14, OW = 14;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
     (void)C;
+    (void)PH, (void)PW;    /* 0: the windows tile the plane */
     #pragma omp parallel for schedule(static) if (n * C >= 64)
     for (int64_t pl = 0; pl < n * C; pl++) {
         const float *xp = b27 + pl * H * W, *dy = b60 + pl * OH * OW;
