@@ -5,7 +5,8 @@
 #   make check   the fast tier of tests/SUITE (under 2 minutes)
 #   make test    check + test tiers, in parallel (no GPU needed); SAN=1 runs it under ASan+UBSan
 #   make test-slow  the slow tier (accuracy epochs, mutants); make test-all: every tier
-#   make bench   epoch time against PyTorch, measured in the same run; 1 vs 2 ranks
+#   make bench   epoch time against PyTorch, measured in the same run; 1 vs 2 ranks;
+#                the ConvNet step against PyTorch on 1 and 2 threads
 #   make fuzz-frontend  libFuzzer on the front end, FUZZ_SECONDS (default 1800); tests/fuzz/README.md
 CC      ?= cc
 # build on every core unless told otherwise (make -jN still wins)
@@ -73,8 +74,8 @@ build/cddpc: $(CC_OBJS) build/runtime/rt_plot.o
 	$(CC) $(LDFLAGS) $^ -lm -o $@
 
 # what a program compiled by cddpc links besides libcddprt.a
-RT_LINK ?= -lopenblas -lz -lm -lpthread -ldl $(RT_MPI_LIBS)
-build/libcddprt.ldflags: $(FLAGS_STAMP) $(RT_MPI_STAMP) Makefile
+RT_LINK ?= -lopenblas -lz -lm -lpthread -ldl $(RT_MPI_LIBS) $(RT_DNNL_LIBS)
+build/libcddprt.ldflags: $(FLAGS_STAMP) $(RT_MPI_STAMP) $(RT_DNNL_STAMP) Makefile
 	echo '$(RT_LINK)' > $@
 
 build/include/cddprt.h: runtime/cddprt.h

@@ -425,6 +425,7 @@ char *ex_addr(const Emit *m, int id);       /* base address of a node's buffer v
 void ex_declare_buffers(const Emit *m);     /* `T *const b<id> = ...;` for the group */
 char *ex_operand(const Emit *m, int x, const Shape *space);   /* v<x> or b<x>[...] at (i, j) */
 char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space);
+char *ex_chan_index(const Shape *space, const char *ind);   /* `const int64_t jc = j / (H*W);` over images */
 /* The per-element body of elementwise kernels and GEMM epilogues, both
  * targets: at (i, j) of space, the anchor loaded as v<load> (load_expr;
  * load -1: none), every elementwise node of the group as v<id> with stores

@@ -36,7 +36,16 @@ static void emit_ew_loops(const Emit *m, const Shape *space, int load)
             if (ex_node(m, gr->nodes[k])->op == OP_SUM_ROWS)
                 fprintf(f, "        for (int64_t j = jb; j < je; j++) b%d[j] = 0.0f;\n", gr->nodes[k]);
         fprintf(f, "        for (int64_t i = 0; i < R; i++)\n");
-        fprintf(f, "        for (int64_t j = jb; j < je; j++) {\n");
+        fprintf(f, "        for (int64_t j = jb; j < je; j++) {\n%s", ex_chan_index(space, "            "));
+    } else if (space->rank == 4) {
+        /* image space: a loop per channel plane, so the channel's operands
+         * (batch norm's statistics and affine) are invariant in the inner
+         * loop, which vectorizes (with -fno-math-errno, sqrtf too) */
+        fprintf(f, "    #pragma omp parallel for schedule(static) if (R * C >= 65536)\n");
+        fprintf(f, "    for (int64_t i = 0; i < R; i++)\n");
+        fprintf(f, "    for (int64_t jc = 0; jc < %lld; jc++)\n", (long long)space->d[1]);
+        fprintf(f, "    for (int64_t j = jc * %lld; j < (jc + 1) * %lld; j++) {\n", (long long)(space->d[2] * space->d[3]),
+                (long long)(space->d[2] * space->d[3]));
     } else {
         fprintf(f, "    #pragma omp parallel for schedule(static) if (R * C >= 65536)\n");
         fprintf(f, "    for (int64_t i = 0; i < R; i++)\n");

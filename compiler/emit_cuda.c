@@ -135,7 +135,7 @@ static void emit_ew(const Emit *m, rt_cuda_launch *L)
     fprintf(f, "    const int64_t R = %s, C = %lld;\n", ex_dim(space->d[0]), (long long)cols);
     fprintf(f, "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n");
     fprintf(f, "    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {\n");
-    fprintf(f, "        const int64_t i = t / C, j = t - i * C;\n");
+    fprintf(f, "        const int64_t i = t / C, j = t - i * C;\n%s", ex_chan_index(space, "        "));
     ex_element(m, space, -1, NULL, "        ", row_atomic);
     fprintf(f, "    }\n");
     grid_dim(L, 0, space->d[0], cols, THREADS);

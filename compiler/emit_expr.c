@@ -73,9 +73,10 @@ char *ex_operand(const Emit *m, int x, const Shape *space)
     /* a column vector shaped as a sample's row ([C, H, W] over [N, C*H*W]) */
     if (!ir_batched(s) && space->rank == 2 && ir_numel(s, 1) == space->d[1])
         return util_fmt("b%d[j]", src);
-    /* a per-channel vector over [N, C, H, W]: j runs over C*H*W */
+    /* a per-channel vector over [N, C, H, W]: j runs over C*H*W, and the
+     * loops over an image space define jc = j / (H*W) (ex_chan_index) */
     if (s->rank == 1 && space->rank == 4 && s->d[0] == space->d[1])
-        return util_fmt("b%d[j / %lld]", src, (long long)(space->d[2] * space->d[3]));
+        return util_fmt("b%d[jc]", src);
     diag_ice("emit: cannot broadcast %s into %s", ir_shape_str(s), ir_shape_str(space));
 }
 
@@ -85,7 +86,7 @@ static char *bn_apply_expr(const Emit *m, const Node *n, const Shape *space)
 {
     const Shape *x = &ex_node(m, n->in[0])->shape;
     int st = plan_source(m->p, n->in[1]);
-    char *c = util_fmt("(j / %lld)", (long long)(x->d[2] * x->d[3]));
+    const char *c = "jc";
     return util_fmt("(%s - b%d[%s]) * (1.0f / sqrtf(b%d[%lld + %s] + %s)) * %s + %s", ex_operand(m, n->in[0], space),
                     st, c, st, (long long)x->d[1], c, util_cfloat(n->bn.eps), ex_operand(m, n->in[2], space),
                     ex_operand(m, n->in[3], space));
@@ -322,6 +323,17 @@ void ex_row_ops(const Emit *m, const RowTarget *t)
             break;
         }
     }
+}
+
+/* The channel of element j of an image space [N, C, H, W], which the
+ * per-channel operands index by: both targets' loops define it (the C
+ * loops as a loop of its own, so a channel's values are loop-invariant
+ * and its plane's loop vectorizes); nothing for other spaces. */
+char *ex_chan_index(const Shape *space, const char *ind)
+{
+    if (space->rank != 4)
+        return util_strdup("");
+    return util_fmt("%sconst int64_t jc = j / %lld;\n%s(void)jc;\n", ind, (long long)(space->d[2] * space->d[3]), ind);
 }
 
 void ex_element(const Emit *m, const Shape *space, int load, const char *load_expr, const char *ind,

@@ -2,9 +2,11 @@
  * convolution and its two gradients, the per-channel reductions of batch
  * norm, pooling, and the running-statistics update.
  *
- * CPU: a convolution is im2col + one rt_sgemm per group over the whole
- * batch (the columns of all samples side by side), so the tuned GEMM does
- * the work; its gradients are the same GEMM transposed (dx through col2im).
+ * CPU: an fp32 convolution and its gradients go to oneDNN (rt_dnnl_conv)
+ * when the runtime has it; otherwise, and in low precision, a convolution
+ * is im2col + one rt_sgemm per group over the whole batch (the columns of
+ * all samples side by side), so the tuned GEMM does the work; its
+ * gradients are the same GEMM transposed (dx through col2im).
  * CUDA: direct kernels, one thread per output element (the weight gradient:
  * one block per weight, a block reduction over the batch), correct first.
  * Per-channel reductions are one block per channel on the GPU (a fixed-order
@@ -146,11 +148,29 @@ static void c_alloc(FILE *f, const char *var, const char *rows)
     fprintf(f, "            exit(1);\n        }\n    }\n    float *const %s = %s_buf;\n", var, var);
 }
 
+/* fp32: oneDNN first (rt_dnnl_conv, with the fused bias); the loops below
+ * run when the runtime has none or it refuses the geometry. Low precision
+ * keeps the loops: their rounding is autocast's, operand by operand. Opens
+ * a block the caller closes. */
+static void c_conv_dnnl(const Emit *m, const Node *n, const ConvGeo *c)
+{
+    FILE *f = m->f;
+    int b = conv_has_bias(m);
+    fprintf(f, "    static rt_dnnl_conv_cache *dnnl;\n");
+    fprintf(f, "    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};\n");
+    fprintf(f, "    if (!rt_dnnl_conv(&dnnl, %s, &geo, b%d, b%d, %s, b%d)) {\n",
+            n->op == OP_CONV2D ? "RT_CONV_FWD" : n->op == OP_CONV2D_DX ? "RT_CONV_DX" : "RT_CONV_DW", c->x, c->w,
+            b && n->op == OP_CONV2D ? util_fmt("b%d", plan_source(m->p, ex_node(m, b)->in[1])) : "NULL", c->y);
+}
+
 static void c_conv(const Emit *m, const Node *n)
 {
     FILE *f = m->f;
     ConvGeo c = conv_geo(m, n);
     conv_consts(f, &c);
+    const int dnnl = !m->p->g->prec;
+    if (dnnl)
+        c_conv_dnnl(m, n, &c);
     fprintf(f, "    const int64_t NP = n * P;\n");
     c_alloc(f, "col", "K");
     if (n->op != OP_CONV2D)
@@ -207,6 +227,8 @@ static void c_conv(const Emit *m, const Node *n)
     if (n->op == OP_CONV2D_DX && m->p->g->prec)
         fprintf(f, "    for (int64_t k = 0; k < n * C * H * W; k++)\n        b%d[k] = %s;\n", c.x,
                 ex_round(m, util_fmt("b%d[k]", c.x)));
+    if (dnnl)
+        fprintf(f, "    }\n");
 }
 
 /* Opens the loop over channels c (a thread owns whole channels); M is the
@@ -219,6 +241,90 @@ static void c_chan_loop_open(FILE *f, int64_t C, int64_t HW)
 }
 
 #define FOR_CHAN "for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++)"
+
+/* Sums over channel c's elements e, in double: sum k is named names[k]
+ * and adds terms[k] (an expression of e; `stmt`, if any, runs first for
+ * each e and may declare what the terms use). A single running sum is a
+ * chain of dependent adds (one per 4 cycles); here CHAN_LANES partial
+ * sums, element k of a plane into lane k % CHAN_LANES, combined pairwise
+ * at the end. The order depends only on the plane's size, so every kernel
+ * summing the same values (a channel result fused into a pass or in a
+ * kernel of its own) gets the same bits. Whole groups of 8 go through
+ * cddprt.h's vectors: vterms[k] and vstmt are the same expressions over 8
+ * elements from e (rt_ld8, rt_wide8, rt_st8), lane by lane the same
+ * operations as the scalar tail's. */
+#define CHAN_LANES 8
+
+/* each line of `text` (lines split by \n), indented by ind */
+static void c_lines(FILE *f, const char *ind, const char *text)
+{
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        fprintf(f, "%s%.*s\n", ind, (int)len, p);
+        p += len + (nl != NULL);
+    }
+}
+
+static void c_chan_sums(FILE *f, int nsum, const char *const *names, const char *const *terms,
+                        const char *const *vterms, const char *stmt, const char *vstmt)
+{
+    for (int k = 0; k < nsum; k++)
+        fprintf(f, "        rt_v8d %s_l = {0};\n", names[k]);
+    fprintf(f, "        for (int64_t i = 0; i < n; i++) {\n            const int64_t e0 = (i * C + c) * HW;\n");
+    fprintf(f, "            int64_t k = 0;\n            for (; k + %d <= HW; k += %d) {\n", CHAN_LANES, CHAN_LANES);
+    fprintf(f, "                const int64_t e = e0 + k;\n");
+    if (vstmt)
+        c_lines(f, "                ", vstmt);
+    for (int k = 0; k < nsum; k++)
+        fprintf(f, "                %s_l += %s;\n", names[k], vterms[k]);
+    fprintf(f, "            }\n            for (int64_t l = 0; k < HW; k++, l++) {\n");
+    fprintf(f, "                const int64_t e = e0 + k;\n");
+    if (stmt)
+        c_lines(f, "                ", stmt);
+    for (int k = 0; k < nsum; k++)
+        fprintf(f, "                %s_l[l] += %s;\n", names[k], terms[k]);
+    fprintf(f, "            }\n        }\n");
+    for (int k = 0; k < nsum; k++) {
+        const char *x = names[k];
+        fprintf(f, "        const double %s = ((%s_l[0] + %s_l[1]) + (%s_l[2] + %s_l[3])) + ((%s_l[4] + %s_l[5]) + (%s_l[6] + %s_l[7]));\n",
+                x, x, x, x, x, x, x, x, x);
+    }
+}
+
+/* `text` over 8 elements from e: every b<id>[e] read as rt_ld8(b<id> + e) */
+static char *c_vec8(const char *text)
+{
+    char *out = util_alloc(strlen(text) * 4 + 1), *o = out;
+    for (const char *p = text; *p;) {
+        const char *q = p + 1;
+        while (*p == 'b' && *q >= '0' && *q <= '9')
+            q++;
+        if (*p == 'b' && q > p + 1 && strncmp(q, "[e]", 3) == 0) {
+            o += sprintf(o, "rt_ld8(%.*s + e)", (int)(q - p), p);
+            p = q + 3;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+/* the sum of x[e] over the channel */
+static void c_chan_sum(FILE *f, const char *name, int x)
+{
+    const char *t = util_fmt("b%d[e]", x), *v = util_fmt("rt_wide8(rt_ld8(b%d + e))", x);
+    c_chan_sums(f, 1, &name, &t, &v, NULL, NULL);
+}
+
+/* the sum of (x[e] - mean)^2 in double over the channel, mean a double */
+static void c_chan_sqdev(FILE *f, const char *name, int x)
+{
+    const char *t = util_fmt("((double)b%d[e] - mean) * ((double)b%d[e] - mean)", x, x);
+    const char *v = util_fmt("(rt_wide8(rt_ld8(b%d + e)) - mean) * (rt_wide8(rt_ld8(b%d + e)) - mean)", x, x);
+    c_chan_sums(f, 1, &name, &t, &v, NULL, NULL);
+}
 
 /* The input x of a channel op: in[1] for the gradient ops (in[0] is dy). */
 static int chan_x_input(const Node *n)
@@ -297,7 +403,7 @@ static void c_chan(const Emit *m, const Node *n)
     c_chan_loop_open(f, x->d[1], x->d[2] * x->d[3]);
     switch (n->op) {
     case OP_SUM_CHAN:
-        fprintf(f, "        double s = 0.0;\n        " FOR_CHAN " s += b%d[e];\n", a);
+        c_chan_sum(f, "s", a);
         fprintf(f, "        b%d[c] = (float)s;\n", n->id);
         break;
     case OP_BN_STATS: case OP_BN_GSTATS:
@@ -315,24 +421,26 @@ static void c_chan(const Emit *m, const Node *n)
             break;
         }
         /* two passes: the variance about the mean, not E[x^2] - E[x]^2 */
-        fprintf(f, "        double s = 0.0, q = 0.0;\n        " FOR_CHAN " s += b%d[e];\n", a);
+        c_chan_sum(f, "s", a);
         fprintf(f, "        const double mean = s / (double)M;\n");
-        fprintf(f, "        " FOR_CHAN " q += ((double)b%d[e] - mean) * ((double)b%d[e] - mean);\n", a, a);
+        c_chan_sqdev(f, "q", a);
         fprintf(f, "        b%d[c] = (float)mean;\n        b%d[C + c] = (float)(q / (double)M);\n", n->id, n->id);
         running_in_pass(m, n, "        ");
         break;
     case OP_BN_SQDEV:   /* this rank's second pass, about the mean of all ranks */
-        fprintf(f, "        const double mean = (double)b%d[c] / " MG ";\n        double q = 0.0;\n", xb);
-        fprintf(f, "        " FOR_CHAN " q += ((double)b%d[e] - mean) * ((double)b%d[e] - mean);\n", a, a);
+        fprintf(f, "        const double mean = (double)b%d[c] / " MG ";\n", xb);
+        c_chan_sqdev(f, "q", a);
         fprintf(f, "        b%d[c] = (float)q;\n", n->id);
         break;
     case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: case OP_BN_GDX: {
         int st = plan_source(p, n->in[2]);
         fprintf(f, "        %s\n", bn_stats_decl(st, n->bn.eps));
         if (n->op != OP_BN_GDX) {
-            fprintf(f, "        double sdy = 0.0, sdyx = 0.0;\n");
-            fprintf(f, "        " FOR_CHAN " {\n            sdy += b%d[e];\n", a);
-            fprintf(f, "            sdyx += (double)b%d[e] * (double)(%s);\n        }\n", a, bn_xhat(xb));
+            const char *names[] = {"sdy", "sdyx"};
+            const char *terms[] = {util_fmt("b%d[e]", a), util_fmt("(double)b%d[e] * (double)(%s)", a, bn_xhat(xb))};
+            const char *vterms[] = {util_fmt("rt_wide8(rt_ld8(b%d + e))", a),
+                                    util_fmt("rt_wide8(rt_ld8(b%d + e)) * rt_wide8(%s)", a, c_vec8(bn_xhat(xb)))};
+            c_chan_sums(f, 2, names, terms, vterms, NULL, NULL);
             /* the weight and bias gradients are these sums (fused) */
             int dw = chan_extra(m, OP_BN_DW, n->in[0]), db = chan_extra(m, OP_SUM_CHAN, n->in[0]);
             if (dw >= 0)
@@ -362,9 +470,10 @@ static void c_chan(const Emit *m, const Node *n)
             fprintf(f, "        " FOR_CHAN " b%d[e] = %s;\n", n->id, bn_dx(a, xb));
             break;
         }
-        fprintf(f, "        double so = 0.0;\n        " FOR_CHAN " {\n");
-        fprintf(f, "            const float v = %s;\n", bn_dx(a, xb));
-        fprintf(f, "            b%d[e] = v;\n            so += v;\n        }\n        b%d[c] = (float)so;\n", n->id, so);
+        c_chan_sums(f, 1, (const char *[]){"so"}, (const char *[]){"v"}, (const char *[]){"rt_wide8(v)"},
+                    util_fmt("const float v = %s;\nb%d[e] = v;", bn_dx(a, xb), n->id),
+                    util_fmt("const rt_v8f v = %s;\nrt_st8(b%d + e, v);", c_vec8(bn_dx(a, xb)), n->id));
+        fprintf(f, "        b%d[c] = (float)so;\n", so);
         break;
     }
     default:
@@ -490,6 +599,41 @@ static void pool_shapes(const Emit *m, const Node *n, const Shape **x, const Sha
     *y = is_pool_grad(n) ? &ex_node(m, n->in[0])->shape : &n->shape;
 }
 
+/* Windows that tile the plane (no padding, stride = window, no rest):
+ * every input element lies in exactly one window, so each window assigns
+ * its elements (the gradient at its maximum, chosen as pool_max_window
+ * chooses it, 0 elsewhere): no zeroing pass, no bounds checks. */
+static int pool_tiles(const Shape *x, const Shape *y, const Window *w)
+{
+    return w->ph == 0 && w->pw == 0 && w->kh == w->sh && w->kw == w->sw && x->d[2] == y->d[2] * w->sh &&
+           x->d[3] == y->d[3] * w->sw;
+}
+
+static void c_maxpool_dx_tiled(const Emit *m, const Node *n)
+{
+    FILE *f = m->f;
+    fprintf(f, "    (void)PH, (void)PW;    /* 0: the windows tile the plane */\n");
+    fprintf(f, "    #pragma omp parallel for schedule(static) if (n * C >= 64)\n");
+    fprintf(f, "    for (int64_t pl = 0; pl < n * C; pl++) {\n");
+    fprintf(f, "        const float *xp = b%d + pl * H * W, *dy = b%d + pl * OH * OW;\n", plan_source(m->p, n->in[1]),
+            plan_source(m->p, n->in[0]));
+    fprintf(f, "        float *dx = b%d + pl * H * W;\n", n->id);
+    fprintf(f, "        for (int64_t oh = 0; oh < OH; oh++)\n            for (int64_t ow = 0; ow < OW; ow++) {\n");
+    fprintf(f, "                const int64_t w0 = oh * SH * W + ow * SW;\n");
+    fprintf(f, "                float mx = xp[w0];\n                int64_t am = w0;\n");
+    fprintf(f, "                for (int64_t ki = 0; ki < KH; ki++)\n                    for (int64_t kj = 0; kj < KW; kj++) {\n");
+    /* selects, not branches: which element wins is data, and a
+     * mispredicted branch per window costs more than the window */
+    fprintf(f, "                        const float v = xp[w0 + ki * W + kj];\n");
+    fprintf(f, "                        const int take = (v > mx) | (v != v);\n");
+    fprintf(f, "                        mx = take ? v : mx;\n");
+    fprintf(f, "                        am = take ? w0 + ki * W + kj : am;\n                    }\n");
+    fprintf(f, "                const float g = dy[oh * OW + ow];\n");
+    fprintf(f, "                for (int64_t ki = 0; ki < KH; ki++)\n                    for (int64_t kj = 0; kj < KW; kj++)\n");
+    fprintf(f, "                        dx[w0 + ki * W + kj] = w0 + ki * W + kj == am ? g : 0.0f;\n");
+    fprintf(f, "            }\n    }\n");
+}
+
 static void c_pool(const Emit *m, const Node *n)
 {
     FILE *f = m->f;
@@ -497,6 +641,10 @@ static void c_pool(const Emit *m, const Node *n)
     pool_shapes(m, n, &x, &y);
     pool_consts(f, x, y, &n->win);
     int grad = is_pool_grad(n);
+    if (n->op == OP_MAXPOOL_DX && pool_tiles(x, y, &n->win)) {
+        c_maxpool_dx_tiled(m, n);
+        return;
+    }
     fprintf(f, "    #pragma omp parallel for schedule(static) if (n * C >= 64)\n");
     if (n->op == OP_MAXPOOL_DX) {
         /* each window once: its maximum gets its gradient (a thread owns

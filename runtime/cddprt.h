@@ -150,6 +150,19 @@ static inline float rt_u2f(unsigned u)
 
 RT_ROUND_FNS(static inline, rt_f2u, rt_u2f)
 
+/* Eight floats at a time, summed in double: the C kernels' per-channel
+ * sums (compiler/emit_nchw.c) keep 8 double lanes, element k of a plane in
+ * lane k % 8, and load, convert and add 8 elements per step with these
+ * (GCC/Clang vector extensions; lane by lane the same operations, so the
+ * same bits, as the scalar tail). */
+/* unaligned and aliasing floats (element loads and stores through it);
+ * macros, not functions: a vector argument's ABI depends on -m flags */
+typedef float rt_v8f __attribute__((vector_size(32), aligned(4), may_alias));
+typedef double rt_v8d __attribute__((vector_size(64)));
+#define rt_ld8(p) (*(const rt_v8f *)(p))
+#define rt_st8(p, v) (*(rt_v8f *)(p) = (v))
+#define rt_wide8(v) __builtin_convertvector((v), rt_v8d)
+
 static inline float rt_round_prec(int prec, float x)
 {
     return prec == RT_PREC_BF16 ? rt_round_bf16(x) : prec == RT_PREC_FP16 ? rt_round_fp16(x) : x;
@@ -350,6 +363,23 @@ void rt_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, i
  * the result rounded as stored (unless prec has RT_PREC_KEEP_C). */
 void rt_sgemm_prec(int prec, int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                    const float *b, int64_t ldb, float *c, int64_t ldc);
+
+/* An fp32 convolution of NCHW tensors through oneDNN (rt_dnnl.c): y =
+ * conv(x, w) (+ bias[o] when bias is not NULL) for RT_CONV_FWD; x = its
+ * data gradient from y (dy) and w for RT_CONV_DX; w = its weight gradient
+ * from y (dy) and x for RT_CONV_DW. Weights [O, C/groups, kh, kw];
+ * dilations as PyTorch's (1: none). *cache (NULL at first) keeps the
+ * primitives of each geometry seen, across calls. Returns 1 when done, 0
+ * when the runtime has no oneDNN or oneDNN refuses the geometry: the
+ * caller computes it itself. */
+typedef struct rt_conv_geo {
+    int64_t n, C, H, W, O, OH, OW;
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw, groups;
+} rt_conv_geo;
+enum { RT_CONV_FWD, RT_CONV_DX, RT_CONV_DW };
+typedef struct rt_dnnl_conv_cache rt_dnnl_conv_cache;
+int rt_dnnl_conv(rt_dnnl_conv_cache **cache, int kind, const rt_conv_geo *g, const float *x, const float *w,
+                 const float *bias, float *y);
 
 /* x[0..n) := its sum over the data-parallel ranks, in place; nothing with
  * one rank. The C kernels of SyncBatchNorm's collectives call it between

@@ -8,6 +8,7 @@ set -euo pipefail
 PKGS=(
   build-essential flex bison zlib1g-dev   # compiler toolchain, lexer/parser generators, zlib for .gz IDX files
   libopenblas-dev                         # BLAS for the runtime
+  libdnnl-dev                             # oneDNN: the CPU convolutions (runtime/rt_dnnl.c; optional, the build detects it)
   libopenmpi-dev openmpi-bin              # MPI (data-parallel runs)
   dataset-fashion-mnist                   # /usr/share/datasets/fashion-mnist
   python3-torch python3-torchvision python3-numpy   # PyTorch oracle tests and benchmark

@@ -132,7 +132,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_bn_apply_relu__ew_chain(
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
         const int64_t i = t / C, j = t - i * C;
-        const float v20 = rt_round_fp16((b18[i * C + j] - b19[(j / 100)]) * (1.0f / sqrtf(b19[3 + (j / 100)] + 0.001f)) * b4[j / 100] + b5[j / 100]);
+        const int64_t jc = j / 100;
+        (void)jc;
+        const float v20 = rt_round_fp16((b18[i * C + j] - b19[jc]) * (1.0f / sqrtf(b19[3 + jc] + 0.001f)) * b4[jc] + b5[jc]);
         const float v22 = rt_round_fp16(v20 < 0.0f ? 0.0f : v20);
         b22[i * C + j] = v22;
     }
@@ -273,7 +275,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_bn_apply(const rt_exec *
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
         const int64_t i = t / C, j = t - i * C;
-        const float v26 = rt_round_fp16((b24[i * C + j] - b25[(j / 9)]) * (1.0f / sqrtf(b25[6 + (j / 9)] + 1e-05f)) * b10[j / 9] + b11[j / 9]);
+        const int64_t jc = j / 9;
+        (void)jc;
+        const float v26 = rt_round_fp16((b24[i * C + j] - b25[jc]) * (1.0f / sqrtf(b25[6 + jc] + 1e-05f)) * b10[jc] + b11[jc]);
         b26[i * C + j] = v26;
     }
 }
@@ -705,6 +709,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t18_relu_grad(const rt_exec
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
         const int64_t i = t / C, j = t - i * C;
+        const int64_t jc = j / 100;
+        (void)jc;
         const float v48 = rt_round_fp16(b22[i * C + j] > 0.0f ? b46[i * C + j] : 0.0f);
         b48[i * C + j] = v48;
     }
@@ -916,7 +922,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) e3_bn_apply_relu__ew_chain(
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
         const int64_t i = t / C, j = t - i * C;
-        const float v20 = rt_round_fp16((b18[i * C + j] - b19[(j / 100)]) * (1.0f / sqrtf(b19[3 + (j / 100)] + 0.001f)) * b4[j / 100] + b5[j / 100]);
+        const int64_t jc = j / 100;
+        (void)jc;
+        const float v20 = rt_round_fp16((b18[i * C + j] - b19[jc]) * (1.0f / sqrtf(b19[3 + jc] + 0.001f)) * b4[jc] + b5[jc]);
         const float v22 = rt_round_fp16(v20 < 0.0f ? 0.0f : v20);
         b22[i * C + j] = v22;
     }
@@ -1021,7 +1029,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) e7_bn_apply(const rt_exec *
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
         const int64_t i = t / C, j = t - i * C;
-        const float v26 = rt_round_fp16((b24[i * C + j] - b25[(j / 9)]) * (1.0f / sqrtf(b25[6 + (j / 9)] + 1e-05f)) * b10[j / 9] + b11[j / 9]);
+        const int64_t jc = j / 9;
+        (void)jc;
+        const float v26 = rt_round_fp16((b24[i * C + j] - b25[jc]) * (1.0f / sqrtf(b25[6 + jc] + 1e-05f)) * b10[jc] + b11[jc]);
         b26[i * C + j] = v26;
     }
 }

@@ -103,10 +103,35 @@ static void t2_bn_stats_bn_running__channel_pass(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         (void)b6, (void)b7;    /* the eval plan's */
-        double s = 0.0, q = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) s += b18[e];
+        rt_v8d s_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                s_l += rt_wide8(rt_ld8(b18 + e));
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                s_l[l] += b18[e];
+            }
+        }
+        const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
         const double mean = s / (double)M;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) q += ((double)b18[e] - mean) * ((double)b18[e] - mean);
+        rt_v8d q_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                q_l += (rt_wide8(rt_ld8(b18 + e)) - mean) * (rt_wide8(rt_ld8(b18 + e)) - mean);
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                q_l[l] += ((double)b18[e] - mean) * ((double)b18[e] - mean);
+            }
+        }
+        const double q = ((q_l[0] + q_l[1]) + (q_l[2] + q_l[3])) + ((q_l[4] + q_l[5]) + (q_l[6] + q_l[7]));
         b19[c] = (float)mean;
         b19[C + c] = (float)(q / (double)M);
         {
@@ -134,8 +159,9 @@ static void t3_bn_apply_relu__ew_chain(rt_exec *e)
     const int64_t R = n, C = 300;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v20 = rt_round_fp16((b18[i * C + j] - b19[(j / 100)]) * (1.0f / sqrtf(b19[3 + (j / 100)] + 0.001f)) * b4[j / 100] + b5[j / 100]);
+    for (int64_t jc = 0; jc < 3; jc++)
+    for (int64_t j = jc * 100; j < (jc + 1) * 100; j++) {
+        const float v20 = rt_round_fp16((b18[i * C + j] - b19[jc]) * (1.0f / sqrtf(b19[3 + jc] + 0.001f)) * b4[jc] + b5[jc]);
         const float v22 = rt_round_fp16(v20 < 0.0f ? 0.0f : v20);
         b22[i * C + j] = v22;
     }
@@ -256,10 +282,35 @@ static void t6_bn_stats_bn_running__channel_pass(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         (void)b12, (void)b13;    /* the eval plan's */
-        double s = 0.0, q = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) s += b24[e];
+        rt_v8d s_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                s_l += rt_wide8(rt_ld8(b24 + e));
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                s_l[l] += b24[e];
+            }
+        }
+        const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
         const double mean = s / (double)M;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) q += ((double)b24[e] - mean) * ((double)b24[e] - mean);
+        rt_v8d q_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                q_l += (rt_wide8(rt_ld8(b24 + e)) - mean) * (rt_wide8(rt_ld8(b24 + e)) - mean);
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                q_l[l] += ((double)b24[e] - mean) * ((double)b24[e] - mean);
+            }
+        }
+        const double q = ((q_l[0] + q_l[1]) + (q_l[2] + q_l[3])) + ((q_l[4] + q_l[5]) + (q_l[6] + q_l[7]));
         b25[c] = (float)mean;
         b25[C + c] = (float)(q / (double)M);
         {
@@ -287,8 +338,9 @@ static void t7_bn_apply(rt_exec *e)
     const int64_t R = n, C = 54;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v26 = rt_round_fp16((b24[i * C + j] - b25[(j / 9)]) * (1.0f / sqrtf(b25[6 + (j / 9)] + 1e-05f)) * b10[j / 9] + b11[j / 9]);
+    for (int64_t jc = 0; jc < 6; jc++)
+    for (int64_t j = jc * 9; j < (jc + 1) * 9; j++) {
+        const float v26 = rt_round_fp16((b24[i * C + j] - b25[jc]) * (1.0f / sqrtf(b25[6 + jc] + 1e-05f)) * b10[jc] + b11[jc]);
         b26[i * C + j] = v26;
     }
 }
@@ -437,11 +489,24 @@ static void t14_bn_dx_bn_dw_sum_chan__channel_pass(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b25[c], invstd = 1.0f / sqrtf(b25[C + c] + 1e-05f);
-        double sdy = 0.0, sdyx = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) {
-            sdy += b41[e];
-            sdyx += (double)b41[e] * (double)((b24[e] - mean) * invstd);
+        rt_v8d sdy_l = {0};
+        rt_v8d sdyx_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                sdy_l += rt_wide8(rt_ld8(b41 + e));
+                sdyx_l += rt_wide8(rt_ld8(b41 + e)) * rt_wide8((rt_ld8(b24 + e) - mean) * invstd);
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                sdy_l[l] += b41[e];
+                sdyx_l[l] += (double)b41[e] * (double)((b24[e] - mean) * invstd);
+            }
         }
+        const double sdy = ((sdy_l[0] + sdy_l[1]) + (sdy_l[2] + sdy_l[3])) + ((sdy_l[4] + sdy_l[5]) + (sdy_l[6] + sdy_l[7]));
+        const double sdyx = ((sdyx_l[0] + sdyx_l[1]) + (sdyx_l[2] + sdyx_l[3])) + ((sdyx_l[4] + sdyx_l[5]) + (sdyx_l[6] + sdyx_l[7]));
         b43[c] = (float)sdyx;
         b44[c] = (float)sdy;
         const float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);
@@ -633,7 +698,8 @@ static void t18_relu_grad(rt_exec *e)
     const int64_t R = n, C = 300;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
+    for (int64_t jc = 0; jc < 3; jc++)
+    for (int64_t j = jc * 100; j < (jc + 1) * 100; j++) {
         const float v48 = rt_round_fp16(b22[i * C + j] > 0.0f ? b46[i * C + j] : 0.0f);
         b48[i * C + j] = v48;
     }
@@ -657,21 +723,46 @@ static void t19_bn_dx_bn_dw_sum_chan_x2__channel_pass(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b19[c], invstd = 1.0f / sqrtf(b19[C + c] + 0.001f);
-        double sdy = 0.0, sdyx = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) {
-            sdy += b48[e];
-            sdyx += (double)b48[e] * (double)((b18[e] - mean) * invstd);
+        rt_v8d sdy_l = {0};
+        rt_v8d sdyx_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                sdy_l += rt_wide8(rt_ld8(b48 + e));
+                sdyx_l += rt_wide8(rt_ld8(b48 + e)) * rt_wide8((rt_ld8(b18 + e) - mean) * invstd);
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                sdy_l[l] += b48[e];
+                sdyx_l[l] += (double)b48[e] * (double)((b18[e] - mean) * invstd);
+            }
         }
+        const double sdy = ((sdy_l[0] + sdy_l[1]) + (sdy_l[2] + sdy_l[3])) + ((sdy_l[4] + sdy_l[5]) + (sdy_l[6] + sdy_l[7]));
+        const double sdyx = ((sdyx_l[0] + sdyx_l[1]) + (sdyx_l[2] + sdyx_l[3])) + ((sdyx_l[4] + sdyx_l[5]) + (sdyx_l[6] + sdyx_l[7]));
         b50[c] = (float)sdyx;
         b51[c] = (float)sdy;
         const float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);
         const float scale = b4[c] * invstd;
-        double so = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) {
-            const float v = scale * (b48[e] - mdy - (b18[e] - mean) * invstd * mdyx);
-            b49[e] = v;
-            so += v;
+        rt_v8d so_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                const rt_v8f v = scale * (rt_ld8(b48 + e) - mdy - (rt_ld8(b18 + e) - mean) * invstd * mdyx);
+                rt_st8(b49 + e, v);
+                so_l += rt_wide8(v);
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                const float v = scale * (b48[e] - mdy - (b18[e] - mean) * invstd * mdyx);
+                b49[e] = v;
+                so_l[l] += v;
+            }
         }
+        const double so = ((so_l[0] + so_l[1]) + (so_l[2] + so_l[3])) + ((so_l[4] + so_l[5]) + (so_l[6] + so_l[7]));
         b52[c] = (float)so;
     }
 }
@@ -875,8 +966,9 @@ static void e3_bn_apply_relu__ew_chain(rt_exec *e)
     const int64_t R = n, C = 300;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v20 = rt_round_fp16((b18[i * C + j] - b19[(j / 100)]) * (1.0f / sqrtf(b19[3 + (j / 100)] + 0.001f)) * b4[j / 100] + b5[j / 100]);
+    for (int64_t jc = 0; jc < 3; jc++)
+    for (int64_t j = jc * 100; j < (jc + 1) * 100; j++) {
+        const float v20 = rt_round_fp16((b18[i * C + j] - b19[jc]) * (1.0f / sqrtf(b19[3 + jc] + 0.001f)) * b4[jc] + b5[jc]);
         const float v22 = rt_round_fp16(v20 < 0.0f ? 0.0f : v20);
         b22[i * C + j] = v22;
     }
@@ -1013,8 +1105,9 @@ static void e7_bn_apply(rt_exec *e)
     const int64_t R = n, C = 54;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v26 = rt_round_fp16((b24[i * C + j] - b25[(j / 9)]) * (1.0f / sqrtf(b25[6 + (j / 9)] + 1e-05f)) * b10[j / 9] + b11[j / 9]);
+    for (int64_t jc = 0; jc < 6; jc++)
+    for (int64_t j = jc * 9; j < (jc + 1) * 9; j++) {
+        const float v26 = rt_round_fp16((b24[i * C + j] - b25[jc]) * (1.0f / sqrtf(b25[6 + jc] + 1e-05f)) * b10[jc] + b11[jc]);
         b26[i * C + j] = v26;
     }
 }

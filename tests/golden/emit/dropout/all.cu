@@ -77,6 +77,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_relu_dropout__ew_chain__
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
         const int64_t i = t / C, j = t - i * C;
+        const int64_t jc = j / 64;
+        (void)jc;
         const float v12 = b11[i * C + j] < 0.0f ? 0.0f : b11[i * C + j];
         b12[i * C + j] = v12;
         const float v13 = v12 * (cddp_drop_u(dk13, i * C + j) >= 0.200000003f ? 1.25f : 0.0f);
@@ -661,6 +663,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t13_dropout_grad_relu_grad_
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
         const int64_t i = t / C, j = t - i * C;
+        const int64_t jc = j / 64;
+        (void)jc;
         const float v42 = b39[i * C + j] * (cddp_drop_u(dk42, i * C + j) >= 0.200000003f ? 1.25f : 0.0f);
         const float v43 = b12[i * C + j] > 0.0f ? v42 : 0.0f;
         b43[i * C + j] = v43;
@@ -807,6 +811,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_relu(const rt_exec *__re
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
         const int64_t i = t / C, j = t - i * C;
+        const int64_t jc = j / 64;
+        (void)jc;
         const float v12 = b11[i * C + j] < 0.0f ? 0.0f : b11[i * C + j];
         b12[i * C + j] = v12;
     }

@@ -36,6 +36,9 @@ static void t1_conv2d_bias_add__conv_bias(rt_exec *e)
     const int64_t G = 1, CG = 1, OG = 3, K = 25, P = 64;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b0, b2, b3, b11)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -85,6 +88,7 @@ static void t1_conv2d_bias_add__conv_bias(rt_exec *e)
                 for (int64_t q = 0; q < P; q++)
                     b11[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b3[g * OG + o];
     }
+    }
 }
 
 /* t2_relu_dropout__ew_chain__dropout: %12 %13 */
@@ -99,7 +103,8 @@ static void t2_relu_dropout__ew_chain__dropout(rt_exec *e)
     const int64_t R = n, C = 192;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
+    for (int64_t jc = 0; jc < 3; jc++)
+    for (int64_t j = jc * 64; j < (jc + 1) * 64; j++) {
         const float v12 = b11[i * C + j] < 0.0f ? 0.0f : b11[i * C + j];
         b12[i * C + j] = v12;
         const float v13 = v12 * (cddp_drop_u(dk13, i * C + j) >= 0.200000003f ? 1.25f : 0.0f);
@@ -320,7 +325,8 @@ static void t13_dropout_grad_relu_grad__ew_chain(rt_exec *e)
     const int64_t R = n, C = 192;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
+    for (int64_t jc = 0; jc < 3; jc++)
+    for (int64_t j = jc * 64; j < (jc + 1) * 64; j++) {
         const float v42 = b39[i * C + j] * (cddp_drop_u(dk42, i * C + j) >= 0.200000003f ? 1.25f : 0.0f);
         const float v43 = b12[i * C + j] > 0.0f ? v42 : 0.0f;
         b43[i * C + j] = v43;
@@ -338,8 +344,20 @@ static void t14_sum_chan(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        double s = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) s += b43[e];
+        rt_v8d s_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                s_l += rt_wide8(rt_ld8(b43 + e));
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                s_l[l] += b43[e];
+            }
+        }
+        const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
         b44[c] = (float)s;
     }
 }
@@ -357,6 +375,9 @@ static void t15_conv2d_dw(rt_exec *e)
     const int64_t G = 1, CG = 1, OG = 3, K = 25, P = 64;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_DW, &geo, b0, b45, NULL, b43)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -404,6 +425,7 @@ static void t15_conv2d_dw(rt_exec *e)
             for (int64_t i = 0; i < n; i++)
                 memcpy(dyg + o * NP + i * P, b43 + (i * O + g * OG + o) * P, sizeof(float) * (size_t)P);
         rt_sgemm(0, 1, OG, K, NP, dyg, NP, col, NP, b45 + g * OG * K, K);
+    }
     }
 }
 
@@ -454,6 +476,9 @@ static void e1_conv2d_bias_add__conv_bias(rt_exec *e)
     const int64_t G = 1, CG = 1, OG = 3, K = 25, P = 64;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b0, b2, b3, b11)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -503,6 +528,7 @@ static void e1_conv2d_bias_add__conv_bias(rt_exec *e)
                 for (int64_t q = 0; q < P; q++)
                     b11[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b3[g * OG + o];
     }
+    }
 }
 
 /* e2_relu: %12 */
@@ -515,7 +541,8 @@ static void e2_relu(rt_exec *e)
     const int64_t R = n, C = 192;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
+    for (int64_t jc = 0; jc < 3; jc++)
+    for (int64_t j = jc * 64; j < (jc + 1) * 64; j++) {
         const float v12 = b11[i * C + j] < 0.0f ? 0.0f : b11[i * C + j];
         b12[i * C + j] = v12;
     }

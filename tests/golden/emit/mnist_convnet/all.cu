@@ -183,7 +183,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_bn_apply_relu__ew_chain(
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
         const int64_t i = t / C, j = t - i * C;
-        const float v25 = (b19[i * C + j] - b24[(j / 784)]) * (1.0f / sqrtf(b24[16 + (j / 784)] + 1e-05f)) * b4[j / 784] + b5[j / 784];
+        const int64_t jc = j / 784;
+        (void)jc;
+        const float v25 = (b19[i * C + j] - b24[jc]) * (1.0f / sqrtf(b24[16 + jc] + 1e-05f)) * b4[jc] + b5[jc];
         const float v27 = v25 < 0.0f ? 0.0f : v25;
         b27[i * C + j] = v27;
     }
@@ -376,7 +378,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t15_bn_apply_relu__ew_chain
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
         const int64_t i = t / C, j = t - i * C;
-        const float v36 = (b30[i * C + j] - b35[(j / 196)]) * (1.0f / sqrtf(b35[32 + (j / 196)] + 1e-05f)) * b11[j / 196] + b12[j / 196];
+        const int64_t jc = j / 196;
+        (void)jc;
+        const float v36 = (b30[i * C + j] - b35[jc]) * (1.0f / sqrtf(b35[32 + jc] + 1e-05f)) * b11[jc] + b12[jc];
         const float v38 = v36 < 0.0f ? 0.0f : v36;
         b38[i * C + j] = v38;
     }
@@ -680,6 +684,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t22_relu_grad(const rt_exec
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
         const int64_t i = t / C, j = t - i * C;
+        const int64_t jc = j / 196;
+        (void)jc;
         const float v53 = b38[i * C + j] > 0.0f ? b52[i * C + j] : 0.0f;
         b53[i * C + j] = v53;
     }
@@ -906,6 +912,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t29_relu_grad(const rt_exec
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
         const int64_t i = t / C, j = t - i * C;
+        const int64_t jc = j / 784;
+        (void)jc;
         const float v63 = b27[i * C + j] > 0.0f ? b62[i * C + j] : 0.0f;
         b63[i * C + j] = v63;
     }
@@ -1138,7 +1146,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) e3_bn_apply_relu__ew_chain(
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
         const int64_t i = t / C, j = t - i * C;
-        const float v25 = (b19[i * C + j] - b24[(j / 784)]) * (1.0f / sqrtf(b24[16 + (j / 784)] + 1e-05f)) * b4[j / 784] + b5[j / 784];
+        const int64_t jc = j / 784;
+        (void)jc;
+        const float v25 = (b19[i * C + j] - b24[jc]) * (1.0f / sqrtf(b24[16 + jc] + 1e-05f)) * b4[jc] + b5[jc];
         const float v27 = v25 < 0.0f ? 0.0f : v25;
         b27[i * C + j] = v27;
     }
@@ -1244,7 +1254,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) e7_bn_apply_relu__ew_chain(
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
         const int64_t i = t / C, j = t - i * C;
-        const float v36 = (b30[i * C + j] - b35[(j / 196)]) * (1.0f / sqrtf(b35[32 + (j / 196)] + 1e-05f)) * b11[j / 196] + b12[j / 196];
+        const int64_t jc = j / 196;
+        (void)jc;
+        const float v36 = (b30[i * C + j] - b35[jc]) * (1.0f / sqrtf(b35[32 + jc] + 1e-05f)) * b11[jc] + b12[jc];
         const float v38 = v36 < 0.0f ? 0.0f : v36;
         b38[i * C + j] = v38;
     }

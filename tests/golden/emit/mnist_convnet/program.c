@@ -36,6 +36,9 @@ static void t1_conv2d_bias_add__conv_bias(rt_exec *e)
     const int64_t G = 1, CG = 1, OG = 16, K = 25, P = 784;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b0, b2, b3, b19)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -85,6 +88,7 @@ static void t1_conv2d_bias_add__conv_bias(rt_exec *e)
                 for (int64_t q = 0; q < P; q++)
                     b19[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b3[g * OG + o];
     }
+    }
 }
 
 /* t2_sum_chan: %20 */
@@ -98,8 +102,20 @@ static void t2_sum_chan(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        double s = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) s += b19[e];
+        rt_v8d s_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                s_l += rt_wide8(rt_ld8(b19 + e));
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                s_l[l] += b19[e];
+            }
+        }
+        const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
         b20[c] = (float)s;
     }
 }
@@ -129,8 +145,20 @@ static void t4_bn_sqdev(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const double mean = (double)b21[c] / (double)(M * e->world);
-        double q = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) q += ((double)b19[e] - mean) * ((double)b19[e] - mean);
+        rt_v8d q_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                q_l += (rt_wide8(rt_ld8(b19 + e)) - mean) * (rt_wide8(rt_ld8(b19 + e)) - mean);
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                q_l[l] += ((double)b19[e] - mean) * ((double)b19[e] - mean);
+            }
+        }
+        const double q = ((q_l[0] + q_l[1]) + (q_l[2] + q_l[3])) + ((q_l[4] + q_l[5]) + (q_l[6] + q_l[7]));
         b22[c] = (float)q;
     }
 }
@@ -193,8 +221,9 @@ static void t7_bn_apply_relu__ew_chain(rt_exec *e)
     const int64_t R = n, C = 12544;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v25 = (b19[i * C + j] - b24[(j / 784)]) * (1.0f / sqrtf(b24[16 + (j / 784)] + 1e-05f)) * b4[j / 784] + b5[j / 784];
+    for (int64_t jc = 0; jc < 16; jc++)
+    for (int64_t j = jc * 784; j < (jc + 1) * 784; j++) {
+        const float v25 = (b19[i * C + j] - b24[jc]) * (1.0f / sqrtf(b24[16 + jc] + 1e-05f)) * b4[jc] + b5[jc];
         const float v27 = v25 < 0.0f ? 0.0f : v25;
         b27[i * C + j] = v27;
     }
@@ -250,6 +279,9 @@ static void t9_conv2d_bias_add__conv_bias(rt_exec *e)
     const int64_t G = 1, CG = 16, OG = 32, K = 400, P = 196;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b28, b9, b10, b30)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -299,6 +331,7 @@ static void t9_conv2d_bias_add__conv_bias(rt_exec *e)
                 for (int64_t q = 0; q < P; q++)
                     b30[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b10[g * OG + o];
     }
+    }
 }
 
 /* t10_sum_chan: %31 */
@@ -312,8 +345,20 @@ static void t10_sum_chan(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        double s = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) s += b30[e];
+        rt_v8d s_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                s_l += rt_wide8(rt_ld8(b30 + e));
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                s_l[l] += b30[e];
+            }
+        }
+        const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
         b31[c] = (float)s;
     }
 }
@@ -343,8 +388,20 @@ static void t12_bn_sqdev(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const double mean = (double)b32[c] / (double)(M * e->world);
-        double q = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) q += ((double)b30[e] - mean) * ((double)b30[e] - mean);
+        rt_v8d q_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                q_l += (rt_wide8(rt_ld8(b30 + e)) - mean) * (rt_wide8(rt_ld8(b30 + e)) - mean);
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                q_l[l] += ((double)b30[e] - mean) * ((double)b30[e] - mean);
+            }
+        }
+        const double q = ((q_l[0] + q_l[1]) + (q_l[2] + q_l[3])) + ((q_l[4] + q_l[5]) + (q_l[6] + q_l[7]));
         b33[c] = (float)q;
     }
 }
@@ -407,8 +464,9 @@ static void t15_bn_apply_relu__ew_chain(rt_exec *e)
     const int64_t R = n, C = 6272;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v36 = (b30[i * C + j] - b35[(j / 196)]) * (1.0f / sqrtf(b35[32 + (j / 196)] + 1e-05f)) * b11[j / 196] + b12[j / 196];
+    for (int64_t jc = 0; jc < 32; jc++)
+    for (int64_t j = jc * 196; j < (jc + 1) * 196; j++) {
+        const float v36 = (b30[i * C + j] - b35[jc]) * (1.0f / sqrtf(b35[32 + jc] + 1e-05f)) * b11[jc] + b12[jc];
         const float v38 = v36 < 0.0f ? 0.0f : v36;
         b38[i * C + j] = v38;
     }
@@ -539,32 +597,27 @@ static void t21_maxpool_dx(rt_exec *e)
     const int64_t C = 32, H = 14, W = 14, OH = 7, OW = 7;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
     (void)C;
+    (void)PH, (void)PW;    /* 0: the windows tile the plane */
     #pragma omp parallel for schedule(static) if (n * C >= 64)
     for (int64_t pl = 0; pl < n * C; pl++) {
-        const float *xp = b38 + pl * H * W;
+        const float *xp = b38 + pl * H * W, *dy = b49 + pl * OH * OW;
         float *dx = b52 + pl * H * W;
-        memset(dx, 0, sizeof(float) * (size_t)(H * W));
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
-                float mx = -INFINITY;
-                int64_t am = -1;
-                for (int64_t ki = 0; ki < KH; ki++) {
-                    const int64_t ih = oh * SH - PH + ki;
-                    if (ih < 0 || ih >= H)
-                        continue;
+                const int64_t w0 = oh * SH * W + ow * SW;
+                float mx = xp[w0];
+                int64_t am = w0;
+                for (int64_t ki = 0; ki < KH; ki++)
                     for (int64_t kj = 0; kj < KW; kj++) {
-                        const int64_t iw = ow * SW - PW + kj;
-                        if (iw < 0 || iw >= W)
-                            continue;
-                        const float v = xp[ih * W + iw];
-                        if (v > mx || v != v || am < 0) {
-                            mx = v;
-                            am = ih * W + iw;
-                        }
+                        const float v = xp[w0 + ki * W + kj];
+                        const int take = (v > mx) | (v != v);
+                        mx = take ? v : mx;
+                        am = take ? w0 + ki * W + kj : am;
                     }
-                }
-                (void)mx;
-                dx[am] += b49[(pl * OH + oh) * OW + ow];
+                const float g = dy[oh * OW + ow];
+                for (int64_t ki = 0; ki < KH; ki++)
+                    for (int64_t kj = 0; kj < KW; kj++)
+                        dx[w0 + ki * W + kj] = w0 + ki * W + kj == am ? g : 0.0f;
             }
     }
 }
@@ -580,7 +633,8 @@ static void t22_relu_grad(rt_exec *e)
     const int64_t R = n, C = 6272;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
+    for (int64_t jc = 0; jc < 32; jc++)
+    for (int64_t j = jc * 196; j < (jc + 1) * 196; j++) {
         const float v53 = b38[i * C + j] > 0.0f ? b52[i * C + j] : 0.0f;
         b53[i * C + j] = v53;
     }
@@ -602,11 +656,24 @@ static void t23_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b35[c], invstd = 1.0f / sqrtf(b35[C + c] + 1e-05f);
-        double sdy = 0.0, sdyx = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) {
-            sdy += b53[e];
-            sdyx += (double)b53[e] * (double)((b30[e] - mean) * invstd);
+        rt_v8d sdy_l = {0};
+        rt_v8d sdyx_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                sdy_l += rt_wide8(rt_ld8(b53 + e));
+                sdyx_l += rt_wide8(rt_ld8(b53 + e)) * rt_wide8((rt_ld8(b30 + e) - mean) * invstd);
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                sdy_l[l] += b53[e];
+                sdyx_l[l] += (double)b53[e] * (double)((b30[e] - mean) * invstd);
+            }
         }
+        const double sdy = ((sdy_l[0] + sdy_l[1]) + (sdy_l[2] + sdy_l[3])) + ((sdy_l[4] + sdy_l[5]) + (sdy_l[6] + sdy_l[7]));
+        const double sdyx = ((sdyx_l[0] + sdyx_l[1]) + (sdyx_l[2] + sdyx_l[3])) + ((sdyx_l[4] + sdyx_l[5]) + (sdyx_l[6] + sdyx_l[7]));
         b57[c] = (float)sdyx;
         b58[c] = (float)sdy;
         b54[c] = (float)sdy;
@@ -645,12 +712,24 @@ static void t25_bn_gdx_sum_chan__channel_pass(rt_exec *e)
         const float mean = b35[c], invstd = 1.0f / sqrtf(b35[C + c] + 1e-05f);
         const float mdy = (float)((double)b55[c] / (double)(M * e->world)), mdyx = (float)((double)b55[C + c] / (double)(M * e->world));
         const float scale = b11[c] * invstd;
-        double so = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) {
-            const float v = scale * (b53[e] - mdy - (b30[e] - mean) * invstd * mdyx);
-            b56[e] = v;
-            so += v;
+        rt_v8d so_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                const rt_v8f v = scale * (rt_ld8(b53 + e) - mdy - (rt_ld8(b30 + e) - mean) * invstd * mdyx);
+                rt_st8(b56 + e, v);
+                so_l += rt_wide8(v);
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                const float v = scale * (b53[e] - mdy - (b30[e] - mean) * invstd * mdyx);
+                b56[e] = v;
+                so_l[l] += v;
+            }
         }
+        const double so = ((so_l[0] + so_l[1]) + (so_l[2] + so_l[3])) + ((so_l[4] + so_l[5]) + (so_l[6] + so_l[7]));
         b59[c] = (float)so;
     }
 }
@@ -668,6 +747,9 @@ static void t26_conv2d_dx(rt_exec *e)
     const int64_t G = 1, CG = 16, OG = 32, K = 400, P = 196;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_DX, &geo, b60, b9, NULL, b56)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -719,6 +801,7 @@ static void t26_conv2d_dx(rt_exec *e)
                     }
             }
     }
+    }
 }
 
 /* t27_conv2d_dw: %61 */
@@ -734,6 +817,9 @@ static void t27_conv2d_dw(rt_exec *e)
     const int64_t G = 1, CG = 16, OG = 32, K = 400, P = 196;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_DW, &geo, b28, b61, NULL, b56)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -782,6 +868,7 @@ static void t27_conv2d_dw(rt_exec *e)
                 memcpy(dyg + o * NP + i * P, b56 + (i * O + g * OG + o) * P, sizeof(float) * (size_t)P);
         rt_sgemm(0, 1, OG, K, NP, dyg, NP, col, NP, b61 + g * OG * K, K);
     }
+    }
 }
 
 /* t28_maxpool_dx: %62 */
@@ -795,32 +882,27 @@ static void t28_maxpool_dx(rt_exec *e)
     const int64_t C = 16, H = 28, W = 28, OH = 14, OW = 14;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
     (void)C;
+    (void)PH, (void)PW;    /* 0: the windows tile the plane */
     #pragma omp parallel for schedule(static) if (n * C >= 64)
     for (int64_t pl = 0; pl < n * C; pl++) {
-        const float *xp = b27 + pl * H * W;
+        const float *xp = b27 + pl * H * W, *dy = b60 + pl * OH * OW;
         float *dx = b62 + pl * H * W;
-        memset(dx, 0, sizeof(float) * (size_t)(H * W));
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
-                float mx = -INFINITY;
-                int64_t am = -1;
-                for (int64_t ki = 0; ki < KH; ki++) {
-                    const int64_t ih = oh * SH - PH + ki;
-                    if (ih < 0 || ih >= H)
-                        continue;
+                const int64_t w0 = oh * SH * W + ow * SW;
+                float mx = xp[w0];
+                int64_t am = w0;
+                for (int64_t ki = 0; ki < KH; ki++)
                     for (int64_t kj = 0; kj < KW; kj++) {
-                        const int64_t iw = ow * SW - PW + kj;
-                        if (iw < 0 || iw >= W)
-                            continue;
-                        const float v = xp[ih * W + iw];
-                        if (v > mx || v != v || am < 0) {
-                            mx = v;
-                            am = ih * W + iw;
-                        }
+                        const float v = xp[w0 + ki * W + kj];
+                        const int take = (v > mx) | (v != v);
+                        mx = take ? v : mx;
+                        am = take ? w0 + ki * W + kj : am;
                     }
-                }
-                (void)mx;
-                dx[am] += b60[(pl * OH + oh) * OW + ow];
+                const float g = dy[oh * OW + ow];
+                for (int64_t ki = 0; ki < KH; ki++)
+                    for (int64_t kj = 0; kj < KW; kj++)
+                        dx[w0 + ki * W + kj] = w0 + ki * W + kj == am ? g : 0.0f;
             }
     }
 }
@@ -836,7 +918,8 @@ static void t29_relu_grad(rt_exec *e)
     const int64_t R = n, C = 12544;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
+    for (int64_t jc = 0; jc < 16; jc++)
+    for (int64_t j = jc * 784; j < (jc + 1) * 784; j++) {
         const float v63 = b27[i * C + j] > 0.0f ? b62[i * C + j] : 0.0f;
         b63[i * C + j] = v63;
     }
@@ -858,11 +941,24 @@ static void t30_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b24[c], invstd = 1.0f / sqrtf(b24[C + c] + 1e-05f);
-        double sdy = 0.0, sdyx = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) {
-            sdy += b63[e];
-            sdyx += (double)b63[e] * (double)((b19[e] - mean) * invstd);
+        rt_v8d sdy_l = {0};
+        rt_v8d sdyx_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                sdy_l += rt_wide8(rt_ld8(b63 + e));
+                sdyx_l += rt_wide8(rt_ld8(b63 + e)) * rt_wide8((rt_ld8(b19 + e) - mean) * invstd);
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                sdy_l[l] += b63[e];
+                sdyx_l[l] += (double)b63[e] * (double)((b19[e] - mean) * invstd);
+            }
         }
+        const double sdy = ((sdy_l[0] + sdy_l[1]) + (sdy_l[2] + sdy_l[3])) + ((sdy_l[4] + sdy_l[5]) + (sdy_l[6] + sdy_l[7]));
+        const double sdyx = ((sdyx_l[0] + sdyx_l[1]) + (sdyx_l[2] + sdyx_l[3])) + ((sdyx_l[4] + sdyx_l[5]) + (sdyx_l[6] + sdyx_l[7]));
         b67[c] = (float)sdyx;
         b68[c] = (float)sdy;
         b64[c] = (float)sdy;
@@ -901,12 +997,24 @@ static void t32_bn_gdx_sum_chan__channel_pass(rt_exec *e)
         const float mean = b24[c], invstd = 1.0f / sqrtf(b24[C + c] + 1e-05f);
         const float mdy = (float)((double)b65[c] / (double)(M * e->world)), mdyx = (float)((double)b65[C + c] / (double)(M * e->world));
         const float scale = b4[c] * invstd;
-        double so = 0.0;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) {
-            const float v = scale * (b63[e] - mdy - (b19[e] - mean) * invstd * mdyx);
-            b66[e] = v;
-            so += v;
+        rt_v8d so_l = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t e0 = (i * C + c) * HW;
+            int64_t k = 0;
+            for (; k + 8 <= HW; k += 8) {
+                const int64_t e = e0 + k;
+                const rt_v8f v = scale * (rt_ld8(b63 + e) - mdy - (rt_ld8(b19 + e) - mean) * invstd * mdyx);
+                rt_st8(b66 + e, v);
+                so_l += rt_wide8(v);
+            }
+            for (int64_t l = 0; k < HW; k++, l++) {
+                const int64_t e = e0 + k;
+                const float v = scale * (b63[e] - mdy - (b19[e] - mean) * invstd * mdyx);
+                b66[e] = v;
+                so_l[l] += v;
+            }
         }
+        const double so = ((so_l[0] + so_l[1]) + (so_l[2] + so_l[3])) + ((so_l[4] + so_l[5]) + (so_l[6] + so_l[7]));
         b69[c] = (float)so;
     }
 }
@@ -924,6 +1032,9 @@ static void t33_conv2d_dw(rt_exec *e)
     const int64_t G = 1, CG = 1, OG = 16, K = 25, P = 784;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_DW, &geo, b0, b70, NULL, b66)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -972,6 +1083,7 @@ static void t33_conv2d_dw(rt_exec *e)
                 memcpy(dyg + o * NP + i * P, b66 + (i * O + g * OG + o) * P, sizeof(float) * (size_t)P);
         rt_sgemm(0, 1, OG, K, NP, dyg, NP, col, NP, b70 + g * OG * K, K);
     }
+    }
 }
 
 /* t34_sgd_x10__optimizer: %71 %72 %73 %74 %75 %76 %77 %78 %79 %80 */
@@ -1017,6 +1129,9 @@ static void e1_conv2d_bias_add__conv_bias(rt_exec *e)
     const int64_t G = 1, CG = 1, OG = 16, K = 25, P = 784;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b0, b2, b3, b19)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -1066,6 +1181,7 @@ static void e1_conv2d_bias_add__conv_bias(rt_exec *e)
                 for (int64_t q = 0; q < P; q++)
                     b19[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b3[g * OG + o];
     }
+    }
 }
 
 /* e2_bn_gstats: %24 */
@@ -1100,8 +1216,9 @@ static void e3_bn_apply_relu__ew_chain(rt_exec *e)
     const int64_t R = n, C = 12544;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v25 = (b19[i * C + j] - b24[(j / 784)]) * (1.0f / sqrtf(b24[16 + (j / 784)] + 1e-05f)) * b4[j / 784] + b5[j / 784];
+    for (int64_t jc = 0; jc < 16; jc++)
+    for (int64_t j = jc * 784; j < (jc + 1) * 784; j++) {
+        const float v25 = (b19[i * C + j] - b24[jc]) * (1.0f / sqrtf(b24[16 + jc] + 1e-05f)) * b4[jc] + b5[jc];
         const float v27 = v25 < 0.0f ? 0.0f : v25;
         b27[i * C + j] = v27;
     }
@@ -1157,6 +1274,9 @@ static void e5_conv2d_bias_add__conv_bias(rt_exec *e)
     const int64_t G = 1, CG = 16, OG = 32, K = 400, P = 196;
     (void)C, (void)H, (void)W, (void)O, (void)OH, (void)OW, (void)KH, (void)KW, (void)SH, (void)SW;
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
+    static rt_dnnl_conv_cache *dnnl;
+    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b28, b9, b10, b30)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -1206,6 +1326,7 @@ static void e5_conv2d_bias_add__conv_bias(rt_exec *e)
                 for (int64_t q = 0; q < P; q++)
                     b30[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b10[g * OG + o];
     }
+    }
 }
 
 /* e6_bn_gstats: %35 */
@@ -1240,8 +1361,9 @@ static void e7_bn_apply_relu__ew_chain(rt_exec *e)
     const int64_t R = n, C = 6272;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) {
-        const float v36 = (b30[i * C + j] - b35[(j / 196)]) * (1.0f / sqrtf(b35[32 + (j / 196)] + 1e-05f)) * b11[j / 196] + b12[j / 196];
+    for (int64_t jc = 0; jc < 32; jc++)
+    for (int64_t j = jc * 196; j < (jc + 1) * 196; j++) {
+        const float v36 = (b30[i * C + j] - b35[jc]) * (1.0f / sqrtf(b35[32 + jc] + 1e-05f)) * b11[jc] + b12[jc];
         const float v38 = v36 < 0.0f ? 0.0f : v36;
         b38[i * C + j] = v38;
     }
