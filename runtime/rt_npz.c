@@ -425,7 +425,7 @@ static const char *shape_str(const npy *a, char *buf, size_t cap)
 static int to_set(const rt_model *m, const char *path, const char *xn, const npy *x, const char *yn, const npy *y,
                   rt_dataset *out)
 {
-    char a[96], b[96];
+    char a[96], b[96], c[96];
     memset(out, 0, sizeof *out);
     if (x->rank < 1 || x->rank > 5) {
         rt_err("%s: %s has shape %s; expected [samples, ...] with at most 4 dims per sample", path, xn,
@@ -451,7 +451,7 @@ static int to_set(const rt_model *m, const char *path, const char *xn, const npy
     if (out->xsize != rt_model_in_elems(m)) {
         rt_err("%s: %s has shape %s, %s values per sample, but model '%s' expects %s", path, xn,
                shape_str(x, a, sizeof a), rt_data_dims(out, b, sizeof b), m->name,
-               rt_model_dims(m, a, sizeof a));
+               rt_model_dims(m, c, sizeof c));
         return -1;
     }
     int64_t ny = y->count / n;
