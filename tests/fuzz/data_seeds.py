@@ -1,13 +1,19 @@
 #!/usr/bin/python3
-"""tests/fuzz/data_seeds.py: writes the seed inputs of the data readers'
-fuzz harnesses into tests/fuzz/data_seeds/{npz,csv}/ (checked in; rerun
-after changing a harness's input layout). Each input is the harness's
+"""tests/fuzz/data_seeds.py [CDDPC]: writes the seed inputs of the data
+readers' fuzz harnesses into tests/fuzz/data_seeds/{npz,csv,idx,st}/
+(checked in; rerun after changing a harness's input layout). With CDDPC,
+the st seeds too: tests/fuzz/data_st_seed.net's --save and --checkpoint
+files. Each input is the harness's
 selector byte (bit 0: float targets; npz bit 1: one target per sample;
 csv bit 1: named features) and a small file as numpy and Python's csv
 module write them."""
 import csv
+import gzip
 import io
 import os
+import subprocess
+import sys
+import tempfile
 import zipfile
 
 import numpy as np
@@ -24,7 +30,26 @@ def npz_bytes(save, **arrays):
 def put(kind, name, sel, body):
     os.makedirs(os.path.join(OUT, kind), exist_ok=True)
     with open(os.path.join(OUT, kind, name), "wb") as f:
-        f.write(bytes([sel]) + body)
+        f.write((bytes([sel]) if sel is not None else b"") + body)
+
+
+def st_seeds(cddpc):
+    tmp = tempfile.mkdtemp(prefix="cddpc-st-seeds-")
+    r = np.random.RandomState(0)
+    np.savez(os.path.join(tmp, "tiny.npz"), x_train=r.rand(8, 4).astype(np.float32),
+             y_train=r.randint(0, 3, 8), x_test=r.rand(4, 4).astype(np.float32), y_test=r.randint(0, 3, 4))
+    prog = os.path.join(tmp, "tiny")
+    subprocess.run([cddpc, os.path.join(os.path.dirname(OUT), "data_st_seed.net"), "-o", prog], check=True)
+    subprocess.run([prog, "--data", os.path.join(tmp, "tiny.npz"), "--save", os.path.join(tmp, "save.st"),
+                    "--checkpoint", os.path.join(tmp, "ckpt.st"), "--checkpoint-every", "1", "--max-steps", "1",
+                    "--threads", "1"], check=True, stdout=subprocess.DEVNULL)
+    for n in ("save", "ckpt"):
+        with open(os.path.join(tmp, n + ".st"), "rb") as f:
+            put("st", n, None, f.read())
+
+
+def idx_file(kind, dims, body):
+    return bytes([0, 0, kind, len(dims)]) + b"".join(d.to_bytes(4, "big") for d in dims) + body
 
 
 def main():
@@ -58,6 +83,15 @@ def main():
     put("csv", "float_named_bom", 3, b"\xef\xbb\xbf" + csv_text([["u", "a", "b", "t", "c"],
                                                                 ["1", "2", "3", "4", "multi\nline"]]))
 
+    # idx: the first byte is the images' length / 4
+    img = idx_file(8, [3, 2, 2], bytes(range(12)))
+    lab = idx_file(8, [3], bytes([1, 9, 0]))
+    put("idx", "plain", len(img) // 4, img + lab)
+    gi = gzip.compress(img, mtime=0)
+    put("idx", "gzip", (len(gi) + 3) // 4, gi + b"\0" * ((4 - len(gi) % 4) % 4) + lab)
+
 
 if __name__ == "__main__":
     main()
+    if len(sys.argv) > 1:
+        st_seeds(sys.argv[1])
