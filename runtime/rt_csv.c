@@ -144,13 +144,16 @@ static int num(const csv_rd *r, int i, double *v)
     return 0;
 }
 
+static const char *clean(const char *s, char *buf, size_t cap) { return rt_data_show(s, strlen(s), buf, cap); }
+
 /* "a, b, c" of the header, cut short for a message */
 static const char *header_list(const csv_rd *r, char *b, size_t cap)
 {
     size_t at = 0;
     b[0] = 0;
+    char c[64];
     for (int i = 0; i < r->nf && at < cap; i++)
-        at += (size_t)snprintf(b + at, cap - at, "%s'%s'", i ? ", " : "", field(r, i));
+        at += (size_t)snprintf(b + at, cap - at, "%s'%s'", i ? ", " : "", clean(field(r, i), c, sizeof c));
     if (at >= cap && cap > 4)
         memcpy(b + cap - 4, "...", 4);
     return b;
@@ -192,7 +195,8 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
     for (int i = 0; i < ncol; i++)
         for (int j = 0; j < i; j++)
             if (!strcmp(field(&r, i), field(&r, j))) {
-                rt_err("%s: line %lld: the header names column '%s' twice", path, (long long)at, field(&r, i));
+                rt_err("%s: line %lld: the header names column '%s' twice", path, (long long)at,
+                       clean(field(&r, i), hl, 80));
                 goto out;
             }
     if (nt < 1) {
@@ -200,7 +204,7 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
         goto out;
     }
     tcol = malloc((size_t)nt * sizeof *tcol);
-    fcol = malloc((size_t)ncol * sizeof *fcol);
+    fcol = malloc((size_t)(ncol + s->nfeatures) * sizeof *fcol);
     if (!tcol || !fcol) {
         rt_err("%s: out of memory", path);
         goto out;
@@ -247,8 +251,8 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
         goto out;
     }
     int textual = 0;            /* some label is not an integer: map them all in sorted order */
-    char hname[256];
-    snprintf(hname, sizeof hname, "%s", field(&r, tcol[0]));
+    char hname[84], cn[84], cv[44];   /* the target's name, a column's, a cell, for messages */
+    clean(field(&r, tcol[0]), hname, sizeof hname);
     /* the header's names are lost with the next record: keep them */
     char **cname = calloc((size_t)ncol, sizeof *cname);
     if (!cname) {
@@ -300,14 +304,14 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
         for (int j = 0; j < nfeat; j++) {
             double v;
             if (num(&r, fcol[j], &v) != 0) {
-                rt_err("%s: line %lld, column '%s': '%.40s' is not a number", path, (long long)at, cname[fcol[j]],
-                       field(&r, fcol[j]));
+                rt_err("%s: line %lld, column '%s': '%s' is not a number", path, (long long)at,
+                       clean(cname[fcol[j]], cn, sizeof cn), clean(field(&r, fcol[j]), cv, sizeof cv));
                 goto out_names;
             }
             float f = (float)v;
             if (!isfinite(f)) {
                 rt_err("%s: line %lld, column '%s': %s (features must be finite)", path, (long long)at,
-                       cname[fcol[j]], isnan(v) ? "NaN" : "infinite or beyond float32's range");
+                       clean(cname[fcol[j]], cn, sizeof cn), isnan(v) ? "NaN" : "infinite or beyond float32's range");
                 goto out_names;
             }
             x[n * nfeat + j] = f;
@@ -330,13 +334,15 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
             for (int t = 0; t < nt; t++) {
                 double v;
                 if (num(&r, tcol[t], &v) != 0) {
-                    rt_err("%s: line %lld, column '%s': '%.40s' is not a number (the targets of a model with "
-                           "float outputs are numbers)", path, (long long)at, cname[tcol[t]], field(&r, tcol[t]));
+                    rt_err("%s: line %lld, column '%s': '%s' is not a number (the targets of a model with "
+                           "float outputs are numbers)", path, (long long)at, clean(cname[tcol[t]], cn, sizeof cn),
+                           clean(field(&r, tcol[t]), cv, sizeof cv));
                     goto out_names;
                 }
                 float f = (float)v;
                 if (!isfinite(f)) {
-                    rt_err("%s: line %lld, column '%s': the target is %s", path, (long long)at, cname[tcol[t]],
+                    rt_err("%s: line %lld, column '%s': the target is %s", path, (long long)at,
+                           clean(cname[tcol[t]], cn, sizeof cn),
                            isnan(v) ? "NaN" : "infinite or beyond float32's range");
                     goto out_names;
                 }
@@ -386,8 +392,8 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
             if (cls->name) {
                 char **hit = bsearch(&labels[i], cls->name, (size_t)cls->n, sizeof *cls->name, cmp_str);
                 if (!hit) {
-                    rt_err("%s: line %lld, column '%s': label '%.40s' is not among the %d labels of the training "
-                           "file", path, (long long)lines[i], hname, labels[i], cls->n);
+                    rt_err("%s: line %lld, column '%s': label '%s' is not among the %d labels of the training "
+                           "file", path, (long long)lines[i], hname, clean(labels[i], cv, sizeof cv), cls->n);
                     goto out_names;
                 }
                 yi[i] = (int32_t)(hit - cls->name);
@@ -396,13 +402,14 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
             char *e;
             double v = strtod(labels[i], &e);
             if (textual && !fit) {
-                rt_err("%s: line %lld, column '%s': label '%.40s' is not an integer class index, as the training "
-                       "file's labels are", path, (long long)lines[i], hname, labels[i]);
+                rt_err("%s: line %lld, column '%s': label '%s' is not an integer class index, as the training "
+                       "file's labels are", path, (long long)lines[i], hname, clean(labels[i], cv, sizeof cv));
                 goto out_names;
             }
             if (!(v >= 0 && v < m->nclass) || v != floor(v)) {
-                rt_err("%s: line %lld, column '%s': label %.40s is out of range for %d classes (integer labels "
-                       "are the class index)", path, (long long)lines[i], hname, labels[i], m->nclass);
+                rt_err("%s: line %lld, column '%s': label %s is out of range for %d classes (integer labels "
+                       "are the class index)", path, (long long)lines[i], hname, clean(labels[i], cv, sizeof cv),
+                       m->nclass);
                 goto out_names;
             }
             yi[i] = (int32_t)v;

@@ -1,6 +1,6 @@
-/* rt_data_file.c: a data file read whole into memory, for the readers
- * that parse from memory (rt_npz.c, rt_csv.c: their fuzz harnesses feed
- * the same parsers bytes). */
+/* rt_data_file.c: what the readers that parse from memory share (rt_npz.c,
+ * rt_csv.c: their fuzz harnesses feed the same parsers bytes): a data file
+ * read whole, and a file's text made fit for a one-line message. */
 #include "rt_internal.h"
 #include <errno.h>
 #include <stdlib.h>
@@ -53,3 +53,14 @@ int rt_data_read_file(const char *path, uint8_t **buf, size_t *len)
     return 0;
 }
 
+
+const char *rt_data_show(const char *s, size_t n, char *buf, size_t cap)
+{
+    size_t i = 0;
+    for (; i < n && i + 1 < cap; i++)
+        buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+    buf[i] = 0;
+    if (i < n && cap > 4)
+        memcpy(buf + cap - 4, "...", 4);
+    return buf;
+}

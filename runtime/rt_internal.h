@@ -130,8 +130,11 @@ void rt_dataset_free(rt_dataset *s);
 /* ---- the readers: each fills one set, checked against the model ---------
  * rt_idx.c: DIR/<prefix>-images-idx3-ubyte[.gz] and the matching labels */
 int rt_idx_load(const rt_model *m, const char *dir, const char *prefix, rt_dataset *out);
-/* rt_data_file.c: a whole file into memory (malloc'd; -1 after an error) */
+/* rt_data_file.c: a whole file into memory (malloc'd; -1 after an error);
+ * n bytes of a file's text for a one-line message: at most cap - 1 bytes
+ * ("..." when cut), line breaks and other control characters as '?' */
 int rt_data_read_file(const char *path, uint8_t **buf, size_t *len);
+const char *rt_data_show(const char *s, size_t n, char *buf, size_t cap);
 /* rt_npz.c: the arrays x_train, y_train and, when present, x_test,
  * y_test (m->data.arrays' names); test->n = 0 when the file has none.
  * rt_npz_parse reads the file's bytes (the fuzz harness's entry). */

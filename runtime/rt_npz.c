@@ -284,10 +284,12 @@ static int npy_parse(const char *path, const char *name, const uint8_t *b, size_
             size_t vl;
             if (!(s = py_str(s, e, &v, &vl)))   /* a structured dtype is a list: refused below */
                 goto bad_descr_list;
-            snprintf(descr, sizeof descr, "%.*s", (int)(vl < 15 ? vl : 15), v);
+            rt_data_show(v, vl, descr, sizeof descr);
             if (descr_type(v, vl, a) != 0) {
-                rt_err("%s: member %s has dtype '%.*s', which this reader cannot read (it reads uint8/16/32/64, "
-                       "int8/16/32/64, float32, float64 and bool, little-endian)", path, name, (int)(vl < 40 ? vl : 40), v);
+                char show[44];
+                rt_err("%s: member %s has dtype '%s', which this reader cannot read (it reads uint8/16/32/64, "
+                       "int8/16/32/64, float32, float64 and bool, little-endian)", path, name,
+                       rt_data_show(v, vl, show, sizeof show));
                 return -1;
             }
             have_descr = 1;
