@@ -36,40 +36,53 @@ static int gather(const rt_dataset *s, const uint8_t *take, int want, int64_t co
 int rt_split(const char *path, rt_dataset *train, rt_dataset *test, double frac, uint64_t seed)
 {
     int64_t n = train->n;
-    int nclass = 1;
+    if (n < 1 || n > INT32_MAX) {
+        rt_err("%s: split = %g of %lld samples leaves a set empty", path, frac, (long long)n);
+        return -1;
+    }
+    int64_t nclass = 1;     /* the readers checked every label is in [0, the model's classes) */
     const int32_t *y = train->y;
     if (!train->y_float)
         for (int64_t i = 0; i < n; i++)
-            if (y[i] + 1 > nclass)
-                nclass = y[i] + 1;
-    int64_t *idx = malloc((size_t)n * sizeof *idx);
+            if ((int64_t)y[i] + 1 > nclass)
+                nclass = (int64_t)y[i] + 1;
+    /* the samples grouped by class, each group in file order */
+    int64_t *idx = malloc((size_t)n * sizeof *idx), *start = calloc((size_t)nclass + 1, sizeof *start);
     uint8_t *take = calloc((size_t)n, 1);
-    if (!idx || !take) {
+    if (!idx || !start || !take) {
         free(idx);
+        free(start);
         free(take);
         rt_err("%s: out of memory for the split", path);
         return -1;
     }
+    for (int64_t i = 0; i < n; i++)
+        start[(train->y_float ? 0 : y[i]) + 1]++;
+    for (int64_t c = 0; c < nclass; c++)
+        start[c + 1] += start[c];
+    for (int64_t i = 0, *fill = start; i < n; i++)
+        idx[fill[train->y_float ? 0 : y[i]]++] = i;
+    for (int64_t c = nclass; c > 0; c--)     /* fill moved each start to the next group's */
+        start[c] = start[c - 1];
+    start[0] = 0;
     rt_rng r;
     rt_rng_init(&r, seed, rt_hash_str("split"));
     int64_t held = 0;
-    for (int c = 0; c < nclass; c++) {
-        int64_t k = 0;
-        for (int64_t i = 0; i < n; i++)
-            if (train->y_float || y[i] == c)
-                idx[k++] = i;
+    for (int64_t c = 0; c < nclass; c++) {
+        int64_t *g = idx + start[c], k = start[c + 1] - start[c];
         /* the first round(frac * k) of a seeded shuffle of the class */
         int64_t want = (int64_t)floor(frac * (double)k + 0.5);
         for (int64_t i = 0; i < want; i++) {
             int64_t j = i + (int64_t)rt_rng_below(&r, (uint64_t)(k - i));
-            int64_t t = idx[i];
-            idx[i] = idx[j];
-            idx[j] = t;
-            take[idx[i]] = 1;
+            int64_t t = g[i];
+            g[i] = g[j];
+            g[j] = t;
+            take[g[i]] = 1;
         }
         held += want;
     }
     free(idx);
+    free(start);
     if (held == 0 || held == n) {
         free(take);
         rt_err("%s: split = %g of %lld samples leaves the %s set empty", path, frac, (long long)n,
