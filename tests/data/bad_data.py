@@ -134,6 +134,12 @@ def main(argv):
     open(p, "wb").write(bytes(bb))
     expect("npz corrupt deflate data", digits, p, p, "x_train.npy.*(corrupt|CRC|truncated|inflates)")
     x = A["x_train"]
+    p = npz("crc")
+    bb = bytearray(open(p, "rb").read())
+    at = bytes(bb).index(x.tobytes()[:64]) + 100     # inside x_train's stored data
+    bb[at] ^= 0x01
+    open(p, "wb").write(bytes(bb))
+    expect("npz member fails its CRC", digits, p, p, r"member x_train\.npy fails its CRC")
     short = npy_bytes(x)[:-100]
     p = npz("short_member", x_train=short)
     expect("npz truncated member", digits, p, p, r"x_train\.npy.*need \d+ data bytes.*truncated")
