@@ -204,6 +204,19 @@ static int num(const char *path, const rt_st_kv *kv, double *out)
     return 0;
 }
 
+/* cddp writes no control character into its metadata, and the values go
+ * into one-line messages: a line break there is damage */
+static int one_line(const char *path, const rt_st_kv *kv, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (const char *c = kv[i].val; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+                rt_err("%s: corrupt metadata: \"%s\" holds a control character", path, kv[i].key);
+                return -1;
+            }
+    return 0;
+}
+
 int rt_ckpt_load(const rt_model *m, const rt_opts *o, const char *path, float *param, float *opt,
                  rt_resume *st)
 {
@@ -212,13 +225,13 @@ int rt_ckpt_load(const rt_model *m, const rt_opts *o, const char *path, float *p
     for (int i = 0; i < NK; i++)
         kv[i].key = keys[i];
     /* the metadata first: a plain --save file is told apart clearly */
-    if (rt_st_load_meta(path, kv, 1) != 0)
+    if (rt_st_load_meta(path, kv, 1) != 0 || one_line(path, kv, 1) != 0)
         return -1;
     if (strcmp(kv[K_FORMAT].val, FORMAT) != 0) {
         rt_err("%s: checkpoint format %s; this program reads format " FORMAT, path, kv[K_FORMAT].val);
         return -1;
     }
-    if (rt_st_load_meta(path, kv, NK) != 0)
+    if (rt_st_load_meta(path, kv, NK) != 0 || one_line(path, kv, NK) != 0)
         return -1;
     if (strcmp(kv[K_MODEL].val, m->name ? m->name : "") != 0) {
         rt_err("%s: a checkpoint of model '%s'; this program trains '%s'", path, kv[K_MODEL].val,

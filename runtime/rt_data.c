@@ -3,9 +3,45 @@
  * normalization the kernels apply, and rt_exec's view of a set. */
 #include "rt_internal.h"
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+/* Channels of the model's input: the first dim of [C, H, W] or [C, L],
+ * each feature of [F]. */
+static int channels(const rt_model *m)
+{
+    return m->in_rank >= 1 ? (int)m->in_dim[0] : 1;
+}
+
+/* normalize = auto: each channel's mean and std over the training set, in
+ * double; the std with Bessel's correction (n - 1), as torch's x.std(0)
+ * that users write in (x - x.mean(0)) / x.std(0). uint8 data is measured
+ * as the kernels see it, x / 255. A constant channel gets std 1. */
+static void measure(const rt_dataset *s, int n, float *mean, float *std)
+{
+    int64_t per = s->xsize / n;
+    for (int c = 0; c < n; c++) {
+        double sum = 0, sq = 0, cnt = (double)s->n * (double)per;
+        for (int pass = 0; pass < 2; pass++) {
+            double mu = sum / cnt;
+            for (int64_t i = 0; i < s->n; i++)
+                for (int64_t k = 0; k < per; k++) {
+                    int64_t at = i * s->xsize + c * per + k;
+                    double v = s->x_u8 ? ((const uint8_t *)s->x)[at] / 255.0 : ((const float *)s->x)[at];
+                    if (pass == 0)
+                        sum += v;
+                    else
+                        sq += (v - mu) * (v - mu);
+                }
+        }
+        double sd = cnt > 1 ? sqrt(sq / (cnt - 1)) : 0;
+        mean[c] = (float)(sum / cnt);
+        std[c] = sd > 0 && (float)sd > 0 ? (float)sd : 1.0f;
+    }
+}
 
 /* The normalization the kernels apply: one mean/std for every element, or
  * one per channel (the sample's first dim: C of [C, H, W], the features
@@ -13,11 +49,7 @@
 static int set_norm(const rt_model *m, rt_data *d)
 {
     const rt_data_src *s = &m->data;
-    int n = s->nnorm > 0 ? s->nnorm : 1;
-    if (s->norm_auto) {
-        rt_err("normalize = auto is not supported by this runtime yet");
-        return -1;
-    }
+    int n = s->norm_auto ? channels(m) : s->nnorm > 0 ? s->nnorm : 1;
     if (n > 1 && (m->in_rank < 1 || m->in_dim[0] != n)) {
         char b[64];
         rt_err("model '%s': normalize gives %d means and stds, but its input %s has %lld channels", m->name, n,
@@ -30,10 +62,54 @@ static int set_norm(const rt_model *m, rt_data *d)
     }
     d->norm_n = n;
     d->norm_div = n > 1 ? d->train.xsize / n : d->train.xsize;
+    if (s->norm_auto) {
+        measure(&d->train, n, d->norm, d->norm + n);
+        if (rt_world.rank == 0) {
+            printf("normalize auto: %d %s from %lld training samples (std with n - 1, as torch.std): mean [", n,
+                   m->in_rank >= 2 ? (n == 1 ? "channel" : "channels") : (n == 1 ? "feature" : "features"),
+                   (long long)d->train.n);
+            for (int c = 0; c < n; c++)
+                printf("%s%.6g", c ? ", " : "", (double)d->norm[c]);
+            printf("]  std [");
+            for (int c = 0; c < n; c++)
+                printf("%s%.6g", c ? ", " : "", (double)d->norm[n + c]);
+            printf("]\n");
+        }
+        return 0;
+    }
     for (int c = 0; c < n; c++) {
         d->norm[c] = s->nnorm ? s->norm_mean[c] : 0.0f;
         d->norm[n + c] = s->nnorm ? s->norm_std[c] : 1.0f;
     }
+    return 0;
+}
+
+/* What --save keeps about the data, so an evaluation uses the same
+ * numbers: normalize = auto's means and stds ("data.mean.C",
+ * "data.std.C", exact as %a) and a csv target's labels ("data.class.I"). */
+static int set_meta(const rt_model *m, rt_data *d)
+{
+    int nn = m->data.norm_auto ? d->norm_n : 0, n = 2 * nn + d->classes.n;
+    if (!n)
+        return 0;
+    d->meta = calloc((size_t)n, sizeof *d->meta);
+    char *keys = d->meta ? malloc((size_t)n * 32) : NULL;
+    if (!keys) {
+        rt_err("out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        char *k = keys + 32 * i;
+        if (i < 2 * nn) {
+            snprintf(k, 32, "data.%s.%d", i < nn ? "mean" : "std", i % nn);
+            snprintf(d->meta[i].val, sizeof d->meta[i].val, "%a", (double)d->norm[i]);
+        } else {
+            snprintf(k, 32, "data.class.%d", i - 2 * nn);
+            snprintf(d->meta[i].val, sizeof d->meta[i].val, "%s", d->classes.name[i - 2 * nn]);
+        }
+        d->meta[i].key = k;
+    }
+    d->nmeta = n;
     return 0;
 }
 
@@ -56,21 +132,95 @@ int rt_data_check_path(const rt_model *m, const char *path)
     return 0;
 }
 
-int rt_data_load(const rt_model *m, const char *path, rt_data *d)
+/* DIR/NAME or DIR/NAME.gz exists */
+static int idx_has(const char *dir, const char *name)
 {
+    char p[4200];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    if (stat(p, &st) == 0)
+        return 1;
+    snprintf(p, sizeof p, "%s/%s.gz", dir, name);
+    return stat(p, &st) == 0;
+}
+
+/* The directory that holds the IDX files: DIR itself, or torchvision's
+ * layout under it (DIR/MNIST/raw, DIR/FashionMNIST/raw) when DIR has none. */
+static const char *idx_dir(const char *dir, char *buf, size_t cap)
+{
+    static const char *const sub[] = {"MNIST/raw", "FashionMNIST/raw", "KMNIST/raw", "EMNIST/raw"};
+    if (idx_has(dir, "train-images-idx3-ubyte"))
+        return dir;
+    size_t dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/')
+        dl--;
+    for (size_t i = 0; i < sizeof sub / sizeof *sub; i++) {
+        int r = snprintf(buf, cap, "%.*s/%s", (int)dl, dir, sub[i]);
+        if (r > 0 && (size_t)r < cap && idx_has(buf, "train-images-idx3-ubyte"))
+            return buf;
+    }
+    return dir;     /* rt_idx_load names the missing file */
+}
+
+int rt_data_load(const rt_model *m, const char *path, uint64_t seed, rt_data *d)
+{
+    const rt_data_src *s = &m->data;
     memset(d, 0, sizeof *d);
     if (!path)
-        path = m->data.path;
-    if (m->data.kind != RT_SRC_IDX) {
-        rt_err("%s: this runtime reads only idx data sets", path);
-        return -1;
+        path = s->path;
+    int r0 = rt_world.rank == 0, rc = -1;
+    const char *where = path;
+    char dir[4200];
+    if (s->kind == RT_SRC_IDX) {
+        where = idx_dir(path, dir, sizeof dir);
+        if (rt_idx_load(m, where, "train", &d->train) != 0 ||
+            (idx_has(where, "t10k-images-idx3-ubyte") && rt_idx_load(m, where, "t10k", &d->test) != 0))
+            goto out;
+    } else if (s->kind == RT_SRC_NPZ) {
+        if (rt_npz_load(m, path, &d->train, &d->test) != 0)
+            goto out;
+    } else if (s->kind == RT_SRC_CSV) {
+        if (rt_csv_load(m, path, &d->classes, 1, &d->train) != 0 ||
+            (s->test && rt_csv_load(m, s->test, &d->classes, 0, &d->test) != 0))
+            goto out;
+        if (r0 && d->classes.n) {
+            printf("classes of '%s' (sorted):", s->targets[0]);
+            for (int i = 0; i < d->classes.n; i++)
+                printf(" %d = %s%s", i, d->classes.name[i], i + 1 < d->classes.n ? "," : "");
+            printf("\n");
+        }
+    } else {
+        rt_err("%s: unknown data source kind %d", path, s->kind);
+        goto out;
     }
-    if (rt_idx_load(m, path, "train", &d->train) != 0 || rt_idx_load(m, path, "t10k", &d->test) != 0 ||
-        set_norm(m, d) != 0) {
+    if (d->test.n == 0 && s->split > 0) {
+        int64_t all = d->train.n;
+        if (rt_split(where, &d->train, &d->test, s->split, seed) != 0)
+            goto out;
+        if (r0)
+            printf("split %g: %lld samples held out of %lld%s (seed %llu): train %lld, test %lld\n", s->split,
+                   (long long)d->test.n, (long long)all, d->train.y_float ? "" : ", stratified by class",
+                   (unsigned long long)seed, (long long)d->train.n, (long long)d->test.n);
+    } else if (d->test.n == 0) {
+        rt_err("%s: no test set (%s): add split = 0.2 to the data source to hold out a fraction of the training "
+               "set, or give a test set", where,
+               s->kind == RT_SRC_IDX ? "no t10k-images-idx3-ubyte[.gz]"
+               : s->kind == RT_SRC_NPZ ? "no x_test and y_test arrays" : "csv(..., test = \"TEST.csv\")");
+        goto out;
+    } else if (s->split > 0 && r0)
+        rt_warn("%s: has a test set, so split = %g is not used", where, s->split);
+    if (d->test.xsize != d->train.xsize || d->test.x_u8 != d->train.x_u8) {
+        rt_err("%s: the test samples (%s) differ from the training samples in size or type", where,
+               d->test.x_u8 ? "uint8" : "float");
+        goto out;
+    }
+    if (set_norm(m, d) != 0 || set_meta(m, d) != 0)
+        goto out;
+    rc = 0;
+out:
+    if (rc)
         rt_data_free(d);
-        return -1;
-    }
-    return 0;
+    return rc;
 }
 
 void rt_data_exec(const rt_data *d, const rt_dataset *s, rt_exec *e)
@@ -91,5 +241,9 @@ void rt_data_free(rt_data *d)
     rt_dataset_free(&d->train);
     rt_dataset_free(&d->test);
     free(d->norm);
+    rt_classes_free(&d->classes);
+    if (d->meta)
+        free((char *)d->meta[0].key);   /* one block holds every key */
+    free(d->meta);
     memset(d, 0, sizeof *d);
 }

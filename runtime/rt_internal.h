@@ -91,19 +91,30 @@ typedef struct rt_dataset {
     void *y;
 } rt_dataset;
 
+/* A csv target's class labels, sorted: name[i] is class i. */
+typedef struct rt_classes {
+    int n;
+    char **name;
+} rt_classes;
+void rt_classes_free(rt_classes *c);
+
 /* The training and test sets and the normalization the kernels apply. */
 typedef struct rt_data {
     rt_dataset train, test;
     int norm_n;             /* channels (or features) with their own mean/std */
     int64_t norm_div;       /* elements per channel of a sample */
     float *norm;            /* [2 * norm_n]: mean, then std */
+    rt_classes classes;     /* csv: the labels of a non-numeric target; n = 0 otherwise */
+    struct rt_st_kv *meta;  /* what --save keeps about the data: normalize = auto's
+                               numbers, a csv target's labels (rt_st_save_kv) */
+    int nmeta;
 } rt_data;
 
 /* Loads m->data (path: --data, or NULL for the train block's), checks it
  * against the model (input size, target kind, classes or target width)
  * and sets the normalization. 0, or -1 after one line naming the file,
  * the place and the reason. */
-int rt_data_load(const rt_model *m, const char *path, rt_data *d);
+int rt_data_load(const rt_model *m, const char *path, uint64_t seed, rt_data *d);
 void rt_data_free(rt_data *d);
 /* The cheap check before anything is loaded: path (--data, or the train
  * block's) exists and is a directory (idx) or a file (npz, csv). */
@@ -120,6 +131,26 @@ void rt_dataset_free(rt_dataset *s);
 /* ---- the readers: each fills one set, checked against the model ---------
  * rt_idx.c: DIR/<prefix>-images-idx3-ubyte[.gz] and the matching labels */
 int rt_idx_load(const rt_model *m, const char *dir, const char *prefix, rt_dataset *out);
+/* rt_data_file.c: a whole file into memory (malloc'd; -1 after an error);
+ * n bytes of a file's text for a one-line message: at most cap - 1 bytes
+ * ("..." when cut), line breaks and other control characters as '?' */
+int rt_data_read_file(const char *path, uint8_t **buf, size_t *len);
+const char *rt_data_show(const char *s, size_t n, char *buf, size_t cap);
+/* rt_npz.c: the arrays x_train, y_train and, when present, x_test,
+ * y_test (m->data.arrays' names); test->n = 0 when the file has none.
+ * rt_npz_parse reads the file's bytes (the fuzz harness's entry). */
+int rt_npz_load(const rt_model *m, const char *path, rt_dataset *train, rt_dataset *test);
+int rt_npz_parse(const rt_model *m, const char *path, const uint8_t *buf, size_t len, rt_dataset *train,
+                 rt_dataset *test);
+/* rt_csv.c: one csv file. fit: a training file, whose non-numeric labels
+ * set cls (sorted); else a test file, whose labels must be among cls. */
+int rt_csv_load(const rt_model *m, const char *path, rt_classes *cls, int fit, rt_dataset *out);
+int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t len, rt_classes *cls, int fit,
+                 rt_dataset *out);
+/* rt_split.c: moves the fraction frac of *train into *test (empty on
+ * entry), chosen by seed alone (so alike on every rank), per class for
+ * class targets; both keep the file's order. -1 after an error naming path. */
+int rt_split(const char *path, rt_dataset *train, rt_dataset *test, double frac, uint64_t seed);
 
 /* ---- rt_bench.c: --bench-kernel -------------------------------------------
  * The name check: 0, or -1 with the message (the train kernels listed). */

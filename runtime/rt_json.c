@@ -157,6 +157,8 @@ static int parse_string(parser *p, const char **s, size_t *slen)
         }
         default:
             p->pos -= 2;
+            if ((unsigned char)e < 0x20 || (unsigned char)e >= 0x7F)    /* one line: no raw byte */
+                return fail(p, "invalid escape: '\\' then byte 0x%02x", (unsigned char)e);
             return fail(p, "invalid escape '\\%c'", e);
         }
     }
@@ -232,8 +234,12 @@ static int parse_number(parser *p, rt_jnode *n)
 static int literal(parser *p, const char *word)
 {
     size_t l = strlen(word);
-    if (p->pos + l > p->len || memcmp(p->t + p->pos, word, l) != 0)
-        return fail(p, "unexpected character '%c'", p->t[p->pos]);
+    if (p->pos + l > p->len || memcmp(p->t + p->pos, word, l) != 0) {
+        unsigned char c = (unsigned char)p->t[p->pos];
+        if (c < 0x20 || c >= 0x7F)
+            return fail(p, "unexpected byte 0x%02x", c);
+        return fail(p, "unexpected character '%c'", c);
+    }
     p->pos += l;
     return 0;
 }

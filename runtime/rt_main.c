@@ -524,7 +524,7 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         rt_comm_bcast_f32(w.opt, m->opt_floats, "the optimizer state broadcast");
         rt_ckpt_bcast(&rs);
     }
-    if (rt_data_load(m, o.data_dir, &data) != 0)
+    if (rt_data_load(m, o.data_dir, o.seed, &data) != 0)
         goto out;
     if (rt_comm_check_data(train->n, test->n) != 0) {
         *agreed = 1;
@@ -608,7 +608,7 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     if (lr_ != 0)
         goto out;
     dev.close(&dev);
-    if (r0 && o.save_path && rt_st_save(m, o.save_path, w.param) != 0)
+    if (r0 && o.save_path && rt_st_save_kv(m, o.save_path, w.param, data.meta, data.nmeta) != 0)
         goto out;
     rc = 0;
 out:

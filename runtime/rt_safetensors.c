@@ -61,8 +61,8 @@ typedef struct entry {
 static int check_entry(const char *path, const rt_json *j, int id, uint64_t datasize, entry *e)
 {
     const rt_jnode *n = &j->nodes[id];
-    char name[128];
-    snprintf(name, sizeof name, "%.*s", (int)(n->klen > 100 ? 100 : n->klen), n->key);
+    char name[104];     /* for messages: one line, cut */
+    rt_data_show(n->key, n->klen, name, sizeof name);
     if (n->type != RT_J_OBJ) {
         rt_err("%s: corrupt header: entry \"%s\" is not an object", path, name);
         return -1;
@@ -159,8 +159,9 @@ static float le_f32(const unsigned char *p)
 static void list_name(char *list, size_t cap, int *n, const char *name, size_t len)
 {
     size_t used = strlen(list);
+    char show[84];
     if (*n < 6)
-        snprintf(list + used, cap - used, "%s\"%.*s\"", *n ? ", " : "", (int)(len > 80 ? 80 : len), name);
+        snprintf(list + used, cap - used, "%s\"%s\"", *n ? ", " : "", rt_data_show(name, len, show, sizeof show));
     else if (*n == 6)
         snprintf(list + used, cap - used, ", ...");
     ++*n;
@@ -242,8 +243,9 @@ static int load_params(const rt_model *m, const char *path, FILE *f, const rt_js
         char want[128], got[128];
         const char *want_dt = rt_param_flags(m, i) & RT_PARAM_I64 ? "I64" : "F32";
         if (!rt_json_streq(e->dtype, want_dt)) {
-            rt_err("%s: tensor \"%s\" has dtype %.*s, expected %s", path, p->name,
-                   (int)(e->dtype->slen > 20 ? 20 : e->dtype->slen), e->dtype->s, want_dt);
+            char show[24];
+            rt_err("%s: tensor \"%s\" has dtype %s, expected %s", path, p->name,
+                   rt_data_show(e->dtype->s, e->dtype->slen, show, sizeof show), want_dt);
             goto out;
         }
         int same = e->rank == p->rank;

