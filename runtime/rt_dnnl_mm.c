@@ -26,6 +26,8 @@ int rt_dnnl_sgemm_bf16(int round_c, int ta, int tb, int64_t m, int64_t n, int64_
     (void)round_c, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc;
     return 0;
 }
+
+int rt_dnnl_has_bf16(void) { return 0; }
 #else
 #include <oneapi/dnnl/dnnl.h>
 #include <stdlib.h>
@@ -156,6 +158,19 @@ AVX512 static void round_rows(float *c, int64_t rows, int64_t cols, int64_t ld)
         for (; j < cols; j++)
             ci[j] = rt_round_bf16(ci[j]);
     }
+}
+
+void rt_bf16_round(float *x, int64_t n)
+{
+    round_rows(x, 1, n, n);
+}
+
+int rt_dnnl_has_bf16(void)
+{
+    pthread_mutex_lock(&lock);
+    const int ok = started();
+    pthread_mutex_unlock(&lock);
+    return ok;
 }
 
 static int run(Mm *p, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int round_c)

@@ -576,5 +576,9 @@ void rt_gpu_close(rt_gpu *g);     /* NULL is fine */
  * (no oneDNN, no AVX512-BF16, CDDP_DNNL=0, no JIT kernel for the shape). */
 int rt_dnnl_sgemm_bf16(int round_c, int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                        const float *b, int64_t ldb, float *c, int64_t ldc);
+/* 1 where the bf16 paths run (oneDNN with AVX512-BF16, CDDP_DNNL not 0) */
+int rt_dnnl_has_bf16(void);
+/* x[0..n) := rt_round_bf16(x), vectorized; only where rt_dnnl_has_bf16() */
+void rt_bf16_round(float *x, int64_t n);
 
 #endif
