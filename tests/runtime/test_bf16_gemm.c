@@ -11,6 +11,8 @@
  * unrounded operands give. rt_sgemm_prec(RT_PREC_BF16) must return the
  * same bits (it dispatches here), and its rounded result the bf16 of them.
  * The padding of C must stay untouched; NaN operands give NaN (check_nan).
+ * The bf16 convolutions round their operands the same way
+ * (check_conv_rounding).
  *
  * On a CPU with avx512_bf16 (/proc/cpuinfo) the oneDNN path must be taken;
  * without it, rt_sgemm_prec's emulation is checked against the same
@@ -147,6 +149,39 @@ static int check_nan(int want_dnnl)
     return bad;
 }
 
+/* The convolutions' conversion (RT_CONV_BF16: oneDNN's reorders round the
+ * operands): a 1x1 convolution of one channel with weight 1 returns its
+ * input rounded, forward (y = x) and data gradient (dx = dy); the values
+ * include exact ties, so truncation or another tie rule fails. */
+static int check_conv_rounding(int want_dnnl)
+{
+    enum { N = 3, H = 7, W = 9, E = N * H * W };
+    float x[E], y[E], one = 1.0f;
+    const rt_conv_geo g = {N, 1, H, W, 1, H, W, 1, 1, 1, 1, 0, 0, 1, 1, 1};
+    int bad = 0;
+    for (int kind = RT_CONV_FWD; kind <= RT_CONV_DX; kind++) {
+        rt_dnnl_conv_cache *cache = NULL;
+        for (int i = 0; i < E; i++)
+            x[i] = value(), y[i] = -7.0f;
+        /* forward reads x and writes y; the data gradient reads dy (y) and writes dx (x) */
+        float *in = kind == RT_CONV_FWD ? x : y, *out = kind == RT_CONV_FWD ? y : x;
+        if (kind == RT_CONV_DX)
+            memcpy(y, x, sizeof x);
+        float want[E];
+        for (int i = 0; i < E; i++)
+            want[i] = (float)ref_bf16(in[i]);
+        const int took = rt_dnnl_conv(&cache, kind | RT_CONV_BF16, &g, x, &one, NULL, y);
+        if (took != want_dnnl)
+            bad = 1;
+        for (int i = 0; took && i < E; i++)
+            if (out[i] != want[i])
+                bad = 1;
+    }
+    printf("%s bf16 convolution operands rounded to nearest even (%s)\n", bad ? "FAIL" : "ok  ",
+           want_dnnl ? "oneDNN bf16" : "not run: no oneDNN bf16 here");
+    return bad;
+}
+
 int main(void)
 {
     /* odd sizes around the kernels' blockings, a SimpleNet layer's three
@@ -165,6 +200,7 @@ int main(void)
         for (int t = 0; t < 4; t++)
             fails += check(dnnl, t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2]);
     fails += check_nan(dnnl);
-    printf("%s: %d of %d cases failed\n", fails ? "FAIL" : "PASS", fails, 1 + (int)(4 * sizeof shapes / sizeof shapes[0]));
+    fails += check_conv_rounding(dnnl);
+    printf("%s: %d of %d cases failed\n", fails ? "FAIL" : "PASS", fails, 2 + (int)(4 * sizeof shapes / sizeof shapes[0]));
     return fails != 0;
 }
