@@ -149,7 +149,9 @@ static void c_alloc(FILE *f, const char *var, const char *rows)
 }
 
 /* fp32: oneDNN first (rt_dnnl_conv, with the fused bias); the loops below
- * run when the runtime has none or it refuses the geometry. Low precision
+ * run when the runtime has none or it refuses the geometry. bf16 too
+ * (RT_CONV_BF16: bf16 operands, the result rounded; the fused bias added
+ * after, as conv_store rounds it), where the CPU has AVX512-BF16. fp16
  * keeps the loops: their rounding is autocast's, operand by operand. Opens
  * a block the caller closes. */
 static void c_conv_dnnl(const Emit *m, const Node *n, const ConvGeo *c)
@@ -158,9 +160,28 @@ static void c_conv_dnnl(const Emit *m, const Node *n, const ConvGeo *c)
     int b = conv_has_bias(m);
     fprintf(f, "    static rt_dnnl_conv_cache *dnnl;\n");
     fprintf(f, "    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};\n");
-    fprintf(f, "    if (!rt_dnnl_conv(&dnnl, %s, &geo, b%d, b%d, %s, b%d)) {\n",
-            n->op == OP_CONV2D ? "RT_CONV_FWD" : n->op == OP_CONV2D_DX ? "RT_CONV_DX" : "RT_CONV_DW", c->x, c->w,
-            b && n->op == OP_CONV2D ? util_fmt("b%d", plan_source(m->p, ex_node(m, b)->in[1])) : "NULL", c->y);
+    fprintf(f, "    if (!rt_dnnl_conv(&dnnl, %s%s, &geo, b%d, b%d, %s, b%d)) {\n",
+            n->op == OP_CONV2D ? "RT_CONV_FWD" : n->op == OP_CONV2D_DX ? "RT_CONV_DX" : "RT_CONV_DW",
+            m->p->g->prec ? " | RT_CONV_BF16" : "", c->x, c->w,
+            b && n->op == OP_CONV2D && !m->p->g->prec ? util_fmt("b%d", plan_source(m->p, ex_node(m, b)->in[1]))
+                                                       : "NULL",
+            c->y);
+}
+
+/* bf16 through oneDNN: the fused bias, added to the rounded products */
+static void c_conv_dnnl_bias(const Emit *m, const Node *n, const ConvGeo *c)
+{
+    FILE *f = m->f;
+    if (!m->p->g->prec || n->op != OP_CONV2D || !conv_has_bias(m)) {
+        fprintf(f, "    }\n");
+        return;
+    }
+    fprintf(f, "    } else {\n");
+    fprintf(f, "        #pragma omp parallel for schedule(static) if (n * O * P >= 65536)\n");
+    fprintf(f, "        for (int64_t io = 0; io < n * O; io++)\n");
+    fprintf(f, "            for (int64_t q = 0; q < P; q++)\n");
+    fprintf(f, "                b%d[io * P + q] = %s;\n", c->y, conv_store(m, util_fmt("b%d[io * P + q]", c->y), "io % O"));
+    fprintf(f, "    }\n");
 }
 
 static void c_conv(const Emit *m, const Node *n)
@@ -168,7 +189,7 @@ static void c_conv(const Emit *m, const Node *n)
     FILE *f = m->f;
     ConvGeo c = conv_geo(m, n);
     conv_consts(f, &c);
-    const int dnnl = !m->p->g->prec;
+    const int dnnl = !m->p->g->prec || m->p->g->prec == RT_PREC_BF16;
     if (dnnl)
         c_conv_dnnl(m, n, &c);
     fprintf(f, "    const int64_t NP = n * P;\n");
@@ -228,7 +249,7 @@ static void c_conv(const Emit *m, const Node *n)
         fprintf(f, "    for (int64_t k = 0; k < n * C * H * W; k++)\n        b%d[k] = %s;\n", c.x,
                 ex_round(m, util_fmt("b%d[k]", c.x)));
     if (dnnl)
-        fprintf(f, "    }\n");
+        c_conv_dnnl_bias(m, n, &c);
 }
 
 /* Opens the loop over channels c (a thread owns whole channels); M is the

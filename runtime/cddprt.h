@@ -377,6 +377,11 @@ typedef struct rt_conv_geo {
     int64_t kh, kw, sh, sw, ph, pw, dh, dw, groups;
 } rt_conv_geo;
 enum { RT_CONV_FWD, RT_CONV_DX, RT_CONV_DW };
+/* kind | RT_CONV_BF16: `precision bf16`: the operands read rounded to bf16,
+ * fp32 accumulation, the result rounded to bf16 (the bias must be NULL:
+ * the caller adds it as autocast rounds it); 0 where the CPU lacks
+ * AVX512-BF16. */
+#define RT_CONV_BF16 0x10
 typedef struct rt_dnnl_conv_cache rt_dnnl_conv_cache;
 int rt_dnnl_conv(rt_dnnl_conv_cache **cache, int kind, const rt_conv_geo *g, const float *x, const float *w,
                  const float *bias, float *y);

@@ -3,7 +3,7 @@
  * With OpenBLAS (the default build) this is cblas_sgemm; the fallback
  * (CDDP_NO_BLAS, for machines without a BLAS such as the GPU hosts) is a
  * plain loop ordered for unit-stride inner access, correct but slow. */
-#include "cddprt.h"
+#include "rt_internal.h"
 
 #ifndef CDDP_NO_BLAS
 /* Declared here rather than via <cblas.h>: Debian puts that header under
@@ -41,11 +41,12 @@ void rt_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, i
 }
 #endif
 
-/* Low precision emulated in fp32: rounded copies of the operands (a
- * product of two rounded values is exact in fp32 for bf16 and fp16, so
- * only the accumulation rounds, in fp32, as tensor cores do), and the
- * result rounded as autocast stores it. Copies per call keep this simple;
- * it is the emulation, not the fast path. */
+/* Low precision: bf16 on bf16 operands through oneDNN where the CPU has
+ * AVX512-BF16 (rt_dnnl_mm.c); otherwise, and for fp16, emulated in fp32:
+ * rounded copies of the operands (a product of two rounded values is exact
+ * in fp32 for bf16 and fp16, so only the accumulation rounds, in fp32, as
+ * tensor cores do). Either way the result is rounded as autocast stores
+ * it. Copies per call keep the emulation simple; it is not the fast path. */
 #include <stdlib.h>
 
 static float *rounded_copy(int prec, int64_t rows, int64_t cols, const float *x, int64_t ld)
@@ -66,6 +67,8 @@ void rt_sgemm_prec(int prec, int ta, int tb, int64_t m, int64_t n, int64_t k, co
         return;
     const int keep_c = prec & RT_PREC_KEEP_C;
     prec &= ~RT_PREC_KEEP_C;
+    if (prec == RT_PREC_BF16 && rt_dnnl_sgemm_bf16(!keep_c, ta, tb, m, n, k, a, lda, b, ldb, c, ldc))
+        return;
     int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
     float *ra = rounded_copy(prec, ar, ac, a, lda), *rb = rounded_copy(prec, br, bc, b, ldb);
     rt_sgemm(ta, tb, m, n, k, ra, ac, rb, bc, c, ldc);

@@ -13,8 +13,15 @@
  * and out of them around each call. The primitives, reorders and blocked
  * buffers are created on a kernel's first call for a geometry and reused
  * every step after: a small list per kernel (the train batch, the last
- * partial batch, the eval batch), kept until exit. */
-#include "cddprt.h"
+ * partial batch, the eval batch), kept until exit.
+ *
+ * kind | RT_CONV_BF16 (`precision bf16`, where the CPU has AVX512-BF16):
+ * the two operands read go in as bf16 (the reorders into oneDNN's layouts
+ * convert them, round to nearest even), fp32 accumulation, the operand
+ * written comes out fp32 and is rounded to bf16 as autocast stores it: the
+ * emitted loops' numbers up to the order of the fp32 sums (and bf16
+ * subnormal operands, which the bf16 dot product reads as 0). */
+#include "rt_internal.h"
 
 #ifdef CDDP_NO_DNNL
 int rt_dnnl_conv(rt_dnnl_conv_cache **cache, int kind, const rt_conv_geo *g, const float *x, const float *w,
@@ -94,13 +101,27 @@ static int user_md(dnnl_memory_desc_t *md, int which, const rt_conv_geo *g, dnnl
     return dnnl_memory_desc_init_by_tag(md, nd, d, dnnl_f32, tag) == dnnl_success;
 }
 
-static int any_md(dnnl_memory_desc_t *md, int which, const rt_conv_geo *g)
+static int any_md(dnnl_memory_desc_t *md, int which, const rt_conv_geo *g, dnnl_data_type_t type)
 {
     dnnl_memory_desc_t u;
     dnnl_format_tag_t t;
     if (!user_md(&u, which, g, &t))
         return 0;
-    return dnnl_memory_desc_init_by_tag(md, u.ndims, u.dims, dnnl_f32, t) == dnnl_success;
+    return dnnl_memory_desc_init_by_tag(md, u.ndims, u.dims, type, t) == dnnl_success;
+}
+
+/* the operand a kind writes: dst, diff_src or diff_weights */
+static int written(int kind)
+{
+    kind &= ~RT_CONV_BF16;
+    return kind == RT_CONV_FWD ? OP_Y : kind == RT_CONV_DX ? OP_X : OP_W;
+}
+
+/* bf16 for an operand read at RT_CONV_BF16 (all three in the forward
+ * hint of a backward kind, hint = 1), f32 otherwise */
+static dnnl_data_type_t op_type(int kind, int which, int hint)
+{
+    return (kind & RT_CONV_BF16) && which != OP_B && (hint || which != written(kind)) ? dnnl_bf16 : dnnl_f32;
 }
 
 /* The operand `which`, whose layout the primitive reports as `want`. */
@@ -128,8 +149,13 @@ static int operand(Operand *o, int which, const rt_conv_geo *g, const dnnl_memor
 static int build(rt_dnnl_conv_cache *c)
 {
     const rt_conv_geo *g = &c->g;
-    dnnl_memory_desc_t x, w, y, b;
-    if (!any_md(&x, OP_X, g) || !any_md(&w, OP_W, g) || !any_md(&y, OP_Y, g) || !any_md(&b, OP_B, g))
+    const int kind = c->kind & ~RT_CONV_BF16, hint_all = kind != RT_CONV_FWD;
+    dnnl_memory_desc_t x, w, y, b, hx, hw, hy;
+    if (!any_md(&x, OP_X, g, op_type(c->kind, OP_X, 0)) || !any_md(&w, OP_W, g, op_type(c->kind, OP_W, 0)) ||
+        !any_md(&y, OP_Y, g, op_type(c->kind, OP_Y, 0)) || !any_md(&b, OP_B, g, dnnl_f32) ||
+        !any_md(&hx, OP_X, g, op_type(c->kind, OP_X, hint_all)) ||
+        !any_md(&hw, OP_W, g, op_type(c->kind, OP_W, hint_all)) ||
+        !any_md(&hy, OP_Y, g, op_type(c->kind, OP_Y, hint_all)))
         return 0;
     /* oneDNN's dilation counts the gaps (0: none) and takes the right
      * padding, which PyTorch's floor division leaves implicit */
@@ -137,17 +163,17 @@ static int build(rt_dnnl_conv_cache *c)
     dnnl_dims_t pr = {(g->OH - 1) * g->sh + (g->kh - 1) * g->dh + 1 - g->H - g->ph,
                       (g->OW - 1) * g->sw + (g->kw - 1) * g->dw + 1 - g->W - g->pw};
     dnnl_convolution_desc_t fd, bd;
-    if (dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &x, &w,
-                                                   c->has_bias ? &b : NULL, &y, stride, dil, pl, pr) != dnnl_success)
+    if (dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &hx, &hw,
+                                                   c->has_bias ? &b : NULL, &hy, stride, dil, pl, pr) != dnnl_success)
         return 0;
     dnnl_primitive_desc_t hint, pd;
     if (dnnl_primitive_desc_create(&hint, &fd, NULL, engine, NULL) != dnnl_success)
         return 0;
     int ok = 1;
-    if (c->kind == RT_CONV_FWD) {
+    if (kind == RT_CONV_FWD) {
         pd = hint, hint = NULL;
     } else {
-        dnnl_status_t s = c->kind == RT_CONV_DX
+        dnnl_status_t s = kind == RT_CONV_DX
                               ? dnnl_dilated_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &x, &w,
                                                                                  &y, stride, dil, pl, pr)
                               : dnnl_dilated_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &x,
@@ -157,12 +183,17 @@ static int build(rt_dnnl_conv_cache *c)
     }
     if (!ok)
         return 0;
-    const int fwd = c->kind == RT_CONV_FWD, dx = c->kind == RT_CONV_DX, dw = c->kind == RT_CONV_DW;
+    const int fwd = kind == RT_CONV_FWD, dx = kind == RT_CONV_DX, dw = kind == RT_CONV_DW;
     ok = operand(&c->op[OP_X], OP_X, g, dnnl_primitive_desc_query_md(pd, dx ? dnnl_query_diff_src_md : dnnl_query_src_md, 0), dx) &&
          operand(&c->op[OP_W], OP_W, g, dnnl_primitive_desc_query_md(pd, dw ? dnnl_query_diff_weights_md : dnnl_query_weights_md, 0), dw) &&
          operand(&c->op[OP_Y], OP_Y, g, dnnl_primitive_desc_query_md(pd, fwd ? dnnl_query_dst_md : dnnl_query_diff_dst_md, 0), fwd) &&
          (!c->has_bias || operand(&c->op[OP_B], OP_B, g, &b, 0)) &&
          dnnl_primitive_create(&c->prim, pd) == dnnl_success;
+    /* oneDNN's reference kernels are far slower than the emitted loops */
+    const char *impl = NULL;
+    if (ok && (c->kind & RT_CONV_BF16))
+        ok = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+             strncmp(impl, "ref", 3) != 0;
     dnnl_primitive_desc_destroy(pd);
     return ok;
 }
@@ -178,7 +209,7 @@ static int exec_reorder(const Operand *o, int after)
 int rt_dnnl_conv(rt_dnnl_conv_cache **cache, int kind, const rt_conv_geo *g, const float *x, const float *w,
                  const float *bias, float *y)
 {
-    if (!started())
+    if (!started() || ((kind & RT_CONV_BF16) && (bias || !rt_dnnl_has_bf16())))
         return 0;
     rt_dnnl_conv_cache *c = *cache;
     while (c && (c->kind != kind || c->has_bias != (bias != NULL) || memcmp(&c->g, g, sizeof *g) != 0))
@@ -202,7 +233,7 @@ int rt_dnnl_conv(rt_dnnl_conv_cache **cache, int kind, const rt_conv_geo *g, con
             return 0;
     dnnl_exec_arg_t a[4];
     int na = 0;
-    switch (kind) {
+    switch (kind & ~RT_CONV_BF16) {
     case RT_CONV_FWD:
         a[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, c->op[OP_X].mine};
         a[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, c->op[OP_W].mine};
@@ -226,6 +257,15 @@ int rt_dnnl_conv(rt_dnnl_conv_cache **cache, int kind, const rt_conv_geo *g, con
     for (int k = 0; k < NOPS; k++)
         if (!exec_reorder(&c->op[k], 1))
             return 0;
-    return dnnl_stream_wait(stream) == dnnl_success;
+    if (dnnl_stream_wait(stream) != dnnl_success)
+        return 0;
+    if (kind & RT_CONV_BF16) {
+        const int o = written(kind);
+        const int64_t count = o == OP_Y ? g->n * g->O * g->OH * g->OW
+                              : o == OP_X ? g->n * g->C * g->H * g->W
+                                          : g->O * (g->C / g->groups) * g->kh * g->kw;
+        rt_bf16_round((float *)ptr[o], count);
+    }
+    return 1;
 }
 #endif

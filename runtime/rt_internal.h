@@ -600,4 +600,16 @@ int rt_gpu_dev_open(rt_device *dev, rt_gpu *g, const rt_model *m, const rt_opts 
                     rt_trace *trace);
 void rt_gpu_close(rt_gpu *g);     /* NULL is fine */
 
+/* ---- rt_dnnl_mm.c: bf16 GEMM ----------------------------------------------
+ * C = op(A) . op(B) (rt_sgemm's arguments) on the operands rounded to bf16
+ * (rt_round_bf16), fp32 accumulation, then C rounded to bf16 when round_c:
+ * oneDNN's matmul where the CPU has AVX512-BF16. Returns 0, having done nothing, where it cannot
+ * (no oneDNN, no AVX512-BF16, CDDP_DNNL=0, no JIT kernel for the shape). */
+int rt_dnnl_sgemm_bf16(int round_c, int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                       const float *b, int64_t ldb, float *c, int64_t ldc);
+/* 1 where the bf16 paths run (oneDNN with AVX512-BF16, CDDP_DNNL not 0) */
+int rt_dnnl_has_bf16(void);
+/* x[0..n) := rt_round_bf16(x), vectorized; only where rt_dnnl_has_bf16() */
+void rt_bf16_round(float *x, int64_t n);
+
 #endif
