@@ -283,7 +283,7 @@ int emit_cuda_gemm_split(const Plan *p, const Group *gr)
     if (mm->shape.d[0] != DIM_N || K == DIM_N || mm->shape.d[1] == DIM_N)
         return 1;
     int64_t tiles = cdiv(p->batch, TILE_M) * cdiv(mm->shape.d[1], TILE_N);
-    if (4 * tiles > SPLIT_SMS)
+    if (tiles < 1 || 4 * tiles > SPLIT_SMS)
         return 1;
     int64_t kt = cdiv(K, TILE_K), s = SPLIT_SMS / tiles;
     if (s > kt / SPLIT_MIN_KT)
