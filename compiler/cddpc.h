@@ -303,6 +303,12 @@ typedef struct Group {
     char *name;             /* kernel name, e.g. "t3_mm_nt_bias_add_relu" */
     int gemm_out;           /* G_MATMUL: node whose buffer the GEMM writes */
     unsigned rules;         /* the fusion rules that added nodes to it */
+    /* G_MATMUL on the GPU, split-K (emit_cuda_gemm_split): split slices of
+     * K; the partial tiles in act at ws_off (units, the plan's one
+     * workspace), ctr_rows x column-tiles arrival counters in fix at
+     * ctr_off. split 1: none of it. */
+    int split;
+    int64_t ws_off, ctr_off, ctr_rows;
 } Group;
 
 typedef struct Buf {
@@ -329,6 +335,7 @@ typedef struct Plan {
     int nstat;
     int64_t param_floats;
     int64_t *param_off;     /* [nparam] */
+    int64_t batch;          /* the train block's batch: the GPU's split-K choice; 0 unknown */
 } Plan;
 
 /* Nodes reachable backwards from the roots, in topological order. */
@@ -497,6 +504,13 @@ void emit_norm_cuda(const Emit *m, rt_cuda_launch *L);
 const char *emit_cuda_prelude(void);
 /* The CUDA kernel of group grp (text after the prelude), and its launch. */
 char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *launch); /* static void NAME(rt_exec *e) */
+/* The split-K a GEMM group gets at p->batch (1: none); memplan places
+ * its workspace and counters. */
+int emit_cuda_gemm_split(const Plan *p, const Group *gr);
+/* A G_MATMUL group's tiling, for gpu_model.c: outputs per thread
+ * (rows x cols) and the tile; 0 for any other group. */
+typedef struct GemmTiling { int rows, cols, tile_m, tile_n, tile_k, threads; } GemmTiling;
+int emit_cuda_gemm_tiling(const Plan *p, int grp, GemmTiling *t);
 int emit_program(const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
                  const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir);
 

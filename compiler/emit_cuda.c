@@ -23,6 +23,13 @@
 #define TILE_K 16
 #define THREADS 256
 #define ROWS_PER_BLOCK (THREADS / 32)   /* row kernels: one warp per sample */
+#define GEMM_R 4            /* outputs per thread: GEMM_R rows x GEMM_R columns */
+/* split-K: a grid of tiles under a quarter of SPLIT_SMS (the SMs of the
+ * largest GPU in gpu_model.c's table) at the train batch is split into at
+ * most SPLIT_SMS / tiles slices of K, each at least SPLIT_MIN_KT k-slices
+ * deep, so the partials' round trip stays small against the FMAs */
+#define SPLIT_SMS 132
+#define SPLIT_MIN_KT 4
 
 /* rt_exec, the rounding helpers and the sample reader are cddprt.h's text
  * (RT_EXEC_FIELDS, RT_ROUND_FNS, RT_DATA_FNS): kernels see the host's
@@ -254,6 +261,38 @@ static void emit_row(const Emit *m, rt_cuda_launch *L)
     grid_dim(L, 0, DIM_N, 1, ROWS_PER_BLOCK);
 }
 
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int emit_cuda_gemm_tiling(const Plan *p, int grp, GemmTiling *t)
+{
+    if (p->groups[grp].kind != G_MATMUL)
+        return 0;
+    *t = (GemmTiling){GEMM_R, GEMM_R, TILE_M, TILE_N, TILE_K, THREADS};
+    return 1;
+}
+
+int emit_cuda_gemm_split(const Plan *p, const Group *gr)
+{
+    if (gr->kind != G_MATMUL || p->batch <= 0)
+        return 1;
+    const Node *mm = p->g->n[gr->anchor];
+    const Shape *as = &p->g->n[mm->in[0]]->shape;
+    int64_t K = mm->op == OP_MM_TN ? as->d[0] : as->d[1];
+    /* only batch rows (forward, input gradients): a weight gradient's K
+     * is the batch and its grid is the weight's */
+    if (mm->shape.d[0] != DIM_N || K == DIM_N || mm->shape.d[1] == DIM_N)
+        return 1;
+    int64_t tiles = cdiv(p->batch, TILE_M) * cdiv(mm->shape.d[1], TILE_N);
+    if (tiles < 1 || 4 * tiles > SPLIT_SMS)
+        return 1;
+    int64_t kt = cdiv(K, TILE_K), s = SPLIT_SMS / tiles;
+    if (s > kt / SPLIT_MIN_KT)
+        s = kt / SPLIT_MIN_KT;
+    if (s < 2)
+        return 1;
+    return (int)cdiv(kt, cdiv(kt, s));  /* no empty slice */
+}
+
 /* Tiled GEMM, 64x64 tile per block, 16-deep k slices through shared
  * memory, 4x4 outputs per thread at stride 16 (conflict-free shared reads,
  * coalesced stores), bounds-checked for any M, N, K; the group's epilogue
@@ -273,9 +312,23 @@ static void emit_matmul(const Emit *m, rt_cuda_launch *L)
     fprintf(f, "    const int64_t row0 = (int64_t)blockIdx.y * %d, col0 = (int64_t)blockIdx.x * %d;\n", TILE_M, TILE_N);
     fprintf(f, "    if (row0 >= M || col0 >= N)\n        return;    /* uniform per block, before any barrier */\n");
     fprintf(f, "    __shared__ float As[%d][%d + 1], Bs[%d][%d + 1];\n", TILE_K, TILE_M, TILE_K, TILE_N);
+    const int S = m->gr->split;
+    if (S > 1) {
+        /* the row tiles the counters were planned for (the train batch)
+         * are split; any further ones (a larger --batch) run whole in
+         * slice 0, so every batch is right */
+        int64_t kts = cdiv(cdiv(as->d[ta ? 0 : 1], TILE_K), S) * TILE_K;
+        fprintf(f, "    /* split-K: slice blockIdx.z of %d, %lld deep */\n", S, (long long)kts);
+        fprintf(f, "    const int split = blockIdx.y < %lld;\n", (long long)m->gr->ctr_rows);
+        fprintf(f, "    if (!split && blockIdx.z != 0)\n        return;\n");
+        fprintf(f, "    const int64_t klo = split ? (int64_t)blockIdx.z * %lld : 0;\n", (long long)kts);
+        fprintf(f, "    const int64_t khi = split && klo + %lld < K ? klo + %lld : K;\n", (long long)kts,
+                (long long)kts);
+        fprintf(f, "    __shared__ int last;\n");
+    }
     fprintf(f, "    float acc[4][4];\n");
     fprintf(f, "    for (int r = 0; r < 4; r++)\n        for (int c = 0; c < 4; c++)\n            acc[r][c] = 0.0f;\n");
-    fprintf(f, "    for (int64_t k0 = 0; k0 < K; k0 += %d) {\n", TILE_K);
+    fprintf(f, "    for (int64_t k0 = %s; k0 += %d) {\n", S > 1 ? "klo; k0 < khi" : "0; k0 < K", TILE_K);
     /* tile loads: consecutive threads walk the contiguous index */
     fprintf(f, "        for (int l = threadIdx.x; l < %d; l += %d) {\n", TILE_M * TILE_K, THREADS);
     if (!ta)
@@ -304,6 +357,35 @@ static void emit_matmul(const Emit *m, rt_cuda_launch *L)
     fprintf(f, "            for (int r = 0; r < 4; r++)\n                for (int c = 0; c < 4; c++)\n");
     fprintf(f, "                    acc[r][c] += a[r] * bb[c];\n");
     fprintf(f, "        }\n        __syncthreads();\n    }\n");
+    if (S > 1) {
+        /* each slice stores its partial tile; the tile's last block to
+         * arrive sums the partials in slice order (the same sum whatever
+         * the arrival order) and runs the epilogue */
+        fprintf(f, "    if (split) {\n");
+        fprintf(f, "        float *const ws = e->act + (int64_t)%lld * e->nmax;\n", (long long)m->gr->ws_off);
+        fprintf(f, "        for (int r = 0; r < 4; r++)\n            for (int c = 0; c < 4; c++) {\n");
+        fprintf(f, "                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;\n");
+        fprintf(f, "                if (i < M && j < N)\n");
+        fprintf(f, "                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];\n            }\n");
+        fprintf(f, "        __threadfence();    /* the partial before the count that publishes it */\n");
+        fprintf(f, "        __syncthreads();\n");
+        fprintf(f, "        if (threadIdx.x == 0) {\n");
+        fprintf(f, "            unsigned *const ctr = (unsigned *)(e->fix + %lld);   /* zeroed each step */\n",
+                (long long)m->gr->ctr_off);
+        fprintf(f, "            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == %du;\n", S - 1);
+        fprintf(f, "        }\n        __syncthreads();\n");
+        fprintf(f, "        if (!last)\n            return;\n");
+        fprintf(f, "        __threadfence();\n");
+        fprintf(f, "        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */\n");
+        fprintf(f, "        for (int r = 0; r < 4; r++)\n            for (int c = 0; c < 4; c++) {\n");
+        fprintf(f, "                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;\n");
+        fprintf(f, "                float s = 0.0f;\n");
+        fprintf(f, "                if (i < M && j < N)\n");
+        fprintf(f, "                    for (int z = 0; z < %d; z++)\n", S);
+        fprintf(f, "                        s += wv[((int64_t)z * M + i) * N + j];\n");
+        fprintf(f, "                acc[r][c] = s;\n            }\n");
+        fprintf(f, "    }\n");
+    }
 
     int nred = 0;
     for (int k = 0; k < m->gr->nnodes; k++)
@@ -332,6 +414,13 @@ static void emit_matmul(const Emit *m, rt_cuda_launch *L)
     }
     grid_dim(L, 0, mm->shape.d[1], 1, TILE_N);
     grid_dim(L, 1, mm->shape.d[0], 1, TILE_M);
+    L->gfix[2] = (unsigned)(S > 1 ? S : 1);
+    if (S > 1) {
+        L->ws_off = m->gr->ws_off;
+        L->ws_units = S * mm->shape.d[1];
+        L->ctr_off = m->gr->ctr_off;
+        L->ctr_n = m->gr->ctr_rows * (int64_t)L->gfix[0];
+    }
 }
 
 /* All optimizer updates over the parameter slab range, grid-stride. */

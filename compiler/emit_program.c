@@ -175,10 +175,14 @@ static void emit_plan_table(FILE *f, const Plan *p, const char *var, const rt_cu
     fprintf(f, "\nstatic const rt_cuda_launch %s_cuda[] = {\n", var);
     for (int i = 0; i < p->ngroups; i++) {
         const rt_cuda_launch *l = &cu[i];
-        fprintf(f, "    {\"%s\", {%u, %u, %u}, {%u, %u, %u}, {%lld, %lld, %lld}, {%lld, %lld, %lld}, %lld, %lld},\n",
+        fprintf(f, "    {\"%s\", {%u, %u, %u}, {%u, %u, %u}, {%lld, %lld, %lld}, {%lld, %lld, %lld}, %lld, %lld",
                 l->name, l->block[0], l->block[1], l->block[2], l->gfix[0], l->gfix[1], l->gfix[2],
                 (long long)l->gmul[0], (long long)l->gmul[1], (long long)l->gmul[2], (long long)l->gdiv[0],
                 (long long)l->gdiv[1], (long long)l->gdiv[2], (long long)l->coll_off, (long long)l->coll_n);
+        if (l->ws_units || l->ctr_n)   /* split-K scratch; the goldens of unsplit kernels stay as they were */
+            fprintf(f, ", %lld, %lld, %lld, %lld", (long long)l->ws_off, (long long)l->ws_units, (long long)l->ctr_off,
+                    (long long)l->ctr_n);
+        fprintf(f, "},\n");
     }
     fprintf(f, "};\n");
 }

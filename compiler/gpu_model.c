@@ -16,7 +16,25 @@
  *     (typical of CUDA graphs on these parts), not measurements of ours:
  *     tests/gpu/run.sh prints predicted against measured when a GPU is lent.
  * FP32 peaks are the non-tensor-core ones: the emitted GEMMs use FMA, not
- * tensor cores. */
+ * tensor cores.
+ *
+ * A tiled GEMM reaches that peak only if shared memory keeps up. Each k
+ * step a thread with an r x c register tile loads r + c operands from
+ * shared memory for r x c FMAs. An SM serves 32 banks x 4 B per clock
+ * (CUDA C++ Programming Guide, "Shared Memory": successive 32-bit words in
+ * 32 banks, 32 bits per bank per clock), one warp-wide 4-byte load, while
+ * it retires 128 FP32 FMAs per clock (the guide's "Arithmetic
+ * Instructions" table, compute capability 8.x/9.0), four warp-wide FMAs.
+ * So the FMA share is min(1, r c / (4 (r + c))): 0.5 for the emitter's
+ * 4x4 (16 FMAs per 8 loads), 1 from 8x8. Assumed: the operands are scalar
+ * loads (the emitter's stride-16 layout rules out 128-bit ones), and the
+ * tile fills (one shared store per 16 loads) are left out. A split-K GEMM
+ * also moves its partials: split x M x N floats stored and read back once
+ * (counted at memory bandwidth, though they may stay in L2).
+ *
+ * The runtime's own graph nodes (cuda device, rt_cuda_dev.c issue_step):
+ * step_begin, which zeroes grad, fix and stat (their bytes on its grid),
+ * and step_end. */
 #include <math.h>
 #include <string.h>
 
@@ -63,7 +81,20 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
     fprintf(f, "  peaks: %s\n", t->source);
     fprintf(f, "  %-38s %8s %7s %6s %6s %10s %10s %9s %7s\n", "kernel", "blocks", "threads", "waves", "busy",
             "roofline us", "overhead us", "total us", "bound");
-    double step = GRAPH_LAUNCH_US * 1e-6;
+    double step = GRAPH_LAUNCH_US * 1e-6, gemm_eff = 1;
+    int gemm_rows = 0, gemm_cols = 0;
+    /* the runtime's nodes: step_begin zeroes grad, fix and stat (doubles)
+     * on rt_cuda_begin_blocks' grid; step_end is one thread */
+    const double zero_words = fmax(fmax((double)p->param_floats, (double)p->fix_floats), 2.0 * p->nstat);
+    const double rt_bytes[] = {4.0 * (double)p->param_floats + 4.0 * (double)p->fix_floats + 8.0 * p->nstat, 0};
+    const double rt_blocks[] = {rt_cuda_begin_blocks((int64_t)zero_words), 1};
+    const char *rt_name[] = {"runtime_step_begin", "runtime_step_end"};
+    for (int i = 0; i < 2; i++) {
+        double busy = fmin(1, rt_blocks[i] / t->sms), secs = rt_bytes[i] / t->bw / busy + GRAPH_NODE_US * 1e-6;
+        step += secs;
+        fprintf(f, "  %-38s %8.0f %7d %6d %5.0f%% %10.2f %10.2f %9.2f %7s\n", rt_name[i], rt_blocks[i], i ? 1 : 256, 1,
+                100 * busy, 1e6 * rt_bytes[i] / t->bw / busy, GRAPH_NODE_US, 1e6 * secs, "memory");
+    }
     for (int i = 0; i < p->ngroups; i++) {
         rt_cuda_launch l;
         emit_cuda_kernel(p, i, &l);
@@ -71,7 +102,17 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
         double blocks = grid_blocks(&l, batch), threads = (double)l.block[0] * l.block[1] * l.block[2];
         double waves = ceil(blocks / (t->sms * BLOCKS_PER_SM));
         double busy = fmin(1, blocks / (waves * t->sms));
-        double tf = c.flops / t->flops, tb = c.bytes / t->bw;
+        double eff = 1;
+        GemmTiling gt;
+        if (emit_cuda_gemm_tiling(p, i, &gt)) {
+            eff = fmin(1, gt.rows * gt.cols / (4.0 * (gt.rows + gt.cols)));
+            gemm_eff = eff, gemm_rows = gt.rows, gemm_cols = gt.cols;
+            if (p->groups[i].split > 1) {
+                const Shape *s = &p->g->n[p->groups[i].anchor]->shape;
+                c.bytes += 2.0 * 4.0 * p->groups[i].split * (double)ir_numel(s, batch);
+            }
+        }
+        double tf = c.flops / (t->flops * eff), tb = c.bytes / t->bw;
         double secs = fmax(tf, tb) / busy + GRAPH_NODE_US * 1e-6;
         step += secs;
         fprintf(f, "  %-38s %8.0f %7.0f %6.0f %5.0f%% %10.2f %10.2f %9.2f %7s\n", p->groups[i].name, blocks, threads,
@@ -83,4 +124,7 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
                "(training steps only)\n", 1e6 * step, GRAPH_LAUNCH_US, EPOCH_SAMPLES, steps, step * steps);
     fprintf(f, "  overheads assumed, not measured: %.1f us per graph node, %.1f us per graph launch\n",
             GRAPH_NODE_US, GRAPH_LAUNCH_US);
+    if (gemm_rows)
+        fprintf(f, "  GEMMs: %d x %d outputs per thread, FMA rate bound by shared-memory loads to %.0f%% of peak\n",
+                gemm_rows, gemm_cols, 100 * gemm_eff);
 }

@@ -147,6 +147,29 @@ void mem_plan(Plan *p)
         p->buf[fix[i].node].off = p->fix_floats;
         p->fix_floats = align_up(p->fix_floats + fix[i].size);
     }
+    /* split-K GEMMs (GPU only): one workspace after every buffer, shared
+     * by them all (kernels of a plan run one after another), of split x N
+     * floats per sample for the partial [split][M][N]; arrival counters,
+     * one per tile of the train batch's grid, in fix, which the step
+     * zeroes */
+    int64_t ws = 0;
+    for (int i = 0; i < p->ngroups; i++) {
+        Group *gr = &p->groups[i];
+        gr->split = emit_cuda_gemm_split(p, gr);
+        if (gr->split < 2)
+            continue;
+        int64_t cols = g->n[gr->anchor]->shape.d[1];
+        GemmTiling t;
+        emit_cuda_gemm_tiling(p, i, &t);
+        if (align_up(gr->split * cols) > ws)
+            ws = align_up(gr->split * cols);
+        gr->ws_off = align_up(p->act_units);
+        gr->ctr_rows = (p->batch + t.tile_m - 1) / t.tile_m;
+        gr->ctr_off = p->fix_floats;
+        p->fix_floats = align_up(p->fix_floats + gr->ctr_rows * ((cols + t.tile_n - 1) / t.tile_n));
+    }
+    if (ws)
+        p->act_units = align_up(p->act_units) + ws;
     for (int k = 0; k < p->norder; k++) {
         int id = p->order[k];
         if (plan_is_view(p, id))

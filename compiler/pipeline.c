@@ -65,6 +65,7 @@ int pipeline_compile(const PipelineOptions *o, const char *text, const char *out
         plan_dump_groups(stdout, eval);
     }
 
+    train->batch = eval->batch = prog->train.batch;
     mem_plan(train);
     mem_plan(eval);
     verify(g, "memplan");

@@ -225,6 +225,11 @@ typedef struct rt_cuda_launch {
      * summed over the ranks in place (SyncBatchNorm; the C kernel calls
      * rt_sync_sum itself) */
     int64_t coll_off, coll_n;
+    /* split-K scratch the kernel alone uses (kernel_check leaves it out of
+     * the comparison with the C kernel, which has none): the partials in
+     * act units [ws_off, ws_off + ws_units), the arrival counters in
+     * fix[ctr_off, ctr_off + ctr_n) */
+    int64_t ws_off, ws_units, ctr_off, ctr_n;
 } rt_cuda_launch;
 
 typedef struct rt_plan {
@@ -352,6 +357,16 @@ static inline int rt_param_flags(const rt_model *m, int i) { return m->param_fla
  * (bias gradients, atomicAdd; their targets are grad or fix, and fix slots
  * are never shared), and assign the rest.
  * The C kernels assign everything, so the zeroing is harmless there. */
+
+/* Blocks of 256 threads for cddprt_step_begin's zeroing of `words`
+ * 4-byte words (rt_cuda_kernels.h): one per 4096 words, at most 132 (one
+ * wave on the largest GPU gpu_model.c knows); gpu_model.c predicts the
+ * same grid. */
+static inline unsigned rt_cuda_begin_blocks(int64_t words)
+{
+    int64_t b = (words + 4095) / 4096;
+    return (unsigned)(b < 1 ? 1 : b > 132 ? 132 : b);
+}
 
 /* C[m, n] = op(A) . op(B) (row-major; op transposes when ta/tb), with
  * beta = 0. A tuned BLAS when the runtime was built with one, else a

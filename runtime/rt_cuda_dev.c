@@ -9,8 +9,9 @@
  *     labels; the model's first kernel gathers and normalizes a batch from
  *     them, exactly as the C kernel does from host memory.
  *   - A training step is captured ONCE as a CUDA graph:
- *         memset grad, fix, stat         (the kernels accumulate into them)
- *         cddprt_step_begin(ctl)          e->n, e->idx, e->lr for batch ctl->b
+ *         cddprt_step_begin(ctl)          zeroes grad, fix, stat (the kernels
+ *                                         accumulate into them); e->n, e->idx,
+ *                                         e->lr for batch ctl->b
  *         the train plan's kernels        geometry for nmax rows
  *         cddprt_step_end(ctl)            loss sums, step loss, ++b, ++e->step
  *     With fp16's loss scaler (GradScaler, see rt_amp.c) the optimizer
@@ -290,14 +291,13 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
     const int train = pd == &d->train, micro = mode == STEP_MICRO;
     /* accumulate's fold, done per bucket on the way to its all-reduce */
     d->fold_now = train && !micro && d->acc > 1;
-    int ok = 1;
-    if (grad_floats > 0)
-        ok = !CU_CHECK(rt_cu.cuMemsetD32Async(d->grad, 0, (size_t)grad_floats, cu->stream));
-    /* fused row reductions may accumulate into fix too (cddprt.h) */
-    if (pd->p->fix_floats > 0)
-        ok = ok && !CU_CHECK(rt_cu.cuMemsetD32Async(d->fix, 0, (size_t)pd->p->fix_floats, cu->stream));
-    ok = ok && !CU_CHECK(rt_cu.cuMemsetD32Async(d->stat, 0, 2 * (size_t)nstat, cu->stream));
-    ok = ok && !rt_cuda_launch1(cu, d->fbegin, "cddprt_step_begin", one, one, ctl);
+    /* step_begin zeroes grad, fix (fused row reductions may accumulate
+     * into it, cddprt.h) and stat, as the control block says (ctl_init):
+     * one graph node, not three memsets and a kernel */
+    int64_t words = grad_floats > pd->p->fix_floats ? grad_floats : pd->p->fix_floats;
+    words = words > 2 * (int64_t)nstat ? words : 2 * (int64_t)nstat;
+    const unsigned bgrid[3] = {rt_cuda_begin_blocks(words), 1, 1}, bthreads[3] = {256, 1, 1};
+    int ok = !rt_cuda_launch1(cu, d->fbegin, "cddprt_step_begin", bgrid, bthreads, ctl);
     int next_bucket = 0;
     const int amp = d->amp && train;
     /* the optimizer kernels behind everything: found_inf, the norm, the
@@ -868,6 +868,9 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         c->clip = m->clip_norm;
         c->accumulate = d->acc;
         c->acc = d->accbuf;
+        c->zero_grad = m->param_floats;
+        c->zero_fix = m->train.fix_floats;
+        c->zero_stat = nstat;
     }
     rt_cuda_ctl *cv = &d->h_ctl[CTL_EVAL];
     memset(cv, 0, sizeof *cv);
@@ -880,6 +883,8 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
     cv->nmetric = rt_plan_metrics(&m->eval);
     cv->lr = o->lr;
     cv->accumulate = 1;
+    cv->zero_fix = m->eval.fix_floats;
+    cv->zero_stat = nstat;
     /* the fold ranges: each bucket's, then the whole slab's (one rank) */
     rt_cuda_fold *fl = calloc((size_t)d->nb + 1, sizeof *fl);
     if (!fl) {

@@ -60,6 +60,9 @@ typedef struct rt_cuda_ctl {
     uint64_t acc;
     int64_t nmetric;        /* metric sums after correct_stat's (rt_plan.nmetric) */
     double metric[RT_METRIC_MAX];   /* [k]: the sum of stat[correct_stat + k], k >= 1 */
+    /* what step_begin zeroes before the plan (the kernels accumulate
+     * into it): floats of grad and fix, doubles of stat */
+    int64_t zero_grad, zero_fix, zero_stat;
 } rt_cuda_ctl;
 
 /* Host view of cddprt::fold: the range of the gradients cddprt_fold
@@ -91,6 +94,7 @@ static const char rt_cuda_kernels_src[] =
     "    float *acc;\n"
     "    long long nmetric;\n"
     "    double metric[" RT_STR(RT_METRIC_MAX) "];\n"
+    "    long long zero_grad, zero_fix, zero_stat;\n"
     "};\n"
     "struct fold {               /* rt_cuda_fold of rt_cuda_kernels.h */\n"
     "    ctl *c;\n"
@@ -105,13 +109,23 @@ static const char rt_cuda_kernels_src[] =
     "}\n"
     "}\n"
     "\n"
-    "/* Before the plan: batch b is rows [b*batch, min(nsample, (b+1)*batch))\n"
-    " * of the pass's sample order. Launched <<<1, 1>>>. */\n"
+    "/* Before the plan: zeroes grad, fix and stat (c->zero_*), which the plan's\n"
+    " * kernels accumulate into, in place of three memset nodes; nothing in\n"
+    " * this kernel reads them. Then batch b is rows [b*batch, min(nsample,\n"
+    " * (b+1)*batch)) of the pass's sample order. Any grid (rt_cuda_begin_blocks). */\n"
     "extern \"C\" __global__ void cddprt_step_begin(cddprt::ctl *c)\n"
     "{\n"
+    "    cddprt::exec *e = c->e;\n"
+    "    const long long t0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    const long long stride = (long long)gridDim.x * blockDim.x;\n"
+    "    for (long long k = t0; k < c->zero_grad; k += stride)\n"
+    "        e->grad[k] = 0.0f;\n"
+    "    for (long long k = t0; k < c->zero_fix; k += stride)\n"
+    "        e->fix[k] = 0.0f;\n"
+    "    for (long long k = t0; k < c->zero_stat; k += stride)\n"
+    "        e->stat[k] = 0.0;\n"
     "    if (threadIdx.x != 0 || blockIdx.x != 0)\n"
     "        return;\n"
-    "    cddprt::exec *e = c->e;\n"
     "    const long long off = c->b * c->batch;\n"
     "    long long n = c->nsample - off;\n"
     "    if (n > c->batch)\n"

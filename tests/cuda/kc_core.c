@@ -571,6 +571,16 @@ static int device_run(const kc_dims *d, const kc_state *in, kc_state *out, const
         }
     }
     rc = rc || B->get(B->ctx, d, out);
+    /* a split-K GEMM's partials and arrival counters are its own scratch,
+     * which the C kernel does not have: restored, so that every other
+     * element is still judged (a write past the scratch is caught) */
+    for (int k = k0; !rc && k < k1; k++) {
+        const rt_cuda_launch *l = &p->cu[k];
+        if (l->ws_units)
+            memcpy(out->act + l->ws_off * nmax, in->act + l->ws_off * nmax, (size_t)(l->ws_units * nmax) * 4);
+        if (l->ctr_n)
+            memcpy(out->fix + l->ctr_off, in->fix + l->ctr_off, (size_t)l->ctr_n * 4);
+    }
     if (rc && B->fatal_errors)
         stopped = 1;
     return rc;

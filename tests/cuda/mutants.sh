@@ -60,6 +60,15 @@ check 'SGD weight decay 10% short' 's/d += 0.0001f \* w\[k\];/d += 0.00009f * w[
 check 'momentum buffer not updated on the first step' 's/mb\[k\] = first ? d :/mb[k] = first ? mb[k] :/' $Q
 check 'early return for the whole block even when row0 < M' 's/if (row0 >= M || col0 >= N)/if (row0 + 64 > M || col0 >= N)/' $Q
 check 'labels read from idx[0] for every row' 's/b1\[t\] = ((const int32_t \*)e->y)\[e->idx\[t\]\];/b1[t] = ((const int32_t *)e->y)[e->idx[0]];/' $Q
+# split-K (emit_cuda.c emit_matmul): odd.net's first GEMM runs K = 784 in
+# 10 slices; the tile's last block sums the partials
+check 'split-K sum leaves out slice 0' 's/for (int z = 0; z < \([0-9]*\); z++)/for (int z = 1; z < \1; z++)/' $Q
+check 'split-K: the first block to arrive sums (counter compared with 0)' 's/, 1u) == [0-9]*u;/, 1u) == 0u;/' $Q
+check 'split-K slices one k-slice short (a gap between slices)' 's/klo + \([0-9]*\) < K ? klo + \([0-9]*\) : K/klo + \1 - 16 < K ? klo + \1 - 16 : K/' $Q
+# mnist.net's: 8 column tiles, so tiles sharing a counter can be seen
+MODEL=$HERE/../../models/mnist.net
+check 'split-K: one arrival counter for a whole row of tiles' 's/ctr\[blockIdx.y \* gridDim.x + blockIdx.x\]/ctr[blockIdx.y]/' $Q
+MODEL=$HERE/models/odd.net
 # the image kernels: convolution, batch norm, pooling
 MODEL=$HERE/models/conv.net
 C='--sizes 9:7:0 --orders 1'

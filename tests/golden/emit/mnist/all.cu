@@ -48,11 +48,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) t1_mm_nt_bias_add_relu__epi
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    /* split-K: slice blockIdx.z of 10, 80 deep */
+    const int split = blockIdx.y < 1;
+    if (!split && blockIdx.z != 0)
+        return;
+    const int64_t klo = split ? (int64_t)blockIdx.z * 80 : 0;
+    const int64_t khi = split && klo + 80 < K ? klo + 80 : K;
+    __shared__ int last;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -75,6 +82,35 @@ extern "C" __global__ void __launch_bounds__(256, 2) t1_mm_nt_bias_add_relu__epi
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->act + (int64_t)2064 * e->nmax;
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
+            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == 9u;
+        }
+        __syncthreads();
+        if (!last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 10; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
@@ -105,11 +141,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_mm_nt_bias_add_relu__epi
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    /* split-K: slice blockIdx.z of 8, 64 deep */
+    const int split = blockIdx.y < 1;
+    if (!split && blockIdx.z != 0)
+        return;
+    const int64_t klo = split ? (int64_t)blockIdx.z * 64 : 0;
+    const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
+    __shared__ int last;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -132,6 +175,35 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_mm_nt_bias_add_relu__epi
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->act + (int64_t)2064 * e->nmax;
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 16);   /* zeroed each step */
+            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == 7u;
+        }
+        __syncthreads();
+        if (!last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 8; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
@@ -162,11 +234,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add__epilogue
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    /* split-K: slice blockIdx.z of 4, 64 deep */
+    const int split = blockIdx.y < 1;
+    if (!split && blockIdx.z != 0)
+        return;
+    const int64_t klo = split ? (int64_t)blockIdx.z * 64 : 0;
+    const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
+    __shared__ int last;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -189,6 +268,35 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add__epilogue
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->act + (int64_t)2064 * e->nmax;
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 32);   /* zeroed each step */
+            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == 3u;
+        }
+        __syncthreads();
+        if (!last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 4; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
@@ -382,11 +490,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_relu_grad_sum_rows
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    /* split-K: slice blockIdx.z of 4, 64 deep */
+    const int split = blockIdx.y < 1;
+    if (!split && blockIdx.z != 0)
+        return;
+    const int64_t klo = split ? (int64_t)blockIdx.z * 64 : 0;
+    const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
+    __shared__ int last;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -409,6 +524,35 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_relu_grad_sum_rows
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->act + (int64_t)2064 * e->nmax;
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 48);   /* zeroed each step */
+            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == 3u;
+        }
+        __syncthreads();
+        if (!last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 4; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     float red30[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int r = 0; r < 4; r++)
@@ -583,11 +727,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) e1_mm_nt_bias_add_relu__epi
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    /* split-K: slice blockIdx.z of 10, 80 deep */
+    const int split = blockIdx.y < 1;
+    if (!split && blockIdx.z != 0)
+        return;
+    const int64_t klo = split ? (int64_t)blockIdx.z * 80 : 0;
+    const int64_t khi = split && klo + 80 < K ? klo + 80 : K;
+    __shared__ int last;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -610,6 +761,35 @@ extern "C" __global__ void __launch_bounds__(256, 2) e1_mm_nt_bias_add_relu__epi
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->act + (int64_t)1312 * e->nmax;
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
+            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == 9u;
+        }
+        __syncthreads();
+        if (!last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 10; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
@@ -640,11 +820,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_mm_nt_bias_add_relu__epi
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    /* split-K: slice blockIdx.z of 8, 64 deep */
+    const int split = blockIdx.y < 1;
+    if (!split && blockIdx.z != 0)
+        return;
+    const int64_t klo = split ? (int64_t)blockIdx.z * 64 : 0;
+    const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
+    __shared__ int last;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -667,6 +854,35 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_mm_nt_bias_add_relu__epi
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->act + (int64_t)1312 * e->nmax;
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 16);   /* zeroed each step */
+            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == 7u;
+        }
+        __syncthreads();
+        if (!last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 8; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
@@ -697,11 +913,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add__epilogue
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    /* split-K: slice blockIdx.z of 4, 64 deep */
+    const int split = blockIdx.y < 1;
+    if (!split && blockIdx.z != 0)
+        return;
+    const int64_t klo = split ? (int64_t)blockIdx.z * 64 : 0;
+    const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
+    __shared__ int last;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -724,6 +947,35 @@ extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add__epilogue
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->act + (int64_t)1312 * e->nmax;
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 32);   /* zeroed each step */
+            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == 3u;
+        }
+        __syncthreads();
+        if (!last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 4; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {

@@ -438,11 +438,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) t17_mm_nt_bias_add__epilogu
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    /* split-K: slice blockIdx.z of 20, 80 deep */
+    const int split = blockIdx.y < 1;
+    if (!split && blockIdx.z != 0)
+        return;
+    const int64_t klo = split ? (int64_t)blockIdx.z * 80 : 0;
+    const int64_t khi = split && klo + 80 < K ? klo + 80 : K;
+    __shared__ int last;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -465,6 +472,35 @@ extern "C" __global__ void __launch_bounds__(256, 2) t17_mm_nt_bias_add__epilogu
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->act + (int64_t)54096 * e->nmax;
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 480);   /* zeroed each step */
+            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == 19u;
+        }
+        __syncthreads();
+        if (!last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 20; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
@@ -1314,11 +1350,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    /* split-K: slice blockIdx.z of 20, 80 deep */
+    const int split = blockIdx.y < 1;
+    if (!split && blockIdx.z != 0)
+        return;
+    const int64_t klo = split ? (int64_t)blockIdx.z * 80 : 0;
+    const int64_t khi = split && klo + 80 < K ? klo + 80 : K;
+    __shared__ int last;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -1341,6 +1384,35 @@ extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->act + (int64_t)25104 * e->nmax;
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 96);   /* zeroed each step */
+            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == 19u;
+        }
+        __syncthreads();
+        if (!last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 20; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {

@@ -1513,7 +1513,7 @@ static const rt_cuda_launch train_cuda[] = {
     {"t14_bn_gstats_bn_running__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"t15_bn_apply_relu__ew_chain", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0},
     {"t16_maxpool", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0},
-    {"t17_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"t17_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 20}, {0, 1, 0}, {0, 64, 0}, 0, 0, 54096, 200, 480, 1},
     {"t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
     {"t19_mm_nn", {256, 1, 1}, {25, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
     {"t20_mm_tn", {256, 1, 1}, {25, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
@@ -1557,7 +1557,7 @@ static const rt_cuda_launch eval_cuda[] = {
     {"e6_bn_gstats", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0},
     {"e7_bn_apply_relu__ew_chain", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0},
     {"e8_maxpool", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0},
-    {"e9_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0},
+    {"e9_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 20}, {0, 1, 0}, {0, 64, 0}, 0, 0, 25104, 200, 96, 1},
     {"e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0},
 };
 
@@ -1599,8 +1599,8 @@ static const rt_model cddp_model = {
     .nparam = 16,
     .param_floats = 29168,
     .opt_floats = 0,
-    .train = {train_kernels, 35, 54096, 480, 1, 0, -1, train_cuda},
-    .eval = {eval_kernels, 11, 25104, 96, 2, 0, 1, eval_cuda},
+    .train = {train_kernels, 35, 54304, 496, 1, 0, -1, train_cuda},
+    .eval = {eval_kernels, 11, 25312, 112, 2, 0, 1, eval_cuda},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,
