@@ -192,12 +192,17 @@ static void st_random(kc_state *s, const kc_dims *d)
     for (int64_t i = 0; i < d->opt; i++)
         s->opt[i] = fabsf(s->opt[i]);
     /* centered RMSprop: square_avg is a mean of squares, grad_avg the mean,
-     * so square_avg >= grad_avg^2 (where it is barely more, the variance
-     * cancels and any rounding is amplified, in training as here) */
+     * so square_avg >= grad_avg^2. The variance square_avg - grad_avg^2 is
+     * kept at least grad_avg^2 / 16: where it is barely positive the
+     * subtraction cancels and one rounding difference (CUDA contracts a
+     * multiply-add the C kernel rounds twice) becomes any relative error
+     * at all, in training as here, which no tolerance can judge; at
+     * m^2/16 the condition number is at most 17. */
     const int sq = opt_slot("square_avg"), ga = opt_slot("grad_avg");
     for (int64_t i = 0; sq >= 0 && ga >= 0 && i < d->param; i++) {
         const float m = s->opt[ga * d->param + i];
-        s->opt[sq * d->param + i] += m * m;
+        float *v = &s->opt[sq * d->param + i];
+        *v = m * m + fmaxf(*v, m * m / 16.0f);
     }
     /* the runtime zeroes grad, fix and stat before a plan (cddprt.h, CUDA device) */
     memset(s->grad, 0, (size_t)d->param * 4);
