@@ -179,9 +179,10 @@ static void emit_plan_table(FILE *f, const Plan *p, const char *var, const rt_cu
                 l->name, l->block[0], l->block[1], l->block[2], l->gfix[0], l->gfix[1], l->gfix[2],
                 (long long)l->gmul[0], (long long)l->gmul[1], (long long)l->gmul[2], (long long)l->gdiv[0],
                 (long long)l->gdiv[1], (long long)l->gdiv[2], (long long)l->coll_off, (long long)l->coll_n);
-        if (l->ws_units || l->ctr_n)   /* split-K scratch; the goldens of unsplit kernels stay as they were */
-            fprintf(f, ", %lld, %lld, %lld, %lld", (long long)l->ws_off, (long long)l->ws_units, (long long)l->ctr_off,
-                    (long long)l->ctr_n);
+        /* the split-K scratch, zeros for the others: every field, so --emit c
+         * compiles under -Wextra */
+        fprintf(f, ", %lld, %lld, %lld, %lld", (long long)l->ws_off, (long long)l->ws_units, (long long)l->ctr_off,
+                (long long)l->ctr_n);
         fprintf(f, "},\n");
     }
     fprintf(f, "};\n");
