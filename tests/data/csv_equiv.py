@@ -22,7 +22,6 @@ relative 1e-4 and the final parameters to relative L2 1e-4; the printed
 class mapping and the one --save keeps must be LabelEncoder's; the saved
 stds must be torch's (n - 1) and not the population's (the control).
 """
-import csv
 import os
 import re
 import subprocess
@@ -39,6 +38,7 @@ from sklearn.preprocessing import LabelEncoder
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch"))
 import st  # noqa: E402
+from csv_run import file_order, rel_errors, train, write_csv  # noqa: E402
 
 SEED = 5
 STEPS = 20      # two epochs of 112 rows in batches of 16 (7 a epoch), then 6 more
@@ -83,28 +83,14 @@ def oracle(init_sd, x, y):
     model = IrisNet()
     model.load_state_dict({k: torch.from_numpy(v) for k, v in init_sd.items()})
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-    losses, s = [], 0
-    while len(losses) < STEPS:
-        xb, yb = x[s:s + BATCH], y[s:s + BATCH]
-        s = s + BATCH if s + BATCH < len(x) else 0
+    losses = []
+    for xb, yb in file_order(x, y, BATCH, STEPS):
         opt.zero_grad()
         loss = F.cross_entropy(model(xb), yb)
         loss.backward()
         losses.append(loss.item())
         opt.step()
     return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses
-
-
-def write(path, rows, header, quoted):
-    with open(path, "w", newline="") as f:
-        if quoted:
-            w = csv.writer(f, quoting=csv.QUOTE_ALL, lineterminator="\r\n")
-        else:
-            w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-        if quoted:
-            f.write("\r\n\r\n")
 
 
 def main(argv):
@@ -135,12 +121,12 @@ def main(argv):
         for part, xs, ns in (("train", xtr, ntr), ("test", xte, nte)):
             p = paths[part] = os.path.join(work, "%s_%s.csv" % (flavor, part))
             if flavor == "plain":
-                write(p, [[repr(float(v)) for v in r] + [c] for r, c in zip(xs, ns)], FEATURES + ["species"], False)
+                write_csv(p, FEATURES + ["species"], [[repr(float(v)) for v in r] + [c] for r, c in zip(xs, ns)])
             else:
                 rows = [[repr(float(r[2])), 'row %d, "measured"\nby hand' % i, c, repr(float(r[0])),
                          repr(float(r[3])), repr(float(r[1]))] for i, (r, c) in enumerate(zip(xs, ns))]
-                write(p, rows, ["petal_length", "note", "species", "sepal_length", "petal_width", "sepal_width"],
-                      True)
+                write_csv(p, ["petal_length", "note", "species", "sepal_length", "petal_width", "sepal_width"], rows,
+                          True)
         net = os.path.join(work, flavor + ".net")
         feats = "" if flavor == "plain" else ", features = [%s]" % ", ".join('"%s"' % f for f in FEATURES)
         with open(net, "w") as f:
@@ -151,25 +137,15 @@ def main(argv):
         if r.returncode != 0:
             failures.append("%s: cddpc failed: %s" % (flavor, r.stdout.decode()[-600:]))
             continue
-        steps, final = prog + ".steps.csv", prog + ".final.st"
-        r = subprocess.run([prog, "--init", init_path, "--max-steps", str(STEPS), "--threads", "1", "--step-log",
-                            steps, "--save", final], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
-        out = r.stdout.decode("utf-8", "replace")
-        if r.returncode != 0:
-            failures.append("%s: program exited with %d: %s" % (flavor, r.returncode, out[-600:]))
+        got, final, out = train(prog, init_path, STEPS)
+        if got is None:
+            failures.append("%s: %s" % (flavor, out))
             continue
-        with open(steps, newline="") as f:
-            got = [float(row["loss"]) for row in csv.DictReader(f)]
         got_sd, meta = st.load_with_metadata(final)
         m = re.search(r"classes of 'species' \(sorted\): (.*)", out)
         printed = m.group(1) if m else "(none printed)"
         saved = ", ".join("%d = %s" % (i, meta.get("data.class.%d" % i, "?")) for i in range(3))
-        if len(got) != STEPS:
-            failures.append("%s: %d steps logged, expected %d" % (flavor, len(got), STEPS))
-            continue
-        lw = max(abs(a - b) / abs(b) for a, b in zip(got, ref_losses))
-        pw = max(np.linalg.norm(got_sd[k].astype(np.float64) - ref_sd[k]) / np.linalg.norm(ref_sd[k])
-                 for k in ref_sd)
+        lw, pw = rel_errors(got, ref_losses, got_sd, ref_sd)
         stds = np.array([float.fromhex(meta["data.std.%d" % i]) for i in range(4)])
         means = np.array([float.fromhex(meta["data.mean.%d" % i]) for i in range(4)])
         sw = np.max(np.abs(stds - sd.numpy()) / sd.numpy())

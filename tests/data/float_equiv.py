@@ -37,6 +37,7 @@ from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch"))
 import st  # noqa: E402
+from csv_run import file_order, rel_errors, train, write_csv  # noqa: E402
 
 STEPS = 30
 BATCH = 32
@@ -92,21 +93,12 @@ def read(path):
     return rows[0], np.array(rows[1:], dtype=np.float64)
 
 
-def write(path, header, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows([[repr(float(v)) for v in r] for r in rows])
-
-
 def oracle(t, init_sd, x, y, f, k):
     model = Net(f, t["hidden"], k)
     model.load_state_dict({n: torch.from_numpy(v) for n, v in init_sd.items()})
     opt = t["torch_opt"](model.parameters())
-    losses, s = [], 0
-    while len(losses) < STEPS:
-        xb, yb = x[s:s + BATCH], y[s:s + BATCH]
-        s = s + BATCH if s + BATCH < len(x) else 0
+    losses = []
+    for xb, yb in file_order(x, y, BATCH, STEPS):
         opt.zero_grad()
         out = model(xb)
         loss = F.mse_loss(out, yb) if t["loss"] == "mse" else F.binary_cross_entropy_with_logits(out, yb)
@@ -153,7 +145,8 @@ def main(argv):
         paths = {}
         for part, xs, ys in (("train", xtr, ytr), ("test", xte, yte)):
             paths[part] = os.path.join(work, "%s_%s.csv" % (name, part))
-            write(paths[part], [header[i] for i in fi] + t["targets"], np.hstack([xs, ys]))
+            write_csv(paths[part], [header[i] for i in fi] + t["targets"],
+                      [[repr(float(v)) for v in r] for r in np.hstack([xs, ys])])
         f, k = len(fi), len(ti)
         xt = torch.from_numpy(xtr.astype(np.float32))
         mu, sd = xt.mean(0), xt.std(0)
@@ -175,21 +168,11 @@ def main(argv):
         if r.returncode != 0:
             failures.append("%s: cddpc failed: %s" % (name, r.stdout.decode()[-600:]))
             continue
-        steps, final = prog + ".steps.csv", prog + ".st"
-        r = subprocess.run([prog, "--init", init_path, "--max-steps", str(STEPS), "--threads", "1", "--step-log",
-                            steps, "--save", final], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
-        if r.returncode != 0:
-            failures.append("%s: program exited with %d: %s" % (name, r.returncode, r.stdout.decode()[-600:]))
+        got, final, why = train(prog, init_path, STEPS)
+        if got is None:
+            failures.append("%s: %s" % (name, why))
             continue
-        with open(steps, newline="") as fh:
-            got = [float(row["loss"]) for row in csv.DictReader(fh)]
-        got_sd = st.load(final)
-        if len(got) != STEPS:
-            failures.append("%s: %d steps logged, expected %d" % (name, len(got), STEPS))
-            continue
-        lw = max(abs(a - b) / abs(b) for a, b in zip(got, ref_losses))
-        pw = max(np.linalg.norm(got_sd[n].astype(np.float64) - ref_sd[n]) / np.linalg.norm(ref_sd[n])
-                 for n in ref_sd)
+        lw, pw = rel_errors(got, ref_losses, st.load(final), ref_sd)
         # the whole run, for the score
         metrics = prog + ".metrics.csv"
         r = subprocess.run([prog, "--init", init_path, "--threads", "1", "--metrics", metrics],
