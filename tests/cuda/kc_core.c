@@ -51,8 +51,9 @@
  *     values to low precision, but their fp32 sums differ in the last
  *     bits, so a value near a rounding midpoint may round apart: up to a
  *     fraction F of an arena's values (and 2 more) may miss the two bounds
- *     above by at most flip_tol (two bf16 ulps) each. A kernel that did
- *     not round, or rounded elsewhere, differs in most of its values.
+ *     above by at most flip_tol (two bf16 ulps) each (the whole plan:
+ *     WHOLE_FLIP_GAIN x F). A kernel that did not round, or rounded
+ *     elsewhere, differs in most of its values.
  * The report: a MISMATCH line per arena that fails (with its first
  * elements), a table of kernels, the whole-plan arenas, and last one line
  * "kernels: ...: PASS|FAIL". */
@@ -72,6 +73,14 @@
 
 static double tol = 1e-5, limit = 1e-4;
 static double flip_frac = 0, flip_tol = 1.0 / 64;
+/* The whole plan runs every kernel without resynchronizing, so a value
+ * one kernel rounded apart feeds the rest of the step: a flipped GEMM
+ * input moves its whole output row by a fraction of an ulp, and some of
+ * those round apart again. Its flip allowance is this many times a single
+ * kernel's (NormOdd's step in bf16: 5 of 688 fix values, 0.7%, with every
+ * kernel alone within 0.1%); a kernel that does not round at all still
+ * differs in most of its values. */
+#define WHOLE_FLIP_GAIN 20
 static int verbose;
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
 
@@ -467,7 +476,7 @@ typedef struct verdict {
  * them m is smaller, so what passes without passes with them (the core
  * computes them only for a comparison that fails without). */
 static verdict judge(const kc_state *start, const kc_state *ref, const kc_state *pert, const kc_state *got,
-                     const kc_dims *d, const char *what, int nmax, int quiet)
+                     const kc_dims *d, const char *what, int nmax, int quiet, double flips_allowed)
 {
     verdict v;
     memset(&v, 0, sizeof v);
@@ -484,7 +493,7 @@ static verdict judge(const kc_state *start, const kc_state *ref, const kc_state 
                        a == A_ACT);
         else
             judge_params(&j, farena(start, a), farena(ref, a), pert ? farena(pert, a) : NULL, farena(got, a), n);
-        if (j.flips > (int64_t)(flip_frac * (double)n) + 2)
+        if (j.flips > (int64_t)(flips_allowed * (double)n) + 2)
             j.bad += j.flips;
         v.arena1[a] = j.worst1;
         if (j.worst1 > v.worst1 || (j.worst1 == v.worst1 && j.worst1 > 0 && v.worst_arena[0] == '-'))
@@ -688,7 +697,7 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
                     break;
                 continue;
             }
-            verdict w = judge(&st[P], &st[REF], NULL, &st[GOT], &d, what, nmax, 1);
+            verdict w = judge(&st[P], &st[REF], NULL, &st[GOT], &d, what, nmax, 1, flip_frac);
             if (!w.ok) {
                 if (!scaled) {
                     for (int t = 0; t < NPERTURB; t++) {
@@ -699,7 +708,7 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
                     scaled = 1;
                 }
                 nscaled++;
-                w = judge(&st[P], &st[REF], &st[PERT], &st[GOT], &d, what, nmax, 0);
+                w = judge(&st[P], &st[REF], &st[PERT], &st[GOT], &d, what, nmax, 0, flip_frac);
             }
             nfailed += !w.ok;
             if (w.worst1 > v.worst1 || (w.worst1 == v.worst1 && v.worst_arena[0] == '-'))
@@ -733,7 +742,7 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
         printf("FAIL %s: the %s run failed\n", what, B->name);
         whole->ok = 0;
     } else {
-        *whole = judge(&st[S0], &st[REF], NULL, &st[GOT], &d, what, nmax, 1);
+        *whole = judge(&st[S0], &st[REF], NULL, &st[GOT], &d, what, nmax, 1, flip_frac * WHOLE_FLIP_GAIN);
         if (!whole->ok) {
             for (int t = 0; t < NPERTURB; t++) {
                 perturb(&st[TMP], &st[S0], &d);
@@ -741,7 +750,7 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
                 widest(&st[PERT], &st[TMP], &st[REF], &d, t == 0);
             }
             nscaled++;
-            *whole = judge(&st[S0], &st[REF], &st[PERT], &st[GOT], &d, what, nmax, 0);
+            *whole = judge(&st[S0], &st[REF], &st[PERT], &st[GOT], &d, what, nmax, 0, flip_frac * WHOLE_FLIP_GAIN);
         }
     }
     nfailed += !whole->ok;

@@ -36,7 +36,7 @@ fi
 
 # ---- the runtime without MPI --------------------------------------------------------
 mkdir -p "$t/obj"
-cf="-std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -DCDDP_NO_MPI -Iruntime"
+cf="-std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -DCDDP_NO_MPI -DCDDP_NO_DNNL -Iruntime"
 built=1
 for f in runtime/rt_*.c; do
     ${CC:-cc} $cf -c "$f" -o "$t/obj/$(basename "${f%.c}").o" 2>>"$t/cc.out" || built=0

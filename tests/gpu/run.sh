@@ -109,7 +109,7 @@ step_build() {
         runtime/rt_plot.c -lm -o $B/cddpc || { detail "compiler build failed (see logs/build.log)"; return 1; }
     rm -f $B/obj/*.o
     for f in runtime/rt_*.c; do
-        $CC $CF -Wall -Wextra -DCDDP_NO_BLAS -DCDDP_NO_MPI -fopenmp $ZINC -Iruntime -c "$f" -o $B/obj/"$(basename "${f%.c}")".o ||
+        $CC $CF -Wall -Wextra -DCDDP_NO_BLAS -DCDDP_NO_MPI -DCDDP_NO_DNNL -fopenmp $ZINC -Iruntime -c "$f" -o $B/obj/"$(basename "${f%.c}")".o ||
             { detail "runtime build failed on $f (see logs/build.log)"; return 1; }
     done
     rm -f $B/libcddprt.a

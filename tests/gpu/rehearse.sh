@@ -1,0 +1,64 @@
+#!/bin/bash
+# tests/gpu/rehearse.sh: tests/gpu/run.sh's build step, run here as the
+# GPU host runs it (prepare.sh first; the runtime without BLAS, MPI or
+# oneDNN; the zlib shim; programs through tests/gpu/cc.sh), then the two
+# programs the later steps compile, and a check that none of them needs a
+# library the GPU host lacks. A lent GPU is minutes of time: a build that
+# breaks there (as one did when the runtime gained oneDNN GEMMs and the
+# GPU build did not turn them off) must break here first.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+B=build/gpu
+fails=0
+no() { echo "FAIL $*"; fails=$((fails + 1)); }
+ok() { echo "PASS $*"; }
+
+tests/gpu/prepare.sh >/dev/null || { no "tests/gpu/prepare.sh"; exit 1; }
+rm -rf $B/logs && mkdir -p $B/logs
+if CDDP_GPU_ZSHIM=1 bash tests/gpu/run.sh --step build >$B/logs/build.log 2>&1; then
+    ok "run.sh --step build: $(cat $B/logs/build.detail)"
+else
+    no "run.sh --step build: $(cat $B/logs/build.detail 2>/dev/null)"
+    tail -n 30 $B/logs/build.log
+    exit 1
+fi
+# step_convnet compiles the notes' ConvNet the same way
+if CDDPC_CC=$PWD/tests/gpu/cc.sh CDDP_GPU_ZLIB=-l:libz.so.1 $B/cddpc models/mnist_convnet.net -o $B/convnet \
+    >$B/logs/convnet.log 2>&1; then
+    ok "models/mnist_convnet.net compiles with the GPU host's runtime"
+else
+    no "models/mnist_convnet.net with the GPU host's runtime"
+    tail -n 30 $B/logs/convnet.log
+fi
+# nothing the GPU host lacks: no OpenBLAS, MPI or oneDNN symbol or library
+for p in $B/mnist $B/convnet $B/kernel_check; do
+    [ -x "$p" ] || continue
+    bad=$(nm -u "$p" 2>/dev/null | grep -E ' (dnnl_|MPI_|ompi_|cblas_|openblas_)' | head -n 3 | tr -s ' \n' ' ')
+    libs=$(ldd "$p" 2>/dev/null | grep -oE 'lib(dnnl|openblas|blas|mpi)[^ ]*' | tr '\n' ' ')
+    if [ -z "$bad$libs" ]; then
+        ok "$p needs no OpenBLAS, MPI or oneDNN"
+    else
+        no "$p needs what the GPU host lacks: $bad$libs"
+    fi
+done
+# the program runs (on the CPU here) with that runtime: one short step
+if $B/mnist --device cpu --data build/gpu-data --max-steps 2 >$B/logs/run.log 2>&1; then
+    ok "$B/mnist trains 2 steps on the cpu"
+else
+    no "$B/mnist --max-steps 2"
+    tail -n 20 $B/logs/run.log
+fi
+# deflated .npz members through the shim's z_stream (digits.npz is
+# np.savez_compressed): the same layout as the library's, or inflate fails
+if [ -s data/sklearn/digits.npz ]; then
+    if CDDPC_CC=$PWD/tests/gpu/cc.sh CDDP_GPU_ZLIB=-l:libz.so.1 $B/cddpc models/digits.net -o $B/digits \
+        >$B/logs/digits.log 2>&1 && $B/digits --device cpu --max-steps 2 >>$B/logs/digits.log 2>&1; then
+        ok "models/digits.net reads its deflated .npz through the shim and trains 2 steps"
+    else
+        no "models/digits.net with the GPU host's runtime"
+        tail -n 20 $B/logs/digits.log
+    fi
+else
+    echo "data/sklearn/digits.npz missing (scripts/data.sh): the .npz part skipped"
+fi
+[ $fails = 0 ]
