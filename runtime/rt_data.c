@@ -46,10 +46,15 @@ static void measure(const rt_dataset *s, int n, float *mean, float *std)
 /* The normalization the kernels apply: one mean/std for every element, or
  * one per channel (the sample's first dim: C of [C, H, W], the features
  * of [F]). */
-static int set_norm(const rt_model *m, rt_data *d)
+static int set_norm(const rt_model *m, const rt_data_saved *sv, rt_data *d)
 {
     const rt_data_src *s = &m->data;
     int n = s->norm_auto ? channels(m) : s->nnorm > 0 ? s->nnorm : 1;
+    if (s->norm_auto && sv && sv->norm_n && sv->norm_n != n) {
+        rt_err("%s: holds the means and stds of %d channels, but model '%s' normalizes %d", sv->from, sv->norm_n,
+               m->name, n);
+        return -1;
+    }
     if (n > 1 && (m->in_rank < 1 || m->in_dim[0] != n)) {
         char b[64];
         rt_err("model '%s': normalize gives %d means and stds, but its input %s has %lld channels", m->name, n,
@@ -63,11 +68,18 @@ static int set_norm(const rt_model *m, rt_data *d)
     d->norm_n = n;
     d->norm_div = n > 1 ? d->train.xsize / n : d->train.xsize;
     if (s->norm_auto) {
-        measure(&d->train, n, d->norm, d->norm + n);
+        const char *what = m->in_rank >= 2 ? (n == 1 ? "channel" : "channels") : (n == 1 ? "feature" : "features");
+        if (sv && sv->norm_n) {
+            memcpy(d->norm, sv->norm, 2 * (size_t)n * sizeof(float));
+            if (rt_world.rank == 0)
+                printf("normalize auto: the training run's %d %s, from %s: mean [", n, what, sv->from);
+        } else {
+            measure(&d->train, n, d->norm, d->norm + n);
+            if (rt_world.rank == 0)
+                printf("normalize auto: %d %s from %lld training samples (std with n - 1, as torch.std): mean [",
+                       n, what, (long long)d->train.n);
+        }
         if (rt_world.rank == 0) {
-            printf("normalize auto: %d %s from %lld training samples (std with n - 1, as torch.std): mean [", n,
-                   m->in_rank >= 2 ? (n == 1 ? "channel" : "channels") : (n == 1 ? "feature" : "features"),
-                   (long long)d->train.n);
             for (int c = 0; c < n; c++)
                 printf("%s%.6g", c ? ", " : "", (double)d->norm[c]);
             printf("]  std [");
@@ -89,7 +101,15 @@ static int set_norm(const rt_model *m, rt_data *d)
  * "data.std.C", exact as %a) and a csv target's labels ("data.class.I"). */
 static int set_meta(const rt_model *m, rt_data *d)
 {
-    int nn = m->data.norm_auto ? d->norm_n : 0, n = 2 * nn + d->classes.n;
+    int nn = m->data.norm_auto ? d->norm_n : 0, nc = d->classes.n;
+    for (int i = 0; i < nc; i++)
+        if (strlen(d->classes.name[i]) >= sizeof d->meta->val) {
+            if (rt_world.rank == 0)
+                rt_warn("the label '%.40s...' is longer than %zu bytes: --save keeps no class map (an evaluation "
+                        "maps the labels again, in sorted order)", d->classes.name[i], sizeof d->meta->val - 1);
+            nc = 0;
+        }
+    int n = 2 * nn + nc;
     if (!n)
         return 0;
     d->meta = calloc((size_t)n, sizeof *d->meta);
@@ -111,6 +131,102 @@ static int set_meta(const rt_model *m, rt_data *d)
     }
     d->nmeta = n;
     return 0;
+}
+
+static int copy_classes(const rt_classes *from, rt_classes *to)
+{
+    if (!(to->name = calloc((size_t)from->n, sizeof *to->name))) {
+        rt_err("out of memory");
+        return -1;
+    }
+    for (to->n = 0; to->n < from->n; to->n++)
+        if (!(to->name[to->n] = strdup(from->name[to->n]))) {
+            rt_err("out of memory");
+            return -1;
+        }
+    return 0;
+}
+
+/* "data.KIND.I" with I in [0, 4096): I, or -1 */
+static int meta_index(const char *key, const char *kind)
+{
+    size_t l = strlen(kind);
+    if (strncmp(key + 5, kind, l) != 0 || key[5 + l] != '.')
+        return -1;
+    const char *p = key + 6 + l;
+    char *e;
+    long i = strtol(p, &e, 10);
+    return *p >= '0' && *p <= '9' && !*e && i >= 0 && i < 4096 && (i == 0 || *p != '0') ? (int)i : -1;
+}
+
+int rt_data_saved_read(const char *path, rt_data_saved *sv)
+{
+    memset(sv, 0, sizeof *sv);
+    sv->from = path;
+    rt_st_kv *kv;
+    int n, rc = -1;
+    char *seen = NULL;
+    if (rt_st_meta_prefix(path, "data.", &kv, &n) != 0)
+        return -1;
+    int nm = 0, ns = 0, nc = 0;
+    for (int i = 0; i < n; i++) {
+        nm += meta_index(kv[i].key, "mean") >= 0;
+        ns += meta_index(kv[i].key, "std") >= 0;
+        nc += meta_index(kv[i].key, "class") >= 0;
+    }
+    if (nm != ns) {
+        rt_err("%s: corrupt metadata: %d data.mean entries but %d data.std", path, nm, ns);
+        goto out;
+    }
+    seen = calloc(2 * (size_t)nm + 1, 1);
+    if (!seen || (nm && !(sv->norm = calloc(2 * (size_t)nm, sizeof(float)))) ||
+        (nc && !(sv->classes.name = calloc((size_t)nc, sizeof(char *))))) {
+        rt_err("out of memory");
+        goto out;
+    }
+    sv->norm_n = nm;
+    sv->classes.n = nc;
+    for (int i = 0; i < n; i++) {
+        int im = meta_index(kv[i].key, "mean"), is = meta_index(kv[i].key, "std"), ic = meta_index(kv[i].key, "class");
+        if (ic >= 0) {
+            if (ic >= nc || sv->classes.name[ic] || !(sv->classes.name[ic] = strdup(kv[i].val))) {
+                rt_err("%s: corrupt metadata: \"%s\" is out of order or repeated (%d classes)", path, kv[i].key, nc);
+                goto out;
+            }
+            continue;
+        }
+        int at = im >= 0 ? im : is;
+        if (at < 0)
+            continue;       /* a later version's key */
+        char *e;
+        double v = strtod(kv[i].val, &e);
+        if (at >= nm || !*kv[i].val || *e || !isfinite(v) || (is >= 0 && !(v > 0)) || seen[(is >= 0) * nm + at]++) {
+            rt_err("%s: corrupt metadata: \"%s\" = \"%s\" (%d channels)", path, kv[i].key, kv[i].val, nm);
+            goto out;
+        }
+        sv->norm[(is >= 0) * nm + at] = (float)v;
+    }
+    /* the training file's labels were sorted (rt_csv.c): the lookup bisects */
+    for (int i = 1; i < nc; i++)
+        if (strcmp(sv->classes.name[i - 1], sv->classes.name[i]) >= 0) {
+            rt_err("%s: corrupt metadata: the classes data.class.%d and .%d are not in sorted order", path, i - 1, i);
+            goto out;
+        }
+    rc = 0;
+out:
+    free(seen);
+    rt_st_kv_free(kv, n);
+    if (rc)
+        rt_data_saved_free(sv);
+    return rc;
+}
+
+void rt_data_saved_free(rt_data_saved *sv)
+{
+    free(sv->norm);
+    rt_classes_free(&sv->classes);
+    sv->norm = NULL;
+    sv->norm_n = 0;
 }
 
 int rt_data_check_path(const rt_model *m, const char *path)
@@ -162,7 +278,7 @@ static const char *idx_dir(const char *dir, char *buf, size_t cap)
     return dir;     /* rt_idx_load names the missing file */
 }
 
-int rt_data_load(const rt_model *m, const char *path, uint64_t seed, rt_data *d)
+int rt_data_load(const rt_model *m, const char *path, uint64_t seed, const rt_data_saved *sv, rt_data *d)
 {
     const rt_data_src *s = &m->data;
     memset(d, 0, sizeof *d);
@@ -180,9 +296,15 @@ int rt_data_load(const rt_model *m, const char *path, uint64_t seed, rt_data *d)
         if (rt_npz_load(m, path, &d->train, &d->test) != 0)
             goto out;
     } else if (s->kind == RT_SRC_CSV) {
-        if (rt_csv_load(m, path, &d->classes, 1, &d->train) != 0 ||
+        /* saved classes: the training run's mapping, not this file's labels */
+        const int saved = sv && sv->classes.n;
+        if (saved && copy_classes(&sv->classes, &d->classes) != 0)
+            goto out;
+        if (rt_csv_load(m, path, &d->classes, !saved, &d->train) != 0 ||
             (s->test && rt_csv_load(m, s->test, &d->classes, 0, &d->test) != 0))
             goto out;
+        if (r0 && saved)
+            printf("classes of '%s': the training run's, from %s\n", s->targets[0], sv->from);
         if (r0 && d->classes.n) {
             printf("classes of '%s' (sorted):", s->targets[0]);
             for (int i = 0; i < d->classes.n; i++)
@@ -214,7 +336,11 @@ int rt_data_load(const rt_model *m, const char *path, uint64_t seed, rt_data *d)
                d->test.x_u8 ? "uint8" : "float");
         goto out;
     }
-    if (set_norm(m, d) != 0 || set_meta(m, d) != 0)
+    if (sv && sv->classes.n && !d->classes.n) {
+        rt_err("%s: holds a class map, but %s's target is not a column of labels", sv->from, where);
+        goto out;
+    }
+    if (set_norm(m, sv, d) != 0 || set_meta(m, d) != 0)
         goto out;
     rc = 0;
 out:

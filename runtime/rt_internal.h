@@ -45,6 +45,7 @@ typedef struct rt_opts {
     const char *resume_path; /* --resume FILE */
     const char *plot_path;  /* --plot FILE.svg: the loss curve, redrawn every epoch (rank 0) */
     const char *bench_kernel; /* --bench-kernel NAME|all: time kernels alone, no training */
+    const char *eval_path;  /* --evaluate FILE: the test set through FILE's parameters, no training */
 } rt_opts;
 
 
@@ -110,11 +111,25 @@ typedef struct rt_data {
     int nmeta;
 } rt_data;
 
+/* What a training run saved about its data (set_meta in rt_data.c): an
+ * evaluation normalizes with these numbers and maps a csv target's labels
+ * with these classes, whatever data it is given. */
+typedef struct rt_data_saved {
+    const char *from;       /* the file they came from */
+    int norm_n;             /* 0: none saved */
+    float *norm;            /* [2 * norm_n]: mean, then std */
+    rt_classes classes;     /* n = 0: none saved */
+} rt_data_saved;
+/* Reads them from a --save (or checkpoint) file's metadata; none is not an
+ * error (a file from another writer). -1 after an error naming the file. */
+int rt_data_saved_read(const char *path, rt_data_saved *sv);
+void rt_data_saved_free(rt_data_saved *sv);
+
 /* Loads m->data (path: --data, or NULL for the train block's), checks it
  * against the model (input size, target kind, classes or target width)
  * and sets the normalization. 0, or -1 after one line naming the file,
  * the place and the reason. */
-int rt_data_load(const rt_model *m, const char *path, uint64_t seed, rt_data *d);
+int rt_data_load(const rt_model *m, const char *path, uint64_t seed, const rt_data_saved *sv, rt_data *d);
 void rt_data_free(rt_data *d);
 /* The cheap check before anything is loaded: path (--data, or the train
  * block's) exists and is a directory (idx) or a file (npz, csv). */
@@ -203,6 +218,10 @@ int rt_st_save_kv(const rt_model *m, const char *path, const float *param, const
 /* Fills the value of every key in kv from path's metadata; -1 (after an
  * error naming the key) if one is missing or the file is damaged. */
 int rt_st_load_meta(const char *path, rt_st_kv *kv, int nkv);
+/* Every metadata string whose key starts with prefix (*n = 0 when none);
+ * free with rt_st_kv_free. */
+int rt_st_meta_prefix(const char *path, const char *prefix, rt_st_kv **kv, int *n);
+void rt_st_kv_free(rt_st_kv *kv, int n);
 
 /* ---- rt_ckpt.c: --checkpoint / --resume ---------------------------------- */
 /* Where a run stands: what a checkpoint saves and --resume continues. */
@@ -301,6 +320,9 @@ int rt_log_open(rt_log *l, const rt_opts *o, int scaler, int task);
  * regression MSE and MAE over every element; multi-label accuracy per
  * label and macro-F1 (per output 2 TP / (2 TP + FP + FN), 0 where an
  * output has none, as sklearn's f1_score(average='macro'); their mean). */
+/* --evaluate's one line: the test loss and the task's metrics (rank 0). */
+void rt_log_evaluation(int task, const char *path, int64_t ntest, double test_loss, const double metric[2],
+                       double seconds);
 void rt_log_metrics(int task, const double *sums, int has_metric, int64_t ntest, int nclass, double out[2]);
 /* scale: the fp16 loss scale the step ran with and found_inf (0/1), or
  * NAN and -1 without a scaler (the step log then has no such columns) */
@@ -543,6 +565,10 @@ double rt_step_loss(const rt_model *m, double sum, double rows);
  * then the checkpoint (with --checkpoint) is at the step where it stopped. */
 int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_device *dev, rt_coll *coll,
                 int64_t ntrain, int64_t ntest, rt_ws *w, rt_log *log, rt_trace *trace);
+/* --evaluate: the eval plan once over the test set (every sample once over
+ * the ranks), its loss and metrics printed; 0, or -1 after an error. */
+int rt_loop_evaluate(const rt_model *m, const rt_opts *o, rt_device *dev, rt_coll *coll, int64_t ntrain,
+                     int64_t ntest);
 
 /* ---- rt_stop.c: the graceful stop (SIGINT, SIGTERM, SIGUSR1) -------------
  * Installed around the epoch loop: the first signal is recorded

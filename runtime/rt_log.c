@@ -223,6 +223,20 @@ void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss, double te
     }
 }
 
+void rt_log_evaluation(int task, const char *path, int64_t ntest, double test_loss, const double metric[2],
+                       double seconds)
+{
+    if (rt_world.rank != 0)
+        return;
+    const char *const *mc = metric_cols[task];
+    printf("evaluate %s: %lld test samples  test_loss %.6f  %s %.6f", path, (long long)ntest,
+           unsign_nan(test_loss), mc[0], unsign_nan(metric[0]));
+    if (mc[1])
+        printf("  %s %.6f", mc[1], unsign_nan(metric[1]));
+    printf("  %.2f s\n", seconds);
+    fflush(stdout);
+}
+
 void rt_log_flush(rt_log *l) { flush_steps(l); }
 
 void rt_log_epoch_steps(rt_log *l, int64_t n) { rt_live_plot_epoch_steps(l->plot, n); }

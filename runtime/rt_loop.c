@@ -423,3 +423,35 @@ out:
     rt_sampler_free(&smp);
     return rc;
 }
+
+int rt_loop_evaluate(const rt_model *m, const rt_opts *o, rt_device *dev, rt_coll *coll, int64_t ntrain,
+                     int64_t ntest)
+{
+    /* The device is opened for training: begin_epoch hands it an order
+     * and a learning rate per batch, which no step here reads. */
+    rt_sampler smp;
+    if (rt_sampler_init(&smp, ntrain, coll->rank, coll->size, 0, o->drop_last, o->seed) != 0)
+        return -1;
+    const rt_shape shape = rt_loop_shape(o, ntrain, ntest, coll->rank, coll->size);
+    int rc = -1;
+    float *lr = rt_alloc_n(shape.nbatch + 1, sizeof(float), "learning rates");
+    if (!lr)
+        goto out;
+    double t0 = rt_now();
+    double loss[1], scale[1], found[1];
+    rt_dev_out out = {loss, scale, found, {0, 0}, 0, 0, 0, 0};
+    if (dev->begin_epoch(dev, 1, smp.shard, lr, 0) != 0 || dev->evaluate(dev) != 0 ||
+        dev->collect(dev, 0, 0, &out) != 0)
+        goto out;
+    const int nm = rt_plan_metrics(&m->eval);
+    double ev[1 + RT_METRIC_MAX], metric[2];
+    memcpy(ev, out.eval, (size_t)(1 + nm) * sizeof(double));
+    coll->sum_f64(coll, ev, 1 + nm, "the evaluation's all-reduce");
+    rt_log_metrics(m->metrics, ev, nm > 0, ntest, m->nclass, metric);
+    rt_log_evaluation(m->metrics, o->eval_path, ntest, ev[0] / (double)ntest, metric, rt_now() - t0);
+    rc = 0;
+out:
+    rt_free(lr);
+    rt_sampler_free(&smp);
+    return rc;
+}

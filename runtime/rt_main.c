@@ -29,7 +29,7 @@ enum { OPT_DATA, OPT_DEVICE, OPT_THREADS, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_SEE
        OPT_SHUFFLE, OPT_DROP_LAST, OPT_MAX_STEPS, OPT_INIT, OPT_SAVE, OPT_METRICS,
        OPT_STEP_LOG, OPT_PROFILE, OPT_NO_CACHE, OPT_TRACE, OPT_COMM_TIMEOUT, OPT_HELP,
        OPT_VERSION, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME, OPT_PLOT, OPT_BENCH_KERNEL,
-       OPT_PEAK_GFLOPS, OPT_PEAK_GBS };
+       OPT_PEAK_GFLOPS, OPT_PEAK_GBS, OPT_EVALUATE };
 
 static const struct { const char *name; int id; int takes_value; } options[] = {
     {"data", OPT_DATA, 1},       {"device", OPT_DEVICE, 1},     {"threads", OPT_THREADS, 1},
@@ -41,7 +41,7 @@ static const struct { const char *name; int id; int takes_value; } options[] = {
     {"trace", OPT_TRACE, 1},     {"comm-timeout", OPT_COMM_TIMEOUT, 1},
     {"checkpoint", OPT_CHECKPOINT, 1}, {"checkpoint-every", OPT_CHECKPOINT_EVERY, 1},
     {"resume", OPT_RESUME, 1},   {"plot", OPT_PLOT, 1},   {"bench-kernel", OPT_BENCH_KERNEL, 1},
-    {"peak-gflops", OPT_PEAK_GFLOPS, 1}, {"peak-gbs", OPT_PEAK_GBS, 1},
+    {"peak-gflops", OPT_PEAK_GFLOPS, 1}, {"peak-gbs", OPT_PEAK_GBS, 1}, {"evaluate", OPT_EVALUATE, 1},
 };
 
 static void usage(const rt_model *m, const rt_opts *d)
@@ -69,6 +69,9 @@ static void usage(const rt_model *m, const rt_opts *d)
            "                        and training state; atomically; rank 0)\n"
            "  --checkpoint-every N  ... and every N optimizer steps\n"
            "  --resume FILE         continue a run from its checkpoint, bit for bit\n"
+           "  --evaluate FILE       no training: the test set through the parameters of FILE\n"
+           "                        (--save or --checkpoint), normalized and labelled as the\n"
+           "                        training run saved it (normalize = auto, a csv's classes)\n"
            "  --metrics FILE        per-epoch CSV: epoch,train_loss,test_loss,test_acc,"
            "seconds,images_per_s\n"
            "                        (fp16 models: ,loss_scale,skipped),lr; written after every epoch\n"
@@ -259,6 +262,7 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
         case OPT_CHECKPOINT: o->ckpt_path = v; break;
         case OPT_RESUME: o->resume_path = v; break;
         case OPT_PLOT: o->plot_path = v; break;
+        case OPT_EVALUATE: o->eval_path = v; break;
         case OPT_BENCH_KERNEL:
             if (rt_bench_check_name(m, v) != 0)
                 return 2;
@@ -296,6 +300,16 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
         return bad_arg("--checkpoint-every needs --checkpoint FILE (where to write)");
     if (o->init_path && o->resume_path)
         return bad_arg("--init and --resume both give the starting parameters; use one");
+    if (o->eval_path) {
+        /* an evaluation trains nothing: what would only matter to training is refused, not ignored */
+        const char *both = o->init_path ? "--init" : o->resume_path ? "--resume" : o->save_path ? "--save"
+                         : o->ckpt_path ? "--checkpoint" : o->steplog_path ? "--step-log"
+                         : o->metrics_path ? "--metrics" : o->plot_path ? "--plot" : o->bench_kernel ? "--bench-kernel"
+                         : o->profile ? "--profile" : NULL;
+        if (both)
+            return bad_arg("--evaluate FILE runs the test set through FILE's parameters and trains nothing: %s "
+                           "has no use with it", both);
+    }
     return -1;
 }
 
@@ -491,6 +505,8 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     memset(&trace, 0, sizeof trace);
     rt_data data;
     memset(&data, 0, sizeof data);
+    rt_data_saved saved;    /* --evaluate: what the training run saved about its data */
+    memset(&saved, 0, sizeof saved);
     const rt_dataset *train = &data.train, *test = &data.test;
     memset(&w, 0, sizeof w);
     memset(&log, 0, sizeof log);
@@ -513,6 +529,8 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     rt_init_params(m, w.param, o.seed);
     if (o.init_path && rt_st_load(m, o.init_path, w.param) != 0)
         goto out;
+    if (o.eval_path && (rt_st_load(m, o.eval_path, w.param) != 0 || rt_data_saved_read(o.eval_path, &saved) != 0))
+        goto out;
     rt_resume rs;
     memset(&rs, 0, sizeof rs);
     if (o.resume_path && r0 && rt_ckpt_load(m, &o, o.resume_path, w.param, w.opt, &rs) != 0)
@@ -524,7 +542,7 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         rt_comm_bcast_f32(w.opt, m->opt_floats, "the optimizer state broadcast");
         rt_ckpt_bcast(&rs);
     }
-    if (rt_data_load(m, o.data_dir, o.seed, &data) != 0)
+    if (rt_data_load(m, o.data_dir, o.seed, o.eval_path ? &saved : NULL, &data) != 0)
         goto out;
     if (rt_comm_check_data(train->n, test->n) != 0) {
         *agreed = 1;
@@ -598,6 +616,10 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         (use_cuda ? rt_gpu_dev_open(&dev, gpu, m, &o, &w, &start, &data, &coll, &trace)
                   : rt_cpu_dev_open(&dev, m, &o, &w, &start, &data, &coll, &trace)) != 0)
         goto out;
+    if (o.eval_path) {
+        rc = rt_loop_evaluate(m, &o, &dev, &coll, train->n, test->n) != 0;
+        goto out;
+    }
     const int lr_ = rt_loop_run(m, &o, &rs, &dev, &coll, train->n, test->n, &w, &log, &trace);
     rt_stop_uninstall();
     if (lr_ > 0) {          /* stopped by a signal, on every rank alike */
@@ -625,6 +647,7 @@ out:
         dev.close(&dev);
     rt_trace_free(&trace);
     rt_data_free(&data);
+    rt_data_saved_free(&saved);
     rt_ws_free(&w);
     rt_gpu_close(gpu);
     return rc;

@@ -424,6 +424,69 @@ out:
     return rc;
 }
 
+/* Every string entry of path's metadata whose key starts with prefix, in
+ * the file's order (the keys in one block, freed by rt_st_kv_free). A file
+ * with no metadata, or none under prefix, gives *n = 0: a --save file from
+ * another writer (PyTorch's) has none and is still loadable. */
+int rt_st_meta_prefix(const char *path, const char *prefix, rt_st_kv **kv, int *n)
+{
+    st_file sf;
+    *kv = NULL;
+    *n = 0;
+    if (st_open(path, &sf) != 0)
+        return -1;
+    int rc = -1, md = rt_json_get(&sf.j, 0, "__metadata__"), k = 0;
+    const size_t pl = strlen(prefix);
+    size_t keybytes = 0;
+    if (md >= 0 && sf.j.nodes[md].type == RT_J_OBJ)
+        for (int c = sf.j.nodes[md].child; c >= 0; c = sf.j.nodes[c].next) {
+            const rt_jnode *e = &sf.j.nodes[c];
+            if (e->klen < pl || memcmp(e->key, prefix, pl) != 0)
+                continue;
+            if (e->type != RT_J_STR || e->slen >= sizeof(*kv)->val || memchr(e->key, 0, e->klen) ||
+                memchr(e->s, 0, e->slen)) {
+                rt_err("%s: corrupt metadata: \"%.*s\" is not a string of at most %zu bytes", path,
+                       (int)(e->klen < 64 ? e->klen : 64), e->key, sizeof(*kv)->val - 1);
+                goto out;
+            }
+            k++;
+            keybytes += e->klen + 1;
+        }
+    if (k == 0) {
+        rc = 0;
+        goto out;
+    }
+    char *keys = malloc(keybytes);
+    if (!keys || !(*kv = calloc((size_t)k, sizeof **kv))) {
+        free(keys);
+        rt_err("%s: out of memory", path);
+        goto out;
+    }
+    for (int c = sf.j.nodes[md].child; c >= 0; c = sf.j.nodes[c].next) {
+        const rt_jnode *e = &sf.j.nodes[c];
+        if (e->klen < pl || memcmp(e->key, prefix, pl) != 0)
+            continue;
+        memcpy(keys, e->key, e->klen);
+        keys[e->klen] = 0;
+        (*kv)[*n].key = keys;
+        memcpy((*kv)[*n].val, e->s, e->slen);
+        (*kv)[*n].val[e->slen] = 0;
+        keys += e->klen + 1;
+        (*n)++;
+    }
+    rc = 0;
+out:
+    st_close(&sf);
+    return rc;
+}
+
+void rt_st_kv_free(rt_st_kv *kv, int n)
+{
+    if (kv && n > 0)
+        free((char *)kv[0].key);    /* one block holds every key */
+    free(kv);
+}
+
 /* ---------------------------------------------------------------- save -- */
 
 /* A growing string for the header. */

@@ -78,7 +78,7 @@ int main(int argc, char **argv)
         m.data.targets = (const char *const *)argv + 6;
         m.data.ntargets = argc - 6;
         rt_data d;
-        if (rt_data_load(&m, argv[2], sd ? strtoull(sd, NULL, 10) : 0, &d) != 0)
+        if (rt_data_load(&m, argv[2], sd ? strtoull(sd, NULL, 10) : 0, NULL, &d) != 0)
             return 1;
         show("train", &d.train);
         show("test", &d.test);

@@ -37,7 +37,7 @@ for c in "digits $DIGITS $TMP/digits.npz" "digits_u8 $DIGITS $TMP/digits_u8.npz"
         echo "FAIL: $name: cannot build the emulated kernels"; sed 's/^/    /' "$TMP/gxx.err" | head; fails=1; continue
     fi
     FAKE_CUDA_KERNELS=$TMP/$name.so "${R[@]}" --device cuda --step-log "$TMP/$name.c.csv" \
-        --metrics "$TMP/$name.cm.csv" >"$TMP/$name.oc" 2>&1
+        --metrics "$TMP/$name.cm.csv" --save "$TMP/$name.st" >"$TMP/$name.oc" 2>&1
     rc=$?
     "${R[@]}" --device cpu --step-log "$TMP/$name.h.csv" --metrics "$TMP/$name.hm.csv" >/dev/null 2>&1 || rc=1
     if [ $rc -ne 0 ] || ! grep -q 'device cuda:0' "$TMP/$name.oc"; then
@@ -55,6 +55,25 @@ wm = max([rel(a[k], b[k]) for a, b in zip(rows("cm"), rows("hm")) for k in ("tra
 ok = len(c) == len(h) > 0 and w <= 1e-4 and wm <= 1e-4
 print("%s %s: %d steps on the device, %d on the cpu; step losses max rel diff %.2e, epoch metrics %.2e"
       % ("PASS" if ok else "FAIL", n, len(c), len(h), w, wm))
+sys.exit(0 if ok else 1)
+P
+    # --evaluate of the device's parameters, on the device and on the cpu
+    E=("$prog" --data "$data" --threads 1 --evaluate "$TMP/$name.st")
+    FAKE_CUDA_KERNELS=$TMP/$name.so "${E[@]}" --device cuda >"$TMP/$name.ec" 2>&1 &&
+        "${E[@]}" --device cpu >"$TMP/$name.eh" 2>&1 || { echo "FAIL: $name: --evaluate failed"; fails=1; }
+    "$PY" - "$TMP" "$name" <<'P' || fails=1
+import csv, re, sys
+t, n = sys.argv[1], sys.argv[2]
+def ev(f):
+    m = re.search(r"^evaluate .*: (\d+) test samples  test_loss (\S+)  \S+ (\S+)", open("%s/%s.%s" % (t, n, f)).read(), re.M)
+    return tuple(float(x) for x in m.groups()) if m else None
+c, h = ev("ec"), ev("eh")
+last = list(csv.DictReader(open("%s/%s.cm.csv" % (t, n))))[-1]
+want = (float(last["test_loss"]), float(last["test_acc"]))
+ok = c is not None and h is not None and c[0] == h[0] and all(
+    abs(a - b) <= 1e-4 * max(1, abs(b)) for a, b in zip(c[1:] + h[1:], want + want))
+print("%s %s: --evaluate on the device %s and on the cpu %s; the run's last epoch (test_loss, metric) %s"
+      % ("PASS" if ok else "FAIL", n, c, h, want))
 sys.exit(0 if ok else 1)
 P
 done
