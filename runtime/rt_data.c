@@ -186,11 +186,13 @@ int rt_data_saved_read(const char *path, rt_data_saved *sv)
     }
     sv->norm_n = nm;
     sv->classes.n = nc;
+    char ks[84], vs[84];    /* a key or value as a message shows it: one line */
     for (int i = 0; i < n; i++) {
         int im = meta_index(kv[i].key, "mean"), is = meta_index(kv[i].key, "std"), ic = meta_index(kv[i].key, "class");
         if (ic >= 0) {
             if (ic >= nc || sv->classes.name[ic] || !(sv->classes.name[ic] = strdup(kv[i].val))) {
-                rt_err("%s: corrupt metadata: \"%s\" is out of order or repeated (%d classes)", path, kv[i].key, nc);
+                rt_err("%s: corrupt metadata: \"%s\" is out of order or repeated (%d classes)", path,
+                       rt_data_show(kv[i].key, strlen(kv[i].key), ks, sizeof ks), nc);
                 goto out;
             }
             continue;
@@ -201,7 +203,9 @@ int rt_data_saved_read(const char *path, rt_data_saved *sv)
         char *e;
         double v = strtod(kv[i].val, &e);
         if (at >= nm || !*kv[i].val || *e || !isfinite(v) || (is >= 0 && !(v > 0)) || seen[(is >= 0) * nm + at]++) {
-            rt_err("%s: corrupt metadata: \"%s\" = \"%s\" (%d channels)", path, kv[i].key, kv[i].val, nm);
+            rt_err("%s: corrupt metadata: \"%s\" = \"%s\" (%d channels)", path,
+                   rt_data_show(kv[i].key, strlen(kv[i].key), ks, sizeof ks),
+                   rt_data_show(kv[i].val, strlen(kv[i].val), vs, sizeof vs), nm);
             goto out;
         }
         sv->norm[(is >= 0) * nm + at] = (float)v;

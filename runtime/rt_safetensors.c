@@ -445,8 +445,9 @@ int rt_st_meta_prefix(const char *path, const char *prefix, rt_st_kv **kv, int *
                 continue;
             if (e->type != RT_J_STR || e->slen >= sizeof(*kv)->val || memchr(e->key, 0, e->klen) ||
                 memchr(e->s, 0, e->slen)) {
-                rt_err("%s: corrupt metadata: \"%.*s\" is not a string of at most %zu bytes", path,
-                       (int)(e->klen < 64 ? e->klen : 64), e->key, sizeof(*kv)->val - 1);
+                char show[84];
+                rt_err("%s: corrupt metadata: \"%s\" is not a string of at most %zu bytes", path,
+                       rt_data_show(e->key, e->klen, show, sizeof show), sizeof(*kv)->val - 1);
                 goto out;
             }
             k++;

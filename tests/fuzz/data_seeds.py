@@ -46,6 +46,22 @@ def st_seeds(cddpc):
     for n in ("save", "ckpt"):
         with open(os.path.join(tmp, n + ".st"), "rb") as f:
             put("st", n, None, f.read())
+    put("st", "save_classes", None, with_classes(os.path.join(tmp, "save.st"), ["ant", "bee", "cat"]))
+
+
+def with_classes(path, names):
+    """path's bytes with a csv target's class map in its metadata, as --save
+    writes it for text labels (data.class.I, sorted): --evaluate reads it."""
+    import json
+    import struct
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        rest = f.read()
+    head["__metadata__"].update({"data.class.%d" % i: c for i, c in enumerate(names)})
+    h = json.dumps(head, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + rest
 
 
 def idx_file(kind, dims, body):

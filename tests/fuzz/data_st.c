@@ -1,6 +1,7 @@
 /* tests/fuzz/data_st.c: libFuzzer harness for safetensors files and
  * checkpoints: the input, written to a file of this process's, is loaded
- * as --init loads it (rt_st_load), its metadata read (rt_st_load_meta) and
+ * as --init loads it (rt_st_load), its metadata read (rt_st_load_meta; the
+ * data.* entries as --evaluate reads them, rt_data_saved_read) and
  * loaded as --resume loads a checkpoint (rt_ckpt_load), for a model of
  * the shape of tests/fuzz/data_st_seed.net (fc.weight [3, 4], fc.bias [3],
  * SGD with momentum: the seeds are that program's --save and
@@ -64,6 +65,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rt_st_load(&m, path, param);
     rt_st_kv kv[2] = {{.key = "format"}, {.key = "data.mean.0"}};
     rt_st_load_meta(path, kv, 2);
+    rt_data_saved sv;
+    if (rt_data_saved_read(path, &sv) == 0)
+        rt_data_saved_free(&sv);
     rt_opts o = {0};
     o.batch = 4;
     o.seed = 1;
