@@ -382,6 +382,7 @@ int plan_graph(const char *path, const Plan *train, const Plan *eval, int64_t ba
 typedef struct GpuTarget {
     const char *name, *full;
     double flops, bw;       /* FP32 FLOP/s (non-tensor), memory bytes/s */
+    double tensor;          /* dense BF16/FP16 tensor-core FLOP/s the mma path can use (0: none, sm < 80) */
     int sms;
     const char *source;
 } GpuTarget;

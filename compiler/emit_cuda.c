@@ -1,8 +1,9 @@
 /* emit_cuda.c: CUDA C for the GPU backend, one kernel per fused group of
  * the same plan the C backend runs.
  *
- * Text for NVRTC: `extern "C" __global__`, no host code, no inline PTX,
- * no headers. Every kernel takes `const rt_exec *e` in device memory and
+ * Text for NVRTC: `extern "C" __global__`, no host code, no headers, and
+ * inline PTX only for the tensor cores (the prelude's rt_mma_*, which the
+ * emulator, tests/cuda/emu.h, implements from the same fragment layout). Every kernel takes `const rt_exec *e` in device memory and
  * addresses buffers exactly as the C kernels do (emit_expr.c), so one
  * memory plan serves both targets and a kernel can be checked against its
  * C twin element by element. Geometry is chosen here and travels with the
@@ -48,7 +49,35 @@ static const char prelude[] =
     "#endif\n"
     "typedef struct rt_exec { " RT_STR(RT_EXEC_FIELDS(int32_t, int64_t, unsigned long long, uint8_t)) " } rt_exec;\n"
     RT_STR(RT_ROUND_FNS(__device__ __forceinline__, __float_as_uint, __uint_as_float)) "\n"
-    RT_STR(RT_DATA_FNS(__device__ __forceinline__, int64_t, uint8_t)) "\n";
+    RT_STR(RT_DATA_FNS(__device__ __forceinline__, int64_t, uint8_t)) "\n"
+    /* Tensor cores for the GEMMs of precision bf16|fp16 (sm_80 on): one
+     * m16n8k16 mma per warp, fp32 accumulators; operands are the floats
+     * the loads already rounded (autocast's values), so packing them is
+     * exact. Older GPUs keep the FMA loop (RT_MMA 0). */
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+    "#define RT_MMA 1\n"
+    "__device__ __forceinline__ unsigned rt_pack_bf16x2(float lo, float hi)\n"
+    "{\n    return (__float_as_uint(hi) & 0xffff0000u) | (__float_as_uint(lo) >> 16);\n}\n"
+    "__device__ __forceinline__ unsigned rt_pack_fp16x2(float lo, float hi)\n"
+    "{\n    unsigned short l, h;\n"
+    "    asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(l) : \"f\"(lo));\n"
+    "    asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(hi));\n"
+    "    return (unsigned)l | ((unsigned)h << 16);\n}\n"
+    "__device__ __forceinline__ void rt_mma_bf16(float *d, const unsigned *a, const unsigned *b)\n"
+    "{\n    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n"
+    "                 : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"
+    "                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n}\n"
+    "__device__ __forceinline__ void rt_mma_fp16(float *d, const unsigned *a, const unsigned *b)\n"
+    "{\n    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n"
+    "                 : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"
+    "                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n}\n"
+    "#elif defined(RT_EMU_MMA)\n"
+    "#define RT_MMA 1   /* the emulator's rt_mma_*, rt_pack_* */\n"
+    "#else\n"
+    "#define RT_MMA 0\n"
+    "#endif\n";
 
 /* The prelude and dropout's random stream, the same text as the C
  * kernels' (dropout_rng.h), so both targets draw the same masks. Not
@@ -293,6 +322,55 @@ int emit_cuda_gemm_split(const Plan *p, const Group *gr)
     return (int)cdiv(kt, cdiv(kt, s));  /* no empty slice */
 }
 
+/* The tensor-core k step (inside `#if RT_MMA`, the FMA loop after its
+ * `#else`): warp w of 8 computes rows 16 (w % 4) .. +16 and columns
+ * 32 (w / 4) .. +32 of the 64x64 tile, four m16n8k16 mmas per 16-deep
+ * slice, its A and B fragments read from the shared tiles (As[k][row],
+ * Bs[k][col]) in the layout the instruction defines (emu.h). */
+_Static_assert(TILE_M == 64 && TILE_N == 64 && TILE_K == 16 && THREADS == 256,
+               "the mma step's warp layout: 8 warps of 16x32 over a 64x64 tile, one k16 slice");
+static void emit_mma_step(const Emit *m)
+{
+    FILE *f = m->f;
+    const int bf = m->p->g->prec == RT_PREC_BF16;
+    const char *pk = bf ? "rt_pack_bf16x2" : "rt_pack_fp16x2";
+    fprintf(f, "#if RT_MMA\n");
+    fprintf(f, "        {\n");
+    fprintf(f, "            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);\n");
+    fprintf(f, "            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;\n");
+    fprintf(f, "            unsigned fa[4], fb[2];\n");
+    fprintf(f, "            fa[0] = %s(As[t2][wr], As[t2 + 1][wr]);\n", pk);
+    fprintf(f, "            fa[1] = %s(As[t2][wr + 8], As[t2 + 1][wr + 8]);\n", pk);
+    fprintf(f, "            fa[2] = %s(As[t2 + 8][wr], As[t2 + 9][wr]);\n", pk);
+    fprintf(f, "            fa[3] = %s(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);\n", pk);
+    fprintf(f, "            for (int j = 0; j < 4; j++) {\n");
+    fprintf(f, "                fb[0] = %s(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);\n", pk);
+    fprintf(f, "                fb[1] = %s(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);\n", pk);
+    fprintf(f, "                rt_mma_%s(d[j], fa, fb);\n", bf ? "bf16" : "fp16");
+    fprintf(f, "            }\n        }\n#else\n");
+}
+
+/* After the k loop: the warps' mma tiles through shared memory into each
+ * thread's acc[r][c] (row ty + 16 r, column tx + 16 c), where the split-K
+ * sum and the epilogue expect them. */
+static void emit_mma_gather(const Emit *m)
+{
+    FILE *f = m->f;
+    fprintf(f, "#if RT_MMA\n    {\n");
+    fprintf(f, "        __shared__ float Cs[%d][%d + 1];\n", TILE_M, TILE_N);
+    fprintf(f, "        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);\n");
+    fprintf(f, "        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;\n");
+    fprintf(f, "        for (int j = 0; j < 4; j++) {\n");
+    fprintf(f, "            Cs[wr][wc + 8 * j] = d[j][0];\n");
+    fprintf(f, "            Cs[wr][wc + 8 * j + 1] = d[j][1];\n");
+    fprintf(f, "            Cs[wr + 8][wc + 8 * j] = d[j][2];\n");
+    fprintf(f, "            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];\n");
+    fprintf(f, "        }\n        __syncthreads();\n");
+    fprintf(f, "        for (int r = 0; r < 4; r++)\n            for (int c = 0; c < 4; c++)\n");
+    fprintf(f, "                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];\n");
+    fprintf(f, "    }\n#endif\n");
+}
+
 /* Tiled GEMM, 64x64 tile per block, 16-deep k slices through shared
  * memory, 4x4 outputs per thread at stride 16 (conflict-free shared reads,
  * coalesced stores), bounds-checked for any M, N, K; the group's epilogue
@@ -326,6 +404,11 @@ static void emit_matmul(const Emit *m, rt_cuda_launch *L)
                 (long long)kts);
         fprintf(f, "    __shared__ int last;\n");
     }
+    /* precision bf16|fp16: the k loop on the tensor cores (RT_MMA), the
+     * accumulators then laid out as the FMA loop's for what follows */
+    const int mma = m->p->g->prec != RT_PREC_FP32;
+    if (mma)
+        fprintf(f, "#if RT_MMA\n    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */\n#endif\n");
     fprintf(f, "    float acc[4][4];\n");
     fprintf(f, "    for (int r = 0; r < 4; r++)\n        for (int c = 0; c < 4; c++)\n            acc[r][c] = 0.0f;\n");
     fprintf(f, "    for (int64_t k0 = %s; k0 += %d) {\n", S > 1 ? "klo; k0 < khi" : "0; k0 < K", TILE_K);
@@ -350,13 +433,20 @@ static void emit_matmul(const Emit *m, rt_cuda_launch *L)
             ex_round(m, util_fmt("b%d[%s]", B, tb ? util_fmt("gj * %s + gk", ldb) : util_fmt("gk * %s + gj", ldb))));
     fprintf(f, "        }\n");
     fprintf(f, "        __syncthreads();\n");
+    if (mma)
+        emit_mma_step(m);
     fprintf(f, "        for (int kk = 0; kk < %d; kk++) {\n", TILE_K);
     fprintf(f, "            float a[4], bb[4];\n");
     fprintf(f, "            for (int r = 0; r < 4; r++)\n                a[r] = As[kk][ty + 16 * r];\n");
     fprintf(f, "            for (int c = 0; c < 4; c++)\n                bb[c] = Bs[kk][tx + 16 * c];\n");
     fprintf(f, "            for (int r = 0; r < 4; r++)\n                for (int c = 0; c < 4; c++)\n");
     fprintf(f, "                    acc[r][c] += a[r] * bb[c];\n");
-    fprintf(f, "        }\n        __syncthreads();\n    }\n");
+    fprintf(f, "        }\n");
+    if (mma)
+        fprintf(f, "#endif\n");
+    fprintf(f, "        __syncthreads();\n    }\n");
+    if (mma)
+        emit_mma_gather(m);
     if (S > 1) {
         /* each slice stores its partial tile; the tile's last block to
          * arrive sums the partials in slice order (the same sum whatever

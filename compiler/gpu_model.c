@@ -15,8 +15,9 @@
  *   - the step adds one graph launch. The two overheads are assumptions
  *     (typical of CUDA graphs on these parts), not measurements of ours:
  *     tests/gpu/run.sh prints predicted against measured when a GPU is lent.
- * FP32 peaks are the non-tensor-core ones: the emitted GEMMs use FMA, not
- * tensor cores.
+ * FP32 peaks are the non-tensor-core ones: the emitted fp32 GEMMs use FMA.
+ * Those of precision bf16|fp16 run on the tensor cores (emit_cuda.c's
+ * m16n8k16 mma, sm_80 on) against the dense BF16/FP16 tensor peak.
  *
  * A tiled GEMM reaches that peak only if shared memory keeps up. Each k
  * step a thread with an r x c register tile loads r + c operands from
@@ -31,6 +32,13 @@
  * tile fills (one shared store per 16 loads) are left out. A split-K GEMM
  * also moves its partials: split x M x N floats stored and read back once
  * (counted at memory bandwidth, though they may stay in L2).
+ * The mma k step is bound the same way: per 16-deep slice a warp loads
+ * MMA_LOADS scalars from shared memory (8 for its A fragment, 4 for each
+ * of its 4 B fragments) for 4 mmas of 16 x 8 x 16 multiply-adds, while
+ * the SM's tensor cores retire tensor / flops x 128 multiply-adds per
+ * clock (the FP32 peak is 128 FMAs per SM per clock): a share of
+ * (4 x 2048 / MMA_LOADS) / that of the tensor peak, 18% on an H200: the
+ * fragments come from scalar loads, not ldmatrix.
  *
  * The runtime's own graph nodes (cuda device, rt_cuda_dev.c issue_step):
  * step_begin, which zeroes grad, fix and stat (their bytes on its grid),
@@ -44,16 +52,22 @@
 #define GRAPH_NODE_US 1.0       /* assumed: per kernel node of a replayed CUDA graph */
 #define GRAPH_LAUNCH_US 5.0     /* assumed: one cuGraphLaunch per step */
 #define EPOCH_SAMPLES 60000     /* MNIST's and Fashion-MNIST's training sets */
+#define MMA_LOADS 24            /* shared-memory loads per lane per k16 slice of the mma path */
 
 /* The one table of GPU peaks, each with where it comes from. */
 static const GpuTarget targets[] = {
-    {"h100", "H100 SXM5 80GB", 66.9e12, 3.35e12, 132,
-     "NVIDIA H100 Tensor Core GPU datasheet: FP32 67 TFLOPS, HBM3 3.35 TB/s; 132 SMs (H100 whitepaper)"},
-    {"h200", "H200 SXM 141GB", 66.9e12, 4.8e12, 132,
-     "NVIDIA H200 Tensor Core GPU datasheet: FP32 67 TFLOPS, HBM3e 4.8 TB/s; 132 SMs"},
-    {"a100", "A100 SXM4 80GB", 19.5e12, 2.039e12, 108,
-     "NVIDIA A100 Tensor Core GPU datasheet: FP32 19.5 TFLOPS, HBM2e 2,039 GB/s; 108 SMs"},
-    {"t4", "T4", 8.1e12, 320e9, 40, "NVIDIA T4 datasheet: FP32 8.1 TFLOPS, GDDR6 320 GB/s; 40 SMs"},
+    {"h100", "H100 SXM5 80GB", 66.9e12, 3.35e12, 989.5e12, 132,
+     "NVIDIA H100 Tensor Core GPU datasheet: FP32 67 TFLOPS, BF16/FP16 tensor 1,979 TFLOPS with sparsity "
+     "(989.5 dense), HBM3 3.35 TB/s; 132 SMs (H100 whitepaper)"},
+    {"h200", "H200 SXM 141GB", 66.9e12, 4.8e12, 989.5e12, 132,
+     "NVIDIA H200 Tensor Core GPU datasheet: FP32 67 TFLOPS, BF16/FP16 tensor 1,979 TFLOPS with sparsity "
+     "(989.5 dense), HBM3e 4.8 TB/s; 132 SMs"},
+    {"a100", "A100 SXM4 80GB", 19.5e12, 2.039e12, 312e12, 108,
+     "NVIDIA A100 Tensor Core GPU datasheet: FP32 19.5 TFLOPS, BF16/FP16 tensor 312 TFLOPS (dense), "
+     "HBM2e 2,039 GB/s; 108 SMs"},
+    {"t4", "T4", 8.1e12, 320e9, 0, 40,
+     "NVIDIA T4 datasheet: FP32 8.1 TFLOPS, GDDR6 320 GB/s; 40 SMs (sm_75: the mma path needs sm_80, "
+     "its GEMMs stay FMA)"},
 };
 
 const GpuTarget *gpu_target(const char *name)
@@ -82,6 +96,7 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
     fprintf(f, "  %-38s %8s %7s %6s %6s %10s %10s %9s %7s\n", "kernel", "blocks", "threads", "waves", "busy",
             "roofline us", "overhead us", "total us", "bound");
     double step = GRAPH_LAUNCH_US * 1e-6, gemm_eff = 1;
+    const int mma = p->g->prec != RT_PREC_FP32 && t->tensor > 0;   /* the GEMMs on the tensor cores */
     int gemm_rows = 0, gemm_cols = 0;
     /* the runtime's nodes: step_begin zeroes grad, fix and stat (doubles)
      * on rt_cuda_begin_blocks' grid; step_end is one thread */
@@ -104,15 +119,18 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
         double busy = fmin(1, blocks / (waves * t->sms));
         double eff = 1;
         GemmTiling gt;
+        double peak = t->flops;
         if (emit_cuda_gemm_tiling(p, i, &gt)) {
             eff = fmin(1, gt.rows * gt.cols / (4.0 * (gt.rows + gt.cols)));
+            if (mma)
+                eff = fmin(1, (4.0 * 16 * 8 * 16 / MMA_LOADS) / (t->tensor / t->flops * 128)), peak = t->tensor;
             gemm_eff = eff, gemm_rows = gt.rows, gemm_cols = gt.cols;
             if (p->groups[i].split > 1) {
                 const Shape *s = &p->g->n[p->groups[i].anchor]->shape;
                 c.bytes += 2.0 * 4.0 * p->groups[i].split * (double)ir_numel(s, batch);
             }
         }
-        double tf = c.flops / (t->flops * eff), tb = c.bytes / t->bw;
+        double tf = c.flops / (peak * eff), tb = c.bytes / t->bw;
         double secs = fmax(tf, tb) / busy + GRAPH_NODE_US * 1e-6;
         step += secs;
         fprintf(f, "  %-38s %8.0f %7.0f %6.0f %5.0f%% %10.2f %10.2f %9.2f %7s\n", p->groups[i].name, blocks, threads,
@@ -124,7 +142,10 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
                "(training steps only)\n", 1e6 * step, GRAPH_LAUNCH_US, EPOCH_SAMPLES, steps, step * steps);
     fprintf(f, "  overheads assumed, not measured: %.1f us per graph node, %.1f us per graph launch\n",
             GRAPH_NODE_US, GRAPH_LAUNCH_US);
-    if (gemm_rows)
+    if (gemm_rows && mma)
+        fprintf(f, "  GEMMs: tensor cores (m16n8k16 mma, %.0f TFLOP/s dense), rate bound by shared-memory loads to "
+                   "%.0f%% of that peak\n", t->tensor / 1e12, 100 * gemm_eff);
+    else if (gemm_rows)
         fprintf(f, "  GEMMs: %d x %d outputs per thread, FMA rate bound by shared-memory loads to %.0f%% of peak\n",
                 gemm_rows, gemm_cols, 100 * gemm_eff);
 }

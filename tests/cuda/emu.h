@@ -112,6 +112,7 @@ struct St {
     int cur = -1, nthr = 0, ndone = 0, nsync = 0, first_done = -1;
     unsigned warp_arrived[EMU_MAX_THREADS / 32], warp_mask[EMU_MAX_THREADS / 32];
     unsigned long long slot[EMU_MAX_THREADS]; /* a lane's published value */
+    unsigned char mma_turn[EMU_MAX_THREADS];  /* which of its two mma slots a lane fills next */
     void (*tramp)(void (*)(), const void *) = nullptr;
     void (*fn)() = nullptr;
     const void *arg = nullptr;
@@ -340,6 +341,7 @@ inline void run_block(unsigned nthr)
     s.first_done = -1;
     memset(s.warp_arrived, 0, sizeof s.warp_arrived);
     memset(s.warp_mask, 0, sizeof s.warp_mask);
+    memset(s.mma_turn, 0, sizeof s.mma_turn);
     const unsigned bx = blockDim.x, by = blockDim.y;
     for (unsigned i = 0; i < nthr; i++) {
         Thr &t = s.th[i];
@@ -459,6 +461,117 @@ inline unsigned __ballot_sync(unsigned mask, int pred)
 }
 inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
 inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) == mask; }
+
+/* ---- tensor cores: mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16} ------
+ * The generated kernels reach the instruction through rt_mma_bf16 /
+ * rt_mma_fp16 (compiler/emit_cuda.c's prelude: inline PTX on sm_80 and
+ * later); here, with RT_EMU_MMA defined, those are these functions. Warp
+ * collective: every lane of the warp must call it (the emulator reports a
+ * lane that does not, as for a shuffle). Fragments as PTX ISA "Matrix
+ * Fragments for mma.m16n8k16 with floating point type" lays them out,
+ * g = lane / 4, t = lane % 4, each 32-bit register two 16-bit values, the
+ * lower column (A) or row (B) in the low half:
+ *   A (16x16, row):  a0 (g, 2t..2t+1)  a1 (g+8, 2t..)  a2 (g, 2t+8..)  a3 (g+8, 2t+8..)
+ *   B (16x8, col):   b0 (k 2t..2t+1, n g)   b1 (k 2t+8..2t+9, n g)
+ *   C, D (16x8 f32): d0 d1 (g, 2t..2t+1)    d2 d3 (g+8, 2t..2t+1)
+ * Products of bf16 or fp16 values are exact in float; each output adds
+ * them to its accumulator in k order in float (the hardware's order and
+ * its internal rounding are its own: kernel_check's tolerances cover it). */
+#define RT_EMU_MMA 1
+namespace emu_detail {
+struct MmaFrag { unsigned a[4], b[2]; };
+/* two slots a lane, used in turn: a lane refills slot p only after the
+ * next call's barrier, which every lane reaches after reading slot p, so
+ * one barrier per mma suffices */
+inline MmaFrag mma_slot[2][EMU_MAX_THREADS];
+
+inline float h2f(unsigned h)
+{
+    const unsigned s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    float f;
+    if (e == 0)
+        f = (float)m * 5.9604644775390625e-8f;      /* subnormal: m * 2^-24 */
+    else if (e == 31)
+        f = m ? NAN : INFINITY;
+    else {
+        const unsigned u = ((e + 112u) << 23) | (m << 13);
+        memcpy(&f, &u, 4);
+    }
+    unsigned u;
+    memcpy(&u, &f, 4);
+    u |= s;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+inline float bf2f(unsigned h)
+{
+    const unsigned u = h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+inline void mma_m16n8k16(int fp16, float *d, const unsigned *a, const unsigned *b)
+{
+    St &s = S;
+    const int me = s.cur, base = me & ~31, lane = me & 31, p = s.mma_turn[me];
+    s.mma_turn[me] ^= 1;
+    memcpy(mma_slot[p][me].a, a, sizeof mma_slot[p][me].a);
+    memcpy(mma_slot[p][me].b, b, sizeof mma_slot[p][me].b);
+    sync_warp(0xffffffffu, "mma.sync");
+    float A[16][16], B[16][8];
+    for (int l = 0; l < 32; l++) {
+        const MmaFrag &f = mma_slot[p][base + l];
+        const int g = l >> 2, t2 = 2 * (l & 3);
+        auto v = [fp16](unsigned r, int hi) { const unsigned h = hi ? r >> 16 : r & 0xffffu; return fp16 ? h2f(h) : bf2f(h); };
+        for (int hi = 0; hi < 2; hi++) {
+            A[g][t2 + hi] = v(f.a[0], hi);
+            A[g + 8][t2 + hi] = v(f.a[1], hi);
+            A[g][t2 + 8 + hi] = v(f.a[2], hi);
+            A[g + 8][t2 + 8 + hi] = v(f.a[3], hi);
+            B[t2 + hi][g] = v(f.b[0], hi);
+            B[t2 + 8 + hi][g] = v(f.b[1], hi);
+        }
+    }
+    const int g = lane >> 2, t2 = 2 * (lane & 3);
+    for (int i = 0; i < 4; i++) {
+        const int row = g + (i >= 2 ? 8 : 0), col = t2 + (i & 1);
+        float acc = d[i];
+        for (int k = 0; k < 16; k++)
+            acc += A[row][k] * B[k][col];
+        d[i] = acc;
+    }
+}
+} // namespace emu_detail
+
+inline void rt_mma_bf16(float *d, const unsigned *a, const unsigned *b) { emu_detail::mma_m16n8k16(0, d, a, b); }
+inline void rt_mma_fp16(float *d, const unsigned *a, const unsigned *b) { emu_detail::mma_m16n8k16(1, d, a, b); }
+/* two bf16 values (floats already rounded to bf16: their top halves) */
+inline unsigned rt_pack_bf16x2(float lo, float hi)
+{
+    unsigned l, h;
+    memcpy(&l, &lo, 4);
+    memcpy(&h, &hi, 4);
+    return (h & 0xffff0000u) | (l >> 16);
+}
+/* two IEEE halves, as cvt.rn.f16.f32 converts (round to nearest even) */
+inline unsigned emu_f2h(float x)
+{
+    unsigned u;
+    memcpy(&u, &x, 4);
+    const unsigned s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u)
+        return s | 0x7e00u;
+    if (a >= 0x477ff000u)
+        return s | 0x7c00u;                         /* 65520 and up round to inf */
+    if (a >= 0x38800000u)                           /* a normal half */
+        return s | ((a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13);
+    float f;
+    memcpy(&f, &a, 4);
+    return s | (unsigned)nearbyintf(f * 16777216.0f);   /* a subnormal: q * 2^-24, q rounded to even */
+}
+inline unsigned rt_pack_fp16x2(float lo, float hi) { return emu_f2h(lo) | (emu_f2h(hi) << 16); }
 
 /* ---- rounding intrinsics ------------------------------------------------ */
 /* a * b rounded to float, never fused into a following add (the emulator

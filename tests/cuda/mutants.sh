@@ -98,7 +98,13 @@ MODEL=$HERE/models/amp_bf16.net
 A='--sizes 19:19:0 --orders 1 --flips 0.001'
 check 'bf16: GEMM result not rounded' 's/rt_round_bf16(acc\[r\]\[c\])/(acc[r][c])/' $A --plan train
 check 'bf16: weights read unrounded by the GEMM' 's/Bs\[kk\]\[c\] = gj < N \&\& gk < K ? rt_round_bf16(\(b[0-9]*\[[^]]*\]\))/Bs[kk][c] = gj < N \&\& gk < K ? (\1)/' $A --plan eval
+# the tensor-core k step (RT_MMA, the emulator's m16n8k16)
+check 'bf16 mma: A registers 1 and 2 swapped (rows 8..15 read at k 8..15)' 's/fa\[1\] = rt_pack_bf16x2(As\[t2\]\[wr + 8\], As\[t2 + 1\]\[wr + 8\]);/fa[1] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);/' $A --plan train
+check 'bf16 mma: B fragment halves swapped (k 2t+1 before 2t)' 's/fb\[0\] = rt_pack_bf16x2(Bs\[t2\]\[wc + 8 \* j\], Bs\[t2 + 1\]\[wc + 8 \* j\]);/fb[0] = rt_pack_bf16x2(Bs[t2 + 1][wc + 8 * j], Bs[t2][wc + 8 * j]);/' $A --plan train
+check 'bf16 mma: accumulator rows g+8 stored at column 2t+1' 's/Cs\[wr + 8\]\[wc + 8 \* j\] = d\[j\]\[2\];/Cs[wr + 8][wc + 8 * j] = d[j][3];/' $A --plan train
+check 'bf16 mma: the last 16 columns of the tile left out (3 n8 tiles)' 's/for (int j = 0; j < 4; j++) {\(.*\)$/for (int j = 0; j < 3; j++) {\1/' $A --plan train
 MODEL=$HERE/models/amp_fp16.net
+check 'fp16 mma: operands packed as bf16' 's/rt_pack_fp16x2(/rt_pack_bf16x2(/g' $A --plan train
 check 'fp16: the loss gradient not scaled by S' 's/ \* e->scale;/;/' $A --plan train
 check 'fp16: the optimizer does not unscale' 's/g\[k\] \* inv_scale/g[k]/' $A --plan train
 check 'fp16: rounded to bf16 instead' 's/rt_round_fp16(acc)/rt_round_bf16(acc)/' $A --plan eval

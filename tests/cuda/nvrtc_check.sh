@@ -5,8 +5,9 @@
 # (DESIGN.md section 5, tier 3). Each model's kernels compile as one unit
 # per architecture, as the runtime compiles them; models/mnist.net's
 # kernels also compile file by file, as --emit cuda promises. Then ptxas -v
-# on the sm_90 PTX of PTXAS_MODELS (default models/mnist.net and
-# models/mnist_convnet.net) prints registers, shared memory, stack and
+# on the sm_90 PTX of PTXAS_MODELS (default models/mnist.net,
+# models/mnist_convnet.net and tests/cuda/models/amp_{bf16,fp16}.net, whose
+# GEMMs hold the tensor cores' inline mma PTX) prints registers, shared memory, stack and
 # spills per kernel, and fails on any spill or on static shared memory over
 # 48 KiB. A warning planted in a unit must fail the check.
 # Usage: tests/cuda/nvrtc_check.sh CDDPC
@@ -19,7 +20,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/tests/cuda
 W=$ROOT/build/tests/cuda/nvrtc
 CC=${CC:-cc}
-PTXAS_MODELS=${PTXAS_MODELS:-$ROOT/models/mnist.net $ROOT/models/mnist_convnet.net}
+PTXAS_MODELS=${PTXAS_MODELS:-$ROOT/models/mnist.net $ROOT/models/mnist_convnet.net $ROOT/tests/cuda/models/amp_bf16.net $ROOT/tests/cuda/models/amp_fp16.net}
 JOBS=$(nproc 2>/dev/null || echo 2)
 rm -rf "$W"
 mkdir -p "$W"

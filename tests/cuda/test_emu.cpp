@@ -410,6 +410,81 @@ static void test_misuse()
     CHECK(rc == 0 && out[0] == 0.0f, "barrier kernel after errors: rc %d, %s", rc, emu_last_error());
 }
 
+/* ---- 8. tensor cores: mma.sync m16n8k16 through rt_mma_bf16/fp16 --------
+ * One warp loads A (16x16, row-major) and B (16x8, [k][n]) into fragments
+ * as PTX ISA lays them out (g = lane / 4, t = lane % 4), multiplies and
+ * stores D (16x8): against the plain product of the same rounded values.
+ * m says which: 0 bf16, 1 fp16; e->k = 1 leaves lane 5 out (misuse). */
+extern "C" __global__ void k_mma(const Args *__restrict__ e)
+{
+    const int lane = threadIdx.x & 31, g = lane >> 2, t2 = 2 * (lane & 3);
+    const float *A = e->a, *B = e->b;
+    auto pk = [e](float lo, float hi) { return e->m ? rt_pack_fp16x2(lo, hi) : rt_pack_bf16x2(lo, hi); };
+    unsigned a[4] = {pk(A[g * 16 + t2], A[g * 16 + t2 + 1]), pk(A[(g + 8) * 16 + t2], A[(g + 8) * 16 + t2 + 1]),
+                     pk(A[g * 16 + t2 + 8], A[g * 16 + t2 + 9]), pk(A[(g + 8) * 16 + t2 + 8], A[(g + 8) * 16 + t2 + 9])};
+    unsigned b[2] = {pk(B[t2 * 8 + g], B[(t2 + 1) * 8 + g]), pk(B[(t2 + 8) * 8 + g], B[(t2 + 9) * 8 + g])};
+    float d[4] = {1.0f, 1.0f, 1.0f, 1.0f};      /* C = 1: D = A B + C */
+    if (e->k && lane == 5)
+        return;
+    if (e->m)
+        rt_mma_fp16(d, a, b);
+    else
+        rt_mma_bf16(d, a, b);
+    e->out[g * 8 + t2] = d[0], e->out[g * 8 + t2 + 1] = d[1];
+    e->out[(g + 8) * 8 + t2] = d[2], e->out[(g + 8) * 8 + t2 + 1] = d[3];
+}
+
+/* a float rounded to the 16-bit type's grid, to nearest even (bf16: the
+ * top half; fp16: 11 significant bits, for the normal range used here) */
+static float to_grid(int fp16, float x)
+{
+    if (fp16)
+        return (float)std::nearbyint(std::ldexp((double)x, 10 - std::ilogb(x))) * std::ldexp(1.0f, std::ilogb(x) - 10);
+    unsigned u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static void test_mma()
+{
+    for (int fp16 = 0; fp16 < 2; fp16++) {
+        std::vector<float> A(256), B(128), D(128, NAN);
+        for (auto &v : A)
+            v = to_grid(fp16, frand());
+        for (auto &v : B)
+            v = to_grid(fp16, frand());
+        Args e{};
+        e.m = fp16, e.a = A.data(), e.b = B.data(), e.out = D.data();
+        int rc = emu_launch(k_mma, dim3(1), dim3(64), &e, "k_mma");   /* two warps, each the whole product */
+        double worst = 0;
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 8; j++) {
+                double ref = 1;
+                for (int k = 0; k < 16; k++)
+                    ref += (double)A[i * 16 + k] * B[k * 8 + j];
+                worst = fmax(worst, fabs(D[i * 8 + j] - ref) / fmax(1.0, fabs(ref)));
+            }
+        CHECK(rc == 0 && worst < 1e-6, "mma %s: rc %d, max rel diff %.3g (%s)", fp16 ? "fp16" : "bf16", rc, worst,
+              emu_last_error());
+        printf("  k_mma %s: 16x8x16 + C against the double product, max rel diff %.2g\n", fp16 ? "fp16" : "bf16", worst);
+        e.k = 1;
+        expect_error(emu_launch(k_mma, dim3(1), dim3(32), &e, "k_mma", true), "k_mma (lane 5 out)",
+                     "wait for it at a warp operation");
+    }
+    /* fp16 packing: IEEE half encodings, round to nearest even */
+    const struct { float x; unsigned h; } enc[] = {
+        {1.0f, 0x3c00u}, {-2.0f, 0xc000u}, {0.1f, 0x2e66u}, {65504.0f, 0x7bffu}, {65519.0f, 0x7bffu},
+        {65520.0f, 0x7c00u}, {5.9604644775390625e-8f, 0x0001u}, {2.98023223876953125e-8f, 0x0000u},
+        {8.94069671630859375e-8f, 0x0002u}, {6.103515625e-5f, 0x0400u}};
+    for (const auto &c : enc) {
+        unsigned got = rt_pack_fp16x2(c.x, 0.0f) & 0xffffu;
+        CHECK(got == c.h, "fp16 of %.9g: 0x%04x, expected 0x%04x", (double)c.x, got, c.h);
+    }
+    CHECK(rt_pack_bf16x2(1.0f, -2.0f) == 0xc0003f80u, "bf16 pair of 1, -2: 0x%08x", rt_pack_bf16x2(1.0f, -2.0f));
+}
+
 /* ---- 7. a missing barrier shows as a difference between the two orders -- */
 extern "C" __global__ void k_racy(const Args *__restrict__ e)
 {
@@ -451,6 +526,7 @@ int main()
     emu_set_reverse(false);
     test_misuse();
     test_race_orders();
+    test_mma();
     printf("test_emu: %d checks, %d failed, %llu context switches\n", checks, failures, emu_switches());
     return failures != 0;
 }

@@ -16,6 +16,8 @@
 #            time; registers, local and shared memory per kernel in the log
 #   kernels  every CUDA kernel against its C kernel on fresh random state
 #            with poisoned outputs (tests/cuda/kc_core.c, tests/gpu/kc_gpu.c): max rel diff
+#   kernels_mma  the same for tests/cuda/models/amp_bf16.net and amp_fp16.net:
+#            their GEMMs on the tensor cores (mma.sync m16n8k16, sm_80 on)
 #   train    SimpleNet, 2 epochs of Fashion-MNIST, --device cuda: test_acc
 #            (>= 0.80) and the epoch times
 #   parity   100 steps on cuda and on the cpu from the same seed: step losses
@@ -121,8 +123,16 @@ step_build() {
     $B/cddpc models/mnist.net --emit c $B/emit || { detail "cddpc --emit c failed"; return 1; }
     $CC $CF -fopenmp -Iruntime -Itests/cuda -I$B/emit tests/gpu/kc_gpu.c tests/cuda/kc_core.c tests/cuda/kc_program.c \
         $B/libcddprt.a $ZLIB -lm -ldl -lpthread -o $B/kernel_check || { detail "kernel_check build failed"; return 1; }
+    # the tensor-core GEMMs (precision bf16 and fp16: mma.sync m16n8k16)
+    local p
+    for p in bf16 fp16; do
+        rm -rf $B/emit_$p && $B/cddpc tests/cuda/models/amp_$p.net --emit c $B/emit_$p &&
+            $CC $CF -fopenmp -Iruntime -Itests/cuda -I$B/emit_$p tests/gpu/kc_gpu.c tests/cuda/kc_core.c \
+                tests/cuda/kc_program.c $B/libcddprt.a $ZLIB -lm -ldl -lpthread -o $B/kernel_check_$p ||
+            { detail "kernel_check ($p) build failed"; return 1; }
+    done
     set +x
-    detail "cddpc, libcddprt (no BLAS), SimpleNet, kernel_check; $(basename "$CC") $($CC -dumpversion); zlib $ZWHICH"
+    detail "cddpc, libcddprt (no BLAS), SimpleNet, kernel_check (fp32, bf16, fp16); $(basename "$CC") $($CC -dumpversion); zlib $ZWHICH"
 }
 
 step_nvrtc() {
@@ -136,6 +146,20 @@ step_kernels() {
     $B/kernel_check | tee $B/kernels.txt
     local rc=${PIPESTATUS[0]}
     detail "$(tail -1 $B/kernels.txt | sed 's/^kernels: //')"
+    return $rc
+}
+
+# the GEMMs of precision bf16|fp16 on the tensor cores (the emulator's
+# m16n8k16 is checked here against the instruction itself); --flips as
+# the emulator tiers allow (the two sides round the same sums apart)
+step_kernels_mma() {
+    local p rc=0 out=""
+    for p in bf16 fp16; do
+        $B/kernel_check_$p --flips 0.001 | tee $B/kernels_$p.txt
+        [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+        out="$out$p: $(tail -1 $B/kernels_$p.txt | sed 's/^kernels: //')  "
+    done
+    detail "$out"
     return $rc
 }
 
@@ -236,6 +260,7 @@ if [ "${1:-}" = "--step" ]; then
         build) step_build ;;
         nvrtc) step_nvrtc ;;
         kernels) step_kernels ;;
+        kernels_mma) step_kernels_mma ;;
         train) step_train ;;
         parity) step_parity ;;
         nccl) step_nccl ;;
@@ -327,6 +352,7 @@ run_step build 120 "build"
 BUILD_OK=$([ "$LAST_RC" -eq 0 ] && echo 1 || echo 0)
 run_step nvrtc 45 "NVRTC compile, device arch" needs_build
 run_step kernels 60 "kernels vs C reference" needs_build
+run_step kernels_mma 60 "bf16/fp16 mma GEMMs vs C" needs_build
 run_step train 60 "train SimpleNet 2 epochs" needs_build
 run_step parity 60 "cuda = cpu, 100 steps" needs_build
 run_step nccl 45 "NCCL path, 1 GPU" needs_build

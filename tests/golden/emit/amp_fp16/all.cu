@@ -12,6 +12,36 @@ typedef unsigned char uint8_t;
 typedef struct rt_exec { int n; int nmax; float *act, *fix, *param, *grad, *opt; double *stat; const void *x; const void *y; const float *norm; const int32_t *idx; int64_t x_size, y_size; int64_t norm_div; int x_u8, norm_n; float lr; int64_t step; int nthreads; int rank, world; unsigned long long seed; float scale; int found_inf; } rt_exec;
 __device__ __forceinline__ float rt_round_bf16(float x) { unsigned u = __float_as_uint(x); if ((u & 0x7fffffffu) > 0x7f800000u) return x; u += 0x7fffu + ((u >> 16) & 1u); return __uint_as_float(u & 0xffff0000u); } __device__ __forceinline__ float rt_round_fp16(float x) { const unsigned u = __float_as_uint(x), s = u & 0x80000000u; unsigned a = u ^ s; if (a >= 0x7f800000u) return x; if (a >= 0x477ff000u) { a = 0x7f800000u; } else if (a >= 0x38800000u) { a += 0xfffu + ((a >> 13) & 1u); a &= ~0x1fffu; } else { const int sh = 126 - (int)(a >> 23); const unsigned m = (a & 0x7fffffu) | 0x800000u; unsigned q = 0; if (a >= 0x00800000u && sh < 25) { const unsigned rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1); q = (m >> sh) + (rem > half || (rem == half && ((m >> sh) & 1u))); } a = __float_as_uint((float)q * 5.9604644775390625e-8f); } return __uint_as_float(a | s); }
 __device__ __forceinline__ float rt_sample(const rt_exec *e, int64_t s, int64_t k) { const int64_t o = s * e->x_size + k; const float v = e->x_u8 ? (float)((const uint8_t *)e->x)[o] / 255.0f : ((const float *)e->x)[o]; const int c = e->norm_n == 1 ? 0 : (int)(k / e->norm_div % e->norm_n); return (v - e->norm[c]) / e->norm[e->norm_n + c]; }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define RT_MMA 1
+__device__ __forceinline__ unsigned rt_pack_bf16x2(float lo, float hi)
+{
+    return (__float_as_uint(hi) & 0xffff0000u) | (__float_as_uint(lo) >> 16);
+}
+__device__ __forceinline__ unsigned rt_pack_fp16x2(float lo, float hi)
+{
+    unsigned short l, h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(l) : "f"(lo));
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(hi));
+    return (unsigned)l | ((unsigned)h << 16);
+}
+__device__ __forceinline__ void rt_mma_bf16(float *d, const unsigned *a, const unsigned *b)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void rt_mma_fp16(float *d, const unsigned *a, const unsigned *b)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#elif defined(RT_EMU_MMA)
+#define RT_MMA 1   /* the emulator's rt_mma_*, rt_pack_* */
+#else
+#define RT_MMA 0
+#endif
 __device__ __forceinline__ unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } __device__ __forceinline__ unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } __device__ __forceinline__ float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
 /* t0_images_labels__data: images%0 labels%1 */
@@ -322,6 +352,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nt_bias_add__epilogue
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+#if RT_MMA
+    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
+#endif
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -338,6 +371,22 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nt_bias_add__epilogue
             Bs[kk][c] = gj < N && gk < K ? rt_round_fp16(b15[gj * 24 + gk]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_fp16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_fp16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_fp16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_fp16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 4; j++) {
+                fb[0] = rt_pack_fp16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_fp16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_fp16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
             float a[4], bb[4];
             for (int r = 0; r < 4; r++)
@@ -348,8 +397,26 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nt_bias_add__epilogue
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
+#if RT_MMA
+    {
+        __shared__ float Cs[64][64 + 1];
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
+        for (int j = 0; j < 4; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -422,6 +489,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nn(const rt_exec *__
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+#if RT_MMA
+    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
+#endif
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -438,6 +508,22 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nn(const rt_exec *__
             Bs[kk][c] = gj < N && gk < K ? rt_round_fp16(b15[gk * 24 + gj]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_fp16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_fp16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_fp16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_fp16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 4; j++) {
+                fb[0] = rt_pack_fp16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_fp16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_fp16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
             float a[4], bb[4];
             for (int r = 0; r < 4; r++)
@@ -448,8 +534,26 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nn(const rt_exec *__
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
+#if RT_MMA
+    {
+        __shared__ float Cs[64][64 + 1];
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
+        for (int j = 0; j < 4; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -475,6 +579,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+#if RT_MMA
+    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
+#endif
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -491,6 +598,22 @@ extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__
             Bs[kk][c] = gj < N && gk < K ? rt_round_fp16(b28[gk * 24 + gj]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_fp16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_fp16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_fp16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_fp16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 4; j++) {
+                fb[0] = rt_pack_fp16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_fp16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_fp16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
             float a[4], bb[4];
             for (int r = 0; r < 4; r++)
@@ -501,8 +624,26 @@ extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
+#if RT_MMA
+    {
+        __shared__ float Cs[64][64 + 1];
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
+        for (int j = 0; j < 4; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -1076,6 +1217,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+#if RT_MMA
+    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
+#endif
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -1092,6 +1236,22 @@ extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue
             Bs[kk][c] = gj < N && gk < K ? rt_round_fp16(b15[gj * 24 + gk]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_fp16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_fp16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_fp16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_fp16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 4; j++) {
+                fb[0] = rt_pack_fp16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_fp16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_fp16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
             float a[4], bb[4];
             for (int r = 0; r < 4; r++)
@@ -1102,8 +1262,26 @@ extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
+#if RT_MMA
+    {
+        __shared__ float Cs[64][64 + 1];
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
+        for (int j = 0; j < 4; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
