@@ -112,7 +112,8 @@ struct St {
     int cur = -1, nthr = 0, ndone = 0, nsync = 0, first_done = -1;
     unsigned warp_arrived[EMU_MAX_THREADS / 32], warp_mask[EMU_MAX_THREADS / 32];
     unsigned long long slot[EMU_MAX_THREADS]; /* a lane's published value */
-    unsigned char mma_turn[EMU_MAX_THREADS];  /* which of its two mma slots a lane fills next */
+    unsigned long long mma_calls[EMU_MAX_THREADS];  /* a lane's mma calls in this block */
+    unsigned long long blocks_run = 0;              /* run_block calls so far: which block this is */
     void (*tramp)(void (*)(), const void *) = nullptr;
     void (*fn)() = nullptr;
     const void *arg = nullptr;
@@ -341,7 +342,8 @@ inline void run_block(unsigned nthr)
     s.first_done = -1;
     memset(s.warp_arrived, 0, sizeof s.warp_arrived);
     memset(s.warp_mask, 0, sizeof s.warp_mask);
-    memset(s.mma_turn, 0, sizeof s.mma_turn);
+    memset(s.mma_calls, 0, sizeof s.mma_calls);
+    s.blocks_run++;
     const unsigned bx = blockDim.x, by = blockDim.y;
     for (unsigned i = 0; i < nthr; i++) {
         Thr &t = s.th[i];
@@ -484,6 +486,12 @@ struct MmaFrag { unsigned a[4], b[2]; };
  * next call's barrier, which every lane reaches after reading slot p, so
  * one barrier per mma suffices */
 inline MmaFrag mma_slot[2][EMU_MAX_THREADS];
+/* a warp's operands decoded once per mma, by the first lane to run after
+ * the barrier (the lanes run one after the other until the next one), for
+ * the others to read: keyed by the block run and the lanes' count of mma
+ * calls in it */
+struct MmaOps { unsigned long long block, call; float A[16][16], B[16][8]; };
+inline MmaOps mma_ops[EMU_MAX_THREADS / 32];
 
 inline float h2f(unsigned h)
 {
@@ -515,25 +523,32 @@ inline float bf2f(unsigned h)
 inline void mma_m16n8k16(int fp16, float *d, const unsigned *a, const unsigned *b)
 {
     St &s = S;
-    const int me = s.cur, base = me & ~31, lane = me & 31, p = s.mma_turn[me];
-    s.mma_turn[me] ^= 1;
+    const int me = s.cur, base = me & ~31, lane = me & 31;
+    const unsigned long long call = ++s.mma_calls[me];
+    const int p = (int)(call & 1);
     memcpy(mma_slot[p][me].a, a, sizeof mma_slot[p][me].a);
     memcpy(mma_slot[p][me].b, b, sizeof mma_slot[p][me].b);
     sync_warp(0xffffffffu, "mma.sync");
-    float A[16][16], B[16][8];
-    for (int l = 0; l < 32; l++) {
-        const MmaFrag &f = mma_slot[p][base + l];
-        const int g = l >> 2, t2 = 2 * (l & 3);
-        auto v = [fp16](unsigned r, int hi) { const unsigned h = hi ? r >> 16 : r & 0xffffu; return fp16 ? h2f(h) : bf2f(h); };
-        for (int hi = 0; hi < 2; hi++) {
-            A[g][t2 + hi] = v(f.a[0], hi);
-            A[g + 8][t2 + hi] = v(f.a[1], hi);
-            A[g][t2 + 8 + hi] = v(f.a[2], hi);
-            A[g + 8][t2 + 8 + hi] = v(f.a[3], hi);
-            B[t2 + hi][g] = v(f.b[0], hi);
-            B[t2 + 8 + hi][g] = v(f.b[1], hi);
+    MmaOps &o = mma_ops[me >> 5];
+    if (o.block != s.blocks_run || o.call != call) {
+        o.block = s.blocks_run;
+        o.call = call;
+        for (int l = 0; l < 32; l++) {
+            const MmaFrag &f = mma_slot[p][base + l];
+            const int g = l >> 2, t2 = 2 * (l & 3);
+            auto v = [fp16](unsigned r, int hi) { const unsigned h = hi ? r >> 16 : r & 0xffffu; return fp16 ? h2f(h) : bf2f(h); };
+            for (int hi = 0; hi < 2; hi++) {
+                o.A[g][t2 + hi] = v(f.a[0], hi);
+                o.A[g + 8][t2 + hi] = v(f.a[1], hi);
+                o.A[g][t2 + 8 + hi] = v(f.a[2], hi);
+                o.A[g + 8][t2 + 8 + hi] = v(f.a[3], hi);
+                o.B[t2 + hi][g] = v(f.b[0], hi);
+                o.B[t2 + 8 + hi][g] = v(f.b[1], hi);
+            }
         }
     }
+    const float (&A)[16][16] = o.A;
+    const float (&B)[16][8] = o.B;
     const int g = lane >> 2, t2 = 2 * (lane & 3);
     for (int i = 0; i < 4; i++) {
         const int row = g + (i >= 2 ? 8 : 0), col = t2 + (i & 1);
