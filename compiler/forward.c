@@ -328,14 +328,11 @@ static Val eval_call(Sema *S, const Expr *e)
     if (li >= 0 || is_function(e->s)) {
         /* fine: checked below */
     } else if (layer_type(e->s) >= 0) {
-        if (layer_unsupported(e->s))
-            diag_error(e->loc, "%s is not supported yet", e->s);
-        else
-            diag_error(e->loc, "'%s' is a layer type: declare the layer in the model (name = %s(...)) and call "
-                       "it by name%s", e->s, e->s,
-                       layer_act_fn_of(e->s) ? util_fmt(", or use %s(x)", layer_act_fn_of(e->s))
-                       : strcmp(e->s, "Flatten") == 0 ? ", or use flatten(x)"
-                       : strcmp(e->s, "Dropout") == 0 ? ", or use dropout(x, p)" : "");
+        diag_error(e->loc, "'%s' is a layer type: declare the layer in the model (name = %s(...)) and call "
+                   "it by name%s", e->s, e->s,
+                   layer_act_fn_of(e->s) ? util_fmt(", or use %s(x)", layer_act_fn_of(e->s))
+                   : strcmp(e->s, "Flatten") == 0 ? ", or use flatten(x)"
+                   : strcmp(e->s, "Dropout") == 0 ? ", or use dropout(x, p)" : "");
         ok = 0;
     } else if (find_var(S, e->s)) {
         diag_error(e->loc, "'%s' is a tensor, not a layer or function", e->s);

@@ -66,8 +66,7 @@ const char *layer_list(void)
     const char *names[NLAYER_TYPES];
     int n = 0;
     for (int i = 0; i < NLAYER_TYPES; i++)
-        if (layer_types[i].kind != LK_UNSUPPORTED)
-            names[n++] = layer_types[i].name;
+        names[n++] = layer_types[i].name;
     for (int i = 1; i < n; i++)
         for (int j = i; j > 0 && strcasecmp(names[j - 1], names[j]) > 0; j--) {
             const char *t = names[j];
@@ -78,12 +77,6 @@ const char *layer_list(void)
     for (int i = 0; i < n; i++)
         list = util_fmt("%s%s%s", list, i ? ", " : "", names[i]);
     return list;
-}
-
-int layer_unsupported(const char *name)
-{
-    int t = layer_type(name);
-    return t >= 0 && layer_types[t].kind == LK_UNSUPPORTED;
 }
 
 static const char *param_name(const char *prefix, const char *leaf)
@@ -685,10 +678,8 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
     case LK_LAYERNORM: return make_layer_norm(S, e, prefix, what, NULL);
     case LK_ADAPTIVEAVGPOOL2D: return make_adaptive_pool(e, prefix, what, NULL);
     case LK_SOFTMAX: return make_softmax(e, layer_types[t].act, prefix, what, NULL);
-    case LK_UNSUPPORTED: break;
     }
-    diag_error(e->loc, "%s is not supported yet (supported layers: %s)", e->s, layer_list());
-    return NULL;
+    diag_ice("layer_make: layer kind %d", layer_types[t].kind);
 }
 
 
@@ -904,8 +895,6 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
         return apply_layer_norm(S, l, x, loc);
     case LK_SOFTMAX:
         return apply_softmax(S, l, x, loc);
-    case LK_UNSUPPORTED:
-        break;
     }
     diag_ice("apply: layer kind %d", l->kind);
 }

@@ -59,7 +59,7 @@ int arg_bind(const Expr *call, const Sig *sig, Expr **out);
 /* ---- layers.c ---------------------------------------------------------- */
 typedef enum {
     LK_LINEAR, LK_ACT, LK_FLATTEN, LK_SEQUENTIAL, LK_CONV2D, LK_BATCHNORM2D, LK_MAXPOOL2D, LK_AVGPOOL2D,
-    LK_DROPOUT, LK_BATCHNORM1D, LK_LAYERNORM, LK_ADAPTIVEAVGPOOL2D, LK_SOFTMAX, LK_UNSUPPORTED
+    LK_DROPOUT, LK_BATCHNORM1D, LK_LAYERNORM, LK_ADAPTIVEAVGPOOL2D, LK_SOFTMAX
 } LayerKind;
 
 /* An activation: its op (0: Identity) and parameters (Node.act). */
@@ -119,8 +119,6 @@ int layer_type(const char *name);
 int layer_torch_module(const char *name);
 /* The supported layer types, sorted, one line. */
 const char *layer_list(void);
-/* A known layer type this compiler cannot build yet (LayerNorm). */
-int layer_unsupported(const char *name);
 /* A layer constructor: Linear(...), ReLU(), Sequential(...), ...; NULL after reporting. */
 Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what);
 /* Layer l applied to x; loc is the call, or the layer's place inside a
