@@ -173,8 +173,14 @@ int rt_ckpt_save(const rt_model *m, const rt_opts *o, const char *path, const fl
     snprintf(kv[K_SHUFFLE].val, sizeof kv[0].val, "%d", o->shuffle);
     snprintf(kv[K_DROP].val, sizeof kv[0].val, "%d", o->drop_last);
     snprintf(kv[K_OPT].val, sizeof kv[0].val, "%lld", (long long)m->opt_floats);
-    /* "model" (kv[K_MODEL]) is the header's own: the amp keys take its place */
-    rt_st_kv all[NK - 1 + NA];
+    /* "model" (kv[K_MODEL]) is the header's own: the amp keys take its
+     * place; then the data's (an evaluation from a checkpoint uses them) */
+    rt_st_kv *all = malloc(sizeof *all * (size_t)(NK - 1 + NA + o->ndata_meta));
+    if (!all) {
+        rt_err("out of memory for the checkpoint");
+        ck_free(&c);
+        return -1;
+    }
     memcpy(all, kv, sizeof kv[0] * K_MODEL);
     int nkv = K_MODEL;
     if (m->precision == RT_PREC_FP16) {
@@ -186,7 +192,12 @@ int rt_ckpt_save(const rt_model *m, const rt_opts *o, const char *path, const fl
         snprintf(all[K_MODEL + A_OPT_STEPS].val, sizeof kv[0].val, "%lld", (long long)st->opt_steps);
         nkv += NA;
     }
+    if (o->ndata_meta > 0) {
+        memcpy(all + nkv, o->data_meta, sizeof *all * (size_t)o->ndata_meta);
+        nkv += o->ndata_meta;
+    }
     int rc = rt_st_save_kv(&c.m, path, c.slab, all, nkv);
+    free(all);
     ck_free(&c);
     return rc;
 }

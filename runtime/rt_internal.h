@@ -46,6 +46,10 @@ typedef struct rt_opts {
     const char *plot_path;  /* --plot FILE.svg: the loss curve, redrawn every epoch (rank 0) */
     const char *bench_kernel; /* --bench-kernel NAME|all: time kernels alone, no training */
     const char *eval_path;  /* --evaluate FILE: the test set through FILE's parameters, no training */
+    /* not an option: what the data load keeps for --save and --checkpoint
+     * (rt_data.meta: normalize = auto's numbers, a csv's classes) */
+    const struct rt_st_kv *data_meta;
+    int ndata_meta;
 } rt_opts;
 
 

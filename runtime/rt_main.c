@@ -544,6 +544,8 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     }
     if (rt_data_load(m, o.data_dir, o.seed, o.eval_path ? &saved : NULL, &data) != 0)
         goto out;
+    o.data_meta = data.meta;
+    o.ndata_meta = data.nmeta;
     if (rt_comm_check_data(train->n, test->n) != 0) {
         *agreed = 1;
         goto out;

@@ -10,8 +10,8 @@ normalize = auto) trained a few epochs with --save and --checkpoint, then:
     and labels with the saved classes: the same numbers again. The same
     file with its data.* metadata stripped gives other numbers or an error
     (the control: without the saved numbers the new file is measured);
-  - a checkpoint evaluates too (it keeps no data metadata: the same
-    training file gives the same numbers);
+  - a checkpoint evaluates too, with the same saved numbers and classes
+    (given the other training file);
   - errors: a missing file, training options beside --evaluate, corrupt
     class metadata, another model's parameters; each exit 1 or 2 with a
     line naming the cause.
@@ -112,9 +112,11 @@ with tempfile.TemporaryDirectory() as t:
               "control: without the data metadata %s.csv is measured again (%s)"
               % (data, "exit %d: %s" % (r.returncode, r.stderr.strip()[:120]) if r.returncode else got), r.stdout)
 
-    r = run([prog, "--threads", "1", "--evaluate", ck])
+    r = run([prog, "--threads", "1", "--evaluate", ck, "--data", os.path.join(t, "sub.csv")])
     got = evaluated(r.stdout)
-    check(r.returncode == 0 and same(got), "--evaluate a checkpoint: %s" % (got,), r.stdout + r.stderr)
+    check(r.returncode == 0 and same(got) and "the training run's" in r.stdout,
+          "--evaluate the checkpoint, with the other training file: its saved numbers and classes, %s" % (got,),
+          r.stdout + r.stderr)
 
     # errors
     def refused(args, code, words, what):
