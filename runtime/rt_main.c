@@ -586,7 +586,11 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     char buffers[64] = "";
     if (nbuffer)
         snprintf(buffers, sizeof buffers, " (+ %lld buffer values)", (long long)nbuffer);
-    if (r0)
+    if (r0 && o.eval_path)      /* nothing of training's: no lr, epochs or seed */
+        printf("model %s: %lld parameters%s  test %lld  batch %d  threads %d  device %s%s%s  evaluating %s\n",
+               m->name, (long long)nparam, buffers, (long long)test->n, o.batch, o.threads, devname, ranks,
+               precs[m->precision >= 0 && m->precision <= 2 ? m->precision : 0], o.eval_path);
+    else if (r0)
         printf("model %s: %lld parameters%s  train %lld  test %lld  batch %d  lr %g  epochs %d"
                "  seed %llu  threads %d  device %s%s%s\n", m->name, (long long)nparam, buffers,
                (long long)train->n, (long long)test->n, o.batch, (double)o.lr, o.epochs,
