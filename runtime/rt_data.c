@@ -302,6 +302,10 @@ int rt_data_load(const rt_model *m, const char *path, uint64_t seed, const rt_da
     } else if (s->kind == RT_SRC_CSV) {
         /* saved classes: the training run's mapping, not this file's labels */
         const int saved = sv && sv->classes.n;
+        if (saved && sv->classes.n > m->nclass) {     /* an index past the model's outputs */
+            rt_err("%s: holds %d classes, but model '%s' outputs %d", sv->from, sv->classes.n, m->name, m->nclass);
+            goto out;
+        }
         if (saved && copy_classes(&sv->classes, &d->classes) != 0)
             goto out;
         if (rt_csv_load(m, path, &d->classes, !saved, &d->train) != 0 ||
