@@ -207,6 +207,18 @@ static int save(loop *L, rt_ws *w, const rt_resume *st)
            rt_ckpt_save(L->m, L->o, L->o->ckpt_path, w->param, w->opt, st) != 0 ? -1 : 0;
 }
 
+/* The evaluation's sums (every test sample once over the ranks) summed
+ * over the ranks: the mean test loss, and the task's metrics in metric. */
+static double eval_result(const rt_model *m, rt_coll *coll, const rt_dev_out *out, int64_t ntest, double metric[2])
+{
+    const int nm = rt_plan_metrics(&m->eval);
+    double ev[1 + RT_METRIC_MAX];
+    memcpy(ev, out->eval, (size_t)(1 + nm) * sizeof(double));
+    coll->sum_f64(coll, ev, 1 + nm, "the evaluation's all-reduce");
+    rt_log_metrics(m->metrics, ev, nm > 0, ntest, m->nclass, metric);
+    return ev[0] / (double)ntest;
+}
+
 int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_device *dev, rt_coll *coll,
                 int64_t ntrain, int64_t ntest, rt_ws *w, rt_log *log, rt_trace *trace)
 {
@@ -377,13 +389,8 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
             rt_log_progress(log, epoch, o->epochs, seen * L.W, epoch_samples * L.W,
                             rt_step_loss(m, L.sum[done - 1], rs_), 1);
         }
-        /* the evaluation: every test sample once over the ranks */
-        const int nm = rt_plan_metrics(&m->eval);
-        double ev[1 + RT_METRIC_MAX], metric[2];
-        memcpy(ev, out.eval, (size_t)(1 + nm) * sizeof(double));
-        coll->sum_f64(coll, ev, 1 + nm, "the evaluation's all-reduce");
-        const double test_loss = ev[0] / (double)ntest;
-        rt_log_metrics(m->metrics, ev, nm > 0, ntest, m->nclass, metric);
+        double metric[2];
+        const double test_loss = eval_result(m, coll, &out, ntest, metric);
         const double secs = secs0 + out.secs;
         if (amp->on)
             skipped_all = out.amp_skipped;
@@ -443,12 +450,9 @@ int rt_loop_evaluate(const rt_model *m, const rt_opts *o, rt_device *dev, rt_col
     if (dev->begin_epoch(dev, 1, smp.shard, lr, 0) != 0 || dev->evaluate(dev) != 0 ||
         dev->collect(dev, 0, 0, &out) != 0)
         goto out;
-    const int nm = rt_plan_metrics(&m->eval);
-    double ev[1 + RT_METRIC_MAX], metric[2];
-    memcpy(ev, out.eval, (size_t)(1 + nm) * sizeof(double));
-    coll->sum_f64(coll, ev, 1 + nm, "the evaluation's all-reduce");
-    rt_log_metrics(m->metrics, ev, nm > 0, ntest, m->nclass, metric);
-    rt_log_evaluation(m->metrics, o->eval_path, ntest, ev[0] / (double)ntest, metric, rt_now() - t0);
+    double metric[2];
+    const double test_loss = eval_result(m, coll, &out, ntest, metric);
+    rt_log_evaluation(m->metrics, o->eval_path, ntest, test_loss, metric, rt_now() - t0);
     rc = 0;
 out:
     rt_free(lr);
