@@ -87,6 +87,13 @@ zlib_flags() {
     fi
 }
 
+# build_kc MODEL DIR OUT: kernel_check for MODEL (its C kernels emitted into DIR)
+build_kc() {
+    rm -rf "$2" && $B/cddpc "$1" --emit c "$2" || { detail "cddpc $1 --emit c failed"; return 1; }
+    $CC $CF -fopenmp -Iruntime -Itests/cuda -I"$2" tests/gpu/kc_gpu.c tests/cuda/kc_core.c tests/cuda/kc_program.c \
+        $B/libcddprt.a $ZLIB -lm -ldl -lpthread -o "$3" || { detail "kernel_check ($1) build failed"; return 1; }
+}
+
 step_build() {
     for f in parse.c parse.h lex.c; do
         if [ ! -s build/gen/$f ]; then
@@ -120,17 +127,11 @@ step_build() {
     echo "$ZLIB -lm -lpthread -ldl" >$B/libcddprt.ldflags
     CDDPC_CC=$ROOT/tests/gpu/cc.sh CDDP_GPU_ZLIB=$ZLIB $B/cddpc models/mnist.net -o $B/mnist ||
         { detail "cddpc models/mnist.net failed (see logs/build.log)"; return 1; }
-    $B/cddpc models/mnist.net --emit c $B/emit || { detail "cddpc --emit c failed"; return 1; }
-    $CC $CF -fopenmp -Iruntime -Itests/cuda -I$B/emit tests/gpu/kc_gpu.c tests/cuda/kc_core.c tests/cuda/kc_program.c \
-        $B/libcddprt.a $ZLIB -lm -ldl -lpthread -o $B/kernel_check || { detail "kernel_check build failed"; return 1; }
-    # the tensor-core GEMMs (precision bf16 and fp16: mma.sync m16n8k16)
-    local p
-    for p in bf16 fp16; do
-        rm -rf $B/emit_$p && $B/cddpc tests/cuda/models/amp_$p.net --emit c $B/emit_$p &&
-            $CC $CF -fopenmp -Iruntime -Itests/cuda -I$B/emit_$p tests/gpu/kc_gpu.c tests/cuda/kc_core.c \
-                tests/cuda/kc_program.c $B/libcddprt.a $ZLIB -lm -ldl -lpthread -o $B/kernel_check_$p ||
-            { detail "kernel_check ($p) build failed"; return 1; }
-    done
+    # kernel_check for SimpleNet, and for the tensor-core GEMMs (precision
+    # bf16 and fp16: mma.sync m16n8k16)
+    build_kc models/mnist.net $B/emit $B/kernel_check &&
+        build_kc tests/cuda/models/amp_bf16.net $B/emit_bf16 $B/kernel_check_bf16 &&
+        build_kc tests/cuda/models/amp_fp16.net $B/emit_fp16 $B/kernel_check_fp16 || return 1
     set +x
     detail "cddpc, libcddprt (no BLAS), SimpleNet, kernel_check (fp32, bf16, fp16); $(basename "$CC") $($CC -dumpversion); zlib $ZWHICH"
 }
