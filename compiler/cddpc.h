@@ -280,8 +280,9 @@ typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT, G_CONV, G_CHAN, G_PO
 enum {
     R_DATA = 1 << 0, R_EPILOGUE = 1 << 1, R_EW_CHAIN = 1 << 2, R_REDUCTION = 1 << 3, R_ROW_OPS = 1 << 4,
     R_OPTIMIZER = 1 << 5, R_CHAN_PASS = 1 << 6, R_CONV_BIAS = 1 << 7, R_DROPOUT = 1 << 8, R_ACT_INPUT = 1 << 9,
+    R_SIBLINGS = 1 << 10,
 };
-#define FUSE_NRULES 10
+#define FUSE_NRULES 11
 typedef unsigned FuseLevel;     /* a set of rules */
 #define FUSE_NONE 0u
 #define FUSE_ELEMENTWISE ((FuseLevel)(R_EW_CHAIN | R_DROPOUT | R_ACT_INPUT))
@@ -309,6 +310,9 @@ typedef struct Group {
      * ctr_off. split 1: none of it. */
     int split;
     int64_t ws_off, ctr_off, ctr_rows;
+    /* G_MATMUL on the GPU (fuse_pair.c, rule siblings): this group and the
+     * next run as one CUDA launch; 0 otherwise */
+    int pair_next;
 } Group;
 
 typedef struct Buf {
@@ -344,6 +348,10 @@ typedef struct Plan {
 int plan_nin(const Plan *p, const Node *n);
 Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots);
 void fuse_plan(Plan *p, FuseLevel level);
+/* fuse_pair.c: after memplan, marks adjacent independent GEMMs that read
+ * the same operand (a layer's input and weight gradients) as one GPU
+ * launch (Group.pair_next), when rule siblings is on */
+void fuse_pair_siblings(Plan *p, FuseLevel level);
 /* fuse_explain.c: --explain-fusion, every producer and consumer left in
  * different kernels with the predicate that kept them apart */
 void fuse_explain(FILE *f, Plan *p, FuseLevel level);
@@ -505,6 +513,9 @@ void emit_norm_cuda(const Emit *m, rt_cuda_launch *L);
 const char *emit_cuda_prelude(void);
 /* The CUDA kernel of group grp (text after the prelude), and its launch. */
 char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *launch); /* static void NAME(rt_exec *e) */
+/* groups grp and grp + 1 (Group.pair_next) as one kernel; sets a->pair */
+char *emit_cuda_pair(const Plan *p, int grp, rt_cuda_launch *a, const rt_cuda_launch *b);
+char *emit_cuda_pair_name(const Plan *p, int grp);     /* that kernel's name */
 /* The split-K a GEMM group gets at p->batch (1: none); memplan places
  * its workspace and counters. */
 int emit_cuda_gemm_split(const Plan *p, const Group *gr);

@@ -50,6 +50,7 @@ static const char prelude[] =
     "typedef struct rt_exec { " RT_STR(RT_EXEC_FIELDS(int32_t, int64_t, unsigned long long, uint8_t)) " } rt_exec;\n"
     RT_STR(RT_ROUND_FNS(__device__ __forceinline__, __float_as_uint, __uint_as_float)) "\n"
     RT_STR(RT_DATA_FNS(__device__ __forceinline__, int64_t, uint8_t)) "\n"
+    "__device__ __forceinline__ int64_t rt_max1(int64_t x) { return x > 0 ? x : 1; }   /* a grid dimension */\n"
     /* Tensor cores for the GEMMs of precision bf16|fp16 (sm_80 on): one
      * m16n8k16 mma per warp, fp32 accumulators; operands are the floats
      * the loads already rounded (autocast's values), so packing them is
@@ -357,7 +358,6 @@ static void emit_mma_gather(const Emit *m)
 {
     FILE *f = m->f;
     fprintf(f, "#if RT_MMA\n    {\n");
-    fprintf(f, "        __shared__ float Cs[%d][%d + 1];\n", TILE_M, TILE_N);
     fprintf(f, "        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);\n");
     fprintf(f, "        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;\n");
     fprintf(f, "        for (int j = 0; j < 4; j++) {\n");
@@ -387,22 +387,20 @@ static void emit_matmul(const Emit *m, rt_cuda_launch *L)
             ex_dim(ta ? as->d[0] : as->d[1]));
     fprintf(f, "    const int64_t R = M, C = N;\n    (void)R;\n");
     fprintf(f, "    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n");
-    fprintf(f, "    const int64_t row0 = (int64_t)blockIdx.y * %d, col0 = (int64_t)blockIdx.x * %d;\n", TILE_M, TILE_N);
+    fprintf(f, "    const int64_t row0 = (int64_t)by * %d, col0 = (int64_t)bx * %d;\n", TILE_M, TILE_N);
     fprintf(f, "    if (row0 >= M || col0 >= N)\n        return;    /* uniform per block, before any barrier */\n");
-    fprintf(f, "    __shared__ float As[%d][%d + 1], Bs[%d][%d + 1];\n", TILE_K, TILE_M, TILE_K, TILE_N);
     const int S = m->gr->split;
     if (S > 1) {
         /* the row tiles the counters were planned for (the train batch)
          * are split; any further ones (a larger --batch) run whole in
          * slice 0, so every batch is right */
         int64_t kts = cdiv(cdiv(as->d[ta ? 0 : 1], TILE_K), S) * TILE_K;
-        fprintf(f, "    /* split-K: slice blockIdx.z of %d, %lld deep */\n", S, (long long)kts);
-        fprintf(f, "    const int split = blockIdx.y < %lld;\n", (long long)m->gr->ctr_rows);
-        fprintf(f, "    if (!split && blockIdx.z != 0)\n        return;\n");
-        fprintf(f, "    const int64_t klo = split ? (int64_t)blockIdx.z * %lld : 0;\n", (long long)kts);
+        fprintf(f, "    /* split-K: slice bz of %d, %lld deep */\n", S, (long long)kts);
+        fprintf(f, "    const int split = by < %lld;\n", (long long)m->gr->ctr_rows);
+        fprintf(f, "    if (!split && bz != 0)\n        return;\n");
+        fprintf(f, "    const int64_t klo = split ? (int64_t)bz * %lld : 0;\n", (long long)kts);
         fprintf(f, "    const int64_t khi = split && klo + %lld < K ? klo + %lld : K;\n", (long long)kts,
                 (long long)kts);
-        fprintf(f, "    __shared__ int last;\n");
     }
     /* precision bf16|fp16: the k loop on the tensor cores (RT_MMA), the
      * accumulators then laid out as the FMA loop's for what follows */
@@ -456,15 +454,15 @@ static void emit_matmul(const Emit *m, rt_cuda_launch *L)
         fprintf(f, "        for (int r = 0; r < 4; r++)\n            for (int c = 0; c < 4; c++) {\n");
         fprintf(f, "                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;\n");
         fprintf(f, "                if (i < M && j < N)\n");
-        fprintf(f, "                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];\n            }\n");
+        fprintf(f, "                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];\n            }\n");
         fprintf(f, "        __threadfence();    /* the partial before the count that publishes it */\n");
         fprintf(f, "        __syncthreads();\n");
         fprintf(f, "        if (threadIdx.x == 0) {\n");
         fprintf(f, "            unsigned *const ctr = (unsigned *)(e->fix + %lld);   /* zeroed each step */\n",
                 (long long)m->gr->ctr_off);
-        fprintf(f, "            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == %du;\n", S - 1);
+        fprintf(f, "            *last = atomicAdd(&ctr[by * gx + bx], 1u) == %du;\n", S - 1);
         fprintf(f, "        }\n        __syncthreads();\n");
-        fprintf(f, "        if (!last)\n            return;\n");
+        fprintf(f, "        if (!*last)\n            return;\n");
         fprintf(f, "        __threadfence();\n");
         fprintf(f, "        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */\n");
         fprintf(f, "        for (int r = 0; r < 4; r++)\n            for (int c = 0; c < 4; c++) {\n");
@@ -552,6 +550,71 @@ static void emit_comm(const Emit *m, rt_cuda_launch *L)
     L->coll_n = count;
 }
 
+/* The __global__ of a GEMM or of a pair of them, up to its shared tiles.
+ * 2 blocks per SM: lets the tiles keep their 16 accumulators and tile
+ * registers without spilling (at ptxas's default cap they spill). */
+static void gemm_kernel_head(FILE *f, const char *name, int mma)
+{
+    fprintf(f, "extern \"C\" __global__ void __launch_bounds__(%d, 2) %s(const rt_exec *__restrict__ e)\n{\n", THREADS,
+            name);
+    fprintf(f, "    __shared__ float As[%d][%d + 1], Bs[%d][%d + 1];\n    __shared__ int last;\n", TILE_K, TILE_M,
+            TILE_K, TILE_N);
+    /* the mma accumulators' way to the FMA layout (emit_mma_gather) */
+    if (mma)
+        fprintf(f, "#if RT_MMA\n    __shared__ float Cs[%d][%d + 1];\n#else\n    float (*const Cs)[%d + 1] = 0;\n#endif\n",
+                TILE_M, TILE_N, TILE_N);
+}
+
+/* The shared tiles a GEMM's tile function takes, after its coordinates. */
+static const char *gemm_smem_args(int mma) { return mma ? "As, Bs, &last, Cs" : "As, Bs, &last"; }
+
+/* Dimension d of launch L's grid at e->nmax rows, as rt_cuda_grid
+ * computes it on the host. */
+static char *grid_expr(const rt_cuda_launch *L, int d)
+{
+    if (L->gdiv[d] == 0)
+        return util_fmt("%uu", L->gfix[d]);
+    return util_fmt("(unsigned)rt_max1((%lldLL * e->nmax + %lld) / %lld)", (long long)L->gmul[d],
+                    (long long)L->gdiv[d] - 1, (long long)L->gdiv[d]);
+}
+
+/* Rule siblings (fuse_pair.c): GEMM groups grp and grp + 1 as one kernel.
+ * Along x, the first's blocks come first, then the second's; y and z span
+ * the larger of the two grids (rt_cuda_pair_grid), and a block outside
+ * its part's own grid returns. Each part sees its own coordinates and
+ * grid width, so its text is the tile function of its own kernel. Sets
+ * a->pair to the kernel's name. */
+char *emit_cuda_pair_name(const Plan *p, int grp)
+{
+    return util_fmt("%c%d_%c%d__siblings", p->name[0], grp, p->name[0], grp + 1);
+}
+
+char *emit_cuda_pair(const Plan *p, int grp, rt_cuda_launch *a, const rt_cuda_launch *b)
+{
+    const char *na = p->groups[grp].name, *nb = p->groups[grp + 1].name;
+    char *name = emit_cuda_pair_name(p, grp);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        diag_ice("open_memstream failed");
+    fprintf(f, "\n/* %s: %s and %s in one launch (rule siblings) */\n", name, na, nb);
+    const int mma = p->g->prec != RT_PREC_FP32;
+    gemm_kernel_head(f, name, mma);
+    fprintf(f, "    const unsigned ax = %s, ay = %s, az = %s;\n", grid_expr(a, 0), grid_expr(a, 1), grid_expr(a, 2));
+    fprintf(f, "    const unsigned bx = %s, by = %s, bz = %s;\n", grid_expr(b, 0), grid_expr(b, 1), grid_expr(b, 2));
+    fprintf(f, "    if (blockIdx.x < ax) {\n        if (blockIdx.y < ay && blockIdx.z < az)\n");
+    fprintf(f, "            %s_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, %s);\n", na, gemm_smem_args(mma));
+    fprintf(f, "    } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {\n");
+    fprintf(f, "        %s_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, %s);\n    }\n}\n", nb,
+            gemm_smem_args(mma));
+    fclose(f);
+    char *out = util_strdup(text);
+    free(text);
+    a->pair = name;
+    return out;
+}
+
 char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *L)
 {
     char *text = NULL;
@@ -566,10 +629,19 @@ char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *L)
     fprintf(f, "\n/* %s:", m.gr->name);
     for (int k = 0; k < m.gr->nnodes; k++)
         fprintf(f, " %s%%%d", op_text[ex_node(&m, m.gr->nodes[k])->op], m.gr->nodes[k]);
-    /* 2 blocks per SM: lets the GEMM tiles keep their 16 accumulators and
-     * tile registers without spilling (at ptxas's default cap they spill) */
-    fprintf(f, " */\nextern \"C\" __global__ void __launch_bounds__(%d, 2) %s(const rt_exec *__restrict__ e)\n{\n",
-            THREADS, m.gr->name);
+    /* A GEMM is a tile function of its block coordinates and the shared
+     * tiles, so that a sibling pair (emit_cuda_pair) can run two of them
+     * in one launch; its kernel passes its own coordinates. */
+    const int mma = p->g->prec != RT_PREC_FP32;
+    if (m.gr->kind == G_MATMUL)
+        fprintf(f, " */\n__device__ __forceinline__ void %s_tile(const rt_exec *__restrict__ e, const unsigned bx, "
+                   "const unsigned by, const unsigned bz, const unsigned gx, float (*As)[%d + 1], float (*Bs)[%d + 1], "
+                   "int *last%s)\n{\n    (void)bz;\n    (void)gx;\n    (void)last;\n", m.gr->name, TILE_M, TILE_N,
+                mma ? util_fmt(", float (*Cs)[%d + 1]", TILE_N) : "");
+    else    /* 2 blocks per SM: lets the GEMM tiles keep their 16 accumulators and
+             * tile registers without spilling (at ptxas's default cap they spill) */
+        fprintf(f, " */\nextern \"C\" __global__ void __launch_bounds__(%d, 2) %s(const rt_exec *__restrict__ e)\n{\n",
+                THREADS, m.gr->name);
     fprintf(f, "    const int64_t n = e->n;\n    (void)n;\n");
     if (m.gr->kind != G_OPT)
         ex_declare_buffers(&m);
@@ -592,6 +664,11 @@ char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *L)
     case G_NORM: emit_norm_cuda(&m, L); break;
     }
     fprintf(f, "}\n");
+    if (m.gr->kind == G_MATMUL) {
+        gemm_kernel_head(f, m.gr->name, mma);
+        fprintf(f, "    %s_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, %s);\n}\n", m.gr->name,
+                gemm_smem_args(mma));
+    }
     fclose(f);
     char *out = util_strdup(text);
     free(text);

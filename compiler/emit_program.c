@@ -44,6 +44,7 @@ typedef struct CudaProgram {
     char *text;
     rt_cuda_launch *launch[2];
     char **kernel[2];       /* each kernel's own text, for --emit cuda */
+    char **pair[2];         /* [plan][k]: the pair kernel of k and k + 1, or NULL */
 } CudaProgram;
 
 static CudaProgram cuda_program(const Plan *const plans[2])
@@ -63,6 +64,13 @@ static CudaProgram cuda_program(const Plan *const plans[2])
             cp.kernel[pl][i] = emit_cuda_kernel(p, i, &cp.launch[pl][i]);
             fputs(cp.kernel[pl][i], f);
         }
+        /* sibling pairs after their parts, whose tile functions they call */
+        cp.pair[pl] = util_alloc(sizeof(char *) * (size_t)(p->ngroups + 1));
+        for (int i = 0; i + 1 < p->ngroups; i++)
+            if (p->groups[i].pair_next) {
+                cp.pair[pl][i] = emit_cuda_pair(p, i, &cp.launch[pl][i], &cp.launch[pl][i + 1]);
+                fputs(cp.pair[pl][i], f);
+            }
     }
     fclose(f);
     cp.text = util_strdup(text);
@@ -183,6 +191,7 @@ static void emit_plan_table(FILE *f, const Plan *p, const char *var, const rt_cu
          * compiles under -Wextra */
         fprintf(f, ", %lld, %lld, %lld, %lld", (long long)l->ws_off, (long long)l->ws_units, (long long)l->ctr_off,
                 (long long)l->ctr_n);
+        fprintf(f, l->pair ? ", \"%s\"" : ", 0", l->pair);
         fprintf(f, "},\n");
     }
     fprintf(f, "};\n");
@@ -427,7 +436,8 @@ static int make_dir(const char *dir)
 
 /* --emit cuda DIR: NAME.cu per kernel (each compiles on its own), all.cu
  * (what the program hands NVRTC) and launch.txt (geometry per kernel:
- * plan name block[3] gfix[3] gmul[3] gdiv[3]). */
+ * plan name block[3] gfix[3] gmul[3] gdiv[3]; a sibling pair's line,
+ * after its first part's, has plan "pair" and grid fields 0). */
 static int write_cuda_dir(const char *dir, const Plan *const plans[2], const CudaProgram *cp)
 {
     if (make_dir(dir) != 0 || write_file(util_fmt("%s/all.cu", dir), cp->text) != 0)
@@ -442,10 +452,18 @@ static int write_cuda_dir(const char *dir, const Plan *const plans[2], const Cud
             const rt_cuda_launch *l = &cp->launch[pl][i];
             if (write_file(util_fmt("%s/%s.cu", dir, l->name), util_fmt("%s%s", emit_cuda_prelude(), cp->kernel[pl][i])))
                 return -1;
+            /* a pair's file holds its parts too */
+            if (l->pair && write_file(util_fmt("%s/%s.cu", dir, l->pair),
+                                      util_fmt("%s%s%s%s", emit_cuda_prelude(), cp->kernel[pl][i],
+                                               cp->kernel[pl][i + 1], cp->pair[pl][i])))
+                return -1;
             fprintf(f, "%s %s %u %u %u %u %u %u %lld %lld %lld %lld %lld %lld\n", plans[pl]->name, l->name, l->block[0],
                     l->block[1], l->block[2], l->gfix[0], l->gfix[1], l->gfix[2], (long long)l->gmul[0],
                     (long long)l->gmul[1], (long long)l->gmul[2], (long long)l->gdiv[0], (long long)l->gdiv[1],
                     (long long)l->gdiv[2]);
+            /* a pair: plan "pair", its grid from its parts' (rt_cuda_pair_grid) */
+            if (l->pair)
+                fprintf(f, "pair %s %u %u %u 0 0 0 0 0 0 0 0 0\n", l->pair, l->block[0], l->block[1], l->block[2]);
         }
     fclose(f);
     int rc = write_file(util_fmt("%s/launch.txt", dir), lt);

@@ -16,6 +16,7 @@ const FuseRule fuse_rule[FUSE_NRULES] = {
     {R_CONV_BIAS, "conv-bias", "a convolution adds its bias as it stores its output"},
     {R_DROPOUT, "dropout", "a dropout joins the kernel computing its input although that input has other readers"},
     {R_ACT_INPUT, "act-input", "an activation joins the kernel computing its input although its gradient reads that input"},
+    {R_SIBLINGS, "siblings", "two independent GEMMs reading the same operand (a layer's input and weight gradients) run as one GPU launch"},
 };
 
 int fuse_rule_bit(const char *name)

@@ -12,7 +12,11 @@
  *   - waves = ceil(blocks / (SMs x BLOCKS_PER_SM)); busy share =
  *     min(1, blocks / (waves x SMs)): a grid smaller than the GPU, or a
  *     last wave partly empty, leaves SMs idle;
- *   - the step adds one graph launch. The two overheads are assumptions
+ *   - a sibling pair (fuse_pair.c) is one node: its parts side by side,
+ *     the slower part's time, or both parts' roofline over the combined
+ *     grid's share if longer;
+ *   - the step adds a sixteenth of a graph launch (RT_CUDA_RUN_STEPS steps
+ *     a graph). The two overheads are assumptions
  *     (typical of CUDA graphs on these parts), not measurements of ours:
  *     tests/gpu/run.sh prints predicted against measured when a GPU is lent.
  * FP32 peaks are the non-tensor-core ones: the emitted fp32 GEMMs use FMA.
@@ -40,9 +44,9 @@
  * (4 x 2048 / MMA_LOADS) / that of the tensor peak, 18% on an H200: the
  * fragments come from scalar loads, not ldmatrix.
  *
- * The runtime's own graph nodes (cuda device, rt_cuda_dev.c issue_step):
- * step_begin, which zeroes grad, fix and stat (their bytes on its grid),
- * and step_end. */
+ * The runtime's own graph node between two steps of a run (cuda device,
+ * rt_cuda_dev.c issue_step): step_turn, which ends one step and zeroes
+ * grad, fix and stat for the next (their bytes on its grid). */
 #include <math.h>
 #include <string.h>
 
@@ -95,21 +99,24 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
     fprintf(f, "  peaks: %s\n", t->source);
     fprintf(f, "  %-38s %8s %7s %6s %6s %10s %10s %9s %7s\n", "kernel", "blocks", "threads", "waves", "busy",
             "roofline us", "overhead us", "total us", "bound");
-    double step = GRAPH_LAUNCH_US * 1e-6, gemm_eff = 1;
+    /* the steps of an epoch go in graphs of RT_CUDA_RUN_STEPS: a launch per run */
+    double step = GRAPH_LAUNCH_US * 1e-6 / RT_CUDA_RUN_STEPS, gemm_eff = 1;
     const int mma = p->g->prec != RT_PREC_FP32 && t->tensor > 0;   /* the GEMMs on the tensor cores */
     int gemm_rows = 0, gemm_cols = 0;
-    /* the runtime's nodes: step_begin zeroes grad, fix and stat (doubles)
-     * on rt_cuda_begin_blocks' grid; step_end is one thread */
+    /* the runtime's node between two steps of a run: step_turn ends one
+     * step and zeroes grad, fix and stat (doubles) for the next on
+     * rt_cuda_begin_blocks' grid (step_begin and step_end, once per run,
+     * are left out) */
     const double zero_words = fmax(fmax((double)p->param_floats, (double)p->fix_floats), 2.0 * p->nstat);
-    const double rt_bytes[] = {4.0 * (double)p->param_floats + 4.0 * (double)p->fix_floats + 8.0 * p->nstat, 0};
-    const double rt_blocks[] = {rt_cuda_begin_blocks((int64_t)zero_words), 1};
-    const char *rt_name[] = {"runtime_step_begin", "runtime_step_end"};
-    for (int i = 0; i < 2; i++) {
-        double busy = fmin(1, rt_blocks[i] / t->sms), secs = rt_bytes[i] / t->bw / busy + GRAPH_NODE_US * 1e-6;
+    const double rt_bytes = 4.0 * (double)p->param_floats + 4.0 * (double)p->fix_floats + 8.0 * p->nstat;
+    const double rt_blocks = rt_cuda_begin_blocks((int64_t)zero_words);
+    {
+        double busy = fmin(1, rt_blocks / t->sms), secs = rt_bytes / t->bw / busy + GRAPH_NODE_US * 1e-6;
         step += secs;
-        fprintf(f, "  %-38s %8.0f %7d %6d %5.0f%% %10.2f %10.2f %9.2f %7s\n", rt_name[i], rt_blocks[i], i ? 1 : 256, 1,
-                100 * busy, 1e6 * rt_bytes[i] / t->bw / busy, GRAPH_NODE_US, 1e6 * secs, "memory");
+        fprintf(f, "  %-38s %8.0f %7d %6d %5.0f%% %10.2f %10.2f %9.2f %7s\n", "runtime_step_turn", rt_blocks, 256, 1,
+                100 * busy, 1e6 * rt_bytes / t->bw / busy, GRAPH_NODE_US, 1e6 * secs, "memory");
     }
+    double pair_roof = 0, pair_alone = 0, pair_blocks = 0;  /* the first part of a sibling pair */
     for (int i = 0; i < p->ngroups; i++) {
         rt_cuda_launch l;
         emit_cuda_kernel(p, i, &l);
@@ -130,16 +137,35 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
                 c.bytes += 2.0 * 4.0 * p->groups[i].split * (double)ir_numel(s, batch);
             }
         }
-        double tf = c.flops / (peak * eff), tb = c.bytes / t->bw;
-        double secs = fmax(tf, tb) / busy + GRAPH_NODE_US * 1e-6;
-        step += secs;
+        double tf = c.flops / (peak * eff), tb = c.bytes / t->bw, roof = fmax(tf, tb);
+        const int first = p->groups[i].pair_next, second = i > 0 && p->groups[i - 1].pair_next;
+        double secs = roof / busy + (first || second ? 0 : GRAPH_NODE_US * 1e-6);
+        if (!first && !second)
+            step += secs;
         fprintf(f, "  %-38s %8.0f %7.0f %6.0f %5.0f%% %10.2f %10.2f %9.2f %7s\n", p->groups[i].name, blocks, threads,
-                waves, 100 * busy, 1e6 * fmax(tf, tb) / busy, GRAPH_NODE_US, 1e6 * secs,
+                waves, 100 * busy, 1e6 * roof / busy, first || second ? 0 : GRAPH_NODE_US, 1e6 * secs,
                 tf >= tb ? "flops" : "memory");
+        if (first) {
+            pair_roof = roof, pair_alone = roof / busy, pair_blocks = blocks;
+            continue;
+        }
+        if (!second)
+            continue;
+        /* a sibling pair, one launch: its parts side by side, so the
+         * slower part alone, unless both together need more of the GPU
+         * than there is (their roofline over the combined grid's share) */
+        const double pb = pair_blocks + blocks, pw = ceil(pb / (t->sms * BLOCKS_PER_SM));
+        const double pbusy = fmin(1, pb / (pw * t->sms));
+        const double ptime = fmax(fmax(pair_alone, roof / busy), (pair_roof + roof) / pbusy);
+        step += ptime + GRAPH_NODE_US * 1e-6;
+        fprintf(f, "  %-38s %8.0f %7.0f %6.0f %5.0f%% %10.2f %10.2f %9.2f %7s\n",
+                util_fmt("  = %s", emit_cuda_pair_name(p, i - 1)),
+                pb, threads, pw, 100 * pbusy, 1e6 * ptime, GRAPH_NODE_US, 1e6 * (ptime + GRAPH_NODE_US * 1e-6), "-");
     }
     double steps = ceil((double)EPOCH_SAMPLES / (double)batch);
-    fprintf(f, "  step %.1f us (with one graph launch, %.0f us); an epoch of %d samples, %.0f steps: %.3f s "
-               "(training steps only)\n", 1e6 * step, GRAPH_LAUNCH_US, EPOCH_SAMPLES, steps, step * steps);
+    fprintf(f, "  step %.1f us (with 1/%d of a graph launch, %.0f us); an epoch of %d samples, %.0f steps: %.3f s "
+               "(training steps only)\n", 1e6 * step, RT_CUDA_RUN_STEPS, GRAPH_LAUNCH_US, EPOCH_SAMPLES, steps,
+            step * steps);
     fprintf(f, "  overheads assumed, not measured: %.1f us per graph node, %.1f us per graph launch\n",
             GRAPH_NODE_US, GRAPH_LAUNCH_US);
     if (gemm_rows && mma)

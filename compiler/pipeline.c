@@ -68,6 +68,8 @@ int pipeline_compile(const PipelineOptions *o, const char *text, const char *out
     train->batch = eval->batch = prog->train.batch;
     mem_plan(train);
     mem_plan(eval);
+    fuse_pair_siblings(train, o->fusion);
+    fuse_pair_siblings(eval, o->fusion);
     verify(g, "memplan");
     verify_plans(train, eval, "memplan", plan_verify_memory);
     if (dumping(o, "memplan")) {

@@ -216,6 +216,12 @@ typedef struct rt_bucket {
  * gfix[d] when gdiv[d] == 0, else ceil(nmax * gmul[d] / gdiv[d]) (at least
  * 1): batch-shaped kernels are sized for the largest batch and return
  * early for rows >= e->n. Shared memory is static (declared in kernels). */
+/* The CUDA device launches the training (and evaluation) steps as
+ * graphs of this many steps while that many are left in the epoch, one
+ * graph launch and one runtime node per step (rt_cuda_dev.c; gpu_model.c
+ * predicts it) */
+#define RT_CUDA_RUN_STEPS 16
+
 typedef struct rt_cuda_launch {
     const char *name;       /* extern "C" symbol in rt_model.cuda_src */
     unsigned block[3];
@@ -230,6 +236,10 @@ typedef struct rt_cuda_launch {
      * act units [ws_off, ws_off + ws_units), the arrival counters in
      * fix[ctr_off, ctr_off + ctr_n) */
     int64_t ws_off, ws_units, ctr_off, ctr_n;
+    /* non-NULL: this kernel and the next one of the plan also exist as one
+     * kernel of this name (rule siblings), which the runtime launches in
+     * their place on rt_cuda_pair_grid's grid */
+    const char *pair;
 } rt_cuda_launch;
 
 typedef struct rt_plan {

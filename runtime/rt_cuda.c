@@ -967,6 +967,26 @@ int rt_cuda_grid(const rt_cuda_launch *l, int nmax, unsigned grid[3])
     return 0;
 }
 
+int rt_cuda_pair_grid(const rt_cuda_launch *a, const rt_cuda_launch *b, int nmax, unsigned grid[3])
+{
+    unsigned ga[3], gb[3];
+    if (rt_cuda_grid(a, nmax, ga) || rt_cuda_grid(b, nmax, gb))
+        return -1;
+    if (memcmp(a->block, b->block, sizeof a->block)) {
+        rt_err("kernel %s: its parts %s and %s have different blocks", a->pair, a->name, b->name);
+        return -1;
+    }
+    if ((uint64_t)ga[0] + gb[0] > 2147483647u) {
+        rt_err("kernel %s: grid dimension 0 is %llu for batch %d (limit 2147483647)", a->pair,
+               (unsigned long long)ga[0] + gb[0], nmax);
+        return -1;
+    }
+    grid[0] = ga[0] + gb[0];
+    grid[1] = ga[1] > gb[1] ? ga[1] : gb[1];
+    grid[2] = ga[2] > gb[2] ? ga[2] : gb[2];
+    return 0;
+}
+
 int rt_cuda_launch1(rt_cuda *cu, CUfunction f, const char *name, const unsigned grid[3],
                     const unsigned block[3], CUdeviceptr arg)
 {

@@ -191,6 +191,9 @@ int rt_cuda_event_wait(rt_cuda *cu, CUevent ev, double timeout, const char *what
 /* Grid of launch l for an arena of nmax rows; -1 (after an error) if the
  * geometry is invalid or exceeds the device's limits. */
 int rt_cuda_grid(const rt_cuda_launch *l, int nmax, unsigned grid[3]);
+/* The grid of a sibling pair (a->pair, b the next kernel): a's blocks then
+ * b's along x, y and z the larger of the two. 0, or -1 after rt_err. */
+int rt_cuda_pair_grid(const rt_cuda_launch *a, const rt_cuda_launch *b, int nmax, unsigned grid[3]);
 /* f<<<grid, block, 0, cu->stream>>>(arg): every kernel takes one pointer. */
 int rt_cuda_launch1(rt_cuda *cu, CUfunction f, const char *name, const unsigned grid[3],
                     const unsigned block[3], CUdeviceptr arg);

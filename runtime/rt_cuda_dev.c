@@ -26,6 +26,15 @@
  *     from epoch to epoch by the host (it rewrites the block per epoch).
  *     and an epoch is that graph launched once per batch. Evaluation is a
  *     second graph over the test set, launched right behind it.
+ *   - Runs: while RT_CUDA_RUN_STEPS steps are left in a call of
+ *     cuda_train (or of the evaluation), a graph of that many steps is
+ *     launched instead, captured once as well: between two steps one
+ *     cddprt_step_turn (the first's step_end and the next's step_begin in
+ *     one node). Not with accumulate (the graph changes per batch) nor
+ *     when steps are timed.
+ *   - Sibling pairs (rt_cuda_launch.pair): two GEMM kernels the compiler
+ *     found independent are launched as their one pair kernel, except in
+ *     a traced step, which times each kernel.
  *   - begin_epoch queues two copies: the epoch's sample order and a fresh
  *     control block (b = the first batch, sums = 0). collect queues the
  *     read-back of the control blocks and the step losses, then waits
@@ -86,12 +95,14 @@
 #include <string.h>
 
 enum { CAPTURE_THREAD_LOCAL = 1, FUNC_MAX_THREADS = 0, EVENT_DISABLE_TIMING = 2,
-       STREAM_NON_BLOCKING = 1, PACE = 8 };
+       STREAM_NON_BLOCKING = 1, PACE = 8, RUN_STEPS = RT_CUDA_RUN_STEPS };
 
 typedef struct plan_dev {
     const rt_plan *p;
     CUfunction *f;          /* [nk] */
     unsigned (*grid)[3];    /* [nk] */
+    CUfunction *fpair;      /* [nk]: kernels k and k + 1 as one (rt_cuda_launch.pair), or NULL */
+    unsigned (*pgrid)[3];   /* [nk]: its grid */
 } plan_dev;
 
 typedef struct dev_run {
@@ -104,7 +115,7 @@ typedef struct dev_run {
     int32_t *h_order[2];                    /* pinned */
     rt_cuda_ctl *h_ctl;                     /* pinned [5]: train slot 0/1, eval, back train, back eval */
     double *h_steploss;                     /* pinned [nbatch] */
-    CUfunction fbegin, fend;
+    CUfunction fbegin, fend, fturn;
     int amp;                                /* fp16 loss scaling in the train step */
     CUfunction famp_check, famp_decide;
     /* the train block's settings */
@@ -118,6 +129,7 @@ typedef struct dev_run {
     double *h_amp_log;                      /* pinned [2 * nbatch] */
     plan_dev train, eval;
     CUgraphExec gtrain, geval;
+    CUgraphExec gtrain_run, geval_run;      /* RUN_STEPS steps each, or NULL */
     CUevent ev0, ev1;
     CUevent pace[PACE];                     /* after launch i: pace[i % PACE] */
     int64_t launches;
@@ -181,7 +193,9 @@ static int plan_setup(rt_cuda *cu, const rt_plan *p, const char *which, int nmax
     }
     pd->f = calloc((size_t)(p->nk ? p->nk : 1), sizeof *pd->f);
     pd->grid = calloc((size_t)(p->nk ? p->nk : 1), sizeof *pd->grid);
-    if (!pd->f || !pd->grid) {
+    pd->fpair = calloc((size_t)(p->nk ? p->nk : 1), sizeof *pd->fpair);
+    pd->pgrid = calloc((size_t)(p->nk ? p->nk : 1), sizeof *pd->pgrid);
+    if (!pd->f || !pd->grid || !pd->fpair || !pd->pgrid) {
         rt_err("out of memory");
         return -1;
     }
@@ -192,6 +206,9 @@ static int plan_setup(rt_cuda *cu, const rt_plan *p, const char *which, int nmax
             return -1;
         }
         if (rt_cuda_function(cu, l->name, &pd->f[k]) != 0 || rt_cuda_grid(l, nmax, pd->grid[k]) != 0)
+            return -1;
+        if (l->pair && k + 1 < p->nk &&
+            (rt_cuda_function(cu, l->pair, &pd->fpair[k]) != 0 || rt_cuda_pair_grid(l, l + 1, nmax, pd->pgrid[k]) != 0))
             return -1;
         int maxt = 0;
         if (CU_CHECK(rt_cu.cuFuncGetAttribute(&maxt, FUNC_MAX_THREADS, pd->f[k])))
@@ -230,23 +247,24 @@ static int launch_kernel(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k, CUd
            (d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk1[k], cu->stream)));
 }
 
-/* The plan's kernel k inside a capture, with the gradient buckets around
- * it when ddp: first the main stream waits for the all-reduce of every
- * bucket kernel k updates; after it, each bucket kernel k completed is
- * handed to the comm stream (an event the comm stream waits for, the
- * all-reduce, an event the optimizer will wait for). Buckets go in table
- * order, the same on every rank, so the collectives match. */
-static int launch_step_kernel(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k, CUdeviceptr exec,
-                              int ddp, int *next_bucket, int later)
+/* The gradient buckets around the plan's kernel k inside a capture, when
+ * ddp: first (bucket_wait) the main stream waits for the all-reduce of
+ * every bucket kernel k updates; after it (kernel_done), each bucket
+ * kernel k completed is handed to the comm stream (an event the comm
+ * stream waits for, the all-reduce, an event the optimizer will wait
+ * for). Buckets go in table order, the same on every rank, so the
+ * collectives match. later: an optimizer kernel the loss scaler runs
+ * after all buckets. */
+static int bucket_wait(rt_cuda *cu, dev_run *d, int k, int ddp, int later)
 {
     /* the comm stream reduces in bucket order: the last bucket kernel k
      * needs stands for all before it (rt_buckets.c) */
     const int need = ddp && !later && !d->no_sync ? d->s.wait_upto[k] : 0;
-    if (need > 0 && CU_CHECK(rt_cu.cuStreamWaitEvent(cu->stream, d->ev_done[need - 1], 0)))
-        return -1;
-    /* later: an optimizer kernel the loss scaler runs after all buckets */
-    if (!later && launch_kernel(cu, d, pd, k, exec))
-        return -1;
+    return need > 0 && CU_CHECK(rt_cu.cuStreamWaitEvent(cu->stream, d->ev_done[need - 1], 0));
+}
+
+static int kernel_done(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k, int ddp, int *next_bucket)
+{
     /* SyncBatchNorm's sums: on the comm stream too, behind the buckets
      * handed over so far, because one NCCL communicator must see its
      * collectives in one order on every rank; the main stream waits,
@@ -276,16 +294,41 @@ static int launch_step_kernel(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k
     return 0;
 }
 
+/* The plan's kernel k inside a capture, with its buckets around it. */
+static int launch_step_kernel(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k, CUdeviceptr exec,
+                              int ddp, int *next_bucket, int later)
+{
+    return bucket_wait(cu, d, k, ddp, later) || (!later && launch_kernel(cu, d, pd, k, exec)) ||
+           kernel_done(cu, d, pd, k, ddp, next_bucket);
+}
+
+/* Kernels k and k + 1 as their one sibling kernel (rule siblings), the
+ * buckets of both around it. Not in a traced step, which times each
+ * kernel by itself. */
+static int launch_step_pair(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k, CUdeviceptr exec, int ddp,
+                            int *next_bucket)
+{
+    return bucket_wait(cu, d, k, ddp, 0) || bucket_wait(cu, d, k + 1, ddp, 0) ||
+           rt_cuda_launch1(cu, pd->fpair[k], pd->p->cu[k].pair, pd->pgrid[k], pd->p->cu[k].block, exec) ||
+           kernel_done(cu, d, pd, k, ddp, next_bucket) || kernel_done(cu, d, pd, k + 1, ddp, next_bucket);
+}
+
 /* What a captured step does: STEP_FULL, a whole training step (an
  * evaluation step too); STEP_MICRO, an accumulated micro-batch that is not
  * its group's last (no all-reduce, no update). */
 enum { STEP_FULL = 0, STEP_MICRO = 1 };
 
-/* One step of plan p: the memsets, step_begin, the plan's kernels on exec
- * (with the bucket all-reduces when ddp), step_end. Captured once as the
- * step's graph, or issued as is for a traced step. */
+/* Where a step stands in a captured run of steps: the first begins with
+ * step_begin, the last ends with step_end, and between two steps one
+ * step_turn does both (a single step is both first and last). */
+enum { RUN_FIRST = 1, RUN_LAST = 2, RUN_ALONE = 3 };
+
+/* One step of plan p: step_begin, the plan's kernels on exec (with the
+ * bucket all-reduces when ddp), step_end, or step_turn in their place
+ * inside a run (pos). Captured once as a graph, or issued as is for a
+ * traced step. */
 static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr exec, CUdeviceptr ctl,
-                      int64_t grad_floats, int nstat, int ddp, int mode)
+                      int64_t grad_floats, int nstat, int ddp, int mode, int pos)
 {
     static const unsigned one[3] = {1, 1, 1};
     const int train = pd == &d->train, micro = mode == STEP_MICRO;
@@ -297,7 +340,7 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
     int64_t words = grad_floats > pd->p->fix_floats ? grad_floats : pd->p->fix_floats;
     words = words > 2 * (int64_t)nstat ? words : 2 * (int64_t)nstat;
     const unsigned bgrid[3] = {rt_cuda_begin_blocks(words), 1, 1}, bthreads[3] = {256, 1, 1};
-    int ok = !rt_cuda_launch1(cu, d->fbegin, "cddprt_step_begin", bgrid, bthreads, ctl);
+    int ok = !(pos & RUN_FIRST) || !rt_cuda_launch1(cu, d->fbegin, "cddprt_step_begin", bgrid, bthreads, ctl);
     int next_bucket = 0;
     const int amp = d->amp && train;
     /* the optimizer kernels behind everything: found_inf, the norm, the
@@ -306,7 +349,10 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
     d->no_sync = micro;
     for (int k = 0; ok && k < pd->p->nk; k++) {
         const int opt = pd->p->k[k].phase == RT_PH_OPTIMIZER;
-        ok = !launch_step_kernel(cu, d, pd, k, exec, ddp, &next_bucket, (late || micro) && opt);
+        if (pd->fpair[k] && !d->tracing && !opt && pd->p->k[k + 1].phase != RT_PH_OPTIMIZER)
+            ok = !launch_step_pair(cu, d, pd, k++, exec, ddp, &next_bucket);
+        else
+            ok = !launch_step_kernel(cu, d, pd, k, exec, ddp, &next_bucket, (late || micro) && opt);
     }
     d->no_sync = 0;
     if (ok && micro) {
@@ -340,19 +386,25 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
         if (pd->p->k[k].phase == RT_PH_OPTIMIZER)
             ok = !launch_kernel(cu, d, pd, k, exec);
     d->fold_now = 0;
-    ok = ok && !rt_cuda_launch1(cu, d->fend, "cddprt_step_end", one, one, ctl);
+    if (pos & RUN_LAST)
+        ok = ok && !rt_cuda_launch1(cu, d->fend, "cddprt_step_end", one, one, ctl);
+    else
+        ok = ok && !rt_cuda_launch1(cu, d->fturn, "cddprt_step_turn", bgrid, bthreads, ctl);
     return ok ? 0 : -1;
 }
 
-/* issue_step as a graph. The capture is always ended, even after a failed
- * launch, so the stream stays usable. */
+/* nsteps of issue_step as one graph. The capture is always ended, even
+ * after a failed launch, so the stream stays usable. */
 static int capture(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr exec, CUdeviceptr ctl,
-                   int64_t grad_floats, int nstat, int ddp, int mode, CUgraphExec *out)
+                   int64_t grad_floats, int nstat, int ddp, int mode, int nsteps, CUgraphExec *out)
 {
     *out = NULL;
     if (CU_CHECK(rt_cu.cuStreamBeginCapture_v2(cu->stream, CAPTURE_THREAD_LOCAL)))
         return -1;
-    int ok = !issue_step(cu, d, pd, exec, ctl, grad_floats, nstat, ddp, mode);
+    int ok = 1;
+    for (int s = 0; ok && s < nsteps; s++)
+        ok = !issue_step(cu, d, pd, exec, ctl, grad_floats, nstat, ddp, mode,
+                         (s == 0 ? RUN_FIRST : 0) | (s == nsteps - 1 ? RUN_LAST : 0));
     CUgraph g = NULL;
     CUresult r = rt_cu.cuStreamEndCapture(cu->stream, &g);
     if (ok && CU_CHECK(r))
@@ -404,7 +456,8 @@ static int pace(rt_cuda *cu, dev_run *d, int epoch)
     const int slot = (int)(d->launches % PACE);
     if (d->launches >= PACE) {
         char what[96];
-        snprintf(what, sizeof what, "step %lld of epoch %d", (long long)(d->launches - PACE), epoch);
+        snprintf(what, sizeof what, "graph launch %lld (of 1 or %d steps) in epoch %d", (long long)(d->launches - PACE),
+                 RUN_STEPS, epoch);
         if (rt_cuda_event_wait(cu, d->pace[slot], d->pace_timeout, what) != 0)
             return -1;
     }
@@ -469,7 +522,7 @@ static int traced_step(rt_cuda *cu, dev_run *d, const rt_model *m, rt_trace *tr,
     const double h0 = rt_comm_time();
     d->tracing = 1;
     int bad = CU_CHECK(rt_cu.cuEventRecord(d->tbase, cu->stream)) ||
-              issue_step(cu, d, &d->train, d->exec_t, d->ctl_t, m->param_floats, nstat, ddp, mode);
+              issue_step(cu, d, &d->train, d->exec_t, d->ctl_t, m->param_floats, nstat, ddp, mode, RUN_ALONE);
     d->tracing = 0;
     if (bad || rt_cuda_wait(cu, "a traced step") != 0)
         return -1;
@@ -504,6 +557,10 @@ static void dev_free(dev_run *d)
             CU_CHECK(rt_cu.cuGraphExecDestroy(d->gmicro));
         if (d->geval)
             CU_CHECK(rt_cu.cuGraphExecDestroy(d->geval));
+        if (d->gtrain_run)
+            CU_CHECK(rt_cu.cuGraphExecDestroy(d->gtrain_run));
+        if (d->geval_run)
+            CU_CHECK(rt_cu.cuGraphExecDestroy(d->geval_run));
         if (d->ev0)
             CU_CHECK(rt_cu.cuEventDestroy_v2(d->ev0));
         if (d->ev1)
@@ -554,6 +611,10 @@ static void dev_free(dev_run *d)
     rt_cuda_host_free(d->h_lrs[1]);
     free(d->train.f);
     free(d->train.grid);
+    free(d->train.fpair);
+    free(d->train.pgrid);
+    free(d->eval.fpair);
+    free(d->eval.pgrid);
     free(d->eval.f);
     free(d->eval.grid);
     rt_bsched_free(&d->s);
@@ -590,12 +651,16 @@ static int cuda_begin_epoch(rt_device *dv, int epoch, const int32_t *order, cons
                : 0;
 }
 
-/* One graph launch per step, paced, no wait for a result (a traced run
- * issues the steps one by one instead: see the file comment). */
+/* One graph launch per RUN_STEPS steps while that many are left, then
+ * per step, paced, no wait for a result (a traced run issues the steps
+ * one by one instead: see the file comment). */
 static int cuda_train(rt_device *dv, int64_t b0, int64_t b1, int64_t step0)
 {
     dev_run *d = dv->impl;
     rt_cuda *cu = d->cu;
+    for (; d->gtrain_run && b0 + RUN_STEPS <= b1; b0 += RUN_STEPS)
+        if (CU_CHECK(rt_cu.cuGraphLaunch(d->gtrain_run, cu->stream)) || pace(cu, d, d->epoch))
+            return -1;
     for (int64_t b = b0; b < b1; b++) {
         /* accumulate: a micro-batch before its group's last gets the no_sync graph */
         const int64_t g0 = b - b % d->acc, gn = d->nbatch - g0 < d->acc ? d->nbatch - g0 : d->acc;
@@ -620,9 +685,12 @@ static int cuda_evaluate(rt_device *dv)
         (d->ddp && rt_coll_bcast_buffers(d->coll, d->m, (void *)(uintptr_t)d->param, cu->stream) != 0) ||
         CU_CHECK(rt_cu.cuMemcpyHtoDAsync_v2(d->ctl_v, &d->h_ctl[CTL_EVAL], sizeof(rt_cuda_ctl), cu->stream)))
         return -1;
-    for (int64_t s = 0; s < d->nbatch_v; s++)
-        if (CU_CHECK(rt_cu.cuGraphLaunch(d->geval, cu->stream)) || pace(cu, d, d->epoch))
+    for (int64_t s = 0; s < d->nbatch_v;) {
+        const int run = d->geval_run && s + RUN_STEPS <= d->nbatch_v;
+        if (CU_CHECK(rt_cu.cuGraphLaunch(run ? d->geval_run : d->geval, cu->stream)) || pace(cu, d, d->epoch))
             return -1;
+        s += run ? RUN_STEPS : 1;
+    }
     d->evaluated = 1;
     return 0;
 }
@@ -754,6 +822,7 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
     if (rt_cuda_check_layout(cu, m->cuda_src) != 0 ||
         rt_cuda_function(cu, "cddprt_step_begin", &d->fbegin) != 0 ||
         rt_cuda_function(cu, "cddprt_step_end", &d->fend) != 0 ||
+        rt_cuda_function(cu, "cddprt_step_turn", &d->fturn) != 0 ||
         rt_cuda_function(cu, "cddprt_amp_check", &d->famp_check) != 0 ||
         rt_cuda_function(cu, "cddprt_amp_decide", &d->famp_decide) != 0 ||
         rt_cuda_function(cu, "cddprt_acc_add", &d->facc_add) != 0 ||
@@ -900,10 +969,18 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         return -1;
 
     /* ---- the two graphs, captured once ---- */
-    if (capture(cu, d, &d->train, d->exec_t, d->ctl_t, m->param_floats, nstat, ddp, STEP_FULL, &d->gtrain) != 0 ||
-        (d->acc > 1 && capture(cu, d, &d->train, d->exec_t, d->ctl_t, m->param_floats, nstat, ddp, STEP_MICRO,
+    /* runs of RUN_STEPS steps where they fit (not with accumulate, whose
+     * graph changes from batch to batch, nor when steps are timed) */
+    const int runs = d->acc == 1 && !d->timed;
+    if (capture(cu, d, &d->train, d->exec_t, d->ctl_t, m->param_floats, nstat, ddp, STEP_FULL, 1, &d->gtrain) != 0 ||
+        (d->acc > 1 && capture(cu, d, &d->train, d->exec_t, d->ctl_t, m->param_floats, nstat, ddp, STEP_MICRO, 1,
                                &d->gmicro) != 0) ||
-        capture(cu, d, &d->eval, d->exec_v, d->ctl_v, 0, nstat, 0, STEP_FULL, &d->geval) != 0 ||
+        capture(cu, d, &d->eval, d->exec_v, d->ctl_v, 0, nstat, 0, STEP_FULL, 1, &d->geval) != 0 ||
+        (runs && d->nbatch >= RUN_STEPS &&
+         capture(cu, d, &d->train, d->exec_t, d->ctl_t, m->param_floats, nstat, ddp, STEP_FULL, RUN_STEPS,
+                 &d->gtrain_run) != 0) ||
+        (runs && d->nbatch_v >= RUN_STEPS &&
+         capture(cu, d, &d->eval, d->exec_v, d->ctl_v, 0, nstat, 0, STEP_FULL, RUN_STEPS, &d->geval_run) != 0) ||
         CU_CHECK(rt_cu.cuEventCreate(&d->ev0, 0)) || CU_CHECK(rt_cu.cuEventCreate(&d->ev1, 0)) ||
         CU_CHECK(rt_cu.cuEventCreate(&d->evc, 0)) ||
         rt_cuda_wait(cu, "preparing the CUDA graphs") != 0)

@@ -578,11 +578,16 @@ static int device_run(const kc_dims *d, const kc_state *in, kc_state *out, const
     int rc = B->put(B->ctx, d, in);
     for (int k = k0; !rc && k < k1; k++) {
         unsigned grid[3];
-        if (rt_cuda_grid(&p->cu[k], nmax, grid) ||
-            B->launch(B->ctx, fn[k], p->cu[k].name, grid, p->cu[k].block, reverse)) {
-            printf("FAIL %s (nmax %d): launch failed: %s\n", p->cu[k].name, nmax, B->error(B->ctx));
+        /* kernels k and k + 1 both in the run: their sibling kernel, as
+         * the runtime launches them (fn[nk + k], map_plan) */
+        const int pair = k + 1 < k1 && fn[p->nk + k] >= 0;
+        const char *name = pair ? p->cu[k].pair : p->cu[k].name;
+        if ((pair ? rt_cuda_pair_grid(&p->cu[k], &p->cu[k + 1], nmax, grid) : rt_cuda_grid(&p->cu[k], nmax, grid)) ||
+            B->launch(B->ctx, fn[pair ? p->nk + k : k], name, grid, p->cu[k].block, reverse)) {
+            printf("FAIL %s (nmax %d): launch failed: %s\n", name, nmax, B->error(B->ctx));
             rc = -1;
         }
+        k += pair;
     }
     rc = rc || B->get(B->ctx, d, out);
     /* a split-K GEMM's partials and arrival counters are its own scratch,
@@ -598,6 +603,38 @@ static int device_run(const kc_dims *d, const kc_state *in, kc_state *out, const
     if (rc && B->fatal_errors)
         stopped = 1;
     return rc;
+}
+
+/* A sibling pair (kernels k and k + 1 as one launch) against the two C
+ * kernels run one after the other: from start, the C result ref; got,
+ * tmp and pert are scratch states. 1 when it passes. */
+static int pair_check(const rt_plan *p, const int *fn, int k, const kc_dims *d, const kc_state *start,
+                      const kc_state *ref, kc_state *got, kc_state *tmp, kc_state *pert, rt_exec *e, int nmax,
+                      char *what, size_t wsize)
+{
+    nchecks++;
+    snprintf(what, wsize, "%s (nmax %d, n %d)", p->cu[k].pair, nmax, e->n);
+    if (device_run(d, start, got, p, fn, k, k + 2, nmax, 0)) {
+        printf("FAIL %s: the %s run failed\n", what, B->name);
+        nfailed++;
+        return 0;
+    }
+    verdict w = judge(start, ref, NULL, got, d, what, nmax, 1, flip_frac);
+    if (!w.ok) {
+        for (int t = 0; t < NPERTURB; t++) {
+            perturb(tmp, start, d);
+            run_c(p, k, tmp, e);
+            run_c(p, k + 1, tmp, e);
+            widest(pert, tmp, ref, d, t == 0);
+        }
+        nscaled++;
+        w = judge(start, ref, pert, got, d, what, nmax, 0, flip_frac);
+    }
+    nfailed += !w.ok;
+    if (verbose)
+        printf("  %-44s nmax %3d n %3d: rel diff %.3g (%s)%s\n", p->cu[k].pair, nmax, e->n, w.worst1, w.worst_arena,
+               w.ok ? "" : "  FAIL");
+    return w.ok;
 }
 
 /* One plan at one size: kernel by kernel, then the whole plan. */
@@ -658,7 +695,7 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
     e.seed = 3407;
     e.scale = 1024.0f; /* fp16 models' loss scale (others ignore it) */
 
-    enum { S0, S, R, P, REF, PERT, GOT, TMP, NST };
+    enum { S0, S, R, P, REF, PERT, GOT, TMP, PAIR0, NST };
     kc_state st[NST];
     for (int i = 0; i < NST; i++)
         st_alloc(&st[i], &d);
@@ -675,6 +712,8 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
         goto out;
     }
     for (int k = 0; k < p->nk; k++) {
+        if (fn[p->nk + k] >= 0)     /* the start of a sibling pair (pair_check) */
+            st_copy(&st[PAIR0], &st[S], &d);
         st_copy(&st[R], &st[S], &d);
         run_c(p, k, &st[R], &e);
         poison(p, k, &st[S], &st[R], &st[P], &st[TMP], &e, &d);
@@ -731,6 +770,12 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
         const kc_state next = st[R]; /* S := R */
         st[R] = st[S];
         st[S] = next;
+        if (k > 0 && fn[p->nk + k - 1] >= 0 && 
+            !pair_check(p, fn, k - 1, &d, &st[PAIR0], &st[S], &st[GOT], &st[TMP], &st[PERT], &e, nmax, what,
+                        sizeof what)) {
+            ks[k].ok = 0;
+            ok = 0;
+        }
     }
 
     /* the whole plan from S0 without resynchronizing */
@@ -783,6 +828,11 @@ static int map_plan(const rt_plan *p, const char *which, int *fn)
         fn[k] = B->find(B->ctx, p->cu[k].name);
         if (fn[k] < 0) {
             printf("FAIL %s kernel %s: the %s backend has no such kernel\n", which, p->k[k].name, B->name);
+            ok = 0;
+        }
+        fn[p->nk + k] = p->cu[k].pair && k + 1 < p->nk ? B->find(B->ctx, p->cu[k].pair) : -1;
+        if (p->cu[k].pair && fn[p->nk + k] < 0) {
+            printf("FAIL %s kernel %s: the %s backend has no such kernel\n", which, p->cu[k].pair, B->name);
             ok = 0;
         }
     }
@@ -969,7 +1019,7 @@ int kc_main(int argc, char **argv, const rt_model *m, const kc_backend *b, const
             continue;
         const rt_plan *p = pi == 0 ? &m->train : &m->eval;
         kernels += p->nk;
-        int *fn = xcalloc((size_t)p->nk, sizeof *fn);
+        int *fn = xcalloc((size_t)p->nk * 2 + 1, sizeof *fn);   /* [nk + k]: the pair of k and k + 1 */
         kstat *ks = xcalloc((size_t)p->nk, sizeof *ks);
         verdict *whole = xcalloc((size_t)nsizes, sizeof *whole);
         if (!map_plan(p, which, fn)) {

@@ -67,7 +67,10 @@ check 'split-K: the first block to arrive sums (counter compared with 0)' 's/, 1
 check 'split-K slices one k-slice short (a gap between slices)' 's/klo + \([0-9]*\) < K ? klo + \([0-9]*\) : K/klo + \1 - 16 < K ? klo + \1 - 16 : K/' $Q
 # mnist.net's: 8 column tiles, so tiles sharing a counter can be seen
 MODEL=$HERE/../../models/mnist.net
-check 'split-K: one arrival counter for a whole row of tiles' 's/ctr\[blockIdx.y \* gridDim.x + blockIdx.x\]/ctr[blockIdx.y]/' $Q
+check 'split-K: one arrival counter for a whole row of tiles' 's/ctr\[by \* gx + bx\]/ctr[by]/' $Q
+# sibling pairs (emit_cuda_pair): a layer's dx and dW GEMMs as one launch
+check 'sibling pair: the first part takes the second'"'"'s first block' 's/if (blockIdx.x < ax) {/if (blockIdx.x <= ax) {/' $Q
+check 'sibling pair: the second part at the pair'"'"'s coordinates, not its own' 's/_tile(e, blockIdx.x - ax,/_tile(e, blockIdx.x,/' $Q
 MODEL=$HERE/models/odd.net
 # the image kernels: convolution, batch norm, pooling
 MODEL=$HERE/models/conv.net

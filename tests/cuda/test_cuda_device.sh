@@ -178,6 +178,19 @@ P
 if d=$(cmp_runs "cuda vs cpu" "$TMP/sc.csv" "$TMP/sh.csv" "$TMP/mc.csv" "$TMP/mh.csv" "$TMP/pc.st" "$TMP/ph.st"); then
     pass "cuda = cpu: step losses, epoch metrics, saved parameters ($d)"
 else fail "cuda vs cpu: $d"; fi
+# graphs of 16 steps (RT_CUDA_RUN_STEPS: step_turn between the steps, one
+# launch per run) with single-step graphs for the rest: batch 6 gives 34
+# training steps (2 runs and 2) and 17 evaluation steps (a run and 1)
+for b in 6; do
+    run --device cuda --epochs 1 --batch $b --step-log "$TMP/sr$b.csv" --metrics "$TMP/mr$b.csv" \
+        --save "$TMP/pr$b.st" >/dev/null 2>&1
+    run --device cpu --epochs 1 --batch $b --step-log "$TMP/sq$b.csv" --metrics "$TMP/mq$b.csv" \
+        --save "$TMP/pq$b.st" >/dev/null 2>&1
+    if d=$(cmp_runs "batch $b" "$TMP/sr$b.csv" "$TMP/sq$b.csv" "$TMP/mr$b.csv" "$TMP/mq$b.csv" "$TMP/pr$b.st" \
+           "$TMP/pq$b.st"); then
+        pass "batch $b, runs of 16 steps and single steps: cuda = cpu ($d)"
+    else fail "batch $b, runs of 16 steps: cuda vs cpu: $d"; fi
+done
 # the exact epoch mean: the device's double sums equal the per-step losses
 $PY - "$TMP/sc.csv" "$TMP/mc.csv" <<'P' && pass "train_loss = exact per-sample mean of the device's step losses" \
     || fail "train_loss is not the per-sample mean"

@@ -61,8 +61,13 @@ stop_run() {
 pick_step() {
     $PY -c "import random, sys; n = sum(1 for _ in open(sys.argv[1])) - 1; print(max(1, int(n * random.uniform(0.15, 0.6))))" "$1"
 }
-# the stop's epoch from its line ("epoch E, batch B" or "end of epoch E")
-stop_epoch() { sed -n 's/.*stopped by .*(\(the end of \)\{0,1\}epoch \([0-9]*\).*/\2/p' "$1"; }
+# the first epoch a resumed run reports, from the stop's line: E for
+# "(epoch E, batch B ...", E + 1 for "(the end of epoch E)" (a signal in
+# the last steps of an epoch lands there; the resumed run starts the next)
+stop_epoch() {
+    sed -n 's/.*stopped by .*(epoch \([0-9]*\),.*/\1/p; s/.*stopped by .*(the end of epoch \([0-9]*\)).*/+\1/p' "$1" |
+        awk '/^\+/ { print substr($0, 2) + 1; next } { print }'
+}
 
 # ---- 1. one rank: SIGTERM at a random time, resumed bit for bit -------------------------
 R=("$MNIST" --data "$FASHION" --threads 1 --epochs 2 --seed 5)

@@ -12,6 +12,7 @@ typedef unsigned char uint8_t;
 typedef struct rt_exec { int n; int nmax; float *act, *fix, *param, *grad, *opt; double *stat; const void *x; const void *y; const float *norm; const int32_t *idx; int64_t x_size, y_size; int64_t norm_div; int x_u8, norm_n; float lr; int64_t step; int nthreads; int rank, world; unsigned long long seed; float scale; int found_inf; } rt_exec;
 __device__ __forceinline__ float rt_round_bf16(float x) { unsigned u = __float_as_uint(x); if ((u & 0x7fffffffu) > 0x7f800000u) return x; u += 0x7fffu + ((u >> 16) & 1u); return __uint_as_float(u & 0xffff0000u); } __device__ __forceinline__ float rt_round_fp16(float x) { const unsigned u = __float_as_uint(x), s = u & 0x80000000u; unsigned a = u ^ s; if (a >= 0x7f800000u) return x; if (a >= 0x477ff000u) { a = 0x7f800000u; } else if (a >= 0x38800000u) { a += 0xfffu + ((a >> 13) & 1u); a &= ~0x1fffu; } else { const int sh = 126 - (int)(a >> 23); const unsigned m = (a & 0x7fffffu) | 0x800000u; unsigned q = 0; if (a >= 0x00800000u && sh < 25) { const unsigned rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1); q = (m >> sh) + (rem > half || (rem == half && ((m >> sh) & 1u))); } a = __float_as_uint((float)q * 5.9604644775390625e-8f); } return __uint_as_float(a | s); }
 __device__ __forceinline__ float rt_sample(const rt_exec *e, int64_t s, int64_t k) { const int64_t o = s * e->x_size + k; const float v = e->x_u8 ? (float)((const uint8_t *)e->x)[o] / 255.0f : ((const float *)e->x)[o]; const int c = e->norm_n == 1 ? 0 : (int)(k / e->norm_div % e->norm_n); return (v - e->norm[c]) / e->norm[e->norm_n + c]; }
+__device__ __forceinline__ int64_t rt_max1(int64_t x) { return x > 0 ? x : 1; }   /* a grid dimension */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define RT_MMA 1
 __device__ __forceinline__ unsigned rt_pack_bf16x2(float lo, float hi)
@@ -336,8 +337,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_avgpool(const rt_exec *_
 }
 
 /* t9_mm_nt_bias_add__epilogue: mm_nt%30 bias_add%31 */
-extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t9_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b28 = ((float *)(e->act + (int64_t)1712 * e->nmax));
@@ -348,10 +352,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nt_bias_add__epilogue
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
 #if RT_MMA
     float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
 #endif
@@ -402,7 +405,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nt_bias_add__epilogue
     }
 #if RT_MMA
     {
-        __shared__ float Cs[64][64 + 1];
         const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
         const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
         for (int j = 0; j < 4; j++) {
@@ -426,6 +428,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nt_bias_add__epilogue
             const float v31 = rt_round_fp16(v30 + rt_round_fp16(b16[j]));
             b31[i * C + j] = v31;
         }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+#if RT_MMA
+    __shared__ float Cs[64][64 + 1];
+#else
+    float (*const Cs)[64 + 1] = 0;
+#endif
+    t9_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }
 
 /* t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: ce_loss%32 sum_all%33 ce_grad%36 sum_rows%37 */
@@ -474,8 +487,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t10_ce_loss_sum_all_ce_grad
 }
 
 /* t11_mm_nn: mm_nn%38 */
-extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nn(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t11_mm_nn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b38 = ((float *)(e->act + (int64_t)1744 * e->nmax));
@@ -485,10 +501,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nn(const rt_exec *__
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
 #if RT_MMA
     float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
 #endif
@@ -539,7 +554,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nn(const rt_exec *__
     }
 #if RT_MMA
     {
-        __shared__ float Cs[64][64 + 1];
         const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
         const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
         for (int j = 0; j < 4; j++) {
@@ -562,10 +576,24 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nn(const rt_exec *__
             b38[i * C + j] = rt_round_fp16(acc[r][c]);
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nn(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+#if RT_MMA
+    __shared__ float Cs[64][64 + 1];
+#else
+    float (*const Cs)[64 + 1] = 0;
+#endif
+    t11_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
+}
 
 /* t12_mm_tn: mm_tn%39 */
-extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t12_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b39 = (e->grad + 16);
@@ -575,10 +603,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
 #if RT_MMA
     float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
 #endif
@@ -629,7 +656,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__
     }
 #if RT_MMA
     {
-        __shared__ float Cs[64][64 + 1];
         const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
         const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
         for (int j = 0; j < 4; j++) {
@@ -651,6 +677,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__
                 continue;
             b39[i * C + j] = rt_round_fp16(acc[r][c]);
         }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+#if RT_MMA
+    __shared__ float Cs[64][64 + 1];
+#else
+    float (*const Cs)[64 + 1] = 0;
+#endif
+    t12_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }
 
 /* t13_avgpool_dx: avgpool_dx%41 */
@@ -981,6 +1018,26 @@ extern "C" __global__ void __launch_bounds__(256, 2) t21_adam_x9__optimizer(cons
     }
 }
 
+/* t11_t12__siblings: t11_mm_nn and t12_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t11_t12__siblings(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+#if RT_MMA
+    __shared__ float Cs[64][64 + 1];
+#else
+    float (*const Cs)[64 + 1] = 0;
+#endif
+    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
+    const unsigned bx = 1u, by = 1u, bz = 1u;
+    if (blockIdx.x < ax) {
+        if (blockIdx.y < ay && blockIdx.z < az)
+            t11_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last, Cs);
+    } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
+        t12_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last, Cs);
+    }
+}
+
 /* e0_images_labels__data: images%0 labels%1 */
 extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels__data(const rt_exec *__restrict__ e)
 {
@@ -1201,8 +1258,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) e8_avgpool(const rt_exec *_
 }
 
 /* e9_mm_nt_bias_add__epilogue: mm_nt%30 bias_add%31 */
-extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void e9_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b28 = ((float *)(e->act + (int64_t)0 * e->nmax));
@@ -1213,10 +1273,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
 #if RT_MMA
     float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
 #endif
@@ -1267,7 +1326,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue
     }
 #if RT_MMA
     {
-        __shared__ float Cs[64][64 + 1];
         const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
         const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
         for (int j = 0; j < 4; j++) {
@@ -1291,6 +1349,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue
             const float v31 = rt_round_fp16(v30 + rt_round_fp16(b16[j]));
             b31[i * C + j] = v31;
         }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+#if RT_MMA
+    __shared__ float Cs[64][64 + 1];
+#else
+    float (*const Cs)[64 + 1] = 0;
+#endif
+    e9_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }
 
 /* e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops: ce_loss%32 sum_all%33 correct%34 sum_all%35 */

@@ -12,6 +12,7 @@ typedef unsigned char uint8_t;
 typedef struct rt_exec { int n; int nmax; float *act, *fix, *param, *grad, *opt; double *stat; const void *x; const void *y; const float *norm; const int32_t *idx; int64_t x_size, y_size; int64_t norm_div; int x_u8, norm_n; float lr; int64_t step; int nthreads; int rank, world; unsigned long long seed; float scale; int found_inf; } rt_exec;
 __device__ __forceinline__ float rt_round_bf16(float x) { unsigned u = __float_as_uint(x); if ((u & 0x7fffffffu) > 0x7f800000u) return x; u += 0x7fffu + ((u >> 16) & 1u); return __uint_as_float(u & 0xffff0000u); } __device__ __forceinline__ float rt_round_fp16(float x) { const unsigned u = __float_as_uint(x), s = u & 0x80000000u; unsigned a = u ^ s; if (a >= 0x7f800000u) return x; if (a >= 0x477ff000u) { a = 0x7f800000u; } else if (a >= 0x38800000u) { a += 0xfffu + ((a >> 13) & 1u); a &= ~0x1fffu; } else { const int sh = 126 - (int)(a >> 23); const unsigned m = (a & 0x7fffffu) | 0x800000u; unsigned q = 0; if (a >= 0x00800000u && sh < 25) { const unsigned rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1); q = (m >> sh) + (rem > half || (rem == half && ((m >> sh) & 1u))); } a = __float_as_uint((float)q * 5.9604644775390625e-8f); } return __uint_as_float(a | s); }
 __device__ __forceinline__ float rt_sample(const rt_exec *e, int64_t s, int64_t k) { const int64_t o = s * e->x_size + k; const float v = e->x_u8 ? (float)((const uint8_t *)e->x)[o] / 255.0f : ((const float *)e->x)[o]; const int c = e->norm_n == 1 ? 0 : (int)(k / e->norm_div % e->norm_n); return (v - e->norm[c]) / e->norm[e->norm_n + c]; }
+__device__ __forceinline__ int64_t rt_max1(int64_t x) { return x > 0 ? x : 1; }   /* a grid dimension */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define RT_MMA 1
 __device__ __forceinline__ unsigned rt_pack_bf16x2(float lo, float hi)
@@ -117,8 +118,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_relu_dropout__ew_chain__
 }
 
 /* t3_mm_nt_bias_add_relu_dropout__epilogue__dropout: mm_nt%15 bias_add%16 relu%17 dropout%18 */
-extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add_relu_dropout__epilogue__dropout(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t3_mm_nt_bias_add_relu_dropout__epilogue__dropout_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b13 = ((float *)(e->act + (int64_t)1168 * e->nmax));
@@ -131,17 +135,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add_relu_drop
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
-    /* split-K: slice blockIdx.z of 3, 64 deep */
-    const int split = blockIdx.y < 1;
-    if (!split && blockIdx.z != 0)
+    /* split-K: slice bz of 3, 64 deep */
+    const int split = by < 1;
+    if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)blockIdx.z * 64 : 0;
+    const int64_t klo = split ? (int64_t)bz * 64 : 0;
     const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
-    __shared__ int last;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -176,16 +178,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add_relu_drop
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
-                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];
+                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
             }
         __threadfence();    /* the partial before the count that publishes it */
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
-            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == 2u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 2u;
         }
         __syncthreads();
-        if (!last)
+        if (!*last)
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
@@ -212,10 +214,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add_relu_drop
             b18[i * C + j] = v18;
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add_relu_dropout__epilogue__dropout(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t3_mm_nt_bias_add_relu_dropout__epilogue__dropout_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* t4_mm_nt_bias_add_dropout__epilogue: mm_nt%19 bias_add%20 dropout%21 */
-extern "C" __global__ void __launch_bounds__(256, 2) t4_mm_nt_bias_add_dropout__epilogue(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t4_mm_nt_bias_add_dropout__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b18 = ((float *)(e->act + (int64_t)832 * e->nmax));
@@ -227,10 +238,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t4_mm_nt_bias_add_dropout__
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -270,10 +280,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t4_mm_nt_bias_add_dropout__
             b21[i * C + j] = v21;
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t4_mm_nt_bias_add_dropout__epilogue(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t4_mm_nt_bias_add_dropout__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* t5_mm_nt_bias_add__epilogue: mm_nt%22 bias_add%23 */
-extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t5_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b21 = ((float *)(e->act + (int64_t)880 * e->nmax));
@@ -284,10 +303,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nt_bias_add__epilogue
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -325,6 +343,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nt_bias_add__epilogue
             const float v23 = v22 + b9[j];
             b23[i * C + j] = v23;
         }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t5_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
 /* t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: ce_loss%24 sum_all%25 ce_grad%28 sum_rows%29 */
@@ -373,8 +397,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_ce_loss_sum_all_ce_grad_
 }
 
 /* t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction: mm_nn%30 dropout_grad%32 sum_rows%33 */
-extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b28 = ((float *)(e->act + (int64_t)944 * e->nmax));
@@ -386,10 +413,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_dropout_grad_sum_r
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -436,10 +462,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_dropout_grad_sum_r
         }
     }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* t8_mm_tn: mm_tn%31 */
-extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t8_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b31 = (e->grad + 16);
@@ -449,10 +484,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__r
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -489,10 +523,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__r
             b31[i * C + j] = acc[r][c];
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t8_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction: mm_nn%34 dropout_grad%36 relu_grad%37 sum_rows%38 */
-extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b32 = ((float *)(e->act + (int64_t)912 * e->nmax));
@@ -505,10 +548,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nn_dropout_grad_relu_
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -556,10 +598,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nn_dropout_grad_relu_
         }
     }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* t10_mm_tn: mm_tn%35 */
-extern "C" __global__ void __launch_bounds__(256, 2) t10_mm_tn(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t10_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b35 = (e->grad + 336);
@@ -569,10 +620,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t10_mm_tn(const rt_exec *__
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -609,10 +659,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t10_mm_tn(const rt_exec *__
             b35[i * C + j] = acc[r][c];
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t10_mm_tn(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t10_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* t11_mm_nn: mm_nn%39 */
-extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nn(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t11_mm_nn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b39 = ((float *)(e->act + (int64_t)784 * e->nmax));
@@ -622,10 +681,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nn(const rt_exec *__
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -662,10 +720,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nn(const rt_exec *__
             b39[i * C + j] = acc[r][c];
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nn(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t11_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* t12_mm_tn: mm_tn%40 */
-extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t12_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b40 = (e->grad + 1168);
@@ -675,10 +742,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -714,6 +780,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__
                 continue;
             b40[i * C + j] = acc[r][c];
         }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t12_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
 /* t13_dropout_grad_relu_grad__ew_chain: dropout_grad%42 relu_grad%43 */
@@ -816,6 +888,51 @@ extern "C" __global__ void __launch_bounds__(256, 2) t16_sgd_momentum_x8__optimi
     }
 }
 
+/* t7_t8__siblings: t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction and t8_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t7_t8__siblings(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
+    const unsigned bx = 1u, by = 1u, bz = 1u;
+    if (blockIdx.x < ax) {
+        if (blockIdx.y < ay && blockIdx.z < az)
+            t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+    } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
+        t8_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+    }
+}
+
+/* t9_t10__siblings: t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction and t10_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t9_t10__siblings(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
+    const unsigned bx = 1u, by = 1u, bz = 1u;
+    if (blockIdx.x < ax) {
+        if (blockIdx.y < ay && blockIdx.z < az)
+            t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+    } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
+        t10_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+    }
+}
+
+/* t11_t12__siblings: t11_mm_nn and t12_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t11_t12__siblings(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    const unsigned ax = 3u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
+    const unsigned bx = 3u, by = 1u, bz = 1u;
+    if (blockIdx.x < ax) {
+        if (blockIdx.y < ay && blockIdx.z < az)
+            t11_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+    } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
+        t12_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+    }
+}
+
 /* e0_images_labels__data: images%0 labels%1 */
 extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels__data(const rt_exec *__restrict__ e)
 {
@@ -885,8 +1002,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_relu(const rt_exec *__re
 }
 
 /* e3_mm_nt_bias_add_relu__epilogue: mm_nt%15 bias_add%16 relu%17 */
-extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void e3_mm_nt_bias_add_relu__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b12 = ((float *)(e->act + (int64_t)0 * e->nmax));
@@ -897,17 +1017,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add_relu__epi
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
-    /* split-K: slice blockIdx.z of 3, 64 deep */
-    const int split = blockIdx.y < 1;
-    if (!split && blockIdx.z != 0)
+    /* split-K: slice bz of 3, 64 deep */
+    const int split = by < 1;
+    if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)blockIdx.z * 64 : 0;
+    const int64_t klo = split ? (int64_t)bz * 64 : 0;
     const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
-    __shared__ int last;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -942,16 +1060,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add_relu__epi
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
-                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];
+                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
             }
         __threadfence();    /* the partial before the count that publishes it */
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
-            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == 2u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 2u;
         }
         __syncthreads();
-        if (!last)
+        if (!*last)
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
@@ -976,10 +1094,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add_relu__epi
             b17[i * C + j] = v17;
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    e3_mm_nt_bias_add_relu__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* e4_mm_nt_bias_add__epilogue: mm_nt%19 bias_add%20 */
-extern "C" __global__ void __launch_bounds__(256, 2) e4_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void e4_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b17 = ((float *)(e->act + (int64_t)192 * e->nmax));
@@ -990,10 +1117,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) e4_mm_nt_bias_add__epilogue
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -1032,10 +1158,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) e4_mm_nt_bias_add__epilogue
             b20[i * C + j] = v20;
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) e4_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    e4_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* e5_mm_nt_bias_add__epilogue: mm_nt%22 bias_add%23 */
-extern "C" __global__ void __launch_bounds__(256, 2) e5_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void e5_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b20 = ((float *)(e->act + (int64_t)0 * e->nmax));
@@ -1046,10 +1181,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) e5_mm_nt_bias_add__epilogue
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -1087,6 +1221,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) e5_mm_nt_bias_add__epilogue
             const float v23 = v22 + b9[j];
             b23[i * C + j] = v23;
         }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) e5_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    e5_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
 /* e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops: ce_loss%24 sum_all%25 correct%26 sum_all%27 */

@@ -12,6 +12,7 @@ typedef unsigned char uint8_t;
 typedef struct rt_exec { int n; int nmax; float *act, *fix, *param, *grad, *opt; double *stat; const void *x; const void *y; const float *norm; const int32_t *idx; int64_t x_size, y_size; int64_t norm_div; int x_u8, norm_n; float lr; int64_t step; int nthreads; int rank, world; unsigned long long seed; float scale; int found_inf; } rt_exec;
 __device__ __forceinline__ float rt_round_bf16(float x) { unsigned u = __float_as_uint(x); if ((u & 0x7fffffffu) > 0x7f800000u) return x; u += 0x7fffu + ((u >> 16) & 1u); return __uint_as_float(u & 0xffff0000u); } __device__ __forceinline__ float rt_round_fp16(float x) { const unsigned u = __float_as_uint(x), s = u & 0x80000000u; unsigned a = u ^ s; if (a >= 0x7f800000u) return x; if (a >= 0x477ff000u) { a = 0x7f800000u; } else if (a >= 0x38800000u) { a += 0xfffu + ((a >> 13) & 1u); a &= ~0x1fffu; } else { const int sh = 126 - (int)(a >> 23); const unsigned m = (a & 0x7fffffu) | 0x800000u; unsigned q = 0; if (a >= 0x00800000u && sh < 25) { const unsigned rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1); q = (m >> sh) + (rem > half || (rem == half && ((m >> sh) & 1u))); } a = __float_as_uint((float)q * 5.9604644775390625e-8f); } return __uint_as_float(a | s); }
 __device__ __forceinline__ float rt_sample(const rt_exec *e, int64_t s, int64_t k) { const int64_t o = s * e->x_size + k; const float v = e->x_u8 ? (float)((const uint8_t *)e->x)[o] / 255.0f : ((const float *)e->x)[o]; const int c = e->norm_n == 1 ? 0 : (int)(k / e->norm_div % e->norm_n); return (v - e->norm[c]) / e->norm[e->norm_n + c]; }
+__device__ __forceinline__ int64_t rt_max1(int64_t x) { return x > 0 ? x : 1; }   /* a grid dimension */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define RT_MMA 1
 __device__ __forceinline__ unsigned rt_pack_bf16x2(float lo, float hi)
@@ -452,8 +453,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t16_maxpool(const rt_exec *
 }
 
 /* t17_mm_nt_bias_add__epilogue: mm_nt%41 bias_add%42 */
-extern "C" __global__ void __launch_bounds__(256, 2) t17_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t17_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b39 = ((float *)(e->act + (int64_t)37632 * e->nmax));
@@ -464,17 +468,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) t17_mm_nt_bias_add__epilogu
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
-    /* split-K: slice blockIdx.z of 20, 80 deep */
-    const int split = blockIdx.y < 1;
-    if (!split && blockIdx.z != 0)
+    /* split-K: slice bz of 20, 80 deep */
+    const int split = by < 1;
+    if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)blockIdx.z * 80 : 0;
+    const int64_t klo = split ? (int64_t)bz * 80 : 0;
     const int64_t khi = split && klo + 80 < K ? klo + 80 : K;
-    __shared__ int last;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -509,16 +511,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) t17_mm_nt_bias_add__epilogu
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
-                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];
+                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
             }
         __threadfence();    /* the partial before the count that publishes it */
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 480);   /* zeroed each step */
-            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == 19u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 19u;
         }
         __syncthreads();
-        if (!last)
+        if (!*last)
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
@@ -541,6 +543,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) t17_mm_nt_bias_add__epilogu
             const float v42 = v41 + b17[j];
             b42[i * C + j] = v42;
         }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) t17_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t17_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
 /* t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: ce_loss%43 sum_all%44 ce_grad%47 sum_rows%48 */
@@ -589,8 +597,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t18_ce_loss_sum_all_ce_grad
 }
 
 /* t19_mm_nn: mm_nn%49 */
-extern "C" __global__ void __launch_bounds__(256, 2) t19_mm_nn(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t19_mm_nn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b49 = ((float *)(e->act + (int64_t)43904 * e->nmax));
@@ -600,10 +611,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t19_mm_nn(const rt_exec *__
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -640,10 +650,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t19_mm_nn(const rt_exec *__
             b49[i * C + j] = acc[r][c];
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t19_mm_nn(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t19_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* t20_mm_tn: mm_tn%50 */
-extern "C" __global__ void __launch_bounds__(256, 2) t20_mm_tn(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t20_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b50 = (e->grad + 16);
@@ -653,10 +672,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t20_mm_tn(const rt_exec *__
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -692,6 +710,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) t20_mm_tn(const rt_exec *__
                 continue;
             b50[i * C + j] = acc[r][c];
         }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) t20_mm_tn(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t20_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
 /* t21_maxpool_dx: maxpool_dx%52 */
@@ -1130,6 +1154,21 @@ extern "C" __global__ void __launch_bounds__(256, 2) t34_sgd_x10__optimizer(cons
     }
 }
 
+/* t19_t20__siblings: t19_mm_nn and t20_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t19_t20__siblings(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    const unsigned ax = 25u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
+    const unsigned bx = 25u, by = 1u, bz = 1u;
+    if (blockIdx.x < ax) {
+        if (blockIdx.y < ay && blockIdx.z < az)
+            t19_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+    } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
+        t20_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+    }
+}
+
 /* e0_images_labels__data: images%0 labels%1 */
 extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels__data(const rt_exec *__restrict__ e)
 {
@@ -1364,8 +1403,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) e8_maxpool(const rt_exec *_
 }
 
 /* e9_mm_nt_bias_add__epilogue: mm_nt%41 bias_add%42 */
-extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void e9_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b39 = ((float *)(e->act + (int64_t)0 * e->nmax));
@@ -1376,17 +1418,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
-    /* split-K: slice blockIdx.z of 20, 80 deep */
-    const int split = blockIdx.y < 1;
-    if (!split && blockIdx.z != 0)
+    /* split-K: slice bz of 20, 80 deep */
+    const int split = by < 1;
+    if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)blockIdx.z * 80 : 0;
+    const int64_t klo = split ? (int64_t)bz * 80 : 0;
     const int64_t khi = split && klo + 80 < K ? klo + 80 : K;
-    __shared__ int last;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -1421,16 +1461,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
-                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];
+                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
             }
         __threadfence();    /* the partial before the count that publishes it */
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 96);   /* zeroed each step */
-            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == 19u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 19u;
         }
         __syncthreads();
-        if (!last)
+        if (!*last)
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
@@ -1453,6 +1493,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue
             const float v42 = v41 + b17[j];
             b42[i * C + j] = v42;
         }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    e9_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
 /* e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops: ce_loss%43 sum_all%44 correct%45 sum_all%46 */

@@ -12,6 +12,7 @@ typedef unsigned char uint8_t;
 typedef struct rt_exec { int n; int nmax; float *act, *fix, *param, *grad, *opt; double *stat; const void *x; const void *y; const float *norm; const int32_t *idx; int64_t x_size, y_size; int64_t norm_div; int x_u8, norm_n; float lr; int64_t step; int nthreads; int rank, world; unsigned long long seed; float scale; int found_inf; } rt_exec;
 __device__ __forceinline__ float rt_round_bf16(float x) { unsigned u = __float_as_uint(x); if ((u & 0x7fffffffu) > 0x7f800000u) return x; u += 0x7fffu + ((u >> 16) & 1u); return __uint_as_float(u & 0xffff0000u); } __device__ __forceinline__ float rt_round_fp16(float x) { const unsigned u = __float_as_uint(x), s = u & 0x80000000u; unsigned a = u ^ s; if (a >= 0x7f800000u) return x; if (a >= 0x477ff000u) { a = 0x7f800000u; } else if (a >= 0x38800000u) { a += 0xfffu + ((a >> 13) & 1u); a &= ~0x1fffu; } else { const int sh = 126 - (int)(a >> 23); const unsigned m = (a & 0x7fffffu) | 0x800000u; unsigned q = 0; if (a >= 0x00800000u && sh < 25) { const unsigned rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1); q = (m >> sh) + (rem > half || (rem == half && ((m >> sh) & 1u))); } a = __float_as_uint((float)q * 5.9604644775390625e-8f); } return __uint_as_float(a | s); }
 __device__ __forceinline__ float rt_sample(const rt_exec *e, int64_t s, int64_t k) { const int64_t o = s * e->x_size + k; const float v = e->x_u8 ? (float)((const uint8_t *)e->x)[o] / 255.0f : ((const float *)e->x)[o]; const int c = e->norm_n == 1 ? 0 : (int)(k / e->norm_div % e->norm_n); return (v - e->norm[c]) / e->norm[e->norm_n + c]; }
+__device__ __forceinline__ int64_t rt_max1(int64_t x) { return x > 0 ? x : 1; }   /* a grid dimension */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define RT_MMA 1
 __device__ __forceinline__ unsigned rt_pack_bf16x2(float lo, float hi)
@@ -62,8 +63,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels__data(cons
 }
 
 /* t1_mm_nt_bias_add_relu__epilogue: mm_nt%8 bias_add%9 relu%10 */
-extern "C" __global__ void __launch_bounds__(256, 2) t1_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
@@ -74,17 +78,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) t1_mm_nt_bias_add_relu__epi
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
-    /* split-K: slice blockIdx.z of 10, 80 deep */
-    const int split = blockIdx.y < 1;
-    if (!split && blockIdx.z != 0)
+    /* split-K: slice bz of 10, 80 deep */
+    const int split = by < 1;
+    if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)blockIdx.z * 80 : 0;
+    const int64_t klo = split ? (int64_t)bz * 80 : 0;
     const int64_t khi = split && klo + 80 < K ? klo + 80 : K;
-    __shared__ int last;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -119,16 +121,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) t1_mm_nt_bias_add_relu__epi
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
-                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];
+                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
             }
         __threadfence();    /* the partial before the count that publishes it */
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
-            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == 9u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 9u;
         }
         __syncthreads();
-        if (!last)
+        if (!*last)
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
@@ -153,10 +155,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t1_mm_nt_bias_add_relu__epi
             b10[i * C + j] = v10;
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t1_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t1_mm_nt_bias_add_relu__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* t2_mm_nt_bias_add_relu__epilogue: mm_nt%11 bias_add%12 relu%13 */
-extern "C" __global__ void __launch_bounds__(256, 2) t2_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t2_mm_nt_bias_add_relu__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b10 = ((float *)(e->act + (int64_t)944 * e->nmax));
@@ -167,10 +178,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_mm_nt_bias_add_relu__epi
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -210,10 +220,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_mm_nt_bias_add_relu__epi
             b13[i * C + j] = v13;
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t2_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t2_mm_nt_bias_add_relu__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* t3_mm_nt_bias_add__epilogue: mm_nt%14 bias_add%15 */
-extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t3_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b13 = ((float *)(e->act + (int64_t)784 * e->nmax));
@@ -224,10 +243,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add__epilogue
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -265,6 +283,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add__epilogue
             const float v15 = v14 + b7[j];
             b15[i * C + j] = v15;
         }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t3_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
 /* t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: ce_loss%16 sum_all%17 ce_grad%20 sum_rows%21 */
@@ -313,8 +337,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t4_ce_loss_sum_all_ce_grad_
 }
 
 /* t5_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%22 relu_grad%24 sum_rows%25 */
-extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b20 = ((float *)(e->act + (int64_t)992 * e->nmax));
@@ -326,10 +353,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nn_relu_grad_sum_rows
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -376,10 +402,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nn_relu_grad_sum_rows
         }
     }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* t6_mm_tn: mm_tn%23 */
-extern "C" __global__ void __launch_bounds__(256, 2) t6_mm_tn(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b23 = (e->grad + 16);
@@ -389,10 +424,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_mm_tn(const rt_exec *__r
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -429,10 +463,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_mm_tn(const rt_exec *__r
             b23[i * C + j] = acc[r][c];
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t6_mm_tn(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t6_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* t7_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%26 relu_grad%28 sum_rows%29 */
-extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b24 = ((float *)(e->act + (int64_t)864 * e->nmax));
@@ -444,10 +487,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_relu_grad_sum_rows
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -494,10 +536,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_relu_grad_sum_rows
         }
     }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t7_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* t8_mm_tn: mm_tn%27 */
-extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t8_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b27 = (e->grad + 1008);
@@ -507,10 +558,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__r
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -547,10 +597,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__r
             b27[i * C + j] = acc[r][c];
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t8_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* t9_mm_tn: mm_tn%30 */
-extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_tn(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b30 = (e->grad + 3648);
@@ -560,10 +619,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_tn(const rt_exec *__r
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -600,6 +658,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_tn(const rt_exec *__r
             b30[i * C + j] = acc[r][c];
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_tn(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    t9_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* t10_adamw_x6__optimizer: adamw%31 adamw%32 adamw%33 adamw%34 adamw%35 adamw%36 */
 extern "C" __global__ void __launch_bounds__(256, 2) t10_adamw_x6__optimizer(const rt_exec *__restrict__ e)
@@ -622,6 +686,36 @@ extern "C" __global__ void __launch_bounds__(256, 2) t10_adamw_x6__optimizer(con
     }
 }
 
+/* t5_t6__siblings: t5_mm_nn_relu_grad_sum_rows__epilogue__reduction and t6_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t5_t6__siblings(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    const unsigned ax = 2u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
+    const unsigned bx = 2u, by = 1u, bz = 1u;
+    if (blockIdx.x < ax) {
+        if (blockIdx.y < ay && blockIdx.z < az)
+            t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+    } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
+        t6_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+    }
+}
+
+/* t7_t8__siblings: t7_mm_nn_relu_grad_sum_rows__epilogue__reduction and t8_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t7_t8__siblings(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
+    const unsigned bx = 1u, by = 2u, bz = 1u;
+    if (blockIdx.x < ax) {
+        if (blockIdx.y < ay && blockIdx.z < az)
+            t7_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+    } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
+        t8_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+    }
+}
+
 /* e0_images_labels__data: images%0 labels%1 */
 extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels__data(const rt_exec *__restrict__ e)
 {
@@ -640,8 +734,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels__data(cons
 }
 
 /* e1_mm_nt_bias_add_relu__epilogue: mm_nt%8 bias_add%9 relu%10 */
-extern "C" __global__ void __launch_bounds__(256, 2) e1_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
@@ -652,17 +749,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) e1_mm_nt_bias_add_relu__epi
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
-    /* split-K: slice blockIdx.z of 10, 80 deep */
-    const int split = blockIdx.y < 1;
-    if (!split && blockIdx.z != 0)
+    /* split-K: slice bz of 10, 80 deep */
+    const int split = by < 1;
+    if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)blockIdx.z * 80 : 0;
+    const int64_t klo = split ? (int64_t)bz * 80 : 0;
     const int64_t khi = split && klo + 80 < K ? klo + 80 : K;
-    __shared__ int last;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -697,16 +792,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) e1_mm_nt_bias_add_relu__epi
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
-                    ws[((int64_t)blockIdx.z * M + i) * N + j] = acc[r][c];
+                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
             }
         __threadfence();    /* the partial before the count that publishes it */
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
-            last = atomicAdd(&ctr[blockIdx.y * gridDim.x + blockIdx.x], 1u) == 9u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 9u;
         }
         __syncthreads();
-        if (!last)
+        if (!*last)
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
@@ -731,10 +826,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) e1_mm_nt_bias_add_relu__epi
             b10[i * C + j] = v10;
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) e1_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    e1_mm_nt_bias_add_relu__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* e2_mm_nt_bias_add_relu__epilogue: mm_nt%11 bias_add%12 relu%13 */
-extern "C" __global__ void __launch_bounds__(256, 2) e2_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void e2_mm_nt_bias_add_relu__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b10 = ((float *)(e->act + (int64_t)784 * e->nmax));
@@ -745,10 +849,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_mm_nt_bias_add_relu__epi
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -788,10 +891,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_mm_nt_bias_add_relu__epi
             b13[i * C + j] = v13;
         }
 }
+extern "C" __global__ void __launch_bounds__(256, 2) e2_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    e2_mm_nt_bias_add_relu__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+}
 
 /* e3_mm_nt_bias_add__epilogue: mm_nt%14 bias_add%15 */
-extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void e3_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
+    (void)bz;
+    (void)gx;
+    (void)last;
     const int64_t n = e->n;
     (void)n;
     float *const b13 = ((float *)(e->act + (int64_t)0 * e->nmax));
@@ -802,10 +914,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add__epilogue
     const int64_t R = M, C = N;
     (void)R;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)blockIdx.y * 64, col0 = (int64_t)blockIdx.x * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -843,6 +954,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add__epilogue
             const float v15 = v14 + b7[j];
             b15[i * C + j] = v15;
         }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+{
+    __shared__ float As[16][64 + 1], Bs[16][64 + 1];
+    __shared__ int last;
+    e3_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
 /* e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops: ce_loss%16 sum_all%17 correct%18 sum_all%19 */

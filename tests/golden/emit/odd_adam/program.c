@@ -350,17 +350,17 @@ static const rt_kernel train_kernels[] = {
 };
 
 static const rt_cuda_launch train_cuda[] = {
-    {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0},
-    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 10}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 370, 0, 1},
-    {"t2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0},
-    {"t3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0},
-    {"t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0},
-    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0},
-    {"t6_mm_tn", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0},
-    {"t7_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0},
-    {"t8_mm_tn", {256, 1, 1}, {1, 2, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0},
-    {"t9_mm_tn", {256, 1, 1}, {13, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0},
-    {"t10_adamw_x6__optimizer", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0},
+    {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 10}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 370, 0, 1, 0},
+    {"t2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t5_t6__siblings"},
+    {"t6_mm_tn", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t7_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t7_t8__siblings"},
+    {"t8_mm_tn", {256, 1, 1}, {1, 2, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t9_mm_tn", {256, 1, 1}, {13, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t10_adamw_x6__optimizer", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {
@@ -372,11 +372,11 @@ static const rt_kernel eval_kernels[] = {
 };
 
 static const rt_cuda_launch eval_cuda[] = {
-    {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0},
-    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 10}, {0, 1, 0}, {0, 64, 0}, 0, 0, 848, 370, 0, 1},
-    {"e2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0},
-    {"e3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0},
-    {"e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0},
+    {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 10}, {0, 1, 0}, {0, 64, 0}, 0, 0, 848, 370, 0, 1, 0},
+    {"e2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const char cuda_src[] = /* all.cu */
