@@ -182,6 +182,21 @@ static int dalloc(rt_cuda *cu, CUdeviceptr *p, int64_t n, size_t each, const cha
     return nbytes(n, each, &b, what) ? -1 : rt_cuda_alloc(cu, p, b, what);
 }
 
+/* 0 when kernel f, compiled, takes a block of that many threads */
+static int block_fits(rt_cuda *cu, CUfunction f, const char *name, const unsigned block[3])
+{
+    int maxt = 0;
+    if (CU_CHECK(rt_cu.cuFuncGetAttribute(&maxt, FUNC_MAX_THREADS, f)))
+        return -1;
+    uint64_t t = (uint64_t)block[0] * block[1] * block[2];
+    if (t > (uint64_t)maxt) {
+        rt_err("kernel %s: block of %llu threads, but compiled for at most %d on %s", name, (unsigned long long)t,
+               maxt, cu->arch);
+        return -1;
+    }
+    return 0;
+}
+
 /* The functions and grids of a plan's kernels, checked against the
  * device's limits before anything is captured. */
 static int plan_setup(rt_cuda *cu, const rt_plan *p, const char *which, int nmax, plan_dev *pd)
@@ -210,15 +225,9 @@ static int plan_setup(rt_cuda *cu, const rt_plan *p, const char *which, int nmax
         if (l->pair && k + 1 < p->nk &&
             (rt_cuda_function(cu, l->pair, &pd->fpair[k]) != 0 || rt_cuda_pair_grid(l, l + 1, nmax, pd->pgrid[k]) != 0))
             return -1;
-        int maxt = 0;
-        if (CU_CHECK(rt_cu.cuFuncGetAttribute(&maxt, FUNC_MAX_THREADS, pd->f[k])))
+        if (block_fits(cu, pd->f[k], l->name, l->block) ||
+            (pd->fpair[k] && block_fits(cu, pd->fpair[k], l->pair, l->block)))
             return -1;
-        uint64_t t = (uint64_t)l->block[0] * l->block[1] * l->block[2];
-        if (t > (uint64_t)maxt) {
-            rt_err("kernel %s: block of %llu threads, but compiled for at most %d on %s", l->name,
-                   (unsigned long long)t, maxt, cu->arch);
-            return -1;
-        }
     }
     return 0;
 }
