@@ -578,17 +578,17 @@ static char *grid_expr(const rt_cuda_launch *L, int d)
                     (long long)L->gdiv[d] - 1, (long long)L->gdiv[d]);
 }
 
+char *emit_cuda_pair_name(const Plan *p, int grp)
+{
+    return util_fmt("%c%d_%c%d__siblings", p->name[0], grp, p->name[0], grp + 1);
+}
+
 /* Rule siblings (fuse_pair.c): GEMM groups grp and grp + 1 as one kernel.
  * Along x, the first's blocks come first, then the second's; y and z span
  * the larger of the two grids (rt_cuda_pair_grid), and a block outside
  * its part's own grid returns. Each part sees its own coordinates and
  * grid width, so its text is the tile function of its own kernel. Sets
  * a->pair to the kernel's name. */
-char *emit_cuda_pair_name(const Plan *p, int grp)
-{
-    return util_fmt("%c%d_%c%d__siblings", p->name[0], grp, p->name[0], grp + 1);
-}
-
 char *emit_cuda_pair(const Plan *p, int grp, rt_cuda_launch *a, const rt_cuda_launch *b)
 {
     const char *na = p->groups[grp].name, *nb = p->groups[grp + 1].name;
