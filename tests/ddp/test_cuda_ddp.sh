@@ -118,6 +118,18 @@ for sched in random late early; do
             fail "2 GPU ranks, schedule $sched: ${d1:-} ${d2:-}"
     else fail "2 GPU ranks, schedule $sched: exit status"; show "$TMP/og$sched"; fi
 done
+# runs of 16 steps in one graph (RT_CUDA_RUN_STEPS), the bucket all-reduces
+# captured 16 times in it: batch 4 a rank, 25 steps, the first 16 of them
+# one run (the loop's first stop agreement comes after 16 steps)
+RUNS=(--data "$SMALL" --init "$TMP/init.st" --threads 1 --epochs 1 --batch 4)
+mpirun -np 2 "$PROG" "${RUNS[@]}" --device cpu --step-log "$TMP/srunc.csv" --metrics "$TMP/mrunc.csv" \
+    --save "$TMP/wrunc.st" >"$TMP/orunc" 2>&1 || { fail "2 cpu ranks, batch 4"; show "$TMP/orunc"; }
+if env FAKE_CUDA_SCHEDULE=random mpirun -np 2 $XS -x FAKE_CUDA_SCHEDULE "$PROG" "${RUNS[@]}" --device cuda \
+    --step-log "$TMP/srung.csv" --metrics "$TMP/mrung.csv" --save "$TMP/wrung.st" >"$TMP/orung" 2>&1; then
+    d=$(cmp_runs "runs: gpu vs cpu ranks" "$TMP/srung.csv" "$TMP/srunc.csv" "$TMP/mrung.csv" "$TMP/mrunc.csv" \
+        "$TMP/wrung.st" "$TMP/wrunc.st") && pass "2 GPU ranks, 25 steps (a run of 16 and singles) = 2 cpu ranks ($d)" ||
+        fail "2 GPU ranks in runs: $d"
+else fail "2 GPU ranks, batch 4: exit status"; show "$TMP/orung"; fi
 grep -q 'device cuda:0 (Fake GPU (emulated), sm_90, driver 13.0, NVRTC [0-9.]*, NCCL 2.28.3, kernels [a-z]*)  ranks 2 (global batch 32)' \
     "$TMP/ograndom" && [ "$(grep -c '^model ' "$TMP/ograndom")" = 1 ] &&
     pass "rank 0 alone prints the header: device, NCCL, ranks" || { fail "header"; show "$TMP/ograndom"; }
