@@ -305,11 +305,11 @@ typedef struct Group {
     int gemm_out;           /* G_MATMUL: node whose buffer the GEMM writes */
     unsigned rules;         /* the fusion rules that added nodes to it */
     /* G_MATMUL on the GPU, split-K (emit_cuda_gemm_split): split slices of
-     * K; the partial tiles in act at ws_off (units, the plan's one
-     * workspace), ctr_rows x column-tiles arrival counters in fix at
-     * ctr_off. split 1: none of it. */
+     * K; the partial tiles in act at ws_off, ws_units of it (units, the
+     * plan's one workspace), ctr_n = ctr_rows x column-tiles arrival
+     * counters in fix at ctr_off. split 1: none of it. */
     int split;
-    int64_t ws_off, ctr_off, ctr_rows;
+    int64_t ws_off, ws_units, ctr_off, ctr_rows, ctr_n;
     /* G_MATMUL on the GPU (fuse_pair.c, rule siblings): this group and the
      * next run as one CUDA launch; 0 otherwise */
     int pair_next;

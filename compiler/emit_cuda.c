@@ -505,9 +505,9 @@ static void emit_matmul(const Emit *m, rt_cuda_launch *L)
     L->gfix[2] = (unsigned)(S > 1 ? S : 1);
     if (S > 1) {
         L->ws_off = m->gr->ws_off;
-        L->ws_units = S * mm->shape.d[1];
+        L->ws_units = m->gr->ws_units;
         L->ctr_off = m->gr->ctr_off;
-        L->ctr_n = m->gr->ctr_rows * (int64_t)L->gfix[0];
+        L->ctr_n = m->gr->ctr_n;
     }
 }
 

@@ -55,11 +55,9 @@ static void accesses(const Plan *p, const Group *gr, Access *rd, Access *wr)
         for (int j = 0; j < plan_nin(p, n); j++)
             add_buf(rd, p, plan_source(p, n->in[j]));
     }
-    GemmTiling t;
-    if (gr->split > 1 && emit_cuda_gemm_tiling(p, (int)(gr - p->groups), &t)) {   /* memplan's layout */
-        const int64_t cols = p->g->n[gr->anchor]->shape.d[1];
-        add_range(wr, B_ACT, gr->ws_off, gr->split * cols);
-        add_range(wr, B_FIX, gr->ctr_off, gr->ctr_rows * ((cols + t.tile_n - 1) / t.tile_n));
+    if (gr->split > 1) {    /* memplan's layout */
+        add_range(wr, B_ACT, gr->ws_off, gr->ws_units);
+        add_range(wr, B_FIX, gr->ctr_off, gr->ctr_n);
     }
 }
 

@@ -161,12 +161,14 @@ void mem_plan(Plan *p)
         int64_t cols = g->n[gr->anchor]->shape.d[1];
         GemmTiling t;
         emit_cuda_gemm_tiling(p, i, &t);
-        if (align_up(gr->split * cols) > ws)
-            ws = align_up(gr->split * cols);
+        gr->ws_units = gr->split * cols;
+        if (align_up(gr->ws_units) > ws)
+            ws = align_up(gr->ws_units);
         gr->ws_off = align_up(p->act_units);
         gr->ctr_rows = (p->batch + t.tile_m - 1) / t.tile_m;
+        gr->ctr_n = gr->ctr_rows * ((cols + t.tile_n - 1) / t.tile_n);
         gr->ctr_off = p->fix_floats;
-        p->fix_floats = align_up(p->fix_floats + gr->ctr_rows * ((cols + t.tile_n - 1) / t.tile_n));
+        p->fix_floats = align_up(p->fix_floats + gr->ctr_n);
     }
     if (ws)
         p->act_units = align_up(p->act_units) + ws;

@@ -231,9 +231,10 @@ static void run_c(const rt_plan *p, int k, kc_state *s, rt_exec *e)
     p->k[k].fn(e);
 }
 
-static void run_c_plan(const rt_plan *p, kc_state *s, rt_exec *e)
+/* C kernels [k0, k1) of p on s, in plan order */
+static void run_c_range(const rt_plan *p, int k0, int k1, kc_state *s, rt_exec *e)
 {
-    for (int k = 0; k < p->nk; k++)
+    for (int k = k0; k < k1; k++)
         run_c(p, k, s, e);
 }
 
@@ -605,6 +606,35 @@ static int device_run(const kc_dims *d, const kc_state *in, kc_state *out, const
     return rc;
 }
 
+/* The error scale of C kernels [k0, k1) from start (ref: their result
+ * there): the widest move of each element over NPERTURB runs from
+ * perturbed copies of start, into pert (tmp: scratch). */
+static void error_scale(const rt_plan *p, int k0, int k1, const kc_state *start, const kc_state *ref, kc_state *tmp,
+                        kc_state *pert, rt_exec *e, const kc_dims *d)
+{
+    for (int t = 0; t < NPERTURB; t++) {
+        perturb(tmp, start, d);
+        run_c_range(p, k0, k1, tmp, e);
+        widest(pert, tmp, ref, d, t == 0);
+    }
+}
+
+/* got (the backend's run of kernels [k0, k1) from start) judged against
+ * the C result ref, quietly first, then with the error scale when that
+ * fails. */
+static verdict judge_scaled(const rt_plan *p, int k0, int k1, const kc_state *start, const kc_state *ref,
+                            const kc_state *got, kc_state *tmp, kc_state *pert, rt_exec *e, const kc_dims *d,
+                            const char *what, int nmax, double flips)
+{
+    verdict w = judge(start, ref, NULL, got, d, what, nmax, 1, flips);
+    if (!w.ok) {
+        error_scale(p, k0, k1, start, ref, tmp, pert, e, d);
+        nscaled++;
+        w = judge(start, ref, pert, got, d, what, nmax, 0, flips);
+    }
+    return w;
+}
+
 /* A sibling pair (kernels k and k + 1 as one launch) against the two C
  * kernels run one after the other: from start, the C result ref; got,
  * tmp and pert are scratch states. 1 when it passes. */
@@ -619,17 +649,7 @@ static int pair_check(const rt_plan *p, const int *fn, int k, const kc_dims *d, 
         nfailed++;
         return 0;
     }
-    verdict w = judge(start, ref, NULL, got, d, what, nmax, 1, flip_frac);
-    if (!w.ok) {
-        for (int t = 0; t < NPERTURB; t++) {
-            perturb(tmp, start, d);
-            run_c(p, k, tmp, e);
-            run_c(p, k + 1, tmp, e);
-            widest(pert, tmp, ref, d, t == 0);
-        }
-        nscaled++;
-        w = judge(start, ref, pert, got, d, what, nmax, 0, flip_frac);
-    }
+    const verdict w = judge_scaled(p, k, k + 2, start, ref, got, tmp, pert, e, d, what, nmax, flip_frac);
     nfailed += !w.ok;
     if (verbose)
         printf("  %-44s nmax %3d n %3d: rel diff %.3g (%s)%s\n", p->cu[k].pair, nmax, e->n, w.worst1, w.worst_arena,
@@ -739,11 +759,7 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
             verdict w = judge(&st[P], &st[REF], NULL, &st[GOT], &d, what, nmax, 1, flip_frac);
             if (!w.ok) {
                 if (!scaled) {
-                    for (int t = 0; t < NPERTURB; t++) {
-                        perturb(&st[TMP], &st[P], &d);
-                        run_c(p, k, &st[TMP], &e);
-                        widest(&st[PERT], &st[TMP], &st[REF], &d, t == 0);
-                    }
+                    error_scale(p, k, k + 1, &st[P], &st[REF], &st[TMP], &st[PERT], &e, &d);
                     scaled = 1;
                 }
                 nscaled++;
@@ -770,7 +786,7 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
         const kc_state next = st[R]; /* S := R */
         st[R] = st[S];
         st[S] = next;
-        if (k > 0 && fn[p->nk + k - 1] >= 0 && 
+        if (k > 0 && fn[p->nk + k - 1] >= 0 &&
             !pair_check(p, fn, k - 1, &d, &st[PAIR0], &st[S], &st[GOT], &st[TMP], &st[PERT], &e, nmax, what,
                         sizeof what)) {
             ks[k].ok = 0;
@@ -780,23 +796,15 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
 
     /* the whole plan from S0 without resynchronizing */
     st_copy(&st[REF], &st[S0], &d);
-    run_c_plan(p, &st[REF], &e);
+    run_c_range(p, 0, p->nk, &st[REF], &e);
     nchecks++;
     snprintf(what, sizeof what, "whole %s plan (nmax %d, n %d, step %" PRId64 ")", which, nmax, n, sz.step);
     if (device_run(&d, &st[S0], &st[GOT], p, fn, 0, p->nk, nmax, 0)) {
         printf("FAIL %s: the %s run failed\n", what, B->name);
         whole->ok = 0;
     } else {
-        *whole = judge(&st[S0], &st[REF], NULL, &st[GOT], &d, what, nmax, 1, flip_frac * WHOLE_FLIP_GAIN);
-        if (!whole->ok) {
-            for (int t = 0; t < NPERTURB; t++) {
-                perturb(&st[TMP], &st[S0], &d);
-                run_c_plan(p, &st[TMP], &e);
-                widest(&st[PERT], &st[TMP], &st[REF], &d, t == 0);
-            }
-            nscaled++;
-            *whole = judge(&st[S0], &st[REF], &st[PERT], &st[GOT], &d, what, nmax, 0, flip_frac * WHOLE_FLIP_GAIN);
-        }
+        *whole = judge_scaled(p, 0, p->nk, &st[S0], &st[REF], &st[GOT], &st[TMP], &st[PERT], &e, &d, what, nmax,
+                              flip_frac * WHOLE_FLIP_GAIN);
     }
     nfailed += !whole->ok;
     ok = ok && whole->ok;
