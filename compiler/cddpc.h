@@ -74,6 +74,10 @@ typedef struct Window {
 
 /* Output extent of a window sliding over `in`: may be <= 0 (sema rejects). */
 int64_t ir_window_out(int64_t in, int k, int s, int p, int d);
+/* Pooling windows that tile the plane (x the pooled input, y the output):
+ * no padding, stride = window, no rest, so every input element lies in
+ * exactly one window. */
+int ir_pool_tiles(const Shape *x, const Shape *y, const Window *w);
 
 typedef struct Node {
     int id;
@@ -280,9 +284,9 @@ typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT, G_CONV, G_CHAN, G_PO
 enum {
     R_DATA = 1 << 0, R_EPILOGUE = 1 << 1, R_EW_CHAIN = 1 << 2, R_REDUCTION = 1 << 3, R_ROW_OPS = 1 << 4,
     R_OPTIMIZER = 1 << 5, R_CHAN_PASS = 1 << 6, R_CONV_BIAS = 1 << 7, R_DROPOUT = 1 << 8, R_ACT_INPUT = 1 << 9,
-    R_SIBLINGS = 1 << 10,
+    R_SIBLINGS = 1 << 10, R_POOL_CHAIN = 1 << 11,
 };
-#define FUSE_NRULES 11
+#define FUSE_NRULES 12
 typedef unsigned FuseLevel;     /* a set of rules */
 #define FUSE_NONE 0u
 #define FUSE_ELEMENTWISE ((FuseLevel)(R_EW_CHAIN | R_DROPOUT | R_ACT_INPUT))
@@ -451,6 +455,8 @@ char *ex_chan_index(const Shape *space, const char *ind);   /* `const int64_t jc
 void ex_element(const Emit *m, const Shape *space, int load, const char *load_expr, const char *ind,
                 char *(*row_sum)(int red, const char *x));
 int ex_has_row_reduction(const Emit *m);
+/* The pooling an elementwise group ends with (rule pool-chain), or -1 */
+int ex_pool_of_chain(const Emit *m);
 /* Whether the group's cross-entropy smooths its labels (needs sx, the row's
  * sum of logits, beside lse) */
 int ex_smoothing(const Emit *m);
@@ -507,6 +513,10 @@ void emit_c_kernels(FILE *f, const Plan *p);
 /* emit_nchw.c: the body of a G_CONV, G_CHAN, G_POOL or G_STATE kernel. */
 void emit_nchw_c(const Emit *m);
 void emit_nchw_cuda(const Emit *m, rt_cuda_launch *L);
+/* rule pool-chain: an elementwise chain and the pooling of its result, or
+ * a pool gradient and the chain after it, window by window (emit_nchw.c) */
+void emit_pool_chain_c(const Emit *m);
+void emit_pool_chain_cuda(const Emit *m, rt_cuda_launch *L);
 /* emit_norm.c: the body of a G_NORM kernel (softmax, log_softmax, layer_norm and their gradients). */
 void emit_norm_c(const Emit *m);
 void emit_norm_cuda(const Emit *m, rt_cuda_launch *L);

@@ -214,7 +214,12 @@ void emit_c_kernels(FILE *f, const Plan *p)
         switch (m.gr->kind) {
         case G_DATA: emit_data(&m); break;
         case G_MATMUL: emit_matmul(&m); break;
-        case G_EW: emit_ew_loops(&m, &ex_node(&m, m.gr->nodes[0])->shape, -1); break;
+        case G_EW:
+            if (ex_pool_of_chain(&m) >= 0)
+                emit_pool_chain_c(&m);
+            else
+                emit_ew_loops(&m, &ex_node(&m, m.gr->nodes[0])->shape, -1);
+            break;
         case G_ROW: emit_row(&m); break;
         case G_RED: emit_reduce(&m); break;
         case G_OPT: emit_opt(&m); break;

@@ -648,7 +648,12 @@ char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *L)
     switch (m.gr->kind) {
     case G_DATA: emit_data(&m, L); break;
     case G_MATMUL: emit_matmul(&m, L); break;
-    case G_EW: emit_ew(&m, L); break;
+    case G_EW:
+        if (ex_pool_of_chain(&m) >= 0)
+            emit_pool_chain_cuda(&m, L);
+        else
+            emit_ew(&m, L);
+        break;
     case G_ROW: emit_row(&m, L); break;
     case G_RED: {
         const Node *n = ex_node(&m, m.gr->nodes[0]);

@@ -345,7 +345,7 @@ void ex_element(const Emit *m, const Shape *space, int load, const char *load_ex
         fprintf(f, "%sconst float v%d = %s;\n", ind, load, load_expr);
     for (int k = 0; k < gr->nnodes; k++) {
         const Node *n = ex_node(m, gr->nodes[k]);
-        if (n->id == load)
+        if (n->id == load || op_kind[n->op] == K_POOL)   /* a pool is the kernel's loop (rule pool-chain) */
             continue;
         if (n->op == OP_SUM_ROWS) {
             fprintf(f, "%s%s\n", ind, row_sum(n->id, ex_operand(m, n->in[0], space)));
@@ -386,6 +386,13 @@ char *ex_round(const Emit *m, const char *x)
     case RT_PREC_FP16: return util_fmt("rt_round_fp16(%s)", x);
     default: return util_strdup(x);
     }
+}
+
+int ex_pool_of_chain(const Emit *m)
+{
+    const Group *gr = m->gr;
+    const Node *last = ex_node(m, gr->nodes[gr->nnodes - 1]);
+    return gr->kind == G_EW && op_kind[last->op] == K_POOL ? last->id : -1;
 }
 
 int ex_has_row_reduction(const Emit *m)

@@ -620,16 +620,142 @@ static void pool_shapes(const Emit *m, const Node *n, const Shape **x, const Sha
     *y = is_pool_grad(n) ? &ex_node(m, n->in[0])->shape : &n->shape;
 }
 
-/* Windows that tile the plane (no padding, stride = window, no rest):
- * every input element lies in exactly one window, so each window assigns
- * its elements (the gradient at its maximum, chosen as pool_max_window
- * chooses it, 0 elsewhere): no zeroing pass, no bounds checks. */
-static int pool_tiles(const Shape *x, const Shape *y, const Window *w)
+/* ---- rule pool-chain: a chain and a pooling, window by window -----------
+ *
+ * Forward: an elementwise group whose last value x is pooled (batch norm
+ * apply + ReLU, then max pool); backward: a pool gradient and the chain
+ * consuming it (ReLU's gradient). The windows tile the plane, so walking
+ * them visits every element once: each element's chain is evaluated where
+ * the pooling reads or writes it (ex_element at (i, j), as every
+ * elementwise kernel) and the pooled value or the gradient never makes a
+ * round trip through memory. The loops differ per target, the window's
+ * body is one text. */
+
+/* The pool node and the shapes it pools from and to. */
+static const Node *chain_pool(const Emit *m, const Shape **x, const Shape **y)
 {
-    return w->ph == 0 && w->pw == 0 && w->kh == w->sh && w->kw == w->sw && x->d[2] == y->d[2] * w->sh &&
-           x->d[3] == y->d[3] * w->sw;
+    const int fwd = ex_pool_of_chain(m);
+    const Node *pn = ex_node(m, fwd >= 0 ? fwd : m->gr->anchor);
+    pool_shapes(m, pn, x, y);
+    return pn;
 }
 
+/* CH channels; C is a sample's elements, the row ex_element indexes */
+static void chain_consts(FILE *f, const Shape *x, const Shape *y, const Window *w)
+{
+    fprintf(f, "    const int64_t CH = %lld, H = %lld, W = %lld, OH = %lld, OW = %lld, C = CH * H * W;\n",
+            (long long)x->d[1], (long long)x->d[2], (long long)x->d[3], (long long)y->d[2], (long long)y->d[3]);
+    fprintf(f, "    const int64_t KH = %d, KW = %d, SH = %d, SW = %d;\n", w->kh, w->kw, w->sh, w->sw);
+}
+
+static char *no_row_sum(int red, const char *x)
+{
+    (void)x;
+    diag_ice("emit: sum_rows %%%d in a pool-chain kernel", red);
+}
+
+/* Window (oh, ow) of plane pl, sample i, channel jc. */
+static void pool_chain_body(const Emit *m, const char *ind)
+{
+    FILE *f = m->f;
+    const Shape *x, *y;
+    const Node *pn = chain_pool(m, &x, &y);
+    const int fwd = ex_pool_of_chain(m) >= 0;
+    char *in2 = util_fmt("%s        ", ind);
+    fprintf(f, "%sconst int64_t w0 = oh * SH * W + ow * SW;\n", ind);
+    if (fwd && pn->op == OP_MAXPOOL)   /* from -inf: the first element, then a greater one or a NaN */
+        fprintf(f, "%sfloat mx = -INFINITY;\n", ind);
+    else if (fwd)
+        fprintf(f, "%sfloat s = 0.0f;\n", ind);
+    else if (pn->op == OP_MAXPOOL_DX) {
+        /* the window's maximum as pool_max_window picks it: the first
+         * element, then any greater one or a NaN */
+        fprintf(f, "%sconst float *xp = b%d + pl * H * W;\n", ind, plan_source(m->p, pn->in[1]));
+        fprintf(f, "%sfloat mx = xp[w0];\n%sint64_t am = w0;\n", ind, ind);
+        fprintf(f, "%sfor (int64_t ki = 0; ki < KH; ki++)\n%s    for (int64_t kj = 0; kj < KW; kj++) {\n", ind, ind);
+        fprintf(f, "%sconst float v = xp[w0 + ki * W + kj];\n%sconst int take = (v > mx) | (v != v);\n", in2, in2);
+        fprintf(f, "%smx = take ? v : mx;\n%sam = take ? w0 + ki * W + kj : am;\n%s    }\n", in2, in2, ind);
+        fprintf(f, "%sconst float g = b%d[(pl * OH + oh) * OW + ow];\n", ind, plan_source(m->p, pn->in[0]));
+    } else
+        fprintf(f, "%sconst float g = b%d[(pl * OH + oh) * OW + ow] / (float)(KH * KW);\n", ind,
+                plan_source(m->p, pn->in[0]));
+    fprintf(f, "%sfor (int64_t ki = 0; ki < KH; ki++)\n%s    for (int64_t kj = 0; kj < KW; kj++) {\n", ind, ind);
+    fprintf(f, "%sconst int64_t hw = w0 + ki * W + kj, j = jc * H * W + hw;\n", in2);
+    if (fwd) {
+        ex_element(m, x, -1, NULL, in2, no_row_sum);
+        fprintf(f, "%sconst float v = v%d;\n", in2, plan_source(m->p, pn->in[0]));
+        if (pn->op == OP_MAXPOOL)
+            fprintf(f, "%smx = (v > mx) | (v != v) ? v : mx;\n", in2);
+        else
+            fprintf(f, "%ss += v;\n", in2);
+    } else {
+        ex_element(m, x, pn->id, pn->op == OP_MAXPOOL_DX ? "hw == am ? g : 0.0f" : "g", in2, no_row_sum);
+        if (plan_uses_outside(m->p, pn->id))
+            fprintf(f, "%sb%d[i * C + j] = v%d;\n", in2, pn->id, pn->id);
+    }
+    fprintf(f, "%s    }\n", ind);
+    if (fwd)
+        fprintf(f, "%sb%d[(pl * OH + oh) * OW + ow] = %s;\n", ind, pn->id,
+                pn->op == OP_MAXPOOL ? "mx" : "s / (float)(KH * KW)");
+}
+
+/* The CPU's forward, a band of window rows at a time (the whole plane
+ * when it fits in 64 KB): the chain over the band first, the elementwise
+ * kernels' loop, which vectorizes, into a local copy of x, then the
+ * windows over that copy; the same values in the same order as the
+ * window body. */
+#define CHAIN_BAND_FLOATS 16384
+static void c_pool_chain_fwd(const Emit *m, const Node *pn, const Shape *x, const Shape *y)
+{
+    FILE *f = m->f;
+    const int mxp = pn->op == OP_MAXPOOL;
+    int64_t row = pn->win.sh * x->d[3], br = CHAIN_BAND_FLOATS / row;  /* input floats per window row */
+    if (br < 1)
+        br = 1;
+    if (br > y->d[2])
+        br = y->d[2];
+    fprintf(f, "        for (int64_t o0 = 0; o0 < OH; o0 += %lld) {\n", (long long)br);
+    fprintf(f, "            const int64_t o1 = o0 + %lld < OH ? o0 + %lld : OH;\n", (long long)br, (long long)br);
+    fprintf(f, "            float xr[%lld];\n", (long long)(br * row));
+    fprintf(f, "            for (int64_t hw = o0 * SH * W; hw < o1 * SH * W; hw++) {\n");
+    fprintf(f, "                const int64_t j = jc * H * W + hw;\n");
+    ex_element(m, x, -1, NULL, "                ", no_row_sum);
+    fprintf(f, "                xr[hw - o0 * SH * W] = v%d;\n            }\n", plan_source(m->p, pn->in[0]));
+    fprintf(f, "            for (int64_t oh = o0; oh < o1; oh++)\n");
+    fprintf(f, "                for (int64_t ow = 0; ow < OW; ow++) {\n");
+    fprintf(f, "                    const float *xw = xr + (oh - o0) * SH * W + ow * SW;\n");
+    fprintf(f, "                    float a = %s;\n", mxp ? "-INFINITY" : "0.0f");
+    fprintf(f, "                    for (int64_t ki = 0; ki < KH; ki++)\n");
+    fprintf(f, "                        for (int64_t kj = 0; kj < KW; kj++) {\n");
+    fprintf(f, "                            const float v = xw[ki * W + kj];\n");
+    fprintf(f, "                            a = %s;\n                        }\n", mxp ? "(v > a) | (v != v) ? v : a" : "a + v");
+    fprintf(f, "                    b%d[(pl * OH + oh) * OW + ow] = a%s;\n                }\n        }\n", pn->id,
+            mxp ? "" : " / (float)(KH * KW)");
+}
+
+void emit_pool_chain_c(const Emit *m)
+{
+    FILE *f = m->f;
+    const Shape *x, *y;
+    const Node *pn = chain_pool(m, &x, &y);
+    chain_consts(f, x, y, &pn->win);
+    fprintf(f, "    #pragma omp parallel for schedule(static) if (n * CH >= 64)\n");
+    fprintf(f, "    for (int64_t pl = 0; pl < n * CH; pl++) {\n");
+    fprintf(f, "        const int64_t i = pl / CH, jc = pl %% CH;\n");
+    if (ex_pool_of_chain(m) >= 0) {
+        c_pool_chain_fwd(m, pn, x, y);
+        fprintf(f, "    }\n");
+        return;
+    }
+    fprintf(f, "        for (int64_t oh = 0; oh < OH; oh++)\n            for (int64_t ow = 0; ow < OW; ow++) {\n");
+    pool_chain_body(m, "                ");
+    fprintf(f, "            }\n    }\n");
+}
+
+/* Windows that tile the plane (ir_pool_tiles): every input element lies
+ * in exactly one window, so each window assigns its elements (the
+ * gradient at its maximum, chosen as pool_max_window chooses it, 0
+ * elsewhere): no zeroing pass, no bounds checks. */
 static void c_maxpool_dx_tiled(const Emit *m, const Node *n)
 {
     FILE *f = m->f;
@@ -662,7 +788,7 @@ static void c_pool(const Emit *m, const Node *n)
     pool_shapes(m, n, &x, &y);
     pool_consts(f, x, y, &n->win);
     int grad = is_pool_grad(n);
-    if (n->op == OP_MAXPOOL_DX && pool_tiles(x, y, &n->win)) {
+    if (n->op == OP_MAXPOOL_DX && ir_pool_tiles(x, y, &n->win)) {
         c_maxpool_dx_tiled(m, n);
         return;
     }
@@ -696,7 +822,12 @@ void emit_nchw_c(const Emit *m)
     switch (m->gr->kind) {
     case G_CONV: c_conv(m, n); break;
     case G_CHAN: c_chan(m, n); break;
-    case G_POOL: c_pool(m, n); break;
+    case G_POOL:    /* with the chain after a gradient: rule pool-chain */
+        if (m->gr->nnodes > 1)
+            emit_pool_chain_c(m);
+        else
+            c_pool(m, n);
+        break;
     case G_STATE: c_state(m, n); break;
     default: diag_ice("emit_nchw_c: group %s", m->gr->name);
     }
@@ -922,13 +1053,33 @@ static void cu_pool(const Emit *m, const Node *n, rt_cuda_launch *L)
     cu_batch_grid(L, ir_row_elems(grad ? x : y));
 }
 
+/* rule pool-chain: a thread per window */
+void emit_pool_chain_cuda(const Emit *m, rt_cuda_launch *L)
+{
+    FILE *f = m->f;
+    const Shape *x, *y;
+    const Node *pn = chain_pool(m, &x, &y);
+    chain_consts(f, x, y, &pn->win);
+    cu_grid_stride(f, "n * CH * OH * OW");
+    fprintf(f, "        const int64_t pl = t / (OH * OW), oh = t %% (OH * OW) / OW, ow = t %% OW;\n");
+    fprintf(f, "        const int64_t i = pl / CH, jc = pl %% CH;\n");
+    pool_chain_body(m, "        ");
+    fprintf(f, "    }\n");
+    cu_batch_grid(L, ir_row_elems(y));
+}
+
 void emit_nchw_cuda(const Emit *m, rt_cuda_launch *L)
 {
     const Node *n = ex_node(m, m->gr->anchor);
     switch (m->gr->kind) {
     case G_CONV: cu_conv(m, n, L); break;
     case G_CHAN: cu_chan(m, n, L); break;
-    case G_POOL: cu_pool(m, n, L); break;
+    case G_POOL:
+        if (m->gr->nnodes > 1)
+            emit_pool_chain_cuda(m, L);
+        else
+            cu_pool(m, n, L);
+        break;
     case G_STATE: cu_state(m, n, L); break;
     default: diag_ice("emit_nchw_cuda: group %s", m->gr->name);
     }

@@ -164,6 +164,64 @@ static void absorb_chan_results(Fuser *f, int grp, int anchor)
     }
 }
 
+/* The shapes a pool op (or its gradient) pools from and to. */
+static void pool_io(const Fuser *f, const Node *n, const Shape **x, const Shape **y)
+{
+    const int grad = n->op == OP_MAXPOOL_DX || n->op == OP_AVGPOOL_DX;
+    *x = grad ? &n->shape : &node(f, n->in[0])->shape;
+    *y = grad ? &node(f, n->in[0])->shape : &n->shape;
+}
+
+/* Rule pool-chain, forward: pool p of the last value x of elementwise
+ * group grp joins it when p's windows tile the plane. The kernel then
+ * walks the windows: it computes each element of the chain (stored where
+ * read outside, as before) and folds it into its window's result, so x
+ * is not read back. Only a chain of elementwise ops over x's image space
+ * (no reduction: its order would change). x may have other readers (the
+ * gradients of ReLU and of the pool read it; it is stored for them). */
+int fuse_pool_of_chain(const Fuser *f, int pl, int grp)
+{
+    const Node *pn = node(f, pl);
+    const Group *gr = &f->p->groups[grp];
+    if ((pn->op != OP_MAXPOOL && pn->op != OP_AVGPOOL) || f->p->group_of[pl] >= 0 || gr->kind != G_EW
+        || plan_is_view(f->p, pl) || pn->in[0] != gr->nodes[gr->nnodes - 1])
+        return 0;
+    const Shape *x = &node(f, pn->in[0])->shape;
+    if (!fuse_pool_tiles(f, pl))
+        return 0;
+    for (int k = 0; k < gr->nnodes; k++)
+        if (op_kind[node(f, gr->nodes[k])->op] != K_EW || !ir_same_shape(&node(f, gr->nodes[k])->shape, x))
+            return 0;
+    return fuse_inputs_ready(f, pl, grp);
+}
+
+/* Rule pool-chain, backward: a pool gradient whose windows tile the plane
+ * writes each input element once, so the elementwise chain consuming it
+ * (ReLU's gradient) can run on the element as it is written. */
+int fuse_pool_grad_chains(const Fuser *f, int pl)
+{
+    const Node *pn = node(f, pl);
+    return (pn->op == OP_MAXPOOL_DX || pn->op == OP_AVGPOOL_DX) && fuse_pool_tiles(f, pl);
+}
+
+int fuse_pool_tiles(const Fuser *f, int pl)
+{
+    const Shape *x, *y;
+    pool_io(f, node(f, pl), &x, &y);
+    return ir_pool_tiles(x, y, &node(f, pl)->win) && ir_batched(x);
+}
+
+static void absorb_pool(Fuser *f, int grp)
+{
+    const Plan *p = f->p;
+    const int x = p->groups[grp].nodes[p->groups[grp].nnodes - 1];
+    for (int k = 0; k < p->nuse[x]; k++)
+        if (fuse_pool_of_chain(f, p->cons[x][k], grp)) {
+            add(f, grp, p->cons[x][k], R_POOL_CHAIN);
+            return;
+        }
+}
+
 /* ---- grouping ----------------------------------------------------------- */
 
 /* A dropout of x, when x has other readers too. Dropout may still join
@@ -300,6 +358,8 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
             absorb_chain(f, grp, id, R_EW_CHAIN);
         if (on & R_REDUCTION)
             absorb_reductions(f, grp);
+        if (on & R_POOL_CHAIN)
+            absorb_pool(f, grp);
         return;
     case K_RED:
         grp = new_group(f, G_RED, -1);
@@ -319,6 +379,8 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
             absorb_chan_results(f, grp, id);
         if ((on & R_CONV_BIAS) && fuse_conv_bias_epilogue(f, id, grp))
             add(f, grp, fuse_consumer_of(f, id), R_CONV_BIAS);
+        if ((on & R_POOL_CHAIN) && fuse_pool_grad_chains(f, id))
+            absorb_chain(f, grp, id, R_POOL_CHAIN);
         return;
     }
 }

@@ -21,4 +21,9 @@ int fuse_dropout_consumer(const Fuser *f, int x);
 /* The activation of x whose gradient is x's only other reader, or -1 */
 int fuse_act_consumer(const Fuser *f, int x);
 int fuse_same_logits(const Fuser *f, int c, int a);
+/* rule pool-chain: pool pl joins elementwise group grp; pool gradient pl
+ * may take the elementwise chain consuming it */
+int fuse_pool_of_chain(const Fuser *f, int pl, int grp);
+int fuse_pool_grad_chains(const Fuser *f, int pl);
+int fuse_pool_tiles(const Fuser *f, int pl);    /* ir_pool_tiles of pool pl */
 #endif

@@ -114,6 +114,26 @@ static char *why_reduction(const Fuser *f, int x, int c, int gx)
                     shape_str(&node(p, gr->anchor >= 0 ? gr->anchor : gr->nodes[0])->shape));
 }
 
+/* Rule pool-chain: a pool and the chain before it (forward), or a pool
+ * gradient and the chain after it (pl the pool op). */
+static char *why_pool(const Fuser *f, int x, int c, int gx, int pl)
+{
+    const Plan *p = f->p;
+    if (!(f->rules & R_POOL_CHAIN))
+        return util_strdup("rule_off(pool-chain): the rule is switched off; allow: --fusion=...,+pool-chain");
+    if (!fuse_pool_tiles(f, pl)) {
+        const Window *w = &node(p, pl)->win;
+        return util_fmt("pool_tiles: %s%%%d's windows (%dx%d, stride %dx%d, padding %dx%d) do not tile the plane, "
+                        "so an element is in several windows or in none; allow: overlapping windows in one pass "
+                        "(not implemented)", op_text[node(p, pl)->op], pl, w->kh, w->kw, w->sh, w->sw, w->ph, w->pw);
+    }
+    if (pl == c)    /* forward: the chain's last value, over its image space, no reduction */
+        return util_fmt("pool_of_chain: %s%%%d is not the last value of an elementwise kernel over its image "
+                        "space without reductions (%s); allow: pooling any kernel's output (not implemented)",
+                        op_text[node(p, x)->op], x, p->groups[gx].name);
+    return why_chain(f, x, c, gx, R_POOL_CHAIN);
+}
+
 static char *explain_pair(const Fuser *f, int x, int c)
 {
     const Plan *p = f->p;
@@ -131,6 +151,8 @@ static char *explain_pair(const Fuser *f, int x, int c)
                 return util_strdup("rule_off(conv-bias): the rule is switched off; allow: --fusion=...,+conv-bias");
             return why_chain(f, x, c, gx, R_CONV_BIAS);
         }
+        if (grx->kind == G_POOL && (node(p, x)->op == OP_MAXPOOL_DX || node(p, x)->op == OP_AVGPOOL_DX))
+            return why_pool(f, x, c, gx, x);
         if (grx->kind == G_CONV)
             return util_fmt("no_rule(convolution -> %s): a convolution's only epilogue is its bias (conv_bias_epilogue); "
                             "allow: activation epilogues on convolutions (not implemented)", op_text[cn->op]);
@@ -141,6 +163,8 @@ static char *explain_pair(const Fuser *f, int x, int c)
     }
     if (kc == K_RED)
         return why_reduction(f, x, c, gx);
+    if ((cn->op == OP_MAXPOOL || cn->op == OP_AVGPOOL) && grx->kind == G_EW)
+        return why_pool(f, x, c, gx, c);
     if (kc == K_ROW)
         return util_fmt("no_rule(%s -> row): a row op needs whole rows of the logits per sample and starts its own "
                         "kernel; allow: a row-op epilogue of the product (not implemented)", kind_text[grx->kind]);

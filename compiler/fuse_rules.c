@@ -17,6 +17,7 @@ const FuseRule fuse_rule[FUSE_NRULES] = {
     {R_DROPOUT, "dropout", "a dropout joins the kernel computing its input although that input has other readers"},
     {R_ACT_INPUT, "act-input", "an activation joins the kernel computing its input although its gradient reads that input"},
     {R_SIBLINGS, "siblings", "two independent GEMMs reading the same operand (a layer's input and weight gradients) run as one GPU launch"},
+    {R_POOL_CHAIN, "pool-chain", "a pooling whose windows tile the plane joins the elementwise chain it pools (batch norm + ReLU + max pool), its gradient the chain after it (ReLU's gradient)"},
 };
 
 int fuse_rule_bit(const char *name)

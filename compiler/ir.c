@@ -154,6 +154,12 @@ Shape ir_shape_a(int rank, const int64_t *d)
     return s;
 }
 
+int ir_pool_tiles(const Shape *x, const Shape *y, const Window *w)
+{
+    return w->ph == 0 && w->pw == 0 && w->kh == w->sh && w->kw == w->sw && x->rank == 4 && y->rank == 4
+        && x->d[2] == y->d[2] * w->sh && x->d[3] == y->d[3] * w->sw;
+}
+
 int ir_batched(const Shape *s) { return s->rank > 0 && s->d[0] == DIM_N; }
 
 /* Saturates at INT64_MAX: a bad model's shape (Conv2d(1, 2^24, 1,

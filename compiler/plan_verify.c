@@ -151,8 +151,10 @@ static int legal_member(const Checker *c, const Group *gr, int id)
     case G_DATA: return k == K_DATA;
     case G_OPT: return k == K_OPT;
     case G_MATMUL:
-    case G_EW:
-        return (k == K_EW && ir_same_shape(&n->shape, space)) || k == K_RED;
+    case G_EW:  /* rule pool-chain: a pooling of the chain's result, last */
+        return (k == K_EW && ir_same_shape(&n->shape, space)) || k == K_RED
+            || (gr->kind == G_EW && (n->op == OP_MAXPOOL || n->op == OP_AVGPOOL) && member(gr, n->in[0])
+                && gr->nodes[gr->nnodes - 1] == id);
     case G_ROW:
         return k == K_ROW || k == K_RED;
     case G_RED: return k == K_RED && gr->nnodes == 1;
@@ -160,7 +162,9 @@ static int legal_member(const Checker *c, const Group *gr, int id)
         return n->op == OP_BIAS_ADD && n->in[0] == gr->anchor && nd(c, gr->anchor)->op == OP_CONV2D;
     case G_CHAN:    /* channel results of the pass (fuse.c, chan_pass_result) */
         return n->op == OP_BN_DW || n->op == OP_SUM_CHAN || n->op == OP_BN_RUNNING;
-    case G_POOL: case G_STATE: case G_COMM: case G_NORM:
+    case G_POOL:    /* rule pool-chain: a pool gradient's elementwise chain */
+        return k == K_EW && ir_same_shape(&n->shape, space);
+    case G_STATE: case G_COMM: case G_NORM:
         return 0;
     }
     return 0;

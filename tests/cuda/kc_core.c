@@ -53,7 +53,9 @@
  *     fraction F of an arena's values (and 2 more) may miss the two bounds
  *     above by at most flip_tol (two bf16 ulps) each (the whole plan:
  *     WHOLE_FLIP_GAIN x F). A kernel that did not round, or rounded
- *     elsewhere, differs in most of its values.
+ *     elsewhere, differs in most of its values;
+ *   - the whole plan only: a value the C step itself moves by at least
+ *     |got-ref| when its inputs are perturbed passes (whole_plan).
  * The report: a MISMATCH line per arena that fails (with its first
  * elements), a table of kernels, the whole-plan arenas, and last one line
  * "kernels: ...: PASS|FAIL". */
@@ -81,6 +83,14 @@ static double flip_frac = 0, flip_tol = 1.0 / 64;
  * kernel alone within 0.1%); a kernel that does not round at all still
  * differs in most of its values. */
 #define WHOLE_FLIP_GAIN 20
+/* The whole plan also accepts a value that the C step itself moves by
+ * more under PERTURB of its inputs than the backend differs from it: a
+ * ReLU or a max pool's choice near a tie, flipped by a last-bit
+ * difference kernels upstream, moves a batch-norm channel sum by one
+ * gradient element (the ConvNet at 37:22:3: 1.6e-4 on a sum of 0.077,
+ * with max pooling fused or not, depending on the seed). Each kernel
+ * alone is still judged without it. */
+static int whole_plan;
 static int verbose;
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
 
@@ -362,6 +372,8 @@ static int judge_value(judged *j, int64_t i, double r, double g, int exact, doub
     j->worst1 = fmax(j->worst1, d1);
     j->worst2 = fmax(j->worst2, d2);
     if (d1 <= tol && d2 <= limit)
+        return 0;
+    if (whole_plan && isfinite(pert) && e <= fabs(pert - r))
         return 0;
     if (flip_frac > 0 && d1 <= flip_tol && d2 <= flip_tol) {
         j->flips++;
@@ -803,8 +815,10 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
         printf("FAIL %s: the %s run failed\n", what, B->name);
         whole->ok = 0;
     } else {
+        whole_plan = 1;
         *whole = judge_scaled(p, 0, p->nk, &st[S0], &st[REF], &st[GOT], &st[TMP], &st[PERT], &e, &d, what, nmax,
                               flip_frac * WHOLE_FLIP_GAIN);
+        whole_plan = 0;
     }
     nfailed += !whole->ok;
     ok = ok && whole->ok;

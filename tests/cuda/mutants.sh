@@ -5,7 +5,7 @@
 # acts.net, gate.net and smooth.net for the activations, the arithmetic
 # and label smoothing, settings.net and amsgrad.net for RMSprop and amsgrad,
 # loss_*.net for the losses of float targets, norm.net for the row
-# normalizations) with one
+# normalizations, tests/ir/pool_chain.net for rule pool-chain) with one
 # edit (sed);
 # kernel_check has to fail on every one of them (and pass on the unedited
 # source, which kernel_check.sh's own test runs).
@@ -160,6 +160,11 @@ check 'row kernels skip the columns past a block (LayerNorm(300))' 's|for (int64
 check 'cat reads its second operand one column late' 's/b\[j - CA\]/b[j - CA + 1]/' $T
 check 'slice (cat'"'"'s gradient) takes the columns one further' 's/OFF = \([0-9]*\),/OFF = \1 + 1,/' $T
 check 'layer_norm variance sum loses the upper half block' 's|red_q\[threadIdx.x\] += red_q\[threadIdx.x + half\];|red_q[threadIdx.x] += half < 128 ? red_q[threadIdx.x + half] : 0.0f;|' $T
+# rule pool-chain (emit_nchw.c): a pooling with its chain, window by window
+MODEL=$HERE/../ir/pool_chain.net
+check 'pool-chain: max pool keeps the smaller element' 's/mx = (v > mx) | (v != v) ? v : mx;/mx = (v < mx) | (v != v) ? v : mx;/' $T
+check 'pool-chain: max pool gradient leaks to the window'"'"'s other elements' 's/hw == am ? g : 0.0f/hw == am ? g : 0.5f * g/' $T
+check 'pool-chain: average pool gradient divided by KH only' 's|g = b\([0-9]*\)\[(pl \* OH + oh) \* OW + ow\] / (float)(KH \* KW)|g = b\1[(pl * OH + oh) * OW + ow] / (float)(KH)|' $T
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]

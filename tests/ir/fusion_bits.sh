@@ -1,9 +1,12 @@
 #!/bin/sh
 # tests/ir/fusion_bits.sh CDDPC DATA: fusing the batch-norm channel
-# results into their pass (fuse.c: chan_pass_result) and a convolution's
-# bias into its store (conv_bias_epilogue) changes no bit. The
-# ConvNet with plain and with synced batch norm, and a conv model in fp16
-# (the fused bias rounded as bias_add's own kernel rounds it), compiled at
+# results into their pass (fuse.c: chan_pass_result), a convolution's
+# bias into its store (conv_bias_epilogue) and a pooling with the chain
+# before it and its gradient with the chain after it (rule pool-chain,
+# which must fire for the ConvNet and tests/ir/pool_chain.net: max and
+# average pools) changes no bit. The ConvNet with plain and with synced
+# batch norm, a conv model in fp16 (the fused bias rounded as bias_add's
+# own kernel rounds it) and pool_chain.net, compiled at
 # --fusion=elementwise (each channel result its own kernel) and at the
 # default level, trains 10 steps on the CPU: saved weights and buffers, and
 # the step losses, must be byte-identical, and the default level must have
@@ -14,7 +17,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 fails=0
-for net in "$root/tests/golden/mnist_convnet.net" "$root/tests/ddp/syncbn.net" "$root/tests/cuda/models/amp_fp16.net"; do
+for net in "$root/tests/golden/mnist_convnet.net" "$root/tests/ddp/syncbn.net" "$root/tests/cuda/models/amp_fp16.net" \
+           "$root/tests/ir/pool_chain.net"; do
     name=$(basename "$net" .net)
     for lvl in elementwise all; do
         "$cddpc" "$net" --fusion=$lvl -o "$t/$lvl" || { echo "FAIL $name: cddpc --fusion=$lvl"; exit 1; }
@@ -23,6 +27,14 @@ for net in "$root/tests/golden/mnist_convnet.net" "$root/tests/ddp/syncbn.net" "
         "$cddpc" "$net" --fusion=$lvl -d fuse | sed -n 's/^plan train: \([0-9]*\) kernels/\1/p' >"$t/$lvl.k"
     done
     ke=$(cat "$t/elementwise.k") ka=$(cat "$t/all.k")
+    case $name in
+    mnist_convnet|pool_chain)
+        pc=$("$cddpc" "$net" --report | grep -c '__pool_chain ')
+        if [ "$pc" -lt 4 ]; then
+            echo "FAIL $name: $pc kernels of rule pool-chain (want the forward and backward of both pools)"
+            fails=$((fails + 1))
+        fi ;;
+    esac
     if cmp -s "$t/elementwise.st" "$t/all.st" && cmp -s "$t/elementwise.csv" "$t/all.csv" && [ "$ka" -lt "$ke" ]; then
         echo "PASS $name: $ke -> $ka train kernels, weights, buffers and 10 step losses byte-identical"
     else

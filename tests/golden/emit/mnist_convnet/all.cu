@@ -50,7 +50,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels__data(cons
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b0 = ((float *)(e->act + (int64_t)53312 * e->nmax));
+    float *const b0 = ((float *)(e->act + (int64_t)48608 * e->nmax));
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)39200 * e->nmax));
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -67,7 +67,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t1_conv2d_bias_add__conv_bi
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b0 = ((float *)(e->act + (int64_t)53312 * e->nmax));
+    float *const b0 = ((float *)(e->act + (int64_t)48608 * e->nmax));
     float *const b2 = (e->param + 28640);
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b3 = (e->param + 28624);
@@ -200,8 +200,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_bn_gstats_bn_running__ch
     }
 }
 
-/* t7_bn_apply_relu__ew_chain: bn_apply%25 relu%27 */
-extern "C" __global__ void __launch_bounds__(256, 2) t7_bn_apply_relu__ew_chain(const rt_exec *__restrict__ e)
+/* t7_bn_apply_relu_maxpool__ew_chain__pool_chain: bn_apply%25 relu%27 maxpool%28 */
+extern "C" __global__ void __launch_bounds__(256, 2) t7_bn_apply_relu_maxpool__ew_chain__pool_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -210,59 +210,34 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_bn_apply_relu__ew_chain(
     float *const b4 = (e->param + 28608);
     float *const b5 = (e->param + 28592);
     float *const b27 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    const int64_t R = n, C = 12544;
+    float *const b28 = ((float *)(e->act + (int64_t)43904 * e->nmax));
+    const int64_t CH = 16, H = 28, W = 28, OH = 14, OW = 14, C = CH * H * W;
+    const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
-        const int64_t i = t / C, j = t - i * C;
-        const int64_t jc = j / 784;
-        (void)jc;
-        const float v25 = (b19[i * C + j] - b24[jc]) * (1.0f / sqrtf(b24[16 + jc] + 1e-05f)) * b4[jc] + b5[jc];
-        const float v27 = v25 < 0.0f ? 0.0f : v25;
-        b27[i * C + j] = v27;
-    }
-}
-
-/* t8_maxpool: maxpool%28 */
-extern "C" __global__ void __launch_bounds__(256, 2) t8_maxpool(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b28 = ((float *)(e->act + (int64_t)50176 * e->nmax));
-    float *const b27 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    const int64_t C = 16, H = 28, W = 28, OH = 14, OW = 14;
-    const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
-    (void)C;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * C * OH * OW; t += stride) {
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * CH * OH * OW; t += stride) {
         const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;
-        const float *xp = b27 + pl * H * W;
+        const int64_t i = pl / CH, jc = pl % CH;
+        const int64_t w0 = oh * SH * W + ow * SW;
         float mx = -INFINITY;
-        int64_t am = -1;
-        for (int64_t ki = 0; ki < KH; ki++) {
-            const int64_t ih = oh * SH - PH + ki;
-            if (ih < 0 || ih >= H)
-                continue;
+        for (int64_t ki = 0; ki < KH; ki++)
             for (int64_t kj = 0; kj < KW; kj++) {
-                const int64_t iw = ow * SW - PW + kj;
-                if (iw < 0 || iw >= W)
-                    continue;
-                const float v = xp[ih * W + iw];
-                if (v > mx || v != v || am < 0) {
-                    mx = v;
-                    am = ih * W + iw;
-                }
+                const int64_t hw = w0 + ki * W + kj, j = jc * H * W + hw;
+                const float v25 = (b19[i * C + j] - b24[jc]) * (1.0f / sqrtf(b24[16 + jc] + 1e-05f)) * b4[jc] + b5[jc];
+                const float v27 = v25 < 0.0f ? 0.0f : v25;
+                b27[i * C + j] = v27;
+                const float v = v27;
+                mx = (v > mx) | (v != v) ? v : mx;
             }
-        }
         b28[(pl * OH + oh) * OW + ow] = mx;
     }
 }
 
-/* t9_conv2d_bias_add__conv_bias: conv2d%29 bias_add%30 */
-extern "C" __global__ void __launch_bounds__(256, 2) t9_conv2d_bias_add__conv_bias(const rt_exec *__restrict__ e)
+/* t8_conv2d_bias_add__conv_bias: conv2d%29 bias_add%30 */
+extern "C" __global__ void __launch_bounds__(256, 2) t8_conv2d_bias_add__conv_bias(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b28 = ((float *)(e->act + (int64_t)50176 * e->nmax));
+    float *const b28 = ((float *)(e->act + (int64_t)43904 * e->nmax));
     float *const b9 = (e->param + 15792);
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b10 = (e->param + 15760);
@@ -290,8 +265,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_conv2d_bias_add__conv_bi
     }
 }
 
-/* t10_sum_chan: sum_chan%31 */
-extern "C" __global__ void __launch_bounds__(256, 2) t10_sum_chan(const rt_exec *__restrict__ e)
+/* t9_sum_chan: sum_chan%31 */
+extern "C" __global__ void __launch_bounds__(256, 2) t9_sum_chan(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -315,8 +290,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t10_sum_chan(const rt_exec 
         b31[c] = s;
 }
 
-/* t11_allreduce: allreduce%32 */
-extern "C" __global__ void __launch_bounds__(256, 2) t11_allreduce(const rt_exec *__restrict__ e)
+/* t10_allreduce: allreduce%32 */
+extern "C" __global__ void __launch_bounds__(256, 2) t10_allreduce(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -326,8 +301,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_allreduce(const rt_exec
         b32[k] = b31[k];
 }
 
-/* t12_bn_sqdev: bn_sqdev%33 */
-extern "C" __global__ void __launch_bounds__(256, 2) t12_bn_sqdev(const rt_exec *__restrict__ e)
+/* t11_bn_sqdev: bn_sqdev%33 */
+extern "C" __global__ void __launch_bounds__(256, 2) t11_bn_sqdev(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -353,8 +328,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t12_bn_sqdev(const rt_exec 
         b33[c] = q;
 }
 
-/* t13_allreduce: allreduce%34 */
-extern "C" __global__ void __launch_bounds__(256, 2) t13_allreduce(const rt_exec *__restrict__ e)
+/* t12_allreduce: allreduce%34 */
+extern "C" __global__ void __launch_bounds__(256, 2) t12_allreduce(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -364,8 +339,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t13_allreduce(const rt_exec
         b34[k] = b33[k];
 }
 
-/* t14_bn_gstats_bn_running__channel_pass: bn_gstats%35 bn_running%37 */
-extern "C" __global__ void __launch_bounds__(256, 2) t14_bn_gstats_bn_running__channel_pass(const rt_exec *__restrict__ e)
+/* t13_bn_gstats_bn_running__channel_pass: bn_gstats%35 bn_running%37 */
+extern "C" __global__ void __launch_bounds__(256, 2) t13_bn_gstats_bn_running__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -395,8 +370,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t14_bn_gstats_bn_running__c
     }
 }
 
-/* t15_bn_apply_relu__ew_chain: bn_apply%36 relu%38 */
-extern "C" __global__ void __launch_bounds__(256, 2) t15_bn_apply_relu__ew_chain(const rt_exec *__restrict__ e)
+/* t14_bn_apply_relu_maxpool__ew_chain__pool_chain: bn_apply%36 relu%38 maxpool%39 */
+extern "C" __global__ void __launch_bounds__(256, 2) t14_bn_apply_relu_maxpool__ew_chain__pool_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -405,55 +380,30 @@ extern "C" __global__ void __launch_bounds__(256, 2) t15_bn_apply_relu__ew_chain
     float *const b11 = (e->param + 15728);
     float *const b12 = (e->param + 15696);
     float *const b38 = ((float *)(e->act + (int64_t)31360 * e->nmax));
-    const int64_t R = n, C = 6272;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
-        const int64_t i = t / C, j = t - i * C;
-        const int64_t jc = j / 196;
-        (void)jc;
-        const float v36 = (b30[i * C + j] - b35[jc]) * (1.0f / sqrtf(b35[32 + jc] + 1e-05f)) * b11[jc] + b12[jc];
-        const float v38 = v36 < 0.0f ? 0.0f : v36;
-        b38[i * C + j] = v38;
-    }
-}
-
-/* t16_maxpool: maxpool%39 */
-extern "C" __global__ void __launch_bounds__(256, 2) t16_maxpool(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
     float *const b39 = ((float *)(e->act + (int64_t)37632 * e->nmax));
-    float *const b38 = ((float *)(e->act + (int64_t)31360 * e->nmax));
-    const int64_t C = 32, H = 14, W = 14, OH = 7, OW = 7;
-    const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
-    (void)C;
+    const int64_t CH = 32, H = 14, W = 14, OH = 7, OW = 7, C = CH * H * W;
+    const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * C * OH * OW; t += stride) {
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * CH * OH * OW; t += stride) {
         const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;
-        const float *xp = b38 + pl * H * W;
+        const int64_t i = pl / CH, jc = pl % CH;
+        const int64_t w0 = oh * SH * W + ow * SW;
         float mx = -INFINITY;
-        int64_t am = -1;
-        for (int64_t ki = 0; ki < KH; ki++) {
-            const int64_t ih = oh * SH - PH + ki;
-            if (ih < 0 || ih >= H)
-                continue;
+        for (int64_t ki = 0; ki < KH; ki++)
             for (int64_t kj = 0; kj < KW; kj++) {
-                const int64_t iw = ow * SW - PW + kj;
-                if (iw < 0 || iw >= W)
-                    continue;
-                const float v = xp[ih * W + iw];
-                if (v > mx || v != v || am < 0) {
-                    mx = v;
-                    am = ih * W + iw;
-                }
+                const int64_t hw = w0 + ki * W + kj, j = jc * H * W + hw;
+                const float v36 = (b30[i * C + j] - b35[jc]) * (1.0f / sqrtf(b35[32 + jc] + 1e-05f)) * b11[jc] + b12[jc];
+                const float v38 = v36 < 0.0f ? 0.0f : v36;
+                b38[i * C + j] = v38;
+                const float v = v38;
+                mx = (v > mx) | (v != v) ? v : mx;
             }
-        }
         b39[(pl * OH + oh) * OW + ow] = mx;
     }
 }
 
-/* t17_mm_nt_bias_add__epilogue: mm_nt%41 bias_add%42 */
-__device__ __forceinline__ void t17_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t15_mm_nt_bias_add__epilogue: mm_nt%41 bias_add%42 */
+__device__ __forceinline__ void t15_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -506,7 +456,7 @@ __device__ __forceinline__ void t17_mm_nt_bias_add__epilogue_tile(const rt_exec 
         __syncthreads();
     }
     if (split) {
-        float *const ws = e->act + (int64_t)54096 * e->nmax;
+        float *const ws = e->act + (int64_t)49392 * e->nmax;
         for (int r = 0; r < 4; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -544,15 +494,15 @@ __device__ __forceinline__ void t17_mm_nt_bias_add__epilogue_tile(const rt_exec 
             b42[i * C + j] = v42;
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t17_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t15_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t17_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t15_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: ce_loss%43 sum_all%44 ce_grad%47 sum_rows%48 */
-extern "C" __global__ void __launch_bounds__(256, 2) t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(const rt_exec *__restrict__ e)
+/* t16_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: ce_loss%43 sum_all%44 ce_grad%47 sum_rows%48 */
+extern "C" __global__ void __launch_bounds__(256, 2) t16_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -596,15 +546,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) t18_ce_loss_sum_all_ce_grad
     }
 }
 
-/* t19_mm_nn: mm_nn%49 */
-__device__ __forceinline__ void t19_mm_nn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t17_mm_nn: mm_nn%49 */
+__device__ __forceinline__ void t17_mm_nn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
     (void)last;
     const int64_t n = e->n;
     (void)n;
-    float *const b49 = ((float *)(e->act + (int64_t)43904 * e->nmax));
+    float *const b49 = ((float *)(e->act + (int64_t)47040 * e->nmax));
     float *const b47 = ((float *)(e->act + (int64_t)39232 * e->nmax));
     float *const b16 = (e->param + 16);
     const int64_t M = n, N = 1568, K = 10;
@@ -650,15 +600,15 @@ __device__ __forceinline__ void t19_mm_nn_tile(const rt_exec *__restrict__ e, co
             b49[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t19_mm_nn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t17_mm_nn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t19_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t17_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t20_mm_tn: mm_tn%50 */
-__device__ __forceinline__ void t20_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t18_mm_tn: mm_tn%50 */
+__device__ __forceinline__ void t18_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -711,83 +661,56 @@ __device__ __forceinline__ void t20_mm_tn_tile(const rt_exec *__restrict__ e, co
             b50[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t20_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t18_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t20_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t18_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t21_maxpool_dx: maxpool_dx%52 */
-extern "C" __global__ void __launch_bounds__(256, 2) t21_maxpool_dx(const rt_exec *__restrict__ e)
+/* t19_maxpool_dx_relu_grad__pool_chain: maxpool_dx%52 relu_grad%53 */
+extern "C" __global__ void __launch_bounds__(256, 2) t19_maxpool_dx_relu_grad__pool_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b52 = ((float *)(e->act + (int64_t)37632 * e->nmax));
-    float *const b49 = ((float *)(e->act + (int64_t)43904 * e->nmax));
+    float *const b49 = ((float *)(e->act + (int64_t)47040 * e->nmax));
     float *const b38 = ((float *)(e->act + (int64_t)31360 * e->nmax));
-    const int64_t C = 32, H = 14, W = 14, OH = 7, OW = 7;
-    const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
-    (void)C;
+    float *const b53 = ((float *)(e->act + (int64_t)37632 * e->nmax));
+    const int64_t CH = 32, H = 14, W = 14, OH = 7, OW = 7, C = CH * H * W;
+    const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * C * H * W; t += stride) {
-        const int64_t pl = t / (H * W), h = t % (H * W) / W, w = t % W;
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * CH * OH * OW; t += stride) {
+        const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;
+        const int64_t i = pl / CH, jc = pl % CH;
+        const int64_t w0 = oh * SH * W + ow * SW;
         const float *xp = b38 + pl * H * W;
-        float s = 0.0f;
-        for (int64_t oh = (h + PH) / SH; oh >= 0 && h + PH - oh * SH < KH; oh--)
-            for (int64_t ow = (w + PW) / SW; ow >= 0 && w + PW - ow * SW < KW; ow--) {
-                if (oh >= OH || ow >= OW)
-                    continue;
-                float mx = -INFINITY;
-                int64_t am = -1;
-                for (int64_t ki = 0; ki < KH; ki++) {
-                    const int64_t ih = oh * SH - PH + ki;
-                    if (ih < 0 || ih >= H)
-                        continue;
-                    for (int64_t kj = 0; kj < KW; kj++) {
-                        const int64_t iw = ow * SW - PW + kj;
-                        if (iw < 0 || iw >= W)
-                            continue;
-                        const float v = xp[ih * W + iw];
-                        if (v > mx || v != v || am < 0) {
-                            mx = v;
-                            am = ih * W + iw;
-                        }
-                    }
-                }
-                if (am == h * W + w)
-                    s += b49[(pl * OH + oh) * OW + ow];
+        float mx = xp[w0];
+        int64_t am = w0;
+        for (int64_t ki = 0; ki < KH; ki++)
+            for (int64_t kj = 0; kj < KW; kj++) {
+                const float v = xp[w0 + ki * W + kj];
+                const int take = (v > mx) | (v != v);
+                mx = take ? v : mx;
+                am = take ? w0 + ki * W + kj : am;
             }
-        b52[(pl * H + h) * W + w] = s;
+        const float g = b49[(pl * OH + oh) * OW + ow];
+        for (int64_t ki = 0; ki < KH; ki++)
+            for (int64_t kj = 0; kj < KW; kj++) {
+                const int64_t hw = w0 + ki * W + kj, j = jc * H * W + hw;
+                const float v52 = hw == am ? g : 0.0f;
+                const float v53 = b38[i * C + j] > 0.0f ? v52 : 0.0f;
+                b53[i * C + j] = v53;
+            }
     }
 }
 
-/* t22_relu_grad: relu_grad%53 */
-extern "C" __global__ void __launch_bounds__(256, 2) t22_relu_grad(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b53 = ((float *)(e->act + (int64_t)43904 * e->nmax));
-    float *const b52 = ((float *)(e->act + (int64_t)37632 * e->nmax));
-    float *const b38 = ((float *)(e->act + (int64_t)31360 * e->nmax));
-    const int64_t R = n, C = 6272;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
-        const int64_t i = t / C, j = t - i * C;
-        const int64_t jc = j / 196;
-        (void)jc;
-        const float v53 = b38[i * C + j] > 0.0f ? b52[i * C + j] : 0.0f;
-        b53[i * C + j] = v53;
-    }
-}
-
-/* t23_bn_dpart_bn_dw_sum_chan__channel_pass: bn_dpart%54 bn_dw%57 sum_chan%58 */
-extern "C" __global__ void __launch_bounds__(256, 2) t23_bn_dpart_bn_dw_sum_chan__channel_pass(const rt_exec *__restrict__ e)
+/* t20_bn_dpart_bn_dw_sum_chan__channel_pass: bn_dpart%54 bn_dw%57 sum_chan%58 */
+extern "C" __global__ void __launch_bounds__(256, 2) t20_bn_dpart_bn_dw_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b54 = (e->fix + 288);
-    float *const b53 = ((float *)(e->act + (int64_t)43904 * e->nmax));
+    float *const b53 = ((float *)(e->act + (int64_t)37632 * e->nmax));
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b35 = (e->fix + 224);
     float *const b57 = (e->grad + 15728);
@@ -828,8 +751,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t23_bn_dpart_bn_dw_sum_chan
     }
 }
 
-/* t24_allreduce: allreduce%55 */
-extern "C" __global__ void __launch_bounds__(256, 2) t24_allreduce(const rt_exec *__restrict__ e)
+/* t21_allreduce: allreduce%55 */
+extern "C" __global__ void __launch_bounds__(256, 2) t21_allreduce(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -839,13 +762,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) t24_allreduce(const rt_exec
         b55[k] = b54[k];
 }
 
-/* t25_bn_gdx_sum_chan__channel_pass: bn_gdx%56 sum_chan%59 */
-extern "C" __global__ void __launch_bounds__(256, 2) t25_bn_gdx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
+/* t22_bn_gdx_sum_chan__channel_pass: bn_gdx%56 sum_chan%59 */
+extern "C" __global__ void __launch_bounds__(256, 2) t22_bn_gdx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b56 = ((float *)(e->act + (int64_t)31360 * e->nmax));
-    float *const b53 = ((float *)(e->act + (int64_t)43904 * e->nmax));
+    float *const b53 = ((float *)(e->act + (int64_t)37632 * e->nmax));
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b35 = (e->fix + 224);
     float *const b11 = (e->param + 15728);
@@ -876,8 +799,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t25_bn_gdx_sum_chan__channe
         b59[c] = so;
 }
 
-/* t26_conv2d_dx: conv2d_dx%60 */
-extern "C" __global__ void __launch_bounds__(256, 2) t26_conv2d_dx(const rt_exec *__restrict__ e)
+/* t23_conv2d_dx: conv2d_dx%60 */
+extern "C" __global__ void __launch_bounds__(256, 2) t23_conv2d_dx(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -910,14 +833,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) t26_conv2d_dx(const rt_exec
     }
 }
 
-/* t27_conv2d_dw: conv2d_dw%61 */
-extern "C" __global__ void __launch_bounds__(256, 2) t27_conv2d_dw(const rt_exec *__restrict__ e)
+/* t24_conv2d_dw: conv2d_dw%61 */
+extern "C" __global__ void __launch_bounds__(256, 2) t24_conv2d_dw(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b61 = (e->grad + 15792);
     float *const b56 = ((float *)(e->act + (int64_t)31360 * e->nmax));
-    float *const b28 = ((float *)(e->act + (int64_t)50176 * e->nmax));
+    float *const b28 = ((float *)(e->act + (int64_t)43904 * e->nmax));
     const int64_t C = 16, H = 14, W = 14, O = 32, OH = 14, OW = 14;
     const int64_t KH = 5, KW = 5, SH = 1, SW = 1, PH = 2, PW = 2, DH = 1, DW = 1;
     const int64_t G = 1, CG = 16, OG = 32, K = 400, P = 196;
@@ -946,76 +869,49 @@ extern "C" __global__ void __launch_bounds__(256, 2) t27_conv2d_dw(const rt_exec
         b61[wi] = total;
 }
 
-/* t28_maxpool_dx: maxpool_dx%62 */
-extern "C" __global__ void __launch_bounds__(256, 2) t28_maxpool_dx(const rt_exec *__restrict__ e)
+/* t25_maxpool_dx_relu_grad__pool_chain: maxpool_dx%62 relu_grad%63 */
+extern "C" __global__ void __launch_bounds__(256, 2) t25_maxpool_dx_relu_grad__pool_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b62 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b60 = ((float *)(e->act + (int64_t)37632 * e->nmax));
     float *const b27 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    const int64_t C = 16, H = 28, W = 28, OH = 14, OW = 14;
-    const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
-    (void)C;
+    float *const b63 = ((float *)(e->act + (int64_t)25088 * e->nmax));
+    const int64_t CH = 16, H = 28, W = 28, OH = 14, OW = 14, C = CH * H * W;
+    const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * C * H * W; t += stride) {
-        const int64_t pl = t / (H * W), h = t % (H * W) / W, w = t % W;
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * CH * OH * OW; t += stride) {
+        const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;
+        const int64_t i = pl / CH, jc = pl % CH;
+        const int64_t w0 = oh * SH * W + ow * SW;
         const float *xp = b27 + pl * H * W;
-        float s = 0.0f;
-        for (int64_t oh = (h + PH) / SH; oh >= 0 && h + PH - oh * SH < KH; oh--)
-            for (int64_t ow = (w + PW) / SW; ow >= 0 && w + PW - ow * SW < KW; ow--) {
-                if (oh >= OH || ow >= OW)
-                    continue;
-                float mx = -INFINITY;
-                int64_t am = -1;
-                for (int64_t ki = 0; ki < KH; ki++) {
-                    const int64_t ih = oh * SH - PH + ki;
-                    if (ih < 0 || ih >= H)
-                        continue;
-                    for (int64_t kj = 0; kj < KW; kj++) {
-                        const int64_t iw = ow * SW - PW + kj;
-                        if (iw < 0 || iw >= W)
-                            continue;
-                        const float v = xp[ih * W + iw];
-                        if (v > mx || v != v || am < 0) {
-                            mx = v;
-                            am = ih * W + iw;
-                        }
-                    }
-                }
-                if (am == h * W + w)
-                    s += b60[(pl * OH + oh) * OW + ow];
+        float mx = xp[w0];
+        int64_t am = w0;
+        for (int64_t ki = 0; ki < KH; ki++)
+            for (int64_t kj = 0; kj < KW; kj++) {
+                const float v = xp[w0 + ki * W + kj];
+                const int take = (v > mx) | (v != v);
+                mx = take ? v : mx;
+                am = take ? w0 + ki * W + kj : am;
             }
-        b62[(pl * H + h) * W + w] = s;
+        const float g = b60[(pl * OH + oh) * OW + ow];
+        for (int64_t ki = 0; ki < KH; ki++)
+            for (int64_t kj = 0; kj < KW; kj++) {
+                const int64_t hw = w0 + ki * W + kj, j = jc * H * W + hw;
+                const float v62 = hw == am ? g : 0.0f;
+                const float v63 = b27[i * C + j] > 0.0f ? v62 : 0.0f;
+                b63[i * C + j] = v63;
+            }
     }
 }
 
-/* t29_relu_grad: relu_grad%63 */
-extern "C" __global__ void __launch_bounds__(256, 2) t29_relu_grad(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b63 = ((float *)(e->act + (int64_t)37632 * e->nmax));
-    float *const b62 = ((float *)(e->act + (int64_t)25088 * e->nmax));
-    float *const b27 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    const int64_t R = n, C = 12544;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
-        const int64_t i = t / C, j = t - i * C;
-        const int64_t jc = j / 784;
-        (void)jc;
-        const float v63 = b27[i * C + j] > 0.0f ? b62[i * C + j] : 0.0f;
-        b63[i * C + j] = v63;
-    }
-}
-
-/* t30_bn_dpart_bn_dw_sum_chan__channel_pass: bn_dpart%64 bn_dw%67 sum_chan%68 */
-extern "C" __global__ void __launch_bounds__(256, 2) t30_bn_dpart_bn_dw_sum_chan__channel_pass(const rt_exec *__restrict__ e)
+/* t26_bn_dpart_bn_dw_sum_chan__channel_pass: bn_dpart%64 bn_dw%67 sum_chan%68 */
+extern "C" __global__ void __launch_bounds__(256, 2) t26_bn_dpart_bn_dw_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b64 = (e->fix + 416);
-    float *const b63 = ((float *)(e->act + (int64_t)37632 * e->nmax));
+    float *const b63 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b24 = (e->fix + 64);
     float *const b67 = (e->grad + 28608);
@@ -1056,8 +952,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t30_bn_dpart_bn_dw_sum_chan
     }
 }
 
-/* t31_allreduce: allreduce%65 */
-extern "C" __global__ void __launch_bounds__(256, 2) t31_allreduce(const rt_exec *__restrict__ e)
+/* t27_allreduce: allreduce%65 */
+extern "C" __global__ void __launch_bounds__(256, 2) t27_allreduce(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1067,13 +963,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) t31_allreduce(const rt_exec
         b65[k] = b64[k];
 }
 
-/* t32_bn_gdx_sum_chan__channel_pass: bn_gdx%66 sum_chan%69 */
-extern "C" __global__ void __launch_bounds__(256, 2) t32_bn_gdx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
+/* t28_bn_gdx_sum_chan__channel_pass: bn_gdx%66 sum_chan%69 */
+extern "C" __global__ void __launch_bounds__(256, 2) t28_bn_gdx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b66 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    float *const b63 = ((float *)(e->act + (int64_t)37632 * e->nmax));
+    float *const b63 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b24 = (e->fix + 64);
     float *const b4 = (e->param + 28608);
@@ -1104,14 +1000,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) t32_bn_gdx_sum_chan__channe
         b69[c] = so;
 }
 
-/* t33_conv2d_dw: conv2d_dw%70 */
-extern "C" __global__ void __launch_bounds__(256, 2) t33_conv2d_dw(const rt_exec *__restrict__ e)
+/* t29_conv2d_dw: conv2d_dw%70 */
+extern "C" __global__ void __launch_bounds__(256, 2) t29_conv2d_dw(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b70 = (e->grad + 28640);
     float *const b66 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    float *const b0 = ((float *)(e->act + (int64_t)53312 * e->nmax));
+    float *const b0 = ((float *)(e->act + (int64_t)48608 * e->nmax));
     const int64_t C = 1, H = 28, W = 28, O = 16, OH = 28, OW = 28;
     const int64_t KH = 5, KW = 5, SH = 1, SW = 1, PH = 2, PW = 2, DH = 1, DW = 1;
     const int64_t G = 1, CG = 1, OG = 16, K = 25, P = 784;
@@ -1140,8 +1036,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t33_conv2d_dw(const rt_exec
         b70[wi] = total;
 }
 
-/* t34_sgd_x10__optimizer: sgd%71 sgd%72 sgd%73 sgd%74 sgd%75 sgd%76 sgd%77 sgd%78 sgd%79 sgd%80 */
-extern "C" __global__ void __launch_bounds__(256, 2) t34_sgd_x10__optimizer(const rt_exec *__restrict__ e)
+/* t30_sgd_x10__optimizer: sgd%71 sgd%72 sgd%73 sgd%74 sgd%75 sgd%76 sgd%77 sgd%78 sgd%79 sgd%80 */
+extern "C" __global__ void __launch_bounds__(256, 2) t30_sgd_x10__optimizer(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1154,8 +1050,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t34_sgd_x10__optimizer(cons
     }
 }
 
-/* t19_t20__siblings: t19_mm_nn and t20_mm_tn in one launch (rule siblings) */
-extern "C" __global__ void __launch_bounds__(256, 2) t19_t20__siblings(const rt_exec *__restrict__ e)
+/* t17_t18__siblings: t17_mm_nn and t18_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t17_t18__siblings(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -1163,9 +1059,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t19_t20__siblings(const rt_
     const unsigned bx = 25u, by = 1u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
-            t19_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+            t17_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
     } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
-        t20_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+        t18_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
     }
 }
 
@@ -1175,7 +1071,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels__data(cons
     const int64_t n = e->n;
     (void)n;
     float *const b0 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)25088 * e->nmax));
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)15680 * e->nmax));
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = tid; t < n * 784; t += stride) {
@@ -1237,8 +1133,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_bn_gstats(const rt_exec 
     }
 }
 
-/* e3_bn_apply_relu__ew_chain: bn_apply%25 relu%27 */
-extern "C" __global__ void __launch_bounds__(256, 2) e3_bn_apply_relu__ew_chain(const rt_exec *__restrict__ e)
+/* e3_bn_apply_relu_maxpool__ew_chain__pool_chain: bn_apply%25 relu%27 maxpool%28 */
+extern "C" __global__ void __launch_bounds__(256, 2) e3_bn_apply_relu_maxpool__ew_chain__pool_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1246,60 +1142,33 @@ extern "C" __global__ void __launch_bounds__(256, 2) e3_bn_apply_relu__ew_chain(
     float *const b24 = (e->fix + 0);
     float *const b4 = (e->param + 28608);
     float *const b5 = (e->param + 28592);
-    float *const b27 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    const int64_t R = n, C = 12544;
+    float *const b28 = ((float *)(e->act + (int64_t)12544 * e->nmax));
+    const int64_t CH = 16, H = 28, W = 28, OH = 14, OW = 14, C = CH * H * W;
+    const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
-        const int64_t i = t / C, j = t - i * C;
-        const int64_t jc = j / 784;
-        (void)jc;
-        const float v25 = (b19[i * C + j] - b24[jc]) * (1.0f / sqrtf(b24[16 + jc] + 1e-05f)) * b4[jc] + b5[jc];
-        const float v27 = v25 < 0.0f ? 0.0f : v25;
-        b27[i * C + j] = v27;
-    }
-}
-
-/* e4_maxpool: maxpool%28 */
-extern "C" __global__ void __launch_bounds__(256, 2) e4_maxpool(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b28 = ((float *)(e->act + (int64_t)6272 * e->nmax));
-    float *const b27 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    const int64_t C = 16, H = 28, W = 28, OH = 14, OW = 14;
-    const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
-    (void)C;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * C * OH * OW; t += stride) {
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * CH * OH * OW; t += stride) {
         const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;
-        const float *xp = b27 + pl * H * W;
+        const int64_t i = pl / CH, jc = pl % CH;
+        const int64_t w0 = oh * SH * W + ow * SW;
         float mx = -INFINITY;
-        int64_t am = -1;
-        for (int64_t ki = 0; ki < KH; ki++) {
-            const int64_t ih = oh * SH - PH + ki;
-            if (ih < 0 || ih >= H)
-                continue;
+        for (int64_t ki = 0; ki < KH; ki++)
             for (int64_t kj = 0; kj < KW; kj++) {
-                const int64_t iw = ow * SW - PW + kj;
-                if (iw < 0 || iw >= W)
-                    continue;
-                const float v = xp[ih * W + iw];
-                if (v > mx || v != v || am < 0) {
-                    mx = v;
-                    am = ih * W + iw;
-                }
+                const int64_t hw = w0 + ki * W + kj, j = jc * H * W + hw;
+                const float v25 = (b19[i * C + j] - b24[jc]) * (1.0f / sqrtf(b24[16 + jc] + 1e-05f)) * b4[jc] + b5[jc];
+                const float v27 = v25 < 0.0f ? 0.0f : v25;
+                const float v = v27;
+                mx = (v > mx) | (v != v) ? v : mx;
             }
-        }
         b28[(pl * OH + oh) * OW + ow] = mx;
     }
 }
 
-/* e5_conv2d_bias_add__conv_bias: conv2d%29 bias_add%30 */
-extern "C" __global__ void __launch_bounds__(256, 2) e5_conv2d_bias_add__conv_bias(const rt_exec *__restrict__ e)
+/* e4_conv2d_bias_add__conv_bias: conv2d%29 bias_add%30 */
+extern "C" __global__ void __launch_bounds__(256, 2) e4_conv2d_bias_add__conv_bias(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b28 = ((float *)(e->act + (int64_t)6272 * e->nmax));
+    float *const b28 = ((float *)(e->act + (int64_t)12544 * e->nmax));
     float *const b9 = (e->param + 15792);
     float *const b30 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b10 = (e->param + 15760);
@@ -1327,8 +1196,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e5_conv2d_bias_add__conv_bi
     }
 }
 
-/* e6_bn_gstats: bn_gstats%35 */
-extern "C" __global__ void __launch_bounds__(256, 2) e6_bn_gstats(const rt_exec *__restrict__ e)
+/* e5_bn_gstats: bn_gstats%35 */
+extern "C" __global__ void __launch_bounds__(256, 2) e5_bn_gstats(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1345,8 +1214,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e6_bn_gstats(const rt_exec 
     }
 }
 
-/* e7_bn_apply_relu__ew_chain: bn_apply%36 relu%38 */
-extern "C" __global__ void __launch_bounds__(256, 2) e7_bn_apply_relu__ew_chain(const rt_exec *__restrict__ e)
+/* e6_bn_apply_relu_maxpool__ew_chain__pool_chain: bn_apply%36 relu%38 maxpool%39 */
+extern "C" __global__ void __launch_bounds__(256, 2) e6_bn_apply_relu_maxpool__ew_chain__pool_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1354,65 +1223,38 @@ extern "C" __global__ void __launch_bounds__(256, 2) e7_bn_apply_relu__ew_chain(
     float *const b35 = (e->fix + 32);
     float *const b11 = (e->param + 15728);
     float *const b12 = (e->param + 15696);
-    float *const b38 = ((float *)(e->act + (int64_t)6272 * e->nmax));
-    const int64_t R = n, C = 6272;
+    float *const b39 = ((float *)(e->act + (int64_t)6272 * e->nmax));
+    const int64_t CH = 32, H = 14, W = 14, OH = 7, OW = 7, C = CH * H * W;
+    const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
-        const int64_t i = t / C, j = t - i * C;
-        const int64_t jc = j / 196;
-        (void)jc;
-        const float v36 = (b30[i * C + j] - b35[jc]) * (1.0f / sqrtf(b35[32 + jc] + 1e-05f)) * b11[jc] + b12[jc];
-        const float v38 = v36 < 0.0f ? 0.0f : v36;
-        b38[i * C + j] = v38;
-    }
-}
-
-/* e8_maxpool: maxpool%39 */
-extern "C" __global__ void __launch_bounds__(256, 2) e8_maxpool(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b39 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b38 = ((float *)(e->act + (int64_t)6272 * e->nmax));
-    const int64_t C = 32, H = 14, W = 14, OH = 7, OW = 7;
-    const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
-    (void)C;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * C * OH * OW; t += stride) {
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * CH * OH * OW; t += stride) {
         const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;
-        const float *xp = b38 + pl * H * W;
+        const int64_t i = pl / CH, jc = pl % CH;
+        const int64_t w0 = oh * SH * W + ow * SW;
         float mx = -INFINITY;
-        int64_t am = -1;
-        for (int64_t ki = 0; ki < KH; ki++) {
-            const int64_t ih = oh * SH - PH + ki;
-            if (ih < 0 || ih >= H)
-                continue;
+        for (int64_t ki = 0; ki < KH; ki++)
             for (int64_t kj = 0; kj < KW; kj++) {
-                const int64_t iw = ow * SW - PW + kj;
-                if (iw < 0 || iw >= W)
-                    continue;
-                const float v = xp[ih * W + iw];
-                if (v > mx || v != v || am < 0) {
-                    mx = v;
-                    am = ih * W + iw;
-                }
+                const int64_t hw = w0 + ki * W + kj, j = jc * H * W + hw;
+                const float v36 = (b30[i * C + j] - b35[jc]) * (1.0f / sqrtf(b35[32 + jc] + 1e-05f)) * b11[jc] + b12[jc];
+                const float v38 = v36 < 0.0f ? 0.0f : v36;
+                const float v = v38;
+                mx = (v > mx) | (v != v) ? v : mx;
             }
-        }
         b39[(pl * OH + oh) * OW + ow] = mx;
     }
 }
 
-/* e9_mm_nt_bias_add__epilogue: mm_nt%41 bias_add%42 */
-__device__ __forceinline__ void e9_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* e7_mm_nt_bias_add__epilogue: mm_nt%41 bias_add%42 */
+__device__ __forceinline__ void e7_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
     (void)last;
     const int64_t n = e->n;
     (void)n;
-    float *const b39 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    float *const b39 = ((float *)(e->act + (int64_t)6272 * e->nmax));
     float *const b16 = (e->param + 16);
-    float *const b42 = ((float *)(e->act + (int64_t)1568 * e->nmax));
+    float *const b42 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b17 = (e->param + 0);
     const int64_t M = n, N = 10, K = 1568;
     const int64_t R = M, C = N;
@@ -1456,7 +1298,7 @@ __device__ __forceinline__ void e9_mm_nt_bias_add__epilogue_tile(const rt_exec *
         __syncthreads();
     }
     if (split) {
-        float *const ws = e->act + (int64_t)25104 * e->nmax;
+        float *const ws = e->act + (int64_t)15696 * e->nmax;
         for (int r = 0; r < 4; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -1494,20 +1336,20 @@ __device__ __forceinline__ void e9_mm_nt_bias_add__epilogue_tile(const rt_exec *
             b42[i * C + j] = v42;
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) e7_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    e9_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    e7_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops: ce_loss%43 sum_all%44 correct%45 sum_all%46 */
-extern "C" __global__ void __launch_bounds__(256, 2) e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops(const rt_exec *__restrict__ e)
+/* e8_ce_loss_sum_all_correct_sum_all__reduction__row_ops: ce_loss%43 sum_all%44 correct%45 sum_all%46 */
+extern "C" __global__ void __launch_bounds__(256, 2) e8_ce_loss_sum_all_correct_sum_all__reduction__row_ops(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b42 = ((float *)(e->act + (int64_t)1568 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)25088 * e->nmax));
+    float *const b42 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)15680 * e->nmax));
     double *const b44 = (e->stat + 0);
     double *const b46 = (e->stat + 1);
     const int64_t C = 10;

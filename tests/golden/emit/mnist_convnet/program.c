@@ -12,7 +12,7 @@ static void t0_images_labels__data(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b0 = ((float *)(e->act + (int64_t)53312 * e->nmax));
+    float *const b0 = ((float *)(e->act + (int64_t)48608 * e->nmax));
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)39200 * e->nmax));
     #pragma omp parallel for schedule(static) if (n >= 64)
     for (int64_t i = 0; i < n; i++) {
@@ -27,7 +27,7 @@ static void t1_conv2d_bias_add__conv_bias(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b0 = ((float *)(e->act + (int64_t)53312 * e->nmax));
+    float *const b0 = ((float *)(e->act + (int64_t)48608 * e->nmax));
     float *const b2 = (e->param + 28640);
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b3 = (e->param + 28624);
@@ -208,8 +208,8 @@ static void t6_bn_gstats_bn_running__channel_pass(rt_exec *e)
     }
 }
 
-/* t7_bn_apply_relu__ew_chain: %25 %27 */
-static void t7_bn_apply_relu__ew_chain(rt_exec *e)
+/* t7_bn_apply_relu_maxpool__ew_chain__pool_chain: %25 %27 %28 */
+static void t7_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -218,59 +218,43 @@ static void t7_bn_apply_relu__ew_chain(rt_exec *e)
     float *const b4 = (e->param + 28608);
     float *const b5 = (e->param + 28592);
     float *const b27 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    const int64_t R = n, C = 12544;
-    #pragma omp parallel for schedule(static) if (R * C >= 65536)
-    for (int64_t i = 0; i < R; i++)
-    for (int64_t jc = 0; jc < 16; jc++)
-    for (int64_t j = jc * 784; j < (jc + 1) * 784; j++) {
-        const float v25 = (b19[i * C + j] - b24[jc]) * (1.0f / sqrtf(b24[16 + jc] + 1e-05f)) * b4[jc] + b5[jc];
-        const float v27 = v25 < 0.0f ? 0.0f : v25;
-        b27[i * C + j] = v27;
+    float *const b28 = ((float *)(e->act + (int64_t)43904 * e->nmax));
+    const int64_t CH = 16, H = 28, W = 28, OH = 14, OW = 14, C = CH * H * W;
+    const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    #pragma omp parallel for schedule(static) if (n * CH >= 64)
+    for (int64_t pl = 0; pl < n * CH; pl++) {
+        const int64_t i = pl / CH, jc = pl % CH;
+        for (int64_t o0 = 0; o0 < OH; o0 += 14) {
+            const int64_t o1 = o0 + 14 < OH ? o0 + 14 : OH;
+            float xr[784];
+            for (int64_t hw = o0 * SH * W; hw < o1 * SH * W; hw++) {
+                const int64_t j = jc * H * W + hw;
+                const float v25 = (b19[i * C + j] - b24[jc]) * (1.0f / sqrtf(b24[16 + jc] + 1e-05f)) * b4[jc] + b5[jc];
+                const float v27 = v25 < 0.0f ? 0.0f : v25;
+                b27[i * C + j] = v27;
+                xr[hw - o0 * SH * W] = v27;
+            }
+            for (int64_t oh = o0; oh < o1; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    const float *xw = xr + (oh - o0) * SH * W + ow * SW;
+                    float a = -INFINITY;
+                    for (int64_t ki = 0; ki < KH; ki++)
+                        for (int64_t kj = 0; kj < KW; kj++) {
+                            const float v = xw[ki * W + kj];
+                            a = (v > a) | (v != v) ? v : a;
+                        }
+                    b28[(pl * OH + oh) * OW + ow] = a;
+                }
+        }
     }
 }
 
-/* t8_maxpool: %28 */
-static void t8_maxpool(rt_exec *e)
+/* t8_conv2d_bias_add__conv_bias: %29 %30 */
+static void t8_conv2d_bias_add__conv_bias(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b28 = ((float *)(e->act + (int64_t)50176 * e->nmax));
-    float *const b27 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    const int64_t C = 16, H = 28, W = 28, OH = 14, OW = 14;
-    const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
-    (void)C;
-    #pragma omp parallel for schedule(static) if (n * C >= 64)
-    for (int64_t pl = 0; pl < n * C; pl++)
-        for (int64_t oh = 0; oh < OH; oh++)
-            for (int64_t ow = 0; ow < OW; ow++) {
-                const float *xp = b27 + pl * H * W;
-                float mx = -INFINITY;
-                int64_t am = -1;
-                for (int64_t ki = 0; ki < KH; ki++) {
-                    const int64_t ih = oh * SH - PH + ki;
-                    if (ih < 0 || ih >= H)
-                        continue;
-                    for (int64_t kj = 0; kj < KW; kj++) {
-                        const int64_t iw = ow * SW - PW + kj;
-                        if (iw < 0 || iw >= W)
-                            continue;
-                        const float v = xp[ih * W + iw];
-                        if (v > mx || v != v || am < 0) {
-                            mx = v;
-                            am = ih * W + iw;
-                        }
-                    }
-                }
-                b28[(pl * OH + oh) * OW + ow] = mx;
-            }
-}
-
-/* t9_conv2d_bias_add__conv_bias: %29 %30 */
-static void t9_conv2d_bias_add__conv_bias(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b28 = ((float *)(e->act + (int64_t)50176 * e->nmax));
+    float *const b28 = ((float *)(e->act + (int64_t)43904 * e->nmax));
     float *const b9 = (e->param + 15792);
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b10 = (e->param + 15760);
@@ -334,8 +318,8 @@ static void t9_conv2d_bias_add__conv_bias(rt_exec *e)
     }
 }
 
-/* t10_sum_chan: %31 */
-static void t10_sum_chan(rt_exec *e)
+/* t9_sum_chan: %31 */
+static void t9_sum_chan(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -363,8 +347,8 @@ static void t10_sum_chan(rt_exec *e)
     }
 }
 
-/* t11_allreduce: %32 */
-static void t11_allreduce(rt_exec *e)
+/* t10_allreduce: %32 */
+static void t10_allreduce(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -375,8 +359,8 @@ static void t11_allreduce(rt_exec *e)
     rt_sync_sum(b32, 32);
 }
 
-/* t12_bn_sqdev: %33 */
-static void t12_bn_sqdev(rt_exec *e)
+/* t11_bn_sqdev: %33 */
+static void t11_bn_sqdev(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -406,8 +390,8 @@ static void t12_bn_sqdev(rt_exec *e)
     }
 }
 
-/* t13_allreduce: %34 */
-static void t13_allreduce(rt_exec *e)
+/* t12_allreduce: %34 */
+static void t12_allreduce(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -418,8 +402,8 @@ static void t13_allreduce(rt_exec *e)
     rt_sync_sum(b34, 32);
 }
 
-/* t14_bn_gstats_bn_running__channel_pass: %35 %37 */
-static void t14_bn_gstats_bn_running__channel_pass(rt_exec *e)
+/* t13_bn_gstats_bn_running__channel_pass: %35 %37 */
+static void t13_bn_gstats_bn_running__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -451,8 +435,8 @@ static void t14_bn_gstats_bn_running__channel_pass(rt_exec *e)
     }
 }
 
-/* t15_bn_apply_relu__ew_chain: %36 %38 */
-static void t15_bn_apply_relu__ew_chain(rt_exec *e)
+/* t14_bn_apply_relu_maxpool__ew_chain__pool_chain: %36 %38 %39 */
+static void t14_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -461,55 +445,39 @@ static void t15_bn_apply_relu__ew_chain(rt_exec *e)
     float *const b11 = (e->param + 15728);
     float *const b12 = (e->param + 15696);
     float *const b38 = ((float *)(e->act + (int64_t)31360 * e->nmax));
-    const int64_t R = n, C = 6272;
-    #pragma omp parallel for schedule(static) if (R * C >= 65536)
-    for (int64_t i = 0; i < R; i++)
-    for (int64_t jc = 0; jc < 32; jc++)
-    for (int64_t j = jc * 196; j < (jc + 1) * 196; j++) {
-        const float v36 = (b30[i * C + j] - b35[jc]) * (1.0f / sqrtf(b35[32 + jc] + 1e-05f)) * b11[jc] + b12[jc];
-        const float v38 = v36 < 0.0f ? 0.0f : v36;
-        b38[i * C + j] = v38;
+    float *const b39 = ((float *)(e->act + (int64_t)37632 * e->nmax));
+    const int64_t CH = 32, H = 14, W = 14, OH = 7, OW = 7, C = CH * H * W;
+    const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    #pragma omp parallel for schedule(static) if (n * CH >= 64)
+    for (int64_t pl = 0; pl < n * CH; pl++) {
+        const int64_t i = pl / CH, jc = pl % CH;
+        for (int64_t o0 = 0; o0 < OH; o0 += 7) {
+            const int64_t o1 = o0 + 7 < OH ? o0 + 7 : OH;
+            float xr[196];
+            for (int64_t hw = o0 * SH * W; hw < o1 * SH * W; hw++) {
+                const int64_t j = jc * H * W + hw;
+                const float v36 = (b30[i * C + j] - b35[jc]) * (1.0f / sqrtf(b35[32 + jc] + 1e-05f)) * b11[jc] + b12[jc];
+                const float v38 = v36 < 0.0f ? 0.0f : v36;
+                b38[i * C + j] = v38;
+                xr[hw - o0 * SH * W] = v38;
+            }
+            for (int64_t oh = o0; oh < o1; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    const float *xw = xr + (oh - o0) * SH * W + ow * SW;
+                    float a = -INFINITY;
+                    for (int64_t ki = 0; ki < KH; ki++)
+                        for (int64_t kj = 0; kj < KW; kj++) {
+                            const float v = xw[ki * W + kj];
+                            a = (v > a) | (v != v) ? v : a;
+                        }
+                    b39[(pl * OH + oh) * OW + ow] = a;
+                }
+        }
     }
 }
 
-/* t16_maxpool: %39 */
-static void t16_maxpool(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b39 = ((float *)(e->act + (int64_t)37632 * e->nmax));
-    float *const b38 = ((float *)(e->act + (int64_t)31360 * e->nmax));
-    const int64_t C = 32, H = 14, W = 14, OH = 7, OW = 7;
-    const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
-    (void)C;
-    #pragma omp parallel for schedule(static) if (n * C >= 64)
-    for (int64_t pl = 0; pl < n * C; pl++)
-        for (int64_t oh = 0; oh < OH; oh++)
-            for (int64_t ow = 0; ow < OW; ow++) {
-                const float *xp = b38 + pl * H * W;
-                float mx = -INFINITY;
-                int64_t am = -1;
-                for (int64_t ki = 0; ki < KH; ki++) {
-                    const int64_t ih = oh * SH - PH + ki;
-                    if (ih < 0 || ih >= H)
-                        continue;
-                    for (int64_t kj = 0; kj < KW; kj++) {
-                        const int64_t iw = ow * SW - PW + kj;
-                        if (iw < 0 || iw >= W)
-                            continue;
-                        const float v = xp[ih * W + iw];
-                        if (v > mx || v != v || am < 0) {
-                            mx = v;
-                            am = ih * W + iw;
-                        }
-                    }
-                }
-                b39[(pl * OH + oh) * OW + ow] = mx;
-            }
-}
-
-/* t17_mm_nt_bias_add__epilogue: %41 %42 */
-static void t17_mm_nt_bias_add__epilogue(rt_exec *e)
+/* t15_mm_nt_bias_add__epilogue: %41 %42 */
+static void t15_mm_nt_bias_add__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -528,8 +496,8 @@ static void t17_mm_nt_bias_add__epilogue(rt_exec *e)
     }
 }
 
-/* t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: %43 %44 %47 %48 */
-static void t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
+/* t16_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: %43 %44 %47 %48 */
+static void t16_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -564,19 +532,19 @@ static void t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
     b44[0] = s44;
 }
 
-/* t19_mm_nn: %49 */
-static void t19_mm_nn(rt_exec *e)
+/* t17_mm_nn: %49 */
+static void t17_mm_nn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b49 = ((float *)(e->act + (int64_t)43904 * e->nmax));
+    float *const b49 = ((float *)(e->act + (int64_t)47040 * e->nmax));
     float *const b47 = ((float *)(e->act + (int64_t)39232 * e->nmax));
     float *const b16 = (e->param + 16);
     rt_sgemm(0, 0, n, 1568, 10, b47, 10, b16, 1568, b49, 1568);
 }
 
-/* t20_mm_tn: %50 */
-static void t20_mm_tn(rt_exec *e)
+/* t18_mm_tn: %50 */
+static void t18_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -586,25 +554,23 @@ static void t20_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 10, 1568, n, b47, 10, b39, 1568, b50, 1568);
 }
 
-/* t21_maxpool_dx: %52 */
-static void t21_maxpool_dx(rt_exec *e)
+/* t19_maxpool_dx_relu_grad__pool_chain: %52 %53 */
+static void t19_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b52 = ((float *)(e->act + (int64_t)37632 * e->nmax));
-    float *const b49 = ((float *)(e->act + (int64_t)43904 * e->nmax));
+    float *const b49 = ((float *)(e->act + (int64_t)47040 * e->nmax));
     float *const b38 = ((float *)(e->act + (int64_t)31360 * e->nmax));
-    const int64_t C = 32, H = 14, W = 14, OH = 7, OW = 7;
-    const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
-    (void)C;
-    (void)PH, (void)PW;    /* 0: the windows tile the plane */
-    #pragma omp parallel for schedule(static) if (n * C >= 64)
-    for (int64_t pl = 0; pl < n * C; pl++) {
-        const float *xp = b38 + pl * H * W, *dy = b49 + pl * OH * OW;
-        float *dx = b52 + pl * H * W;
+    float *const b53 = ((float *)(e->act + (int64_t)37632 * e->nmax));
+    const int64_t CH = 32, H = 14, W = 14, OH = 7, OW = 7, C = CH * H * W;
+    const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    #pragma omp parallel for schedule(static) if (n * CH >= 64)
+    for (int64_t pl = 0; pl < n * CH; pl++) {
+        const int64_t i = pl / CH, jc = pl % CH;
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
                 const int64_t w0 = oh * SH * W + ow * SW;
+                const float *xp = b38 + pl * H * W;
                 float mx = xp[w0];
                 int64_t am = w0;
                 for (int64_t ki = 0; ki < KH; ki++)
@@ -614,39 +580,25 @@ static void t21_maxpool_dx(rt_exec *e)
                         mx = take ? v : mx;
                         am = take ? w0 + ki * W + kj : am;
                     }
-                const float g = dy[oh * OW + ow];
+                const float g = b49[(pl * OH + oh) * OW + ow];
                 for (int64_t ki = 0; ki < KH; ki++)
-                    for (int64_t kj = 0; kj < KW; kj++)
-                        dx[w0 + ki * W + kj] = w0 + ki * W + kj == am ? g : 0.0f;
+                    for (int64_t kj = 0; kj < KW; kj++) {
+                        const int64_t hw = w0 + ki * W + kj, j = jc * H * W + hw;
+                        const float v52 = hw == am ? g : 0.0f;
+                        const float v53 = b38[i * C + j] > 0.0f ? v52 : 0.0f;
+                        b53[i * C + j] = v53;
+                    }
             }
     }
 }
 
-/* t22_relu_grad: %53 */
-static void t22_relu_grad(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b53 = ((float *)(e->act + (int64_t)43904 * e->nmax));
-    float *const b52 = ((float *)(e->act + (int64_t)37632 * e->nmax));
-    float *const b38 = ((float *)(e->act + (int64_t)31360 * e->nmax));
-    const int64_t R = n, C = 6272;
-    #pragma omp parallel for schedule(static) if (R * C >= 65536)
-    for (int64_t i = 0; i < R; i++)
-    for (int64_t jc = 0; jc < 32; jc++)
-    for (int64_t j = jc * 196; j < (jc + 1) * 196; j++) {
-        const float v53 = b38[i * C + j] > 0.0f ? b52[i * C + j] : 0.0f;
-        b53[i * C + j] = v53;
-    }
-}
-
-/* t23_bn_dpart_bn_dw_sum_chan__channel_pass: %54 %57 %58 */
-static void t23_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
+/* t20_bn_dpart_bn_dw_sum_chan__channel_pass: %54 %57 %58 */
+static void t20_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b54 = (e->fix + 288);
-    float *const b53 = ((float *)(e->act + (int64_t)43904 * e->nmax));
+    float *const b53 = ((float *)(e->act + (int64_t)37632 * e->nmax));
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b35 = (e->fix + 224);
     float *const b57 = (e->grad + 15728);
@@ -681,8 +633,8 @@ static void t23_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
     }
 }
 
-/* t24_allreduce: %55 */
-static void t24_allreduce(rt_exec *e)
+/* t21_allreduce: %55 */
+static void t21_allreduce(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -693,13 +645,13 @@ static void t24_allreduce(rt_exec *e)
     rt_sync_sum(b55, 64);
 }
 
-/* t25_bn_gdx_sum_chan__channel_pass: %56 %59 */
-static void t25_bn_gdx_sum_chan__channel_pass(rt_exec *e)
+/* t22_bn_gdx_sum_chan__channel_pass: %56 %59 */
+static void t22_bn_gdx_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b56 = ((float *)(e->act + (int64_t)31360 * e->nmax));
-    float *const b53 = ((float *)(e->act + (int64_t)43904 * e->nmax));
+    float *const b53 = ((float *)(e->act + (int64_t)37632 * e->nmax));
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b35 = (e->fix + 224);
     float *const b11 = (e->param + 15728);
@@ -734,8 +686,8 @@ static void t25_bn_gdx_sum_chan__channel_pass(rt_exec *e)
     }
 }
 
-/* t26_conv2d_dx: %60 */
-static void t26_conv2d_dx(rt_exec *e)
+/* t23_conv2d_dx: %60 */
+static void t23_conv2d_dx(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -804,14 +756,14 @@ static void t26_conv2d_dx(rt_exec *e)
     }
 }
 
-/* t27_conv2d_dw: %61 */
-static void t27_conv2d_dw(rt_exec *e)
+/* t24_conv2d_dw: %61 */
+static void t24_conv2d_dw(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b61 = (e->grad + 15792);
     float *const b56 = ((float *)(e->act + (int64_t)31360 * e->nmax));
-    float *const b28 = ((float *)(e->act + (int64_t)50176 * e->nmax));
+    float *const b28 = ((float *)(e->act + (int64_t)43904 * e->nmax));
     const int64_t C = 16, H = 14, W = 14, O = 32, OH = 14, OW = 14;
     const int64_t KH = 5, KW = 5, SH = 1, SW = 1, PH = 2, PW = 2, DH = 1, DW = 1;
     const int64_t G = 1, CG = 16, OG = 32, K = 400, P = 196;
@@ -871,25 +823,23 @@ static void t27_conv2d_dw(rt_exec *e)
     }
 }
 
-/* t28_maxpool_dx: %62 */
-static void t28_maxpool_dx(rt_exec *e)
+/* t25_maxpool_dx_relu_grad__pool_chain: %62 %63 */
+static void t25_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b62 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b60 = ((float *)(e->act + (int64_t)37632 * e->nmax));
     float *const b27 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    const int64_t C = 16, H = 28, W = 28, OH = 14, OW = 14;
-    const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
-    (void)C;
-    (void)PH, (void)PW;    /* 0: the windows tile the plane */
-    #pragma omp parallel for schedule(static) if (n * C >= 64)
-    for (int64_t pl = 0; pl < n * C; pl++) {
-        const float *xp = b27 + pl * H * W, *dy = b60 + pl * OH * OW;
-        float *dx = b62 + pl * H * W;
+    float *const b63 = ((float *)(e->act + (int64_t)25088 * e->nmax));
+    const int64_t CH = 16, H = 28, W = 28, OH = 14, OW = 14, C = CH * H * W;
+    const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    #pragma omp parallel for schedule(static) if (n * CH >= 64)
+    for (int64_t pl = 0; pl < n * CH; pl++) {
+        const int64_t i = pl / CH, jc = pl % CH;
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
                 const int64_t w0 = oh * SH * W + ow * SW;
+                const float *xp = b27 + pl * H * W;
                 float mx = xp[w0];
                 int64_t am = w0;
                 for (int64_t ki = 0; ki < KH; ki++)
@@ -899,39 +849,25 @@ static void t28_maxpool_dx(rt_exec *e)
                         mx = take ? v : mx;
                         am = take ? w0 + ki * W + kj : am;
                     }
-                const float g = dy[oh * OW + ow];
+                const float g = b60[(pl * OH + oh) * OW + ow];
                 for (int64_t ki = 0; ki < KH; ki++)
-                    for (int64_t kj = 0; kj < KW; kj++)
-                        dx[w0 + ki * W + kj] = w0 + ki * W + kj == am ? g : 0.0f;
+                    for (int64_t kj = 0; kj < KW; kj++) {
+                        const int64_t hw = w0 + ki * W + kj, j = jc * H * W + hw;
+                        const float v62 = hw == am ? g : 0.0f;
+                        const float v63 = b27[i * C + j] > 0.0f ? v62 : 0.0f;
+                        b63[i * C + j] = v63;
+                    }
             }
     }
 }
 
-/* t29_relu_grad: %63 */
-static void t29_relu_grad(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b63 = ((float *)(e->act + (int64_t)37632 * e->nmax));
-    float *const b62 = ((float *)(e->act + (int64_t)25088 * e->nmax));
-    float *const b27 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    const int64_t R = n, C = 12544;
-    #pragma omp parallel for schedule(static) if (R * C >= 65536)
-    for (int64_t i = 0; i < R; i++)
-    for (int64_t jc = 0; jc < 16; jc++)
-    for (int64_t j = jc * 784; j < (jc + 1) * 784; j++) {
-        const float v63 = b27[i * C + j] > 0.0f ? b62[i * C + j] : 0.0f;
-        b63[i * C + j] = v63;
-    }
-}
-
-/* t30_bn_dpart_bn_dw_sum_chan__channel_pass: %64 %67 %68 */
-static void t30_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
+/* t26_bn_dpart_bn_dw_sum_chan__channel_pass: %64 %67 %68 */
+static void t26_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b64 = (e->fix + 416);
-    float *const b63 = ((float *)(e->act + (int64_t)37632 * e->nmax));
+    float *const b63 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b24 = (e->fix + 64);
     float *const b67 = (e->grad + 28608);
@@ -966,8 +902,8 @@ static void t30_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
     }
 }
 
-/* t31_allreduce: %65 */
-static void t31_allreduce(rt_exec *e)
+/* t27_allreduce: %65 */
+static void t27_allreduce(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -978,13 +914,13 @@ static void t31_allreduce(rt_exec *e)
     rt_sync_sum(b65, 32);
 }
 
-/* t32_bn_gdx_sum_chan__channel_pass: %66 %69 */
-static void t32_bn_gdx_sum_chan__channel_pass(rt_exec *e)
+/* t28_bn_gdx_sum_chan__channel_pass: %66 %69 */
+static void t28_bn_gdx_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b66 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    float *const b63 = ((float *)(e->act + (int64_t)37632 * e->nmax));
+    float *const b63 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b24 = (e->fix + 64);
     float *const b4 = (e->param + 28608);
@@ -1019,14 +955,14 @@ static void t32_bn_gdx_sum_chan__channel_pass(rt_exec *e)
     }
 }
 
-/* t33_conv2d_dw: %70 */
-static void t33_conv2d_dw(rt_exec *e)
+/* t29_conv2d_dw: %70 */
+static void t29_conv2d_dw(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b70 = (e->grad + 28640);
     float *const b66 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    float *const b0 = ((float *)(e->act + (int64_t)53312 * e->nmax));
+    float *const b0 = ((float *)(e->act + (int64_t)48608 * e->nmax));
     const int64_t C = 1, H = 28, W = 28, O = 16, OH = 28, OW = 28;
     const int64_t KH = 5, KW = 5, SH = 1, SW = 1, PH = 2, PW = 2, DH = 1, DW = 1;
     const int64_t G = 1, CG = 1, OG = 16, K = 25, P = 784;
@@ -1086,8 +1022,8 @@ static void t33_conv2d_dw(rt_exec *e)
     }
 }
 
-/* t34_sgd_x10__optimizer: %71 %72 %73 %74 %75 %76 %77 %78 %79 %80 */
-static void t34_sgd_x10__optimizer(rt_exec *e)
+/* t30_sgd_x10__optimizer: %71 %72 %73 %74 %75 %76 %77 %78 %79 %80 */
+static void t30_sgd_x10__optimizer(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1106,7 +1042,7 @@ static void e0_images_labels__data(rt_exec *e)
     const int64_t n = e->n;
     (void)n;
     float *const b0 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)25088 * e->nmax));
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)15680 * e->nmax));
     #pragma omp parallel for schedule(static) if (n >= 64)
     for (int64_t i = 0; i < n; i++) {
         float *dst = b0 + i * 784;
@@ -1203,8 +1139,8 @@ static void e2_bn_gstats(rt_exec *e)
     }
 }
 
-/* e3_bn_apply_relu__ew_chain: %25 %27 */
-static void e3_bn_apply_relu__ew_chain(rt_exec *e)
+/* e3_bn_apply_relu_maxpool__ew_chain__pool_chain: %25 %27 %28 */
+static void e3_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1212,60 +1148,42 @@ static void e3_bn_apply_relu__ew_chain(rt_exec *e)
     float *const b24 = (e->fix + 0);
     float *const b4 = (e->param + 28608);
     float *const b5 = (e->param + 28592);
-    float *const b27 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    const int64_t R = n, C = 12544;
-    #pragma omp parallel for schedule(static) if (R * C >= 65536)
-    for (int64_t i = 0; i < R; i++)
-    for (int64_t jc = 0; jc < 16; jc++)
-    for (int64_t j = jc * 784; j < (jc + 1) * 784; j++) {
-        const float v25 = (b19[i * C + j] - b24[jc]) * (1.0f / sqrtf(b24[16 + jc] + 1e-05f)) * b4[jc] + b5[jc];
-        const float v27 = v25 < 0.0f ? 0.0f : v25;
-        b27[i * C + j] = v27;
+    float *const b28 = ((float *)(e->act + (int64_t)12544 * e->nmax));
+    const int64_t CH = 16, H = 28, W = 28, OH = 14, OW = 14, C = CH * H * W;
+    const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    #pragma omp parallel for schedule(static) if (n * CH >= 64)
+    for (int64_t pl = 0; pl < n * CH; pl++) {
+        const int64_t i = pl / CH, jc = pl % CH;
+        for (int64_t o0 = 0; o0 < OH; o0 += 14) {
+            const int64_t o1 = o0 + 14 < OH ? o0 + 14 : OH;
+            float xr[784];
+            for (int64_t hw = o0 * SH * W; hw < o1 * SH * W; hw++) {
+                const int64_t j = jc * H * W + hw;
+                const float v25 = (b19[i * C + j] - b24[jc]) * (1.0f / sqrtf(b24[16 + jc] + 1e-05f)) * b4[jc] + b5[jc];
+                const float v27 = v25 < 0.0f ? 0.0f : v25;
+                xr[hw - o0 * SH * W] = v27;
+            }
+            for (int64_t oh = o0; oh < o1; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    const float *xw = xr + (oh - o0) * SH * W + ow * SW;
+                    float a = -INFINITY;
+                    for (int64_t ki = 0; ki < KH; ki++)
+                        for (int64_t kj = 0; kj < KW; kj++) {
+                            const float v = xw[ki * W + kj];
+                            a = (v > a) | (v != v) ? v : a;
+                        }
+                    b28[(pl * OH + oh) * OW + ow] = a;
+                }
+        }
     }
 }
 
-/* e4_maxpool: %28 */
-static void e4_maxpool(rt_exec *e)
+/* e4_conv2d_bias_add__conv_bias: %29 %30 */
+static void e4_conv2d_bias_add__conv_bias(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b28 = ((float *)(e->act + (int64_t)6272 * e->nmax));
-    float *const b27 = ((float *)(e->act + (int64_t)12544 * e->nmax));
-    const int64_t C = 16, H = 28, W = 28, OH = 14, OW = 14;
-    const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
-    (void)C;
-    #pragma omp parallel for schedule(static) if (n * C >= 64)
-    for (int64_t pl = 0; pl < n * C; pl++)
-        for (int64_t oh = 0; oh < OH; oh++)
-            for (int64_t ow = 0; ow < OW; ow++) {
-                const float *xp = b27 + pl * H * W;
-                float mx = -INFINITY;
-                int64_t am = -1;
-                for (int64_t ki = 0; ki < KH; ki++) {
-                    const int64_t ih = oh * SH - PH + ki;
-                    if (ih < 0 || ih >= H)
-                        continue;
-                    for (int64_t kj = 0; kj < KW; kj++) {
-                        const int64_t iw = ow * SW - PW + kj;
-                        if (iw < 0 || iw >= W)
-                            continue;
-                        const float v = xp[ih * W + iw];
-                        if (v > mx || v != v || am < 0) {
-                            mx = v;
-                            am = ih * W + iw;
-                        }
-                    }
-                }
-                b28[(pl * OH + oh) * OW + ow] = mx;
-            }
-}
-
-/* e5_conv2d_bias_add__conv_bias: %29 %30 */
-static void e5_conv2d_bias_add__conv_bias(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b28 = ((float *)(e->act + (int64_t)6272 * e->nmax));
+    float *const b28 = ((float *)(e->act + (int64_t)12544 * e->nmax));
     float *const b9 = (e->param + 15792);
     float *const b30 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b10 = (e->param + 15760);
@@ -1329,8 +1247,8 @@ static void e5_conv2d_bias_add__conv_bias(rt_exec *e)
     }
 }
 
-/* e6_bn_gstats: %35 */
-static void e6_bn_gstats(rt_exec *e)
+/* e5_bn_gstats: %35 */
+static void e5_bn_gstats(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1348,8 +1266,8 @@ static void e6_bn_gstats(rt_exec *e)
     }
 }
 
-/* e7_bn_apply_relu__ew_chain: %36 %38 */
-static void e7_bn_apply_relu__ew_chain(rt_exec *e)
+/* e6_bn_apply_relu_maxpool__ew_chain__pool_chain: %36 %38 %39 */
+static void e6_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1357,62 +1275,44 @@ static void e7_bn_apply_relu__ew_chain(rt_exec *e)
     float *const b35 = (e->fix + 32);
     float *const b11 = (e->param + 15728);
     float *const b12 = (e->param + 15696);
-    float *const b38 = ((float *)(e->act + (int64_t)6272 * e->nmax));
-    const int64_t R = n, C = 6272;
-    #pragma omp parallel for schedule(static) if (R * C >= 65536)
-    for (int64_t i = 0; i < R; i++)
-    for (int64_t jc = 0; jc < 32; jc++)
-    for (int64_t j = jc * 196; j < (jc + 1) * 196; j++) {
-        const float v36 = (b30[i * C + j] - b35[jc]) * (1.0f / sqrtf(b35[32 + jc] + 1e-05f)) * b11[jc] + b12[jc];
-        const float v38 = v36 < 0.0f ? 0.0f : v36;
-        b38[i * C + j] = v38;
+    float *const b39 = ((float *)(e->act + (int64_t)6272 * e->nmax));
+    const int64_t CH = 32, H = 14, W = 14, OH = 7, OW = 7, C = CH * H * W;
+    const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    #pragma omp parallel for schedule(static) if (n * CH >= 64)
+    for (int64_t pl = 0; pl < n * CH; pl++) {
+        const int64_t i = pl / CH, jc = pl % CH;
+        for (int64_t o0 = 0; o0 < OH; o0 += 7) {
+            const int64_t o1 = o0 + 7 < OH ? o0 + 7 : OH;
+            float xr[196];
+            for (int64_t hw = o0 * SH * W; hw < o1 * SH * W; hw++) {
+                const int64_t j = jc * H * W + hw;
+                const float v36 = (b30[i * C + j] - b35[jc]) * (1.0f / sqrtf(b35[32 + jc] + 1e-05f)) * b11[jc] + b12[jc];
+                const float v38 = v36 < 0.0f ? 0.0f : v36;
+                xr[hw - o0 * SH * W] = v38;
+            }
+            for (int64_t oh = o0; oh < o1; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    const float *xw = xr + (oh - o0) * SH * W + ow * SW;
+                    float a = -INFINITY;
+                    for (int64_t ki = 0; ki < KH; ki++)
+                        for (int64_t kj = 0; kj < KW; kj++) {
+                            const float v = xw[ki * W + kj];
+                            a = (v > a) | (v != v) ? v : a;
+                        }
+                    b39[(pl * OH + oh) * OW + ow] = a;
+                }
+        }
     }
 }
 
-/* e8_maxpool: %39 */
-static void e8_maxpool(rt_exec *e)
+/* e7_mm_nt_bias_add__epilogue: %41 %42 */
+static void e7_mm_nt_bias_add__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b39 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b38 = ((float *)(e->act + (int64_t)6272 * e->nmax));
-    const int64_t C = 32, H = 14, W = 14, OH = 7, OW = 7;
-    const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 0, PW = 0;
-    (void)C;
-    #pragma omp parallel for schedule(static) if (n * C >= 64)
-    for (int64_t pl = 0; pl < n * C; pl++)
-        for (int64_t oh = 0; oh < OH; oh++)
-            for (int64_t ow = 0; ow < OW; ow++) {
-                const float *xp = b38 + pl * H * W;
-                float mx = -INFINITY;
-                int64_t am = -1;
-                for (int64_t ki = 0; ki < KH; ki++) {
-                    const int64_t ih = oh * SH - PH + ki;
-                    if (ih < 0 || ih >= H)
-                        continue;
-                    for (int64_t kj = 0; kj < KW; kj++) {
-                        const int64_t iw = ow * SW - PW + kj;
-                        if (iw < 0 || iw >= W)
-                            continue;
-                        const float v = xp[ih * W + iw];
-                        if (v > mx || v != v || am < 0) {
-                            mx = v;
-                            am = ih * W + iw;
-                        }
-                    }
-                }
-                b39[(pl * OH + oh) * OW + ow] = mx;
-            }
-}
-
-/* e9_mm_nt_bias_add__epilogue: %41 %42 */
-static void e9_mm_nt_bias_add__epilogue(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b39 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    float *const b39 = ((float *)(e->act + (int64_t)6272 * e->nmax));
     float *const b16 = (e->param + 16);
-    float *const b42 = ((float *)(e->act + (int64_t)1568 * e->nmax));
+    float *const b42 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b17 = (e->param + 0);
     rt_sgemm(0, 1, n, 10, 1568, b39, 1568, b16, 1568, b42, 10);
     const int64_t R = n, C = 10;
@@ -1425,13 +1325,13 @@ static void e9_mm_nt_bias_add__epilogue(rt_exec *e)
     }
 }
 
-/* e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops: %43 %44 %45 %46 */
-static void e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
+/* e8_ce_loss_sum_all_correct_sum_all__reduction__row_ops: %43 %44 %45 %46 */
+static void e8_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b42 = ((float *)(e->act + (int64_t)1568 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)25088 * e->nmax));
+    float *const b42 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)15680 * e->nmax));
     double *const b44 = (e->stat + 0);
     double *const b46 = (e->stat + 1);
     const int64_t R = n, C = 10;
@@ -1465,34 +1365,30 @@ static const rt_kernel train_kernels[] = {
     {t4_bn_sqdev, "t4_bn_sqdev", 1, {0, 37632}, {128, 50176}},
     {t5_allreduce, "t5_allreduce", 1, {16, 0}, {128, 0}},
     {t6_bn_gstats_bn_running__channel_pass, "t6_bn_gstats_bn_running__channel_pass", 1, {64, 12544}, {520, 50176}},
-    {t7_bn_apply_relu__ew_chain, "t7_bn_apply_relu__ew_chain", 1, {0, 62720}, {256, 100352}},
-    {t8_maxpool, "t8_maxpool", 1, {0, 12544}, {0, 62720}},
-    {t9_conv2d_bias_add__conv_bias, "t9_conv2d_bias_add__conv_bias", 1, {0, 5023872}, {51328, 37632}},
-    {t10_sum_chan, "t10_sum_chan", 1, {0, 6272}, {128, 25088}},
-    {t11_allreduce, "t11_allreduce", 1, {32, 0}, {256, 0}},
-    {t12_bn_sqdev, "t12_bn_sqdev", 1, {0, 18816}, {256, 25088}},
-    {t13_allreduce, "t13_allreduce", 1, {32, 0}, {256, 0}},
-    {t14_bn_gstats_bn_running__channel_pass, "t14_bn_gstats_bn_running__channel_pass", 1, {128, 6272}, {1032, 25088}},
-    {t15_bn_apply_relu__ew_chain, "t15_bn_apply_relu__ew_chain", 1, {0, 31360}, {512, 50176}},
-    {t16_maxpool, "t16_maxpool", 1, {0, 6272}, {0, 31360}},
-    {t17_mm_nt_bias_add__epilogue, "t17_mm_nt_bias_add__epilogue", 1, {0, 31370}, {62760, 6392}},
-    {t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops, "t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", 2, {0, 91}, {44, 84}},
-    {t19_mm_nn, "t19_mm_nn", 2, {0, 31360}, {62720, 6312}},
-    {t20_mm_tn, "t20_mm_tn", 2, {0, 31360}, {62720, 6312}},
-    {t21_maxpool_dx, "t21_maxpool_dx", 2, {0, 1568}, {0, 56448}},
-    {t22_relu_grad, "t22_relu_grad", 2, {0, 6272}, {0, 75264}},
-    {t23_bn_dpart_bn_dw_sum_chan__channel_pass, "t23_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 56448}, {768, 50176}},
-    {t24_allreduce, "t24_allreduce", 2, {64, 0}, {512, 0}},
-    {t25_bn_gdx_sum_chan__channel_pass, "t25_bn_gdx_sum_chan__channel_pass", 2, {0, 43904}, {768, 75264}},
-    {t26_conv2d_dx, "t26_conv2d_dx", 2, {0, 5017600}, {51200, 37632}},
-    {t27_conv2d_dw, "t27_conv2d_dw", 2, {0, 5017600}, {51200, 37632}},
-    {t28_maxpool_dx, "t28_maxpool_dx", 2, {0, 3136}, {0, 112896}},
-    {t29_relu_grad, "t29_relu_grad", 2, {0, 12544}, {0, 150528}},
-    {t30_bn_dpart_bn_dw_sum_chan__channel_pass, "t30_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 112896}, {384, 100352}},
-    {t31_allreduce, "t31_allreduce", 2, {32, 0}, {256, 0}},
-    {t32_bn_gdx_sum_chan__channel_pass, "t32_bn_gdx_sum_chan__channel_pass", 2, {0, 87808}, {384, 150528}},
-    {t33_conv2d_dw, "t33_conv2d_dw", 2, {0, 627200}, {1600, 53312}},
-    {t34_sgd_x10__optimizer, "t34_sgd_x10__optimizer", 3, {58068, 0}, {348408, 0}},
+    {t7_bn_apply_relu_maxpool__ew_chain__pool_chain, "t7_bn_apply_relu_maxpool__ew_chain__pool_chain", 1, {0, 75264}, {256, 112896}},
+    {t8_conv2d_bias_add__conv_bias, "t8_conv2d_bias_add__conv_bias", 1, {0, 5023872}, {51328, 37632}},
+    {t9_sum_chan, "t9_sum_chan", 1, {0, 6272}, {128, 25088}},
+    {t10_allreduce, "t10_allreduce", 1, {32, 0}, {256, 0}},
+    {t11_bn_sqdev, "t11_bn_sqdev", 1, {0, 18816}, {256, 25088}},
+    {t12_allreduce, "t12_allreduce", 1, {32, 0}, {256, 0}},
+    {t13_bn_gstats_bn_running__channel_pass, "t13_bn_gstats_bn_running__channel_pass", 1, {128, 6272}, {1032, 25088}},
+    {t14_bn_apply_relu_maxpool__ew_chain__pool_chain, "t14_bn_apply_relu_maxpool__ew_chain__pool_chain", 1, {0, 37632}, {512, 56448}},
+    {t15_mm_nt_bias_add__epilogue, "t15_mm_nt_bias_add__epilogue", 1, {0, 31370}, {62760, 6392}},
+    {t16_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops, "t16_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", 2, {0, 91}, {44, 84}},
+    {t17_mm_nn, "t17_mm_nn", 2, {0, 31360}, {62720, 6312}},
+    {t18_mm_tn, "t18_mm_tn", 2, {0, 31360}, {62720, 6312}},
+    {t19_maxpool_dx_relu_grad__pool_chain, "t19_maxpool_dx_relu_grad__pool_chain", 2, {0, 7840}, {0, 56448}},
+    {t20_bn_dpart_bn_dw_sum_chan__channel_pass, "t20_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 56448}, {768, 50176}},
+    {t21_allreduce, "t21_allreduce", 2, {64, 0}, {512, 0}},
+    {t22_bn_gdx_sum_chan__channel_pass, "t22_bn_gdx_sum_chan__channel_pass", 2, {0, 43904}, {768, 75264}},
+    {t23_conv2d_dx, "t23_conv2d_dx", 2, {0, 5017600}, {51200, 37632}},
+    {t24_conv2d_dw, "t24_conv2d_dw", 2, {0, 5017600}, {51200, 37632}},
+    {t25_maxpool_dx_relu_grad__pool_chain, "t25_maxpool_dx_relu_grad__pool_chain", 2, {0, 15680}, {0, 112896}},
+    {t26_bn_dpart_bn_dw_sum_chan__channel_pass, "t26_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 112896}, {384, 100352}},
+    {t27_allreduce, "t27_allreduce", 2, {32, 0}, {256, 0}},
+    {t28_bn_gdx_sum_chan__channel_pass, "t28_bn_gdx_sum_chan__channel_pass", 2, {0, 87808}, {384, 150528}},
+    {t29_conv2d_dw, "t29_conv2d_dw", 2, {0, 627200}, {1600, 53312}},
+    {t30_sgd_x10__optimizer, "t30_sgd_x10__optimizer", 3, {58068, 0}, {348408, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
@@ -1503,90 +1399,82 @@ static const rt_cuda_launch train_cuda[] = {
     {"t4_bn_sqdev", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"t5_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 48, 16, 0, 0, 0, 0, 0},
     {"t6_bn_gstats_bn_running__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t7_bn_apply_relu__ew_chain", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t8_maxpool", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t9_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t10_sum_chan", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t11_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 128, 32, 0, 0, 0, 0, 0},
-    {"t12_bn_sqdev", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t13_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 192, 32, 0, 0, 0, 0, 0},
-    {"t14_bn_gstats_bn_running__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t15_bn_apply_relu__ew_chain", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t16_maxpool", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t17_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 20}, {0, 1, 0}, {0, 64, 0}, 0, 0, 54096, 200, 480, 1, 0},
-    {"t18_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t19_mm_nn", {256, 1, 1}, {25, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t19_t20__siblings"},
-    {"t20_mm_tn", {256, 1, 1}, {25, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t21_maxpool_dx", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t22_relu_grad", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t23_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t24_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 352, 64, 0, 0, 0, 0, 0},
-    {"t25_bn_gdx_sum_chan__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t26_conv2d_dx", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t27_conv2d_dw", {256, 1, 1}, {12800, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t28_maxpool_dx", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t29_relu_grad", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t30_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t31_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 448, 32, 0, 0, 0, 0, 0},
-    {"t32_bn_gdx_sum_chan__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t33_conv2d_dw", {256, 1, 1}, {400, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t34_sgd_x10__optimizer", {256, 1, 1}, {114, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t7_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t8_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t9_sum_chan", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t10_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 128, 32, 0, 0, 0, 0, 0},
+    {"t11_bn_sqdev", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t12_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 192, 32, 0, 0, 0, 0, 0},
+    {"t13_bn_gstats_bn_running__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t14_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t15_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 20}, {0, 1, 0}, {0, 64, 0}, 0, 0, 49392, 200, 480, 1, 0},
+    {"t16_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t17_mm_nn", {256, 1, 1}, {25, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t17_t18__siblings"},
+    {"t18_mm_tn", {256, 1, 1}, {25, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t19_maxpool_dx_relu_grad__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t20_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t21_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 352, 64, 0, 0, 0, 0, 0},
+    {"t22_bn_gdx_sum_chan__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t23_conv2d_dx", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t24_conv2d_dw", {256, 1, 1}, {12800, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t25_maxpool_dx_relu_grad__pool_chain", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t26_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t27_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 448, 32, 0, 0, 0, 0, 0},
+    {"t28_bn_gdx_sum_chan__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t29_conv2d_dw", {256, 1, 1}, {400, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t30_sgd_x10__optimizer", {256, 1, 1}, {114, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {
     {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
     {e1_conv2d_bias_add__conv_bias, "e1_conv2d_bias_add__conv_bias", 1, {0, 639744}, {1664, 53312}},
     {e2_bn_gstats, "e2_bn_gstats", 1, {0, 12544}, {256, 50176}},
-    {e3_bn_apply_relu__ew_chain, "e3_bn_apply_relu__ew_chain", 1, {0, 62720}, {256, 100352}},
-    {e4_maxpool, "e4_maxpool", 1, {0, 12544}, {0, 62720}},
-    {e5_conv2d_bias_add__conv_bias, "e5_conv2d_bias_add__conv_bias", 1, {0, 5023872}, {51328, 37632}},
-    {e6_bn_gstats, "e6_bn_gstats", 1, {0, 6272}, {512, 25088}},
-    {e7_bn_apply_relu__ew_chain, "e7_bn_apply_relu__ew_chain", 1, {0, 31360}, {512, 50176}},
-    {e8_maxpool, "e8_maxpool", 1, {0, 6272}, {0, 31360}},
-    {e9_mm_nt_bias_add__epilogue, "e9_mm_nt_bias_add__epilogue", 1, {0, 31370}, {62760, 6392}},
-    {e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops, "e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops", 1, {0, 52}, {8, 44}},
+    {e3_bn_apply_relu_maxpool__ew_chain__pool_chain, "e3_bn_apply_relu_maxpool__ew_chain__pool_chain", 1, {0, 75264}, {256, 62720}},
+    {e4_conv2d_bias_add__conv_bias, "e4_conv2d_bias_add__conv_bias", 1, {0, 5023872}, {51328, 37632}},
+    {e5_bn_gstats, "e5_bn_gstats", 1, {0, 6272}, {512, 25088}},
+    {e6_bn_apply_relu_maxpool__ew_chain__pool_chain, "e6_bn_apply_relu_maxpool__ew_chain__pool_chain", 1, {0, 37632}, {512, 31360}},
+    {e7_mm_nt_bias_add__epilogue, "e7_mm_nt_bias_add__epilogue", 1, {0, 31370}, {62760, 6392}},
+    {e8_ce_loss_sum_all_correct_sum_all__reduction__row_ops, "e8_ce_loss_sum_all_correct_sum_all__reduction__row_ops", 1, {0, 52}, {8, 44}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {
     {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"e1_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"e2_bn_gstats", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e3_bn_apply_relu__ew_chain", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e4_maxpool", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e5_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e6_bn_gstats", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e7_bn_apply_relu__ew_chain", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e8_maxpool", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e9_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 20}, {0, 1, 0}, {0, 64, 0}, 0, 0, 25104, 200, 96, 1, 0},
-    {"e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e3_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e4_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e5_bn_gstats", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e6_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e7_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 20}, {0, 1, 0}, {0, 64, 0}, 0, 0, 15696, 200, 96, 1, 0},
+    {"e8_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const char cuda_src[] = /* all.cu */
     ;
 
 static const rt_param params[] = {
-    {"layer1.0.weight", 4, {16, 1, 5, 5}, 28640, 400, 25, 0, 0, 33},
-    {"layer1.0.bias", 1, {16, 0, 0, 0}, 28624, 16, 25, 1, 0, 32},
-    {"layer1.1.weight", 1, {16, 0, 0, 0}, 28608, 16, 0, 3, 0, 30},
-    {"layer1.1.bias", 1, {16, 0, 0, 0}, 28592, 16, 0, 2, 0, 30},
+    {"layer1.0.weight", 4, {16, 1, 5, 5}, 28640, 400, 25, 0, 0, 29},
+    {"layer1.0.bias", 1, {16, 0, 0, 0}, 28624, 16, 25, 1, 0, 28},
+    {"layer1.1.weight", 1, {16, 0, 0, 0}, 28608, 16, 0, 3, 0, 26},
+    {"layer1.1.bias", 1, {16, 0, 0, 0}, 28592, 16, 0, 2, 0, 26},
     {"layer1.1.running_mean", 1, {16, 0, 0, 0}, 29152, 16, 0, 2, -1, -1},
     {"layer1.1.running_var", 1, {16, 0, 0, 0}, 29136, 16, 0, 3, -1, -1},
     {"layer1.1.num_batches_tracked", 0, {0, 0, 0, 0}, 29120, 1, 0, 2, -1, -1},
-    {"layer2.0.weight", 4, {32, 16, 5, 5}, 15792, 12800, 400, 0, 0, 27},
-    {"layer2.0.bias", 1, {32, 0, 0, 0}, 15760, 32, 400, 1, 0, 25},
-    {"layer2.1.weight", 1, {32, 0, 0, 0}, 15728, 32, 0, 3, 0, 23},
-    {"layer2.1.bias", 1, {32, 0, 0, 0}, 15696, 32, 0, 2, 0, 23},
+    {"layer2.0.weight", 4, {32, 16, 5, 5}, 15792, 12800, 400, 0, 0, 24},
+    {"layer2.0.bias", 1, {32, 0, 0, 0}, 15760, 32, 400, 1, 0, 22},
+    {"layer2.1.weight", 1, {32, 0, 0, 0}, 15728, 32, 0, 3, 0, 20},
+    {"layer2.1.bias", 1, {32, 0, 0, 0}, 15696, 32, 0, 2, 0, 20},
     {"layer2.1.running_mean", 1, {32, 0, 0, 0}, 29088, 32, 0, 2, -1, -1},
     {"layer2.1.running_var", 1, {32, 0, 0, 0}, 29056, 32, 0, 3, -1, -1},
     {"layer2.1.num_batches_tracked", 0, {0, 0, 0, 0}, 29040, 1, 0, 2, -1, -1},
-    {"fc.weight", 2, {10, 1568, 0, 0}, 16, 15680, 1568, 0, 0, 20},
-    {"fc.bias", 1, {10, 0, 0, 0}, 0, 10, 1568, 1, 0, 18},
+    {"fc.weight", 2, {10, 1568, 0, 0}, 16, 15680, 1568, 0, 0, 18},
+    {"fc.bias", 1, {10, 0, 0, 0}, 0, 10, 1568, 1, 0, 16},
 };
 
 static const int param_flags[] = {0, 0, 0, 0, RT_PARAM_BUFFER, RT_PARAM_BUFFER, RT_PARAM_BUFFER | RT_PARAM_I64, 0, 0, 0, 0, RT_PARAM_BUFFER, RT_PARAM_BUFFER, RT_PARAM_BUFFER | RT_PARAM_I64, 0, 0};
 
 static const rt_bucket buckets[] = {
-    {0, 29040, 33, 34, 10},
+    {0, 29040, 29, 30, 10},
 };
 static const float data_norm_mean[] = {0.1307f};
 static const float data_norm_std[] = {0.3081f};
@@ -1599,8 +1487,8 @@ static const rt_model cddp_model = {
     .nparam = 16,
     .param_floats = 29168,
     .opt_floats = 0,
-    .train = {train_kernels, 35, 54304, 496, 1, 0, -1, train_cuda},
-    .eval = {eval_kernels, 11, 25312, 112, 2, 0, 1, eval_cuda},
+    .train = {train_kernels, 31, 49600, 496, 1, 0, -1, train_cuda},
+    .eval = {eval_kernels, 9, 15904, 112, 2, 0, 1, eval_cuda},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,
