@@ -187,6 +187,8 @@ int ir_dropout(Graph *g, int x, double p, Loc loc);
 Shape ir_shape_a(int rank, const int64_t *d);
 int64_t ir_row_elems(const Shape *s);       /* product of dims after d[0] if batched */
 int64_t ir_numel(const Shape *s, int64_t n);/* elements with batch n */
+/* A pool op's or its gradient's pooled input x and output y; 1 for a gradient */
+int ir_pool_io(const Graph *g, const Node *n, const Shape **x, const Shape **y);
 int ir_batched(const Shape *s);
 int ir_same_shape(const Shape *a, const Shape *b);
 char *ir_shape_str(const Shape *s);         /* "[N, 1, 28, 28]" */

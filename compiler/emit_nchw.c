@@ -613,12 +613,8 @@ static void pool_body(FILE *f, const Plan *p, const Node *n, const char *ind, co
 
 static int is_pool_grad(const Node *n) { return n->op == OP_MAXPOOL_DX || n->op == OP_AVGPOOL_DX; }
 
-/* x: the pooled input's shape; y: the pooled output's. */
-static void pool_shapes(const Emit *m, const Node *n, const Shape **x, const Shape **y)
-{
-    *x = is_pool_grad(n) ? &n->shape : &ex_node(m, n->in[0])->shape;
-    *y = is_pool_grad(n) ? &ex_node(m, n->in[0])->shape : &n->shape;
-}
+/* x: the pooled input's shape; y: the pooled output's (ir_pool_io). */
+static void pool_shapes(const Emit *m, const Node *n, const Shape **x, const Shape **y) { ir_pool_io(m->p->g, n, x, y); }
 
 /* ---- rule pool-chain: a chain and a pooling, window by window -----------
  *
@@ -628,8 +624,15 @@ static void pool_shapes(const Emit *m, const Node *n, const Shape **x, const Sha
  * them visits every element once: each element's chain is evaluated where
  * the pooling reads or writes it (ex_element at (i, j), as every
  * elementwise kernel) and the pooled value or the gradient never makes a
- * round trip through memory. The loops differ per target, the window's
- * body is one text. */
+ * round trip through memory. The loops differ per target; the window's
+ * body is one text, except the CPU's forward (c_pool_chain_fwd). */
+
+static int pool_chain_tiles(const Emit *m, const Node *n)
+{
+    const Shape *x, *y;
+    pool_shapes(m, n, &x, &y);
+    return ir_pool_tiles(x, y, &n->win);
+}
 
 /* The pool node and the shapes it pools from and to. */
 static const Node *chain_pool(const Emit *m, const Shape **x, const Shape **y)
@@ -752,35 +755,6 @@ void emit_pool_chain_c(const Emit *m)
     fprintf(f, "            }\n    }\n");
 }
 
-/* Windows that tile the plane (ir_pool_tiles): every input element lies
- * in exactly one window, so each window assigns its elements (the
- * gradient at its maximum, chosen as pool_max_window chooses it, 0
- * elsewhere): no zeroing pass, no bounds checks. */
-static void c_maxpool_dx_tiled(const Emit *m, const Node *n)
-{
-    FILE *f = m->f;
-    fprintf(f, "    (void)PH, (void)PW;    /* 0: the windows tile the plane */\n");
-    fprintf(f, "    #pragma omp parallel for schedule(static) if (n * C >= 64)\n");
-    fprintf(f, "    for (int64_t pl = 0; pl < n * C; pl++) {\n");
-    fprintf(f, "        const float *xp = b%d + pl * H * W, *dy = b%d + pl * OH * OW;\n", plan_source(m->p, n->in[1]),
-            plan_source(m->p, n->in[0]));
-    fprintf(f, "        float *dx = b%d + pl * H * W;\n", n->id);
-    fprintf(f, "        for (int64_t oh = 0; oh < OH; oh++)\n            for (int64_t ow = 0; ow < OW; ow++) {\n");
-    fprintf(f, "                const int64_t w0 = oh * SH * W + ow * SW;\n");
-    fprintf(f, "                float mx = xp[w0];\n                int64_t am = w0;\n");
-    fprintf(f, "                for (int64_t ki = 0; ki < KH; ki++)\n                    for (int64_t kj = 0; kj < KW; kj++) {\n");
-    /* selects, not branches: which element wins is data, and a
-     * mispredicted branch per window costs more than the window */
-    fprintf(f, "                        const float v = xp[w0 + ki * W + kj];\n");
-    fprintf(f, "                        const int take = (v > mx) | (v != v);\n");
-    fprintf(f, "                        mx = take ? v : mx;\n");
-    fprintf(f, "                        am = take ? w0 + ki * W + kj : am;\n                    }\n");
-    fprintf(f, "                const float g = dy[oh * OW + ow];\n");
-    fprintf(f, "                for (int64_t ki = 0; ki < KH; ki++)\n                    for (int64_t kj = 0; kj < KW; kj++)\n");
-    fprintf(f, "                        dx[w0 + ki * W + kj] = w0 + ki * W + kj == am ? g : 0.0f;\n");
-    fprintf(f, "            }\n    }\n");
-}
-
 static void c_pool(const Emit *m, const Node *n)
 {
     FILE *f = m->f;
@@ -788,10 +762,6 @@ static void c_pool(const Emit *m, const Node *n)
     pool_shapes(m, n, &x, &y);
     pool_consts(f, x, y, &n->win);
     int grad = is_pool_grad(n);
-    if (n->op == OP_MAXPOOL_DX && ir_pool_tiles(x, y, &n->win)) {
-        c_maxpool_dx_tiled(m, n);
-        return;
-    }
     fprintf(f, "    #pragma omp parallel for schedule(static) if (n * C >= 64)\n");
     if (n->op == OP_MAXPOOL_DX) {
         /* each window once: its maximum gets its gradient (a thread owns
@@ -822,8 +792,12 @@ void emit_nchw_c(const Emit *m)
     switch (m->gr->kind) {
     case G_CONV: c_conv(m, n); break;
     case G_CHAN: c_chan(m, n); break;
-    case G_POOL:    /* with the chain after a gradient: rule pool-chain */
-        if (m->gr->nnodes > 1)
+    case G_POOL:
+        /* with the chain after a gradient (rule pool-chain), or a max
+         * pool's gradient alone whose windows tile the plane: each window
+         * assigns its elements (the gradient at its maximum, 0 elsewhere),
+         * no zeroing pass, no bounds checks; the same body, no chain */
+        if (m->gr->nnodes > 1 || (n->op == OP_MAXPOOL_DX && pool_chain_tiles(m, n)))
             emit_pool_chain_c(m);
         else
             c_pool(m, n);

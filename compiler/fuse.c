@@ -164,14 +164,6 @@ static void absorb_chan_results(Fuser *f, int grp, int anchor)
     }
 }
 
-/* The shapes a pool op (or its gradient) pools from and to. */
-static void pool_io(const Fuser *f, const Node *n, const Shape **x, const Shape **y)
-{
-    const int grad = n->op == OP_MAXPOOL_DX || n->op == OP_AVGPOOL_DX;
-    *x = grad ? &n->shape : &node(f, n->in[0])->shape;
-    *y = grad ? &node(f, n->in[0])->shape : &n->shape;
-}
-
 /* Rule pool-chain, forward: pool p of the last value x of elementwise
  * group grp joins it when p's windows tile the plane. The kernel then
  * walks the windows: it computes each element of the chain (stored where
@@ -207,7 +199,7 @@ int fuse_pool_grad_chains(const Fuser *f, int pl)
 int fuse_pool_tiles(const Fuser *f, int pl)
 {
     const Shape *x, *y;
-    pool_io(f, node(f, pl), &x, &y);
+    ir_pool_io(f->p->g, node(f, pl), &x, &y);
     return ir_pool_tiles(x, y, &node(f, pl)->win) && ir_batched(x);
 }
 

@@ -154,6 +154,14 @@ Shape ir_shape_a(int rank, const int64_t *d)
     return s;
 }
 
+int ir_pool_io(const Graph *g, const Node *n, const Shape **x, const Shape **y)
+{
+    const int grad = n->op == OP_MAXPOOL_DX || n->op == OP_AVGPOOL_DX;
+    *x = grad ? &n->shape : &g->n[n->in[0]]->shape;
+    *y = grad ? &g->n[n->in[0]]->shape : &n->shape;
+    return grad;
+}
+
 int ir_pool_tiles(const Shape *x, const Shape *y, const Window *w)
 {
     return w->ph == 0 && w->pw == 0 && w->kh == w->sh && w->kw == w->sw && x->rank == 4 && y->rank == 4
