@@ -28,9 +28,12 @@
 /* split-K: a grid of tiles under a quarter of SPLIT_SMS (the SMs of the
  * largest GPU in gpu_model.c's table) at the train batch is split into at
  * most SPLIT_SMS / tiles slices of K, each at least SPLIT_MIN_KT k-slices
- * deep, so the partials' round trip stays small against the FMAs */
+ * deep. Two (32 of K) rather than four: the partials' round trip (a 64x64
+ * tile per slice) still costs less than the SMs the deeper slices leave
+ * idle; the model (gpu_model.c, partials at memory bandwidth) predicts
+ * SimpleNet's H200 step at 20.8 us against 22.5 with four */
 #define SPLIT_SMS 132
-#define SPLIT_MIN_KT 4
+#define SPLIT_MIN_KT 2
 
 /* rt_exec, the rounding helpers and the sample reader are cddprt.h's text
  * (RT_EXEC_FIELDS, RT_ROUND_FNS, RT_DATA_FNS): kernels see the host's

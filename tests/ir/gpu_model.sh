@@ -8,18 +8,20 @@
 #   - t1_mm_nt_bias_add_relu__epilogue: 2 x 64 x 512 x 784 + 2 x 64 x 512 FLOPs at
 #     half of 66.9 TFLOP/s (4x4 outputs per thread: 16 FMAs per 8 shared
 #     loads, an SM loads 32 words per clock and does 128 FMAs) = 1.538 us;
-#     64x64 tiles, K = 784 in 10 slices of 80 (split-K: 1 x 8 tiles, far
-#     below 132 SMs): 80 blocks, 80 of 132 SMs busy: 2.54 us; + 1 us = 3.54 us;
-#     its partials, 2 x 10 x 64 x 512 floats, 0.55 us, and its operands
-#     leave it FLOP-bound;
+#     64x64 tiles, K = 784 (49 k-slices of 16) in 13 slices of 4 k-slices,
+#     the last 1 (split-K: 1 x 8 tiles, far below 132 SMs; at most 132 / 8
+#     = 16 slices of at least 2 k-slices): 104 blocks, 104 of 132 SMs busy:
+#     1.95 us; + 1 us = 2.95 us; its partials, 2 x 13 x 64 x 512 floats,
+#     0.71 us, and its operands leave it FLOP-bound;
 #   - runtime_step_turn (step_end of one step and step_begin of the next,
 #     one node between two steps of a 16-step graph) zeroes grad (535824
 #     floats), fix (64: the split GEMMs' counters) and stat (1 double):
 #     2143560 bytes over 4.8 TB/s on ceil(535824 / 4096) = 131 blocks of
 #     132 SMs = 0.45 us, + 1 us (the three memset nodes it replaces are
 #     gone);
-#   - t7_t8__siblings, fc2's dx and dW GEMMs in one launch: 32 + 32 blocks
-#     in one wave side by side, so the slower part's time (t7's) + 1 us;
+#   - t7_t8__siblings, fc2's dx and dW GEMMs in one launch: 64 blocks (dx,
+#     K = 256 in 8 slices) + 32 (dW, whose K is the batch: not split) in one
+#     wave side by side, so the slower part's time (t8's) + 1 us;
 #     its parts add no node of their own;
 # the step is the kernels' and the runtime's node's sum plus 1/16 of a 5 us
 # graph launch; an unknown target lists the known ones.
@@ -34,15 +36,15 @@ check() {
     if [ "$2" = "$3" ]; then echo "PASS $1: $2"; else echo "FAIL $1: got '$2', want '$3'"; fail=1; fi
 }
 hand_sgd=$(awk 'BEGIN { printf "%.2f %.2f", 12 * 535818 / 4.8e12 * 1e6, 12 * 535818 / 4.8e12 * 1e6 + 1 }')
-hand_mm=$(awk 'BEGIN { f = 2 * 64 * 512 * 784 + 2 * 64 * 512; r = f / (0.5 * 66.9e12) * 1e6 * 132 / 80; printf "%.2f %.2f", r, r + 1 }')
+hand_mm=$(awk 'BEGIN { f = 2 * 64 * 512 * 784 + 2 * 64 * 512; r = f / (0.5 * 66.9e12) * 1e6 * 132 / 104; printf "%.2f %.2f", r, r + 1 }')
 hand_zb=$(awk 'BEGIN { r = (4 * 535824 + 4 * 64 + 8) / 4.8e12 * 1e6 * 132 / 131; printf "%.2f %.2f", r, r + 1 }')
 part() { awk -v k="$1" '/^predicted train/ { on = 1 } on && $1 == k { print $6 }' "$t"; }
 pair=$(awk '/^predicted train/ { on = 1 } on && $1 == "=" && $2 == "t7_t8__siblings" { print $3, $5, $9 }' "$t")
 hand_pair=$(awk -v a="$(part t7_mm_nn_relu_grad_sum_rows__epilogue__reduction)" -v b="$(part t8_mm_tn)" \
-    'BEGIN { printf "64 1 %.2f", (a > b ? a : b) + 1 }')
+    'BEGIN { printf "96 1 %.2f", (a > b ? a : b) + 1 }')
 check "t7_t8__siblings blocks waves total" "$pair" "$hand_pair"
 check "t10_sgd_x6__optimizer blocks waves roofline total" "$(row t10_sgd_x6__optimizer)" "2094 8 $hand_sgd"
-check "t1_mm_nt_bias_add_relu__epilogue blocks waves roofline total" "$(row t1_mm_nt_bias_add_relu__epilogue)" "80 1 $hand_mm"
+check "t1_mm_nt_bias_add_relu__epilogue blocks waves roofline total" "$(row t1_mm_nt_bias_add_relu__epilogue)" "104 1 $hand_mm"
 check "runtime_step_turn blocks waves roofline total" "$(row runtime_step_turn)" "131 1 $hand_zb"
 grep -q memset "$t" && { echo "FAIL a memset node is still predicted"; fail=1; }
 grep -q "^  GEMMs: 4 x 4 outputs per thread, FMA rate bound by shared-memory loads to 50% of peak" "$t" &&

@@ -138,12 +138,12 @@ __device__ __forceinline__ void t3_mm_nt_bias_add_relu_dropout__epilogue__dropou
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 3, 64 deep */
+    /* split-K: slice bz of 6, 32 deep */
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 64 : 0;
-    const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
+    const int64_t klo = split ? (int64_t)bz * 32 : 0;
+    const int64_t khi = split && klo + 32 < K ? klo + 32 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -184,7 +184,7 @@ __device__ __forceinline__ void t3_mm_nt_bias_add_relu_dropout__epilogue__dropou
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 2u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 5u;
         }
         __syncthreads();
         if (!*last)
@@ -196,7 +196,7 @@ __device__ __forceinline__ void t3_mm_nt_bias_add_relu_dropout__epilogue__dropou
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 3; z++)
+                    for (int z = 0; z < 6; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
@@ -1020,12 +1020,12 @@ __device__ __forceinline__ void e3_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 3, 64 deep */
+    /* split-K: slice bz of 6, 32 deep */
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 64 : 0;
-    const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
+    const int64_t klo = split ? (int64_t)bz * 32 : 0;
+    const int64_t khi = split && klo + 32 < K ? klo + 32 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -1066,7 +1066,7 @@ __device__ __forceinline__ void e3_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 2u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 5u;
         }
         __syncthreads();
         if (!*last)
@@ -1078,7 +1078,7 @@ __device__ __forceinline__ void e3_mm_nt_bias_add_relu__epilogue_tile(const rt_e
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 3; z++)
+                    for (int z = 0; z < 6; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }

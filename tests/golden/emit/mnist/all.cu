@@ -81,12 +81,12 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 10, 80 deep */
+    /* split-K: slice bz of 13, 64 deep */
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 80 : 0;
-    const int64_t khi = split && klo + 80 < K ? klo + 80 : K;
+    const int64_t klo = split ? (int64_t)bz * 64 : 0;
+    const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -127,7 +127,7 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 9u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 12u;
         }
         __syncthreads();
         if (!*last)
@@ -139,7 +139,7 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 10; z++)
+                    for (int z = 0; z < 13; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
@@ -181,12 +181,12 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 8, 64 deep */
+    /* split-K: slice bz of 16, 32 deep */
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 64 : 0;
-    const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
+    const int64_t klo = split ? (int64_t)bz * 32 : 0;
+    const int64_t khi = split && klo + 32 < K ? klo + 32 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -227,7 +227,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 16);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 7u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 15u;
         }
         __syncthreads();
         if (!*last)
@@ -239,7 +239,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_relu__epilogue_tile(const rt_e
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 8; z++)
+                    for (int z = 0; z < 16; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
@@ -281,12 +281,12 @@ __device__ __forceinline__ void t3_mm_nt_bias_add__epilogue_tile(const rt_exec *
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 4, 64 deep */
+    /* split-K: slice bz of 8, 32 deep */
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 64 : 0;
-    const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
+    const int64_t klo = split ? (int64_t)bz * 32 : 0;
+    const int64_t khi = split && klo + 32 < K ? klo + 32 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -327,7 +327,7 @@ __device__ __forceinline__ void t3_mm_nt_bias_add__epilogue_tile(const rt_exec *
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 32);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 3u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 7u;
         }
         __syncthreads();
         if (!*last)
@@ -339,7 +339,7 @@ __device__ __forceinline__ void t3_mm_nt_bias_add__epilogue_tile(const rt_exec *
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 4; z++)
+                    for (int z = 0; z < 8; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
@@ -560,12 +560,12 @@ __device__ __forceinline__ void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 4, 64 deep */
+    /* split-K: slice bz of 8, 32 deep */
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 64 : 0;
-    const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
+    const int64_t klo = split ? (int64_t)bz * 32 : 0;
+    const int64_t khi = split && klo + 32 < K ? klo + 32 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -606,7 +606,7 @@ __device__ __forceinline__ void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 48);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 3u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 7u;
         }
         __syncthreads();
         if (!*last)
@@ -618,7 +618,7 @@ __device__ __forceinline__ void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 4; z++)
+                    for (int z = 0; z < 8; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
@@ -804,7 +804,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_t8__siblings(const rt_ex
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    const unsigned ax = 8u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 4u;
+    const unsigned ax = 8u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 8u;
     const unsigned bx = 8u, by = 4u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
@@ -850,12 +850,12 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 10, 80 deep */
+    /* split-K: slice bz of 13, 64 deep */
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 80 : 0;
-    const int64_t khi = split && klo + 80 < K ? klo + 80 : K;
+    const int64_t klo = split ? (int64_t)bz * 64 : 0;
+    const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -896,7 +896,7 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 9u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 12u;
         }
         __syncthreads();
         if (!*last)
@@ -908,7 +908,7 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 10; z++)
+                    for (int z = 0; z < 13; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
@@ -950,12 +950,12 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 8, 64 deep */
+    /* split-K: slice bz of 16, 32 deep */
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 64 : 0;
-    const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
+    const int64_t klo = split ? (int64_t)bz * 32 : 0;
+    const int64_t khi = split && klo + 32 < K ? klo + 32 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -996,7 +996,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 16);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 7u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 15u;
         }
         __syncthreads();
         if (!*last)
@@ -1008,7 +1008,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_relu__epilogue_tile(const rt_e
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 8; z++)
+                    for (int z = 0; z < 16; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
@@ -1050,12 +1050,12 @@ __device__ __forceinline__ void e3_mm_nt_bias_add__epilogue_tile(const rt_exec *
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 4, 64 deep */
+    /* split-K: slice bz of 8, 32 deep */
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 64 : 0;
-    const int64_t khi = split && klo + 64 < K ? klo + 64 : K;
+    const int64_t klo = split ? (int64_t)bz * 32 : 0;
+    const int64_t khi = split && klo + 32 < K ? klo + 32 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -1096,7 +1096,7 @@ __device__ __forceinline__ void e3_mm_nt_bias_add__epilogue_tile(const rt_exec *
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 32);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 3u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 7u;
         }
         __syncthreads();
         if (!*last)
@@ -1108,7 +1108,7 @@ __device__ __forceinline__ void e3_mm_nt_bias_add__epilogue_tile(const rt_exec *
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 4; z++)
+                    for (int z = 0; z < 8; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }

@@ -344,13 +344,13 @@ static const rt_kernel train_kernels[] = {
 
 static const rt_cuda_launch train_cuda[] = {
     {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {8, 1, 10}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 5120, 0, 8, 0},
-    {"t2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 2048, 16, 4, 0},
-    {"t3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 4}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 40, 32, 1, 0},
+    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {8, 1, 13}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 6656, 0, 8, 0},
+    {"t2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 16}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 4096, 16, 4, 0},
+    {"t3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 80, 32, 1, 0},
     {"t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {4, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t5_t6__siblings"},
     {"t6_mm_tn", {256, 1, 1}, {4, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t7_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {8, 1, 4}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 2048, 48, 8, "t7_t8__siblings"},
+    {"t7_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {8, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 4096, 48, 8, "t7_t8__siblings"},
     {"t8_mm_tn", {256, 1, 1}, {8, 4, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"t9_mm_tn", {256, 1, 1}, {13, 8, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"t10_sgd_x6__optimizer", {256, 1, 1}, {2094, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
@@ -366,9 +366,9 @@ static const rt_kernel eval_kernels[] = {
 
 static const rt_cuda_launch eval_cuda[] = {
     {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {8, 1, 10}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 5120, 0, 8, 0},
-    {"e2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 2048, 16, 4, 0},
-    {"e3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 4}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 40, 32, 1, 0},
+    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {8, 1, 13}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 6656, 0, 8, 0},
+    {"e2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 16}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 4096, 16, 4, 0},
+    {"e3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 80, 32, 1, 0},
     {"e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
@@ -400,8 +400,8 @@ static const rt_model cddp_model = {
     .nparam = 6,
     .param_floats = 535824,
     .opt_floats = 0,
-    .train = {train_kernels, 11, 7184, 64, 1, 0, -1, train_cuda},
-    .eval = {eval_kernels, 5, 6432, 48, 2, 0, 1, eval_cuda},
+    .train = {train_kernels, 11, 8720, 64, 1, 0, -1, train_cuda},
+    .eval = {eval_kernels, 5, 7968, 48, 2, 0, 1, eval_cuda},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,

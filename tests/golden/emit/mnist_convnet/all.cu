@@ -421,12 +421,12 @@ __device__ __forceinline__ void t15_mm_nt_bias_add__epilogue_tile(const rt_exec 
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 20, 80 deep */
+    /* split-K: slice bz of 49, 32 deep */
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 80 : 0;
-    const int64_t khi = split && klo + 80 < K ? klo + 80 : K;
+    const int64_t klo = split ? (int64_t)bz * 32 : 0;
+    const int64_t khi = split && klo + 32 < K ? klo + 32 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -467,7 +467,7 @@ __device__ __forceinline__ void t15_mm_nt_bias_add__epilogue_tile(const rt_exec 
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 480);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 19u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 48u;
         }
         __syncthreads();
         if (!*last)
@@ -479,7 +479,7 @@ __device__ __forceinline__ void t15_mm_nt_bias_add__epilogue_tile(const rt_exec 
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 20; z++)
+                    for (int z = 0; z < 49; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
@@ -1263,12 +1263,12 @@ __device__ __forceinline__ void e7_mm_nt_bias_add__epilogue_tile(const rt_exec *
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 20, 80 deep */
+    /* split-K: slice bz of 49, 32 deep */
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 80 : 0;
-    const int64_t khi = split && klo + 80 < K ? klo + 80 : K;
+    const int64_t klo = split ? (int64_t)bz * 32 : 0;
+    const int64_t khi = split && klo + 32 < K ? klo + 32 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -1309,7 +1309,7 @@ __device__ __forceinline__ void e7_mm_nt_bias_add__epilogue_tile(const rt_exec *
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 96);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 19u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 48u;
         }
         __syncthreads();
         if (!*last)
@@ -1321,7 +1321,7 @@ __device__ __forceinline__ void e7_mm_nt_bias_add__epilogue_tile(const rt_exec *
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 20; z++)
+                    for (int z = 0; z < 49; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }

@@ -81,12 +81,12 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 10, 80 deep */
+    /* split-K: slice bz of 17, 48 deep */
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 80 : 0;
-    const int64_t khi = split && klo + 80 < K ? klo + 80 : K;
+    const int64_t klo = split ? (int64_t)bz * 48 : 0;
+    const int64_t khi = split && klo + 48 < K ? klo + 48 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -127,7 +127,7 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 9u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 16u;
         }
         __syncthreads();
         if (!*last)
@@ -139,7 +139,7 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 10; z++)
+                    for (int z = 0; z < 17; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
@@ -246,11 +246,17 @@ __device__ __forceinline__ void t3_mm_nt_bias_add__epilogue_tile(const rt_exec *
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
+    /* split-K: slice bz of 2, 48 deep */
+    const int split = by < 1;
+    if (!split && bz != 0)
+        return;
+    const int64_t klo = split ? (int64_t)bz * 48 : 0;
+    const int64_t khi = split && klo + 48 < K ? klo + 48 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -273,6 +279,35 @@ __device__ __forceinline__ void t3_mm_nt_bias_add__epilogue_tile(const rt_exec *
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->act + (int64_t)1008 * e->nmax;
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 16);   /* zeroed each step */
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
+        }
+        __syncthreads();
+        if (!*last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 2; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
@@ -490,11 +525,17 @@ __device__ __forceinline__ void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
+    /* split-K: slice bz of 2, 48 deep */
+    const int split = by < 1;
+    if (!split && bz != 0)
+        return;
+    const int64_t klo = split ? (int64_t)bz * 48 : 0;
+    const int64_t khi = split && klo + 48 < K ? klo + 48 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -517,6 +558,35 @@ __device__ __forceinline__ void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->act + (int64_t)1008 * e->nmax;
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 32);   /* zeroed each step */
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
+        }
+        __syncthreads();
+        if (!*last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 2; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     float red29[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int r = 0; r < 4; r++)
@@ -706,7 +776,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_t8__siblings(const rt_ex
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
+    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 2u;
     const unsigned bx = 1u, by = 2u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
@@ -752,12 +822,12 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 10, 80 deep */
+    /* split-K: slice bz of 17, 48 deep */
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 80 : 0;
-    const int64_t khi = split && klo + 80 < K ? klo + 80 : K;
+    const int64_t klo = split ? (int64_t)bz * 48 : 0;
+    const int64_t khi = split && klo + 48 < K ? klo + 48 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -798,7 +868,7 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 9u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 16u;
         }
         __syncthreads();
         if (!*last)
@@ -810,7 +880,7 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 10; z++)
+                    for (int z = 0; z < 17; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
@@ -917,11 +987,17 @@ __device__ __forceinline__ void e3_mm_nt_bias_add__epilogue_tile(const rt_exec *
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
+    /* split-K: slice bz of 2, 48 deep */
+    const int split = by < 1;
+    if (!split && bz != 0)
+        return;
+    const int64_t klo = split ? (int64_t)bz * 48 : 0;
+    const int64_t khi = split && klo + 48 < K ? klo + 48 : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -944,6 +1020,35 @@ __device__ __forceinline__ void e3_mm_nt_bias_add__epilogue_tile(const rt_exec *
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->act + (int64_t)848 * e->nmax;
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 16);   /* zeroed each step */
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
+        }
+        __syncthreads();
+        if (!*last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 2; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {

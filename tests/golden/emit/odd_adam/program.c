@@ -351,13 +351,13 @@ static const rt_kernel train_kernels[] = {
 
 static const rt_cuda_launch train_cuda[] = {
     {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 10}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 370, 0, 1, 0},
+    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 629, 0, 1, 0},
     {"t2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 26, 16, 1, 0},
     {"t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t5_t6__siblings"},
     {"t6_mm_tn", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t7_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t7_t8__siblings"},
+    {"t7_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 74, 32, 1, "t7_t8__siblings"},
     {"t8_mm_tn", {256, 1, 1}, {1, 2, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"t9_mm_tn", {256, 1, 1}, {13, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"t10_adamw_x6__optimizer", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
@@ -373,9 +373,9 @@ static const rt_kernel eval_kernels[] = {
 
 static const rt_cuda_launch eval_cuda[] = {
     {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 10}, {0, 1, 0}, {0, 64, 0}, 0, 0, 848, 370, 0, 1, 0},
+    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 64, 0}, 0, 0, 848, 629, 0, 1, 0},
     {"e2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 64, 0}, 0, 0, 848, 26, 16, 1, 0},
     {"e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
@@ -407,8 +407,8 @@ static const rt_model cddp_model = {
     .nparam = 6,
     .param_floats = 32656,
     .opt_floats = 65312,
-    .train = {train_kernels, 11, 1392, 16, 1, 0, -1, train_cuda},
-    .eval = {eval_kernels, 5, 1232, 16, 2, 0, 1, eval_cuda},
+    .train = {train_kernels, 11, 1648, 48, 1, 0, -1, train_cuda},
+    .eval = {eval_kernels, 5, 1488, 32, 2, 0, 1, eval_cuda},
     .in_rank = 1, .in_dim = {784, 0, 0}, .nclass = 13, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,
