@@ -624,8 +624,11 @@ static void pool_shapes(const Emit *m, const Node *n, const Shape **x, const Sha
  * them visits every element once: each element's chain is evaluated where
  * the pooling reads or writes it (ex_element at (i, j), as every
  * elementwise kernel) and the pooled value or the gradient never makes a
- * round trip through memory. The loops differ per target; the window's
- * body is one text, except the CPU's forward (c_pool_chain_fwd). */
+ * round trip through memory. The loops differ per target: a GPU thread
+ * runs one window's body (pool_chain_body), element by element; the CPU
+ * runs a band of windows and the band's chain as two loops, so that the
+ * chain's loop vectorizes (c_pool_chain_fwd, c_pool_chain_bwd). Both pick
+ * a window's maximum by the same rule in the same order. */
 
 static int pool_chain_tiles(const Emit *m, const Node *n)
 {
@@ -657,7 +660,7 @@ static char *no_row_sum(int red, const char *x)
     diag_ice("emit: sum_rows %%%d in a pool-chain kernel", red);
 }
 
-/* Window (oh, ow) of plane pl, sample i, channel jc. */
+/* Window (oh, ow) of plane pl, sample i, channel jc: a CUDA thread. */
 static void pool_chain_body(const Emit *m, const char *ind)
 {
     FILE *f = m->f;
@@ -702,16 +705,14 @@ static void pool_chain_body(const Emit *m, const char *ind)
                 pn->op == OP_MAXPOOL ? "mx" : "s / (float)(KH * KW)");
 }
 
-/* The CPU's forward, a band of window rows at a time (the whole plane
- * when it fits in 64 KB): the chain over the band first, the elementwise
- * kernels' loop, which vectorizes, into a local copy of x, then the
- * windows over that copy; the same values in the same order as the
- * window body. */
+/* The CPU's loops, a band of window rows at a time (the whole plane when
+ * it fits in 64 KB): the chain over the band runs in the elementwise
+ * kernels' loop, which vectorizes, and the windows in a loop of their
+ * own over a local copy of the band; the same values in the same order
+ * as the window body. Opens the band loop (o0, o1) and its copy `name`. */
 #define CHAIN_BAND_FLOATS 16384
-static void c_pool_chain_fwd(const Emit *m, const Node *pn, const Shape *x, const Shape *y)
+static void c_band_open(FILE *f, const Node *pn, const Shape *x, const Shape *y, const char *name)
 {
-    FILE *f = m->f;
-    const int mxp = pn->op == OP_MAXPOOL;
     int64_t row = pn->win.sh * x->d[3], br = CHAIN_BAND_FLOATS / row;  /* input floats per window row */
     if (br < 1)
         br = 1;
@@ -719,14 +720,34 @@ static void c_pool_chain_fwd(const Emit *m, const Node *pn, const Shape *x, cons
         br = y->d[2];
     fprintf(f, "        for (int64_t o0 = 0; o0 < OH; o0 += %lld) {\n", (long long)br);
     fprintf(f, "            const int64_t o1 = o0 + %lld < OH ? o0 + %lld : OH;\n", (long long)br, (long long)br);
-    fprintf(f, "            float xr[%lld];\n", (long long)(br * row));
+    fprintf(f, "            float %s[%lld];\n", name, (long long)(br * row));
+}
+
+/* The band's elements hw, j as ex_element indexes them. */
+static void c_band_elements(FILE *f)
+{
     fprintf(f, "            for (int64_t hw = o0 * SH * W; hw < o1 * SH * W; hw++) {\n");
     fprintf(f, "                const int64_t j = jc * H * W + hw;\n");
-    ex_element(m, x, -1, NULL, "                ", no_row_sum);
-    fprintf(f, "                xr[hw - o0 * SH * W] = v%d;\n            }\n", plan_source(m->p, pn->in[0]));
+}
+
+/* The band's windows; `at` points at window (oh, ow) in the band's copy. */
+static void c_band_windows(FILE *f, const char *at, const char *copy)
+{
     fprintf(f, "            for (int64_t oh = o0; oh < o1; oh++)\n");
     fprintf(f, "                for (int64_t ow = 0; ow < OW; ow++) {\n");
-    fprintf(f, "                    const float *xw = xr + (oh - o0) * SH * W + ow * SW;\n");
+    fprintf(f, "                    %s = %s + (oh - o0) * SH * W + ow * SW;\n", at, copy);
+}
+
+/* Forward: the chain into the copy xr, then each window pools it. */
+static void c_pool_chain_fwd(const Emit *m, const Node *pn, const Shape *x, const Shape *y)
+{
+    FILE *f = m->f;
+    const int mxp = pn->op == OP_MAXPOOL;
+    c_band_open(f, pn, x, y, "xr");
+    c_band_elements(f);
+    ex_element(m, x, -1, NULL, "                ", no_row_sum);
+    fprintf(f, "                xr[hw - o0 * SH * W] = v%d;\n            }\n", plan_source(m->p, pn->in[0]));
+    c_band_windows(f, "const float *xw", "xr");
     fprintf(f, "                    float a = %s;\n", mxp ? "-INFINITY" : "0.0f");
     fprintf(f, "                    for (int64_t ki = 0; ki < KH; ki++)\n");
     fprintf(f, "                        for (int64_t kj = 0; kj < KW; kj++) {\n");
@@ -734,6 +755,59 @@ static void c_pool_chain_fwd(const Emit *m, const Node *pn, const Shape *x, cons
     fprintf(f, "                            a = %s;\n                        }\n", mxp ? "(v > a) | (v != v) ? v : a" : "a + v");
     fprintf(f, "                    b%d[(pl * OH + oh) * OW + ow] = a%s;\n                }\n        }\n", pn->id,
             mxp ? "" : " / (float)(KH * KW)");
+}
+
+/* Backward: each window writes the pool's gradient into the copy gr (max:
+ * g at the element pool_max_window picks, the first maximum or a NaN, 0
+ * elsewhere; average: g / (KH KW) everywhere), then the chain reads it. */
+static void c_pool_chain_bwd(const Emit *m, const Node *pn, const Shape *x, const Shape *y)
+{
+    FILE *f = m->f;
+    const int mxp = pn->op == OP_MAXPOOL_DX;
+    const char *g = mxp ? "" : " / (float)(KH * KW)";
+    c_band_open(f, pn, x, y, "gr");
+    if (mxp)
+        fprintf(f, "            const float *xp = b%d + pl * H * W + o0 * SH * W;\n", plan_source(m->p, pn->in[1]));
+    c_band_windows(f, "float *gw", "gr");
+    fprintf(f, "                    const float g = b%d[(pl * OH + oh) * OW + ow]%s;\n", plan_source(m->p, pn->in[0]), g);
+    /* the window's elements unrolled (the windows are small: they tile
+     * the plane), selects instead of branches, so that the loop over ow
+     * vectorizes: a branch per element mispredicts on every other window */
+    const int K = pn->win.kh * pn->win.kw, unroll = K <= 16;
+    if (mxp) {
+        fprintf(f, "                    const float *xw = xp + (gw - gr);\n");
+        fprintf(f, "                    float mx = xw[0];\n                    int am = 0;\n");
+        if (unroll)     /* from element 0: comparing it with itself changes nothing */
+            for (int k = 1; k < K; k++)
+                fprintf(f, "                    { const float v = xw[%d * W + %d]; const int t = (v > mx) | (v != v); "
+                        "mx = t ? v : mx; am = t ? %d : am; }\n", k / pn->win.kw, k % pn->win.kw, k);
+        else
+            fprintf(f, "                    for (int k = 0; k < KH * KW; k++) {\n"
+                       "                        const float v = xw[k / KW * W + k %% KW];\n"
+                       "                        const int t = (v > mx) | (v != v);\n"
+                       "                        mx = t ? v : mx;\n                        am = t ? k : am;\n"
+                       "                    }\n");
+    }
+    const char *val = mxp ? "%s == am ? g : 0.0f" : "g";
+    if (unroll)
+        for (int k = 0; k < K; k++) {
+            char idx[16];
+            snprintf(idx, sizeof idx, "%d", k);
+            fprintf(f, "                    gw[%d * W + %d] = ", k / pn->win.kw, k % pn->win.kw);
+            fprintf(f, val, idx);
+            fprintf(f, ";\n");
+        }
+    else {
+        fprintf(f, "                    for (int k = 0; k < KH * KW; k++)\n                        gw[k / KW * W + k %% KW] = ");
+        fprintf(f, val, "k");
+        fprintf(f, ";\n");
+    }
+    fprintf(f, "                }\n");
+    c_band_elements(f);
+    ex_element(m, x, pn->id, "gr[hw - o0 * SH * W]", "                ", no_row_sum);
+    if (plan_uses_outside(m->p, pn->id))
+        fprintf(f, "                b%d[i * C + j] = v%d;\n", pn->id, pn->id);
+    fprintf(f, "            }\n        }\n");
 }
 
 void emit_pool_chain_c(const Emit *m)
@@ -745,14 +819,11 @@ void emit_pool_chain_c(const Emit *m)
     fprintf(f, "    #pragma omp parallel for schedule(static) if (n * CH >= 64)\n");
     fprintf(f, "    for (int64_t pl = 0; pl < n * CH; pl++) {\n");
     fprintf(f, "        const int64_t i = pl / CH, jc = pl %% CH;\n");
-    if (ex_pool_of_chain(m) >= 0) {
+    if (ex_pool_of_chain(m) >= 0)
         c_pool_chain_fwd(m, pn, x, y);
-        fprintf(f, "    }\n");
-        return;
-    }
-    fprintf(f, "        for (int64_t oh = 0; oh < OH; oh++)\n            for (int64_t ow = 0; ow < OW; ow++) {\n");
-    pool_chain_body(m, "                ");
-    fprintf(f, "            }\n    }\n");
+    else
+        c_pool_chain_bwd(m, pn, x, y);
+    fprintf(f, "    }\n");
 }
 
 static void c_pool(const Emit *m, const Node *n)

@@ -401,8 +401,13 @@ static int compile_and_link(const char *src, const char *out_path)
         int argc = 0;
         const char *cc = getenv("CDDPC_CC");
         argv[argc++] = (char *)(cc && *cc ? cc : "cc");
-        /* -fno-math-errno: nothing reads errno, and with it sqrtf vectorizes */
-        char *fixed[] = {"-std=c11", "-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-w", inc, csrc, lib};
+        /* -fno-math-errno: nothing reads errno, and with it sqrtf
+         * vectorizes; -fno-trapping-math: nothing reads the floating-point
+         * exception flags, and with it a select on a comparison (a max
+         * pool's window) if-converts instead of branching: the same
+         * values, no mispredicted branch per element */
+        char *fixed[] = {"-std=c11",       "-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math",
+                         "-fopenmp",       "-w",  inc,             csrc,              lib};
         for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
             argv[argc++] = fixed[i];
         argc = add_words(argv, argc, "CDDPC_CFLAGS");

@@ -567,28 +567,32 @@ static void t19_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
     #pragma omp parallel for schedule(static) if (n * CH >= 64)
     for (int64_t pl = 0; pl < n * CH; pl++) {
         const int64_t i = pl / CH, jc = pl % CH;
-        for (int64_t oh = 0; oh < OH; oh++)
-            for (int64_t ow = 0; ow < OW; ow++) {
-                const int64_t w0 = oh * SH * W + ow * SW;
-                const float *xp = b38 + pl * H * W;
-                float mx = xp[w0];
-                int64_t am = w0;
-                for (int64_t ki = 0; ki < KH; ki++)
-                    for (int64_t kj = 0; kj < KW; kj++) {
-                        const float v = xp[w0 + ki * W + kj];
-                        const int take = (v > mx) | (v != v);
-                        mx = take ? v : mx;
-                        am = take ? w0 + ki * W + kj : am;
-                    }
-                const float g = b49[(pl * OH + oh) * OW + ow];
-                for (int64_t ki = 0; ki < KH; ki++)
-                    for (int64_t kj = 0; kj < KW; kj++) {
-                        const int64_t hw = w0 + ki * W + kj, j = jc * H * W + hw;
-                        const float v52 = hw == am ? g : 0.0f;
-                        const float v53 = b38[i * C + j] > 0.0f ? v52 : 0.0f;
-                        b53[i * C + j] = v53;
-                    }
+        for (int64_t o0 = 0; o0 < OH; o0 += 7) {
+            const int64_t o1 = o0 + 7 < OH ? o0 + 7 : OH;
+            float gr[196];
+            const float *xp = b38 + pl * H * W + o0 * SH * W;
+            for (int64_t oh = o0; oh < o1; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    float *gw = gr + (oh - o0) * SH * W + ow * SW;
+                    const float g = b49[(pl * OH + oh) * OW + ow];
+                    const float *xw = xp + (gw - gr);
+                    float mx = xw[0];
+                    int am = 0;
+                    { const float v = xw[0 * W + 1]; const int t = (v > mx) | (v != v); mx = t ? v : mx; am = t ? 1 : am; }
+                    { const float v = xw[1 * W + 0]; const int t = (v > mx) | (v != v); mx = t ? v : mx; am = t ? 2 : am; }
+                    { const float v = xw[1 * W + 1]; const int t = (v > mx) | (v != v); mx = t ? v : mx; am = t ? 3 : am; }
+                    gw[0 * W + 0] = 0 == am ? g : 0.0f;
+                    gw[0 * W + 1] = 1 == am ? g : 0.0f;
+                    gw[1 * W + 0] = 2 == am ? g : 0.0f;
+                    gw[1 * W + 1] = 3 == am ? g : 0.0f;
+                }
+            for (int64_t hw = o0 * SH * W; hw < o1 * SH * W; hw++) {
+                const int64_t j = jc * H * W + hw;
+                const float v52 = gr[hw - o0 * SH * W];
+                const float v53 = b38[i * C + j] > 0.0f ? v52 : 0.0f;
+                b53[i * C + j] = v53;
             }
+        }
     }
 }
 
@@ -836,28 +840,32 @@ static void t25_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
     #pragma omp parallel for schedule(static) if (n * CH >= 64)
     for (int64_t pl = 0; pl < n * CH; pl++) {
         const int64_t i = pl / CH, jc = pl % CH;
-        for (int64_t oh = 0; oh < OH; oh++)
-            for (int64_t ow = 0; ow < OW; ow++) {
-                const int64_t w0 = oh * SH * W + ow * SW;
-                const float *xp = b27 + pl * H * W;
-                float mx = xp[w0];
-                int64_t am = w0;
-                for (int64_t ki = 0; ki < KH; ki++)
-                    for (int64_t kj = 0; kj < KW; kj++) {
-                        const float v = xp[w0 + ki * W + kj];
-                        const int take = (v > mx) | (v != v);
-                        mx = take ? v : mx;
-                        am = take ? w0 + ki * W + kj : am;
-                    }
-                const float g = b60[(pl * OH + oh) * OW + ow];
-                for (int64_t ki = 0; ki < KH; ki++)
-                    for (int64_t kj = 0; kj < KW; kj++) {
-                        const int64_t hw = w0 + ki * W + kj, j = jc * H * W + hw;
-                        const float v62 = hw == am ? g : 0.0f;
-                        const float v63 = b27[i * C + j] > 0.0f ? v62 : 0.0f;
-                        b63[i * C + j] = v63;
-                    }
+        for (int64_t o0 = 0; o0 < OH; o0 += 14) {
+            const int64_t o1 = o0 + 14 < OH ? o0 + 14 : OH;
+            float gr[784];
+            const float *xp = b27 + pl * H * W + o0 * SH * W;
+            for (int64_t oh = o0; oh < o1; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    float *gw = gr + (oh - o0) * SH * W + ow * SW;
+                    const float g = b60[(pl * OH + oh) * OW + ow];
+                    const float *xw = xp + (gw - gr);
+                    float mx = xw[0];
+                    int am = 0;
+                    { const float v = xw[0 * W + 1]; const int t = (v > mx) | (v != v); mx = t ? v : mx; am = t ? 1 : am; }
+                    { const float v = xw[1 * W + 0]; const int t = (v > mx) | (v != v); mx = t ? v : mx; am = t ? 2 : am; }
+                    { const float v = xw[1 * W + 1]; const int t = (v > mx) | (v != v); mx = t ? v : mx; am = t ? 3 : am; }
+                    gw[0 * W + 0] = 0 == am ? g : 0.0f;
+                    gw[0 * W + 1] = 1 == am ? g : 0.0f;
+                    gw[1 * W + 0] = 2 == am ? g : 0.0f;
+                    gw[1 * W + 1] = 3 == am ? g : 0.0f;
+                }
+            for (int64_t hw = o0 * SH * W; hw < o1 * SH * W; hw++) {
+                const int64_t j = jc * H * W + hw;
+                const float v62 = gr[hw - o0 * SH * W];
+                const float v63 = b27[i * C + j] > 0.0f ? v62 : 0.0f;
+                b63[i * C + j] = v63;
             }
+        }
     }
 }
 
