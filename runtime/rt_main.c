@@ -410,20 +410,21 @@ static void defaults_from_model(const rt_model *m, rt_opts *o)
  * variable set. Only with more than one thread (one thread never waits)
  * and only when the user has not chosen a policy; if the exec fails, the
  * run simply continues with libgomp's default. */
-static void passive_omp_wait(int threads, int precision, char **argv)
+static void passive_omp_wait(int threads, char **argv)
 {
     if (threads <= 1 || getenv("OMP_WAIT_POLICY") || !argv || !argv[0])
         return;
     if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0)
         return;
-    /* precision bf16 runs its GEMMs in oneDNN's OpenMP regions, four a
-     * GEMM with the operands' conversions, each a futex wake-up when the
-     * workers sleep at once: a brief spin first (libgomp's GOMP_SPINCOUNT
-     * beats the passive policy's 0) took a SimpleNet epoch on 2 threads
-     * from 1.34-1.91 s to 0.70-0.84 s, and 200 ConvNet steps from 2.0 to
-     * 1.2-1.5 s; fp32 (OpenBLAS's own threads) gained nothing and lost
-     * sometimes, so it keeps 0 */
-    if (precision == RT_PREC_BF16 && !getenv("GOMP_SPINCOUNT"))
+    /* oneDNN's convolutions and bf16 matmuls and our own loops are short
+     * OpenMP regions back to back, each a futex wake-up when the workers
+     * sleep at once: a brief spin first (libgomp's GOMP_SPINCOUNT beats
+     * the passive policy's 0) took a bf16 SimpleNet epoch on 2 threads
+     * from 1.34-1.91 s to 0.70-0.84 s, and 300 fp32 ConvNet steps from
+     * 3.56-4.00 s to 2.72-3.20 s (5 runs each in turn, idle machine);
+     * fp32 SimpleNet (OpenBLAS's own threads) 0.36-0.39 against
+     * 0.33-0.37 s, no loss */
+    if (!getenv("GOMP_SPINCOUNT"))
         setenv("GOMP_SPINCOUNT", "1000", 1);
     fflush(stdout);
     fflush(stderr);
@@ -688,7 +689,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     /* The CPU's thread set-up (it may re-execute the program) comes first;
      * with --device cuda it is not needed. It must precede MPI_Init. */
     if (o.device != RT_DEV_CUDA)
-        passive_omp_wait(o.threads, m->precision, argv);
+        passive_omp_wait(o.threads, argv);
     if (rt_comm_init(o.comm_timeout) != 0)
         return 1;
     /* Ranks sharing a node share its cores: by default each takes its part. */
