@@ -116,8 +116,9 @@ typedef struct rt_data {
 } rt_data;
 
 /* What a training run saved about its data (set_meta in rt_data.c): an
- * evaluation normalizes with these numbers and maps a csv target's labels
- * with these classes, whatever data it is given. */
+ * evaluation, and a run resumed from a checkpoint, normalizes with these
+ * numbers and maps a csv target's labels with these classes, whatever
+ * data it is given. */
 typedef struct rt_data_saved {
     const char *from;       /* the file they came from */
     int norm_n;             /* 0: none saved */
@@ -127,6 +128,8 @@ typedef struct rt_data_saved {
 /* Reads them from a --save (or checkpoint) file's metadata; none is not an
  * error (a file from another writer). -1 after an error naming the file. */
 int rt_data_saved_read(const char *path, rt_data_saved *sv);
+/* Rank 0's to every rank; -1 after an error. */
+int rt_data_saved_bcast(rt_data_saved *sv);
 void rt_data_saved_free(rt_data_saved *sv);
 
 /* Loads m->data (path: --data, or NULL for the train block's), checks it

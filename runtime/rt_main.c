@@ -515,7 +515,7 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     memset(&trace, 0, sizeof trace);
     rt_data data;
     memset(&data, 0, sizeof data);
-    rt_data_saved saved;    /* --evaluate: what the training run saved about its data */
+    rt_data_saved saved;    /* --evaluate, --resume: what the training run saved about its data */
     memset(&saved, 0, sizeof saved);
     const rt_dataset *train = &data.train, *test = &data.test;
     memset(&w, 0, sizeof w);
@@ -543,7 +543,10 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         goto out;
     rt_resume rs;
     memset(&rs, 0, sizeof rs);
-    if (o.resume_path && r0 && rt_ckpt_load(m, &o, o.resume_path, w.param, w.opt, &rs) != 0)
+    /* resuming, the data's normalization and class map are the run's own,
+     * not measured again: the checkpoint keeps them as --save does */
+    if (o.resume_path && r0 &&
+        (rt_ckpt_load(m, &o, o.resume_path, w.param, w.opt, &rs) != 0 || rt_data_saved_read(o.resume_path, &saved) != 0))
         goto out;       /* with several ranks: aborted, the others wait below */
     /* As DDP's constructor: every rank starts from rank 0's parameters
      * (and, resuming, its optimizer state and position). */
@@ -551,8 +554,11 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     if (o.resume_path) {
         rt_comm_bcast_f32(w.opt, m->opt_floats, "the optimizer state broadcast");
         rt_ckpt_bcast(&rs);
+        saved.from = o.resume_path;
+        if (rt_data_saved_bcast(&saved) != 0)
+            goto out;
     }
-    if (rt_data_load(m, o.data_dir, o.seed, o.eval_path ? &saved : NULL, &data) != 0)
+    if (rt_data_load(m, o.data_dir, o.seed, o.eval_path || o.resume_path ? &saved : NULL, &data) != 0)
         goto out;
     o.data_meta = data.meta;
     o.ndata_meta = data.nmeta;
