@@ -652,6 +652,7 @@ static void chain_consts(FILE *f, const Shape *x, const Shape *y, const Window *
     fprintf(f, "    const int64_t CH = %lld, H = %lld, W = %lld, OH = %lld, OW = %lld, C = CH * H * W;\n",
             (long long)x->d[1], (long long)x->d[2], (long long)x->d[3], (long long)y->d[2], (long long)y->d[3]);
     fprintf(f, "    const int64_t KH = %d, KW = %d, SH = %d, SW = %d;\n", w->kh, w->kw, w->sh, w->sw);
+    fprintf(f, "    (void)KH;\n    (void)KW;\n");   /* the CPU's max-pool gradient unrolls the window */
 }
 
 static char *no_row_sum(int red, const char *x)

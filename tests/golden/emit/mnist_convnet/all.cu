@@ -213,6 +213,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_bn_apply_relu_maxpool__e
     float *const b28 = ((float *)(e->act + (int64_t)43904 * e->nmax));
     const int64_t CH = 16, H = 28, W = 28, OH = 14, OW = 14, C = CH * H * W;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    (void)KH;
+    (void)KW;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * CH * OH * OW; t += stride) {
         const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;
@@ -383,6 +385,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t14_bn_apply_relu_maxpool__
     float *const b39 = ((float *)(e->act + (int64_t)37632 * e->nmax));
     const int64_t CH = 32, H = 14, W = 14, OH = 7, OW = 7, C = CH * H * W;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    (void)KH;
+    (void)KW;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * CH * OH * OW; t += stride) {
         const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;
@@ -678,6 +682,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t19_maxpool_dx_relu_grad__p
     float *const b53 = ((float *)(e->act + (int64_t)37632 * e->nmax));
     const int64_t CH = 32, H = 14, W = 14, OH = 7, OW = 7, C = CH * H * W;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    (void)KH;
+    (void)KW;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * CH * OH * OW; t += stride) {
         const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;
@@ -879,6 +885,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t25_maxpool_dx_relu_grad__p
     float *const b63 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     const int64_t CH = 16, H = 28, W = 28, OH = 14, OW = 14, C = CH * H * W;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    (void)KH;
+    (void)KW;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * CH * OH * OW; t += stride) {
         const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;
@@ -1145,6 +1153,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e3_bn_apply_relu_maxpool__e
     float *const b28 = ((float *)(e->act + (int64_t)12544 * e->nmax));
     const int64_t CH = 16, H = 28, W = 28, OH = 14, OW = 14, C = CH * H * W;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    (void)KH;
+    (void)KW;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * CH * OH * OW; t += stride) {
         const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;
@@ -1226,6 +1236,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e6_bn_apply_relu_maxpool__e
     float *const b39 = ((float *)(e->act + (int64_t)6272 * e->nmax));
     const int64_t CH = 32, H = 14, W = 14, OH = 7, OW = 7, C = CH * H * W;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    (void)KH;
+    (void)KW;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * CH * OH * OW; t += stride) {
         const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;

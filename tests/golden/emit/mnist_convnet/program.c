@@ -221,6 +221,8 @@ static void t7_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
     float *const b28 = ((float *)(e->act + (int64_t)43904 * e->nmax));
     const int64_t CH = 16, H = 28, W = 28, OH = 14, OW = 14, C = CH * H * W;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    (void)KH;
+    (void)KW;
     #pragma omp parallel for schedule(static) if (n * CH >= 64)
     for (int64_t pl = 0; pl < n * CH; pl++) {
         const int64_t i = pl / CH, jc = pl % CH;
@@ -448,6 +450,8 @@ static void t14_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
     float *const b39 = ((float *)(e->act + (int64_t)37632 * e->nmax));
     const int64_t CH = 32, H = 14, W = 14, OH = 7, OW = 7, C = CH * H * W;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    (void)KH;
+    (void)KW;
     #pragma omp parallel for schedule(static) if (n * CH >= 64)
     for (int64_t pl = 0; pl < n * CH; pl++) {
         const int64_t i = pl / CH, jc = pl % CH;
@@ -564,6 +568,8 @@ static void t19_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
     float *const b53 = ((float *)(e->act + (int64_t)37632 * e->nmax));
     const int64_t CH = 32, H = 14, W = 14, OH = 7, OW = 7, C = CH * H * W;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    (void)KH;
+    (void)KW;
     #pragma omp parallel for schedule(static) if (n * CH >= 64)
     for (int64_t pl = 0; pl < n * CH; pl++) {
         const int64_t i = pl / CH, jc = pl % CH;
@@ -837,6 +843,8 @@ static void t25_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
     float *const b63 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     const int64_t CH = 16, H = 28, W = 28, OH = 14, OW = 14, C = CH * H * W;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    (void)KH;
+    (void)KW;
     #pragma omp parallel for schedule(static) if (n * CH >= 64)
     for (int64_t pl = 0; pl < n * CH; pl++) {
         const int64_t i = pl / CH, jc = pl % CH;
@@ -1159,6 +1167,8 @@ static void e3_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
     float *const b28 = ((float *)(e->act + (int64_t)12544 * e->nmax));
     const int64_t CH = 16, H = 28, W = 28, OH = 14, OW = 14, C = CH * H * W;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    (void)KH;
+    (void)KW;
     #pragma omp parallel for schedule(static) if (n * CH >= 64)
     for (int64_t pl = 0; pl < n * CH; pl++) {
         const int64_t i = pl / CH, jc = pl % CH;
@@ -1286,6 +1296,8 @@ static void e6_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
     float *const b39 = ((float *)(e->act + (int64_t)6272 * e->nmax));
     const int64_t CH = 32, H = 14, W = 14, OH = 7, OW = 7, C = CH * H * W;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2;
+    (void)KH;
+    (void)KW;
     #pragma omp parallel for schedule(static) if (n * CH >= 64)
     for (int64_t pl = 0; pl < n * CH; pl++) {
         const int64_t i = pl / CH, jc = pl % CH;
