@@ -323,6 +323,39 @@ int rt_ckpt_load(const rt_model *m, const rt_opts *o, const char *path, float *p
 }
 
 /* Rank 0's state to every rank, as doubles (exact for these values). */
+/* Rank 0's saved data (rt_data_saved_read of the checkpoint: a resumed
+ * run normalizes and maps labels as it started) to every rank: the counts,
+ * the means and stds, then each class name with its length. -1 after an
+ * error (out of memory). */
+int rt_ckpt_bcast_data(rt_data_saved *sv)
+{
+    const char *what = "the checkpoint's data broadcast";
+    int32_t n[2] = {sv->norm_n, sv->classes.n};
+    rt_comm_bcast_bytes(n, sizeof n, what);
+    if (rt_world.rank != 0) {
+        rt_data_saved_free(sv);
+        sv->norm_n = n[0];
+        sv->classes.n = n[1];
+        if ((n[0] && !(sv->norm = calloc(2 * (size_t)n[0], sizeof(float)))) ||
+            (n[1] && !(sv->classes.name = calloc((size_t)n[1], sizeof(char *))))) {
+            rt_err("out of memory");
+            return -1;
+        }
+    }
+    if (n[0])
+        rt_comm_bcast_bytes(sv->norm, 2 * (int64_t)n[0] * (int64_t)sizeof(float), what);
+    for (int i = 0; i < n[1]; i++) {
+        int32_t len = rt_world.rank == 0 ? (int32_t)strlen(sv->classes.name[i]) + 1 : 0;
+        rt_comm_bcast_bytes(&len, sizeof len, what);
+        if (rt_world.rank != 0 && !(sv->classes.name[i] = malloc((size_t)len))) {
+            rt_err("out of memory");
+            return -1;
+        }
+        rt_comm_bcast_bytes(sv->classes.name[i], len, what);
+    }
+    return 0;
+}
+
 void rt_ckpt_bcast(rt_resume *st)
 {
     double v[11] = {st->active, st->epoch, (double)st->step, (double)st->skip, st->loss_sum,

@@ -225,37 +225,6 @@ out:
     return rc;
 }
 
-/* Rank 0's sv to every rank (a resumed run: only rank 0 reads the
- * checkpoint): the counts, the means and stds, then each class name with
- * its length. -1 after an error (out of memory). */
-int rt_data_saved_bcast(rt_data_saved *sv)
-{
-    int32_t n[2] = {sv->norm_n, sv->classes.n};
-    rt_comm_bcast_bytes(n, sizeof n, "the checkpoint's data broadcast");
-    if (rt_world.rank != 0) {
-        rt_data_saved_free(sv);
-        sv->norm_n = n[0];
-        sv->classes.n = n[1];
-        if ((n[0] && !(sv->norm = calloc(2 * (size_t)n[0], sizeof(float)))) ||
-            (n[1] && !(sv->classes.name = calloc((size_t)n[1], sizeof(char *))))) {
-            rt_err("out of memory");
-            return -1;
-        }
-    }
-    if (n[0])
-        rt_comm_bcast_f32(sv->norm, 2 * (int64_t)n[0], "the checkpoint's data broadcast");
-    for (int i = 0; i < n[1]; i++) {
-        int32_t len = rt_world.rank == 0 ? (int32_t)strlen(sv->classes.name[i]) + 1 : 0;
-        rt_comm_bcast_bytes(&len, sizeof len, "the checkpoint's data broadcast");
-        if (rt_world.rank != 0 && !(sv->classes.name[i] = malloc((size_t)len))) {
-            rt_err("out of memory");
-            return -1;
-        }
-        rt_comm_bcast_bytes(sv->classes.name[i], len, "the checkpoint's data broadcast");
-    }
-    return 0;
-}
-
 void rt_data_saved_free(rt_data_saved *sv)
 {
     free(sv->norm);

@@ -128,8 +128,6 @@ typedef struct rt_data_saved {
 /* Reads them from a --save (or checkpoint) file's metadata; none is not an
  * error (a file from another writer). -1 after an error naming the file. */
 int rt_data_saved_read(const char *path, rt_data_saved *sv);
-/* Rank 0's to every rank; -1 after an error. */
-int rt_data_saved_bcast(rt_data_saved *sv);
 void rt_data_saved_free(rt_data_saved *sv);
 
 /* Loads m->data (path: --data, or NULL for the train block's), checks it
@@ -276,6 +274,7 @@ int rt_ckpt_save(const rt_model *m, const rt_opts *o, const char *path, const fl
 int rt_ckpt_load(const rt_model *m, const rt_opts *o, const char *path, float *param, float *opt,
                  rt_resume *st);
 void rt_ckpt_bcast(rt_resume *st);  /* rank 0's state to all ranks */
+int rt_ckpt_bcast_data(rt_data_saved *sv);  /* and its saved data; -1 after an error */
 
 /* ---- rt_rng.c ------------------------------------------------------------ */
 typedef struct rt_rng { uint64_t s[4]; } rt_rng;

@@ -555,7 +555,7 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         rt_comm_bcast_f32(w.opt, m->opt_floats, "the optimizer state broadcast");
         rt_ckpt_bcast(&rs);
         saved.from = o.resume_path;
-        if (rt_data_saved_bcast(&saved) != 0)
+        if (rt_ckpt_bcast_data(&saved) != 0)
             goto out;
     }
     if (rt_data_load(m, o.data_dir, o.seed, o.eval_path || o.resume_path ? &saved : NULL, &data) != 0)
