@@ -286,9 +286,13 @@ typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT, G_CONV, G_CHAN, G_PO
 enum {
     R_DATA = 1 << 0, R_EPILOGUE = 1 << 1, R_EW_CHAIN = 1 << 2, R_REDUCTION = 1 << 3, R_ROW_OPS = 1 << 4,
     R_OPTIMIZER = 1 << 5, R_CHAN_PASS = 1 << 6, R_CONV_BIAS = 1 << 7, R_DROPOUT = 1 << 8, R_ACT_INPUT = 1 << 9,
-    R_SIBLINGS = 1 << 10, R_POOL_CHAIN = 1 << 11,
+    R_SIBLINGS = 1 << 10, R_POOL_CHAIN = 1 << 11, R_ROW_TAIL = 1 << 12,
 };
-#define FUSE_NRULES 12
+#define FUSE_NRULES 13
+/* Rule row-tail: the widest rows a GEMM kernel runs its row ops on. The
+ * GPU's GEMM tile is 64 columns wide (emit_cuda.c TILE_N), and the tail
+ * runs in the block that holds a tile's whole rows. */
+#define ROW_TAIL_MAX_COLS 64
 typedef unsigned FuseLevel;     /* a set of rules */
 #define FUSE_NONE 0u
 #define FUSE_ELEMENTWISE ((FuseLevel)(R_EW_CHAIN | R_DROPOUT | R_ACT_INPUT))
@@ -319,6 +323,10 @@ typedef struct Group {
     /* G_MATMUL on the GPU (fuse_pair.c, rule siblings): this group and the
      * next run as one CUDA launch; 0 otherwise */
     int pair_next;
+    /* G_MATMUL, rule row-tail: the row op whose logits this GEMM computes,
+     * its row ops and their sums run after the epilogue in the same
+     * kernel (plan_in_row_tail); -1 when there is none */
+    int row_anchor;
 } Group;
 
 typedef struct Buf {
@@ -364,8 +372,9 @@ void fuse_explain(FILE *f, Plan *p, FuseLevel level);
 void mem_plan(Plan *p);
 void mem_dump(FILE *f, const Plan *p);
 int64_t mem_align(int64_t floats);               /* buffer alignment in floats */
-int plan_uses_outside(const Plan *p, int node);   /* used by another group or a root */
+int plan_uses_outside(const Plan *p, int node);   /* used by another group, a root, or read back by a row tail */
 int plan_source(const Plan *p, int node);         /* through views to the producer */
+int plan_in_row_tail(const Plan *p, int node);    /* rule row-tail: a row op (or its sum) after a GEMM's epilogue */
 /* No kernel, aliases its input: K_VIEW ops, and dropout in the eval plan. */
 int plan_is_view(const Plan *p, int node);
 void plan_dump_groups(FILE *f, const Plan *p);
@@ -492,6 +501,7 @@ typedef struct RowTarget {
  * LABELS f32[N, K]) rather than a class index y. */
 int ex_float_targets(const Emit *m);
 void ex_row_ops(const Emit *m, const RowTarget *t);
+int ex_row_tail_views(const Emit *m, Group *head, Group *tail);
 /* Slab ranges an optimizer group updates, merged where only alignment
  * padding (zero in param, grad and opt: updating it is a no-op) separates
  * them; returns how many, ranges in lo[], hi[] (capacity gr->nnodes). */

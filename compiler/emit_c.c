@@ -58,8 +58,16 @@ static void emit_ew_loops(const Emit *m, const Shape *space, int load)
 
 /* ---- group kinds ------------------------------------------------------- */
 
-static void emit_matmul(const Emit *m)
+static void emit_row(const Emit *m);
+
+static void emit_matmul(const Emit *whole)
 {
+    Group head, tail;
+    Emit hm = *whole, tm = *whole;
+    const int has_tail = ex_row_tail_views(whole, &head, &tail);
+    if (has_tail)
+        hm.gr = &head, tm.gr = &tail;
+    const Emit *m = &hm;
     const Node *mm = ex_node(m, m->gr->anchor);
     const Shape *a = &ex_node(m, mm->in[0])->shape, *b = &ex_node(m, mm->in[1])->shape;
     int ta = mm->op == OP_MM_TN, tb = mm->op == OP_MM_NT;
@@ -70,6 +78,11 @@ static void emit_matmul(const Emit *m)
             plan_source(m->p, mm->in[0]), lda, plan_source(m->p, mm->in[1]), ldb, m->gr->gemm_out, N);
     if (m->gr->nnodes > 1)
         emit_ew_loops(m, &mm->shape, mm->id);
+    if (has_tail) {     /* rule row-tail: the row ops on the rows just stored */
+        fprintf(m->f, "    {\n");
+        emit_row(&tm);
+        fprintf(m->f, "    }\n");
+    }
 }
 
 /* Row ops, one thread for the whole batch: sums in a local double (s<id>),

@@ -24,6 +24,8 @@
 #define TILE_K 16
 #define THREADS 256
 #define ROWS_PER_BLOCK (THREADS / 32)   /* row kernels: one warp per sample */
+#define TAIL_LANES (THREADS / TILE_M)   /* rule row-tail: lanes per sample, a tile's rows at once */
+_Static_assert(ROW_TAIL_MAX_COLS <= TILE_N, "a row tail needs whole rows in one GEMM tile");
 #define GEMM_R 4            /* outputs per thread: GEMM_R rows x GEMM_R columns */
 /* split-K: a grid of tiles under a quarter of SPLIT_SMS (the SMs of the
  * largest GPU in gpu_model.c's table) at the train batch is split into at
@@ -222,76 +224,107 @@ static void emit_sum_all(const Emit *m, const Node *n, rt_cuda_launch *L)
         grid_dim(L, 0, row, 1, THREADS);
 }
 
-/* Row ops, a warp per sample: lane 0 stores the sample's values and adds
- * them to the stat slots (zeroed before the plan). */
+/* Row ops, RL lanes per sample (a warp in a row kernel, TAIL_LANES in a
+ * GEMM's row tail): lane 0 stores the sample's values and adds them to
+ * the stat slots (zeroed before the plan). A tail's lane group past the
+ * batch has live = 0: it reads a real row (the last) so every lane takes
+ * part in the shuffles, and writes nothing. */
 static char *row_store(const char *ind, int id)
 {
-    return util_fmt("%sif (lane == 0)\n%s    b%d[i] = v%d;\n", ind, ind, id, id);
+    return util_fmt("%sif (lane == 0 && live)\n%s    b%d[i] = v%d;\n", ind, ind, id, id);
 }
 
 static char *row_stat(const char *ind, int id, int x)
 {
-    return util_fmt("%sif (lane == 0)\n%s    atomicAdd(&b%d[0], (double)v%d);\n", ind, ind, id, x);
+    return util_fmt("%sif (lane == 0 && live)\n%s    atomicAdd(&b%d[0], (double)v%d);\n", ind, ind, id, x);
 }
 
 static char *row_stat_add(const char *ind, int id, const char *k, const char *x, int lanes)
 {
-    return util_fmt("%s%satomicAdd(&b%d[%s], %s);\n", ind, lanes ? "" : "if (lane == 0)\n    ", id, k, x);
+    return util_fmt("%s%satomicAdd(&b%d[%s], %s);\n", ind, lanes ? "" : util_fmt("if (lane == 0 && live)\n%s    ", ind),
+                    id, k, x);
 }
 
-/* the lanes' parts of a row's sum, summed across the warp */
+/* the lanes' parts of a row's sum, summed across the row's RL lanes (an
+ * xor below RL stays inside the row's lane group) */
 static char *row_total(const char *ind, const char *v)
 {
-    return util_fmt("%sfor (int o = 16; o > 0; o >>= 1)\n%s    %s += __shfl_xor_sync(0xffffffffu, %s, o);\n", ind, ind,
-                    v, v);
+    return util_fmt("%sfor (int o = RL / 2; o > 0; o >>= 1)\n%s    %s += __shfl_xor_sync(0xffffffffu, %s, o);\n", ind,
+                    ind, v, v);
 }
 
 /* Softmax + cross-entropy forward/backward, argmax, their sums and the
- * last bias gradient: one warp per sample, lanes over classes. */
-static void emit_row(const Emit *m, rt_cuda_launch *L)
+ * last bias gradient of sample i, lanes over classes: the row kernel's
+ * body and a GEMM's row tail (rule row-tail). In scope: i, lane, RL,
+ * live, C, n. */
+static void emit_row_body(const Emit *m, const char *ind)
 {
     FILE *f = m->f;
     const Group *gr = m->gr;
     const Node *a = ex_node(m, gr->anchor);
     int lg = plan_source(m->p, a->in[0]), lb = plan_source(m->p, a->in[1]);
-    int64_t C = ex_node(m, lg)->shape.d[1];
-    fprintf(f, "    const int64_t C = %lld;\n", (long long)C);
-    fprintf(f, "    const int lane = threadIdx.x & 31;\n");
-    fprintf(f, "    const int64_t i = (int64_t)blockIdx.x * %d + (threadIdx.x >> 5);\n", ROWS_PER_BLOCK);
-    fprintf(f, "    if (i >= n)\n        return;    /* whole warps only: i is uniform per warp */\n");
-    static const RowTarget rows = {"    ", "for (int64_t j = lane; j < C; j += 32) {", row_store, row_atomic,
-                                   row_stat, row_total, row_stat_add};
+    const RowTarget rows = {ind, "for (int64_t j = lane; live && j < C; j += RL) {", row_store, row_atomic,
+                            row_stat, row_total, row_stat_add};
     if (ex_float_targets(m)) {  /* losses of float targets: no softmax */
-        fprintf(f, "    const float *x = b%d + i * C;\n    const float *t = b%d + i * C;\n", lg, lb);
+        fprintf(f, "%sconst float *x = b%d + i * C;\n%sconst float *t = b%d + i * C;\n", ind, lg, ind, lb);
         ex_row_ops(m, &rows);
-        grid_dim(L, 0, DIM_N, 1, ROWS_PER_BLOCK);
         return;
     }
-    if (ex_class_weights(m)) {  /* every warp sums the batch's target weights */
-        ex_class_weights_decl(m, "    ");
-        fprintf(f, "    float sw = 0.0f;\n    for (int64_t k = lane; k < n; k += 32)\n        sw += cw[b%d[k]];\n", lb);
-        emit_warp_sum(f, "    ", "sw");
+    if (ex_class_weights(m)) {  /* every row's lanes sum the batch's target weights */
+        ex_class_weights_decl(m, ind);
+        fprintf(f, "%sfloat sw = 0.0f;\n%sfor (int64_t k = lane; k < n; k += RL)\n%s    sw += cw[b%d[k]];\n", ind, ind,
+                ind, lb);
+        fputs(row_total(ind, "sw"), f);
     }
-    fprintf(f, "    const float *x = b%d + i * C;\n    const int y = b%d[i];\n", lg, lb);
+    fprintf(f, "%sconst float *x = b%d + i * C;\n%sconst int y = b%d[i];\n", ind, lg, ind, lb);
     /* argmax ties go to the smaller index, like the C kernel's first max */
-    fprintf(f, "    float mx = lane < C ? x[lane] : -INFINITY;\n    int am = lane < C ? lane : (int)C;\n");
-    fprintf(f, "    for (int64_t j = lane + 32; j < C; j += 32)\n        if (x[j] > mx) { mx = x[j]; am = (int)j; }\n");
-    fprintf(f, "    for (int o = 16; o > 0; o >>= 1) {\n");
-    fprintf(f, "        const float om = __shfl_xor_sync(0xffffffffu, mx, o);\n");
-    fprintf(f, "        const int oa = __shfl_xor_sync(0xffffffffu, am, o);\n");
-    fprintf(f, "        if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }\n    }\n");
-    fprintf(f, "    float se = 0.0f;\n    for (int64_t j = lane; j < C; j += 32)\n        se += expf(x[j] - mx);\n");
-    emit_warp_sum(f, "    ", "se");
-    fprintf(f, "    const float lse = mx + logf(se);\n    (void)am;\n    (void)lse;\n");
+    fprintf(f, "%sfloat mx = lane < C ? x[lane] : -INFINITY;\n%sint am = lane < C ? lane : (int)C;\n", ind, ind);
+    fprintf(f, "%sfor (int64_t j = lane + RL; j < C; j += RL)\n%s    if (x[j] > mx) { mx = x[j]; am = (int)j; }\n", ind,
+            ind);
+    fprintf(f, "%sfor (int o = RL / 2; o > 0; o >>= 1) {\n", ind);
+    fprintf(f, "%s    const float om = __shfl_xor_sync(0xffffffffu, mx, o);\n", ind);
+    fprintf(f, "%s    const int oa = __shfl_xor_sync(0xffffffffu, am, o);\n", ind);
+    fprintf(f, "%s    if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }\n%s}\n", ind, ind);
+    fprintf(f, "%sfloat se = 0.0f;\n%sfor (int64_t j = lane; j < C; j += RL)\n%s    se += expf(x[j] - mx);\n", ind, ind,
+            ind);
+    fputs(row_total(ind, "se"), f);
+    fprintf(f, "%sconst float lse = mx + logf(se);\n%s(void)am;\n%s(void)lse;\n", ind, ind, ind);
     if (ex_smoothing(m) && ex_class_weights(m)) {
-        fprintf(f, "    float swx = 0.0f;\n    for (int64_t j = lane; j < C; j += 32)\n        swx += cw[j] * x[j];\n");
-        emit_warp_sum(f, "    ", "swx");
+        fprintf(f, "%sfloat swx = 0.0f;\n%sfor (int64_t j = lane; j < C; j += RL)\n%s    swx += cw[j] * x[j];\n", ind,
+                ind, ind);
+        fputs(row_total(ind, "swx"), f);
     } else if (ex_smoothing(m)) {
-        fprintf(f, "    float sx = 0.0f;\n    for (int64_t j = lane; j < C; j += 32)\n        sx += x[j];\n");
-        emit_warp_sum(f, "    ", "sx");
+        fprintf(f, "%sfloat sx = 0.0f;\n%sfor (int64_t j = lane; j < C; j += RL)\n%s    sx += x[j];\n", ind, ind, ind);
+        fputs(row_total(ind, "sx"), f);
     }
     ex_row_ops(m, &rows);
+}
+
+/* The row kernel: a warp per sample. */
+static void emit_row(const Emit *m, rt_cuda_launch *L)
+{
+    FILE *f = m->f;
+    const Node *a = ex_node(m, m->gr->anchor);
+    fprintf(f, "    const int64_t C = %lld;\n", (long long)ex_node(m, plan_source(m->p, a->in[0]))->shape.d[1]);
+    fprintf(f, "    const int RL = 32, live = 1;\n    const int lane = threadIdx.x & 31;\n");
+    fprintf(f, "    const int64_t i = (int64_t)blockIdx.x * %d + (threadIdx.x >> 5);\n", ROWS_PER_BLOCK);
+    fprintf(f, "    if (i >= n)\n        return;    /* whole warps only: i is uniform per warp */\n");
+    emit_row_body(m, "    ");
     grid_dim(L, 0, DIM_N, 1, ROWS_PER_BLOCK);
+}
+
+/* Rule row-tail, after a GEMM tile's epilogue: the block that stored the
+ * tile holds whole rows (N <= TILE_N), so it runs their row ops, the
+ * tile's TILE_M rows at once in lane groups of TAIL_LANES. */
+static void emit_row_tail(const Emit *m)
+{
+    FILE *f = m->f;
+    fprintf(f, "    __syncthreads();    /* the rows this block stored, seen by all its threads */\n    {\n");
+    fprintf(f, "        const int RL = %d;\n        const int lane = threadIdx.x & (RL - 1);\n", TAIL_LANES);
+    fprintf(f, "        const int64_t ri = row0 + threadIdx.x / RL;\n        const int live = ri < M;\n");
+    fprintf(f, "        const int64_t i = live ? ri : M - 1;\n");
+    emit_row_body(m, "        ");
+    fprintf(f, "    }\n");
 }
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -378,8 +411,14 @@ static void emit_mma_gather(const Emit *m)
  * memory, 4x4 outputs per thread at stride 16 (conflict-free shared reads,
  * coalesced stores), bounds-checked for any M, N, K; the group's epilogue
  * runs on the accumulators before anything is stored. */
-static void emit_matmul(const Emit *m, rt_cuda_launch *L)
+static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
 {
+    Group head, tail;
+    Emit hm = *whole, tm = *whole;
+    const int has_tail = ex_row_tail_views(whole, &head, &tail);
+    if (has_tail)
+        hm.gr = &head, tm.gr = &tail;
+    const Emit *m = &hm;
     FILE *f = m->f;
     const Node *mm = ex_node(m, m->gr->anchor);
     const Shape *as = &ex_node(m, mm->in[0])->shape, *bs = &ex_node(m, mm->in[1])->shape;
@@ -503,6 +542,8 @@ static void emit_matmul(const Emit *m, rt_cuda_launch *L)
                 fprintf(f, "            atomicAdd(&b%d[j], red%d[c]);\n", m->gr->nodes[k], m->gr->nodes[k]);
         fprintf(f, "        }\n    }\n");
     }
+    if (has_tail)
+        emit_row_tail(&tm);
     grid_dim(L, 0, mm->shape.d[1], 1, TILE_N);
     grid_dim(L, 1, mm->shape.d[0], 1, TILE_M);
     L->gfix[2] = (unsigned)(S > 1 ? S : 1);

@@ -30,6 +30,29 @@ char *ex_addr(const Emit *m, int id)
     diag_ice("emit: %%%d (%s) has no buffer", id, op_text[ex_node(m, id)->op]);
 }
 
+/* Rule row-tail: a GEMM group as two views, the GEMM with its epilogue
+ * (head) and the row ops with their sums (tail, a G_ROW group anchored at
+ * the row op), which each target emits as it emits those kinds, the tail
+ * reading the rows the head stored; 0 (and nothing set) without a tail. */
+int ex_row_tail_views(const Emit *m, Group *head, Group *tail)
+{
+    const Group *gr = m->gr;
+    if (gr->kind != G_MATMUL || gr->row_anchor < 0)
+        return 0;
+    *head = *tail = *gr;
+    head->nodes = util_alloc(sizeof(int) * (size_t)gr->nnodes);
+    tail->nodes = util_alloc(sizeof(int) * (size_t)gr->nnodes);
+    head->nnodes = tail->nnodes = 0;
+    for (int k = 0; k < gr->nnodes; k++) {
+        Group *v = plan_in_row_tail(m->p, gr->nodes[k]) ? tail : head;
+        v->nodes[v->nnodes++] = gr->nodes[k];
+    }
+    tail->kind = G_ROW;
+    tail->anchor = gr->row_anchor;
+    tail->row_anchor = -1;
+    return 1;
+}
+
 /* Declares b<id> for every buffer the group touches. */
 void ex_declare_buffers(const Emit *m)
 {

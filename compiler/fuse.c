@@ -7,7 +7,8 @@
  *     gradient), so the product is read back once while still in cache;
  *   - row ops (softmax + cross-entropy forward, its gradient, argmax) on
  *     the same logits: one pass per sample, plus the loss/accuracy sums and
- *     the bias gradient of the last layer;
+ *     the bias gradient of the last layer; when the logits are a narrow
+ *     GEMM's result, that pass is the tail of the GEMM's kernel;
  *   - elementwise chains, with their reductions;
  *   - all optimizer updates: one kernel over the parameter slab;
  *   - per-channel passes (batch norm): one kernel per pass over
@@ -40,6 +41,7 @@ static int new_group(Fuser *f, GroupKind kind, int anchor)
     Group *gr = &p->groups[p->ngroups];
     gr->kind = kind;
     gr->anchor = anchor;
+    gr->row_anchor = -1;
     gr->nodes = util_alloc(sizeof(int));
     return p->ngroups++;
 }
@@ -114,7 +116,8 @@ int fuse_reduction_of_group(const Fuser *f, int r, int grp)
         return 0;
     const Group *gr = &f->p->groups[grp];
     const Shape *space = &node(f, gr->anchor >= 0 ? gr->anchor : gr->nodes[0])->shape;
-    if (gr->kind == G_ROW)   /* loss/accuracy sums, and the bias gradient from a loss's gradient */
+    if (gr->kind == G_ROW || (gr->row_anchor >= 0 && op_kind[node(f, x)->op] == K_ROW))
+        /* loss/accuracy sums, and the bias gradient from a loss's gradient */
         return rn->op == OP_SUM_ALL ? node(f, x)->shape.rank == 1
                                     : op_kind[node(f, x)->op] == K_ROW && node(f, x)->shape.rank == 2;
     return rn->op == OP_SUM_ROWS && ir_same_shape(&node(f, x)->shape, space) && space->rank == 2;
@@ -297,9 +300,32 @@ static void absorb_row_ops(Fuser *f, int grp, int anchor)
     const Plan *p = f->p;
     for (int k = 0; k < p->norder; k++) {
         const Node *c = node(f, p->order[k]);
-        if (p->group_of[c->id] < 0 && fuse_same_logits(f, c->id, anchor))
+        if (p->group_of[c->id] < 0 && fuse_same_logits(f, c->id, anchor) && fuse_inputs_ready(f, c->id, grp))
             add(f, grp, c->id, R_ROW_OPS);
     }
+}
+
+/* Rule row-tail: the GEMM kernel row op r may run in after its epilogue,
+ * or -1. Its logits are the value the GEMM's epilogue computes over the
+ * whole product ([M, N], not a view), at most ROW_TAIL_MAX_COLS wide, so
+ * one GPU block holds whole rows of a tile: once it has stored them, it
+ * runs the row ops on them (a small classifier head: the logits' GEMM,
+ * softmax + cross-entropy, its gradient and the last bias gradient in one
+ * kernel). */
+int fuse_row_tail(const Fuser *f, int r)
+{
+    const Node *rn = node(f, r);
+    if (op_kind[rn->op] != K_ROW || f->p->group_of[r] >= 0)
+        return -1;
+    const int x = rn->in[0], gx = f->p->group_of[x];
+    if (gx < 0 || plan_is_view(f->p, x))
+        return -1;
+    const Group *gr = &f->p->groups[gx];
+    const Shape *s = &node(f, x)->shape;
+    if (gr->kind != G_MATMUL || gr->row_anchor >= 0 || !ir_same_shape(s, &node(f, gr->anchor)->shape)
+        || s->rank != 2 || s->d[1] > ROW_TAIL_MAX_COLS)
+        return -1;
+    return fuse_inputs_ready(f, r, gx) ? gx : -1;
 }
 
 static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbuckets] */)
@@ -336,8 +362,13 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
             absorb_reductions(f, grp);
         return;
     case K_ROW:
-        grp = new_group(f, G_ROW, id);
-        add(f, grp, id, 0);
+        if ((on & R_ROW_TAIL) && (grp = fuse_row_tail(f, id)) >= 0) {
+            f->p->groups[grp].row_anchor = id;
+            add(f, grp, id, R_ROW_TAIL);
+        } else {
+            grp = new_group(f, G_ROW, id);
+            add(f, grp, id, 0);
+        }
         if (on & R_ROW_OPS)
             absorb_row_ops(f, grp, id);
         if (on & R_REDUCTION)

@@ -134,6 +134,35 @@ static char *why_pool(const Fuser *f, int x, int c, int gx, int pl)
     return why_chain(f, x, c, gx, R_POOL_CHAIN);
 }
 
+/* Rule row-tail: row op c of GEMM group gx's value x. */
+static char *why_row_tail(const Fuser *f, int x, int c, int gx)
+{
+    const Plan *p = f->p;
+    const Group *gr = &p->groups[gx];
+    const Shape *s = &node(p, x)->shape;
+    if (!(f->rules & R_ROW_TAIL))
+        return util_strdup("rule_off(row-tail): the rule is switched off; allow: --fusion=...,+row-tail");
+    if (gr->row_anchor >= 0 && !fuse_same_logits(f, c, gr->row_anchor))
+        return util_fmt("row_tail: %s already runs the row ops of %s%%%d; allow: row ops of two values in one "
+                        "tail (not implemented)", gr->name, op_text[node(p, node(p, gr->row_anchor)->in[0])->op],
+                        node(p, gr->row_anchor)->in[0]);
+    if (!ir_same_shape(s, &node(p, gr->anchor)->shape) || s->rank != 2)
+        return util_fmt("row_tail: %s%%%d (%s) is not the product's own [rows, columns] value; allow: row ops of "
+                        "a view of the product (not implemented)", op_text[node(p, x)->op], x, shape_str(s));
+    if (s->d[1] > ROW_TAIL_MAX_COLS)
+        return util_fmt("row_tail: rows of %lld values, more than a GPU GEMM tile's %d columns, so no block holds "
+                        "a whole row; allow: a tail over several column tiles (not implemented)",
+                        (long long)s->d[1], ROW_TAIL_MAX_COLS);
+    int late = late_input(f, c, gx);
+    if (late >= 0)
+        return util_fmt("inputs_ready: its input %s%%%d is computed after %s starts; allow: a schedule that "
+                        "computes it first (not implemented)", op_text[node(p, late)->op], late, gr->name);
+    if (!(f->rules & R_ROW_OPS))
+        return util_strdup("rule_off(row-ops): the tail takes one row op without rule row-ops; allow: "
+                           "--fusion=...,+row-ops");
+    return util_strdup("row_tail: the row op starts its own kernel");
+}
+
 static char *explain_pair(const Fuser *f, int x, int c)
 {
     const Plan *p = f->p;
@@ -165,9 +194,12 @@ static char *explain_pair(const Fuser *f, int x, int c)
         return why_reduction(f, x, c, gx);
     if ((cn->op == OP_MAXPOOL || cn->op == OP_AVGPOOL) && grx->kind == G_EW)
         return why_pool(f, x, c, gx, c);
+    if (kc == K_ROW && grx->kind == G_MATMUL && cn->in[0] == x)
+        return why_row_tail(f, x, c, gx);
     if (kc == K_ROW)
         return util_fmt("no_rule(%s -> row): a row op needs whole rows of the logits per sample and starts its own "
-                        "kernel; allow: a row-op epilogue of the product (not implemented)", kind_text[grx->kind]);
+                        "kernel; allow: rule row-tail runs it in the GEMM kernel computing its logits, for no other "
+                        "kind of kernel (not implemented)", kind_text[grx->kind]);
     if (kc == K_OPT)
         return util_strdup("no_rule(-> optimizer): updates wait for their bucket's all-reduce, a schedule point; "
                            "allow: on one rank, the update in the gradient's kernel (not implemented)");

@@ -138,15 +138,27 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
             }
         }
         double tf = c.flops / (peak * eff), tb = c.bytes / t->bw, roof = fmax(tf, tb);
+        double tail_s = 0;  /* rule row-tail: after the GEMM, the row ops in one block a row tile */
+        if (p->groups[i].row_anchor >= 0) {
+            /* they read the rows back: their bytes at those blocks' share
+             * of the bandwidth, the rest of the GPU idle */
+            Group head, tail;
+            const Emit e = {NULL, p, &p->groups[i], i};
+            ex_row_tail_views(&e, &head, &tail);
+            const Node *r = p->g->n[tail.anchor];
+            double bytes = cost_group(p, &tail, batch, COST_GPU).bytes
+                         + 4.0 * (double)ir_numel(&p->g->n[r->in[0]]->shape, batch);
+            tail_s = bytes / (t->bw * fmin(1, ceil((double)batch / gt.tile_m) / t->sms));
+        }
         const int first = p->groups[i].pair_next, second = i > 0 && p->groups[i - 1].pair_next;
-        double secs = roof / busy + (first || second ? 0 : GRAPH_NODE_US * 1e-6);
+        double secs = roof / busy + tail_s + (first || second ? 0 : GRAPH_NODE_US * 1e-6);
         if (!first && !second)
             step += secs;
         fprintf(f, "  %-38s %8.0f %7.0f %6.0f %5.0f%% %10.2f %10.2f %9.2f %7s\n", p->groups[i].name, blocks, threads,
-                waves, 100 * busy, 1e6 * roof / busy, first || second ? 0 : GRAPH_NODE_US, 1e6 * secs,
+                waves, 100 * busy, 1e6 * (roof / busy + tail_s), first || second ? 0 : GRAPH_NODE_US, 1e6 * secs,
                 tf >= tb ? "flops" : "memory");
         if (first) {
-            pair_roof = roof, pair_alone = roof / busy, pair_blocks = blocks;
+            pair_roof = roof, pair_alone = roof / busy + tail_s, pair_blocks = blocks;
             continue;
         }
         if (!second)
@@ -156,7 +168,7 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
          * than there is (their roofline over the combined grid's share) */
         const double pb = pair_blocks + blocks, pw = ceil(pb / (t->sms * BLOCKS_PER_SM));
         const double pbusy = fmin(1, pb / (pw * t->sms));
-        const double ptime = fmax(fmax(pair_alone, roof / busy), (pair_roof + roof) / pbusy);
+        const double ptime = fmax(fmax(pair_alone, roof / busy + tail_s), (pair_roof + roof) / pbusy);
         step += ptime + GRAPH_NODE_US * 1e-6;
         fprintf(f, "  %-38s %8.0f %7.0f %6.0f %5.0f%% %10.2f %10.2f %9.2f %7s\n",
                 util_fmt("  = %s", emit_cuda_pair_name(p, i - 1)),

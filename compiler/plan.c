@@ -77,10 +77,21 @@ int plan_uses_outside(const Plan *p, int node)
     if (p->is_root[node] || n->op == OP_PARAM || n->grad_of >= 0 || n->op == OP_SUM_ALL)
         return 1;
     int grp = p->group_of[node];
+    /* rule row-tail: the row ops read the GEMM's rows back from memory */
+    const int tail = plan_in_row_tail(p, node);
     for (int k = 0; k < p->nuse[node]; k++)
-        if (grp < 0 || p->group_of[p->cons[node][k]] != grp)
+        if (grp < 0 || p->group_of[p->cons[node][k]] != grp || (!tail && plan_in_row_tail(p, p->cons[node][k])))
             return 1;
     return 0;
+}
+
+int plan_in_row_tail(const Plan *p, int node)
+{
+    const int grp = p->group_of[node];
+    if (grp < 0 || p->groups[grp].kind != G_MATMUL || p->groups[grp].row_anchor < 0)
+        return 0;
+    const Node *n = p->g->n[node];
+    return op_kind[n->op] == K_ROW || (op_kind[n->op] == K_RED && op_kind[p->g->n[n->in[0]]->op] == K_ROW);
 }
 
 void plan_dump_groups(FILE *f, const Plan *p)

@@ -152,6 +152,10 @@ static int legal_member(const Checker *c, const Group *gr, int id)
     case G_OPT: return k == K_OPT;
     case G_MATMUL:
     case G_EW:  /* rule pool-chain: a pooling of the chain's result, last */
+        /* rule row-tail: row ops of a value over the whole product, whole rows in a tile */
+        if (gr->kind == G_MATMUL && k == K_ROW)
+            return gr->row_anchor >= 0 && member(gr, n->in[0]) && ir_same_shape(&nd(c, n->in[0])->shape, space)
+                && space->rank == 2 && space->d[1] <= ROW_TAIL_MAX_COLS;
         return (k == K_EW && ir_same_shape(&n->shape, space)) || k == K_RED
             || (gr->kind == G_EW && (n->op == OP_MAXPOOL || n->op == OP_AVGPOOL) && member(gr, n->in[0])
                 && gr->nodes[gr->nnodes - 1] == id);

@@ -8,7 +8,9 @@
 #   - the Linear layer's GEMM with its bias epilogue: x, W, b read, the
 #     logits written; on the CPU (default target) the GEMM stores the
 #     product and the epilogue pass reads it back (2 x the product more);
-#     on a GPU (--target gpu) the epilogue is in registers;
+#     on a GPU (--target gpu) the epilogue is in registers; with rule
+#     row-tail the kernel also runs the loss's row ops (their own reads
+#     and writes, not the logits read back);
 #   - the batch-norm statistics pass: x read once, mean and variance
 #     written, the running mean and variance read and written, and
 #     num_batches_tracked read and written.
@@ -40,13 +42,20 @@ for opt in sgd:3 momentum:5 adam:7 adamw:7; do
     check "optimizer $name ($times x the parameter bytes)" "${kib:-missing}" $((times * 4 * P))
 done
 
-# GEMM + bias epilogue: x [N, 3136], W [10, 3136], b [10] read; logits [N, 10] written
+# GEMM + bias epilogue: x [N, 3136], W [10, 3136], b [10] read; logits [N, 10]
+# written; then its row tail (rule row-tail): the labels read (int32), the
+# logits' gradient [N, 10], the bias gradient [10] and the loss sum (one
+# float) written; the tail reads the logits back inside the kernel
 gemm=$((4 * (N * 3136 + 10 * 3136 + 10 + N * 10)))
-kib=$(awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_mm_nt_bias_add__epilogue$/ { print $4 }' "$tmp/sgd.txt")
-check "GEMM + bias epilogue, cpu (product stored and read back)" "${kib:-missing}" $((gemm + 2 * 4 * N * 10))
+tail=$((4 * N + 4 * N * 10 + 4 * 10 + 4))
+kib=$(awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_mm_nt_bias_add_ce_loss_.*__row_tail$/ { print $4 }' "$tmp/sgd.txt")
+check "GEMM + bias epilogue + row tail, cpu (product stored and read back)" "${kib:-missing}" $((gemm + 2 * 4 * N * 10 + tail))
 "$cddpc" "$dir/convbn_sgd.net" --report --target gpu > "$tmp/gpu.txt"
-kib=$(awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_mm_nt_bias_add__epilogue$/ { print $4 }' "$tmp/gpu.txt")
-check "GEMM + bias epilogue, gpu (epilogue in registers)" "${kib:-missing}" $gemm
+kib=$(awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_mm_nt_bias_add_ce_loss_.*__row_tail$/ { print $4 }' "$tmp/gpu.txt")
+check "GEMM + bias epilogue + row tail, gpu (epilogue in registers)" "${kib:-missing}" $((gemm + tail))
+"$cddpc" "$dir/convbn_sgd.net" --report --fusion=all,-row-tail > "$tmp/plain.txt"
+kib=$(awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_mm_nt_bias_add__epilogue$/ { print $4 }' "$tmp/plain.txt")
+check "GEMM + bias epilogue without the tail, cpu" "${kib:-missing}" $((gemm + 2 * 4 * N * 10))
 
 # batch-norm statistics pass: x [N, 4, 28, 28] read; [2, 4] stats written;
 # running mean and var [4] read and written; num_batches_tracked read and written

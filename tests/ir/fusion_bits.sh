@@ -4,9 +4,12 @@
 # bias into its store (conv_bias_epilogue) and a pooling with the chain
 # before it and its gradient with the chain after it (rule pool-chain,
 # which must fire for the ConvNet and tests/ir/pool_chain.net: max and
-# average pools) changes no bit. The ConvNet with plain and with synced
-# batch norm, a conv model in fp16 (the fused bias rounded as bias_add's
-# own kernel rounds it) and pool_chain.net, compiled at
+# average pools) and the row ops after the GEMM of their logits (rule
+# row-tail, which must fire for SimpleNet and for a loss with class
+# weights and label smoothing over 37 classes) changes no bit. The
+# ConvNet with plain and with synced batch norm, a conv model in fp16 (the
+# fused bias rounded as bias_add's own kernel rounds it), pool_chain.net,
+# SimpleNet and loss_weight.net, compiled at
 # --fusion=elementwise (each channel result its own kernel) and at the
 # default level, trains 10 steps on the CPU: saved weights and buffers, and
 # the step losses, must be byte-identical, and the default level must have
@@ -18,7 +21,7 @@ t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 fails=0
 for net in "$root/tests/golden/mnist_convnet.net" "$root/tests/ddp/syncbn.net" "$root/tests/cuda/models/amp_fp16.net" \
-           "$root/tests/ir/pool_chain.net"; do
+           "$root/tests/ir/pool_chain.net" "$root/models/mnist.net" "$root/tests/cuda/models/loss_weight.net"; do
     name=$(basename "$net" .net)
     for lvl in elementwise all; do
         "$cddpc" "$net" --fusion=$lvl -o "$t/$lvl" || { echo "FAIL $name: cddpc --fusion=$lvl"; exit 1; }
@@ -32,6 +35,12 @@ for net in "$root/tests/golden/mnist_convnet.net" "$root/tests/ddp/syncbn.net" "
         pc=$("$cddpc" "$net" --report | grep -c '__pool_chain ')
         if [ "$pc" -lt 4 ]; then
             echo "FAIL $name: $pc kernels of rule pool-chain (want the forward and backward of both pools)"
+            fails=$((fails + 1))
+        fi ;;
+    mnist|loss_weight)
+        rt=$("$cddpc" "$net" --report | grep -c '__row_tail ')
+        if [ "$rt" -lt 2 ]; then
+            echo "FAIL $name: $rt kernels of rule row-tail (want the train and the eval plan's)"
             fails=$((fails + 1))
         fi ;;
     esac

@@ -2,7 +2,7 @@
 # tests/ir/gpu_model.sh CDDPC: `--report --target h200` (compiler/gpu_model.c)
 # against the prediction worked by hand from the H200 datasheet (FP32
 # 66.9 TFLOP/s, 4.8 TB/s, 132 SMs x 2 blocks) for SimpleNet (batch 64):
-#   - t10_sgd_x6__optimizer: 3 x 4 x 535818 bytes (SGD reads p, g, writes p) over
+#   - t9_sgd_x6__optimizer: 3 x 4 x 535818 bytes (SGD reads p, g, writes p) over
 #     4.8 TB/s = 1.339 us; ceil(535824 / 256) = 2094 blocks of 256 (the
 #     aligned slab), 8 waves, all SMs busy; + 1 us graph node = 2.34 us;
 #   - t1_mm_nt_bias_add_relu__epilogue: 2 x 64 x 512 x 784 + 2 x 64 x 512 FLOPs at
@@ -19,10 +19,20 @@
 #     2143560 bytes over 4.8 TB/s on ceil(535824 / 4096) = 131 blocks of
 #     132 SMs = 0.45 us, + 1 us (the three memset nodes it replaces are
 #     gone);
-#   - t7_t8__siblings, fc2's dx and dW GEMMs in one launch: 64 blocks (dx,
+#   - t6_t7__siblings, fc2's dx and dW GEMMs in one launch: 64 blocks (dx,
 #     K = 256 in 8 slices) + 32 (dW, whose K is the batch: not split) in one
-#     wave side by side, so the slower part's time (t8's) + 1 us;
+#     wave side by side, so the slower part's time (t7's) + 1 us;
 #     its parts add no node of their own;
+#   - t3 (rule row-tail: fc3's GEMM, then softmax + cross-entropy, its
+#     gradient and fc3's bias gradient in the block that finishes the one
+#     64-row tile) against the same GEMM without the rule (--fusion=all,
+#     -row-tail, t3_mm_nt_bias_add__epilogue): the tail reads the logits
+#     back (64 x 10 floats), the labels (64 int32), writes the logits'
+#     gradient (64 x 10), the bias gradient (10) and the loss sum (4
+#     bytes): 5420 bytes at 1/132 of 4.8 TB/s, 0.149 us; what the tail
+#     adds to the kernel's own bytes (all but the logits' read back, 2860)
+#     at its 8 blocks' share, 0.010 us: 0.159 us more (to the printed
+#     hundredths); the row kernel's node (t4, 1.02 us) is gone;
 # the step is the kernels' and the runtime's node's sum plus 1/16 of a 5 us
 # graph launch; an unknown target lists the known ones.
 set -u
@@ -39,11 +49,20 @@ hand_sgd=$(awk 'BEGIN { printf "%.2f %.2f", 12 * 535818 / 4.8e12 * 1e6, 12 * 535
 hand_mm=$(awk 'BEGIN { f = 2 * 64 * 512 * 784 + 2 * 64 * 512; r = f / (0.5 * 66.9e12) * 1e6 * 132 / 104; printf "%.2f %.2f", r, r + 1 }')
 hand_zb=$(awk 'BEGIN { r = (4 * 535824 + 4 * 64 + 8) / 4.8e12 * 1e6 * 132 / 131; printf "%.2f %.2f", r, r + 1 }')
 part() { awk -v k="$1" '/^predicted train/ { on = 1 } on && $1 == k { print $6 }' "$t"; }
-pair=$(awk '/^predicted train/ { on = 1 } on && $1 == "=" && $2 == "t7_t8__siblings" { print $3, $5, $9 }' "$t")
-hand_pair=$(awk -v a="$(part t7_mm_nn_relu_grad_sum_rows__epilogue__reduction)" -v b="$(part t8_mm_tn)" \
+pair=$(awk '/^predicted train/ { on = 1 } on && $1 == "=" && $2 == "t6_t7__siblings" { print $3, $5, $9 }' "$t")
+hand_pair=$(awk -v a="$(part t6_mm_nn_relu_grad_sum_rows__epilogue__reduction)" -v b="$(part t7_mm_tn)" \
     'BEGIN { printf "96 1 %.2f", (a > b ? a : b) + 1 }')
-check "t7_t8__siblings blocks waves total" "$pair" "$hand_pair"
-check "t10_sgd_x6__optimizer blocks waves roofline total" "$(row t10_sgd_x6__optimizer)" "2094 8 $hand_sgd"
+check "t6_t7__siblings blocks waves total" "$pair" "$hand_pair"
+check "t9_sgd_x6__optimizer blocks waves roofline total" "$(row t9_sgd_x6__optimizer)" "2094 8 $hand_sgd"
+tail=$(part t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail)
+"$cddpc" models/mnist.net --fusion=all,-row-tail --report --target h200 > "$t.off" || { echo "FAIL cddpc -row-tail"; exit 1; }
+plain=$(awk '/^predicted train/ { on = 1 } on && $1 == "t3_mm_nt_bias_add__epilogue" { print $6 }' "$t.off")
+grep -q '^  t4_ce_loss' "$t.off" && ! grep -q '^  t[0-9]*_ce_loss' "$t" && echo "PASS row-tail: no row kernel of its own" ||
+    { echo "FAIL row-tail: the row kernel's node"; fail=1; }
+rm -f "$t.off"
+awk -v a="$tail" -v b="$plain" 'BEGIN { h = 5420 / 4.8e12 * 1e6 * 132 + 2860 / 4.8e12 * 1e6 * 132 / 8;
+     d = a - b; exit !(a != "" && b != "" && d > h - 0.011 && d < h + 0.011) }' &&
+    echo "PASS t3 row tail adds $tail - $plain us (hand 0.159)" || { echo "FAIL t3 row tail: $tail - $plain us, want 0.159 more"; fail=1; }
 check "t1_mm_nt_bias_add_relu__epilogue blocks waves roofline total" "$(row t1_mm_nt_bias_add_relu__epilogue)" "104 1 $hand_mm"
 check "runtime_step_turn blocks waves roofline total" "$(row runtime_step_turn)" "131 1 $hand_zb"
 grep -q memset "$t" && { echo "FAIL a memset node is still predicted"; fail=1; }

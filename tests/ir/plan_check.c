@@ -2,7 +2,8 @@
  * accepts what fuse and memplan produce for each model, and catches each
  * kind of broken plan planted into a copy: a node in two groups or in none,
  * a kernel scheduled before one it reads from, a parameter read after its
- * update, an illegal fusion, a reduction read inside its own kernel, and
+ * update, an illegal fusion (also: a row tail's row ops left in a GEMM
+ * kernel without the tail), a reduction read inside its own kernel, and
  * two live buffers that overlap. Exit status 1 if any verdict is wrong. */
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +181,23 @@ static void check_model(const char *path)
         }
     swap_groups(q, reader, opt);
     expect(plan_verify_groups, q, "after sgd", path, "a weight read after its optimizer update");
+
+    /* rule row-tail's row ops left in their GEMM's kernel with the tail
+     * taken away: row ops in a matmul kernel */
+    int tail = -1;
+    for (int i = 0; i < p->ngroups; i++)
+        if (p->groups[i].kind == G_MATMUL && p->groups[i].row_anchor >= 0)
+            tail = i;
+    if (tail >= 0) {
+        q = copy(p);
+        q->groups[tail].row_anchor = -1;
+        expect(plan_verify_groups, q, "cannot be fused", path, "row ops in a GEMM kernel without its row tail");
+    }
+
+    /* the row kernel's mutants: the plan without rule row-tail, so the
+     * loss's row ops have their own kernel */
+    p = train_plan(prog, FUSE_ALL & ~(FuseLevel)R_ROW_TAIL);
+    expect(plan_verify_groups, p, NULL, path, "the groups without rule row-tail");
 
     /* an illegal fusion: the logits' bias_add (elementwise) moved into the
      * loss kernel (row ops), which reads it: order still fine */

@@ -309,8 +309,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_mm_nt_bias_add_relu__epi
     t2_mm_nt_bias_add_relu__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }
 
-/* t3_mm_nt_bias_add__epilogue: mm_nt%14 bias_add%15 */
-__device__ __forceinline__ void t3_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
+/* t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: mm_nt%14 bias_add%15 ce_loss%16 sum_all%17 ce_grad%20 sum_rows%21 */
+__device__ __forceinline__ void t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
 {
     (void)bz;
     (void)gx;
@@ -321,6 +321,10 @@ __device__ __forceinline__ void t3_mm_nt_bias_add__epilogue_tile(const rt_exec *
     float *const b6 = (e->param + 16);
     float *const b15 = ((float *)(e->act + (int64_t)880 * e->nmax));
     float *const b7 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)864 * e->nmax));
+    double *const b17 = (e->stat + 0);
+    float *const b20 = ((float *)(e->act + (int64_t)992 * e->nmax));
+    float *const b21 = (e->grad + 0);
     const int64_t M = n, N = 13, K = 70;
     const int64_t R = M, C = N;
     (void)R;
@@ -436,8 +440,44 @@ __device__ __forceinline__ void t3_mm_nt_bias_add__epilogue_tile(const rt_exec *
             const float v15 = rt_round_bf16(v14 + rt_round_bf16(b7[j]));
             b15[i * C + j] = v15;
         }
+    __syncthreads();    /* the rows this block stored, seen by all its threads */
+    {
+        const int RL = 4;
+        const int lane = threadIdx.x & (RL - 1);
+        const int64_t ri = row0 + threadIdx.x / RL;
+        const int live = ri < M;
+        const int64_t i = live ? ri : M - 1;
+        const float *x = b15 + i * C;
+        const int y = b1[i];
+        float mx = lane < C ? x[lane] : -INFINITY;
+        int am = lane < C ? lane : (int)C;
+        for (int64_t j = lane + RL; j < C; j += RL)
+            if (x[j] > mx) { mx = x[j]; am = (int)j; }
+        for (int o = RL / 2; o > 0; o >>= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, mx, o);
+            const int oa = __shfl_xor_sync(0xffffffffu, am, o);
+            if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
+        }
+        float se = 0.0f;
+        for (int64_t j = lane; j < C; j += RL)
+            se += expf(x[j] - mx);
+        for (int o = RL / 2; o > 0; o >>= 1)
+            se += __shfl_xor_sync(0xffffffffu, se, o);
+        const float lse = mx + logf(se);
+        (void)am;
+        (void)lse;
+        const float v16 = lse - x[y];
+        if (lane == 0 && live)
+            atomicAdd(&b17[0], (double)v16);
+        const float scale20 = 1.0f / (float)n;
+        for (int64_t j = lane; live && j < C; j += RL) {
+            const float g = rt_round_bf16((expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale20);
+            b20[i * C + j] = g;
+            atomicAdd(&b21[j], g);
+        }
+    }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -446,56 +486,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add__epilogue
 #else
     float (*const Cs)[64 + 1] = 0;
 #endif
-    t3_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
+    t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }
 
-/* t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: ce_loss%16 sum_all%17 ce_grad%20 sum_rows%21 */
-extern "C" __global__ void __launch_bounds__(256, 2) t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b15 = ((float *)(e->act + (int64_t)880 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)864 * e->nmax));
-    double *const b17 = (e->stat + 0);
-    float *const b20 = ((float *)(e->act + (int64_t)992 * e->nmax));
-    float *const b21 = (e->grad + 0);
-    const int64_t C = 13;
-    const int lane = threadIdx.x & 31;
-    const int64_t i = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (i >= n)
-        return;    /* whole warps only: i is uniform per warp */
-    const float *x = b15 + i * C;
-    const int y = b1[i];
-    float mx = lane < C ? x[lane] : -INFINITY;
-    int am = lane < C ? lane : (int)C;
-    for (int64_t j = lane + 32; j < C; j += 32)
-        if (x[j] > mx) { mx = x[j]; am = (int)j; }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float om = __shfl_xor_sync(0xffffffffu, mx, o);
-        const int oa = __shfl_xor_sync(0xffffffffu, am, o);
-        if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
-    }
-    float se = 0.0f;
-    for (int64_t j = lane; j < C; j += 32)
-        se += expf(x[j] - mx);
-    for (int o = 16; o > 0; o >>= 1)
-        se += __shfl_xor_sync(0xffffffffu, se, o);
-    const float lse = mx + logf(se);
-    (void)am;
-    (void)lse;
-    const float v16 = lse - x[y];
-    if (lane == 0)
-        atomicAdd(&b17[0], (double)v16);
-    const float scale20 = 1.0f / (float)n;
-    for (int64_t j = lane; j < C; j += 32) {
-        const float g = rt_round_bf16((expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale20);
-        b20[i * C + j] = g;
-        atomicAdd(&b21[j], g);
-    }
-}
-
-/* t5_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%22 relu_grad%24 sum_rows%25 */
-__device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
+/* t4_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%22 relu_grad%24 sum_rows%25 */
+__device__ __forceinline__ void t4_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
 {
     (void)bz;
     (void)gx;
@@ -596,7 +591,7 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
         }
     }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t4_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -605,11 +600,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nn_relu_grad_sum_rows
 #else
     float (*const Cs)[64 + 1] = 0;
 #endif
-    t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
+    t4_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }
 
-/* t6_mm_tn: mm_tn%23 */
-__device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
+/* t5_mm_tn: mm_tn%23 */
+__device__ __forceinline__ void t5_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
 {
     (void)bz;
     (void)gx;
@@ -698,7 +693,7 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
             b23[i * C + j] = rt_round_bf16(acc[r][c]);
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t6_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -707,11 +702,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_mm_tn(const rt_exec *__r
 #else
     float (*const Cs)[64 + 1] = 0;
 #endif
-    t6_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
+    t5_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }
 
-/* t7_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%26 relu_grad%28 sum_rows%29 */
-__device__ __forceinline__ void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
+/* t6_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%26 relu_grad%28 sum_rows%29 */
+__device__ __forceinline__ void t6_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
 {
     (void)bz;
     (void)gx;
@@ -847,7 +842,7 @@ __device__ __forceinline__ void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction
         }
     }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t6_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -856,11 +851,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_relu_grad_sum_rows
 #else
     float (*const Cs)[64 + 1] = 0;
 #endif
-    t7_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
+    t6_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }
 
-/* t8_mm_tn: mm_tn%27 */
-__device__ __forceinline__ void t8_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
+/* t7_mm_tn: mm_tn%27 */
+__device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
 {
     (void)bz;
     (void)gx;
@@ -949,7 +944,7 @@ __device__ __forceinline__ void t8_mm_tn_tile(const rt_exec *__restrict__ e, con
             b27[i * C + j] = rt_round_bf16(acc[r][c]);
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -958,11 +953,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__r
 #else
     float (*const Cs)[64 + 1] = 0;
 #endif
-    t8_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
+    t7_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }
 
-/* t9_mm_tn: mm_tn%30 */
-__device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
+/* t8_mm_tn: mm_tn%30 */
+__device__ __forceinline__ void t8_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
 {
     (void)bz;
     (void)gx;
@@ -1051,7 +1046,7 @@ __device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, con
             b30[i * C + j] = rt_round_bf16(acc[r][c]);
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -1060,11 +1055,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_tn(const rt_exec *__r
 #else
     float (*const Cs)[64 + 1] = 0;
 #endif
-    t9_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
+    t8_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }
 
-/* t10_sgd_momentum_x6__optimizer: sgd_momentum%31 sgd_momentum%32 sgd_momentum%33 sgd_momentum%34 sgd_momentum%35 sgd_momentum%36 */
-extern "C" __global__ void __launch_bounds__(256, 2) t10_sgd_momentum_x6__optimizer(const rt_exec *__restrict__ e)
+/* t9_sgd_momentum_x6__optimizer: sgd_momentum%31 sgd_momentum%32 sgd_momentum%33 sgd_momentum%34 sgd_momentum%35 sgd_momentum%36 */
+extern "C" __global__ void __launch_bounds__(256, 2) t9_sgd_momentum_x6__optimizer(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1082,8 +1077,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t10_sgd_momentum_x6__optimi
     }
 }
 
-/* t5_t6__siblings: t5_mm_nn_relu_grad_sum_rows__epilogue__reduction and t6_mm_tn in one launch (rule siblings) */
-extern "C" __global__ void __launch_bounds__(256, 2) t5_t6__siblings(const rt_exec *__restrict__ e)
+/* t4_t5__siblings: t4_mm_nn_relu_grad_sum_rows__epilogue__reduction and t5_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t4_t5__siblings(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -1096,14 +1091,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_t6__siblings(const rt_ex
     const unsigned bx = 2u, by = 1u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
-            t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last, Cs);
+            t4_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last, Cs);
     } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
-        t6_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last, Cs);
+        t5_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last, Cs);
     }
 }
 
-/* t7_t8__siblings: t7_mm_nn_relu_grad_sum_rows__epilogue__reduction and t8_mm_tn in one launch (rule siblings) */
-extern "C" __global__ void __launch_bounds__(256, 2) t7_t8__siblings(const rt_exec *__restrict__ e)
+/* t6_t7__siblings: t6_mm_nn_relu_grad_sum_rows__epilogue__reduction and t7_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t6_t7__siblings(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -1116,9 +1111,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_t8__siblings(const rt_ex
     const unsigned bx = 1u, by = 2u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
-            t7_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last, Cs);
+            t6_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last, Cs);
     } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
-        t8_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last, Cs);
+        t7_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last, Cs);
     }
 }
 
@@ -1386,8 +1381,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_mm_nt_bias_add_relu__epi
     e2_mm_nt_bias_add_relu__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }
 
-/* e3_mm_nt_bias_add__epilogue: mm_nt%14 bias_add%15 */
-__device__ __forceinline__ void e3_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
+/* e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: mm_nt%14 bias_add%15 ce_loss%16 sum_all%17 correct%18 sum_all%19 */
+__device__ __forceinline__ void e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
 {
     (void)bz;
     (void)gx;
@@ -1398,6 +1393,9 @@ __device__ __forceinline__ void e3_mm_nt_bias_add__epilogue_tile(const rt_exec *
     float *const b6 = (e->param + 16);
     float *const b15 = ((float *)(e->act + (int64_t)80 * e->nmax));
     float *const b7 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)832 * e->nmax));
+    double *const b17 = (e->stat + 0);
+    double *const b19 = (e->stat + 1);
     const int64_t M = n, N = 13, K = 70;
     const int64_t R = M, C = N;
     (void)R;
@@ -1513,8 +1511,41 @@ __device__ __forceinline__ void e3_mm_nt_bias_add__epilogue_tile(const rt_exec *
             const float v15 = rt_round_bf16(v14 + rt_round_bf16(b7[j]));
             b15[i * C + j] = v15;
         }
+    __syncthreads();    /* the rows this block stored, seen by all its threads */
+    {
+        const int RL = 4;
+        const int lane = threadIdx.x & (RL - 1);
+        const int64_t ri = row0 + threadIdx.x / RL;
+        const int live = ri < M;
+        const int64_t i = live ? ri : M - 1;
+        const float *x = b15 + i * C;
+        const int y = b1[i];
+        float mx = lane < C ? x[lane] : -INFINITY;
+        int am = lane < C ? lane : (int)C;
+        for (int64_t j = lane + RL; j < C; j += RL)
+            if (x[j] > mx) { mx = x[j]; am = (int)j; }
+        for (int o = RL / 2; o > 0; o >>= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, mx, o);
+            const int oa = __shfl_xor_sync(0xffffffffu, am, o);
+            if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
+        }
+        float se = 0.0f;
+        for (int64_t j = lane; j < C; j += RL)
+            se += expf(x[j] - mx);
+        for (int o = RL / 2; o > 0; o >>= 1)
+            se += __shfl_xor_sync(0xffffffffu, se, o);
+        const float lse = mx + logf(se);
+        (void)am;
+        (void)lse;
+        const float v16 = lse - x[y];
+        if (lane == 0 && live)
+            atomicAdd(&b17[0], (double)v16);
+        const float v18 = am == y ? 1.0f : 0.0f;
+        if (lane == 0 && live)
+            atomicAdd(&b19[0], (double)v18);
+    }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -1523,46 +1554,5 @@ extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add__epilogue
 #else
     float (*const Cs)[64 + 1] = 0;
 #endif
-    e3_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
-}
-
-/* e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops: ce_loss%16 sum_all%17 correct%18 sum_all%19 */
-extern "C" __global__ void __launch_bounds__(256, 2) e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b15 = ((float *)(e->act + (int64_t)80 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)832 * e->nmax));
-    double *const b17 = (e->stat + 0);
-    double *const b19 = (e->stat + 1);
-    const int64_t C = 13;
-    const int lane = threadIdx.x & 31;
-    const int64_t i = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (i >= n)
-        return;    /* whole warps only: i is uniform per warp */
-    const float *x = b15 + i * C;
-    const int y = b1[i];
-    float mx = lane < C ? x[lane] : -INFINITY;
-    int am = lane < C ? lane : (int)C;
-    for (int64_t j = lane + 32; j < C; j += 32)
-        if (x[j] > mx) { mx = x[j]; am = (int)j; }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float om = __shfl_xor_sync(0xffffffffu, mx, o);
-        const int oa = __shfl_xor_sync(0xffffffffu, am, o);
-        if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
-    }
-    float se = 0.0f;
-    for (int64_t j = lane; j < C; j += 32)
-        se += expf(x[j] - mx);
-    for (int o = 16; o > 0; o >>= 1)
-        se += __shfl_xor_sync(0xffffffffu, se, o);
-    const float lse = mx + logf(se);
-    (void)am;
-    (void)lse;
-    const float v16 = lse - x[y];
-    if (lane == 0)
-        atomicAdd(&b17[0], (double)v16);
-    const float v18 = am == y ? 1.0f : 0.0f;
-    if (lane == 0)
-        atomicAdd(&b19[0], (double)v18);
+    e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }

@@ -336,8 +336,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_avgpool(const rt_exec *_
     }
 }
 
-/* t9_mm_nt_bias_add__epilogue: mm_nt%30 bias_add%31 */
-__device__ __forceinline__ void t9_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
+/* t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: mm_nt%30 bias_add%31 ce_loss%32 sum_all%33 ce_grad%36 sum_rows%37 */
+__device__ __forceinline__ void t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
 {
     (void)bz;
     (void)gx;
@@ -348,6 +348,10 @@ __device__ __forceinline__ void t9_mm_nt_bias_add__epilogue_tile(const rt_exec *
     float *const b15 = (e->param + 16);
     float *const b31 = ((float *)(e->act + (int64_t)1648 * e->nmax));
     float *const b16 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1744 * e->nmax));
+    double *const b33 = (e->stat + 0);
+    float *const b36 = ((float *)(e->act + (int64_t)1664 * e->nmax));
+    float *const b37 = (e->grad + 0);
     const int64_t M = n, N = 10, K = 24;
     const int64_t R = M, C = N;
     (void)R;
@@ -428,8 +432,44 @@ __device__ __forceinline__ void t9_mm_nt_bias_add__epilogue_tile(const rt_exec *
             const float v31 = rt_round_fp16(v30 + rt_round_fp16(b16[j]));
             b31[i * C + j] = v31;
         }
+    __syncthreads();    /* the rows this block stored, seen by all its threads */
+    {
+        const int RL = 4;
+        const int lane = threadIdx.x & (RL - 1);
+        const int64_t ri = row0 + threadIdx.x / RL;
+        const int live = ri < M;
+        const int64_t i = live ? ri : M - 1;
+        const float *x = b31 + i * C;
+        const int y = b1[i];
+        float mx = lane < C ? x[lane] : -INFINITY;
+        int am = lane < C ? lane : (int)C;
+        for (int64_t j = lane + RL; j < C; j += RL)
+            if (x[j] > mx) { mx = x[j]; am = (int)j; }
+        for (int o = RL / 2; o > 0; o >>= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, mx, o);
+            const int oa = __shfl_xor_sync(0xffffffffu, am, o);
+            if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
+        }
+        float se = 0.0f;
+        for (int64_t j = lane; j < C; j += RL)
+            se += expf(x[j] - mx);
+        for (int o = RL / 2; o > 0; o >>= 1)
+            se += __shfl_xor_sync(0xffffffffu, se, o);
+        const float lse = mx + logf(se);
+        (void)am;
+        (void)lse;
+        const float v32 = lse - x[y];
+        if (lane == 0 && live)
+            atomicAdd(&b33[0], (double)v32);
+        const float scale36 = 1.0f / (float)n * e->scale;
+        for (int64_t j = lane; live && j < C; j += RL) {
+            const float g = rt_round_fp16((expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale36);
+            b36[i * C + j] = g;
+            atomicAdd(&b37[j], g);
+        }
+    }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -438,56 +478,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nt_bias_add__epilogue
 #else
     float (*const Cs)[64 + 1] = 0;
 #endif
-    t9_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
+    t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }
 
-/* t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: ce_loss%32 sum_all%33 ce_grad%36 sum_rows%37 */
-extern "C" __global__ void __launch_bounds__(256, 2) t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b31 = ((float *)(e->act + (int64_t)1648 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1744 * e->nmax));
-    double *const b33 = (e->stat + 0);
-    float *const b36 = ((float *)(e->act + (int64_t)1664 * e->nmax));
-    float *const b37 = (e->grad + 0);
-    const int64_t C = 10;
-    const int lane = threadIdx.x & 31;
-    const int64_t i = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (i >= n)
-        return;    /* whole warps only: i is uniform per warp */
-    const float *x = b31 + i * C;
-    const int y = b1[i];
-    float mx = lane < C ? x[lane] : -INFINITY;
-    int am = lane < C ? lane : (int)C;
-    for (int64_t j = lane + 32; j < C; j += 32)
-        if (x[j] > mx) { mx = x[j]; am = (int)j; }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float om = __shfl_xor_sync(0xffffffffu, mx, o);
-        const int oa = __shfl_xor_sync(0xffffffffu, am, o);
-        if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
-    }
-    float se = 0.0f;
-    for (int64_t j = lane; j < C; j += 32)
-        se += expf(x[j] - mx);
-    for (int o = 16; o > 0; o >>= 1)
-        se += __shfl_xor_sync(0xffffffffu, se, o);
-    const float lse = mx + logf(se);
-    (void)am;
-    (void)lse;
-    const float v32 = lse - x[y];
-    if (lane == 0)
-        atomicAdd(&b33[0], (double)v32);
-    const float scale36 = 1.0f / (float)n * e->scale;
-    for (int64_t j = lane; j < C; j += 32) {
-        const float g = rt_round_fp16((expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale36);
-        b36[i * C + j] = g;
-        atomicAdd(&b37[j], g);
-    }
-}
-
-/* t11_mm_nn: mm_nn%38 */
-__device__ __forceinline__ void t11_mm_nn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
+/* t10_mm_nn: mm_nn%38 */
+__device__ __forceinline__ void t10_mm_nn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
 {
     (void)bz;
     (void)gx;
@@ -576,7 +571,7 @@ __device__ __forceinline__ void t11_mm_nn_tile(const rt_exec *__restrict__ e, co
             b38[i * C + j] = rt_round_fp16(acc[r][c]);
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t10_mm_nn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -585,11 +580,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nn(const rt_exec *__
 #else
     float (*const Cs)[64 + 1] = 0;
 #endif
-    t11_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
+    t10_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }
 
-/* t12_mm_tn: mm_tn%39 */
-__device__ __forceinline__ void t12_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
+/* t11_mm_tn: mm_tn%39 */
+__device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
 {
     (void)bz;
     (void)gx;
@@ -678,7 +673,7 @@ __device__ __forceinline__ void t12_mm_tn_tile(const rt_exec *__restrict__ e, co
             b39[i * C + j] = rt_round_fp16(acc[r][c]);
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -687,11 +682,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__
 #else
     float (*const Cs)[64 + 1] = 0;
 #endif
-    t12_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
+    t11_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }
 
-/* t13_avgpool_dx: avgpool_dx%41 */
-extern "C" __global__ void __launch_bounds__(256, 2) t13_avgpool_dx(const rt_exec *__restrict__ e)
+/* t12_avgpool_dx: avgpool_dx%41 */
+extern "C" __global__ void __launch_bounds__(256, 2) t12_avgpool_dx(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -714,8 +709,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t13_avgpool_dx(const rt_exe
     }
 }
 
-/* t14_bn_dx_bn_dw_sum_chan__channel_pass: bn_dx%42 bn_dw%43 sum_chan%44 */
-extern "C" __global__ void __launch_bounds__(256, 2) t14_bn_dx_bn_dw_sum_chan__channel_pass(const rt_exec *__restrict__ e)
+/* t13_bn_dx_bn_dw_sum_chan__channel_pass: bn_dx%42 bn_dw%43 sum_chan%44 */
+extern "C" __global__ void __launch_bounds__(256, 2) t13_bn_dx_bn_dw_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -761,8 +756,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t14_bn_dx_bn_dw_sum_chan__c
     for (int64_t t = threadIdx.x; t < M; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; b42[e] = scale * (b41[e] - mdy - (b24[e] - mean) * invstd * mdyx); }
 }
 
-/* t15_maxpool_dx: maxpool_dx%45 */
-extern "C" __global__ void __launch_bounds__(256, 2) t15_maxpool_dx(const rt_exec *__restrict__ e)
+/* t14_maxpool_dx: maxpool_dx%45 */
+extern "C" __global__ void __launch_bounds__(256, 2) t14_maxpool_dx(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -805,8 +800,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t15_maxpool_dx(const rt_exe
     }
 }
 
-/* t16_conv2d_dx: conv2d_dx%46 */
-extern "C" __global__ void __launch_bounds__(256, 2) t16_conv2d_dx(const rt_exec *__restrict__ e)
+/* t15_conv2d_dx: conv2d_dx%46 */
+extern "C" __global__ void __launch_bounds__(256, 2) t15_conv2d_dx(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -839,8 +834,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t16_conv2d_dx(const rt_exec
     }
 }
 
-/* t17_conv2d_dw: conv2d_dw%47 */
-extern "C" __global__ void __launch_bounds__(256, 2) t17_conv2d_dw(const rt_exec *__restrict__ e)
+/* t16_conv2d_dw: conv2d_dw%47 */
+extern "C" __global__ void __launch_bounds__(256, 2) t16_conv2d_dw(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -875,8 +870,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t17_conv2d_dw(const rt_exec
         b47[wi] = rt_round_fp16(total);
 }
 
-/* t18_relu_grad: relu_grad%48 */
-extern "C" __global__ void __launch_bounds__(256, 2) t18_relu_grad(const rt_exec *__restrict__ e)
+/* t17_relu_grad: relu_grad%48 */
+extern "C" __global__ void __launch_bounds__(256, 2) t17_relu_grad(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -894,8 +889,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t18_relu_grad(const rt_exec
     }
 }
 
-/* t19_bn_dx_bn_dw_sum_chan_x2__channel_pass: bn_dx%49 bn_dw%50 sum_chan%51 sum_chan%52 */
-extern "C" __global__ void __launch_bounds__(256, 2) t19_bn_dx_bn_dw_sum_chan_x2__channel_pass(const rt_exec *__restrict__ e)
+/* t18_bn_dx_bn_dw_sum_chan_x2__channel_pass: bn_dx%49 bn_dw%50 sum_chan%51 sum_chan%52 */
+extern "C" __global__ void __launch_bounds__(256, 2) t18_bn_dx_bn_dw_sum_chan_x2__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -958,8 +953,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t19_bn_dx_bn_dw_sum_chan_x2
         b52[c] = so;
 }
 
-/* t20_conv2d_dw: conv2d_dw%53 */
-extern "C" __global__ void __launch_bounds__(256, 2) t20_conv2d_dw(const rt_exec *__restrict__ e)
+/* t19_conv2d_dw: conv2d_dw%53 */
+extern "C" __global__ void __launch_bounds__(256, 2) t19_conv2d_dw(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -994,8 +989,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t20_conv2d_dw(const rt_exec
         b53[wi] = rt_round_fp16(total);
 }
 
-/* t21_adam_x9__optimizer: adam%54 adam%55 adam%56 adam%57 adam%58 adam%59 adam%60 adam%61 adam%62 */
-extern "C" __global__ void __launch_bounds__(256, 2) t21_adam_x9__optimizer(const rt_exec *__restrict__ e)
+/* t20_adam_x9__optimizer: adam%54 adam%55 adam%56 adam%57 adam%58 adam%59 adam%60 adam%61 adam%62 */
+extern "C" __global__ void __launch_bounds__(256, 2) t20_adam_x9__optimizer(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1018,8 +1013,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t21_adam_x9__optimizer(cons
     }
 }
 
-/* t11_t12__siblings: t11_mm_nn and t12_mm_tn in one launch (rule siblings) */
-extern "C" __global__ void __launch_bounds__(256, 2) t11_t12__siblings(const rt_exec *__restrict__ e)
+/* t10_t11__siblings: t10_mm_nn and t11_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t10_t11__siblings(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -1032,9 +1027,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_t12__siblings(const rt_
     const unsigned bx = 1u, by = 1u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
-            t11_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last, Cs);
+            t10_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last, Cs);
     } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
-        t12_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last, Cs);
+        t11_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last, Cs);
     }
 }
 
@@ -1257,8 +1252,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e8_avgpool(const rt_exec *_
     }
 }
 
-/* e9_mm_nt_bias_add__epilogue: mm_nt%30 bias_add%31 */
-__device__ __forceinline__ void e9_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
+/* e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: mm_nt%30 bias_add%31 ce_loss%32 sum_all%33 correct%34 sum_all%35 */
+__device__ __forceinline__ void e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last, float (*Cs)[64 + 1])
 {
     (void)bz;
     (void)gx;
@@ -1269,6 +1264,9 @@ __device__ __forceinline__ void e9_mm_nt_bias_add__epilogue_tile(const rt_exec *
     float *const b15 = (e->param + 16);
     float *const b31 = ((float *)(e->act + (int64_t)32 * e->nmax));
     float *const b16 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1088 * e->nmax));
+    double *const b33 = (e->stat + 0);
+    double *const b35 = (e->stat + 1);
     const int64_t M = n, N = 10, K = 24;
     const int64_t R = M, C = N;
     (void)R;
@@ -1349,8 +1347,41 @@ __device__ __forceinline__ void e9_mm_nt_bias_add__epilogue_tile(const rt_exec *
             const float v31 = rt_round_fp16(v30 + rt_round_fp16(b16[j]));
             b31[i * C + j] = v31;
         }
+    __syncthreads();    /* the rows this block stored, seen by all its threads */
+    {
+        const int RL = 4;
+        const int lane = threadIdx.x & (RL - 1);
+        const int64_t ri = row0 + threadIdx.x / RL;
+        const int live = ri < M;
+        const int64_t i = live ? ri : M - 1;
+        const float *x = b31 + i * C;
+        const int y = b1[i];
+        float mx = lane < C ? x[lane] : -INFINITY;
+        int am = lane < C ? lane : (int)C;
+        for (int64_t j = lane + RL; j < C; j += RL)
+            if (x[j] > mx) { mx = x[j]; am = (int)j; }
+        for (int o = RL / 2; o > 0; o >>= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, mx, o);
+            const int oa = __shfl_xor_sync(0xffffffffu, am, o);
+            if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
+        }
+        float se = 0.0f;
+        for (int64_t j = lane; j < C; j += RL)
+            se += expf(x[j] - mx);
+        for (int o = RL / 2; o > 0; o >>= 1)
+            se += __shfl_xor_sync(0xffffffffu, se, o);
+        const float lse = mx + logf(se);
+        (void)am;
+        (void)lse;
+        const float v32 = lse - x[y];
+        if (lane == 0 && live)
+            atomicAdd(&b33[0], (double)v32);
+        const float v34 = am == y ? 1.0f : 0.0f;
+        if (lane == 0 && live)
+            atomicAdd(&b35[0], (double)v34);
+    }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -1359,46 +1390,5 @@ extern "C" __global__ void __launch_bounds__(256, 2) e9_mm_nt_bias_add__epilogue
 #else
     float (*const Cs)[64 + 1] = 0;
 #endif
-    e9_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
-}
-
-/* e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops: ce_loss%32 sum_all%33 correct%34 sum_all%35 */
-extern "C" __global__ void __launch_bounds__(256, 2) e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b31 = ((float *)(e->act + (int64_t)32 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1088 * e->nmax));
-    double *const b33 = (e->stat + 0);
-    double *const b35 = (e->stat + 1);
-    const int64_t C = 10;
-    const int lane = threadIdx.x & 31;
-    const int64_t i = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (i >= n)
-        return;    /* whole warps only: i is uniform per warp */
-    const float *x = b31 + i * C;
-    const int y = b1[i];
-    float mx = lane < C ? x[lane] : -INFINITY;
-    int am = lane < C ? lane : (int)C;
-    for (int64_t j = lane + 32; j < C; j += 32)
-        if (x[j] > mx) { mx = x[j]; am = (int)j; }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float om = __shfl_xor_sync(0xffffffffu, mx, o);
-        const int oa = __shfl_xor_sync(0xffffffffu, am, o);
-        if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
-    }
-    float se = 0.0f;
-    for (int64_t j = lane; j < C; j += 32)
-        se += expf(x[j] - mx);
-    for (int o = 16; o > 0; o >>= 1)
-        se += __shfl_xor_sync(0xffffffffu, se, o);
-    const float lse = mx + logf(se);
-    (void)am;
-    (void)lse;
-    const float v32 = lse - x[y];
-    if (lane == 0)
-        atomicAdd(&b33[0], (double)v32);
-    const float v34 = am == y ? 1.0f : 0.0f;
-    if (lane == 0)
-        atomicAdd(&b35[0], (double)v34);
+    e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last, Cs);
 }

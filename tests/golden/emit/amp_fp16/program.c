@@ -369,8 +369,8 @@ static void t8_avgpool(rt_exec *e)
             }
 }
 
-/* t9_mm_nt_bias_add__epilogue: %30 %31 */
-static void t9_mm_nt_bias_add__epilogue(rt_exec *e)
+/* t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: %30 %31 %32 %33 %36 %37 */
+static void t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -378,6 +378,10 @@ static void t9_mm_nt_bias_add__epilogue(rt_exec *e)
     float *const b15 = (e->param + 16);
     float *const b31 = ((float *)(e->act + (int64_t)1648 * e->nmax));
     float *const b16 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1744 * e->nmax));
+    double *const b33 = (e->stat + 0);
+    float *const b36 = ((float *)(e->act + (int64_t)1664 * e->nmax));
+    float *const b37 = (e->grad + 0);
     rt_sgemm_prec(RT_PREC_FP16, 0, 1, n, 10, 24, b28, 24, b15, 24, b31, 10);
     const int64_t R = n, C = 10;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
@@ -387,18 +391,7 @@ static void t9_mm_nt_bias_add__epilogue(rt_exec *e)
         const float v31 = rt_round_fp16(v30 + rt_round_fp16(b16[j]));
         b31[i * C + j] = v31;
     }
-}
-
-/* t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: %32 %33 %36 %37 */
-static void t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b31 = ((float *)(e->act + (int64_t)1648 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1744 * e->nmax));
-    double *const b33 = (e->stat + 0);
-    float *const b36 = ((float *)(e->act + (int64_t)1664 * e->nmax));
-    float *const b37 = (e->grad + 0);
+    {
     const int64_t R = n, C = 10;
     double s33 = 0.0;
     for (int64_t j = 0; j < C; j++) b37[j] = 0.0f;
@@ -423,10 +416,11 @@ static void t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
         (void)lse;
     }
     b33[0] = s33;
+    }
 }
 
-/* t11_mm_nn: %38 */
-static void t11_mm_nn(rt_exec *e)
+/* t10_mm_nn: %38 */
+static void t10_mm_nn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -436,8 +430,8 @@ static void t11_mm_nn(rt_exec *e)
     rt_sgemm_prec(RT_PREC_FP16, 0, 0, n, 24, 10, b36, 10, b15, 24, b38, 24);
 }
 
-/* t12_mm_tn: %39 */
-static void t12_mm_tn(rt_exec *e)
+/* t11_mm_tn: %39 */
+static void t11_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -447,8 +441,8 @@ static void t12_mm_tn(rt_exec *e)
     rt_sgemm_prec(RT_PREC_FP16, 1, 0, 10, 24, n, b36, 10, b28, 24, b39, 24);
 }
 
-/* t13_avgpool_dx: %41 */
-static void t13_avgpool_dx(rt_exec *e)
+/* t12_avgpool_dx: %41 */
+static void t12_avgpool_dx(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -472,8 +466,8 @@ static void t13_avgpool_dx(rt_exec *e)
             }
 }
 
-/* t14_bn_dx_bn_dw_sum_chan__channel_pass: %42 %43 %44 */
-static void t14_bn_dx_bn_dw_sum_chan__channel_pass(rt_exec *e)
+/* t13_bn_dx_bn_dw_sum_chan__channel_pass: %42 %43 %44 */
+static void t13_bn_dx_bn_dw_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -515,8 +509,8 @@ static void t14_bn_dx_bn_dw_sum_chan__channel_pass(rt_exec *e)
     }
 }
 
-/* t15_maxpool_dx: %45 */
-static void t15_maxpool_dx(rt_exec *e)
+/* t14_maxpool_dx: %45 */
+static void t14_maxpool_dx(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -556,8 +550,8 @@ static void t15_maxpool_dx(rt_exec *e)
     }
 }
 
-/* t16_conv2d_dx: %46 */
-static void t16_conv2d_dx(rt_exec *e)
+/* t15_conv2d_dx: %46 */
+static void t15_conv2d_dx(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -624,8 +618,8 @@ static void t16_conv2d_dx(rt_exec *e)
         b46[k] = rt_round_fp16(b46[k]);
 }
 
-/* t17_conv2d_dw: %47 */
-static void t17_conv2d_dw(rt_exec *e)
+/* t16_conv2d_dw: %47 */
+static void t16_conv2d_dw(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -687,8 +681,8 @@ static void t17_conv2d_dw(rt_exec *e)
     }
 }
 
-/* t18_relu_grad: %48 */
-static void t18_relu_grad(rt_exec *e)
+/* t17_relu_grad: %48 */
+static void t17_relu_grad(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -705,8 +699,8 @@ static void t18_relu_grad(rt_exec *e)
     }
 }
 
-/* t19_bn_dx_bn_dw_sum_chan_x2__channel_pass: %49 %50 %51 %52 */
-static void t19_bn_dx_bn_dw_sum_chan_x2__channel_pass(rt_exec *e)
+/* t18_bn_dx_bn_dw_sum_chan_x2__channel_pass: %49 %50 %51 %52 */
+static void t18_bn_dx_bn_dw_sum_chan_x2__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -767,8 +761,8 @@ static void t19_bn_dx_bn_dw_sum_chan_x2__channel_pass(rt_exec *e)
     }
 }
 
-/* t20_conv2d_dw: %53 */
-static void t20_conv2d_dw(rt_exec *e)
+/* t19_conv2d_dw: %53 */
+static void t19_conv2d_dw(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -830,8 +824,8 @@ static void t20_conv2d_dw(rt_exec *e)
     }
 }
 
-/* t21_adam_x9__optimizer: %54 %55 %56 %57 %58 %59 %60 %61 %62 */
-static void t21_adam_x9__optimizer(rt_exec *e)
+/* t20_adam_x9__optimizer: %54 %55 %56 %57 %58 %59 %60 %61 %62 */
+static void t20_adam_x9__optimizer(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1136,8 +1130,8 @@ static void e8_avgpool(rt_exec *e)
             }
 }
 
-/* e9_mm_nt_bias_add__epilogue: %30 %31 */
-static void e9_mm_nt_bias_add__epilogue(rt_exec *e)
+/* e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: %30 %31 %32 %33 %34 %35 */
+static void e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1145,6 +1139,9 @@ static void e9_mm_nt_bias_add__epilogue(rt_exec *e)
     float *const b15 = (e->param + 16);
     float *const b31 = ((float *)(e->act + (int64_t)32 * e->nmax));
     float *const b16 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1088 * e->nmax));
+    double *const b33 = (e->stat + 0);
+    double *const b35 = (e->stat + 1);
     rt_sgemm_prec(RT_PREC_FP16, 0, 1, n, 10, 24, b28, 24, b15, 24, b31, 10);
     const int64_t R = n, C = 10;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
@@ -1154,17 +1151,7 @@ static void e9_mm_nt_bias_add__epilogue(rt_exec *e)
         const float v31 = rt_round_fp16(v30 + rt_round_fp16(b16[j]));
         b31[i * C + j] = v31;
     }
-}
-
-/* e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops: %32 %33 %34 %35 */
-static void e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b31 = ((float *)(e->act + (int64_t)32 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1088 * e->nmax));
-    double *const b33 = (e->stat + 0);
-    double *const b35 = (e->stat + 1);
+    {
     const int64_t R = n, C = 10;
     double s33 = 0.0;
     double s35 = 0.0;
@@ -1186,6 +1173,7 @@ static void e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
     }
     b33[0] = s33;
     b35[0] = s35;
+    }
 }
 
 static const rt_kernel train_kernels[] = {
@@ -1198,19 +1186,18 @@ static const rt_kernel train_kernels[] = {
     {t6_bn_stats_bn_running__channel_pass, "t6_bn_stats_bn_running__channel_pass", 1, {24, 162}, {152, 216}},
     {t7_bn_apply, "t7_bn_apply", 1, {0, 216}, {96, 432}},
     {t8_avgpool, "t8_avgpool", 1, {0, 54}, {0, 312}},
-    {t9_mm_nt_bias_add__epilogue, "t9_mm_nt_bias_add__epilogue", 1, {0, 490}, {1000, 216}},
-    {t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops, "t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", 2, {0, 91}, {44, 84}},
-    {t11_mm_nn, "t11_mm_nn", 2, {0, 480}, {960, 136}},
-    {t12_mm_tn, "t12_mm_tn", 2, {0, 480}, {960, 136}},
-    {t13_avgpool_dx, "t13_avgpool_dx", 2, {0, 24}, {0, 312}},
-    {t14_bn_dx_bn_dw_sum_chan__channel_pass, "t14_bn_dx_bn_dw_sum_chan__channel_pass", 2, {0, 648}, {120, 648}},
-    {t15_maxpool_dx, "t15_maxpool_dx", 2, {0, 54}, {0, 1656}},
-    {t16_conv2d_dx, "t16_conv2d_dx", 2, {0, 2160}, {144, 1920}},
-    {t17_conv2d_dw, "t17_conv2d_dw", 2, {0, 2160}, {144, 1920}},
-    {t18_relu_grad, "t18_relu_grad", 2, {0, 300}, {0, 3600}},
-    {t19_bn_dx_bn_dw_sum_chan_x2__channel_pass, "t19_bn_dx_bn_dw_sum_chan_x2__channel_pass", 2, {0, 3900}, {72, 3600}},
-    {t20_conv2d_dw, "t20_conv2d_dw", 2, {0, 5400}, {108, 4336}},
-    {t21_adam_x9__optimizer, "t21_adam_x9__optimizer", 3, {4008, 0}, {9352, 0}},
+    {t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail, "t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", 2, {0, 581}, {1044, 260}},
+    {t10_mm_nn, "t10_mm_nn", 2, {0, 480}, {960, 136}},
+    {t11_mm_tn, "t11_mm_tn", 2, {0, 480}, {960, 136}},
+    {t12_avgpool_dx, "t12_avgpool_dx", 2, {0, 24}, {0, 312}},
+    {t13_bn_dx_bn_dw_sum_chan__channel_pass, "t13_bn_dx_bn_dw_sum_chan__channel_pass", 2, {0, 648}, {120, 648}},
+    {t14_maxpool_dx, "t14_maxpool_dx", 2, {0, 54}, {0, 1656}},
+    {t15_conv2d_dx, "t15_conv2d_dx", 2, {0, 2160}, {144, 1920}},
+    {t16_conv2d_dw, "t16_conv2d_dw", 2, {0, 2160}, {144, 1920}},
+    {t17_relu_grad, "t17_relu_grad", 2, {0, 300}, {0, 3600}},
+    {t18_bn_dx_bn_dw_sum_chan_x2__channel_pass, "t18_bn_dx_bn_dw_sum_chan_x2__channel_pass", 2, {0, 3900}, {72, 3600}},
+    {t19_conv2d_dw, "t19_conv2d_dw", 2, {0, 5400}, {108, 4336}},
+    {t20_adam_x9__optimizer, "t20_adam_x9__optimizer", 3, {4008, 0}, {9352, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
@@ -1223,19 +1210,18 @@ static const rt_cuda_launch train_cuda[] = {
     {"t6_bn_stats_bn_running__channel_pass", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"t7_bn_apply", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"t8_avgpool", {256, 1, 1}, {1, 1, 1}, {24, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t9_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t10_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t11_mm_nn", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t11_t12__siblings"},
-    {"t12_mm_tn", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t13_avgpool_dx", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t14_bn_dx_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t15_maxpool_dx", {256, 1, 1}, {1, 1, 1}, {180, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t16_conv2d_dx", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t17_conv2d_dw", {256, 1, 1}, {36, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t18_relu_grad", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t19_bn_dx_bn_dw_sum_chan_x2__channel_pass", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t20_conv2d_dw", {256, 1, 1}, {27, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t21_adam_x9__optimizer", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t10_mm_nn", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t10_t11__siblings"},
+    {"t11_mm_tn", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t12_avgpool_dx", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t13_bn_dx_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t14_maxpool_dx", {256, 1, 1}, {1, 1, 1}, {180, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t15_conv2d_dx", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t16_conv2d_dw", {256, 1, 1}, {36, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t17_relu_grad", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t18_bn_dx_bn_dw_sum_chan_x2__channel_pass", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t19_conv2d_dw", {256, 1, 1}, {27, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t20_adam_x9__optimizer", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {
@@ -1248,8 +1234,7 @@ static const rt_kernel eval_kernels[] = {
     {e6_bn_stats, "e6_bn_stats", 1, {0, 162}, {96, 216}},
     {e7_bn_apply, "e7_bn_apply", 1, {0, 216}, {96, 432}},
     {e8_avgpool, "e8_avgpool", 1, {0, 54}, {0, 312}},
-    {e9_mm_nt_bias_add__epilogue, "e9_mm_nt_bias_add__epilogue", 1, {0, 490}, {1000, 216}},
-    {e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops, "e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops", 1, {0, 52}, {8, 44}},
+    {e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail, "e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", 1, {0, 542}, {1008, 220}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {
@@ -1262,35 +1247,34 @@ static const rt_cuda_launch eval_cuda[] = {
     {"e6_bn_stats", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"e7_bn_apply", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"e8_avgpool", {256, 1, 1}, {1, 1, 1}, {24, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e9_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e10_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const char cuda_src[] = /* all.cu */
     ;
 
 static const rt_param params[] = {
-    {"stem.0.weight", 4, {3, 1, 3, 3}, 384, 27, 9, 0, 0, 20},
-    {"stem.0.bias", 1, {3, 0, 0, 0}, 368, 3, 9, 1, 0, 19},
-    {"stem.1.weight", 1, {3, 0, 0, 0}, 352, 3, 0, 3, 0, 19},
-    {"stem.1.bias", 1, {3, 0, 0, 0}, 336, 3, 0, 2, 0, 19},
+    {"stem.0.weight", 4, {3, 1, 3, 3}, 384, 27, 9, 0, 0, 19},
+    {"stem.0.bias", 1, {3, 0, 0, 0}, 368, 3, 9, 1, 0, 18},
+    {"stem.1.weight", 1, {3, 0, 0, 0}, 352, 3, 0, 3, 0, 18},
+    {"stem.1.bias", 1, {3, 0, 0, 0}, 336, 3, 0, 2, 0, 18},
     {"stem.1.running_mean", 1, {3, 0, 0, 0}, 496, 3, 0, 2, -1, -1},
     {"stem.1.running_var", 1, {3, 0, 0, 0}, 480, 3, 0, 3, -1, -1},
     {"stem.1.num_batches_tracked", 0, {0, 0, 0, 0}, 464, 1, 0, 2, -1, -1},
-    {"mix.0.weight", 4, {6, 1, 3, 2}, 288, 36, 6, 0, 0, 17},
-    {"mix.2.weight", 1, {6, 0, 0, 0}, 272, 6, 0, 3, 0, 14},
-    {"mix.2.bias", 1, {6, 0, 0, 0}, 256, 6, 0, 2, 0, 14},
+    {"mix.0.weight", 4, {6, 1, 3, 2}, 288, 36, 6, 0, 0, 16},
+    {"mix.2.weight", 1, {6, 0, 0, 0}, 272, 6, 0, 3, 0, 13},
+    {"mix.2.bias", 1, {6, 0, 0, 0}, 256, 6, 0, 2, 0, 13},
     {"mix.2.running_mean", 1, {6, 0, 0, 0}, 448, 6, 0, 2, -1, -1},
     {"mix.2.running_var", 1, {6, 0, 0, 0}, 432, 6, 0, 3, -1, -1},
     {"mix.2.num_batches_tracked", 0, {0, 0, 0, 0}, 416, 1, 0, 2, -1, -1},
-    {"fc.weight", 2, {10, 24, 0, 0}, 16, 240, 24, 0, 0, 12},
-    {"fc.bias", 1, {10, 0, 0, 0}, 0, 10, 24, 1, 0, 10},
+    {"fc.weight", 2, {10, 24, 0, 0}, 16, 240, 24, 0, 0, 11},
+    {"fc.bias", 1, {10, 0, 0, 0}, 0, 10, 24, 1, 0, 9},
 };
 
 static const int param_flags[] = {0, 0, 0, 0, RT_PARAM_BUFFER, RT_PARAM_BUFFER, RT_PARAM_BUFFER | RT_PARAM_I64, 0, 0, 0, RT_PARAM_BUFFER, RT_PARAM_BUFFER, RT_PARAM_BUFFER | RT_PARAM_I64, 0, 0};
 
 static const rt_bucket buckets[] = {
-    {0, 411, 20, 21, 9},
+    {0, 411, 19, 20, 9},
 };
 static const float data_norm_mean[] = {0.1307f};
 static const float data_norm_std[] = {0.3081f};
@@ -1303,8 +1287,8 @@ static const rt_model cddp_model = {
     .nparam = 15,
     .param_floats = 512,
     .opt_floats = 1024,
-    .train = {train_kernels, 22, 2000, 32, 1, 0, -1, train_cuda},
-    .eval = {eval_kernels, 11, 1104, 32, 2, 0, 1, eval_cuda},
+    .train = {train_kernels, 21, 2000, 32, 1, 0, -1, train_cuda},
+    .eval = {eval_kernels, 10, 1104, 32, 2, 0, 1, eval_cuda},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,

@@ -287,8 +287,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t4_mm_nt_bias_add_dropout__
     t4_mm_nt_bias_add_dropout__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t5_mm_nt_bias_add__epilogue: mm_nt%22 bias_add%23 */
-__device__ __forceinline__ void t5_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: mm_nt%22 bias_add%23 ce_loss%24 sum_all%25 ce_grad%28 sum_rows%29 */
+__device__ __forceinline__ void t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -299,6 +299,10 @@ __device__ __forceinline__ void t5_mm_nt_bias_add__epilogue_tile(const rt_exec *
     float *const b8 = (e->param + 16);
     float *const b23 = ((float *)(e->act + (int64_t)912 * e->nmax));
     float *const b9 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1360 * e->nmax));
+    double *const b25 = (e->stat + 0);
+    float *const b28 = ((float *)(e->act + (int64_t)944 * e->nmax));
+    float *const b29 = (e->grad + 0);
     const int64_t M = n, N = 13, K = 21;
     const int64_t R = M, C = N;
     (void)R;
@@ -343,61 +347,52 @@ __device__ __forceinline__ void t5_mm_nt_bias_add__epilogue_tile(const rt_exec *
             const float v23 = v22 + b9[j];
             b23[i * C + j] = v23;
         }
+    __syncthreads();    /* the rows this block stored, seen by all its threads */
+    {
+        const int RL = 4;
+        const int lane = threadIdx.x & (RL - 1);
+        const int64_t ri = row0 + threadIdx.x / RL;
+        const int live = ri < M;
+        const int64_t i = live ? ri : M - 1;
+        const float *x = b23 + i * C;
+        const int y = b1[i];
+        float mx = lane < C ? x[lane] : -INFINITY;
+        int am = lane < C ? lane : (int)C;
+        for (int64_t j = lane + RL; j < C; j += RL)
+            if (x[j] > mx) { mx = x[j]; am = (int)j; }
+        for (int o = RL / 2; o > 0; o >>= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, mx, o);
+            const int oa = __shfl_xor_sync(0xffffffffu, am, o);
+            if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
+        }
+        float se = 0.0f;
+        for (int64_t j = lane; j < C; j += RL)
+            se += expf(x[j] - mx);
+        for (int o = RL / 2; o > 0; o >>= 1)
+            se += __shfl_xor_sync(0xffffffffu, se, o);
+        const float lse = mx + logf(se);
+        (void)am;
+        (void)lse;
+        const float v24 = lse - x[y];
+        if (lane == 0 && live)
+            atomicAdd(&b25[0], (double)v24);
+        const float scale28 = 1.0f / (float)n;
+        for (int64_t j = lane; live && j < C; j += RL) {
+            const float g = (expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale28;
+            b28[i * C + j] = g;
+            atomicAdd(&b29[j], g);
+        }
+    }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t5_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: ce_loss%24 sum_all%25 ce_grad%28 sum_rows%29 */
-extern "C" __global__ void __launch_bounds__(256, 2) t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b23 = ((float *)(e->act + (int64_t)912 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1360 * e->nmax));
-    double *const b25 = (e->stat + 0);
-    float *const b28 = ((float *)(e->act + (int64_t)944 * e->nmax));
-    float *const b29 = (e->grad + 0);
-    const int64_t C = 13;
-    const int lane = threadIdx.x & 31;
-    const int64_t i = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (i >= n)
-        return;    /* whole warps only: i is uniform per warp */
-    const float *x = b23 + i * C;
-    const int y = b1[i];
-    float mx = lane < C ? x[lane] : -INFINITY;
-    int am = lane < C ? lane : (int)C;
-    for (int64_t j = lane + 32; j < C; j += 32)
-        if (x[j] > mx) { mx = x[j]; am = (int)j; }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float om = __shfl_xor_sync(0xffffffffu, mx, o);
-        const int oa = __shfl_xor_sync(0xffffffffu, am, o);
-        if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
-    }
-    float se = 0.0f;
-    for (int64_t j = lane; j < C; j += 32)
-        se += expf(x[j] - mx);
-    for (int o = 16; o > 0; o >>= 1)
-        se += __shfl_xor_sync(0xffffffffu, se, o);
-    const float lse = mx + logf(se);
-    (void)am;
-    (void)lse;
-    const float v24 = lse - x[y];
-    if (lane == 0)
-        atomicAdd(&b25[0], (double)v24);
-    const float scale28 = 1.0f / (float)n;
-    for (int64_t j = lane; j < C; j += 32) {
-        const float g = (expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale28;
-        b28[i * C + j] = g;
-        atomicAdd(&b29[j], g);
-    }
-}
-
-/* t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction: mm_nn%30 dropout_grad%32 sum_rows%33 */
-__device__ __forceinline__ void t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t6_mm_nn_dropout_grad_sum_rows__epilogue__reduction: mm_nn%30 dropout_grad%32 sum_rows%33 */
+__device__ __forceinline__ void t6_mm_nn_dropout_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -462,15 +457,15 @@ __device__ __forceinline__ void t7_mm_nn_dropout_grad_sum_rows__epilogue__reduct
         }
     }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t6_mm_nn_dropout_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t6_mm_nn_dropout_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t8_mm_tn: mm_tn%31 */
-__device__ __forceinline__ void t8_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t7_mm_tn: mm_tn%31 */
+__device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -523,15 +518,15 @@ __device__ __forceinline__ void t8_mm_tn_tile(const rt_exec *__restrict__ e, con
             b31[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t8_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t7_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction: mm_nn%34 dropout_grad%36 relu_grad%37 sum_rows%38 */
-__device__ __forceinline__ void t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction: mm_nn%34 dropout_grad%36 relu_grad%37 sum_rows%38 */
+__device__ __forceinline__ void t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -598,15 +593,15 @@ __device__ __forceinline__ void t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilog
         }
     }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t10_mm_tn: mm_tn%35 */
-__device__ __forceinline__ void t10_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t9_mm_tn: mm_tn%35 */
+__device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -659,15 +654,15 @@ __device__ __forceinline__ void t10_mm_tn_tile(const rt_exec *__restrict__ e, co
             b35[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t10_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t10_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t9_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t11_mm_nn: mm_nn%39 */
-__device__ __forceinline__ void t11_mm_nn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t10_mm_nn: mm_nn%39 */
+__device__ __forceinline__ void t10_mm_nn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -720,15 +715,15 @@ __device__ __forceinline__ void t11_mm_nn_tile(const rt_exec *__restrict__ e, co
             b39[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t10_mm_nn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t11_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t10_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t12_mm_tn: mm_tn%40 */
-__device__ __forceinline__ void t12_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t11_mm_tn: mm_tn%40 */
+__device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -781,15 +776,15 @@ __device__ __forceinline__ void t12_mm_tn_tile(const rt_exec *__restrict__ e, co
             b40[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t12_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t11_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t13_dropout_grad_relu_grad__ew_chain: dropout_grad%42 relu_grad%43 */
-extern "C" __global__ void __launch_bounds__(256, 2) t13_dropout_grad_relu_grad__ew_chain(const rt_exec *__restrict__ e)
+/* t12_dropout_grad_relu_grad__ew_chain: dropout_grad%42 relu_grad%43 */
+extern "C" __global__ void __launch_bounds__(256, 2) t12_dropout_grad_relu_grad__ew_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -809,8 +804,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t13_dropout_grad_relu_grad_
     }
 }
 
-/* t14_sum_chan: sum_chan%44 */
-extern "C" __global__ void __launch_bounds__(256, 2) t14_sum_chan(const rt_exec *__restrict__ e)
+/* t13_sum_chan: sum_chan%44 */
+extern "C" __global__ void __launch_bounds__(256, 2) t13_sum_chan(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -834,8 +829,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t14_sum_chan(const rt_exec 
         b44[c] = s;
 }
 
-/* t15_conv2d_dw: conv2d_dw%45 */
-extern "C" __global__ void __launch_bounds__(256, 2) t15_conv2d_dw(const rt_exec *__restrict__ e)
+/* t14_conv2d_dw: conv2d_dw%45 */
+extern "C" __global__ void __launch_bounds__(256, 2) t14_conv2d_dw(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -870,8 +865,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t15_conv2d_dw(const rt_exec
         b45[wi] = total;
 }
 
-/* t16_sgd_momentum_x8__optimizer: sgd_momentum%46 sgd_momentum%47 sgd_momentum%48 sgd_momentum%49 sgd_momentum%50 sgd_momentum%51 sgd_momentum%52 sgd_momentum%53 */
-extern "C" __global__ void __launch_bounds__(256, 2) t16_sgd_momentum_x8__optimizer(const rt_exec *__restrict__ e)
+/* t15_sgd_momentum_x8__optimizer: sgd_momentum%46 sgd_momentum%47 sgd_momentum%48 sgd_momentum%49 sgd_momentum%50 sgd_momentum%51 sgd_momentum%52 sgd_momentum%53 */
+extern "C" __global__ void __launch_bounds__(256, 2) t15_sgd_momentum_x8__optimizer(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -888,8 +883,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t16_sgd_momentum_x8__optimi
     }
 }
 
-/* t7_t8__siblings: t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction and t8_mm_tn in one launch (rule siblings) */
-extern "C" __global__ void __launch_bounds__(256, 2) t7_t8__siblings(const rt_exec *__restrict__ e)
+/* t6_t7__siblings: t6_mm_nn_dropout_grad_sum_rows__epilogue__reduction and t7_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t6_t7__siblings(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -897,14 +892,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_t8__siblings(const rt_ex
     const unsigned bx = 1u, by = 1u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
-            t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+            t6_mm_nn_dropout_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
     } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
-        t8_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+        t7_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
     }
 }
 
-/* t9_t10__siblings: t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction and t10_mm_tn in one launch (rule siblings) */
-extern "C" __global__ void __launch_bounds__(256, 2) t9_t10__siblings(const rt_exec *__restrict__ e)
+/* t8_t9__siblings: t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction and t9_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t8_t9__siblings(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -912,14 +907,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_t10__siblings(const rt_e
     const unsigned bx = 1u, by = 1u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
-            t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+            t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
     } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
-        t10_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+        t9_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
     }
 }
 
-/* t11_t12__siblings: t11_mm_nn and t12_mm_tn in one launch (rule siblings) */
-extern "C" __global__ void __launch_bounds__(256, 2) t11_t12__siblings(const rt_exec *__restrict__ e)
+/* t10_t11__siblings: t10_mm_nn and t11_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t10_t11__siblings(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -927,9 +922,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_t12__siblings(const rt_
     const unsigned bx = 3u, by = 1u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
-            t11_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+            t10_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
     } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
-        t12_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+        t11_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
     }
 }
 
@@ -1165,8 +1160,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e4_mm_nt_bias_add__epilogue
     e4_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* e5_mm_nt_bias_add__epilogue: mm_nt%22 bias_add%23 */
-__device__ __forceinline__ void e5_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: mm_nt%22 bias_add%23 ce_loss%24 sum_all%25 correct%26 sum_all%27 */
+__device__ __forceinline__ void e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -1177,6 +1172,9 @@ __device__ __forceinline__ void e5_mm_nt_bias_add__epilogue_tile(const rt_exec *
     float *const b8 = (e->param + 16);
     float *const b23 = ((float *)(e->act + (int64_t)32 * e->nmax));
     float *const b9 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)976 * e->nmax));
+    double *const b25 = (e->stat + 0);
+    double *const b27 = (e->stat + 1);
     const int64_t M = n, N = 13, K = 21;
     const int64_t R = M, C = N;
     (void)R;
@@ -1221,51 +1219,43 @@ __device__ __forceinline__ void e5_mm_nt_bias_add__epilogue_tile(const rt_exec *
             const float v23 = v22 + b9[j];
             b23[i * C + j] = v23;
         }
+    __syncthreads();    /* the rows this block stored, seen by all its threads */
+    {
+        const int RL = 4;
+        const int lane = threadIdx.x & (RL - 1);
+        const int64_t ri = row0 + threadIdx.x / RL;
+        const int live = ri < M;
+        const int64_t i = live ? ri : M - 1;
+        const float *x = b23 + i * C;
+        const int y = b1[i];
+        float mx = lane < C ? x[lane] : -INFINITY;
+        int am = lane < C ? lane : (int)C;
+        for (int64_t j = lane + RL; j < C; j += RL)
+            if (x[j] > mx) { mx = x[j]; am = (int)j; }
+        for (int o = RL / 2; o > 0; o >>= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, mx, o);
+            const int oa = __shfl_xor_sync(0xffffffffu, am, o);
+            if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
+        }
+        float se = 0.0f;
+        for (int64_t j = lane; j < C; j += RL)
+            se += expf(x[j] - mx);
+        for (int o = RL / 2; o > 0; o >>= 1)
+            se += __shfl_xor_sync(0xffffffffu, se, o);
+        const float lse = mx + logf(se);
+        (void)am;
+        (void)lse;
+        const float v24 = lse - x[y];
+        if (lane == 0 && live)
+            atomicAdd(&b25[0], (double)v24);
+        const float v26 = am == y ? 1.0f : 0.0f;
+        if (lane == 0 && live)
+            atomicAdd(&b27[0], (double)v26);
+    }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) e5_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    e5_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
-}
-
-/* e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops: ce_loss%24 sum_all%25 correct%26 sum_all%27 */
-extern "C" __global__ void __launch_bounds__(256, 2) e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b23 = ((float *)(e->act + (int64_t)32 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)976 * e->nmax));
-    double *const b25 = (e->stat + 0);
-    double *const b27 = (e->stat + 1);
-    const int64_t C = 13;
-    const int lane = threadIdx.x & 31;
-    const int64_t i = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (i >= n)
-        return;    /* whole warps only: i is uniform per warp */
-    const float *x = b23 + i * C;
-    const int y = b1[i];
-    float mx = lane < C ? x[lane] : -INFINITY;
-    int am = lane < C ? lane : (int)C;
-    for (int64_t j = lane + 32; j < C; j += 32)
-        if (x[j] > mx) { mx = x[j]; am = (int)j; }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float om = __shfl_xor_sync(0xffffffffu, mx, o);
-        const int oa = __shfl_xor_sync(0xffffffffu, am, o);
-        if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
-    }
-    float se = 0.0f;
-    for (int64_t j = lane; j < C; j += 32)
-        se += expf(x[j] - mx);
-    for (int o = 16; o > 0; o >>= 1)
-        se += __shfl_xor_sync(0xffffffffu, se, o);
-    const float lse = mx + logf(se);
-    (void)am;
-    (void)lse;
-    const float v24 = lse - x[y];
-    if (lane == 0)
-        atomicAdd(&b25[0], (double)v24);
-    const float v26 = am == y ? 1.0f : 0.0f;
-    if (lane == 0)
-        atomicAdd(&b27[0], (double)v26);
+    e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }

@@ -159,8 +159,8 @@ static void t4_mm_nt_bias_add_dropout__epilogue(rt_exec *e)
     }
 }
 
-/* t5_mm_nt_bias_add__epilogue: %22 %23 */
-static void t5_mm_nt_bias_add__epilogue(rt_exec *e)
+/* t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: %22 %23 %24 %25 %28 %29 */
+static void t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -168,6 +168,10 @@ static void t5_mm_nt_bias_add__epilogue(rt_exec *e)
     float *const b8 = (e->param + 16);
     float *const b23 = ((float *)(e->act + (int64_t)912 * e->nmax));
     float *const b9 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1360 * e->nmax));
+    double *const b25 = (e->stat + 0);
+    float *const b28 = ((float *)(e->act + (int64_t)944 * e->nmax));
+    float *const b29 = (e->grad + 0);
     rt_sgemm(0, 1, n, 13, 21, b21, 21, b8, 21, b23, 13);
     const int64_t R = n, C = 13;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
@@ -177,18 +181,7 @@ static void t5_mm_nt_bias_add__epilogue(rt_exec *e)
         const float v23 = v22 + b9[j];
         b23[i * C + j] = v23;
     }
-}
-
-/* t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: %24 %25 %28 %29 */
-static void t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b23 = ((float *)(e->act + (int64_t)912 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1360 * e->nmax));
-    double *const b25 = (e->stat + 0);
-    float *const b28 = ((float *)(e->act + (int64_t)944 * e->nmax));
-    float *const b29 = (e->grad + 0);
+    {
     const int64_t R = n, C = 13;
     double s25 = 0.0;
     for (int64_t j = 0; j < C; j++) b29[j] = 0.0f;
@@ -213,10 +206,11 @@ static void t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
         (void)lse;
     }
     b25[0] = s25;
+    }
 }
 
-/* t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction: %30 %32 %33 */
-static void t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction(rt_exec *e)
+/* t6_mm_nn_dropout_grad_sum_rows__epilogue__reduction: %30 %32 %33 */
+static void t6_mm_nn_dropout_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -241,8 +235,8 @@ static void t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction(rt_exec *e)
     }
 }
 
-/* t8_mm_tn: %31 */
-static void t8_mm_tn(rt_exec *e)
+/* t7_mm_tn: %31 */
+static void t7_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -252,8 +246,8 @@ static void t8_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 13, 21, n, b28, 13, b21, 21, b31, 21);
 }
 
-/* t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction: %34 %36 %37 %38 */
-static void t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
+/* t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction: %34 %36 %37 %38 */
+static void t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -280,8 +274,8 @@ static void t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction(rt_exe
     }
 }
 
-/* t10_mm_tn: %35 */
-static void t10_mm_tn(rt_exec *e)
+/* t9_mm_tn: %35 */
+static void t9_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -291,8 +285,8 @@ static void t10_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 21, 37, n, b32, 21, b18, 37, b35, 37);
 }
 
-/* t11_mm_nn: %39 */
-static void t11_mm_nn(rt_exec *e)
+/* t10_mm_nn: %39 */
+static void t10_mm_nn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -302,8 +296,8 @@ static void t11_mm_nn(rt_exec *e)
     rt_sgemm(0, 0, n, 192, 37, b37, 37, b4, 192, b39, 192);
 }
 
-/* t12_mm_tn: %40 */
-static void t12_mm_tn(rt_exec *e)
+/* t11_mm_tn: %40 */
+static void t11_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -313,8 +307,8 @@ static void t12_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 37, 192, n, b37, 37, b13, 192, b40, 192);
 }
 
-/* t13_dropout_grad_relu_grad__ew_chain: %42 %43 */
-static void t13_dropout_grad_relu_grad__ew_chain(rt_exec *e)
+/* t12_dropout_grad_relu_grad__ew_chain: %42 %43 */
+static void t12_dropout_grad_relu_grad__ew_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -333,8 +327,8 @@ static void t13_dropout_grad_relu_grad__ew_chain(rt_exec *e)
     }
 }
 
-/* t14_sum_chan: %44 */
-static void t14_sum_chan(rt_exec *e)
+/* t13_sum_chan: %44 */
+static void t13_sum_chan(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -362,8 +356,8 @@ static void t14_sum_chan(rt_exec *e)
     }
 }
 
-/* t15_conv2d_dw: %45 */
-static void t15_conv2d_dw(rt_exec *e)
+/* t14_conv2d_dw: %45 */
+static void t14_conv2d_dw(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -429,8 +423,8 @@ static void t15_conv2d_dw(rt_exec *e)
     }
 }
 
-/* t16_sgd_momentum_x8__optimizer: %46 %47 %48 %49 %50 %51 %52 %53 */
-static void t16_sgd_momentum_x8__optimizer(rt_exec *e)
+/* t15_sgd_momentum_x8__optimizer: %46 %47 %48 %49 %50 %51 %52 %53 */
+static void t15_sgd_momentum_x8__optimizer(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -589,8 +583,8 @@ static void e4_mm_nt_bias_add__epilogue(rt_exec *e)
     }
 }
 
-/* e5_mm_nt_bias_add__epilogue: %22 %23 */
-static void e5_mm_nt_bias_add__epilogue(rt_exec *e)
+/* e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: %22 %23 %24 %25 %26 %27 */
+static void e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -598,6 +592,9 @@ static void e5_mm_nt_bias_add__epilogue(rt_exec *e)
     float *const b8 = (e->param + 16);
     float *const b23 = ((float *)(e->act + (int64_t)32 * e->nmax));
     float *const b9 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)976 * e->nmax));
+    double *const b25 = (e->stat + 0);
+    double *const b27 = (e->stat + 1);
     rt_sgemm(0, 1, n, 13, 21, b20, 21, b8, 21, b23, 13);
     const int64_t R = n, C = 13;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
@@ -607,17 +604,7 @@ static void e5_mm_nt_bias_add__epilogue(rt_exec *e)
         const float v23 = v22 + b9[j];
         b23[i * C + j] = v23;
     }
-}
-
-/* e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops: %24 %25 %26 %27 */
-static void e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b23 = ((float *)(e->act + (int64_t)32 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)976 * e->nmax));
-    double *const b25 = (e->stat + 0);
-    double *const b27 = (e->stat + 1);
+    {
     const int64_t R = n, C = 13;
     double s25 = 0.0;
     double s27 = 0.0;
@@ -639,6 +626,7 @@ static void e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
     }
     b25[0] = s25;
     b27[0] = s27;
+    }
 }
 
 static const rt_kernel train_kernels[] = {
@@ -647,18 +635,17 @@ static const rt_kernel train_kernels[] = {
     {t2_relu_dropout__ew_chain__dropout, "t2_relu_dropout__ew_chain__dropout", 1, {0, 576}, {0, 2304}},
     {t3_mm_nt_bias_add_relu_dropout__epilogue__dropout, "t3_mm_nt_bias_add_relu_dropout__epilogue__dropout", 1, {0, 14356}, {28564, 1360}},
     {t4_mm_nt_bias_add_dropout__epilogue, "t4_mm_nt_bias_add_dropout__epilogue", 1, {0, 1617}, {3192, 400}},
-    {t5_mm_nt_bias_add__epilogue, "t5_mm_nt_bias_add__epilogue", 1, {0, 559}, {1144, 240}},
-    {t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops, "t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", 2, {0, 118}, {56, 108}},
-    {t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction, "t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction", 2, {0, 609}, {1176, 304}},
-    {t8_mm_tn, "t8_mm_tn", 2, {0, 546}, {1092, 136}},
-    {t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction, "t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction", 2, {0, 1702}, {3256, 676}},
-    {t10_mm_tn, "t10_mm_tn", 2, {0, 1554}, {3108, 232}},
-    {t11_mm_nn, "t11_mm_nn", 2, {0, 14208}, {28416, 916}},
-    {t12_mm_tn, "t12_mm_tn", 2, {0, 14208}, {28416, 916}},
-    {t13_dropout_grad_relu_grad__ew_chain, "t13_dropout_grad_relu_grad__ew_chain", 2, {0, 576}, {0, 2304}},
-    {t14_sum_chan, "t14_sum_chan", 2, {0, 192}, {12, 768}},
-    {t15_conv2d_dw, "t15_conv2d_dw", 2, {0, 9600}, {300, 3904}},
-    {t16_sgd_momentum_x8__optimizer, "t16_sgd_momentum_x8__optimizer", 3, {41515, 0}, {166060, 0}},
+    {t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail, "t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", 2, {0, 677}, {1200, 296}},
+    {t6_mm_nn_dropout_grad_sum_rows__epilogue__reduction, "t6_mm_nn_dropout_grad_sum_rows__epilogue__reduction", 2, {0, 609}, {1176, 304}},
+    {t7_mm_tn, "t7_mm_tn", 2, {0, 546}, {1092, 136}},
+    {t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction, "t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction", 2, {0, 1702}, {3256, 676}},
+    {t9_mm_tn, "t9_mm_tn", 2, {0, 1554}, {3108, 232}},
+    {t10_mm_nn, "t10_mm_nn", 2, {0, 14208}, {28416, 916}},
+    {t11_mm_tn, "t11_mm_tn", 2, {0, 14208}, {28416, 916}},
+    {t12_dropout_grad_relu_grad__ew_chain, "t12_dropout_grad_relu_grad__ew_chain", 2, {0, 576}, {0, 2304}},
+    {t13_sum_chan, "t13_sum_chan", 2, {0, 192}, {12, 768}},
+    {t14_conv2d_dw, "t14_conv2d_dw", 2, {0, 9600}, {300, 3904}},
+    {t15_sgd_momentum_x8__optimizer, "t15_sgd_momentum_x8__optimizer", 3, {41515, 0}, {166060, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
@@ -667,18 +654,17 @@ static const rt_cuda_launch train_cuda[] = {
     {"t2_relu_dropout__ew_chain__dropout", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"t3_mm_nt_bias_add_relu_dropout__epilogue__dropout", {256, 1, 1}, {1, 1, 6}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1408, 222, 0, 1, 0},
     {"t4_mm_nt_bias_add_dropout__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t5_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t6_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t7_mm_nn_dropout_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t7_t8__siblings"},
-    {"t8_mm_tn", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t9_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t9_t10__siblings"},
-    {"t10_mm_tn", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t11_mm_nn", {256, 1, 1}, {3, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t11_t12__siblings"},
-    {"t12_mm_tn", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t13_dropout_grad_relu_grad__ew_chain", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t14_sum_chan", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t15_conv2d_dw", {256, 1, 1}, {75, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t16_sgd_momentum_x8__optimizer", {256, 1, 1}, {33, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t6_mm_nn_dropout_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t6_t7__siblings"},
+    {"t7_mm_tn", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t8_t9__siblings"},
+    {"t9_mm_tn", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t10_mm_nn", {256, 1, 1}, {3, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t10_t11__siblings"},
+    {"t11_mm_tn", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t12_dropout_grad_relu_grad__ew_chain", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t13_sum_chan", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t14_conv2d_dw", {256, 1, 1}, {75, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t15_sgd_momentum_x8__optimizer", {256, 1, 1}, {33, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {
@@ -687,8 +673,7 @@ static const rt_kernel eval_kernels[] = {
     {e2_relu, "e2_relu", 1, {0, 192}, {0, 1536}},
     {e3_mm_nt_bias_add_relu__epilogue, "e3_mm_nt_bias_add_relu__epilogue", 1, {0, 14282}, {28564, 1212}},
     {e4_mm_nt_bias_add__epilogue, "e4_mm_nt_bias_add__epilogue", 1, {0, 1575}, {3192, 400}},
-    {e5_mm_nt_bias_add__epilogue, "e5_mm_nt_bias_add__epilogue", 1, {0, 559}, {1144, 240}},
-    {e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops, "e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops", 1, {0, 67}, {8, 56}},
+    {e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail, "e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", 1, {0, 626}, {1152, 244}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {
@@ -697,28 +682,27 @@ static const rt_cuda_launch eval_cuda[] = {
     {"e2_relu", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"e3_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 6}, {0, 1, 0}, {0, 64, 0}, 0, 0, 992, 222, 0, 1, 0},
     {"e4_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e5_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e6_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const char cuda_src[] = /* all.cu */
     ;
 
 static const rt_param params[] = {
-    {"conv.weight", 4, {3, 1, 5, 5}, 8288, 75, 25, 0, 0, 15},
-    {"conv.bias", 1, {3, 0, 0, 0}, 8272, 3, 25, 1, 0, 14},
-    {"body.0.weight", 2, {37, 192, 0, 0}, 1168, 7104, 192, 0, 0, 12},
-    {"body.0.bias", 1, {37, 0, 0, 0}, 1120, 37, 192, 1, 0, 9},
-    {"body.3.weight", 2, {21, 37, 0, 0}, 336, 777, 37, 0, 0, 10},
-    {"body.3.bias", 1, {21, 0, 0, 0}, 304, 21, 37, 1, 0, 7},
-    {"body.5.weight", 2, {13, 21, 0, 0}, 16, 273, 21, 0, 0, 8},
-    {"body.5.bias", 1, {13, 0, 0, 0}, 0, 13, 21, 1, 0, 6},
+    {"conv.weight", 4, {3, 1, 5, 5}, 8288, 75, 25, 0, 0, 14},
+    {"conv.bias", 1, {3, 0, 0, 0}, 8272, 3, 25, 1, 0, 13},
+    {"body.0.weight", 2, {37, 192, 0, 0}, 1168, 7104, 192, 0, 0, 11},
+    {"body.0.bias", 1, {37, 0, 0, 0}, 1120, 37, 192, 1, 0, 8},
+    {"body.3.weight", 2, {21, 37, 0, 0}, 336, 777, 37, 0, 0, 9},
+    {"body.3.bias", 1, {21, 0, 0, 0}, 304, 21, 37, 1, 0, 6},
+    {"body.5.weight", 2, {13, 21, 0, 0}, 16, 273, 21, 0, 0, 7},
+    {"body.5.bias", 1, {13, 0, 0, 0}, 0, 13, 21, 1, 0, 5},
 };
 
 static const int param_flags[] = {0, 0, 0, 0, 0, 0, 0, 0};
 
 static const rt_bucket buckets[] = {
-    {0, 8363, 15, 16, 8},
+    {0, 8363, 14, 15, 8},
 };
 static const float data_norm_mean[] = {0.1307f};
 static const float data_norm_std[] = {0.3081f};
@@ -731,8 +715,8 @@ static const rt_model cddp_model = {
     .nparam = 8,
     .param_floats = 8368,
     .opt_floats = 8368,
-    .train = {train_kernels, 17, 1632, 16, 1, 0, -1, train_cuda},
-    .eval = {eval_kernels, 7, 1216, 16, 2, 0, 1, eval_cuda},
+    .train = {train_kernels, 16, 1632, 16, 1, 0, -1, train_cuda},
+    .eval = {eval_kernels, 6, 1216, 16, 2, 0, 1, eval_cuda},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 13, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,

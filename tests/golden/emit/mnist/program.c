@@ -64,8 +64,8 @@ static void t2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     }
 }
 
-/* t3_mm_nt_bias_add__epilogue: %15 %16 */
-static void t3_mm_nt_bias_add__epilogue(rt_exec *e)
+/* t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: %15 %16 %17 %18 %21 %22 */
+static void t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -73,6 +73,10 @@ static void t3_mm_nt_bias_add__epilogue(rt_exec *e)
     float *const b6 = (e->param + 16);
     float *const b16 = ((float *)(e->act + (int64_t)1568 * e->nmax));
     float *const b7 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1552 * e->nmax));
+    double *const b18 = (e->stat + 0);
+    float *const b21 = ((float *)(e->act + (int64_t)1584 * e->nmax));
+    float *const b22 = (e->grad + 0);
     rt_sgemm(0, 1, n, 10, 256, b14, 256, b6, 256, b16, 10);
     const int64_t R = n, C = 10;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
@@ -82,18 +86,7 @@ static void t3_mm_nt_bias_add__epilogue(rt_exec *e)
         const float v16 = v15 + b7[j];
         b16[i * C + j] = v16;
     }
-}
-
-/* t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: %17 %18 %21 %22 */
-static void t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b16 = ((float *)(e->act + (int64_t)1568 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1552 * e->nmax));
-    double *const b18 = (e->stat + 0);
-    float *const b21 = ((float *)(e->act + (int64_t)1584 * e->nmax));
-    float *const b22 = (e->grad + 0);
+    {
     const int64_t R = n, C = 10;
     double s18 = 0.0;
     for (int64_t j = 0; j < C; j++) b22[j] = 0.0f;
@@ -118,10 +111,11 @@ static void t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
         (void)lse;
     }
     b18[0] = s18;
+    }
 }
 
-/* t5_mm_nn_relu_grad_sum_rows__epilogue__reduction: %23 %25 %26 */
-static void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
+/* t4_mm_nn_relu_grad_sum_rows__epilogue__reduction: %23 %25 %26 */
+static void t4_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -146,8 +140,8 @@ static void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
     }
 }
 
-/* t6_mm_tn: %24 */
-static void t6_mm_tn(rt_exec *e)
+/* t5_mm_tn: %24 */
+static void t5_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -157,8 +151,8 @@ static void t6_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 10, 256, n, b21, 10, b14, 256, b24, 256);
 }
 
-/* t7_mm_nn_relu_grad_sum_rows__epilogue__reduction: %27 %29 %30 */
-static void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
+/* t6_mm_nn_relu_grad_sum_rows__epilogue__reduction: %27 %29 %30 */
+static void t6_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -183,8 +177,8 @@ static void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
     }
 }
 
-/* t8_mm_tn: %28 */
-static void t8_mm_tn(rt_exec *e)
+/* t7_mm_tn: %28 */
+static void t7_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -194,8 +188,8 @@ static void t8_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 256, 512, n, b25, 256, b11, 512, b28, 512);
 }
 
-/* t9_mm_tn: %31 */
-static void t9_mm_tn(rt_exec *e)
+/* t8_mm_tn: %31 */
+static void t8_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -205,8 +199,8 @@ static void t9_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 512, 784, n, b29, 512, b0, 784, b31, 784);
 }
 
-/* t10_sgd_x6__optimizer: %32 %33 %34 %35 %36 %37 */
-static void t10_sgd_x6__optimizer(rt_exec *e)
+/* t9_sgd_x6__optimizer: %32 %33 %34 %35 %36 %37 */
+static void t9_sgd_x6__optimizer(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -276,8 +270,8 @@ static void e2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     }
 }
 
-/* e3_mm_nt_bias_add__epilogue: %15 %16 */
-static void e3_mm_nt_bias_add__epilogue(rt_exec *e)
+/* e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: %15 %16 %17 %18 %19 %20 */
+static void e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -285,6 +279,9 @@ static void e3_mm_nt_bias_add__epilogue(rt_exec *e)
     float *const b6 = (e->param + 16);
     float *const b16 = ((float *)(e->act + (int64_t)256 * e->nmax));
     float *const b7 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1296 * e->nmax));
+    double *const b18 = (e->stat + 0);
+    double *const b20 = (e->stat + 1);
     rt_sgemm(0, 1, n, 10, 256, b14, 256, b6, 256, b16, 10);
     const int64_t R = n, C = 10;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
@@ -294,17 +291,7 @@ static void e3_mm_nt_bias_add__epilogue(rt_exec *e)
         const float v16 = v15 + b7[j];
         b16[i * C + j] = v16;
     }
-}
-
-/* e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops: %17 %18 %19 %20 */
-static void e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b16 = ((float *)(e->act + (int64_t)256 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1296 * e->nmax));
-    double *const b18 = (e->stat + 0);
-    double *const b20 = (e->stat + 1);
+    {
     const int64_t R = n, C = 10;
     double s18 = 0.0;
     double s20 = 0.0;
@@ -326,68 +313,65 @@ static void e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
     }
     b18[0] = s18;
     b20[0] = s20;
+    }
 }
 
 static const rt_kernel train_kernels[] = {
     {t0_images_labels__data, "t0_images_labels__data", 0, {0, 1568}, {0, 3925}},
     {t1_mm_nt_bias_add_relu__epilogue, "t1_mm_nt_bias_add_relu__epilogue", 1, {0, 803840}, {1607680, 9280}},
     {t2_mm_nt_bias_add_relu__epilogue, "t2_mm_nt_bias_add_relu__epilogue", 1, {0, 262656}, {525312, 5120}},
-    {t3_mm_nt_bias_add__epilogue, "t3_mm_nt_bias_add__epilogue", 1, {0, 5130}, {10280, 1144}},
-    {t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops, "t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", 2, {0, 91}, {44, 84}},
-    {t5_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 5632}, {11264, 4136}},
-    {t6_mm_tn, "t6_mm_tn", 2, {0, 5120}, {10240, 1064}},
-    {t7_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t7_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 263168}, {526336, 9216}},
-    {t8_mm_tn, "t8_mm_tn", 2, {0, 262144}, {524288, 3072}},
-    {t9_mm_tn, "t9_mm_tn", 2, {0, 802816}, {1605632, 5184}},
-    {t10_sgd_x6__optimizer, "t10_sgd_x6__optimizer", 3, {1071636, 0}, {6429816, 0}},
+    {t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail, "t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", 2, {0, 5221}, {10324, 1188}},
+    {t4_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t4_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 5632}, {11264, 4136}},
+    {t5_mm_tn, "t5_mm_tn", 2, {0, 5120}, {10240, 1064}},
+    {t6_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t6_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 263168}, {526336, 9216}},
+    {t7_mm_tn, "t7_mm_tn", 2, {0, 262144}, {524288, 3072}},
+    {t8_mm_tn, "t8_mm_tn", 2, {0, 802816}, {1605632, 5184}},
+    {t9_sgd_x6__optimizer, "t9_sgd_x6__optimizer", 3, {1071636, 0}, {6429816, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
     {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {8, 1, 13}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 6656, 0, 8, 0},
     {"t2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 16}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 4096, 16, 4, 0},
-    {"t3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 80, 32, 1, 0},
-    {"t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {4, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t5_t6__siblings"},
-    {"t6_mm_tn", {256, 1, 1}, {4, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t7_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {8, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 4096, 48, 8, "t7_t8__siblings"},
-    {"t8_mm_tn", {256, 1, 1}, {8, 4, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t9_mm_tn", {256, 1, 1}, {13, 8, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t10_sgd_x6__optimizer", {256, 1, 1}, {2094, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 80, 32, 1, 0},
+    {"t4_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {4, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t4_t5__siblings"},
+    {"t5_mm_tn", {256, 1, 1}, {4, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t6_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {8, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 4096, 48, 8, "t6_t7__siblings"},
+    {"t7_mm_tn", {256, 1, 1}, {8, 4, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t8_mm_tn", {256, 1, 1}, {13, 8, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t9_sgd_x6__optimizer", {256, 1, 1}, {2094, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {
     {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
     {e1_mm_nt_bias_add_relu__epilogue, "e1_mm_nt_bias_add_relu__epilogue", 1, {0, 803840}, {1607680, 9280}},
     {e2_mm_nt_bias_add_relu__epilogue, "e2_mm_nt_bias_add_relu__epilogue", 1, {0, 262656}, {525312, 5120}},
-    {e3_mm_nt_bias_add__epilogue, "e3_mm_nt_bias_add__epilogue", 1, {0, 5130}, {10280, 1144}},
-    {e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops, "e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops", 1, {0, 52}, {8, 44}},
+    {e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail, "e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", 1, {0, 5182}, {10288, 1148}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {
     {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {8, 1, 13}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 6656, 0, 8, 0},
     {"e2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 16}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 4096, 16, 4, 0},
-    {"e3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 80, 32, 1, 0},
-    {"e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 80, 32, 1, 0},
 };
 
 static const char cuda_src[] = /* all.cu */
     ;
 
 static const rt_param params[] = {
-    {"fc1.weight", 2, {512, 784, 0, 0}, 134416, 401408, 784, 0, 0, 9},
-    {"fc1.bias", 1, {512, 0, 0, 0}, 133904, 512, 784, 1, 0, 7},
-    {"fc2.weight", 2, {256, 512, 0, 0}, 2832, 131072, 512, 0, 0, 8},
-    {"fc2.bias", 1, {256, 0, 0, 0}, 2576, 256, 512, 1, 0, 5},
-    {"fc3.weight", 2, {10, 256, 0, 0}, 16, 2560, 256, 0, 0, 6},
-    {"fc3.bias", 1, {10, 0, 0, 0}, 0, 10, 256, 1, 0, 4},
+    {"fc1.weight", 2, {512, 784, 0, 0}, 134416, 401408, 784, 0, 0, 8},
+    {"fc1.bias", 1, {512, 0, 0, 0}, 133904, 512, 784, 1, 0, 6},
+    {"fc2.weight", 2, {256, 512, 0, 0}, 2832, 131072, 512, 0, 0, 7},
+    {"fc2.bias", 1, {256, 0, 0, 0}, 2576, 256, 512, 1, 0, 4},
+    {"fc3.weight", 2, {10, 256, 0, 0}, 16, 2560, 256, 0, 0, 5},
+    {"fc3.bias", 1, {10, 0, 0, 0}, 0, 10, 256, 1, 0, 3},
 };
 
 static const int param_flags[] = {0, 0, 0, 0, 0, 0};
 
 static const rt_bucket buckets[] = {
-    {0, 535824, 9, 10, 6},
+    {0, 535824, 8, 9, 6},
 };
 static const float data_norm_mean[] = {0.1307f};
 static const float data_norm_std[] = {0.3081f};
@@ -400,8 +384,8 @@ static const rt_model cddp_model = {
     .nparam = 6,
     .param_floats = 535824,
     .opt_floats = 0,
-    .train = {train_kernels, 11, 8720, 64, 1, 0, -1, train_cuda},
-    .eval = {eval_kernels, 5, 7968, 48, 2, 0, 1, eval_cuda},
+    .train = {train_kernels, 10, 8720, 64, 1, 0, -1, train_cuda},
+    .eval = {eval_kernels, 4, 7968, 48, 2, 0, 1, eval_cuda},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,

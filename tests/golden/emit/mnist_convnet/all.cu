@@ -406,8 +406,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t14_bn_apply_relu_maxpool__
     }
 }
 
-/* t15_mm_nt_bias_add__epilogue: mm_nt%41 bias_add%42 */
-__device__ __forceinline__ void t15_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: mm_nt%41 bias_add%42 ce_loss%43 sum_all%44 ce_grad%47 sum_rows%48 */
+__device__ __forceinline__ void t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -418,6 +418,10 @@ __device__ __forceinline__ void t15_mm_nt_bias_add__epilogue_tile(const rt_exec 
     float *const b16 = (e->param + 16);
     float *const b42 = ((float *)(e->act + (int64_t)39216 * e->nmax));
     float *const b17 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)39200 * e->nmax));
+    double *const b44 = (e->stat + 0);
+    float *const b47 = ((float *)(e->act + (int64_t)39232 * e->nmax));
+    float *const b48 = (e->grad + 0);
     const int64_t M = n, N = 10, K = 1568;
     const int64_t R = M, C = N;
     (void)R;
@@ -497,61 +501,52 @@ __device__ __forceinline__ void t15_mm_nt_bias_add__epilogue_tile(const rt_exec 
             const float v42 = v41 + b17[j];
             b42[i * C + j] = v42;
         }
+    __syncthreads();    /* the rows this block stored, seen by all its threads */
+    {
+        const int RL = 4;
+        const int lane = threadIdx.x & (RL - 1);
+        const int64_t ri = row0 + threadIdx.x / RL;
+        const int live = ri < M;
+        const int64_t i = live ? ri : M - 1;
+        const float *x = b42 + i * C;
+        const int y = b1[i];
+        float mx = lane < C ? x[lane] : -INFINITY;
+        int am = lane < C ? lane : (int)C;
+        for (int64_t j = lane + RL; j < C; j += RL)
+            if (x[j] > mx) { mx = x[j]; am = (int)j; }
+        for (int o = RL / 2; o > 0; o >>= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, mx, o);
+            const int oa = __shfl_xor_sync(0xffffffffu, am, o);
+            if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
+        }
+        float se = 0.0f;
+        for (int64_t j = lane; j < C; j += RL)
+            se += expf(x[j] - mx);
+        for (int o = RL / 2; o > 0; o >>= 1)
+            se += __shfl_xor_sync(0xffffffffu, se, o);
+        const float lse = mx + logf(se);
+        (void)am;
+        (void)lse;
+        const float v43 = lse - x[y];
+        if (lane == 0 && live)
+            atomicAdd(&b44[0], (double)v43);
+        const float scale47 = 1.0f / (float)n;
+        for (int64_t j = lane; live && j < C; j += RL) {
+            const float g = (expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale47;
+            b47[i * C + j] = g;
+            atomicAdd(&b48[j], g);
+        }
+    }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t15_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t15_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t16_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: ce_loss%43 sum_all%44 ce_grad%47 sum_rows%48 */
-extern "C" __global__ void __launch_bounds__(256, 2) t16_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b42 = ((float *)(e->act + (int64_t)39216 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)39200 * e->nmax));
-    double *const b44 = (e->stat + 0);
-    float *const b47 = ((float *)(e->act + (int64_t)39232 * e->nmax));
-    float *const b48 = (e->grad + 0);
-    const int64_t C = 10;
-    const int lane = threadIdx.x & 31;
-    const int64_t i = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (i >= n)
-        return;    /* whole warps only: i is uniform per warp */
-    const float *x = b42 + i * C;
-    const int y = b1[i];
-    float mx = lane < C ? x[lane] : -INFINITY;
-    int am = lane < C ? lane : (int)C;
-    for (int64_t j = lane + 32; j < C; j += 32)
-        if (x[j] > mx) { mx = x[j]; am = (int)j; }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float om = __shfl_xor_sync(0xffffffffu, mx, o);
-        const int oa = __shfl_xor_sync(0xffffffffu, am, o);
-        if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
-    }
-    float se = 0.0f;
-    for (int64_t j = lane; j < C; j += 32)
-        se += expf(x[j] - mx);
-    for (int o = 16; o > 0; o >>= 1)
-        se += __shfl_xor_sync(0xffffffffu, se, o);
-    const float lse = mx + logf(se);
-    (void)am;
-    (void)lse;
-    const float v43 = lse - x[y];
-    if (lane == 0)
-        atomicAdd(&b44[0], (double)v43);
-    const float scale47 = 1.0f / (float)n;
-    for (int64_t j = lane; j < C; j += 32) {
-        const float g = (expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale47;
-        b47[i * C + j] = g;
-        atomicAdd(&b48[j], g);
-    }
-}
-
-/* t17_mm_nn: mm_nn%49 */
-__device__ __forceinline__ void t17_mm_nn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t16_mm_nn: mm_nn%49 */
+__device__ __forceinline__ void t16_mm_nn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -604,15 +599,15 @@ __device__ __forceinline__ void t17_mm_nn_tile(const rt_exec *__restrict__ e, co
             b49[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t17_mm_nn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t16_mm_nn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t17_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t16_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t18_mm_tn: mm_tn%50 */
-__device__ __forceinline__ void t18_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t17_mm_tn: mm_tn%50 */
+__device__ __forceinline__ void t17_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -665,15 +660,15 @@ __device__ __forceinline__ void t18_mm_tn_tile(const rt_exec *__restrict__ e, co
             b50[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t18_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t17_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t18_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t17_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t19_maxpool_dx_relu_grad__pool_chain: maxpool_dx%52 relu_grad%53 */
-extern "C" __global__ void __launch_bounds__(256, 2) t19_maxpool_dx_relu_grad__pool_chain(const rt_exec *__restrict__ e)
+/* t18_maxpool_dx_relu_grad__pool_chain: maxpool_dx%52 relu_grad%53 */
+extern "C" __global__ void __launch_bounds__(256, 2) t18_maxpool_dx_relu_grad__pool_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -710,8 +705,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t19_maxpool_dx_relu_grad__p
     }
 }
 
-/* t20_bn_dpart_bn_dw_sum_chan__channel_pass: bn_dpart%54 bn_dw%57 sum_chan%58 */
-extern "C" __global__ void __launch_bounds__(256, 2) t20_bn_dpart_bn_dw_sum_chan__channel_pass(const rt_exec *__restrict__ e)
+/* t19_bn_dpart_bn_dw_sum_chan__channel_pass: bn_dpart%54 bn_dw%57 sum_chan%58 */
+extern "C" __global__ void __launch_bounds__(256, 2) t19_bn_dpart_bn_dw_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -757,8 +752,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t20_bn_dpart_bn_dw_sum_chan
     }
 }
 
-/* t21_allreduce: allreduce%55 */
-extern "C" __global__ void __launch_bounds__(256, 2) t21_allreduce(const rt_exec *__restrict__ e)
+/* t20_allreduce: allreduce%55 */
+extern "C" __global__ void __launch_bounds__(256, 2) t20_allreduce(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -768,8 +763,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t21_allreduce(const rt_exec
         b55[k] = b54[k];
 }
 
-/* t22_bn_gdx_sum_chan__channel_pass: bn_gdx%56 sum_chan%59 */
-extern "C" __global__ void __launch_bounds__(256, 2) t22_bn_gdx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
+/* t21_bn_gdx_sum_chan__channel_pass: bn_gdx%56 sum_chan%59 */
+extern "C" __global__ void __launch_bounds__(256, 2) t21_bn_gdx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -805,8 +800,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t22_bn_gdx_sum_chan__channe
         b59[c] = so;
 }
 
-/* t23_conv2d_dx: conv2d_dx%60 */
-extern "C" __global__ void __launch_bounds__(256, 2) t23_conv2d_dx(const rt_exec *__restrict__ e)
+/* t22_conv2d_dx: conv2d_dx%60 */
+extern "C" __global__ void __launch_bounds__(256, 2) t22_conv2d_dx(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -839,8 +834,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t23_conv2d_dx(const rt_exec
     }
 }
 
-/* t24_conv2d_dw: conv2d_dw%61 */
-extern "C" __global__ void __launch_bounds__(256, 2) t24_conv2d_dw(const rt_exec *__restrict__ e)
+/* t23_conv2d_dw: conv2d_dw%61 */
+extern "C" __global__ void __launch_bounds__(256, 2) t23_conv2d_dw(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -875,8 +870,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t24_conv2d_dw(const rt_exec
         b61[wi] = total;
 }
 
-/* t25_maxpool_dx_relu_grad__pool_chain: maxpool_dx%62 relu_grad%63 */
-extern "C" __global__ void __launch_bounds__(256, 2) t25_maxpool_dx_relu_grad__pool_chain(const rt_exec *__restrict__ e)
+/* t24_maxpool_dx_relu_grad__pool_chain: maxpool_dx%62 relu_grad%63 */
+extern "C" __global__ void __launch_bounds__(256, 2) t24_maxpool_dx_relu_grad__pool_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -913,8 +908,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t25_maxpool_dx_relu_grad__p
     }
 }
 
-/* t26_bn_dpart_bn_dw_sum_chan__channel_pass: bn_dpart%64 bn_dw%67 sum_chan%68 */
-extern "C" __global__ void __launch_bounds__(256, 2) t26_bn_dpart_bn_dw_sum_chan__channel_pass(const rt_exec *__restrict__ e)
+/* t25_bn_dpart_bn_dw_sum_chan__channel_pass: bn_dpart%64 bn_dw%67 sum_chan%68 */
+extern "C" __global__ void __launch_bounds__(256, 2) t25_bn_dpart_bn_dw_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -960,8 +955,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t26_bn_dpart_bn_dw_sum_chan
     }
 }
 
-/* t27_allreduce: allreduce%65 */
-extern "C" __global__ void __launch_bounds__(256, 2) t27_allreduce(const rt_exec *__restrict__ e)
+/* t26_allreduce: allreduce%65 */
+extern "C" __global__ void __launch_bounds__(256, 2) t26_allreduce(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -971,8 +966,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t27_allreduce(const rt_exec
         b65[k] = b64[k];
 }
 
-/* t28_bn_gdx_sum_chan__channel_pass: bn_gdx%66 sum_chan%69 */
-extern "C" __global__ void __launch_bounds__(256, 2) t28_bn_gdx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
+/* t27_bn_gdx_sum_chan__channel_pass: bn_gdx%66 sum_chan%69 */
+extern "C" __global__ void __launch_bounds__(256, 2) t27_bn_gdx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1008,8 +1003,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t28_bn_gdx_sum_chan__channe
         b69[c] = so;
 }
 
-/* t29_conv2d_dw: conv2d_dw%70 */
-extern "C" __global__ void __launch_bounds__(256, 2) t29_conv2d_dw(const rt_exec *__restrict__ e)
+/* t28_conv2d_dw: conv2d_dw%70 */
+extern "C" __global__ void __launch_bounds__(256, 2) t28_conv2d_dw(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1044,8 +1039,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t29_conv2d_dw(const rt_exec
         b70[wi] = total;
 }
 
-/* t30_sgd_x10__optimizer: sgd%71 sgd%72 sgd%73 sgd%74 sgd%75 sgd%76 sgd%77 sgd%78 sgd%79 sgd%80 */
-extern "C" __global__ void __launch_bounds__(256, 2) t30_sgd_x10__optimizer(const rt_exec *__restrict__ e)
+/* t29_sgd_x10__optimizer: sgd%71 sgd%72 sgd%73 sgd%74 sgd%75 sgd%76 sgd%77 sgd%78 sgd%79 sgd%80 */
+extern "C" __global__ void __launch_bounds__(256, 2) t29_sgd_x10__optimizer(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1058,8 +1053,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t30_sgd_x10__optimizer(cons
     }
 }
 
-/* t17_t18__siblings: t17_mm_nn and t18_mm_tn in one launch (rule siblings) */
-extern "C" __global__ void __launch_bounds__(256, 2) t17_t18__siblings(const rt_exec *__restrict__ e)
+/* t16_t17__siblings: t16_mm_nn and t17_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t16_t17__siblings(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -1067,9 +1062,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t17_t18__siblings(const rt_
     const unsigned bx = 25u, by = 1u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
-            t17_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+            t16_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
     } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
-        t18_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+        t17_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
     }
 }
 
@@ -1256,8 +1251,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e6_bn_apply_relu_maxpool__e
     }
 }
 
-/* e7_mm_nt_bias_add__epilogue: mm_nt%41 bias_add%42 */
-__device__ __forceinline__ void e7_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: mm_nt%41 bias_add%42 ce_loss%43 sum_all%44 correct%45 sum_all%46 */
+__device__ __forceinline__ void e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -1268,6 +1263,9 @@ __device__ __forceinline__ void e7_mm_nt_bias_add__epilogue_tile(const rt_exec *
     float *const b16 = (e->param + 16);
     float *const b42 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b17 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)15680 * e->nmax));
+    double *const b44 = (e->stat + 0);
+    double *const b46 = (e->stat + 1);
     const int64_t M = n, N = 10, K = 1568;
     const int64_t R = M, C = N;
     (void)R;
@@ -1347,51 +1345,43 @@ __device__ __forceinline__ void e7_mm_nt_bias_add__epilogue_tile(const rt_exec *
             const float v42 = v41 + b17[j];
             b42[i * C + j] = v42;
         }
+    __syncthreads();    /* the rows this block stored, seen by all its threads */
+    {
+        const int RL = 4;
+        const int lane = threadIdx.x & (RL - 1);
+        const int64_t ri = row0 + threadIdx.x / RL;
+        const int live = ri < M;
+        const int64_t i = live ? ri : M - 1;
+        const float *x = b42 + i * C;
+        const int y = b1[i];
+        float mx = lane < C ? x[lane] : -INFINITY;
+        int am = lane < C ? lane : (int)C;
+        for (int64_t j = lane + RL; j < C; j += RL)
+            if (x[j] > mx) { mx = x[j]; am = (int)j; }
+        for (int o = RL / 2; o > 0; o >>= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, mx, o);
+            const int oa = __shfl_xor_sync(0xffffffffu, am, o);
+            if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
+        }
+        float se = 0.0f;
+        for (int64_t j = lane; j < C; j += RL)
+            se += expf(x[j] - mx);
+        for (int o = RL / 2; o > 0; o >>= 1)
+            se += __shfl_xor_sync(0xffffffffu, se, o);
+        const float lse = mx + logf(se);
+        (void)am;
+        (void)lse;
+        const float v43 = lse - x[y];
+        if (lane == 0 && live)
+            atomicAdd(&b44[0], (double)v43);
+        const float v45 = am == y ? 1.0f : 0.0f;
+        if (lane == 0 && live)
+            atomicAdd(&b46[0], (double)v45);
+    }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) e7_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    e7_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
-}
-
-/* e8_ce_loss_sum_all_correct_sum_all__reduction__row_ops: ce_loss%43 sum_all%44 correct%45 sum_all%46 */
-extern "C" __global__ void __launch_bounds__(256, 2) e8_ce_loss_sum_all_correct_sum_all__reduction__row_ops(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b42 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)15680 * e->nmax));
-    double *const b44 = (e->stat + 0);
-    double *const b46 = (e->stat + 1);
-    const int64_t C = 10;
-    const int lane = threadIdx.x & 31;
-    const int64_t i = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (i >= n)
-        return;    /* whole warps only: i is uniform per warp */
-    const float *x = b42 + i * C;
-    const int y = b1[i];
-    float mx = lane < C ? x[lane] : -INFINITY;
-    int am = lane < C ? lane : (int)C;
-    for (int64_t j = lane + 32; j < C; j += 32)
-        if (x[j] > mx) { mx = x[j]; am = (int)j; }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float om = __shfl_xor_sync(0xffffffffu, mx, o);
-        const int oa = __shfl_xor_sync(0xffffffffu, am, o);
-        if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
-    }
-    float se = 0.0f;
-    for (int64_t j = lane; j < C; j += 32)
-        se += expf(x[j] - mx);
-    for (int o = 16; o > 0; o >>= 1)
-        se += __shfl_xor_sync(0xffffffffu, se, o);
-    const float lse = mx + logf(se);
-    (void)am;
-    (void)lse;
-    const float v43 = lse - x[y];
-    if (lane == 0)
-        atomicAdd(&b44[0], (double)v43);
-    const float v45 = am == y ? 1.0f : 0.0f;
-    if (lane == 0)
-        atomicAdd(&b46[0], (double)v45);
+    e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }

@@ -480,8 +480,8 @@ static void t14_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
     }
 }
 
-/* t15_mm_nt_bias_add__epilogue: %41 %42 */
-static void t15_mm_nt_bias_add__epilogue(rt_exec *e)
+/* t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: %41 %42 %43 %44 %47 %48 */
+static void t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -489,6 +489,10 @@ static void t15_mm_nt_bias_add__epilogue(rt_exec *e)
     float *const b16 = (e->param + 16);
     float *const b42 = ((float *)(e->act + (int64_t)39216 * e->nmax));
     float *const b17 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)39200 * e->nmax));
+    double *const b44 = (e->stat + 0);
+    float *const b47 = ((float *)(e->act + (int64_t)39232 * e->nmax));
+    float *const b48 = (e->grad + 0);
     rt_sgemm(0, 1, n, 10, 1568, b39, 1568, b16, 1568, b42, 10);
     const int64_t R = n, C = 10;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
@@ -498,18 +502,7 @@ static void t15_mm_nt_bias_add__epilogue(rt_exec *e)
         const float v42 = v41 + b17[j];
         b42[i * C + j] = v42;
     }
-}
-
-/* t16_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: %43 %44 %47 %48 */
-static void t16_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b42 = ((float *)(e->act + (int64_t)39216 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)39200 * e->nmax));
-    double *const b44 = (e->stat + 0);
-    float *const b47 = ((float *)(e->act + (int64_t)39232 * e->nmax));
-    float *const b48 = (e->grad + 0);
+    {
     const int64_t R = n, C = 10;
     double s44 = 0.0;
     for (int64_t j = 0; j < C; j++) b48[j] = 0.0f;
@@ -534,10 +527,11 @@ static void t16_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
         (void)lse;
     }
     b44[0] = s44;
+    }
 }
 
-/* t17_mm_nn: %49 */
-static void t17_mm_nn(rt_exec *e)
+/* t16_mm_nn: %49 */
+static void t16_mm_nn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -547,8 +541,8 @@ static void t17_mm_nn(rt_exec *e)
     rt_sgemm(0, 0, n, 1568, 10, b47, 10, b16, 1568, b49, 1568);
 }
 
-/* t18_mm_tn: %50 */
-static void t18_mm_tn(rt_exec *e)
+/* t17_mm_tn: %50 */
+static void t17_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -558,8 +552,8 @@ static void t18_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 10, 1568, n, b47, 10, b39, 1568, b50, 1568);
 }
 
-/* t19_maxpool_dx_relu_grad__pool_chain: %52 %53 */
-static void t19_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
+/* t18_maxpool_dx_relu_grad__pool_chain: %52 %53 */
+static void t18_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -602,8 +596,8 @@ static void t19_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
     }
 }
 
-/* t20_bn_dpart_bn_dw_sum_chan__channel_pass: %54 %57 %58 */
-static void t20_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
+/* t19_bn_dpart_bn_dw_sum_chan__channel_pass: %54 %57 %58 */
+static void t19_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -643,8 +637,8 @@ static void t20_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
     }
 }
 
-/* t21_allreduce: %55 */
-static void t21_allreduce(rt_exec *e)
+/* t20_allreduce: %55 */
+static void t20_allreduce(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -655,8 +649,8 @@ static void t21_allreduce(rt_exec *e)
     rt_sync_sum(b55, 64);
 }
 
-/* t22_bn_gdx_sum_chan__channel_pass: %56 %59 */
-static void t22_bn_gdx_sum_chan__channel_pass(rt_exec *e)
+/* t21_bn_gdx_sum_chan__channel_pass: %56 %59 */
+static void t21_bn_gdx_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -696,8 +690,8 @@ static void t22_bn_gdx_sum_chan__channel_pass(rt_exec *e)
     }
 }
 
-/* t23_conv2d_dx: %60 */
-static void t23_conv2d_dx(rt_exec *e)
+/* t22_conv2d_dx: %60 */
+static void t22_conv2d_dx(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -766,8 +760,8 @@ static void t23_conv2d_dx(rt_exec *e)
     }
 }
 
-/* t24_conv2d_dw: %61 */
-static void t24_conv2d_dw(rt_exec *e)
+/* t23_conv2d_dw: %61 */
+static void t23_conv2d_dw(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -833,8 +827,8 @@ static void t24_conv2d_dw(rt_exec *e)
     }
 }
 
-/* t25_maxpool_dx_relu_grad__pool_chain: %62 %63 */
-static void t25_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
+/* t24_maxpool_dx_relu_grad__pool_chain: %62 %63 */
+static void t24_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -877,8 +871,8 @@ static void t25_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
     }
 }
 
-/* t26_bn_dpart_bn_dw_sum_chan__channel_pass: %64 %67 %68 */
-static void t26_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
+/* t25_bn_dpart_bn_dw_sum_chan__channel_pass: %64 %67 %68 */
+static void t25_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -918,8 +912,8 @@ static void t26_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
     }
 }
 
-/* t27_allreduce: %65 */
-static void t27_allreduce(rt_exec *e)
+/* t26_allreduce: %65 */
+static void t26_allreduce(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -930,8 +924,8 @@ static void t27_allreduce(rt_exec *e)
     rt_sync_sum(b65, 32);
 }
 
-/* t28_bn_gdx_sum_chan__channel_pass: %66 %69 */
-static void t28_bn_gdx_sum_chan__channel_pass(rt_exec *e)
+/* t27_bn_gdx_sum_chan__channel_pass: %66 %69 */
+static void t27_bn_gdx_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -971,8 +965,8 @@ static void t28_bn_gdx_sum_chan__channel_pass(rt_exec *e)
     }
 }
 
-/* t29_conv2d_dw: %70 */
-static void t29_conv2d_dw(rt_exec *e)
+/* t28_conv2d_dw: %70 */
+static void t28_conv2d_dw(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1038,8 +1032,8 @@ static void t29_conv2d_dw(rt_exec *e)
     }
 }
 
-/* t30_sgd_x10__optimizer: %71 %72 %73 %74 %75 %76 %77 %78 %79 %80 */
-static void t30_sgd_x10__optimizer(rt_exec *e)
+/* t29_sgd_x10__optimizer: %71 %72 %73 %74 %75 %76 %77 %78 %79 %80 */
+static void t29_sgd_x10__optimizer(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1325,8 +1319,8 @@ static void e6_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
     }
 }
 
-/* e7_mm_nt_bias_add__epilogue: %41 %42 */
-static void e7_mm_nt_bias_add__epilogue(rt_exec *e)
+/* e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: %41 %42 %43 %44 %45 %46 */
+static void e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1334,6 +1328,9 @@ static void e7_mm_nt_bias_add__epilogue(rt_exec *e)
     float *const b16 = (e->param + 16);
     float *const b42 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b17 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)15680 * e->nmax));
+    double *const b44 = (e->stat + 0);
+    double *const b46 = (e->stat + 1);
     rt_sgemm(0, 1, n, 10, 1568, b39, 1568, b16, 1568, b42, 10);
     const int64_t R = n, C = 10;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
@@ -1343,17 +1340,7 @@ static void e7_mm_nt_bias_add__epilogue(rt_exec *e)
         const float v42 = v41 + b17[j];
         b42[i * C + j] = v42;
     }
-}
-
-/* e8_ce_loss_sum_all_correct_sum_all__reduction__row_ops: %43 %44 %45 %46 */
-static void e8_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b42 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)15680 * e->nmax));
-    double *const b44 = (e->stat + 0);
-    double *const b46 = (e->stat + 1);
+    {
     const int64_t R = n, C = 10;
     double s44 = 0.0;
     double s46 = 0.0;
@@ -1375,6 +1362,7 @@ static void e8_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
     }
     b44[0] = s44;
     b46[0] = s46;
+    }
 }
 
 static const rt_kernel train_kernels[] = {
@@ -1393,22 +1381,21 @@ static const rt_kernel train_kernels[] = {
     {t12_allreduce, "t12_allreduce", 1, {32, 0}, {256, 0}},
     {t13_bn_gstats_bn_running__channel_pass, "t13_bn_gstats_bn_running__channel_pass", 1, {128, 6272}, {1032, 25088}},
     {t14_bn_apply_relu_maxpool__ew_chain__pool_chain, "t14_bn_apply_relu_maxpool__ew_chain__pool_chain", 1, {0, 37632}, {512, 56448}},
-    {t15_mm_nt_bias_add__epilogue, "t15_mm_nt_bias_add__epilogue", 1, {0, 31370}, {62760, 6392}},
-    {t16_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops, "t16_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", 2, {0, 91}, {44, 84}},
-    {t17_mm_nn, "t17_mm_nn", 2, {0, 31360}, {62720, 6312}},
-    {t18_mm_tn, "t18_mm_tn", 2, {0, 31360}, {62720, 6312}},
-    {t19_maxpool_dx_relu_grad__pool_chain, "t19_maxpool_dx_relu_grad__pool_chain", 2, {0, 7840}, {0, 56448}},
-    {t20_bn_dpart_bn_dw_sum_chan__channel_pass, "t20_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 56448}, {768, 50176}},
-    {t21_allreduce, "t21_allreduce", 2, {64, 0}, {512, 0}},
-    {t22_bn_gdx_sum_chan__channel_pass, "t22_bn_gdx_sum_chan__channel_pass", 2, {0, 43904}, {768, 75264}},
-    {t23_conv2d_dx, "t23_conv2d_dx", 2, {0, 5017600}, {51200, 37632}},
-    {t24_conv2d_dw, "t24_conv2d_dw", 2, {0, 5017600}, {51200, 37632}},
-    {t25_maxpool_dx_relu_grad__pool_chain, "t25_maxpool_dx_relu_grad__pool_chain", 2, {0, 15680}, {0, 112896}},
-    {t26_bn_dpart_bn_dw_sum_chan__channel_pass, "t26_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 112896}, {384, 100352}},
-    {t27_allreduce, "t27_allreduce", 2, {32, 0}, {256, 0}},
-    {t28_bn_gdx_sum_chan__channel_pass, "t28_bn_gdx_sum_chan__channel_pass", 2, {0, 87808}, {384, 150528}},
-    {t29_conv2d_dw, "t29_conv2d_dw", 2, {0, 627200}, {1600, 53312}},
-    {t30_sgd_x10__optimizer, "t30_sgd_x10__optimizer", 3, {58068, 0}, {348408, 0}},
+    {t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail, "t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", 2, {0, 31461}, {62804, 6436}},
+    {t16_mm_nn, "t16_mm_nn", 2, {0, 31360}, {62720, 6312}},
+    {t17_mm_tn, "t17_mm_tn", 2, {0, 31360}, {62720, 6312}},
+    {t18_maxpool_dx_relu_grad__pool_chain, "t18_maxpool_dx_relu_grad__pool_chain", 2, {0, 7840}, {0, 56448}},
+    {t19_bn_dpart_bn_dw_sum_chan__channel_pass, "t19_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 56448}, {768, 50176}},
+    {t20_allreduce, "t20_allreduce", 2, {64, 0}, {512, 0}},
+    {t21_bn_gdx_sum_chan__channel_pass, "t21_bn_gdx_sum_chan__channel_pass", 2, {0, 43904}, {768, 75264}},
+    {t22_conv2d_dx, "t22_conv2d_dx", 2, {0, 5017600}, {51200, 37632}},
+    {t23_conv2d_dw, "t23_conv2d_dw", 2, {0, 5017600}, {51200, 37632}},
+    {t24_maxpool_dx_relu_grad__pool_chain, "t24_maxpool_dx_relu_grad__pool_chain", 2, {0, 15680}, {0, 112896}},
+    {t25_bn_dpart_bn_dw_sum_chan__channel_pass, "t25_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 112896}, {384, 100352}},
+    {t26_allreduce, "t26_allreduce", 2, {32, 0}, {256, 0}},
+    {t27_bn_gdx_sum_chan__channel_pass, "t27_bn_gdx_sum_chan__channel_pass", 2, {0, 87808}, {384, 150528}},
+    {t28_conv2d_dw, "t28_conv2d_dw", 2, {0, 627200}, {1600, 53312}},
+    {t29_sgd_x10__optimizer, "t29_sgd_x10__optimizer", 3, {58068, 0}, {348408, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
@@ -1427,22 +1414,21 @@ static const rt_cuda_launch train_cuda[] = {
     {"t12_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 192, 32, 0, 0, 0, 0, 0},
     {"t13_bn_gstats_bn_running__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"t14_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t15_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 49}, {0, 1, 0}, {0, 64, 0}, 0, 0, 49392, 490, 480, 1, 0},
-    {"t16_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t17_mm_nn", {256, 1, 1}, {25, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t17_t18__siblings"},
-    {"t18_mm_tn", {256, 1, 1}, {25, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t19_maxpool_dx_relu_grad__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t20_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t21_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 352, 64, 0, 0, 0, 0, 0},
-    {"t22_bn_gdx_sum_chan__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t23_conv2d_dx", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t24_conv2d_dw", {256, 1, 1}, {12800, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t25_maxpool_dx_relu_grad__pool_chain", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t26_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t27_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 448, 32, 0, 0, 0, 0, 0},
-    {"t28_bn_gdx_sum_chan__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t29_conv2d_dw", {256, 1, 1}, {400, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t30_sgd_x10__optimizer", {256, 1, 1}, {114, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 49}, {0, 1, 0}, {0, 64, 0}, 0, 0, 49392, 490, 480, 1, 0},
+    {"t16_mm_nn", {256, 1, 1}, {25, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t16_t17__siblings"},
+    {"t17_mm_tn", {256, 1, 1}, {25, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t18_maxpool_dx_relu_grad__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t19_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t20_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 352, 64, 0, 0, 0, 0, 0},
+    {"t21_bn_gdx_sum_chan__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t22_conv2d_dx", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t23_conv2d_dw", {256, 1, 1}, {12800, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t24_maxpool_dx_relu_grad__pool_chain", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t25_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t26_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 448, 32, 0, 0, 0, 0, 0},
+    {"t27_bn_gdx_sum_chan__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t28_conv2d_dw", {256, 1, 1}, {400, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t29_sgd_x10__optimizer", {256, 1, 1}, {114, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {
@@ -1453,8 +1439,7 @@ static const rt_kernel eval_kernels[] = {
     {e4_conv2d_bias_add__conv_bias, "e4_conv2d_bias_add__conv_bias", 1, {0, 5023872}, {51328, 37632}},
     {e5_bn_gstats, "e5_bn_gstats", 1, {0, 6272}, {512, 25088}},
     {e6_bn_apply_relu_maxpool__ew_chain__pool_chain, "e6_bn_apply_relu_maxpool__ew_chain__pool_chain", 1, {0, 37632}, {512, 31360}},
-    {e7_mm_nt_bias_add__epilogue, "e7_mm_nt_bias_add__epilogue", 1, {0, 31370}, {62760, 6392}},
-    {e8_ce_loss_sum_all_correct_sum_all__reduction__row_ops, "e8_ce_loss_sum_all_correct_sum_all__reduction__row_ops", 1, {0, 52}, {8, 44}},
+    {e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail, "e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", 1, {0, 31422}, {62768, 6396}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {
@@ -1465,36 +1450,35 @@ static const rt_cuda_launch eval_cuda[] = {
     {"e4_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"e5_bn_gstats", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"e6_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e7_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 49}, {0, 1, 0}, {0, 64, 0}, 0, 0, 15696, 490, 96, 1, 0},
-    {"e8_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 49}, {0, 1, 0}, {0, 64, 0}, 0, 0, 15696, 490, 96, 1, 0},
 };
 
 static const char cuda_src[] = /* all.cu */
     ;
 
 static const rt_param params[] = {
-    {"layer1.0.weight", 4, {16, 1, 5, 5}, 28640, 400, 25, 0, 0, 29},
-    {"layer1.0.bias", 1, {16, 0, 0, 0}, 28624, 16, 25, 1, 0, 28},
-    {"layer1.1.weight", 1, {16, 0, 0, 0}, 28608, 16, 0, 3, 0, 26},
-    {"layer1.1.bias", 1, {16, 0, 0, 0}, 28592, 16, 0, 2, 0, 26},
+    {"layer1.0.weight", 4, {16, 1, 5, 5}, 28640, 400, 25, 0, 0, 28},
+    {"layer1.0.bias", 1, {16, 0, 0, 0}, 28624, 16, 25, 1, 0, 27},
+    {"layer1.1.weight", 1, {16, 0, 0, 0}, 28608, 16, 0, 3, 0, 25},
+    {"layer1.1.bias", 1, {16, 0, 0, 0}, 28592, 16, 0, 2, 0, 25},
     {"layer1.1.running_mean", 1, {16, 0, 0, 0}, 29152, 16, 0, 2, -1, -1},
     {"layer1.1.running_var", 1, {16, 0, 0, 0}, 29136, 16, 0, 3, -1, -1},
     {"layer1.1.num_batches_tracked", 0, {0, 0, 0, 0}, 29120, 1, 0, 2, -1, -1},
-    {"layer2.0.weight", 4, {32, 16, 5, 5}, 15792, 12800, 400, 0, 0, 24},
-    {"layer2.0.bias", 1, {32, 0, 0, 0}, 15760, 32, 400, 1, 0, 22},
-    {"layer2.1.weight", 1, {32, 0, 0, 0}, 15728, 32, 0, 3, 0, 20},
-    {"layer2.1.bias", 1, {32, 0, 0, 0}, 15696, 32, 0, 2, 0, 20},
+    {"layer2.0.weight", 4, {32, 16, 5, 5}, 15792, 12800, 400, 0, 0, 23},
+    {"layer2.0.bias", 1, {32, 0, 0, 0}, 15760, 32, 400, 1, 0, 21},
+    {"layer2.1.weight", 1, {32, 0, 0, 0}, 15728, 32, 0, 3, 0, 19},
+    {"layer2.1.bias", 1, {32, 0, 0, 0}, 15696, 32, 0, 2, 0, 19},
     {"layer2.1.running_mean", 1, {32, 0, 0, 0}, 29088, 32, 0, 2, -1, -1},
     {"layer2.1.running_var", 1, {32, 0, 0, 0}, 29056, 32, 0, 3, -1, -1},
     {"layer2.1.num_batches_tracked", 0, {0, 0, 0, 0}, 29040, 1, 0, 2, -1, -1},
-    {"fc.weight", 2, {10, 1568, 0, 0}, 16, 15680, 1568, 0, 0, 18},
-    {"fc.bias", 1, {10, 0, 0, 0}, 0, 10, 1568, 1, 0, 16},
+    {"fc.weight", 2, {10, 1568, 0, 0}, 16, 15680, 1568, 0, 0, 17},
+    {"fc.bias", 1, {10, 0, 0, 0}, 0, 10, 1568, 1, 0, 15},
 };
 
 static const int param_flags[] = {0, 0, 0, 0, RT_PARAM_BUFFER, RT_PARAM_BUFFER, RT_PARAM_BUFFER | RT_PARAM_I64, 0, 0, 0, 0, RT_PARAM_BUFFER, RT_PARAM_BUFFER, RT_PARAM_BUFFER | RT_PARAM_I64, 0, 0};
 
 static const rt_bucket buckets[] = {
-    {0, 29040, 29, 30, 10},
+    {0, 29040, 28, 29, 10},
 };
 static const float data_norm_mean[] = {0.1307f};
 static const float data_norm_std[] = {0.3081f};
@@ -1507,8 +1491,8 @@ static const rt_model cddp_model = {
     .nparam = 16,
     .param_floats = 29168,
     .opt_floats = 0,
-    .train = {train_kernels, 31, 49888, 496, 1, 0, -1, train_cuda},
-    .eval = {eval_kernels, 9, 16192, 112, 2, 0, 1, eval_cuda},
+    .train = {train_kernels, 30, 49888, 496, 1, 0, -1, train_cuda},
+    .eval = {eval_kernels, 8, 16192, 112, 2, 0, 1, eval_cuda},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,

@@ -227,8 +227,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_mm_nt_bias_add_relu__epi
     t2_mm_nt_bias_add_relu__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t3_mm_nt_bias_add__epilogue: mm_nt%14 bias_add%15 */
-__device__ __forceinline__ void t3_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: mm_nt%14 bias_add%15 ce_loss%16 sum_all%17 ce_grad%20 sum_rows%21 */
+__device__ __forceinline__ void t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -239,6 +239,10 @@ __device__ __forceinline__ void t3_mm_nt_bias_add__epilogue_tile(const rt_exec *
     float *const b6 = (e->param + 16);
     float *const b15 = ((float *)(e->act + (int64_t)880 * e->nmax));
     float *const b7 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)864 * e->nmax));
+    double *const b17 = (e->stat + 0);
+    float *const b20 = ((float *)(e->act + (int64_t)992 * e->nmax));
+    float *const b21 = (e->grad + 0);
     const int64_t M = n, N = 13, K = 70;
     const int64_t R = M, C = N;
     (void)R;
@@ -318,61 +322,52 @@ __device__ __forceinline__ void t3_mm_nt_bias_add__epilogue_tile(const rt_exec *
             const float v15 = v14 + b7[j];
             b15[i * C + j] = v15;
         }
+    __syncthreads();    /* the rows this block stored, seen by all its threads */
+    {
+        const int RL = 4;
+        const int lane = threadIdx.x & (RL - 1);
+        const int64_t ri = row0 + threadIdx.x / RL;
+        const int live = ri < M;
+        const int64_t i = live ? ri : M - 1;
+        const float *x = b15 + i * C;
+        const int y = b1[i];
+        float mx = lane < C ? x[lane] : -INFINITY;
+        int am = lane < C ? lane : (int)C;
+        for (int64_t j = lane + RL; j < C; j += RL)
+            if (x[j] > mx) { mx = x[j]; am = (int)j; }
+        for (int o = RL / 2; o > 0; o >>= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, mx, o);
+            const int oa = __shfl_xor_sync(0xffffffffu, am, o);
+            if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
+        }
+        float se = 0.0f;
+        for (int64_t j = lane; j < C; j += RL)
+            se += expf(x[j] - mx);
+        for (int o = RL / 2; o > 0; o >>= 1)
+            se += __shfl_xor_sync(0xffffffffu, se, o);
+        const float lse = mx + logf(se);
+        (void)am;
+        (void)lse;
+        const float v16 = lse - x[y];
+        if (lane == 0 && live)
+            atomicAdd(&b17[0], (double)v16);
+        const float scale20 = 1.0f / (float)n;
+        for (int64_t j = lane; live && j < C; j += RL) {
+            const float g = (expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale20;
+            b20[i * C + j] = g;
+            atomicAdd(&b21[j], g);
+        }
+    }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t3_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: ce_loss%16 sum_all%17 ce_grad%20 sum_rows%21 */
-extern "C" __global__ void __launch_bounds__(256, 2) t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b15 = ((float *)(e->act + (int64_t)880 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)864 * e->nmax));
-    double *const b17 = (e->stat + 0);
-    float *const b20 = ((float *)(e->act + (int64_t)992 * e->nmax));
-    float *const b21 = (e->grad + 0);
-    const int64_t C = 13;
-    const int lane = threadIdx.x & 31;
-    const int64_t i = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (i >= n)
-        return;    /* whole warps only: i is uniform per warp */
-    const float *x = b15 + i * C;
-    const int y = b1[i];
-    float mx = lane < C ? x[lane] : -INFINITY;
-    int am = lane < C ? lane : (int)C;
-    for (int64_t j = lane + 32; j < C; j += 32)
-        if (x[j] > mx) { mx = x[j]; am = (int)j; }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float om = __shfl_xor_sync(0xffffffffu, mx, o);
-        const int oa = __shfl_xor_sync(0xffffffffu, am, o);
-        if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
-    }
-    float se = 0.0f;
-    for (int64_t j = lane; j < C; j += 32)
-        se += expf(x[j] - mx);
-    for (int o = 16; o > 0; o >>= 1)
-        se += __shfl_xor_sync(0xffffffffu, se, o);
-    const float lse = mx + logf(se);
-    (void)am;
-    (void)lse;
-    const float v16 = lse - x[y];
-    if (lane == 0)
-        atomicAdd(&b17[0], (double)v16);
-    const float scale20 = 1.0f / (float)n;
-    for (int64_t j = lane; j < C; j += 32) {
-        const float g = (expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale20;
-        b20[i * C + j] = g;
-        atomicAdd(&b21[j], g);
-    }
-}
-
-/* t5_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%22 relu_grad%24 sum_rows%25 */
-__device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t4_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%22 relu_grad%24 sum_rows%25 */
+__device__ __forceinline__ void t4_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -437,15 +432,15 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
         }
     }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t4_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t4_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t6_mm_tn: mm_tn%23 */
-__device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t5_mm_tn: mm_tn%23 */
+__device__ __forceinline__ void t5_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -498,15 +493,15 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
             b23[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t6_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t6_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t5_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t7_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%26 relu_grad%28 sum_rows%29 */
-__device__ __forceinline__ void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t6_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%26 relu_grad%28 sum_rows%29 */
+__device__ __forceinline__ void t6_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -606,15 +601,15 @@ __device__ __forceinline__ void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction
         }
     }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t6_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t7_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t6_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t8_mm_tn: mm_tn%27 */
-__device__ __forceinline__ void t8_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t7_mm_tn: mm_tn%27 */
+__device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -667,15 +662,15 @@ __device__ __forceinline__ void t8_mm_tn_tile(const rt_exec *__restrict__ e, con
             b27[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t8_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t7_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t9_mm_tn: mm_tn%30 */
-__device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t8_mm_tn: mm_tn%30 */
+__device__ __forceinline__ void t8_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -728,15 +723,15 @@ __device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, con
             b30[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t9_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t9_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t8_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t10_adamw_x6__optimizer: adamw%31 adamw%32 adamw%33 adamw%34 adamw%35 adamw%36 */
-extern "C" __global__ void __launch_bounds__(256, 2) t10_adamw_x6__optimizer(const rt_exec *__restrict__ e)
+/* t9_adamw_x6__optimizer: adamw%31 adamw%32 adamw%33 adamw%34 adamw%35 adamw%36 */
+extern "C" __global__ void __launch_bounds__(256, 2) t9_adamw_x6__optimizer(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -756,8 +751,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t10_adamw_x6__optimizer(con
     }
 }
 
-/* t5_t6__siblings: t5_mm_nn_relu_grad_sum_rows__epilogue__reduction and t6_mm_tn in one launch (rule siblings) */
-extern "C" __global__ void __launch_bounds__(256, 2) t5_t6__siblings(const rt_exec *__restrict__ e)
+/* t4_t5__siblings: t4_mm_nn_relu_grad_sum_rows__epilogue__reduction and t5_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t4_t5__siblings(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -765,14 +760,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_t6__siblings(const rt_ex
     const unsigned bx = 2u, by = 1u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
-            t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+            t4_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
     } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
-        t6_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+        t5_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
     }
 }
 
-/* t7_t8__siblings: t7_mm_nn_relu_grad_sum_rows__epilogue__reduction and t8_mm_tn in one launch (rule siblings) */
-extern "C" __global__ void __launch_bounds__(256, 2) t7_t8__siblings(const rt_exec *__restrict__ e)
+/* t6_t7__siblings: t6_mm_nn_relu_grad_sum_rows__epilogue__reduction and t7_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t6_t7__siblings(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -780,9 +775,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_t8__siblings(const rt_ex
     const unsigned bx = 1u, by = 2u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
-            t7_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+            t6_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
     } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
-        t8_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+        t7_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
     }
 }
 
@@ -968,8 +963,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_mm_nt_bias_add_relu__epi
     e2_mm_nt_bias_add_relu__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* e3_mm_nt_bias_add__epilogue: mm_nt%14 bias_add%15 */
-__device__ __forceinline__ void e3_mm_nt_bias_add__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: mm_nt%14 bias_add%15 ce_loss%16 sum_all%17 correct%18 sum_all%19 */
+__device__ __forceinline__ void e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -980,6 +975,9 @@ __device__ __forceinline__ void e3_mm_nt_bias_add__epilogue_tile(const rt_exec *
     float *const b6 = (e->param + 16);
     float *const b15 = ((float *)(e->act + (int64_t)80 * e->nmax));
     float *const b7 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)832 * e->nmax));
+    double *const b17 = (e->stat + 0);
+    double *const b19 = (e->stat + 1);
     const int64_t M = n, N = 13, K = 70;
     const int64_t R = M, C = N;
     (void)R;
@@ -1059,51 +1057,43 @@ __device__ __forceinline__ void e3_mm_nt_bias_add__epilogue_tile(const rt_exec *
             const float v15 = v14 + b7[j];
             b15[i * C + j] = v15;
         }
+    __syncthreads();    /* the rows this block stored, seen by all its threads */
+    {
+        const int RL = 4;
+        const int lane = threadIdx.x & (RL - 1);
+        const int64_t ri = row0 + threadIdx.x / RL;
+        const int live = ri < M;
+        const int64_t i = live ? ri : M - 1;
+        const float *x = b15 + i * C;
+        const int y = b1[i];
+        float mx = lane < C ? x[lane] : -INFINITY;
+        int am = lane < C ? lane : (int)C;
+        for (int64_t j = lane + RL; j < C; j += RL)
+            if (x[j] > mx) { mx = x[j]; am = (int)j; }
+        for (int o = RL / 2; o > 0; o >>= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, mx, o);
+            const int oa = __shfl_xor_sync(0xffffffffu, am, o);
+            if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
+        }
+        float se = 0.0f;
+        for (int64_t j = lane; j < C; j += RL)
+            se += expf(x[j] - mx);
+        for (int o = RL / 2; o > 0; o >>= 1)
+            se += __shfl_xor_sync(0xffffffffu, se, o);
+        const float lse = mx + logf(se);
+        (void)am;
+        (void)lse;
+        const float v16 = lse - x[y];
+        if (lane == 0 && live)
+            atomicAdd(&b17[0], (double)v16);
+        const float v18 = am == y ? 1.0f : 0.0f;
+        if (lane == 0 && live)
+            atomicAdd(&b19[0], (double)v18);
+    }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    e3_mm_nt_bias_add__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
-}
-
-/* e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops: ce_loss%16 sum_all%17 correct%18 sum_all%19 */
-extern "C" __global__ void __launch_bounds__(256, 2) e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b15 = ((float *)(e->act + (int64_t)80 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)832 * e->nmax));
-    double *const b17 = (e->stat + 0);
-    double *const b19 = (e->stat + 1);
-    const int64_t C = 13;
-    const int lane = threadIdx.x & 31;
-    const int64_t i = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (i >= n)
-        return;    /* whole warps only: i is uniform per warp */
-    const float *x = b15 + i * C;
-    const int y = b1[i];
-    float mx = lane < C ? x[lane] : -INFINITY;
-    int am = lane < C ? lane : (int)C;
-    for (int64_t j = lane + 32; j < C; j += 32)
-        if (x[j] > mx) { mx = x[j]; am = (int)j; }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float om = __shfl_xor_sync(0xffffffffu, mx, o);
-        const int oa = __shfl_xor_sync(0xffffffffu, am, o);
-        if (om > mx || (om == mx && oa < am)) { mx = om; am = oa; }
-    }
-    float se = 0.0f;
-    for (int64_t j = lane; j < C; j += 32)
-        se += expf(x[j] - mx);
-    for (int o = 16; o > 0; o >>= 1)
-        se += __shfl_xor_sync(0xffffffffu, se, o);
-    const float lse = mx + logf(se);
-    (void)am;
-    (void)lse;
-    const float v16 = lse - x[y];
-    if (lane == 0)
-        atomicAdd(&b17[0], (double)v16);
-    const float v18 = am == y ? 1.0f : 0.0f;
-    if (lane == 0)
-        atomicAdd(&b19[0], (double)v18);
+    e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }

@@ -64,8 +64,8 @@ static void t2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     }
 }
 
-/* t3_mm_nt_bias_add__epilogue: %14 %15 */
-static void t3_mm_nt_bias_add__epilogue(rt_exec *e)
+/* t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: %14 %15 %16 %17 %20 %21 */
+static void t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -73,6 +73,10 @@ static void t3_mm_nt_bias_add__epilogue(rt_exec *e)
     float *const b6 = (e->param + 16);
     float *const b15 = ((float *)(e->act + (int64_t)880 * e->nmax));
     float *const b7 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)864 * e->nmax));
+    double *const b17 = (e->stat + 0);
+    float *const b20 = ((float *)(e->act + (int64_t)992 * e->nmax));
+    float *const b21 = (e->grad + 0);
     rt_sgemm(0, 1, n, 13, 70, b13, 70, b6, 70, b15, 13);
     const int64_t R = n, C = 13;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
@@ -82,18 +86,7 @@ static void t3_mm_nt_bias_add__epilogue(rt_exec *e)
         const float v15 = v14 + b7[j];
         b15[i * C + j] = v15;
     }
-}
-
-/* t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops: %16 %17 %20 %21 */
-static void t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b15 = ((float *)(e->act + (int64_t)880 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)864 * e->nmax));
-    double *const b17 = (e->stat + 0);
-    float *const b20 = ((float *)(e->act + (int64_t)992 * e->nmax));
-    float *const b21 = (e->grad + 0);
+    {
     const int64_t R = n, C = 13;
     double s17 = 0.0;
     for (int64_t j = 0; j < C; j++) b21[j] = 0.0f;
@@ -118,10 +111,11 @@ static void t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops(rt_exec *e)
         (void)lse;
     }
     b17[0] = s17;
+    }
 }
 
-/* t5_mm_nn_relu_grad_sum_rows__epilogue__reduction: %22 %24 %25 */
-static void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
+/* t4_mm_nn_relu_grad_sum_rows__epilogue__reduction: %22 %24 %25 */
+static void t4_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -146,8 +140,8 @@ static void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
     }
 }
 
-/* t6_mm_tn: %23 */
-static void t6_mm_tn(rt_exec *e)
+/* t5_mm_tn: %23 */
+static void t5_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -157,8 +151,8 @@ static void t6_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 13, 70, n, b20, 13, b13, 70, b23, 70);
 }
 
-/* t7_mm_nn_relu_grad_sum_rows__epilogue__reduction: %26 %28 %29 */
-static void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
+/* t6_mm_nn_relu_grad_sum_rows__epilogue__reduction: %26 %28 %29 */
+static void t6_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -183,8 +177,8 @@ static void t7_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
     }
 }
 
-/* t8_mm_tn: %27 */
-static void t8_mm_tn(rt_exec *e)
+/* t7_mm_tn: %27 */
+static void t7_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -194,8 +188,8 @@ static void t8_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 70, 37, n, b24, 70, b10, 37, b27, 37);
 }
 
-/* t9_mm_tn: %30 */
-static void t9_mm_tn(rt_exec *e)
+/* t8_mm_tn: %30 */
+static void t8_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -205,8 +199,8 @@ static void t9_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 37, 784, n, b28, 37, b0, 784, b30, 784);
 }
 
-/* t10_adamw_x6__optimizer: %31 %32 %33 %34 %35 %36 */
-static void t10_adamw_x6__optimizer(rt_exec *e)
+/* t9_adamw_x6__optimizer: %31 %32 %33 %34 %35 %36 */
+static void t9_adamw_x6__optimizer(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -283,8 +277,8 @@ static void e2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     }
 }
 
-/* e3_mm_nt_bias_add__epilogue: %14 %15 */
-static void e3_mm_nt_bias_add__epilogue(rt_exec *e)
+/* e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: %14 %15 %16 %17 %18 %19 */
+static void e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -292,6 +286,9 @@ static void e3_mm_nt_bias_add__epilogue(rt_exec *e)
     float *const b6 = (e->param + 16);
     float *const b15 = ((float *)(e->act + (int64_t)80 * e->nmax));
     float *const b7 = (e->param + 0);
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)832 * e->nmax));
+    double *const b17 = (e->stat + 0);
+    double *const b19 = (e->stat + 1);
     rt_sgemm(0, 1, n, 13, 70, b13, 70, b6, 70, b15, 13);
     const int64_t R = n, C = 13;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
@@ -301,17 +298,7 @@ static void e3_mm_nt_bias_add__epilogue(rt_exec *e)
         const float v15 = v14 + b7[j];
         b15[i * C + j] = v15;
     }
-}
-
-/* e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops: %16 %17 %18 %19 */
-static void e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b15 = ((float *)(e->act + (int64_t)80 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)832 * e->nmax));
-    double *const b17 = (e->stat + 0);
-    double *const b19 = (e->stat + 1);
+    {
     const int64_t R = n, C = 13;
     double s17 = 0.0;
     double s19 = 0.0;
@@ -333,68 +320,65 @@ static void e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops(rt_exec *e)
     }
     b17[0] = s17;
     b19[0] = s19;
+    }
 }
 
 static const rt_kernel train_kernels[] = {
     {t0_images_labels__data, "t0_images_labels__data", 0, {0, 1568}, {0, 3925}},
     {t1_mm_nt_bias_add_relu__epilogue, "t1_mm_nt_bias_add_relu__epilogue", 1, {0, 58090}, {116180, 3580}},
     {t2_mm_nt_bias_add_relu__epilogue, "t2_mm_nt_bias_add_relu__epilogue", 1, {0, 5320}, {10640, 988}},
-    {t3_mm_nt_bias_add__epilogue, "t3_mm_nt_bias_add__epilogue", 1, {0, 1833}, {3692, 436}},
-    {t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops, "t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", 2, {0, 118}, {56, 108}},
-    {t5_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 1960}, {3920, 1172}},
-    {t6_mm_tn, "t6_mm_tn", 2, {0, 1820}, {3640, 332}},
-    {t7_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t7_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 5254}, {10508, 872}},
-    {t8_mm_tn, "t8_mm_tn", 2, {0, 5180}, {10360, 428}},
-    {t9_mm_tn, "t9_mm_tn", 2, {0, 58016}, {116032, 3284}},
-    {t10_adamw_x6__optimizer, "t10_adamw_x6__optimizer", 3, {424164, 0}, {913584, 0}},
+    {t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail, "t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", 2, {0, 1951}, {3748, 492}},
+    {t4_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t4_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 1960}, {3920, 1172}},
+    {t5_mm_tn, "t5_mm_tn", 2, {0, 1820}, {3640, 332}},
+    {t6_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t6_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 5254}, {10508, 872}},
+    {t7_mm_tn, "t7_mm_tn", 2, {0, 5180}, {10360, 428}},
+    {t8_mm_tn, "t8_mm_tn", 2, {0, 58016}, {116032, 3284}},
+    {t9_adamw_x6__optimizer, "t9_adamw_x6__optimizer", 3, {424164, 0}, {913584, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
     {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 629, 0, 1, 0},
     {"t2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 26, 16, 1, 0},
-    {"t4_ce_loss_sum_all_ce_grad_sum_rows__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t5_t6__siblings"},
-    {"t6_mm_tn", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t7_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 74, 32, 1, "t7_t8__siblings"},
-    {"t8_mm_tn", {256, 1, 1}, {1, 2, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t9_mm_tn", {256, 1, 1}, {13, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t10_adamw_x6__optimizer", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 26, 16, 1, 0},
+    {"t4_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t4_t5__siblings"},
+    {"t5_mm_tn", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t6_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 74, 32, 1, "t6_t7__siblings"},
+    {"t7_mm_tn", {256, 1, 1}, {1, 2, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t8_mm_tn", {256, 1, 1}, {13, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t9_adamw_x6__optimizer", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {
     {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
     {e1_mm_nt_bias_add_relu__epilogue, "e1_mm_nt_bias_add_relu__epilogue", 1, {0, 58090}, {116180, 3580}},
     {e2_mm_nt_bias_add_relu__epilogue, "e2_mm_nt_bias_add_relu__epilogue", 1, {0, 5320}, {10640, 988}},
-    {e3_mm_nt_bias_add__epilogue, "e3_mm_nt_bias_add__epilogue", 1, {0, 1833}, {3692, 436}},
-    {e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops, "e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops", 1, {0, 67}, {8, 56}},
+    {e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail, "e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", 1, {0, 1900}, {3700, 440}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {
     {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
     {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 64, 0}, 0, 0, 848, 629, 0, 1, 0},
     {"e2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e3_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 64, 0}, 0, 0, 848, 26, 16, 1, 0},
-    {"e4_ce_loss_sum_all_correct_sum_all__reduction__row_ops", {256, 1, 1}, {1, 1, 1}, {1, 0, 0}, {8, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 64, 0}, 0, 0, 848, 26, 16, 1, 0},
 };
 
 static const char cuda_src[] = /* all.cu */
     ;
 
 static const rt_param params[] = {
-    {"0.weight", 2, {37, 784, 0, 0}, 3648, 29008, 784, 0, 0, 9},
-    {"0.bias", 1, {37, 0, 0, 0}, 3600, 37, 784, 1, 0, 7},
-    {"2.weight", 2, {70, 37, 0, 0}, 1008, 2590, 37, 0, 0, 8},
-    {"2.bias", 1, {70, 0, 0, 0}, 928, 70, 37, 1, 0, 5},
-    {"4.weight", 2, {13, 70, 0, 0}, 16, 910, 70, 0, 0, 6},
-    {"4.bias", 1, {13, 0, 0, 0}, 0, 13, 70, 1, 0, 4},
+    {"0.weight", 2, {37, 784, 0, 0}, 3648, 29008, 784, 0, 0, 8},
+    {"0.bias", 1, {37, 0, 0, 0}, 3600, 37, 784, 1, 0, 6},
+    {"2.weight", 2, {70, 37, 0, 0}, 1008, 2590, 37, 0, 0, 7},
+    {"2.bias", 1, {70, 0, 0, 0}, 928, 70, 37, 1, 0, 4},
+    {"4.weight", 2, {13, 70, 0, 0}, 16, 910, 70, 0, 0, 5},
+    {"4.bias", 1, {13, 0, 0, 0}, 0, 13, 70, 1, 0, 3},
 };
 
 static const int param_flags[] = {0, 0, 0, 0, 0, 0};
 
 static const rt_bucket buckets[] = {
-    {0, 32656, 9, 10, 6},
+    {0, 32656, 8, 9, 6},
 };
 static const float data_norm_mean[] = {0.1307f};
 static const float data_norm_std[] = {0.3081f};
@@ -407,8 +391,8 @@ static const rt_model cddp_model = {
     .nparam = 6,
     .param_floats = 32656,
     .opt_floats = 65312,
-    .train = {train_kernels, 11, 1648, 48, 1, 0, -1, train_cuda},
-    .eval = {eval_kernels, 5, 1488, 32, 2, 0, 1, eval_cuda},
+    .train = {train_kernels, 10, 1648, 48, 1, 0, -1, train_cuda},
+    .eval = {eval_kernels, 4, 1488, 32, 2, 0, 1, eval_cuda},
     .in_rank = 1, .in_dim = {784, 0, 0}, .nclass = 13, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,
