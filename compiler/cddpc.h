@@ -286,9 +286,9 @@ typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT, G_CONV, G_CHAN, G_PO
 enum {
     R_DATA = 1 << 0, R_EPILOGUE = 1 << 1, R_EW_CHAIN = 1 << 2, R_REDUCTION = 1 << 3, R_ROW_OPS = 1 << 4,
     R_OPTIMIZER = 1 << 5, R_CHAN_PASS = 1 << 6, R_CONV_BIAS = 1 << 7, R_DROPOUT = 1 << 8, R_ACT_INPUT = 1 << 9,
-    R_SIBLINGS = 1 << 10, R_POOL_CHAIN = 1 << 11, R_ROW_TAIL = 1 << 12,
+    R_SIBLINGS = 1 << 10, R_POOL_CHAIN = 1 << 11, R_ROW_TAIL = 1 << 12, R_DATA_PROLOGUE = 1 << 13,
 };
-#define FUSE_NRULES 13
+#define FUSE_NRULES 14
 /* Rule row-tail: the widest rows a GEMM kernel runs its row ops on. The
  * GPU's GEMM tile is 64 columns wide (emit_cuda.c TILE_N), and the tail
  * runs in the block that holds a tile's whole rows. */
@@ -501,7 +501,8 @@ typedef struct RowTarget {
  * LABELS f32[N, K]) rather than a class index y. */
 int ex_float_targets(const Emit *m);
 void ex_row_ops(const Emit *m, const RowTarget *t);
-int ex_row_tail_views(const Emit *m, Group *head, Group *tail);
+typedef struct GemmParts { Group data, gemm, tail; } GemmParts;
+void ex_gemm_parts(const Emit *m, GemmParts *v);
 /* Slab ranges an optimizer group updates, merged where only alignment
  * padding (zero in param, grad and opt: updating it is a no-op) separates
  * them; returns how many, ranges in lo[], hi[] (capacity gr->nnodes). */

@@ -59,14 +59,16 @@ static void emit_ew_loops(const Emit *m, const Shape *space, int load)
 /* ---- group kinds ------------------------------------------------------- */
 
 static void emit_row(const Emit *m);
+static void emit_data(const Emit *m);
 
 static void emit_matmul(const Emit *whole)
 {
-    Group head, tail;
-    Emit hm = *whole, tm = *whole;
-    const int has_tail = ex_row_tail_views(whole, &head, &tail);
-    if (has_tail)
-        hm.gr = &head, tm.gr = &tail;
+    GemmParts v;
+    ex_gemm_parts(whole, &v);
+    Emit dm = *whole, hm = *whole, tm = *whole;
+    dm.gr = &v.data, hm.gr = &v.gemm, tm.gr = &v.tail;
+    if (v.data.nnodes)  /* rule data-prologue: the batch, gathered for the product */
+        emit_data(&dm);
     const Emit *m = &hm;
     const Node *mm = ex_node(m, m->gr->anchor);
     const Shape *a = &ex_node(m, mm->in[0])->shape, *b = &ex_node(m, mm->in[1])->shape;
@@ -78,7 +80,7 @@ static void emit_matmul(const Emit *whole)
             plan_source(m->p, mm->in[0]), lda, plan_source(m->p, mm->in[1]), ldb, m->gr->gemm_out, N);
     if (m->gr->nnodes > 1)
         emit_ew_loops(m, &mm->shape, mm->id);
-    if (has_tail) {     /* rule row-tail: the row ops on the rows just stored */
+    if (v.tail.nnodes) {    /* rule row-tail: the row ops on the rows just stored */
         fprintf(m->f, "    {\n");
         emit_row(&tm);
         fprintf(m->f, "    }\n");

@@ -413,11 +413,10 @@ static void emit_mma_gather(const Emit *m)
  * runs on the accumulators before anything is stored. */
 static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
 {
-    Group head, tail;
+    GemmParts v;
+    ex_gemm_parts(whole, &v);
     Emit hm = *whole, tm = *whole;
-    const int has_tail = ex_row_tail_views(whole, &head, &tail);
-    if (has_tail)
-        hm.gr = &head, tm.gr = &tail;
+    hm.gr = &v.gemm, tm.gr = &v.tail;
     const Emit *m = &hm;
     FILE *f = m->f;
     const Node *mm = ex_node(m, m->gr->anchor);
@@ -444,6 +443,24 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
         fprintf(f, "    const int64_t khi = split && klo + %lld < K ? klo + %lld : K;\n", (long long)kts,
                 (long long)kts);
     }
+    for (int k = 0; k < v.data.nnodes; k++) {
+        /* rule data-prologue: the first tile of a row of tiles (its first
+         * slice) stores the rows' labels */
+        const Node *n = ex_node(m, v.data.nodes[k]);
+        if (n->op != OP_LABELS)
+            continue;
+        const int64_t r = n->dt == DT_I32 ? 1 : ir_row_elems(&n->shape);
+        fprintf(f, "    if (bx == 0 && bz == 0)\n        for (int t = threadIdx.x; t < %lld; t += %d) {\n",
+                (long long)(TILE_M * r), THREADS);
+        if (n->dt == DT_I32)
+            fprintf(f, "            const int64_t i = row0 + t;\n            if (i < M)\n                b%d[i] = %s;\n",
+                    n->id, ex_label("i"));
+        else
+            fprintf(f, "            const int64_t i = row0 + t / %lld, k = t %% %lld;\n            if (i < M)\n"
+                       "                b%d[i * %lld + k] = %s;\n", (long long)r, (long long)r, n->id, (long long)r,
+                    ex_target("i", "k"));
+        fprintf(f, "        }\n");
+    }
     /* precision bf16|fp16: the k loop on the tensor cores (RT_MMA), the
      * accumulators then laid out as the FMA loop's for what follows */
     const int mma = m->p->g->prec != RT_PREC_FP32;
@@ -460,8 +477,18 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
         fprintf(f, "            const int kk = l / %d, r = l %% %d;\n", TILE_M, TILE_M);
     fprintf(f, "            const int64_t gi = row0 + r, gk = k0 + kk;\n");
     /* low precision: operands rounded as read (weights are fp32 masters) */
-    fprintf(f, "            As[kk][r] = gi < M && gk < K ? %s : 0.0f;\n",
-            ex_round(m, util_fmt("b%d[%s]", A, ta ? util_fmt("gk * %s + gi", lda) : util_fmt("gi * %s + gk", lda))));
+    if (v.data.nnodes) {
+        /* rule data-prologue: the images gathered from the dataset as the
+         * tile is loaded; the first column of tiles stores them (every k,
+         * over its slices) for the kernels that read them later */
+        fprintf(f, "            float a = 0.0f;\n            if (gi < M && gk < K) {\n");
+        fprintf(f, "                a = %s;\n", ex_sample("gi", "gk"));
+        fprintf(f, "                if (bx == 0)\n                    b%d[gi * %s + gk] = a;\n            }\n", A, lda);
+        fprintf(f, "            As[kk][r] = %s;\n", ex_round(m, "a"));
+    } else {
+        fprintf(f, "            As[kk][r] = gi < M && gk < K ? %s : 0.0f;\n",
+                ex_round(m, util_fmt("b%d[%s]", A, ta ? util_fmt("gk * %s + gi", lda) : util_fmt("gi * %s + gk", lda))));
+    }
     fprintf(f, "        }\n");
     fprintf(f, "        for (int l = threadIdx.x; l < %d; l += %d) {\n", TILE_N * TILE_K, THREADS);
     if (!tb)
@@ -542,7 +569,7 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
                 fprintf(f, "            atomicAdd(&b%d[j], red%d[c]);\n", m->gr->nodes[k], m->gr->nodes[k]);
         fprintf(f, "        }\n    }\n");
     }
-    if (has_tail)
+    if (v.tail.nnodes)
         emit_row_tail(&tm);
     grid_dim(L, 0, mm->shape.d[1], 1, TILE_N);
     grid_dim(L, 1, mm->shape.d[0], 1, TILE_M);

@@ -30,27 +30,30 @@ char *ex_addr(const Emit *m, int id)
     diag_ice("emit: %%%d (%s) has no buffer", id, op_text[ex_node(m, id)->op]);
 }
 
-/* Rule row-tail: a GEMM group as two views, the GEMM with its epilogue
- * (head) and the row ops with their sums (tail, a G_ROW group anchored at
- * the row op), which each target emits as it emits those kinds, the tail
- * reading the rows the head stored; 0 (and nothing set) without a tail. */
-int ex_row_tail_views(const Emit *m, Group *head, Group *tail)
+/* A GEMM group as up to three views, each emitted as its kind is: the
+ * batch's gather before the product (rule data-prologue: data, a G_DATA
+ * group), the GEMM with its epilogue (gemm), and the row ops with their
+ * sums after it (rule row-tail: tail, a G_ROW group anchored at the row
+ * op, reading the rows the GEMM stored). A view with no node is empty. */
+void ex_gemm_parts(const Emit *m, GemmParts *v)
 {
     const Group *gr = m->gr;
-    if (gr->kind != G_MATMUL || gr->row_anchor < 0)
-        return 0;
-    *head = *tail = *gr;
-    head->nodes = util_alloc(sizeof(int) * (size_t)gr->nnodes);
-    tail->nodes = util_alloc(sizeof(int) * (size_t)gr->nnodes);
-    head->nnodes = tail->nnodes = 0;
-    for (int k = 0; k < gr->nnodes; k++) {
-        Group *v = plan_in_row_tail(m->p, gr->nodes[k]) ? tail : head;
-        v->nodes[v->nnodes++] = gr->nodes[k];
+    Group *part[3] = {&v->data, &v->gemm, &v->tail};
+    for (int k = 0; k < 3; k++) {
+        *part[k] = *gr;
+        part[k]->nodes = util_alloc(sizeof(int) * (size_t)gr->nnodes);
+        part[k]->nnodes = 0;
     }
-    tail->kind = G_ROW;
-    tail->anchor = gr->row_anchor;
-    tail->row_anchor = -1;
-    return 1;
+    for (int k = 0; k < gr->nnodes; k++) {
+        const int id = gr->nodes[k];
+        Group *in = op_kind[ex_node(m, id)->op] == K_DATA ? &v->data : plan_in_row_tail(m->p, id) ? &v->tail : &v->gemm;
+        in->nodes[in->nnodes++] = id;
+    }
+    v->data.kind = G_DATA;
+    v->data.anchor = -1;
+    v->tail.kind = G_ROW;
+    v->tail.anchor = gr->row_anchor;
+    v->tail.row_anchor = -1;
 }
 
 /* Declares b<id> for every buffer the group touches. */

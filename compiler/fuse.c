@@ -305,6 +305,30 @@ static void absorb_row_ops(Fuser *f, int grp, int anchor)
     }
 }
 
+/* Rule data-prologue: matrix product mm may gather the batch that data
+ * group dg gathers, as it loads its operand tiles: dg is the last group
+ * so far (the schedule stays), holds the images mm reads as its
+ * untransposed left operand (rows = the batch) and labels only, and mm's
+ * other operand comes from elsewhere. The images are still stored (a
+ * backward GEMM, and the CPU's, read them); on the GPU the first column
+ * of tiles stores them and the labels. */
+int fuse_data_prologue(const Fuser *f, int mm, int dg)
+{
+    const Plan *p = f->p;
+    const Node *n = node(f, mm);
+    if (dg != p->ngroups - 1 || p->groups[dg].kind != G_DATA || (n->op != OP_MM_NT && n->op != OP_MM_NN))
+        return 0;
+    const int a = plan_source(p, n->in[0]);
+    if (p->group_of[a] != dg || node(f, a)->op != OP_IMAGES || node(f, a)->dt != DT_F32
+        || p->group_of[plan_source(p, n->in[1])] == dg)
+        return 0;
+    const Group *gr = &p->groups[dg];
+    for (int k = 0; k < gr->nnodes; k++)
+        if (gr->nodes[k] != a && node(f, gr->nodes[k])->op != OP_LABELS)
+            return 0;
+    return 1;
+}
+
 /* Rule row-tail: the GEMM kernel row op r may run in after its epilogue,
  * or -1. Its logits are the value the GEMM's epilogue computes over the
  * whole product ([M, N], not a view), at most ROW_TAIL_MAX_COLS wide, so
@@ -325,6 +349,10 @@ int fuse_row_tail(const Fuser *f, int r)
     if (gr->kind != G_MATMUL || gr->row_anchor >= 0 || !ir_same_shape(s, &node(f, gr->anchor)->shape)
         || s->rank != 2 || s->d[1] > ROW_TAIL_MAX_COLS)
         return -1;
+    /* not after a data prologue: its labels are stored by other blocks */
+    for (int k = 0; k < gr->nnodes; k++)
+        if (op_kind[node(f, gr->nodes[k])->op] == K_DATA)
+            return -1;
     return fuse_inputs_ready(f, r, gx) ? gx : -1;
 }
 
@@ -354,8 +382,16 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
         return;
     }
     case K_MATMUL:
-        grp = new_group(f, G_MATMUL, id);
-        add(f, grp, id, 0);
+        if ((on & R_DATA_PROLOGUE) && *data_grp >= 0 && fuse_data_prologue(f, id, *data_grp)) {
+            grp = *data_grp;
+            f->p->groups[grp].kind = G_MATMUL;
+            f->p->groups[grp].anchor = id;
+            add(f, grp, id, R_DATA_PROLOGUE);
+            *data_grp = -1;     /* a later data node starts a data kernel of its own */
+        } else {
+            grp = new_group(f, G_MATMUL, id);
+            add(f, grp, id, 0);
+        }
         if (on & R_EPILOGUE)
             absorb_chain(f, grp, id, R_EPILOGUE);
         if (on & R_REDUCTION)

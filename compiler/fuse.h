@@ -21,6 +21,7 @@ int fuse_dropout_consumer(const Fuser *f, int x);
 /* The activation of x whose gradient is x's only other reader, or -1 */
 int fuse_act_consumer(const Fuser *f, int x);
 int fuse_same_logits(const Fuser *f, int c, int a);
+int fuse_data_prologue(const Fuser *f, int mm, int dg);   /* rule data-prologue */
 int fuse_row_tail(const Fuser *f, int r);       /* rule row-tail: the GEMM group row op r joins, or -1 */
 /* rule pool-chain: pool pl joins elementwise group grp; pool gradient pl
  * may take the elementwise chain consuming it */

@@ -200,6 +200,13 @@ static char *explain_pair(const Fuser *f, int x, int c)
         return util_fmt("no_rule(%s -> row): a row op needs whole rows of the logits per sample and starts its own "
                         "kernel; allow: rule row-tail runs it in the GEMM kernel computing its logits, for no other "
                         "kind of kernel (not implemented)", kind_text[grx->kind]);
+    if (kc == K_MATMUL && grx->kind == G_DATA) {
+        if (!(f->rules & R_DATA_PROLOGUE))
+            return util_strdup("rule_off(data-prologue): the rule is switched off; allow: --fusion=...,+data-prologue");
+        return util_fmt("data_prologue: %s%%%d does not read the batch's images as its untransposed left operand "
+                        "right after %s, or %s gathers more than the images and labels; allow: a gather in any "
+                        "operand's loads (not implemented)", op_text[cn->op], c, grx->name, grx->name);
+    }
     if (kc == K_OPT)
         return util_strdup("no_rule(-> optimizer): updates wait for their bucket's all-reduce, a schedule point; "
                            "allow: on one rank, the update in the gradient's kernel (not implemented)");

@@ -18,6 +18,7 @@ const FuseRule fuse_rule[FUSE_NRULES] = {
     {R_ACT_INPUT, "act-input", "an activation joins the kernel computing its input although its gradient reads that input"},
     {R_SIBLINGS, "siblings", "two independent GEMMs reading the same operand (a layer's input and weight gradients) run as one GPU launch"},
     {R_POOL_CHAIN, "pool-chain", "a pooling whose windows tile the plane joins the elementwise chain it pools (batch norm + ReLU + max pool), its gradient the chain after it (ReLU's gradient)"},
+    {R_DATA_PROLOGUE, "data-prologue", "the batch's gather (images normalized, labels) runs in the first GEMM reading the images, as it loads its operand tiles"},
     {R_ROW_TAIL, "row-tail", "the row ops of a narrow GEMM's result (logits of at most 64 classes: softmax + cross-entropy, its gradient, argmax) run after its epilogue in the GEMM's kernel"},
 };
 

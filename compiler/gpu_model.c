@@ -142,11 +142,11 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
         if (p->groups[i].row_anchor >= 0) {
             /* they read the rows back: their bytes at those blocks' share
              * of the bandwidth, the rest of the GPU idle */
-            Group head, tail;
+            GemmParts v;
             const Emit e = {NULL, p, &p->groups[i], i};
-            ex_row_tail_views(&e, &head, &tail);
-            const Node *r = p->g->n[tail.anchor];
-            double bytes = cost_group(p, &tail, batch, COST_GPU).bytes
+            ex_gemm_parts(&e, &v);
+            const Node *r = p->g->n[v.tail.anchor];
+            double bytes = cost_group(p, &v.tail, batch, COST_GPU).bytes
                          + 4.0 * (double)ir_numel(&p->g->n[r->in[0]]->shape, batch);
             tail_s = bytes / (t->bw * fmin(1, ceil((double)batch / gt.tile_m) / t->sms));
         }

@@ -74,7 +74,9 @@ int plan_uses_outside(const Plan *p, int node)
 {
     const Graph *g = p->g;
     const Node *n = g->n[node];
-    if (p->is_root[node] || n->op == OP_PARAM || n->grad_of >= 0 || n->op == OP_SUM_ALL)
+    /* the batch is always stored, gathered in a GEMM's kernel too (rule
+     * data-prologue): the CPU's GEMM reads it from memory */
+    if (p->is_root[node] || n->op == OP_PARAM || n->grad_of >= 0 || n->op == OP_SUM_ALL || op_kind[n->op] == K_DATA)
         return 1;
     int grp = p->group_of[node];
     /* rule row-tail: the row ops read the GEMM's rows back from memory */

@@ -153,6 +153,10 @@ static int legal_member(const Checker *c, const Group *gr, int id)
     case G_MATMUL:
     case G_EW:  /* rule pool-chain: a pooling of the chain's result, last */
         /* rule row-tail: row ops of a value over the whole product, whole rows in a tile */
+        if (gr->kind == G_MATMUL && k == K_DATA) {   /* rule data-prologue: its left operand, the labels */
+            const int a = plan_source(c->p, nd(c, gr->anchor)->in[0]);
+            return member(gr, a) && nd(c, a)->op == OP_IMAGES && (n->op == OP_LABELS || a == id);
+        }
         if (gr->kind == G_MATMUL && k == K_ROW)
             return gr->row_anchor >= 0 && member(gr, n->in[0]) && ir_same_shape(&nd(c, n->in[0])->shape, space)
                 && space->rank == 2 && space->d[1] <= ROW_TAIL_MAX_COLS;

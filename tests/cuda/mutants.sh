@@ -70,7 +70,11 @@ check 'optimizer misses the last parameter floats' 's/k < 32656;/k < 32640;/' $Q
 check 'SGD weight decay 10% short' 's/d += 0.0001f \* w\[k\];/d += 0.00009f * w[k];/' $Q
 check 'momentum buffer not updated on the first step' 's/mb\[k\] = first ? d :/mb[k] = first ? mb[k] :/' $Q
 check 'early return for the whole block even when row0 < M' 's/if (row0 >= M || col0 >= N)/if (row0 + 64 > M || col0 >= N)/' $Q
-check 'labels read from idx[0] for every row' 's/b1\[t\] = ((const int32_t \*)e->y)\[e->idx\[t\]\];/b1[t] = ((const int32_t *)e->y)[e->idx[0]];/' $Q
+# rule data-prologue (emit_cuda.c emit_matmul): odd.net's first GEMM
+# gathers the batch as it loads its left operand tiles
+check 'labels read from idx[0] for every row' 's/b1\[i\] = ((const int32_t \*)e->y)\[e->idx\[i\]\];/b1[i] = ((const int32_t *)e->y)[e->idx[0]];/' $Q
+check 'data prologue: the gathered images stored by no column of tiles' 's/if (bx == 0)$/if (bx == gx)/' $Q
+check 'data prologue: sample i read instead of the sampler'"'"'s idx[i]' 's/a = rt_sample(e, (int64_t)e->idx\[gi\], gk);/a = rt_sample(e, gi, gk);/' $Q
 # split-K (emit_cuda.c emit_matmul): odd.net's first GEMM runs K = 784 in
 # 10 slices; the tile's last block sums the partials
 check 'split-K sum leaves out slice 0' 's/for (int z = 0; z < \([0-9]*\); z++)/for (int z = 1; z < \1; z++)/' $Q

@@ -2,37 +2,41 @@
 # tests/ir/gpu_model.sh CDDPC: `--report --target h200` (compiler/gpu_model.c)
 # against the prediction worked by hand from the H200 datasheet (FP32
 # 66.9 TFLOP/s, 4.8 TB/s, 132 SMs x 2 blocks) for SimpleNet (batch 64):
-#   - t9_sgd_x6__optimizer: 3 x 4 x 535818 bytes (SGD reads p, g, writes p) over
+#   - t8_sgd_x6__optimizer: 3 x 4 x 535818 bytes (SGD reads p, g, writes p) over
 #     4.8 TB/s = 1.339 us; ceil(535824 / 256) = 2094 blocks of 256 (the
 #     aligned slab), 8 waves, all SMs busy; + 1 us graph node = 2.34 us;
-#   - t1_mm_nt_bias_add_relu__epilogue: 2 x 64 x 512 x 784 + 2 x 64 x 512 FLOPs at
+#   - t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue
+#     (rule data-prologue: fc1's GEMM gathers the batch as it loads its
+#     tiles): 2 x 64 x 784 (the gather's scale and shift) +
+#     2 x 64 x 512 x 784 + 2 x 64 x 512 FLOPs at
 #     half of 66.9 TFLOP/s (4x4 outputs per thread: 16 FMAs per 8 shared
 #     loads, an SM loads 32 words per clock and does 128 FMAs) = 1.538 us;
 #     64x64 tiles, K = 784 (49 k-slices of 16) in 13 slices of 4 k-slices,
 #     the last 1 (split-K: 1 x 8 tiles, far below 132 SMs; at most 132 / 8
 #     = 16 slices of at least 2 k-slices): 104 blocks, 104 of 132 SMs busy:
-#     1.95 us; + 1 us = 2.95 us; its partials, 2 x 13 x 64 x 512 floats,
-#     0.71 us, and its operands leave it FLOP-bound;
+#     1.96 us; + 1 us = 2.96 us; its partials, 2 x 13 x 64 x 512 floats,
+#     0.71 us, and its operands leave it FLOP-bound; no data kernel of its
+#     own (its 1.05 us node is gone);
 #   - runtime_step_turn (step_end of one step and step_begin of the next,
 #     one node between two steps of a 16-step graph) zeroes grad (535824
 #     floats), fix (64: the split GEMMs' counters) and stat (1 double):
 #     2143560 bytes over 4.8 TB/s on ceil(535824 / 4096) = 131 blocks of
 #     132 SMs = 0.45 us, + 1 us (the three memset nodes it replaces are
 #     gone);
-#   - t6_t7__siblings, fc2's dx and dW GEMMs in one launch: 64 blocks (dx,
+#   - t5_t6__siblings, fc2's dx and dW GEMMs in one launch: 64 blocks (dx,
 #     K = 256 in 8 slices) + 32 (dW, whose K is the batch: not split) in one
-#     wave side by side, so the slower part's time (t7's) + 1 us;
+#     wave side by side, so the slower part's time (t6's) + 1 us;
 #     its parts add no node of their own;
-#   - t3 (rule row-tail: fc3's GEMM, then softmax + cross-entropy, its
+#   - t2 (rule row-tail: fc3's GEMM, then softmax + cross-entropy, its
 #     gradient and fc3's bias gradient in the block that finishes the one
 #     64-row tile) against the same GEMM without the rule (--fusion=all,
-#     -row-tail, t3_mm_nt_bias_add__epilogue): the tail reads the logits
+#     -row-tail, t2_mm_nt_bias_add__epilogue): the tail reads the logits
 #     back (64 x 10 floats), the labels (64 int32), writes the logits'
 #     gradient (64 x 10), the bias gradient (10) and the loss sum (4
 #     bytes): 5420 bytes at 1/132 of 4.8 TB/s, 0.149 us; what the tail
 #     adds to the kernel's own bytes (all but the logits' read back, 2860)
 #     at its 8 blocks' share, 0.010 us: 0.159 us more (to the printed
-#     hundredths); the row kernel's node (t4, 1.02 us) is gone;
+#     hundredths); the row kernel's node (t3 there, 1.02 us) is gone;
 # the step is the kernels' and the runtime's node's sum plus 1/16 of a 5 us
 # graph launch; an unknown target lists the known ones.
 set -u
@@ -46,24 +50,25 @@ check() {
     if [ "$2" = "$3" ]; then echo "PASS $1: $2"; else echo "FAIL $1: got '$2', want '$3'"; fail=1; fi
 }
 hand_sgd=$(awk 'BEGIN { printf "%.2f %.2f", 12 * 535818 / 4.8e12 * 1e6, 12 * 535818 / 4.8e12 * 1e6 + 1 }')
-hand_mm=$(awk 'BEGIN { f = 2 * 64 * 512 * 784 + 2 * 64 * 512; r = f / (0.5 * 66.9e12) * 1e6 * 132 / 104; printf "%.2f %.2f", r, r + 1 }')
+hand_mm=$(awk 'BEGIN { f = 2 * 64 * 784 + 2 * 64 * 512 * 784 + 2 * 64 * 512; r = f / (0.5 * 66.9e12) * 1e6 * 132 / 104; printf "%.2f %.2f", r, r + 1 }')
 hand_zb=$(awk 'BEGIN { r = (4 * 535824 + 4 * 64 + 8) / 4.8e12 * 1e6 * 132 / 131; printf "%.2f %.2f", r, r + 1 }')
 part() { awk -v k="$1" '/^predicted train/ { on = 1 } on && $1 == k { print $6 }' "$t"; }
-pair=$(awk '/^predicted train/ { on = 1 } on && $1 == "=" && $2 == "t6_t7__siblings" { print $3, $5, $9 }' "$t")
-hand_pair=$(awk -v a="$(part t6_mm_nn_relu_grad_sum_rows__epilogue__reduction)" -v b="$(part t7_mm_tn)" \
+pair=$(awk '/^predicted train/ { on = 1 } on && $1 == "=" && $2 == "t5_t6__siblings" { print $3, $5, $9 }' "$t")
+hand_pair=$(awk -v a="$(part t5_mm_nn_relu_grad_sum_rows__epilogue__reduction)" -v b="$(part t6_mm_tn)" \
     'BEGIN { printf "96 1 %.2f", (a > b ? a : b) + 1 }')
-check "t6_t7__siblings blocks waves total" "$pair" "$hand_pair"
-check "t9_sgd_x6__optimizer blocks waves roofline total" "$(row t9_sgd_x6__optimizer)" "2094 8 $hand_sgd"
-tail=$(part t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail)
+check "t5_t6__siblings blocks waves total" "$pair" "$hand_pair"
+check "t8_sgd_x6__optimizer blocks waves roofline total" "$(row t8_sgd_x6__optimizer)" "2094 8 $hand_sgd"
+tail=$(part t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail)
 "$cddpc" models/mnist.net --fusion=all,-row-tail --report --target h200 > "$t.off" || { echo "FAIL cddpc -row-tail"; exit 1; }
-plain=$(awk '/^predicted train/ { on = 1 } on && $1 == "t3_mm_nt_bias_add__epilogue" { print $6 }' "$t.off")
-grep -q '^  t4_ce_loss' "$t.off" && ! grep -q '^  t[0-9]*_ce_loss' "$t" && echo "PASS row-tail: no row kernel of its own" ||
+plain=$(awk '/^predicted train/ { on = 1 } on && $1 == "t2_mm_nt_bias_add__epilogue" { print $6 }' "$t.off")
+grep -q '^  t3_ce_loss' "$t.off" && ! grep -q '^  t[0-9]*_ce_loss' "$t" && echo "PASS row-tail: no row kernel of its own" ||
     { echo "FAIL row-tail: the row kernel's node"; fail=1; }
 rm -f "$t.off"
 awk -v a="$tail" -v b="$plain" 'BEGIN { h = 5420 / 4.8e12 * 1e6 * 132 + 2860 / 4.8e12 * 1e6 * 132 / 8;
      d = a - b; exit !(a != "" && b != "" && d > h - 0.011 && d < h + 0.011) }' &&
-    echo "PASS t3 row tail adds $tail - $plain us (hand 0.159)" || { echo "FAIL t3 row tail: $tail - $plain us, want 0.159 more"; fail=1; }
-check "t1_mm_nt_bias_add_relu__epilogue blocks waves roofline total" "$(row t1_mm_nt_bias_add_relu__epilogue)" "104 1 $hand_mm"
+    echo "PASS t2 row tail adds $tail - $plain us (hand 0.159)" || { echo "FAIL t2 row tail: $tail - $plain us, want 0.159 more"; fail=1; }
+check "t0 (data prologue + fc1) blocks waves roofline total" "$(row t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue)" "104 1 $hand_mm"
+grep -q '^  t[0-9]*_images_labels__data ' "$t" && { echo "FAIL a data kernel of its own is still predicted"; fail=1; }
 check "runtime_step_turn blocks waves roofline total" "$(row runtime_step_turn)" "131 1 $hand_zb"
 grep -q memset "$t" && { echo "FAIL a memset node is still predicted"; fail=1; }
 grep -q "^  GEMMs: 4 x 4 outputs per thread, FMA rate bound by shared-memory loads to 50% of peak" "$t" &&

@@ -3,7 +3,8 @@
  * kind of broken plan planted into a copy: a node in two groups or in none,
  * a kernel scheduled before one it reads from, a parameter read after its
  * update, an illegal fusion (also: a row tail's row ops left in a GEMM
- * kernel without the tail), a reduction read inside its own kernel, and
+ * kernel without the tail, labels gathered in a GEMM kernel that gathers
+ * no images), a reduction read inside its own kernel, and
  * two live buffers that overlap. Exit status 1 if any verdict is wrong. */
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,41 @@ static void check_model(const char *path)
     expect(plan_verify_groups, p, NULL, path, "the fused plan's groups");
     expect(plan_verify_memory, p, NULL, path, "the planned buffers");
 
+    /* rule row-tail's row ops left in their GEMM's kernel with the tail
+     * taken away: row ops in a matmul kernel */
+    int tail = -1;
+    for (int i = 0; i < p->ngroups; i++)
+        if (p->groups[i].kind == G_MATMUL && p->groups[i].row_anchor >= 0)
+            tail = i;
+    if (tail >= 0) {
+        Plan *q = copy(p);
+        q->groups[tail].row_anchor = -1;
+        expect(plan_verify_groups, q, "cannot be fused", path, "row ops in a GEMM kernel without its row tail");
+    }
+
+    /* rule data-prologue's labels moved into the next GEMM's kernel, which
+     * does not gather the images (order still fine: the loss reads them
+     * later) */
+    int pro = -1;
+    for (int i = 0; i + 1 < p->ngroups && pro < 0; i++)
+        for (int k = 0; k < p->groups[i].nnodes; k++)
+            if (p->groups[i].kind == G_MATMUL && g->n[p->groups[i].nodes[k]]->op == OP_LABELS
+                && p->groups[i + 1].kind == G_MATMUL)
+                pro = p->groups[i].nodes[k];
+    if (pro >= 0) {
+        Plan *q = copy(p);
+        int next = q->group_of[pro] + 1;
+        unplant(q, pro);
+        plant(q, next, pro);
+        expect(plan_verify_groups, q, "cannot be fused", path, "labels gathered in a GEMM kernel without the batch");
+    }
+
+    /* the other mutants on the plan without rules row-tail and
+     * data-prologue: the loss's row ops and the batch's gather have
+     * kernels of their own */
+    p = train_plan(prog, FUSE_ALL & ~(FuseLevel)(R_ROW_TAIL | R_DATA_PROLOGUE));
+    expect(plan_verify_groups, p, NULL, path, "the groups without rules row-tail and data-prologue");
+
     /* a node also in the group before its own */
     Plan *q = copy(p);
     int last = q->ngroups - 1;
@@ -181,23 +217,6 @@ static void check_model(const char *path)
         }
     swap_groups(q, reader, opt);
     expect(plan_verify_groups, q, "after sgd", path, "a weight read after its optimizer update");
-
-    /* rule row-tail's row ops left in their GEMM's kernel with the tail
-     * taken away: row ops in a matmul kernel */
-    int tail = -1;
-    for (int i = 0; i < p->ngroups; i++)
-        if (p->groups[i].kind == G_MATMUL && p->groups[i].row_anchor >= 0)
-            tail = i;
-    if (tail >= 0) {
-        q = copy(p);
-        q->groups[tail].row_anchor = -1;
-        expect(plan_verify_groups, q, "cannot be fused", path, "row ops in a GEMM kernel without its row tail");
-    }
-
-    /* the row kernel's mutants: the plan without rule row-tail, so the
-     * loss's row ops have their own kernel */
-    p = train_plan(prog, FUSE_ALL & ~(FuseLevel)R_ROW_TAIL);
-    expect(plan_verify_groups, p, NULL, path, "the groups without rule row-tail");
 
     /* an illegal fusion: the logits' bias_add (elementwise) moved into the
      * loss kernel (row ops), which reads it: order still fine */

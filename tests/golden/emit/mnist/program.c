@@ -7,30 +7,22 @@
 #include "cddprt.h"
 static inline unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } static inline unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } static inline float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
-/* t0_images_labels__data: %0 %1 */
-static void t0_images_labels__data(rt_exec *e)
+/* t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue: %0 %1 %9 %10 %11 */
+static void t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1552 * e->nmax));
+    float *const b2 = (e->param + 134416);
+    float *const b3 = (e->param + 133904);
+    float *const b11 = ((float *)(e->act + (int64_t)784 * e->nmax));
     #pragma omp parallel for schedule(static) if (n >= 64)
     for (int64_t i = 0; i < n; i++) {
         float *dst = b0 + i * 784;
         for (int64_t k = 0; k < 784; k++) dst[k] = rt_sample(e, (int64_t)e->idx[i], k);
     }
     for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
-}
-
-/* t1_mm_nt_bias_add_relu__epilogue: %9 %10 %11 */
-static void t1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b2 = (e->param + 134416);
-    float *const b3 = (e->param + 133904);
-    float *const b11 = ((float *)(e->act + (int64_t)784 * e->nmax));
     rt_sgemm(0, 1, n, 512, 784, b0, 784, b2, 784, b11, 512);
     const int64_t R = n, C = 512;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
@@ -43,8 +35,8 @@ static void t1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     }
 }
 
-/* t2_mm_nt_bias_add_relu__epilogue: %12 %13 %14 */
-static void t2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
+/* t1_mm_nt_bias_add_relu__epilogue: %12 %13 %14 */
+static void t1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -64,8 +56,8 @@ static void t2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     }
 }
 
-/* t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: %15 %16 %17 %18 %21 %22 */
-static void t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(rt_exec *e)
+/* t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: %15 %16 %17 %18 %21 %22 */
+static void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -114,8 +106,8 @@ static void t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduct
     }
 }
 
-/* t4_mm_nn_relu_grad_sum_rows__epilogue__reduction: %23 %25 %26 */
-static void t4_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
+/* t3_mm_nn_relu_grad_sum_rows__epilogue__reduction: %23 %25 %26 */
+static void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -140,8 +132,8 @@ static void t4_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
     }
 }
 
-/* t5_mm_tn: %24 */
-static void t5_mm_tn(rt_exec *e)
+/* t4_mm_tn: %24 */
+static void t4_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -151,8 +143,8 @@ static void t5_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 10, 256, n, b21, 10, b14, 256, b24, 256);
 }
 
-/* t6_mm_nn_relu_grad_sum_rows__epilogue__reduction: %27 %29 %30 */
-static void t6_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
+/* t5_mm_nn_relu_grad_sum_rows__epilogue__reduction: %27 %29 %30 */
+static void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -177,8 +169,8 @@ static void t6_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
     }
 }
 
-/* t7_mm_tn: %28 */
-static void t7_mm_tn(rt_exec *e)
+/* t6_mm_tn: %28 */
+static void t6_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -188,8 +180,8 @@ static void t7_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 256, 512, n, b25, 256, b11, 512, b28, 512);
 }
 
-/* t8_mm_tn: %31 */
-static void t8_mm_tn(rt_exec *e)
+/* t7_mm_tn: %31 */
+static void t7_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -199,8 +191,8 @@ static void t8_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 512, 784, n, b29, 512, b0, 784, b31, 784);
 }
 
-/* t9_sgd_x6__optimizer: %32 %33 %34 %35 %36 %37 */
-static void t9_sgd_x6__optimizer(rt_exec *e)
+/* t8_sgd_x6__optimizer: %32 %33 %34 %35 %36 %37 */
+static void t8_sgd_x6__optimizer(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -213,30 +205,22 @@ static void t9_sgd_x6__optimizer(rt_exec *e)
     }
 }
 
-/* e0_images_labels__data: %0 %1 */
-static void e0_images_labels__data(rt_exec *e)
+/* e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue: %0 %1 %9 %10 %11 */
+static void e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1296 * e->nmax));
+    float *const b2 = (e->param + 134416);
+    float *const b3 = (e->param + 133904);
+    float *const b11 = ((float *)(e->act + (int64_t)784 * e->nmax));
     #pragma omp parallel for schedule(static) if (n >= 64)
     for (int64_t i = 0; i < n; i++) {
         float *dst = b0 + i * 784;
         for (int64_t k = 0; k < 784; k++) dst[k] = rt_sample(e, (int64_t)e->idx[i], k);
     }
     for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
-}
-
-/* e1_mm_nt_bias_add_relu__epilogue: %9 %10 %11 */
-static void e1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b2 = (e->param + 134416);
-    float *const b3 = (e->param + 133904);
-    float *const b11 = ((float *)(e->act + (int64_t)784 * e->nmax));
     rt_sgemm(0, 1, n, 512, 784, b0, 784, b2, 784, b11, 512);
     const int64_t R = n, C = 512;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
@@ -249,8 +233,8 @@ static void e1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     }
 }
 
-/* e2_mm_nt_bias_add_relu__epilogue: %12 %13 %14 */
-static void e2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
+/* e1_mm_nt_bias_add_relu__epilogue: %12 %13 %14 */
+static void e1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -270,8 +254,8 @@ static void e2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     }
 }
 
-/* e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: %15 %16 %17 %18 %19 %20 */
-static void e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(rt_exec *e)
+/* e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: %15 %16 %17 %18 %19 %20 */
+static void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -317,61 +301,57 @@ static void e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reducti
 }
 
 static const rt_kernel train_kernels[] = {
-    {t0_images_labels__data, "t0_images_labels__data", 0, {0, 1568}, {0, 3925}},
-    {t1_mm_nt_bias_add_relu__epilogue, "t1_mm_nt_bias_add_relu__epilogue", 1, {0, 803840}, {1607680, 9280}},
-    {t2_mm_nt_bias_add_relu__epilogue, "t2_mm_nt_bias_add_relu__epilogue", 1, {0, 262656}, {525312, 5120}},
-    {t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail, "t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", 2, {0, 5221}, {10324, 1188}},
-    {t4_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t4_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 5632}, {11264, 4136}},
-    {t5_mm_tn, "t5_mm_tn", 2, {0, 5120}, {10240, 1064}},
-    {t6_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t6_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 263168}, {526336, 9216}},
-    {t7_mm_tn, "t7_mm_tn", 2, {0, 262144}, {524288, 3072}},
-    {t8_mm_tn, "t8_mm_tn", 2, {0, 802816}, {1605632, 5184}},
-    {t9_sgd_x6__optimizer, "t9_sgd_x6__optimizer", 3, {1071636, 0}, {6429816, 0}},
+    {t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue, "t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", 1, {0, 805408}, {1607680, 10069}},
+    {t1_mm_nt_bias_add_relu__epilogue, "t1_mm_nt_bias_add_relu__epilogue", 1, {0, 262656}, {525312, 5120}},
+    {t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail, "t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", 2, {0, 5221}, {10324, 1188}},
+    {t3_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t3_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 5632}, {11264, 4136}},
+    {t4_mm_tn, "t4_mm_tn", 2, {0, 5120}, {10240, 1064}},
+    {t5_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 263168}, {526336, 9216}},
+    {t6_mm_tn, "t6_mm_tn", 2, {0, 262144}, {524288, 3072}},
+    {t7_mm_tn, "t7_mm_tn", 2, {0, 802816}, {1605632, 5184}},
+    {t8_sgd_x6__optimizer, "t8_sgd_x6__optimizer", 3, {1071636, 0}, {6429816, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
-    {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {8, 1, 13}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 6656, 0, 8, 0},
-    {"t2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 16}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 4096, 16, 4, 0},
-    {"t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 80, 32, 1, 0},
-    {"t4_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {4, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t4_t5__siblings"},
-    {"t5_mm_tn", {256, 1, 1}, {4, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t6_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {8, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 4096, 48, 8, "t6_t7__siblings"},
-    {"t7_mm_tn", {256, 1, 1}, {8, 4, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t8_mm_tn", {256, 1, 1}, {13, 8, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t9_sgd_x6__optimizer", {256, 1, 1}, {2094, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {8, 1, 13}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 6656, 0, 8, 0},
+    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 16}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 4096, 16, 4, 0},
+    {"t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 80, 32, 1, 0},
+    {"t3_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {4, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t3_t4__siblings"},
+    {"t4_mm_tn", {256, 1, 1}, {4, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {8, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 4096, 48, 8, "t5_t6__siblings"},
+    {"t6_mm_tn", {256, 1, 1}, {8, 4, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t7_mm_tn", {256, 1, 1}, {13, 8, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t8_sgd_x6__optimizer", {256, 1, 1}, {2094, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {
-    {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
-    {e1_mm_nt_bias_add_relu__epilogue, "e1_mm_nt_bias_add_relu__epilogue", 1, {0, 803840}, {1607680, 9280}},
-    {e2_mm_nt_bias_add_relu__epilogue, "e2_mm_nt_bias_add_relu__epilogue", 1, {0, 262656}, {525312, 5120}},
-    {e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail, "e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", 1, {0, 5182}, {10288, 1148}},
+    {e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue, "e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", 1, {0, 805408}, {1607680, 10069}},
+    {e1_mm_nt_bias_add_relu__epilogue, "e1_mm_nt_bias_add_relu__epilogue", 1, {0, 262656}, {525312, 5120}},
+    {e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail, "e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", 1, {0, 5182}, {10288, 1148}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {
-    {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {8, 1, 13}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 6656, 0, 8, 0},
-    {"e2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 16}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 4096, 16, 4, 0},
-    {"e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 80, 32, 1, 0},
+    {"e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {8, 1, 13}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 6656, 0, 8, 0},
+    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 16}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 4096, 16, 4, 0},
+    {"e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 80, 32, 1, 0},
 };
 
 static const char cuda_src[] = /* all.cu */
     ;
 
 static const rt_param params[] = {
-    {"fc1.weight", 2, {512, 784, 0, 0}, 134416, 401408, 784, 0, 0, 8},
-    {"fc1.bias", 1, {512, 0, 0, 0}, 133904, 512, 784, 1, 0, 6},
-    {"fc2.weight", 2, {256, 512, 0, 0}, 2832, 131072, 512, 0, 0, 7},
-    {"fc2.bias", 1, {256, 0, 0, 0}, 2576, 256, 512, 1, 0, 4},
-    {"fc3.weight", 2, {10, 256, 0, 0}, 16, 2560, 256, 0, 0, 5},
-    {"fc3.bias", 1, {10, 0, 0, 0}, 0, 10, 256, 1, 0, 3},
+    {"fc1.weight", 2, {512, 784, 0, 0}, 134416, 401408, 784, 0, 0, 7},
+    {"fc1.bias", 1, {512, 0, 0, 0}, 133904, 512, 784, 1, 0, 5},
+    {"fc2.weight", 2, {256, 512, 0, 0}, 2832, 131072, 512, 0, 0, 6},
+    {"fc2.bias", 1, {256, 0, 0, 0}, 2576, 256, 512, 1, 0, 3},
+    {"fc3.weight", 2, {10, 256, 0, 0}, 16, 2560, 256, 0, 0, 4},
+    {"fc3.bias", 1, {10, 0, 0, 0}, 0, 10, 256, 1, 0, 2},
 };
 
 static const int param_flags[] = {0, 0, 0, 0, 0, 0};
 
 static const rt_bucket buckets[] = {
-    {0, 535824, 8, 9, 6},
+    {0, 535824, 7, 8, 6},
 };
 static const float data_norm_mean[] = {0.1307f};
 static const float data_norm_std[] = {0.3081f};
@@ -384,8 +364,8 @@ static const rt_model cddp_model = {
     .nparam = 6,
     .param_floats = 535824,
     .opt_floats = 0,
-    .train = {train_kernels, 10, 8720, 64, 1, 0, -1, train_cuda},
-    .eval = {eval_kernels, 4, 7968, 48, 2, 0, 1, eval_cuda},
+    .train = {train_kernels, 9, 8720, 64, 1, 0, -1, train_cuda},
+    .eval = {eval_kernels, 3, 7968, 48, 2, 0, 1, eval_cuda},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,

@@ -45,25 +45,8 @@ __device__ __forceinline__ void rt_mma_fp16(float *d, const unsigned *a, const u
 #endif
 __device__ __forceinline__ unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } __device__ __forceinline__ unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } __device__ __forceinline__ float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
-/* t0_images_labels__data: images%0 labels%1 */
-extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels__data(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)864 * e->nmax));
-    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t t = tid; t < n * 784; t += stride) {
-        const int64_t i = t / 784, k = t - i * 784;
-        b0[t] = rt_sample(e, (int64_t)e->idx[i], k);
-    }
-    for (int64_t t = tid; t < n; t += stride)
-        b1[t] = ((const int32_t *)e->y)[e->idx[t]];
-}
-
-/* t1_mm_nt_bias_add_relu__epilogue: mm_nt%8 bias_add%9 relu%10 */
-__device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue: images%0 labels%1 mm_nt%8 bias_add%9 relu%10 */
+__device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -71,6 +54,7 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t n = e->n;
     (void)n;
     float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)864 * e->nmax));
     float *const b2 = (e->param + 3648);
     float *const b3 = (e->param + 3600);
     float *const b10 = ((float *)(e->act + (int64_t)944 * e->nmax));
@@ -87,6 +71,12 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         return;
     const int64_t klo = split ? (int64_t)bz * 48 : 0;
     const int64_t khi = split && klo + 48 < K ? klo + 48 : K;
+    if (bx == 0 && bz == 0)
+        for (int t = threadIdx.x; t < 64; t += 256) {
+            const int64_t i = row0 + t;
+            if (i < M)
+                b1[i] = ((const int32_t *)e->y)[e->idx[i]];
+        }
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -95,7 +85,13 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
-            As[kk][r] = gi < M && gk < K ? b0[gi * 784 + gk] : 0.0f;
+            float a = 0.0f;
+            if (gi < M && gk < K) {
+                a = rt_sample(e, (int64_t)e->idx[gi], gk);
+                if (bx == 0)
+                    b0[gi * 784 + gk] = a;
+            }
+            As[kk][r] = a;
         }
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int c = l / 16, kk = l % 16;
@@ -155,15 +151,15 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             b10[i * C + j] = v10;
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t1_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t1_mm_nt_bias_add_relu__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t2_mm_nt_bias_add_relu__epilogue: mm_nt%11 bias_add%12 relu%13 */
-__device__ __forceinline__ void t2_mm_nt_bias_add_relu__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t1_mm_nt_bias_add_relu__epilogue: mm_nt%11 bias_add%12 relu%13 */
+__device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -220,15 +216,15 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             b13[i * C + j] = v13;
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t2_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t1_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t2_mm_nt_bias_add_relu__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t1_mm_nt_bias_add_relu__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: mm_nt%14 bias_add%15 ce_loss%16 sum_all%17 ce_grad%20 sum_rows%21 */
-__device__ __forceinline__ void t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: mm_nt%14 bias_add%15 ce_loss%16 sum_all%17 ce_grad%20 sum_rows%21 */
+__device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -359,15 +355,15 @@ __device__ __forceinline__ void t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
         }
     }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t4_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%22 relu_grad%24 sum_rows%25 */
-__device__ __forceinline__ void t4_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t3_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%22 relu_grad%24 sum_rows%25 */
+__device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -432,15 +428,15 @@ __device__ __forceinline__ void t4_mm_nn_relu_grad_sum_rows__epilogue__reduction
         }
     }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t4_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t3_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t4_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t3_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t5_mm_tn: mm_tn%23 */
-__device__ __forceinline__ void t5_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t4_mm_tn: mm_tn%23 */
+__device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -493,15 +489,15 @@ __device__ __forceinline__ void t5_mm_tn_tile(const rt_exec *__restrict__ e, con
             b23[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t4_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t5_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t4_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t6_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%26 relu_grad%28 sum_rows%29 */
-__device__ __forceinline__ void t6_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t5_mm_nn_relu_grad_sum_rows__epilogue__reduction: mm_nn%26 relu_grad%28 sum_rows%29 */
+__device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -601,15 +597,15 @@ __device__ __forceinline__ void t6_mm_nn_relu_grad_sum_rows__epilogue__reduction
         }
     }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t6_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t6_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t7_mm_tn: mm_tn%27 */
-__device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t6_mm_tn: mm_tn%27 */
+__device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -662,15 +658,15 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
             b27[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t6_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t7_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t6_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t8_mm_tn: mm_tn%30 */
-__device__ __forceinline__ void t8_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t7_mm_tn: mm_tn%30 */
+__device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -723,15 +719,15 @@ __device__ __forceinline__ void t8_mm_tn_tile(const rt_exec *__restrict__ e, con
             b30[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t8_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t8_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t7_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t9_adamw_x6__optimizer: adamw%31 adamw%32 adamw%33 adamw%34 adamw%35 adamw%36 */
-extern "C" __global__ void __launch_bounds__(256, 2) t9_adamw_x6__optimizer(const rt_exec *__restrict__ e)
+/* t8_adamw_x6__optimizer: adamw%31 adamw%32 adamw%33 adamw%34 adamw%35 adamw%36 */
+extern "C" __global__ void __launch_bounds__(256, 2) t8_adamw_x6__optimizer(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -751,8 +747,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_adamw_x6__optimizer(cons
     }
 }
 
-/* t4_t5__siblings: t4_mm_nn_relu_grad_sum_rows__epilogue__reduction and t5_mm_tn in one launch (rule siblings) */
-extern "C" __global__ void __launch_bounds__(256, 2) t4_t5__siblings(const rt_exec *__restrict__ e)
+/* t3_t4__siblings: t3_mm_nn_relu_grad_sum_rows__epilogue__reduction and t4_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t3_t4__siblings(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -760,14 +756,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) t4_t5__siblings(const rt_ex
     const unsigned bx = 2u, by = 1u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
-            t4_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+            t3_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
     } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
-        t5_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+        t4_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
     }
 }
 
-/* t6_t7__siblings: t6_mm_nn_relu_grad_sum_rows__epilogue__reduction and t7_mm_tn in one launch (rule siblings) */
-extern "C" __global__ void __launch_bounds__(256, 2) t6_t7__siblings(const rt_exec *__restrict__ e)
+/* t5_t6__siblings: t5_mm_nn_relu_grad_sum_rows__epilogue__reduction and t6_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t5_t6__siblings(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -775,31 +771,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_t7__siblings(const rt_ex
     const unsigned bx = 1u, by = 2u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
-            t6_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+            t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
     } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
-        t7_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+        t6_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
     }
 }
 
-/* e0_images_labels__data: images%0 labels%1 */
-extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels__data(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)832 * e->nmax));
-    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t t = tid; t < n * 784; t += stride) {
-        const int64_t i = t / 784, k = t - i * 784;
-        b0[t] = rt_sample(e, (int64_t)e->idx[i], k);
-    }
-    for (int64_t t = tid; t < n; t += stride)
-        b1[t] = ((const int32_t *)e->y)[e->idx[t]];
-}
-
-/* e1_mm_nt_bias_add_relu__epilogue: mm_nt%8 bias_add%9 relu%10 */
-__device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue: images%0 labels%1 mm_nt%8 bias_add%9 relu%10 */
+__device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -807,6 +786,7 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t n = e->n;
     (void)n;
     float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    int32_t *const b1 = ((int32_t *)(e->act + (int64_t)832 * e->nmax));
     float *const b2 = (e->param + 3648);
     float *const b3 = (e->param + 3600);
     float *const b10 = ((float *)(e->act + (int64_t)784 * e->nmax));
@@ -823,6 +803,12 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         return;
     const int64_t klo = split ? (int64_t)bz * 48 : 0;
     const int64_t khi = split && klo + 48 < K ? klo + 48 : K;
+    if (bx == 0 && bz == 0)
+        for (int t = threadIdx.x; t < 64; t += 256) {
+            const int64_t i = row0 + t;
+            if (i < M)
+                b1[i] = ((const int32_t *)e->y)[e->idx[i]];
+        }
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -831,7 +817,13 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
-            As[kk][r] = gi < M && gk < K ? b0[gi * 784 + gk] : 0.0f;
+            float a = 0.0f;
+            if (gi < M && gk < K) {
+                a = rt_sample(e, (int64_t)e->idx[gi], gk);
+                if (bx == 0)
+                    b0[gi * 784 + gk] = a;
+            }
+            As[kk][r] = a;
         }
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int c = l / 16, kk = l % 16;
@@ -891,15 +883,15 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             b10[i * C + j] = v10;
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) e1_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    e1_mm_nt_bias_add_relu__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* e2_mm_nt_bias_add_relu__epilogue: mm_nt%11 bias_add%12 relu%13 */
-__device__ __forceinline__ void e2_mm_nt_bias_add_relu__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* e1_mm_nt_bias_add_relu__epilogue: mm_nt%11 bias_add%12 relu%13 */
+__device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -956,15 +948,15 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             b13[i * C + j] = v13;
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) e2_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) e1_mm_nt_bias_add_relu__epilogue(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    e2_mm_nt_bias_add_relu__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    e1_mm_nt_bias_add_relu__epilogue_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: mm_nt%14 bias_add%15 ce_loss%16 sum_all%17 correct%18 sum_all%19 */
-__device__ __forceinline__ void e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: mm_nt%14 bias_add%15 ce_loss%16 sum_all%17 correct%18 sum_all%19 */
+__device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -1091,9 +1083,9 @@ __device__ __forceinline__ void e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
             atomicAdd(&b19[0], (double)v18);
     }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }

@@ -7,30 +7,22 @@
 #include "cddprt.h"
 static inline unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } static inline unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } static inline float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
-/* t0_images_labels__data: %0 %1 */
-static void t0_images_labels__data(rt_exec *e)
+/* t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue: %0 %1 %8 %9 %10 */
+static void t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)864 * e->nmax));
+    float *const b2 = (e->param + 3648);
+    float *const b3 = (e->param + 3600);
+    float *const b10 = ((float *)(e->act + (int64_t)944 * e->nmax));
     #pragma omp parallel for schedule(static) if (n >= 64)
     for (int64_t i = 0; i < n; i++) {
         float *dst = b0 + i * 784;
         for (int64_t k = 0; k < 784; k++) dst[k] = rt_sample(e, (int64_t)e->idx[i], k);
     }
     for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
-}
-
-/* t1_mm_nt_bias_add_relu__epilogue: %8 %9 %10 */
-static void t1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b2 = (e->param + 3648);
-    float *const b3 = (e->param + 3600);
-    float *const b10 = ((float *)(e->act + (int64_t)944 * e->nmax));
     rt_sgemm(0, 1, n, 37, 784, b0, 784, b2, 784, b10, 37);
     const int64_t R = n, C = 37;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
@@ -43,8 +35,8 @@ static void t1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     }
 }
 
-/* t2_mm_nt_bias_add_relu__epilogue: %11 %12 %13 */
-static void t2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
+/* t1_mm_nt_bias_add_relu__epilogue: %11 %12 %13 */
+static void t1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -64,8 +56,8 @@ static void t2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     }
 }
 
-/* t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: %14 %15 %16 %17 %20 %21 */
-static void t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(rt_exec *e)
+/* t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: %14 %15 %16 %17 %20 %21 */
+static void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -114,8 +106,8 @@ static void t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduct
     }
 }
 
-/* t4_mm_nn_relu_grad_sum_rows__epilogue__reduction: %22 %24 %25 */
-static void t4_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
+/* t3_mm_nn_relu_grad_sum_rows__epilogue__reduction: %22 %24 %25 */
+static void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -140,8 +132,8 @@ static void t4_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
     }
 }
 
-/* t5_mm_tn: %23 */
-static void t5_mm_tn(rt_exec *e)
+/* t4_mm_tn: %23 */
+static void t4_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -151,8 +143,8 @@ static void t5_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 13, 70, n, b20, 13, b13, 70, b23, 70);
 }
 
-/* t6_mm_nn_relu_grad_sum_rows__epilogue__reduction: %26 %28 %29 */
-static void t6_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
+/* t5_mm_nn_relu_grad_sum_rows__epilogue__reduction: %26 %28 %29 */
+static void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -177,8 +169,8 @@ static void t6_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
     }
 }
 
-/* t7_mm_tn: %27 */
-static void t7_mm_tn(rt_exec *e)
+/* t6_mm_tn: %27 */
+static void t6_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -188,8 +180,8 @@ static void t7_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 70, 37, n, b24, 70, b10, 37, b27, 37);
 }
 
-/* t8_mm_tn: %30 */
-static void t8_mm_tn(rt_exec *e)
+/* t7_mm_tn: %30 */
+static void t7_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -199,8 +191,8 @@ static void t8_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 37, 784, n, b28, 37, b0, 784, b30, 784);
 }
 
-/* t9_adamw_x6__optimizer: %31 %32 %33 %34 %35 %36 */
-static void t9_adamw_x6__optimizer(rt_exec *e)
+/* t8_adamw_x6__optimizer: %31 %32 %33 %34 %35 %36 */
+static void t8_adamw_x6__optimizer(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -220,30 +212,22 @@ static void t9_adamw_x6__optimizer(rt_exec *e)
     }
 }
 
-/* e0_images_labels__data: %0 %1 */
-static void e0_images_labels__data(rt_exec *e)
+/* e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue: %0 %1 %8 %9 %10 */
+static void e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)832 * e->nmax));
+    float *const b2 = (e->param + 3648);
+    float *const b3 = (e->param + 3600);
+    float *const b10 = ((float *)(e->act + (int64_t)784 * e->nmax));
     #pragma omp parallel for schedule(static) if (n >= 64)
     for (int64_t i = 0; i < n; i++) {
         float *dst = b0 + i * 784;
         for (int64_t k = 0; k < 784; k++) dst[k] = rt_sample(e, (int64_t)e->idx[i], k);
     }
     for (int64_t i = 0; i < n; i++) b1[i] = ((const int32_t *)e->y)[e->idx[i]];
-}
-
-/* e1_mm_nt_bias_add_relu__epilogue: %8 %9 %10 */
-static void e1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b2 = (e->param + 3648);
-    float *const b3 = (e->param + 3600);
-    float *const b10 = ((float *)(e->act + (int64_t)784 * e->nmax));
     rt_sgemm(0, 1, n, 37, 784, b0, 784, b2, 784, b10, 37);
     const int64_t R = n, C = 37;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
@@ -256,8 +240,8 @@ static void e1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     }
 }
 
-/* e2_mm_nt_bias_add_relu__epilogue: %11 %12 %13 */
-static void e2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
+/* e1_mm_nt_bias_add_relu__epilogue: %11 %12 %13 */
+static void e1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -277,8 +261,8 @@ static void e2_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     }
 }
 
-/* e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: %14 %15 %16 %17 %18 %19 */
-static void e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(rt_exec *e)
+/* e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: %14 %15 %16 %17 %18 %19 */
+static void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -324,61 +308,57 @@ static void e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reducti
 }
 
 static const rt_kernel train_kernels[] = {
-    {t0_images_labels__data, "t0_images_labels__data", 0, {0, 1568}, {0, 3925}},
-    {t1_mm_nt_bias_add_relu__epilogue, "t1_mm_nt_bias_add_relu__epilogue", 1, {0, 58090}, {116180, 3580}},
-    {t2_mm_nt_bias_add_relu__epilogue, "t2_mm_nt_bias_add_relu__epilogue", 1, {0, 5320}, {10640, 988}},
-    {t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail, "t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", 2, {0, 1951}, {3748, 492}},
-    {t4_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t4_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 1960}, {3920, 1172}},
-    {t5_mm_tn, "t5_mm_tn", 2, {0, 1820}, {3640, 332}},
-    {t6_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t6_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 5254}, {10508, 872}},
-    {t7_mm_tn, "t7_mm_tn", 2, {0, 5180}, {10360, 428}},
-    {t8_mm_tn, "t8_mm_tn", 2, {0, 58016}, {116032, 3284}},
-    {t9_adamw_x6__optimizer, "t9_adamw_x6__optimizer", 3, {424164, 0}, {913584, 0}},
+    {t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue, "t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", 1, {0, 59658}, {116180, 4369}},
+    {t1_mm_nt_bias_add_relu__epilogue, "t1_mm_nt_bias_add_relu__epilogue", 1, {0, 5320}, {10640, 988}},
+    {t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail, "t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", 2, {0, 1951}, {3748, 492}},
+    {t3_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t3_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 1960}, {3920, 1172}},
+    {t4_mm_tn, "t4_mm_tn", 2, {0, 1820}, {3640, 332}},
+    {t5_mm_nn_relu_grad_sum_rows__epilogue__reduction, "t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", 2, {0, 5254}, {10508, 872}},
+    {t6_mm_tn, "t6_mm_tn", 2, {0, 5180}, {10360, 428}},
+    {t7_mm_tn, "t7_mm_tn", 2, {0, 58016}, {116032, 3284}},
+    {t8_adamw_x6__optimizer, "t8_adamw_x6__optimizer", 3, {424164, 0}, {913584, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
-    {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 629, 0, 1, 0},
-    {"t2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t3_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 26, 16, 1, 0},
-    {"t4_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t4_t5__siblings"},
-    {"t5_mm_tn", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t6_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 74, 32, 1, "t6_t7__siblings"},
-    {"t7_mm_tn", {256, 1, 1}, {1, 2, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t8_mm_tn", {256, 1, 1}, {13, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t9_adamw_x6__optimizer", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 629, 0, 1, 0},
+    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 26, 16, 1, 0},
+    {"t3_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t3_t4__siblings"},
+    {"t4_mm_tn", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1008, 74, 32, 1, "t5_t6__siblings"},
+    {"t6_mm_tn", {256, 1, 1}, {1, 2, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t7_mm_tn", {256, 1, 1}, {13, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t8_adamw_x6__optimizer", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const rt_kernel eval_kernels[] = {
-    {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
-    {e1_mm_nt_bias_add_relu__epilogue, "e1_mm_nt_bias_add_relu__epilogue", 1, {0, 58090}, {116180, 3580}},
-    {e2_mm_nt_bias_add_relu__epilogue, "e2_mm_nt_bias_add_relu__epilogue", 1, {0, 5320}, {10640, 988}},
-    {e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail, "e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", 1, {0, 1900}, {3700, 440}},
+    {e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue, "e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", 1, {0, 59658}, {116180, 4369}},
+    {e1_mm_nt_bias_add_relu__epilogue, "e1_mm_nt_bias_add_relu__epilogue", 1, {0, 5320}, {10640, 988}},
+    {e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail, "e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", 1, {0, 1900}, {3700, 440}},
 };
 
 static const rt_cuda_launch eval_cuda[] = {
-    {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 64, 0}, 0, 0, 848, 629, 0, 1, 0},
-    {"e2_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e3_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 64, 0}, 0, 0, 848, 26, 16, 1, 0},
+    {"e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 64, 0}, 0, 0, 848, 629, 0, 1, 0},
+    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 64, 0}, 0, 0, 848, 26, 16, 1, 0},
 };
 
 static const char cuda_src[] = /* all.cu */
     ;
 
 static const rt_param params[] = {
-    {"0.weight", 2, {37, 784, 0, 0}, 3648, 29008, 784, 0, 0, 8},
-    {"0.bias", 1, {37, 0, 0, 0}, 3600, 37, 784, 1, 0, 6},
-    {"2.weight", 2, {70, 37, 0, 0}, 1008, 2590, 37, 0, 0, 7},
-    {"2.bias", 1, {70, 0, 0, 0}, 928, 70, 37, 1, 0, 4},
-    {"4.weight", 2, {13, 70, 0, 0}, 16, 910, 70, 0, 0, 5},
-    {"4.bias", 1, {13, 0, 0, 0}, 0, 13, 70, 1, 0, 3},
+    {"0.weight", 2, {37, 784, 0, 0}, 3648, 29008, 784, 0, 0, 7},
+    {"0.bias", 1, {37, 0, 0, 0}, 3600, 37, 784, 1, 0, 5},
+    {"2.weight", 2, {70, 37, 0, 0}, 1008, 2590, 37, 0, 0, 6},
+    {"2.bias", 1, {70, 0, 0, 0}, 928, 70, 37, 1, 0, 3},
+    {"4.weight", 2, {13, 70, 0, 0}, 16, 910, 70, 0, 0, 4},
+    {"4.bias", 1, {13, 0, 0, 0}, 0, 13, 70, 1, 0, 2},
 };
 
 static const int param_flags[] = {0, 0, 0, 0, 0, 0};
 
 static const rt_bucket buckets[] = {
-    {0, 32656, 8, 9, 6},
+    {0, 32656, 7, 8, 6},
 };
 static const float data_norm_mean[] = {0.1307f};
 static const float data_norm_std[] = {0.3081f};
@@ -391,8 +371,8 @@ static const rt_model cddp_model = {
     .nparam = 6,
     .param_floats = 32656,
     .opt_floats = 65312,
-    .train = {train_kernels, 10, 1648, 48, 1, 0, -1, train_cuda},
-    .eval = {eval_kernels, 4, 1488, 32, 2, 0, 1, eval_cuda},
+    .train = {train_kernels, 9, 1648, 48, 1, 0, -1, train_cuda},
+    .eval = {eval_kernels, 3, 1488, 32, 2, 0, 1, eval_cuda},
     .in_rank = 1, .in_dim = {784, 0, 0}, .nclass = 13, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,
