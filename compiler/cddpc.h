@@ -542,6 +542,12 @@ char *emit_cuda_pair_name(const Plan *p, int grp);     /* that kernel's name */
 /* The split-K a GEMM group gets at p->batch (1: none); memplan places
  * its workspace and counters. */
 int emit_cuda_gemm_split(const Plan *p, const Group *gr);
+/* The gradient ranges the train plan's CUDA kernels accumulate into (a
+ * fused row reduction's atomics) or never write (a parameter without a
+ * gradient), which the runtime zeroes before each step: (offset, floats)
+ * pairs into r[2 * nparam], sorted and merged; their count. Every other
+ * gradient is stored whole by its kernel each step. */
+int emit_cuda_zero_ranges(const Plan *p, int64_t *r);
 /* A G_MATMUL group's tiling, for gpu_model.c: outputs per thread
  * (rows x cols) and the tile; 0 for any other group. */
 typedef struct GemmTiling { int rows, cols, tile_m, tile_n, tile_k, threads; } GemmTiling;

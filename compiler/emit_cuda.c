@@ -131,14 +131,55 @@ static int64_t space_cols(const Shape *s)
 static char *row_partial(int red, const char *x) { return util_fmt("red%d[c] += %s;", red, x); }
 static char *row_atomic(int red, const char *x) { return util_fmt("atomicAdd(&b%d[j], %s);", red, x); }
 
+/* A fused row reduction adds its blocks' parts atomically: its buffer
+ * must be zeroed before the step (emit_cuda_zero_ranges, fix). */
+static int accumulates(const Plan *p, int id)
+{
+    const int grp = p->group_of[id];
+    return p->g->n[id]->op == OP_SUM_ROWS && grp >= 0 && p->groups[grp].nnodes > 1;
+}
+
 static void check_atomic_targets(const Emit *m)
 {
     for (int k = 0; k < m->gr->nnodes; k++) {
         int id = m->gr->nodes[k];
-        if (ex_node(m, id)->op == OP_SUM_ROWS && m->gr->nnodes > 1 && m->p->buf[id].cls != B_GRAD
-            && m->p->buf[id].cls != B_FIX)
+        if (accumulates(m->p, id) && m->p->buf[id].cls != B_GRAD && m->p->buf[id].cls != B_FIX)
             diag_ice("emit_cuda: fused reduction %%%d must accumulate into grad or fix", id);
     }
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+    const int64_t x = ((const int64_t *)a)[0], y = ((const int64_t *)b)[0];
+    return (x > y) - (x < y);
+}
+
+int emit_cuda_zero_ranges(const Plan *p, int64_t *r)
+{
+    const Graph *g = p->g;
+    int n = 0;
+    for (int i = 0; i < g->nparam; i++) {
+        int writer = -1;
+        for (int k = 0; k < p->norder && writer < 0; k++)
+            if (g->n[p->order[k]]->grad_of == g->params[i] && p->buf[p->order[k]].cls == B_GRAD)
+                writer = p->order[k];
+        if (writer >= 0 && !accumulates(p, writer))
+            continue;   /* stored whole each step */
+        r[2 * n] = p->param_off[i];
+        r[2 * n + 1] = ir_numel(&g->n[g->params[i]]->shape, 1);
+        n++;
+    }
+    qsort(r, (size_t)n, 2 * sizeof *r, cmp_range);
+    int m = 0;
+    for (int k = 0; k < n; k++)     /* adjacent ranges (the slab's alignment apart at most) as one */
+        if (m > 0 && r[2 * k] <= r[2 * (m - 1)] + r[2 * (m - 1) + 1] + 16) {
+            r[2 * (m - 1) + 1] = r[2 * k] + r[2 * k + 1] - r[2 * (m - 1)];
+        } else {
+            r[2 * m] = r[2 * k];
+            r[2 * m + 1] = r[2 * k + 1];
+            m++;
+        }
+    return m;
 }
 
 /* ---- group kinds ------------------------------------------------------- */

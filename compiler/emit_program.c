@@ -195,6 +195,15 @@ static void emit_plan_table(FILE *f, const Plan *p, const char *var, const rt_cu
         fprintf(f, "},\n");
     }
     fprintf(f, "};\n");
+    /* the train plan's gradient ranges a CUDA step zeroes first */
+    if (p->training) {
+        int64_t *r = util_alloc(sizeof(int64_t) * 2 * (size_t)(p->g->nparam + 1));
+        const int n = emit_cuda_zero_ranges(p, r);
+        fprintf(f, "\nstatic const int64_t %s_zero[] = {", var);
+        for (int k = 0; k < n; k++)
+            fprintf(f, "%s%lld, %lld", k ? ", " : "", (long long)r[2 * k], (long long)r[2 * k + 1]);
+        fprintf(f, "%s};\n", n ? "" : "0, 0");
+    }
 }
 
 static void emit_plan_init(FILE *f, const Plan *p, const char *var, const Graph *g)
@@ -204,9 +213,14 @@ static void emit_plan_init(FILE *f, const Plan *p, const char *var, const Graph 
         cs = (int)p->buf[g->correct_sum].off, nm = (int)p->buf[g->correct_sum].size;
     /* nmetric only where it is not accuracy's one slot (0 there): a
      * classifier's program text stays as it was */
-    fprintf(f, "    .%s = {%s_kernels, %d, %lld, %lld, %d, %lld, %d, %s_cuda%s},\n", var, var, p->ngroups,
+    char *zero = "";
+    if (p->training) {
+        int64_t *r = util_alloc(sizeof(int64_t) * 2 * (size_t)(p->g->nparam + 1));
+        zero = util_fmt(", .zero = %s_zero, .nzero = %d", var, emit_cuda_zero_ranges(p, r));
+    }
+    fprintf(f, "    .%s = {%s_kernels, %d, %lld, %lld, %d, %lld, %d, %s_cuda%s%s},\n", var, var, p->ngroups,
             (long long)p->act_units, (long long)p->fix_floats, p->nstat, (long long)p->buf[g->loss_sum].off, cs, var,
-            g->n[g->correct_sum]->op == OP_SUM_ALL ? "" : util_fmt(", %d", nm));
+            g->n[g->correct_sum]->op == OP_SUM_ALL ? "" : util_fmt(", %d", nm), zero);
 }
 
 static void emit_source(FILE *f, const Program *prog, const Plan *train, const Plan *eval, const char *src_path,

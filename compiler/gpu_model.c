@@ -46,7 +46,8 @@
  *
  * The runtime's own graph node between two steps of a run (cuda device,
  * rt_cuda_dev.c issue_step): step_turn, which ends one step and zeroes
- * grad, fix and stat for the next (their bytes on its grid). */
+ * the accumulated gradients, fix and stat for the next (their bytes on
+ * its grid). */
 #include <math.h>
 #include <string.h>
 
@@ -104,11 +105,16 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
     const int mma = p->g->prec != RT_PREC_FP32 && t->tensor > 0;   /* the GEMMs on the tensor cores */
     int gemm_rows = 0, gemm_cols = 0;
     /* the runtime's node between two steps of a run: step_turn ends one
-     * step and zeroes grad, fix and stat (doubles) for the next on
+     * step and zeroes the accumulated gradients (emit_cuda_zero_ranges),
+     * fix and stat (doubles) for the next on
      * rt_cuda_begin_blocks' grid (step_begin and step_end, once per run,
      * are left out) */
-    const double zero_words = fmax(fmax((double)p->param_floats, (double)p->fix_floats), 2.0 * p->nstat);
-    const double rt_bytes = 4.0 * (double)p->param_floats + 4.0 * (double)p->fix_floats + 8.0 * p->nstat;
+    int64_t *zr = util_alloc(sizeof(int64_t) * 2 * (size_t)(p->g->nparam + 1));
+    double zgrad = 0;   /* only the gradients the kernels accumulate into */
+    for (int r = 0, nr = emit_cuda_zero_ranges(p, zr); r < nr; r++)
+        zgrad += (double)zr[2 * r + 1];
+    const double zero_words = fmax(fmax(zgrad, (double)p->fix_floats), 2.0 * p->nstat);
+    const double rt_bytes = 4.0 * zgrad + 4.0 * (double)p->fix_floats + 8.0 * p->nstat;
     const double rt_blocks = rt_cuda_begin_blocks((int64_t)zero_words);
     {
         double busy = fmin(1, rt_blocks / t->sms), secs = rt_bytes / t->bw / busy + GRAPH_NODE_US * 1e-6;

@@ -253,6 +253,11 @@ typedef struct rt_plan {
     const rt_cuda_launch *cu; /* [nk]: the same kernels for the CUDA device */
     int nmetric;            /* the evaluation's metric sums: stat slots [correct_stat,
                                correct_stat + nmetric); 0 means accuracy's one */
+    /* train: the gradient ranges, (offset, floats) pairs, that the CUDA
+     * kernels accumulate into or never write, zeroed before each step;
+     * the kernels store every other gradient whole */
+    const int64_t *zero;
+    int nzero;
 } rt_plan;
 
 /* The evaluation's metrics follow the task (rt_model.metrics): accuracy

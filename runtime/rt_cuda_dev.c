@@ -9,8 +9,9 @@
  *     labels; the model's first kernel gathers and normalizes a batch from
  *     them, exactly as the C kernel does from host memory.
  *   - A training step is captured ONCE as a CUDA graph:
- *         cddprt_step_begin(ctl)          zeroes grad, fix, stat (the kernels
- *                                         accumulate into them); e->n, e->idx,
+ *         cddprt_step_begin(ctl)          zeroes fix, stat and the grad ranges
+ *                                         (rt_plan.zero) the kernels accumulate
+ *                                         into; e->n, e->idx,
  *                                         e->lr for batch ctl->b
  *         the train plan's kernels        geometry for nmax rows
  *         cddprt_step_end(ctl)            loss sums, step loss, ++b, ++e->step
@@ -123,6 +124,8 @@ typedef struct dev_run {
     int64_t acc;                            /* micro-batches per optimizer step */
     int clip;                               /* clip_grad_norm */
     CUdeviceptr lrs[2], accbuf, folds;      /* float[nbatch] per slot; float[ngrad]; rt_cuda_fold[nb + 1] */
+    CUdeviceptr zranges;                    /* int64[2 * nzero]: rt_plan.zero, the grad ranges to zero */
+    int64_t zero_floats;                    /* their floats */
     float *h_lrs[2];                        /* pinned */
     CUgraphExec gmicro;                     /* a micro-batch's graph (accumulate > 1) */
     CUdeviceptr found, amp_log;             /* float; double[2 * nbatch] */
@@ -343,10 +346,11 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
     const int train = pd == &d->train, micro = mode == STEP_MICRO;
     /* accumulate's fold, done per bucket on the way to its all-reduce */
     d->fold_now = train && !micro && d->acc > 1;
-    /* step_begin zeroes grad, fix (fused row reductions may accumulate
-     * into it, cddprt.h) and stat, as the control block says (ctl_init):
+    /* step_begin zeroes the grad ranges and fix that fused row reductions
+     * accumulate into (rt_plan.zero), and stat, as the control block says (ctl_init):
      * one graph node, not three memsets and a kernel */
-    int64_t words = grad_floats > pd->p->fix_floats ? grad_floats : pd->p->fix_floats;
+    const int64_t zg = train ? d->zero_floats : 0;
+    int64_t words = zg > pd->p->fix_floats ? zg : pd->p->fix_floats;
     words = words > 2 * (int64_t)nstat ? words : 2 * (int64_t)nstat;
     const unsigned bgrid[3] = {rt_cuda_begin_blocks(words), 1, 1}, bthreads[3] = {256, 1, 1};
     int ok = !(pos & RUN_FIRST) || !rt_cuda_launch1(cu, d->fbegin, "cddprt_step_begin", bgrid, bthreads, ctl);
@@ -608,7 +612,7 @@ static void dev_free(dev_run *d)
     CUdeviceptr *ptrs[] = {&d->param, &d->grad, &d->opt, &d->act, &d->fix, &d->stat, &d->tx,
                            &d->ty, &d->vx, &d->vy, &d->norm, &d->order[0], &d->order[1], &d->vorder,
                            &d->steploss, &d->blocks, &d->found, &d->amp_log, &d->lrs[0], &d->lrs[1],
-                           &d->accbuf, &d->folds};
+                           &d->accbuf, &d->folds, &d->zranges};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         rt_cuda_free(*ptrs[i]);
     rt_cuda_host_free(d->h_order[0]);
@@ -869,7 +873,13 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         dalloc(cu, &d->lrs[0], nbatch, sizeof(float), "learning rates") ||
         dalloc(cu, &d->lrs[1], nbatch, sizeof(float), "learning rates") ||
         dalloc(cu, &d->accbuf, m->accumulate > 1 ? m->param_floats : 1, sizeof(float), "the accumulated gradients") ||
-        dalloc(cu, &d->folds, d->nb + 1, sizeof(rt_cuda_fold), "the gradient folds"))
+        dalloc(cu, &d->folds, d->nb + 1, sizeof(rt_cuda_fold), "the gradient folds") ||
+        dalloc(cu, &d->zranges, m->train.nzero > 0 ? 2 * m->train.nzero : 1, sizeof(int64_t), "the ranges to zero"))
+        return -1;
+    d->zero_floats = 0;
+    for (int r = 0; r < m->train.nzero; r++)
+        d->zero_floats += m->train.zero[2 * r + 1];
+    if (m->train.nzero > 0 && rt_cuda_htod(cu, d->zranges, m->train.zero, 2 * (size_t)m->train.nzero * sizeof(int64_t)))
         return -1;
     d->acc = m->accumulate > 1 ? m->accumulate : 1;
     d->clip = m->clip_norm > 0;
@@ -946,7 +956,8 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         c->clip = m->clip_norm;
         c->accumulate = d->acc;
         c->acc = d->accbuf;
-        c->zero_grad = m->param_floats;
+        c->zero_grad = m->train.nzero;
+        c->zranges = d->zranges;
         c->zero_fix = m->train.fix_floats;
         c->zero_stat = nstat;
     }

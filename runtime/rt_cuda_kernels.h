@@ -61,8 +61,10 @@ typedef struct rt_cuda_ctl {
     int64_t nmetric;        /* metric sums after correct_stat's (rt_plan.nmetric) */
     double metric[RT_METRIC_MAX];   /* [k]: the sum of stat[correct_stat + k], k >= 1 */
     /* what step_begin zeroes before the plan (the kernels accumulate
-     * into it): floats of grad and fix, doubles of stat */
+     * into it): zero_grad ranges of grad (zranges, device int64 pairs
+     * of offset and floats: rt_plan.zero), floats of fix, doubles of stat */
     int64_t zero_grad, zero_fix, zero_stat;
+    uint64_t zranges;
 } rt_cuda_ctl;
 
 /* Host view of cddprt::fold: the range of the gradients cddprt_fold
@@ -95,6 +97,7 @@ static const char rt_cuda_kernels_src[] =
     "    long long nmetric;\n"
     "    double metric[" RT_STR(RT_METRIC_MAX) "];\n"
     "    long long zero_grad, zero_fix, zero_stat;\n"
+    "    const long long *zranges;\n"
     "};\n"
     "struct fold {               /* rt_cuda_fold of rt_cuda_kernels.h */\n"
     "    ctl *c;\n"
@@ -112,14 +115,16 @@ static const char rt_cuda_kernels_src[] =
     RT_AMP_RULE_SRC
     "\n"
     "namespace cddprt {\n"
-    "/* step_begin's zeroing: grad and fix, which the plan's kernels\n"
-    " * accumulate into, by the whole grid; stat by the threads [t0, stride)\n"
-    " * given (step_turn keeps it to one block, behind its step_end part) */\n"
+    "/* step_begin's zeroing: the grad ranges and fix, which the plan's\n"
+    " * kernels accumulate into, by the whole grid; stat by the threads\n"
+    " * [t0, stride) given (step_turn keeps it to one block, behind its\n"
+    " * step_end part) */\n"
     "__device__ inline void zero_grad_fix(const ctl *c, long long t0, long long stride)\n"
     "{\n"
     "    exec *e = c->e;\n"
-    "    for (long long k = t0; k < c->zero_grad; k += stride)\n"
-    "        e->grad[k] = 0.0f;\n"
+    "    for (long long r = 0; r < c->zero_grad; r++)\n"
+    "        for (long long k = t0; k < c->zranges[2 * r + 1]; k += stride)\n"
+    "            e->grad[c->zranges[2 * r] + k] = 0.0f;\n"
     "    for (long long k = t0; k < c->zero_fix; k += stride)\n"
     "        e->fix[k] = 0.0f;\n"
     "}\n"

@@ -1224,6 +1224,8 @@ static const rt_cuda_launch train_cuda[] = {
     {"t20_adam_x9__optimizer", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
+static const int64_t train_zero[] = {0, 10, 416, 83};
+
 static const rt_kernel eval_kernels[] = {
     {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
     {e1_conv2d_bias_add__conv_bias, "e1_conv2d_bias_add__conv_bias", 1, {0, 5700}, {120, 4336}},
@@ -1287,7 +1289,7 @@ static const rt_model cddp_model = {
     .nparam = 15,
     .param_floats = 512,
     .opt_floats = 1024,
-    .train = {train_kernels, 21, 2000, 32, 1, 0, -1, train_cuda},
+    .train = {train_kernels, 21, 2000, 32, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 2},
     .eval = {eval_kernels, 10, 1104, 32, 2, 0, 1, eval_cuda},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,

@@ -667,6 +667,8 @@ static const rt_cuda_launch train_cuda[] = {
     {"t15_sgd_momentum_x8__optimizer", {256, 1, 1}, {33, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
+static const int64_t train_zero[] = {0, 13, 304, 21, 1120, 37};
+
 static const rt_kernel eval_kernels[] = {
     {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
     {e1_conv2d_bias_add__conv_bias, "e1_conv2d_bias_add__conv_bias", 1, {0, 9792}, {312, 3904}},
@@ -715,7 +717,7 @@ static const rt_model cddp_model = {
     .nparam = 8,
     .param_floats = 8368,
     .opt_floats = 8368,
-    .train = {train_kernels, 16, 1632, 16, 1, 0, -1, train_cuda},
+    .train = {train_kernels, 16, 1632, 16, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 3},
     .eval = {eval_kernels, 6, 1216, 16, 2, 0, 1, eval_cuda},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 13, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,

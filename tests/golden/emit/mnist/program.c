@@ -324,6 +324,8 @@ static const rt_cuda_launch train_cuda[] = {
     {"t8_sgd_x6__optimizer", {256, 1, 1}, {2094, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
+static const int64_t train_zero[] = {0, 10, 2576, 256, 133904, 512};
+
 static const rt_kernel eval_kernels[] = {
     {e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue, "e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", 1, {0, 805408}, {1607680, 10069}},
     {e1_mm_nt_bias_add_relu__epilogue, "e1_mm_nt_bias_add_relu__epilogue", 1, {0, 262656}, {525312, 5120}},
@@ -364,7 +366,7 @@ static const rt_model cddp_model = {
     .nparam = 6,
     .param_floats = 535824,
     .opt_floats = 0,
-    .train = {train_kernels, 9, 8720, 64, 1, 0, -1, train_cuda},
+    .train = {train_kernels, 9, 8720, 64, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 3},
     .eval = {eval_kernels, 3, 7968, 48, 2, 0, 1, eval_cuda},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,

@@ -1431,6 +1431,8 @@ static const rt_cuda_launch train_cuda[] = {
     {"t29_sgd_x10__optimizer", {256, 1, 1}, {114, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
+static const int64_t train_zero[] = {0, 10, 29040, 128};
+
 static const rt_kernel eval_kernels[] = {
     {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
     {e1_conv2d_bias_add__conv_bias, "e1_conv2d_bias_add__conv_bias", 1, {0, 639744}, {1664, 53312}},
@@ -1491,7 +1493,7 @@ static const rt_model cddp_model = {
     .nparam = 16,
     .param_floats = 29168,
     .opt_floats = 0,
-    .train = {train_kernels, 30, 49888, 496, 1, 0, -1, train_cuda},
+    .train = {train_kernels, 30, 49888, 496, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 2},
     .eval = {eval_kernels, 8, 16192, 112, 2, 0, 1, eval_cuda},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,

@@ -331,6 +331,8 @@ static const rt_cuda_launch train_cuda[] = {
     {"t8_adamw_x6__optimizer", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
 };
 
+static const int64_t train_zero[] = {0, 13, 928, 70, 3600, 37};
+
 static const rt_kernel eval_kernels[] = {
     {e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue, "e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", 1, {0, 59658}, {116180, 4369}},
     {e1_mm_nt_bias_add_relu__epilogue, "e1_mm_nt_bias_add_relu__epilogue", 1, {0, 5320}, {10640, 988}},
@@ -371,7 +373,7 @@ static const rt_model cddp_model = {
     .nparam = 6,
     .param_floats = 32656,
     .opt_floats = 65312,
-    .train = {train_kernels, 9, 1648, 48, 1, 0, -1, train_cuda},
+    .train = {train_kernels, 9, 1648, 48, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 3},
     .eval = {eval_kernels, 3, 1488, 32, 2, 0, 1, eval_cuda},
     .in_rank = 1, .in_dim = {784, 0, 0}, .nclass = 13, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
