@@ -750,6 +750,8 @@ char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *L)
                    "const unsigned by, const unsigned bz, const unsigned gx, float (*As)[%d + 1], float (*Bs)[%d + 1], "
                    "int *last%s)\n{\n    (void)bz;\n    (void)gx;\n    (void)last;\n", m.gr->name, TILE_M, TILE_N,
                 mma ? util_fmt(", float (*Cs)[%d + 1]", TILE_N) : "");
+    else if (m.gr->kind == G_OPT)  /* a body the runtime's cddprt_opt_turn also runs (rt_cuda_turn_body) */
+        fprintf(f, " */\n__device__ __forceinline__ void %s_body(const rt_exec *__restrict__ e)\n{\n", m.gr->name);
     else    /* 2 blocks per SM: lets the GEMM tiles keep their 16 accumulators and
              * tile registers without spilling (at ptxas's default cap they spill) */
         fprintf(f, " */\nextern \"C\" __global__ void __launch_bounds__(%d, 2) %s(const rt_exec *__restrict__ e)\n{\n",
@@ -785,6 +787,10 @@ char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *L)
         gemm_kernel_head(f, m.gr->name, mma);
         fprintf(f, "    %s_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, %s);\n}\n", m.gr->name,
                 gemm_smem_args(mma));
+    } else if (m.gr->kind == G_OPT) {
+        fprintf(f, "extern \"C\" __global__ void __launch_bounds__(%d, 2) %s(const rt_exec *__restrict__ e)\n{\n",
+                THREADS, m.gr->name);
+        fprintf(f, "    %s_body(e);\n}\n", m.gr->name);
     }
     fclose(f);
     char *out = util_strdup(text);

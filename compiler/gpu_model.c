@@ -47,7 +47,8 @@
  * The runtime's own graph node between two steps of a run (cuda device,
  * rt_cuda_dev.c issue_step): step_turn, which ends one step and zeroes
  * the accumulated gradients, fix and stat for the next (their bytes on
- * its grid). */
+ * its grid); or no node, that work done by the last block of the step's
+ * last optimizer kernel (rt_cuda_turn_fits), its bytes on one block. */
 #include <math.h>
 #include <string.h>
 
@@ -115,12 +116,21 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
         zgrad += (double)zr[2 * r + 1];
     const double zero_words = fmax(fmax(zgrad, (double)p->fix_floats), 2.0 * p->nstat);
     const double rt_bytes = 4.0 * zgrad + 4.0 * (double)p->fix_floats + 8.0 * p->nstat;
-    const double rt_blocks = rt_cuda_begin_blocks((int64_t)zero_words);
+    /* or, when the train plan ends with an optimizer kernel and that
+     * zeroing is small (rt_cuda_turn_fits, as the runtime decides), the
+     * same work in the optimizer grid's last block after the rest: no
+     * node, its bytes at one block's share of the bandwidth */
+    const int folds = p->ngroups > 0 && p->groups[p->ngroups - 1].kind == G_OPT &&
+                      rt_cuda_turn_fits((int64_t)zgrad + p->fix_floats + 2 * (int64_t)p->nstat);
+    const double rt_blocks = folds ? 1 : rt_cuda_begin_blocks((int64_t)zero_words);
     {
-        double busy = fmin(1, rt_blocks / t->sms), secs = rt_bytes / t->bw / busy + GRAPH_NODE_US * 1e-6;
+        const double node = folds ? 0 : GRAPH_NODE_US;
+        double busy = fmin(1, rt_blocks / t->sms), secs = rt_bytes / t->bw / busy + node * 1e-6;
         step += secs;
         fprintf(f, "  %-38s %8.0f %7d %6d %5.0f%% %10.2f %10.2f %9.2f %7s\n", "runtime_step_turn", rt_blocks, 256, 1,
-                100 * busy, 1e6 * rt_bytes / t->bw / busy, GRAPH_NODE_US, 1e6 * secs, "memory");
+                100 * busy, 1e6 * rt_bytes / t->bw / busy, node, 1e6 * secs, "memory");
+        if (folds)
+            fprintf(f, "    (no node: in the last block of %s)\n", p->groups[p->ngroups - 1].name);
     }
     double pair_roof = 0, pair_alone = 0, pair_blocks = 0;  /* the first part of a sibling pair */
     for (int i = 0; i < p->ngroups; i++) {

@@ -29,9 +29,22 @@ static void usage(FILE *f)
             "                     over the product, a GPU's runs in registers (default cpu); a GPU\n"
             "                     by name: also each kernel's predicted time, the step and an epoch\n"
             "  --fusion LEVEL[,-RULE|,+RULE ...]\n"
-            "                     none | elementwise | all (default all), then rules switched off or on:\n"
-            "                     data, epilogue, ew-chain, reduction, row-ops, optimizer, channel-pass,\n"
-            "                     conv-bias, dropout (elementwise = ew-chain + dropout; README: Fusion rules)\n"
+            "                     none | elementwise | all (default all), then rules switched off or on\n"
+            "                     (elementwise = ew-chain + dropout; README: Fusion rules):\n");
+    /* the rule table's names, so that the list cannot fall behind it */
+    int col = 0;
+    for (int i = 0; i < FUSE_NRULES; i++) {
+        if (col > 0 && col + (int)strlen(fuse_rule[i].name) + 1 > 90) {
+            fputs(",\n", f);
+            col = 0;
+        } else if (col > 0)
+            col += fprintf(f, ", ");
+        if (col == 0)
+            col = fprintf(f, "                     ");
+        col += fprintf(f, "%s", fuse_rule[i].name);
+    }
+    fputc('\n', f);
+    fprintf(f,
             "  --no-fuse RULE     switch one rule off (repeatable)\n"
             "  --explain-fusion   for each producer and consumer in different kernels, the predicate\n"
             "                     that kept them apart and what would have joined them\n"

@@ -614,7 +614,7 @@ void rt_cuda_close(rt_cuda *cu)
 #define CTL_FIELDS(X) X(e) X(order) X(steploss) X(loss_sum) X(correct_sum) X(b) X(nsample) X(batch) \
     X(loss_stat) X(correct_stat) X(train) X(lr) X(amp) X(scale) X(growth) X(backoff) X(tracker) X(skipped) \
     X(interval) X(ngrad) X(found) X(amp_log) X(lrs) X(clip) X(gsq) X(accumulate) X(acc) X(nmetric) X(metric) \
-    X(zero_grad) X(zero_fix) X(zero_stat) X(zranges)
+    X(zero_grad) X(zero_fix) X(zero_stat) X(zranges) X(turned)
 #define COUNT(f) +1
 enum { N_EXEC = 1 EXEC_FIELDS(COUNT), N_CTL = 1 CTL_FIELDS(COUNT), N_LAYOUT = 2 * N_EXEC + N_CTL };
 #undef COUNT
@@ -672,7 +672,22 @@ static void layout_host(unsigned long long *want)
 
 static int model_declares_exec(const char *cuda_src) { return strstr(cuda_src, "rt_exec") != NULL; }
 
-char *rt_cuda_source(const char *cuda_src)
+/* cddprt_opt_turn: optimizer kernel NAME's body (the compiler emits it as
+ * NAME_body, emit_cuda.c), then step_turn's work in the grid's last block
+ * (rt_cuda_kernels.h). The same launch bounds as NAME, whose grid it is
+ * launched with. */
+static void opt_turn_kernel(FILE *f, const char *name)
+{
+    fprintf(f,
+            "\n/* ---- %s, then the step's turn (written by rt_cuda_source) ---- */\n"
+            "extern \"C\" __global__ void __launch_bounds__(256, 2) cddprt_opt_turn(cddprt::ctl *c)\n{\n"
+            "    __shared__ int last;\n"
+            "    %s_body((const ::rt_exec *)c->e);\n"
+            "    cddprt::turn_in_last_block(c, &last);\n}\n",
+            name, name);
+}
+
+char *rt_cuda_source(const char *cuda_src, const char *turn_body)
 {
     char *text = NULL;
     size_t len = 0;
@@ -683,6 +698,8 @@ char *rt_cuda_source(const char *cuda_src)
     }
     fputs(cuda_src, f);
     fputs(rt_cuda_kernels_src, f);
+    if (turn_body)
+        opt_turn_kernel(f, turn_body);
     layout_kernel(f, model_declares_exec(cuda_src));
     if (fclose(f) != 0 || !text) {
         rt_err("cannot build the CUDA source: out of memory");

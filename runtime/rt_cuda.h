@@ -163,8 +163,10 @@ int rt_nvrtc_compile(const char *src, const char *arch, void **image, size_t *le
 int rt_cuda_open(rt_cuda *cu, int local_rank, int local_size, char *why, size_t whylen);
 void rt_cuda_close(rt_cuda *cu);
 /* The full NVRTC source of a program: the model's cuda_src, then the
- * runtime's own kernels and the layout-check kernel. malloc'ed. */
-char *rt_cuda_source(const char *cuda_src);
+ * runtime's own kernels and the layout-check kernel; with turn_body (an
+ * optimizer kernel's name: rt_cuda_turn_body), also cddprt_opt_turn, that
+ * kernel with step_turn's work in its last block. malloc'ed. */
+char *rt_cuda_source(const char *cuda_src, const char *turn_body);
 /* Runs the source's layout kernel: -1 (after an error naming the field)
  * when a device struct is laid out differently from the host's. */
 int rt_cuda_check_layout(rt_cuda *cu, const char *cuda_src);

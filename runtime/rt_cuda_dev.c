@@ -32,7 +32,11 @@
  *     launched instead, captured once as well: between two steps one
  *     cddprt_step_turn (the first's step_end and the next's step_begin in
  *     one node). Not with accumulate (the graph changes per batch) nor
- *     when steps are timed.
+ *     when steps are timed. When the train plan ends with an optimizer
+ *     kernel and step_turn's zeroing is small (rt_cuda_turn_body), a
+ *     training step followed by another launches that kernel as
+ *     cddprt_opt_turn instead, whose last block does step_turn's work:
+ *     one graph node fewer per step.
  *   - Sibling pairs (rt_cuda_launch.pair): two GEMM kernels the compiler
  *     found independent are launched as their one pair kernel, except in
  *     a traced step, which times each kernel.
@@ -117,6 +121,12 @@ typedef struct dev_run {
     rt_cuda_ctl *h_ctl;                     /* pinned [5]: train slot 0/1, eval, back train, back eval */
     double *h_steploss;                     /* pinned [nbatch] */
     CUfunction fbegin, fend, fturn;
+    /* cddprt_opt_turn (rt_cuda_turn_body), or NULL; turn_now: inside a
+     * run's capture, launch the train plan's last kernel as it with
+     * turn_ctl, in place of that kernel and step_turn */
+    CUfunction fopt_turn;
+    int turn_now;
+    CUdeviceptr turn_ctl;
     int amp;                                /* fp16 loss scaling in the train step */
     CUfunction famp_check, famp_decide;
     /* the train block's settings */
@@ -254,6 +264,8 @@ static int launch_fold(rt_cuda *cu, dev_run *d, int b, int64_t n)
  * when the step is traced. */
 static int launch_kernel(rt_cuda *cu, dev_run *d, const plan_dev *pd, int k, CUdeviceptr exec)
 {
+    if (d->turn_now && pd == &d->train && k == pd->p->nk - 1)
+        return rt_cuda_launch1(cu, d->fopt_turn, "cddprt_opt_turn", pd->grid[k], pd->p->cu[k].block, d->turn_ctl);
     return (d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk0[k], cu->stream))) ||
            rt_cuda_launch1(cu, pd->f[k], pd->p->cu[k].name, pd->grid[k], pd->p->cu[k].block, exec) ||
            (d->tracing && CU_CHECK(rt_cu.cuEventRecord(d->tk1[k], cu->stream)));
@@ -360,6 +372,10 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
      * fold of one rank's whole slab; none at all for a micro-batch */
     const int late = amp || (train && d->clip) || (d->fold_now && !ddp);
     d->no_sync = micro;
+    /* a step followed by another in the run: its last kernel also turns
+     * to the next (cddprt_opt_turn), no step_turn node */
+    d->turn_now = train && !micro && !(pos & RUN_LAST) && d->fopt_turn && !d->tracing;
+    d->turn_ctl = ctl;
     for (int k = 0; ok && k < pd->p->nk; k++) {
         const int opt = pd->p->k[k].phase == RT_PH_OPTIMIZER;
         if (pd->fpair[k] && !d->tracing && !opt && pd->p->k[k + 1].phase != RT_PH_OPTIMIZER)
@@ -401,8 +417,9 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
     d->fold_now = 0;
     if (pos & RUN_LAST)
         ok = ok && !rt_cuda_launch1(cu, d->fend, "cddprt_step_end", one, one, ctl);
-    else
+    else if (!d->turn_now)
         ok = ok && !rt_cuda_launch1(cu, d->fturn, "cddprt_step_turn", bgrid, bthreads, ctl);
+    d->turn_now = 0;
     return ok ? 0 : -1;
 }
 
@@ -836,6 +853,7 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         rt_cuda_function(cu, "cddprt_step_begin", &d->fbegin) != 0 ||
         rt_cuda_function(cu, "cddprt_step_end", &d->fend) != 0 ||
         rt_cuda_function(cu, "cddprt_step_turn", &d->fturn) != 0 ||
+        (rt_cuda_turn_body(&m->train) && rt_cuda_function(cu, "cddprt_opt_turn", &d->fopt_turn) != 0) ||
         rt_cuda_function(cu, "cddprt_amp_check", &d->famp_check) != 0 ||
         rt_cuda_function(cu, "cddprt_amp_decide", &d->famp_decide) != 0 ||
         rt_cuda_function(cu, "cddprt_acc_add", &d->facc_add) != 0 ||

@@ -65,6 +65,9 @@ typedef struct rt_cuda_ctl {
      * of offset and floats: rt_plan.zero), floats of fix, doubles of stat */
     int64_t zero_grad, zero_fix, zero_stat;
     uint64_t zranges;
+    /* cddprt_opt_turn's blocks done in this step (the last one ends it,
+     * then sets it back to 0); the host writes 0 */
+    uint64_t turned;
 } rt_cuda_ctl;
 
 /* Host view of cddprt::fold: the range of the gradients cddprt_fold
@@ -98,6 +101,7 @@ static const char rt_cuda_kernels_src[] =
     "    double metric[" RT_STR(RT_METRIC_MAX) "];\n"
     "    long long zero_grad, zero_fix, zero_stat;\n"
     "    const long long *zranges;\n"
+    "    unsigned long long turned;\n"
     "};\n"
     "struct fold {               /* rt_cuda_fold of rt_cuda_kernels.h */\n"
     "    ctl *c;\n"
@@ -213,6 +217,38 @@ static const char rt_cuda_kernels_src[] =
     "            cddprt::point_at_batch(c);\n"
     "    }\n"
     "    cddprt::zero_grad_fix(c, (long long)blockIdx.x * blockDim.x + threadIdx.x, (long long)gridDim.x * blockDim.x);\n"
+    "}\n"
+    "\n"
+    "/* step_turn's work at the end of the step's last kernel (an optimizer\n"
+    " * kernel: rt_cuda_source's cddprt_opt_turn), which saves its graph node:\n"
+    " * each block counts itself done in c->turned, and the grid's last block\n"
+    " * (every other block has read the gradients, e->lr and e->step by then)\n"
+    " * ends the step, zeroes what the next one accumulates into and points\n"
+    " * e at the next batch. Only when that zeroing is small enough for one\n"
+    " * block (rt_cuda_turn_fits). last: a __shared__ int of the kernel. */\n"
+    "namespace cddprt {\n"
+    "__device__ inline void turn_in_last_block(ctl *c, int *last)\n"
+    "{\n"
+    "    __syncthreads();\n"
+    "    if (threadIdx.x == 0) {\n"
+    "        __threadfence();\n"
+    "        const unsigned long long blocks = (unsigned long long)gridDim.x * gridDim.y * gridDim.z;\n"
+    "        *last = atomicAdd(&c->turned, 1ULL) == blocks - 1;\n"
+    "    }\n"
+    "    __syncthreads();\n"
+    "    if (!*last)\n"
+    "        return;\n"
+    "    __threadfence();\n"
+    "    if (threadIdx.x == 0)\n"
+    "        end_step(c);\n"
+    "    __syncthreads();\n"
+    "    zero_stat(c, threadIdx.x, blockDim.x);\n"
+    "    zero_grad_fix(c, threadIdx.x, blockDim.x);\n"
+    "    if (threadIdx.x == 0) {\n"
+    "        point_at_batch(c);\n"
+    "        c->turned = 0;\n"
+    "    }\n"
+    "}\n"
     "}\n"
     "\n"
     "/* fp16: any inf/NaN among the gradients (after their all-reduce) raises\n"

@@ -36,7 +36,7 @@ const char *rt_gpu_bus_id(const rt_gpu *g) { return g->cu.bus_id; }
 
 int rt_gpu_start(rt_gpu *g, const rt_model *m, int use_cache, double comm_timeout)
 {
-    char *src = rt_cuda_source(m->cuda_src);
+    char *src = rt_cuda_source(m->cuda_src, rt_cuda_turn_body(&m->train));
     int bad = !src || rt_cuda_load_module(&g->cu, src, use_cache) != 0;
     free(src);
     if (bad)

@@ -37,6 +37,13 @@ if cmp -s "$t/sp" "$t/eq" && ! cmp -s "$t/sp" "$t/all" && ! grep -q t1_mm_nt_bia
     ok "cddpc: --fusion none / --bucket-mb 4 as --fusion=none / --bucket-mb=4 (and unlike --fusion all)"
 else no "cddpc: '--opt VALUE' differs from '--opt=VALUE'"; fi
 expect 2 "--fusion needs a value" "cddpc: --fusion without a value" -- "$cddpc" models/mnist.net --fusion
+# --help names every rule --no-fuse knows (its error lists them)
+"$cddpc" --help >"$t/help" 2>&1
+rules=$("$cddpc" models/mnist.net --no-fuse bogus 2>&1 | sed -n 's/.*needs a rule: \(.*\); got.*/\1/p' | tr -d ',')
+missing=
+for r in $rules; do grep -q -- "[ ,]$r\(,\|\$\)" "$t/help" || missing="$missing $r"; done
+[ -n "$rules" ] && [ -z "$missing" ] && ok "cddpc: --help lists the $(echo $rules | wc -w) fusion rules" ||
+    no "cddpc: --help lacks rules:$missing (rules: '$rules')"
 
 # --emit c writes kernels that compile on their own, warning-free, at every
 # fusion level and for every shipped model

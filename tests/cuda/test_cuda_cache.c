@@ -264,15 +264,28 @@ static void test_model_source(const char *all_cu)
     CHECK(model != NULL, "read %s", all_cu);
     if (!model)
         return;
-    char *src = rt_cuda_source(model);
-    CHECK(src && strstr(src, "cddprt_step_begin") && strstr(src, "::rt_exec r;"),
-          "full source has the runtime kernels and the layout check of rt_exec");
+    /* the model's optimizer kernel, whose body cddprt_opt_turn runs: the
+     * name before the first "_body(const rt_exec" */
+    char turn[256] = "";
+    const char *body = strstr(model, "_body(const rt_exec");
+    if (body) {
+        const char *s = body;
+        while (s > model && s[-1] != ' ')
+            s--;
+        if ((size_t)(body - s) < sizeof turn)
+            memcpy(turn, s, (size_t)(body - s)), turn[body - s] = 0;
+    }
+    CHECK(turn[0] != 0, "%s has an optimizer kernel body", all_cu);
+    char *src = rt_cuda_source(model, turn[0] ? turn : NULL);
+    CHECK(src && strstr(src, "cddprt_step_begin") && strstr(src, "::rt_exec r;") && strstr(src, "cddprt_opt_turn"),
+          "full source has the runtime kernels, the optimizer's turn and the layout check of rt_exec");
     static const char *archs[] = {"sm_80", "sm_90"};
     for (int i = 0; src && i < 2; i++) {
         void *img = NULL;
         size_t n = 0;
         CHECK(rt_nvrtc_compile(src, archs[i], &img, &n) == 0, "model + runtime kernels for %s", archs[i]);
         CHECK(img && memmem(img, n, "cddprt_step_end", 15), "step_end in the %s image", archs[i]);
+        CHECK(img && memmem(img, n, "cddprt_opt_turn", 15), "opt_turn in the %s image", archs[i]);
         free(img);
     }
     free(src);
@@ -281,7 +294,7 @@ static void test_model_source(const char *all_cu)
      * (one with all the fields in another order compiles and is caught
      * at start-up by rt_cuda_check_layout: tests/cuda/test_cuda_device.sh) */
     const char *wrong = "typedef struct rt_exec { int n, nmax; double *act; } rt_exec;\n";
-    src = rt_cuda_source(wrong);
+    src = rt_cuda_source(wrong, NULL);
     void *img = NULL;
     size_t n = 0;
     fprintf(stderr, "(an NVRTC error log about rt_exec is expected next)\n");

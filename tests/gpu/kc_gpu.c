@@ -54,7 +54,7 @@ static int gpu_start(gpu *g, int use_cache, double *compile_s)
         return -1;
     }
     g->opened = 1;
-    char *src = rt_cuda_source(M->cuda_src);
+    char *src = rt_cuda_source(M->cuda_src, rt_cuda_turn_body(&M->train));
     const double t0 = rt_now();
     const int rc = !src || rt_cuda_load_module(&g->cu, src, use_cache) != 0;
     if (compile_s)

@@ -1055,7 +1055,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_tn(const rt_exec *__r
 }
 
 /* t8_sgd_momentum_x6__optimizer: sgd_momentum%31 sgd_momentum%32 sgd_momentum%33 sgd_momentum%34 sgd_momentum%35 sgd_momentum%36 */
-extern "C" __global__ void __launch_bounds__(256, 2) t8_sgd_momentum_x6__optimizer(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t8_sgd_momentum_x6__optimizer_body(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1071,6 +1071,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_sgd_momentum_x6__optimiz
         d += 0.9f * mb[k];
         w[k] -= lr * d;
     }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) t8_sgd_momentum_x6__optimizer(const rt_exec *__restrict__ e)
+{
+    t8_sgd_momentum_x6__optimizer_body(e);
 }
 
 /* t3_t4__siblings: t3_mm_nn_relu_grad_sum_rows__epilogue__reduction and t4_mm_tn in one launch (rule siblings) */

@@ -990,7 +990,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t19_conv2d_dw(const rt_exec
 }
 
 /* t20_adam_x9__optimizer: adam%54 adam%55 adam%56 adam%57 adam%58 adam%59 adam%60 adam%61 adam%62 */
-extern "C" __global__ void __launch_bounds__(256, 2) t20_adam_x9__optimizer(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t20_adam_x9__optimizer_body(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1011,6 +1011,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) t20_adam_x9__optimizer(cons
         m2[k] = m2[k] * 0.999f + d * d * 0.001f;
         w[k] -= sc * (m1[k] / (sqrtf(m2[k]) / bc2s + 1e-08f));
     }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) t20_adam_x9__optimizer(const rt_exec *__restrict__ e)
+{
+    t20_adam_x9__optimizer_body(e);
 }
 
 /* t10_t11__siblings: t10_mm_nn and t11_mm_tn in one launch (rule siblings) */

@@ -866,7 +866,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t14_conv2d_dw(const rt_exec
 }
 
 /* t15_sgd_momentum_x8__optimizer: sgd_momentum%46 sgd_momentum%47 sgd_momentum%48 sgd_momentum%49 sgd_momentum%50 sgd_momentum%51 sgd_momentum%52 sgd_momentum%53 */
-extern "C" __global__ void __launch_bounds__(256, 2) t15_sgd_momentum_x8__optimizer(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t15_sgd_momentum_x8__optimizer_body(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -881,6 +881,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) t15_sgd_momentum_x8__optimi
         d = mb[k];
         w[k] -= lr * d;
     }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) t15_sgd_momentum_x8__optimizer(const rt_exec *__restrict__ e)
+{
+    t15_sgd_momentum_x8__optimizer_body(e);
 }
 
 /* t6_t7__siblings: t6_mm_nn_dropout_grad_sum_rows__epilogue__reduction and t7_mm_tn in one launch (rule siblings) */

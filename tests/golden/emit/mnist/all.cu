@@ -762,7 +762,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_tn(const rt_exec *__r
 }
 
 /* t8_sgd_x6__optimizer: sgd%32 sgd%33 sgd%34 sgd%35 sgd%36 sgd%37 */
-extern "C" __global__ void __launch_bounds__(256, 2) t8_sgd_x6__optimizer(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t8_sgd_x6__optimizer_body(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -773,6 +773,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_sgd_x6__optimizer(const 
         float d = g[k];
         w[k] -= lr * d;
     }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) t8_sgd_x6__optimizer(const rt_exec *__restrict__ e)
+{
+    t8_sgd_x6__optimizer_body(e);
 }
 
 /* t3_t4__siblings: t3_mm_nn_relu_grad_sum_rows__epilogue__reduction and t4_mm_tn in one launch (rule siblings) */

@@ -1040,7 +1040,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t28_conv2d_dw(const rt_exec
 }
 
 /* t29_sgd_x10__optimizer: sgd%71 sgd%72 sgd%73 sgd%74 sgd%75 sgd%76 sgd%77 sgd%78 sgd%79 sgd%80 */
-extern "C" __global__ void __launch_bounds__(256, 2) t29_sgd_x10__optimizer(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t29_sgd_x10__optimizer_body(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1051,6 +1051,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) t29_sgd_x10__optimizer(cons
         float d = g[k];
         w[k] -= lr * d;
     }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) t29_sgd_x10__optimizer(const rt_exec *__restrict__ e)
+{
+    t29_sgd_x10__optimizer_body(e);
 }
 
 /* t16_t17__siblings: t16_mm_nn and t17_mm_tn in one launch (rule siblings) */

@@ -727,7 +727,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_mm_tn(const rt_exec *__r
 }
 
 /* t8_adamw_x6__optimizer: adamw%31 adamw%32 adamw%33 adamw%34 adamw%35 adamw%36 */
-extern "C" __global__ void __launch_bounds__(256, 2) t8_adamw_x6__optimizer(const rt_exec *__restrict__ e)
+__device__ __forceinline__ void t8_adamw_x6__optimizer_body(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -745,6 +745,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_adamw_x6__optimizer(cons
         m2[k] = m2[k] * 0.95f + d * d * 0.05f;
         w[k] -= sc * (m1[k] / (sqrtf(m2[k]) / bc2s + 1e-06f));
     }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) t8_adamw_x6__optimizer(const rt_exec *__restrict__ e)
+{
+    t8_adamw_x6__optimizer_body(e);
 }
 
 /* t3_t4__siblings: t3_mm_nn_relu_grad_sum_rows__epilogue__reduction and t4_mm_tn in one launch (rule siblings) */
