@@ -317,9 +317,12 @@ typedef struct Group {
     /* G_MATMUL on the GPU, split-K (emit_cuda_gemm_split): split slices of
      * K; the partial tiles in act at ws_off, ws_units of it (units, the
      * plan's one workspace), ctr_n = ctr_rows x column-tiles arrival
-     * counters in fix at ctr_off. split 1: none of it. */
+     * counters in fix at ctr_off. split 1: none of it. A weight gradient
+     * (K is the batch, M x N fixed) keeps its partials in fix instead, at
+     * wsf_off, wsf_n floats (split x M x N), after the part of fix a step
+     * zeroes (Plan.fix_zero); ws_units is 0 then. */
     int split;
-    int64_t ws_off, ws_units, ctr_off, ctr_rows, ctr_n;
+    int64_t ws_off, ws_units, ctr_off, ctr_rows, ctr_n, wsf_off, wsf_n;
     /* G_MATMUL on the GPU (fuse_pair.c, rule siblings): this group and the
      * next run as one CUDA launch; 0 otherwise */
     int pair_next;
@@ -350,6 +353,7 @@ typedef struct Plan {
     int ngroups;
     Buf *buf;               /* buf[node] */
     int64_t act_units, fix_floats;
+    int64_t fix_zero;       /* fix[0, fix_zero): what a CUDA step zeroes (the rest: weight-gradient partials) */
     int nstat;
     int64_t param_floats;
     int64_t *param_off;     /* [nparam] */

@@ -385,14 +385,16 @@ int emit_cuda_gemm_split(const Plan *p, const Group *gr)
     const Node *mm = p->g->n[gr->anchor];
     const Shape *as = &p->g->n[mm->in[0]]->shape;
     int64_t K = mm->op == OP_MM_TN ? as->d[0] : as->d[1];
-    /* only batch rows (forward, input gradients): a weight gradient's K
-     * is the batch and its grid is the weight's */
-    if (mm->shape.d[0] != DIM_N || K == DIM_N || mm->shape.d[1] == DIM_N)
+    /* batch rows (forward, input gradients), K fixed; or a weight
+     * gradient: M x N fixed, K the batch (sliced as the train batch would
+     * be; a step's own rows are sliced alike at run time) */
+    const int weight = mm->shape.d[0] != DIM_N && K == DIM_N;
+    if (mm->shape.d[1] == DIM_N || (!weight && (mm->shape.d[0] != DIM_N || K == DIM_N)))
         return 1;
-    int64_t tiles = cdiv(p->batch, TILE_M) * cdiv(mm->shape.d[1], TILE_N);
+    int64_t tiles = cdiv(weight ? mm->shape.d[0] : p->batch, TILE_M) * cdiv(mm->shape.d[1], TILE_N);
     if (tiles < 1 || 4 * tiles > SPLIT_SMS)
         return 1;
-    int64_t kt = cdiv(K, TILE_K), s = SPLIT_SMS / tiles;
+    int64_t kt = cdiv(weight ? p->batch : K, TILE_K), s = SPLIT_SMS / tiles;
     if (s > kt / SPLIT_MIN_KT)
         s = kt / SPLIT_MIN_KT;
     if (s < 2)
@@ -476,13 +478,20 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
         /* the row tiles the counters were planned for (the train batch)
          * are split; any further ones (a larger --batch) run whole in
          * slice 0, so every batch is right */
-        int64_t kts = cdiv(cdiv(as->d[ta ? 0 : 1], TILE_K), S) * TILE_K;
-        fprintf(f, "    /* split-K: slice bz of %d, %lld deep */\n", S, (long long)kts);
+        const int64_t kd = as->d[ta ? 0 : 1];
+        if (kd == DIM_N) {    /* a weight gradient: the step's rows in S slices */
+            fprintf(f, "    /* split-K: slice bz of %d of the batch's rows, whole k-slices */\n", S);
+            fprintf(f, "    const int64_t kts = ((K + %d) / %d + %d) / %d * %d;\n", TILE_K - 1, TILE_K, S - 1, S,
+                    TILE_K);
+        } else {
+            int64_t kts = cdiv(cdiv(kd, TILE_K), S) * TILE_K;
+            fprintf(f, "    /* split-K: slice bz of %d, %lld deep */\n", S, (long long)kts);
+            fprintf(f, "    const int64_t kts = %lld;\n", (long long)kts);
+        }
         fprintf(f, "    const int split = by < %lld;\n", (long long)m->gr->ctr_rows);
         fprintf(f, "    if (!split && bz != 0)\n        return;\n");
-        fprintf(f, "    const int64_t klo = split ? (int64_t)bz * %lld : 0;\n", (long long)kts);
-        fprintf(f, "    const int64_t khi = split && klo + %lld < K ? klo + %lld : K;\n", (long long)kts,
-                (long long)kts);
+        fprintf(f, "    const int64_t klo = split ? (int64_t)bz * kts : 0;\n");
+        fprintf(f, "    const int64_t khi = split && klo + kts < K ? klo + kts : K;\n");
     }
     for (int k = 0; k < v.data.nnodes; k++) {
         /* rule data-prologue: the first tile of a row of tiles (its first
@@ -560,7 +569,11 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
          * arrive sums the partials in slice order (the same sum whatever
          * the arrival order) and runs the epilogue */
         fprintf(f, "    if (split) {\n");
-        fprintf(f, "        float *const ws = e->act + (int64_t)%lld * e->nmax;\n", (long long)m->gr->ws_off);
+        if (m->gr->wsf_n)
+            fprintf(f, "        float *const ws = e->fix + %lld;    /* the weight's partials, fixed size */\n",
+                    (long long)m->gr->wsf_off);
+        else
+            fprintf(f, "        float *const ws = e->act + (int64_t)%lld * e->nmax;\n", (long long)m->gr->ws_off);
         fprintf(f, "        for (int r = 0; r < 4; r++)\n            for (int c = 0; c < 4; c++) {\n");
         fprintf(f, "                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;\n");
         fprintf(f, "                if (i < M && j < N)\n");
@@ -620,6 +633,8 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
         L->ws_units = m->gr->ws_units;
         L->ctr_off = m->gr->ctr_off;
         L->ctr_n = m->gr->ctr_n;
+        L->wsf_off = m->gr->wsf_off;
+        L->wsf_n = m->gr->wsf_n;
     }
 }
 

@@ -189,8 +189,8 @@ static void emit_plan_table(FILE *f, const Plan *p, const char *var, const rt_cu
                 (long long)l->gdiv[1], (long long)l->gdiv[2], (long long)l->coll_off, (long long)l->coll_n);
         /* the split-K scratch, zeros for the others: every field, so --emit c
          * compiles under -Wextra */
-        fprintf(f, ", %lld, %lld, %lld, %lld", (long long)l->ws_off, (long long)l->ws_units, (long long)l->ctr_off,
-                (long long)l->ctr_n);
+        fprintf(f, ", %lld, %lld, %lld, %lld, %lld, %lld", (long long)l->ws_off, (long long)l->ws_units,
+                (long long)l->ctr_off, (long long)l->ctr_n, (long long)l->wsf_off, (long long)l->wsf_n);
         fprintf(f, l->pair ? ", \"%s\"" : ", 0", l->pair);
         fprintf(f, "},\n");
     }
@@ -213,10 +213,10 @@ static void emit_plan_init(FILE *f, const Plan *p, const char *var, const Graph 
         cs = (int)p->buf[g->correct_sum].off, nm = (int)p->buf[g->correct_sum].size;
     /* nmetric only where it is not accuracy's one slot (0 there): a
      * classifier's program text stays as it was */
-    char *zero = "";
+    char *zero = util_fmt(", .fix_zero = %lld", (long long)p->fix_zero);
     if (p->training) {
         int64_t *r = util_alloc(sizeof(int64_t) * 2 * (size_t)(p->g->nparam + 1));
-        zero = util_fmt(", .zero = %s_zero, .nzero = %d", var, emit_cuda_zero_ranges(p, r));
+        zero = util_fmt(", .zero = %s_zero, .nzero = %d%s", var, emit_cuda_zero_ranges(p, r), zero);
     }
     fprintf(f, "    .%s = {%s_kernels, %d, %lld, %lld, %d, %lld, %d, %s_cuda%s%s},\n", var, var, p->ngroups,
             (long long)p->act_units, (long long)p->fix_floats, p->nstat, (long long)p->buf[g->loss_sum].off, cs, var,

@@ -58,6 +58,7 @@ static void accesses(const Plan *p, const Group *gr, Access *rd, Access *wr)
     if (gr->split > 1) {    /* memplan's layout */
         add_range(wr, B_ACT, gr->ws_off, gr->ws_units);
         add_range(wr, B_FIX, gr->ctr_off, gr->ctr_n);
+        add_range(wr, B_FIX, gr->wsf_off, gr->wsf_n);
     }
 }
 
@@ -84,7 +85,9 @@ static int share_operand(const Plan *p, const Group *a, const Group *b)
 static int siblings(const Plan *p, int i)
 {
     const Group *a = &p->groups[i], *b = &p->groups[i + 1];
-    if (a->kind != G_MATMUL || b->kind != G_MATMUL || (a->split > 1 && b->split > 1) || !share_operand(p, a, b))
+    /* two split-K parts would share the plan's one act workspace; a weight
+     * gradient's partials have a fix range of their own (accesses) */
+    if (a->kind != G_MATMUL || b->kind != G_MATMUL || (a->ws_units > 0 && b->ws_units > 0) || !share_operand(p, a, b))
         return 0;
     Access ra = {0}, wa = {0}, rb = {0}, wb = {0};
     accesses(p, a, &ra, &wa);

@@ -114,14 +114,14 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
     double zgrad = 0;   /* only the gradients the kernels accumulate into */
     for (int r = 0, nr = emit_cuda_zero_ranges(p, zr); r < nr; r++)
         zgrad += (double)zr[2 * r + 1];
-    const double zero_words = fmax(fmax(zgrad, (double)p->fix_floats), 2.0 * p->nstat);
-    const double rt_bytes = 4.0 * zgrad + 4.0 * (double)p->fix_floats + 8.0 * p->nstat;
+    const double zero_words = fmax(fmax(zgrad, (double)p->fix_zero), 2.0 * p->nstat);
+    const double rt_bytes = 4.0 * zgrad + 4.0 * (double)p->fix_zero + 8.0 * p->nstat;
     /* or, when the train plan ends with an optimizer kernel and that
      * zeroing is small (rt_cuda_turn_fits, as the runtime decides), the
      * same work in the optimizer grid's last block after the rest: no
      * node, its bytes at one block's share of the bandwidth */
     const int folds = p->ngroups > 0 && p->groups[p->ngroups - 1].kind == G_OPT &&
-                      rt_cuda_turn_fits((int64_t)zgrad + p->fix_floats + 2 * (int64_t)p->nstat);
+                      rt_cuda_turn_fits((int64_t)zgrad + p->fix_zero + 2 * (int64_t)p->nstat);
     const double rt_blocks = folds ? 1 : rt_cuda_begin_blocks((int64_t)zero_words);
     {
         const double node = folds ? 0 : GRAPH_NODE_US;

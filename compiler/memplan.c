@@ -151,24 +151,40 @@ void mem_plan(Plan *p)
      * by them all (kernels of a plan run one after another), of split x N
      * floats per sample for the partial [split][M][N]; arrival counters,
      * one per tile of the train batch's grid, in fix, which the step
-     * zeroes */
+     * zeroes. A weight gradient's M x N is the weight's, not per sample:
+     * its partials go to fix after everything the step zeroes (each its
+     * own range, so that sibling kernels never share one) */
     int64_t ws = 0;
     for (int i = 0; i < p->ngroups; i++) {
         Group *gr = &p->groups[i];
         gr->split = emit_cuda_gemm_split(p, gr);
         if (gr->split < 2)
             continue;
-        int64_t cols = g->n[gr->anchor]->shape.d[1];
+        const Shape *s = &g->n[gr->anchor]->shape;
+        int64_t cols = s->d[1];
         GemmTiling t;
         emit_cuda_gemm_tiling(p, i, &t);
-        gr->ws_units = gr->split * cols;
-        if (align_up(gr->ws_units) > ws)
-            ws = align_up(gr->ws_units);
-        gr->ws_off = align_up(p->act_units);
-        gr->ctr_rows = (p->batch + t.tile_m - 1) / t.tile_m;
+        const int fixed = s->d[0] != DIM_N;
+        if (!fixed) {
+            gr->ws_units = gr->split * cols;
+            if (align_up(gr->ws_units) > ws)
+                ws = align_up(gr->ws_units);
+            gr->ws_off = align_up(p->act_units);
+        }
+        gr->ctr_rows = ((fixed ? s->d[0] : p->batch) + t.tile_m - 1) / t.tile_m;
         gr->ctr_n = gr->ctr_rows * ((cols + t.tile_n - 1) / t.tile_n);
         gr->ctr_off = p->fix_floats;
         p->fix_floats = align_up(p->fix_floats + gr->ctr_n);
+    }
+    p->fix_zero = p->fix_floats;
+    for (int i = 0; i < p->ngroups; i++) {
+        Group *gr = &p->groups[i];
+        const Shape *s = gr->split > 1 ? &g->n[gr->anchor]->shape : NULL;
+        if (!s || s->d[0] == DIM_N)
+            continue;
+        gr->wsf_off = p->fix_floats;
+        gr->wsf_n = gr->split * s->d[0] * s->d[1];
+        p->fix_floats = align_up(p->fix_floats + gr->wsf_n);
     }
     if (ws)
         p->act_units = align_up(p->act_units) + ws;

@@ -320,5 +320,36 @@ int plan_verify_memory(const Plan *p, const char *after)
                 fail(&c, -1, "parameters %s and %s overlap in the slab", g->n[g->params[i]]->name,
                      g->n[g->params[j]]->name);
         }
+    /* fix: its buffers and the split GEMMs' counters rely on the step's
+     * zeroing, so they lie in [0, fix_zero); a weight gradient's partials
+     * need none and lie after it, each in a range of its own */
+    if (p->fix_zero < 0 || p->fix_zero > p->fix_floats)
+        fail(&c, -1, "fix_zero %lld outside fix (%lld floats)", (long long)p->fix_zero, (long long)p->fix_floats);
+    for (int k = 0; k < p->norder; k++) {
+        const Buf *b = &p->buf[p->order[k]];
+        if (b->cls == B_FIX && !plan_is_view(p, p->order[k]) && b->off + b->size > p->fix_zero)
+            fail(&c, p->group_of[p->order[k]], "%s%%%d: fix buffer [%lld, %lld) past the zeroed part (%lld)",
+                 txt(&c, p->order[k]), p->order[k], (long long)b->off, (long long)(b->off + b->size),
+                 (long long)p->fix_zero);
+    }
+    for (int i = 0; i < p->ngroups; i++) {
+        const Group *a = &p->groups[i];
+        if (a->split < 2)
+            continue;
+        if (a->ctr_off < 0 || a->ctr_off + a->ctr_n > p->fix_zero)
+            fail(&c, i, "split-K counters [%lld, %lld) past the zeroed part of fix (%lld)", (long long)a->ctr_off,
+                 (long long)(a->ctr_off + a->ctr_n), (long long)p->fix_zero);
+        if (a->wsf_n && (a->wsf_off < p->fix_zero || a->wsf_off + a->wsf_n > p->fix_floats))
+            fail(&c, i, "weight-gradient partials [%lld, %lld) outside [fix_zero %lld, %lld)", (long long)a->wsf_off,
+                 (long long)(a->wsf_off + a->wsf_n), (long long)p->fix_zero, (long long)p->fix_floats);
+        for (int j = i + 1; j < p->ngroups; j++) {
+            const Group *b = &p->groups[j];
+            if (b->split < 2)
+                continue;
+            if ((a->ctr_off < b->ctr_off + b->ctr_n && b->ctr_off < a->ctr_off + a->ctr_n) ||
+                (a->wsf_n && b->wsf_n && a->wsf_off < b->wsf_off + b->wsf_n && b->wsf_off < a->wsf_off + a->wsf_n))
+                fail(&c, j, "split-K scratch of kernels %d and %d overlaps in fix", i, j);
+        }
+    }
     return c.bad;
 }

@@ -32,8 +32,10 @@ void plan_report(FILE *f, const Plan *p, int64_t batch, CostTarget t)
     }
     fprintf(f, "  %-*s %4s %12.3f %12.3f  (%s)\n", w, "total", "", tot.flops / 1e6, tot.bytes / 1024,
             cost_bytes_text(tot.bytes));
-    fprintf(f, "  memory: act %lld floats/sample, fix %lld floats, params %lld floats\n", (long long)p->act_units,
-            (long long)p->fix_floats, (long long)p->param_floats);
+    fprintf(f, "  memory: act %lld floats/sample, fix %lld floats", (long long)p->act_units, (long long)p->fix_floats);
+    if (p->fix_zero != p->fix_floats)   /* the rest: split weight gradients' partials */
+        fprintf(f, " (%lld zeroed a GPU step)", (long long)p->fix_zero);
+    fprintf(f, ", params %lld floats\n", (long long)p->param_floats);
     if (!strcmp(p->name, "train"))
         plan_dump_buckets(f, p);
 }

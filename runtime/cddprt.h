@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RT_ABI_VERSION 9
+#define RT_ABI_VERSION 10
 
 /* Source text of both targets: RT_STR(x) is x after macro expansion, as a
  * string literal (one line), for the text the compiler emits and NVRTC
@@ -234,8 +234,9 @@ typedef struct rt_cuda_launch {
     /* split-K scratch the kernel alone uses (kernel_check leaves it out of
      * the comparison with the C kernel, which has none): the partials in
      * act units [ws_off, ws_off + ws_units), the arrival counters in
-     * fix[ctr_off, ctr_off + ctr_n) */
-    int64_t ws_off, ws_units, ctr_off, ctr_n;
+     * fix[ctr_off, ctr_off + ctr_n); a weight gradient's partials (its K
+     * is the batch) in fix[wsf_off, wsf_off + wsf_n) */
+    int64_t ws_off, ws_units, ctr_off, ctr_n, wsf_off, wsf_n;
     /* non-NULL: this kernel and the next one of the plan also exist as one
      * kernel of this name (rule siblings), which the runtime launches in
      * their place on rt_cuda_pair_grid's grid */
@@ -258,6 +259,9 @@ typedef struct rt_plan {
      * the kernels store every other gradient whole */
     const int64_t *zero;
     int nzero;
+    /* fix[0, fix_zero) is what the CUDA step zeroes (counters, atomic
+     * sums); the split weight gradients' partials after it need none */
+    int64_t fix_zero;
 } rt_plan;
 
 /* The evaluation's metrics follow the task (rt_model.metrics): accuracy
@@ -400,7 +404,7 @@ static inline const char *rt_cuda_turn_body(const rt_plan *p)
 {
     if (p->nk < 1 || p->k[p->nk - 1].phase != RT_PH_OPTIMIZER || !p->cu)
         return NULL;
-    int64_t words = p->fix_floats + 2 * (int64_t)p->nstat;
+    int64_t words = p->fix_zero + 2 * (int64_t)p->nstat;
     for (int r = 0; r < p->nzero; r++)
         words += p->zero[2 * r + 1];
     return rt_cuda_turn_fits(words) ? p->cu[p->nk - 1].name : NULL;

@@ -362,7 +362,7 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
      * accumulate into (rt_plan.zero), and stat, as the control block says (ctl_init):
      * one graph node, not three memsets and a kernel */
     const int64_t zg = train ? d->zero_floats : 0;
-    int64_t words = zg > pd->p->fix_floats ? zg : pd->p->fix_floats;
+    int64_t words = zg > pd->p->fix_zero ? zg : pd->p->fix_zero;
     words = words > 2 * (int64_t)nstat ? words : 2 * (int64_t)nstat;
     const unsigned bgrid[3] = {rt_cuda_begin_blocks(words), 1, 1}, bthreads[3] = {256, 1, 1};
     int ok = !(pos & RUN_FIRST) || !rt_cuda_launch1(cu, d->fbegin, "cddprt_step_begin", bgrid, bthreads, ctl);
@@ -976,7 +976,7 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         c->acc = d->accbuf;
         c->zero_grad = m->train.nzero;
         c->zranges = d->zranges;
-        c->zero_fix = m->train.fix_floats;
+        c->zero_fix = m->train.fix_zero;
         c->zero_stat = nstat;
     }
     rt_cuda_ctl *cv = &d->h_ctl[CTL_EVAL];
@@ -990,7 +990,7 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
     cv->nmetric = rt_plan_metrics(&m->eval);
     cv->lr = o->lr;
     cv->accumulate = 1;
-    cv->zero_fix = m->eval.fix_floats;
+    cv->zero_fix = m->eval.fix_zero;
     cv->zero_stat = nstat;
     /* the fold ranges: each bucket's, then the whole slab's (one rank) */
     rt_cuda_fold *fl = calloc((size_t)d->nb + 1, sizeof *fl);

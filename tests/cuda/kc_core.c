@@ -612,6 +612,8 @@ static int device_run(const kc_dims *d, const kc_state *in, kc_state *out, const
             memcpy(out->act + l->ws_off * nmax, in->act + l->ws_off * nmax, (size_t)(l->ws_units * nmax) * 4);
         if (l->ctr_n)
             memcpy(out->fix + l->ctr_off, in->fix + l->ctr_off, (size_t)l->ctr_n * 4);
+        if (l->wsf_n)
+            memcpy(out->fix + l->wsf_off, in->fix + l->wsf_off, (size_t)l->wsf_n * 4);
     }
     if (rc && B->fatal_errors)
         stopped = 1;

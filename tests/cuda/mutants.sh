@@ -79,10 +79,13 @@ check 'data prologue: sample i read instead of the sampler'"'"'s idx[i]' 's/a = 
 # 10 slices; the tile's last block sums the partials
 check 'split-K sum leaves out slice 0' 's/for (int z = 0; z < \([0-9]*\); z++)/for (int z = 1; z < \1; z++)/' $Q
 check 'split-K: the first block to arrive sums (counter compared with 0)' 's/, 1u) == [0-9]*u;/, 1u) == 0u;/' $Q
-check 'split-K slices one k-slice short (a gap between slices)' 's/klo + \([0-9]*\) < K ? klo + \([0-9]*\) : K/klo + \1 - 16 < K ? klo + \1 - 16 : K/' $Q
+check 'split-K slices one k-slice short (a gap between slices)' 's/klo + kts < K ? klo + kts : K/klo + kts - 16 < K ? klo + kts - 16 : K/' $Q
 # mnist.net's: 8 column tiles, so tiles sharing a counter can be seen
 MODEL=$HERE/../../models/mnist.net
 check 'split-K: one arrival counter for a whole row of tiles' 's/ctr\[by \* gx + bx\]/ctr[by]/' $Q
+# its weight gradients split over the batch's rows, their partials in fix
+check 'weight gradient split-K: slices of n / S rows, not whole k-slices' 's/const int64_t kts = ((K + 15) \/ 16 + \([0-9]*\)) \/ \([0-9]*\) \* 16;/const int64_t kts = K \/ \2;/' $Q
+check 'weight gradient split-K: partials at fix[0], over the counters' 's/float \*const ws = e->fix + [0-9]*;/float *const ws = e->fix;/' $Q
 # sibling pairs (emit_cuda_pair): a layer's dx and dW GEMMs as one launch
 check 'sibling pair: the first part takes the second'"'"'s first block' 's/if (blockIdx.x < ax) {/if (blockIdx.x <= ax) {/' $Q
 check 'sibling pair: the second part at the pair'"'"'s coordinates, not its own' 's/_tile(e, blockIdx.x - ax,/_tile(e, blockIdx.x,/' $Q

@@ -21,16 +21,21 @@
 #     one node between two steps of a 16-step graph) zeroes the gradients
 #     the kernels accumulate into, the three biases' (512 + 256 + 10
 #     floats: fused row reductions' atomics; the weights' gradients are
-#     stored whole by their GEMMs), fix (64: the split GEMMs' counters)
-#     and stat (1 double): 3376 bytes on 1 block, 1/132 of 4.8 TB/s =
-#     0.09 us, and no node: 4 x 778 + 4 x 64 + 2 x 8 x 1 words' bytes are
-#     well under RT_CUDA_TURN_WORDS, so it runs in the last block of the
+#     stored whole by their GEMMs), fix's counters (112 floats: the six
+#     split GEMMs', 16 each but fc2's weight gradient's 32, one per tile;
+#     not the weight gradients' partials after them) and stat (1 double):
+#     3568 bytes on 1 block, 1/132 of 4.8 TB/s = 0.10 us, and no node:
+#     778 + 112 + 2 words are well under RT_CUDA_TURN_WORDS, so it runs in the last block of the
 #     optimizer kernel, the step's last (the three memset nodes it once
 #     replaced, then its own node, are gone);
 #   - t5_t6__siblings, fc2's dx and dW GEMMs in one launch: 64 blocks (dx,
-#     K = 256 in 8 slices) + 32 (dW, whose K is the batch: not split) in one
-#     wave side by side, so the slower part's time (t6's) + 1 us;
-#     its parts add no node of their own;
+#     K = 256 in 8 slices) + 64 (dW, 256 x 512 in 4 x 8 tiles, its K, the
+#     batch, in 2 slices of 32 rows) in one wave side by side, so the slower
+#     part's time, or both parts' roofline over the 128 blocks' share of
+#     the GPU if that is longer, + 1 us; its parts add no node of their
+#     own; t6 alone: 2 x 256 x 512 x 64 FLOPs, its bytes (dY 64 x 256 and
+#     X 64 x 512 read, dW 256 x 512 written, the partials 2 x 256 x 512
+#     written and read) at 4.8 TB/s over 64 of 132 SMs;
 #   - t2 (rule row-tail: fc3's GEMM, then softmax + cross-entropy, its
 #     gradient and fc3's bias gradient in the block that finishes the one
 #     64-row tile) against the same GEMM without the rule (--fusion=all,
@@ -55,11 +60,15 @@ check() {
 }
 hand_sgd=$(awk 'BEGIN { printf "%.2f %.2f", 12 * 535818 / 4.8e12 * 1e6, 12 * 535818 / 4.8e12 * 1e6 + 1 }')
 hand_mm=$(awk 'BEGIN { f = 2 * 64 * 784 + 2 * 64 * 512 * 784 + 2 * 64 * 512; r = f / (0.5 * 66.9e12) * 1e6 * 132 / 104; printf "%.2f %.2f", r, r + 1 }')
-hand_zb=$(awk 'BEGIN { r = (4 * 778 + 4 * 64 + 8) / 4.8e12 * 1e6 * 132 / 1; printf "%.2f %.2f", r, r }')
+hand_zb=$(awk 'BEGIN { r = (4 * 778 + 4 * 112 + 8) / 4.8e12 * 1e6 * 132 / 1; printf "%.2f %.2f", r, r }')
 part() { awk -v k="$1" '/^predicted train/ { on = 1 } on && $1 == k { print $6 }' "$t"; }
 pair=$(awk '/^predicted train/ { on = 1 } on && $1 == "=" && $2 == "t5_t6__siblings" { print $3, $5, $9 }' "$t")
+hand_t6=$(awk 'BEGIN { by = 4 * (64 * 256 + 64 * 512 + 256 * 512 + 2 * 2 * 256 * 512);
+    printf "%.2f", by / 4.8e12 * 1e6 * 132 / 64 }')
+check "t6_mm_tn (fc2's weight gradient, split over the batch) blocks waves roofline" \
+    "$(row t6_mm_tn | cut -d' ' -f1-3)" "64 1 $hand_t6"
 hand_pair=$(awk -v a="$(part t5_mm_nn_relu_grad_sum_rows__epilogue__reduction)" -v b="$(part t6_mm_tn)" \
-    'BEGIN { printf "96 1 %.2f", (a > b ? a : b) + 1 }')
+    'BEGIN { printf "128 1 %.2f", (a > b ? a : b) + 1 }')
 check "t5_t6__siblings blocks waves total" "$pair" "$hand_pair"
 check "t8_sgd_x6__optimizer blocks waves roofline total" "$(row t8_sgd_x6__optimizer)" "2094 8 $hand_sgd"
 tail=$(part t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail)

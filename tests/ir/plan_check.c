@@ -4,8 +4,8 @@
  * a kernel scheduled before one it reads from, a parameter read after its
  * update, an illegal fusion (also: a row tail's row ops left in a GEMM
  * kernel without the tail, labels gathered in a GEMM kernel that gathers
- * no images), a reduction read inside its own kernel, and
- * two live buffers that overlap. Exit status 1 if any verdict is wrong. */
+ * no images), a reduction read inside its own kernel, split-K scratch
+ * misplaced in fix, and two live buffers that overlap. Exit status 1 if any verdict is wrong. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -66,6 +66,7 @@ static Plan *train_plan(Program *prog, FuseLevel level)
             roots[nroots++] = g->updates[i];
     Plan *p = plan_new(g, "train", roots, nroots);
     fuse_plan(p, level);
+    p->batch = prog->train.batch;   /* as pipeline.c: the GPU's split-K scratch is planned too */
     mem_plan(p);
     return p;
 }
@@ -147,6 +148,21 @@ static void check_model(const char *path)
     const Graph *g = p->g;
     expect(plan_verify_groups, p, NULL, path, "the fused plan's groups");
     expect(plan_verify_memory, p, NULL, path, "the planned buffers");
+
+    /* split-K scratch in fix: a weight gradient's partials moved over the
+     * part a step zeroes; that part cut short of the counters */
+    int wsf = -1;
+    for (int i = 0; i < p->ngroups; i++)
+        if (p->groups[i].wsf_n)
+            wsf = i;
+    if (wsf >= 0) {
+        Plan *q = copy(p);
+        q->groups[wsf].wsf_off = 0;
+        expect(plan_verify_memory, q, "weight-gradient partials", path, "a weight gradient's partials in zeroed fix");
+        q = copy(p);
+        q->fix_zero = 0;
+        expect(plan_verify_memory, q, "past the zeroed part", path, "split-K counters left out of the zeroing");
+    }
 
     /* rule row-tail's row ops left in their GEMM's kernel with the tail
      * taken away: row ops in a matmul kernel */

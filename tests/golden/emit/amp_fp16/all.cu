@@ -601,6 +601,13 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
+    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
+    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
+    const int split = by < 1;
+    if (!split && bz != 0)
+        return;
+    const int64_t klo = split ? (int64_t)bz * kts : 0;
+    const int64_t khi = split && klo + kts < K ? klo + kts : K;
 #if RT_MMA
     float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
 #endif
@@ -608,7 +615,7 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, r = l % 64;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -665,6 +672,35 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
                 acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
     }
 #endif
+    if (split) {
+        float *const ws = e->fix + 48;    /* the weight's partials, fixed size */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 32);   /* zeroed each step */
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
+        }
+        __syncthreads();
+        if (!*last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 2; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
+    }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -1028,7 +1064,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t10_t11__siblings(const rt_
     float (*const Cs)[64 + 1] = 0;
 #endif
     const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
-    const unsigned bx = 1u, by = 1u, bz = 1u;
+    const unsigned bx = 1u, by = 1u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t10_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last, Cs);

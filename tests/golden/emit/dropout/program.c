@@ -649,22 +649,22 @@ static const rt_kernel train_kernels[] = {
 };
 
 static const rt_cuda_launch train_cuda[] = {
-    {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t1_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t2_relu_dropout__ew_chain__dropout", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t3_mm_nt_bias_add_relu_dropout__epilogue__dropout", {256, 1, 1}, {1, 1, 6}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1408, 222, 0, 1, 0},
-    {"t4_mm_nt_bias_add_dropout__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t6_mm_nn_dropout_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t6_t7__siblings"},
-    {"t7_mm_tn", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t8_t9__siblings"},
-    {"t9_mm_tn", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t10_mm_nn", {256, 1, 1}, {3, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, "t10_t11__siblings"},
-    {"t11_mm_tn", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t12_dropout_grad_relu_grad__ew_chain", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t13_sum_chan", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t14_conv2d_dw", {256, 1, 1}, {75, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"t15_sgd_momentum_x8__optimizer", {256, 1, 1}, {33, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t1_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t2_relu_dropout__ew_chain__dropout", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t3_mm_nt_bias_add_relu_dropout__epilogue__dropout", {256, 1, 1}, {1, 1, 6}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1408, 222, 0, 1, 0, 0, 0},
+    {"t4_mm_nt_bias_add_dropout__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t6_mm_nn_dropout_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t6_t7__siblings"},
+    {"t7_mm_tn", {256, 1, 1}, {1, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 16, 1, 64, 546, 0},
+    {"t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t8_t9__siblings"},
+    {"t9_mm_tn", {256, 1, 1}, {1, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 32, 1, 624, 1554, 0},
+    {"t10_mm_nn", {256, 1, 1}, {3, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t10_t11__siblings"},
+    {"t11_mm_tn", {256, 1, 1}, {3, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 48, 3, 2192, 14208, 0},
+    {"t12_dropout_grad_relu_grad__ew_chain", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t13_sum_chan", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t14_conv2d_dw", {256, 1, 1}, {75, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t15_sgd_momentum_x8__optimizer", {256, 1, 1}, {33, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const int64_t train_zero[] = {0, 13, 304, 21, 1120, 37};
@@ -679,12 +679,12 @@ static const rt_kernel eval_kernels[] = {
 };
 
 static const rt_cuda_launch eval_cuda[] = {
-    {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e1_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e2_relu", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e3_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 6}, {0, 1, 0}, {0, 64, 0}, 0, 0, 992, 222, 0, 1, 0},
-    {"e4_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
-    {"e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0},
+    {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"e1_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"e2_relu", {256, 1, 1}, {1, 1, 1}, {192, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"e3_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {1, 1, 6}, {0, 1, 0}, {0, 64, 0}, 0, 0, 992, 222, 0, 1, 0, 0, 0},
+    {"e4_mm_nt_bias_add__epilogue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const char cuda_src[] = /* all.cu */
@@ -717,8 +717,8 @@ static const rt_model cddp_model = {
     .nparam = 8,
     .param_floats = 8368,
     .opt_floats = 8368,
-    .train = {train_kernels, 16, 1632, 16, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 3},
-    .eval = {eval_kernels, 6, 1216, 16, 2, 0, 1, eval_cuda},
+    .train = {train_kernels, 16, 1632, 16400, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 3, .fix_zero = 64},
+    .eval = {eval_kernels, 6, 1216, 16, 2, 0, 1, eval_cuda, .fix_zero = 16},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 13, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,

@@ -430,11 +430,12 @@ __device__ __forceinline__ void t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_r
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 49, 32 deep */
+    const int64_t kts = 32;
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 32 : 0;
-    const int64_t khi = split && klo + 32 < K ? klo + 32 : K;
+    const int64_t klo = split ? (int64_t)bz * kts : 0;
+    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -624,11 +625,18 @@ __device__ __forceinline__ void t17_mm_tn_tile(const rt_exec *__restrict__ e, co
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
+    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
+    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
+    const int split = by < 1;
+    if (!split && bz != 0)
+        return;
+    const int64_t klo = split ? (int64_t)bz * kts : 0;
+    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, r = l % 64;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -651,6 +659,35 @@ __device__ __forceinline__ void t17_mm_tn_tile(const rt_exec *__restrict__ e, co
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->fix + 528;    /* the weight's partials, fixed size */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 496);   /* zeroed each step */
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
+        }
+        __syncthreads();
+        if (!*last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 2; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
@@ -1063,7 +1100,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t16_t17__siblings(const rt_
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
     const unsigned ax = 25u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
-    const unsigned bx = 25u, by = 1u, bz = 1u;
+    const unsigned bx = 25u, by = 1u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t16_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
@@ -1278,11 +1315,12 @@ __device__ __forceinline__ void e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 49, 32 deep */
+    const int64_t kts = 32;
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 32 : 0;
-    const int64_t khi = split && klo + 32 < K ? klo + 32 : K;
+    const int64_t klo = split ? (int64_t)bz * kts : 0;
+    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)

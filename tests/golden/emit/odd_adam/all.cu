@@ -66,11 +66,12 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 17, 48 deep */
+    const int64_t kts = 48;
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 48 : 0;
-    const int64_t khi = split && klo + 48 < K ? klo + 48 : K;
+    const int64_t klo = split ? (int64_t)bz * kts : 0;
+    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     if (bx == 0 && bz == 0)
         for (int t = threadIdx.x; t < 64; t += 256) {
             const int64_t i = row0 + t;
@@ -247,11 +248,12 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2, 48 deep */
+    const int64_t kts = 48;
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 48 : 0;
-    const int64_t khi = split && klo + 48 < K ? klo + 48 : K;
+    const int64_t klo = split ? (int64_t)bz * kts : 0;
+    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -453,11 +455,18 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
+    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
+    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
+    const int split = by < 1;
+    if (!split && bz != 0)
+        return;
+    const int64_t klo = split ? (int64_t)bz * kts : 0;
+    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, r = l % 64;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -480,6 +489,35 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->fix + 96;    /* the weight's partials, fixed size */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 32);   /* zeroed each step */
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
+        }
+        __syncthreads();
+        if (!*last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 2; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
@@ -517,11 +555,12 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2, 48 deep */
+    const int64_t kts = 48;
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 48 : 0;
-    const int64_t khi = split && klo + 48 < K ? klo + 48 : K;
+    const int64_t klo = split ? (int64_t)bz * kts : 0;
+    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -561,7 +600,7 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
         __threadfence();    /* the partial before the count that publishes it */
         __syncthreads();
         if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 32);   /* zeroed each step */
+            unsigned *const ctr = (unsigned *)(e->fix + 48);   /* zeroed each step */
             *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
         }
         __syncthreads();
@@ -622,11 +661,18 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
+    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
+    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
+    const int split = by < 2;
+    if (!split && bz != 0)
+        return;
+    const int64_t klo = split ? (int64_t)bz * kts : 0;
+    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, r = l % 64;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -649,6 +695,35 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->fix + 1920;    /* the weight's partials, fixed size */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 64);   /* zeroed each step */
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
+        }
+        __syncthreads();
+        if (!*last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 2; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
@@ -683,11 +758,18 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
+    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
+    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
+    const int split = by < 1;
+    if (!split && bz != 0)
+        return;
+    const int64_t klo = split ? (int64_t)bz * kts : 0;
+    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, r = l % 64;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -710,6 +792,35 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
+    }
+    if (split) {
+        float *const ws = e->fix + 7104;    /* the weight's partials, fixed size */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                if (i < M && j < N)
+                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
+            }
+        __threadfence();    /* the partial before the count that publishes it */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned *const ctr = (unsigned *)(e->fix + 80);   /* zeroed each step */
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
+        }
+        __syncthreads();
+        if (!*last)
+            return;
+        __threadfence();
+        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) {
+                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
+                float s = 0.0f;
+                if (i < M && j < N)
+                    for (int z = 0; z < 2; z++)
+                        s += wv[((int64_t)z * M + i) * N + j];
+                acc[r][c] = s;
+            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
@@ -757,7 +868,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_t4__siblings(const rt_ex
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
     const unsigned ax = 2u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
-    const unsigned bx = 2u, by = 1u, bz = 1u;
+    const unsigned bx = 2u, by = 1u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t3_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
@@ -772,7 +883,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_t6__siblings(const rt_ex
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
     const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 2u;
-    const unsigned bx = 1u, by = 2u, bz = 1u;
+    const unsigned bx = 1u, by = 2u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
@@ -802,11 +913,12 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 17, 48 deep */
+    const int64_t kts = 48;
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 48 : 0;
-    const int64_t khi = split && klo + 48 < K ? klo + 48 : K;
+    const int64_t klo = split ? (int64_t)bz * kts : 0;
+    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     if (bx == 0 && bz == 0)
         for (int t = threadIdx.x; t < 64; t += 256) {
             const int64_t i = row0 + t;
@@ -982,11 +1094,12 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2, 48 deep */
+    const int64_t kts = 48;
     const int split = by < 1;
     if (!split && bz != 0)
         return;
-    const int64_t klo = split ? (int64_t)bz * 48 : 0;
-    const int64_t khi = split && klo + 48 < K ? klo + 48 : K;
+    const int64_t klo = split ? (int64_t)bz * kts : 0;
+    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
