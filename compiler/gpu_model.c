@@ -121,7 +121,7 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
      * same work in the optimizer grid's last block after the rest: no
      * node, its bytes at one block's share of the bandwidth */
     const int folds = p->ngroups > 0 && p->groups[p->ngroups - 1].kind == G_OPT &&
-                      rt_cuda_turn_fits((int64_t)zgrad + p->fix_zero + 2 * (int64_t)p->nstat);
+                      rt_cuda_turn_fits((int64_t)zgrad, p->fix_zero, p->nstat);
     const double rt_blocks = folds ? 1 : rt_cuda_begin_blocks((int64_t)zero_words);
     {
         const double node = folds ? 0 : GRAPH_NODE_US;

@@ -391,12 +391,15 @@ static inline unsigned rt_cuda_begin_blocks(int64_t words)
  * accumulates into, point at its batch) runs at the end of the train
  * step's last kernel, an optimizer kernel, in its grid's last block
  * (cddprt_opt_turn, rt_cuda_source) instead of as a graph node of its own
- * (cddprt_step_turn), when what it zeroes -- `words` 4-byte words: the
- * accumulated gradient ranges, fix, and stat's doubles twice -- is little
+ * (cddprt_step_turn), when what it zeroes -- in 4-byte words the
+ * accumulated gradient ranges, fix's zeroed part, and stat's doubles twice -- is little
  * enough for one block of 256 threads to do after the rest of the grid
  * (64 words a thread). gpu_model.c predicts the same choice. */
 #define RT_CUDA_TURN_WORDS 16384
-static inline int rt_cuda_turn_fits(int64_t words) { return words <= RT_CUDA_TURN_WORDS; }
+static inline int rt_cuda_turn_fits(int64_t zero_grad_floats, int64_t fix_zero, int nstat)
+{
+    return zero_grad_floats + fix_zero + 2 * (int64_t)nstat <= RT_CUDA_TURN_WORDS;
+}
 
 /* The optimizer kernel whose body cddprt_opt_turn runs for train plan p
  * (its last kernel), or NULL when step_turn keeps its own node. */
@@ -404,10 +407,10 @@ static inline const char *rt_cuda_turn_body(const rt_plan *p)
 {
     if (p->nk < 1 || p->k[p->nk - 1].phase != RT_PH_OPTIMIZER || !p->cu)
         return NULL;
-    int64_t words = p->fix_zero + 2 * (int64_t)p->nstat;
+    int64_t zg = 0;
     for (int r = 0; r < p->nzero; r++)
-        words += p->zero[2 * r + 1];
-    return rt_cuda_turn_fits(words) ? p->cu[p->nk - 1].name : NULL;
+        zg += p->zero[2 * r + 1];
+    return rt_cuda_turn_fits(zg, p->fix_zero, p->nstat) ? p->cu[p->nk - 1].name : NULL;
 }
 
 /* C[m, n] = op(A) . op(B) (row-major; op transposes when ta/tb), with
