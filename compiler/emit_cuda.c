@@ -12,6 +12,7 @@
  * batch too. Reductions that cross blocks (bias gradients in GEMM
  * epilogues, loss sums) use atomicAdd into buffers the runtime zeroes
  * before each plan: grad, stat and fix. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +25,6 @@
 #define TILE_K 16
 #define THREADS 256
 #define ROWS_PER_BLOCK (THREADS / 32)   /* row kernels: one warp per sample */
-#define TAIL_LANES (THREADS / TILE_M)   /* rule row-tail: lanes per sample, a tile's rows at once */
 _Static_assert(ROW_TAIL_MAX_COLS <= TILE_N, "a row tail needs whole rows in one GEMM tile");
 #define GEMM_R 4            /* outputs per thread: GEMM_R rows x GEMM_R columns */
 /* split-K: a grid of tiles under a quarter of SPLIT_SMS (the SMs of the
@@ -265,7 +265,7 @@ static void emit_sum_all(const Emit *m, const Node *n, rt_cuda_launch *L)
         grid_dim(L, 0, row, 1, THREADS);
 }
 
-/* Row ops, RL lanes per sample (a warp in a row kernel, TAIL_LANES in a
+/* Row ops, RL lanes per sample (a warp in a row kernel, THREADS / tm in a
  * GEMM's row tail): lane 0 stores the sample's values and adds them to
  * the stat slots (zeroed before the plan). A tail's lane group past the
  * batch has live = 0: it reads a real row (the last) so every lane takes
@@ -356,12 +356,12 @@ static void emit_row(const Emit *m, rt_cuda_launch *L)
 
 /* Rule row-tail, after a GEMM tile's epilogue: the block that stored the
  * tile holds whole rows (N <= TILE_N), so it runs their row ops, the
- * tile's TILE_M rows at once in lane groups of TAIL_LANES. */
-static void emit_row_tail(const Emit *m)
+ * tile's tm rows at once in lane groups of THREADS / tm (4, 8 or 16). */
+static void emit_row_tail(const Emit *m, int tm)
 {
     FILE *f = m->f;
     fprintf(f, "    __syncthreads();    /* the rows this block stored, seen by all its threads */\n    {\n");
-    fprintf(f, "        const int RL = %d;\n        const int lane = threadIdx.x & (RL - 1);\n", TAIL_LANES);
+    fprintf(f, "        const int RL = %d;\n        const int lane = threadIdx.x & (RL - 1);\n", THREADS / tm);
     fprintf(f, "        const int64_t ri = row0 + threadIdx.x / RL;\n        const int live = ri < M;\n");
     fprintf(f, "        const int64_t i = live ? ri : M - 1;\n");
     emit_row_body(m, "        ");
@@ -370,36 +370,70 @@ static void emit_row_tail(const Emit *m)
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int emit_cuda_gemm_tiling(const Plan *p, int grp, GemmTiling *t)
-{
-    if (p->groups[grp].kind != G_MATMUL)
-        return 0;
-    *t = (GemmTiling){GEMM_R, GEMM_R, TILE_M, TILE_N, TILE_K, THREADS};
-    return 1;
-}
+/* A GEMM group's tiling at the train batch: R rows of outputs per thread
+ * (a 16R x 64 tile of THREADS threads; R = GEMM_R, 2 or 1) and S slices
+ * of K. For each R, split-K as the grid of 16R x 64 tiles allows (one
+ * under a quarter of SPLIT_SMS tiles is split into at most SPLIT_SMS /
+ * tiles slices, each at least SPLIT_MIN_KT k-slices deep, none empty);
+ * then the (R, S) the GPU model (gpu_model.c's formula, at the H200's
+ * peaks, whose SMs SPLIT_SMS counts) predicts fastest, ties to the larger
+ * R. A thinner tile gives a small grid blocks without the partials'
+ * round trip deeper slices cost (S x M x N floats stored and read back),
+ * at a lower FMA rate (r x 4 FMAs for r + 4 shared loads: 50% of peak at
+ * 4 x 4, 33% at 2 x 4, 20% at 1 x 4). SimpleNet's fc2 forward: 64x64
+ * tiles x 16 slices (64 blocks, 4 MB of partials) -> 32x64 x 16 (128
+ * blocks); fc3's input gradient (K = 10, no split): 4 blocks -> 16. The
+ * tensor cores (precision bf16|fp16) keep GEMM_R: their warp layout is
+ * the 64x64 tile's. */
+typedef struct GemmShape { int r, s; } GemmShape;
 
-int emit_cuda_gemm_split(const Plan *p, const Group *gr)
+static GemmShape gemm_shape(const Plan *p, const Group *gr)
 {
+    GemmShape best = {GEMM_R, 1};
     if (gr->kind != G_MATMUL || p->batch <= 0)
-        return 1;
+        return best;
     const Node *mm = p->g->n[gr->anchor];
     const Shape *as = &p->g->n[mm->in[0]]->shape;
-    int64_t K = mm->op == OP_MM_TN ? as->d[0] : as->d[1];
+    const int64_t K = mm->op == OP_MM_TN ? as->d[0] : as->d[1];
     /* batch rows (forward, input gradients), K fixed; or a weight
      * gradient: M x N fixed, K the batch (sliced as the train batch would
      * be; a step's own rows are sliced alike at run time) */
     const int weight = mm->shape.d[0] != DIM_N && K == DIM_N;
-    if (mm->shape.d[1] == DIM_N || (!weight && (mm->shape.d[0] != DIM_N || K == DIM_N)))
-        return 1;
-    int64_t tiles = cdiv(weight ? mm->shape.d[0] : p->batch, TILE_M) * cdiv(mm->shape.d[1], TILE_N);
-    if (tiles < 1 || 4 * tiles > SPLIT_SMS)
-        return 1;
-    int64_t kt = cdiv(weight ? p->batch : K, TILE_K), s = SPLIT_SMS / tiles;
-    if (s > kt / SPLIT_MIN_KT)
-        s = kt / SPLIT_MIN_KT;
-    if (s < 2)
-        return 1;
-    return (int)cdiv(kt, cdiv(kt, s));  /* no empty slice */
+    const int splits = mm->shape.d[1] != DIM_N && (weight || (mm->shape.d[0] == DIM_N && K != DIM_N));
+    const int64_t rows = weight ? mm->shape.d[0] : mm->shape.d[0] == DIM_N ? p->batch : mm->shape.d[0];
+    const int64_t cols = mm->shape.d[1] == DIM_N ? p->batch : mm->shape.d[1];
+    const int64_t kt = cdiv(K == DIM_N ? p->batch : K, TILE_K);
+    const GpuTarget *t = gpu_target("h200");
+    const KernelCost c = cost_group(p, gr, p->batch, COST_GPU);
+    double best_us = 0;
+    for (int r = GEMM_R; r >= 1; r /= 2) {
+        if (r != GEMM_R && p->g->prec != RT_PREC_FP32)
+            break;
+        const int64_t tiles = cdiv(rows, 16 * r) * cdiv(cols, TILE_N);
+        int64_t s = 1;
+        if (splits && tiles >= 1 && 4 * tiles <= SPLIT_SMS) {
+            s = SPLIT_SMS / tiles < kt / SPLIT_MIN_KT ? SPLIT_SMS / tiles : kt / SPLIT_MIN_KT;
+            s = s < 2 ? 1 : cdiv(kt, cdiv(kt, s));
+        }
+        const double blocks = (double)(tiles * s), waves = ceil(blocks / (2.0 * t->sms));
+        const double busy = fmin(1, blocks / (waves * t->sms)), eff = r / (r + 4.0);
+        const double bytes = c.bytes + (s > 1 ? 8.0 * (double)s * (double)rows * (double)cols : 0);
+        const double us = 1e6 * fmax(c.flops / (t->flops * eff), bytes / t->bw) / busy;
+        if (r == GEMM_R || us < best_us)
+            best = (GemmShape){r, (int)s}, best_us = us;
+    }
+    return best;
+}
+
+int emit_cuda_gemm_split(const Plan *p, const Group *gr) { return gemm_shape(p, gr).s; }
+
+int emit_cuda_gemm_tiling(const Plan *p, int grp, GemmTiling *t)
+{
+    if (p->groups[grp].kind != G_MATMUL)
+        return 0;
+    const int r = gemm_shape(p, &p->groups[grp]).r;
+    *t = (GemmTiling){r, GEMM_R, 16 * r, TILE_N, TILE_K, THREADS};
+    return 1;
 }
 
 /* The tensor-core k step (inside `#if RT_MMA`, the FMA loop after its
@@ -470,8 +504,11 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
     fprintf(f, "    const int64_t M = %s, N = %s, K = %s;\n", ex_dim(mm->shape.d[0]), ex_dim(mm->shape.d[1]),
             ex_dim(ta ? as->d[0] : as->d[1]));
     fprintf(f, "    const int64_t R = M, C = N;\n    (void)R;\n");
+    /* GEMM_R rows of outputs per thread, or 1 (gemm_rows): a TM-row tile */
+    const int RR = gemm_shape(m->p, whole->gr).r, TM = 16 * RR;
+    fprintf(f, "    /* %dx%d tiles, %d x 4 outputs per thread (gemm_shape) */\n", TM, TILE_N, RR);
     fprintf(f, "    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n");
-    fprintf(f, "    const int64_t row0 = (int64_t)by * %d, col0 = (int64_t)bx * %d;\n", TILE_M, TILE_N);
+    fprintf(f, "    const int64_t row0 = (int64_t)by * %d, col0 = (int64_t)bx * %d;\n", TM, TILE_N);
     fprintf(f, "    if (row0 >= M || col0 >= N)\n        return;    /* uniform per block, before any barrier */\n");
     const int S = m->gr->split;
     if (S > 1) {
@@ -501,7 +538,7 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
             continue;
         const int64_t r = n->dt == DT_I32 ? 1 : ir_row_elems(&n->shape);
         fprintf(f, "    if (bx == 0 && bz == 0)\n        for (int t = threadIdx.x; t < %lld; t += %d) {\n",
-                (long long)(TILE_M * r), THREADS);
+                (long long)(TM * r), THREADS);
         if (n->dt == DT_I32)
             fprintf(f, "            const int64_t i = row0 + t;\n            if (i < M)\n                b%d[i] = %s;\n",
                     n->id, ex_label("i"));
@@ -513,18 +550,19 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
     }
     /* precision bf16|fp16: the k loop on the tensor cores (RT_MMA), the
      * accumulators then laid out as the FMA loop's for what follows */
-    const int mma = m->p->g->prec != RT_PREC_FP32;
+    const int mma = m->p->g->prec != RT_PREC_FP32 && RR == GEMM_R;
     if (mma)
         fprintf(f, "#if RT_MMA\n    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */\n#endif\n");
-    fprintf(f, "    float acc[4][4];\n");
-    fprintf(f, "    for (int r = 0; r < 4; r++)\n        for (int c = 0; c < 4; c++)\n            acc[r][c] = 0.0f;\n");
+    fprintf(f, "    float acc[%d][4];\n", RR);
+    fprintf(f, "    for (int r = 0; r < %d; r++)\n        for (int c = 0; c < 4; c++)\n            acc[r][c] = 0.0f;\n",
+            RR);
     fprintf(f, "    for (int64_t k0 = %s; k0 += %d) {\n", S > 1 ? "klo; k0 < khi" : "0; k0 < K", TILE_K);
     /* tile loads: consecutive threads walk the contiguous index */
-    fprintf(f, "        for (int l = threadIdx.x; l < %d; l += %d) {\n", TILE_M * TILE_K, THREADS);
+    fprintf(f, "        for (int l = threadIdx.x; l < %d; l += %d) {\n", TM * TILE_K, THREADS);
     if (!ta)
         fprintf(f, "            const int r = l / %d, kk = l %% %d;\n", TILE_K, TILE_K);
     else
-        fprintf(f, "            const int kk = l / %d, r = l %% %d;\n", TILE_M, TILE_M);
+        fprintf(f, "            const int kk = l / %d, r = l %% %d;\n", TM, TM);
     fprintf(f, "            const int64_t gi = row0 + r, gk = k0 + kk;\n");
     /* low precision: operands rounded as read (weights are fp32 masters) */
     if (v.data.nnodes) {
@@ -553,10 +591,10 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
     if (mma)
         emit_mma_step(m);
     fprintf(f, "        for (int kk = 0; kk < %d; kk++) {\n", TILE_K);
-    fprintf(f, "            float a[4], bb[4];\n");
-    fprintf(f, "            for (int r = 0; r < 4; r++)\n                a[r] = As[kk][ty + 16 * r];\n");
+    fprintf(f, "            float a[%d], bb[4];\n", RR);
+    fprintf(f, "            for (int r = 0; r < %d; r++)\n                a[r] = As[kk][ty + 16 * r];\n", RR);
     fprintf(f, "            for (int c = 0; c < 4; c++)\n                bb[c] = Bs[kk][tx + 16 * c];\n");
-    fprintf(f, "            for (int r = 0; r < 4; r++)\n                for (int c = 0; c < 4; c++)\n");
+    fprintf(f, "            for (int r = 0; r < %d; r++)\n                for (int c = 0; c < 4; c++)\n", RR);
     fprintf(f, "                    acc[r][c] += a[r] * bb[c];\n");
     fprintf(f, "        }\n");
     if (mma)
@@ -574,7 +612,7 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
                     (long long)m->gr->wsf_off);
         else
             fprintf(f, "        float *const ws = e->act + (int64_t)%lld * e->nmax;\n", (long long)m->gr->ws_off);
-        fprintf(f, "        for (int r = 0; r < 4; r++)\n            for (int c = 0; c < 4; c++) {\n");
+        fprintf(f, "        for (int r = 0; r < %d; r++)\n            for (int c = 0; c < 4; c++) {\n", RR);
         fprintf(f, "                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;\n");
         fprintf(f, "                if (i < M && j < N)\n");
         fprintf(f, "                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];\n            }\n");
@@ -588,7 +626,7 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
         fprintf(f, "        if (!*last)\n            return;\n");
         fprintf(f, "        __threadfence();\n");
         fprintf(f, "        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */\n");
-        fprintf(f, "        for (int r = 0; r < 4; r++)\n            for (int c = 0; c < 4; c++) {\n");
+        fprintf(f, "        for (int r = 0; r < %d; r++)\n            for (int c = 0; c < 4; c++) {\n", RR);
         fprintf(f, "                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;\n");
         fprintf(f, "                float s = 0.0f;\n");
         fprintf(f, "                if (i < M && j < N)\n");
@@ -604,7 +642,7 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
             fprintf(f, "    float red%d[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n", m->gr->nodes[k]);
             nred++;
         }
-    fprintf(f, "    for (int r = 0; r < 4; r++)\n        for (int c = 0; c < 4; c++) {\n");
+    fprintf(f, "    for (int r = 0; r < %d; r++)\n        for (int c = 0; c < 4; c++) {\n", RR);
     fprintf(f, "            const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;\n");
     fprintf(f, "            if (i >= M || j >= N)\n                continue;\n");
     if (m->gr->nnodes == 1) {
@@ -624,9 +662,9 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
         fprintf(f, "        }\n    }\n");
     }
     if (v.tail.nnodes)
-        emit_row_tail(&tm);
+        emit_row_tail(&tm, TM);
     grid_dim(L, 0, mm->shape.d[1], 1, TILE_N);
-    grid_dim(L, 1, mm->shape.d[0], 1, TILE_M);
+    grid_dim(L, 1, mm->shape.d[0], 1, TM);
     L->gfix[2] = (unsigned)(S > 1 ? S : 1);
     if (S > 1) {
         L->ws_off = m->gr->ws_off;

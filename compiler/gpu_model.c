@@ -104,7 +104,8 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
     /* the steps of an epoch go in graphs of RT_CUDA_RUN_STEPS: a launch per run */
     double step = GRAPH_LAUNCH_US * 1e-6 / RT_CUDA_RUN_STEPS, gemm_eff = 1;
     const int mma = p->g->prec != RT_PREC_FP32 && t->tensor > 0;   /* the GEMMs on the tensor cores */
-    int gemm_rows = 0, gemm_cols = 0;
+    unsigned gemm_rows = 0;    /* bit r: some GEMM has r x gemm_cols outputs per thread */
+    int gemm_cols = 0;
     /* the runtime's node between two steps of a run: step_turn ends one
      * step and zeroes the accumulated gradients (emit_cuda_zero_ranges),
      * fix and stat (doubles) for the next on
@@ -147,7 +148,7 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
             eff = fmin(1, gt.rows * gt.cols / (4.0 * (gt.rows + gt.cols)));
             if (mma)
                 eff = fmin(1, (4.0 * 16 * 8 * 16 / MMA_LOADS) / (t->tensor / t->flops * 128)), peak = t->tensor;
-            gemm_eff = eff, gemm_rows = gt.rows, gemm_cols = gt.cols;
+            gemm_eff = eff, gemm_rows |= 1u << gt.rows, gemm_cols = gt.cols;
             if (p->groups[i].split > 1) {
                 const Shape *s = &p->g->n[p->groups[i].anchor]->shape;
                 c.bytes += 2.0 * 4.0 * p->groups[i].split * (double)ir_numel(s, batch);
@@ -199,7 +200,13 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
     if (gemm_rows && mma)
         fprintf(f, "  GEMMs: tensor cores (m16n8k16 mma, %.0f TFLOP/s dense), rate bound by shared-memory loads to "
                    "%.0f%% of that peak\n", t->tensor / 1e12, 100 * gemm_eff);
-    else if (gemm_rows)
-        fprintf(f, "  GEMMs: %d x %d outputs per thread, FMA rate bound by shared-memory loads to %.0f%% of peak\n",
-                gemm_rows, gemm_cols, 100 * gemm_eff);
+    else if (gemm_rows) {
+        /* per kernel, from its tiling (emit_cuda.c's gemm_shape) */
+        fprintf(f, "  GEMMs: FMA rate bound by shared-memory loads to");
+        for (int r = 8; r >= 1; r /= 2)
+            if (gemm_rows & (1u << r))
+                fprintf(f, " %.0f%% of peak at %d x %d outputs per thread%s",
+                        100 * fmin(1, r * gemm_cols / (4.0 * (r + gemm_cols))), r, gemm_cols,
+                        gemm_rows & ((1u << r) - 1) ? "," : "\n");
+    }
 }

@@ -59,11 +59,15 @@ check 'softmax rows overlap (7 rows per block of 8 warps)' 's/blockIdx.x \* 8 + 
 check 'warp reduction stops at 8 lanes' 's|for (int o = RL / 2; o > 0; o >>= 1)|for (int o = 4; o > 0; o >>= 1)|' $Q
 unset KC_CDDPC_FLAGS
 # rule row-tail (emit_cuda.c emit_row_tail): the row ops after the GEMM's
-# epilogue, in the block that stored the tile's rows, 4 lanes a row
-check 'row tail: lane groups of 8 (half of a 64-row tile)' 's/const int RL = 4;/const int RL = 8;/' $Q
+# epilogue, in the block that stored the tile's rows, 256 / tile rows
+# lanes a row (odd.net's fc3: 16x64 tiles, 16 lanes)
+check 'row tail: lane groups twice as wide (half of the tile'"'"'s rows)' 's/const int RL = \([0-9]*\);/const int RL = 2 * \1;/' $Q
 check 'row tail: shuffles reach into the next row'"'"'s lanes' 's|for (int o = RL / 2; o > 0; o >>= 1)|for (int o = RL; o > 0; o >>= 1)|' $Q
-check 'row tail: no barrier between the stored rows and the tail' 's|__syncthreads();    /\* the rows this block stored|/* the rows this block stored|' $Q
 check 'row tail: the batch'"'"'s last row left out' 's/const int live = ri < M;/const int live = ri < M - 1;/' $Q
+# thinner tiles (emit_cuda.c gemm_shape): odd.net's small GEMMs take
+# 16x64 tiles, its fc1 weight gradient 32x64 tiles split over the batch
+check '16-row tiles placed 64 rows apart' 's/row0 = (int64_t)by \* 16,/row0 = (int64_t)by * 64,/' $Q
+check 'a 32-row tile loads only its first 16 rows of A' 's/for (int l = threadIdx.x; l < 512; l += 256)/for (int l = threadIdx.x; l < 256; l += 256)/' $Q
 check 'optimizer misses the last parameter floats' 's/k < 32656;/k < 32640;/' $Q
 # a small term off by 10%: |error| < 1e-5 absolute everywhere, so only the
 # bound relative to each slab's own scale sees it
@@ -118,6 +122,9 @@ check 'dropout threshold 0.31 instead of p = 0.3' 's/>= 0.300000012f/>= 0.310000
 MODEL=$HERE/models/amp_bf16.net
 A='--sizes 19:19:0 --orders 1 --flips 0.001'
 check 'bf16: GEMM result not rounded' 's/rt_round_bf16(acc\[r\]\[c\])/(acc[r][c])/' $A --plan train
+# a 64x64 tile (the tensor cores keep it) with a row tail: 4 lanes a row,
+# the tail's rows stored by other warps than read them
+check 'row tail: no barrier between the stored rows and the tail' 's|__syncthreads();    /\* the rows this block stored|/* the rows this block stored|' --sizes 19:19:0,64:37:3 --orders 1 --flips 0.001 --plan train
 check 'bf16: weights read unrounded by the GEMM' 's/Bs\[kk\]\[c\] = gj < N \&\& gk < K ? rt_round_bf16(\(b[0-9]*\[[^]]*\]\))/Bs[kk][c] = gj < N \&\& gk < K ? (\1)/' $A --plan eval
 # the tensor-core k step (RT_MMA, the emulator's m16n8k16)
 check 'bf16 mma: A registers 1 and 2 swapped (rows 8..15 read at k 8..15)' 's/fa\[1\] = rt_pack_bf16x2(As\[t2\]\[wr + 8\], As\[t2 + 1\]\[wr + 8\]);/fa[1] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);/' $A --plan train

@@ -134,23 +134,24 @@ __device__ __forceinline__ void t3_mm_nt_bias_add_relu_dropout__epilogue__dropou
     const int64_t M = n, N = 37, K = 192;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 6, 32 deep */
     const int64_t kts = 32;
-    const int split = by < 1;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b13[gi * 192 + gk] : 0.0f;
@@ -162,12 +163,12 @@ __device__ __forceinline__ void t3_mm_nt_bias_add_relu_dropout__epilogue__dropou
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -175,7 +176,7 @@ __device__ __forceinline__ void t3_mm_nt_bias_add_relu_dropout__epilogue__dropou
     }
     if (split) {
         float *const ws = e->act + (int64_t)1408 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -192,7 +193,7 @@ __device__ __forceinline__ void t3_mm_nt_bias_add_relu_dropout__epilogue__dropou
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -202,7 +203,7 @@ __device__ __forceinline__ void t3_mm_nt_bias_add_relu_dropout__epilogue__dropou
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -238,16 +239,17 @@ __device__ __forceinline__ void t4_mm_nt_bias_add_dropout__epilogue_tile(const r
     const int64_t M = n, N = 21, K = 37;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b18[gi * 37 + gk] : 0.0f;
@@ -259,18 +261,18 @@ __device__ __forceinline__ void t4_mm_nt_bias_add_dropout__epilogue_tile(const r
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -307,16 +309,17 @@ __device__ __forceinline__ void t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     const int64_t M = n, N = 13, K = 21;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b21[gi * 21 + gk] : 0.0f;
@@ -328,18 +331,18 @@ __device__ __forceinline__ void t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -350,7 +353,7 @@ __device__ __forceinline__ void t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
     {
-        const int RL = 4;
+        const int RL = 16;
         const int lane = threadIdx.x & (RL - 1);
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;
@@ -408,16 +411,17 @@ __device__ __forceinline__ void t6_mm_nn_dropout_grad_sum_rows__epilogue__reduct
     const int64_t M = n, N = 21, K = 13;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b28[gi * 13 + gk] : 0.0f;
@@ -429,19 +433,19 @@ __device__ __forceinline__ void t6_mm_nn_dropout_grad_sum_rows__epilogue__reduct
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
     float red33[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -479,6 +483,7 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 13, N = 21, K = n;
     const int64_t R = M, C = N;
     (void)R;
+    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -579,16 +584,17 @@ __device__ __forceinline__ void t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilog
     const int64_t M = n, N = 37, K = 21;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b32[gi * 21 + gk] : 0.0f;
@@ -600,19 +606,19 @@ __device__ __forceinline__ void t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilog
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
     float red38[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -651,24 +657,25 @@ __device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 21, N = 37, K = n;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
     const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 1;
+    const int split = by < 2;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
-            const int kk = l / 64, r = l % 64;
+        for (int l = threadIdx.x; l < 256; l += 256) {
+            const int kk = l / 16, r = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b32[gk * 21 + gi] : 0.0f;
         }
@@ -679,12 +686,12 @@ __device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, con
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -692,7 +699,7 @@ __device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, con
     }
     if (split) {
         float *const ws = e->fix + 624;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -709,7 +716,7 @@ __device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, con
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -719,7 +726,7 @@ __device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, con
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -748,16 +755,17 @@ __device__ __forceinline__ void t10_mm_nn_tile(const rt_exec *__restrict__ e, co
     const int64_t M = n, N = 192, K = 37;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b37[gi * 37 + gk] : 0.0f;
@@ -769,18 +777,18 @@ __device__ __forceinline__ void t10_mm_nn_tile(const rt_exec *__restrict__ e, co
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -809,24 +817,25 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
     const int64_t M = 37, N = 192, K = n;
     const int64_t R = M, C = N;
     (void)R;
+    /* 32x64 tiles, 2 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
     const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 1;
+    const int split = by < 2;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[2][4];
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
-            const int kk = l / 64, r = l % 64;
+        for (int l = threadIdx.x; l < 512; l += 256) {
+            const int kk = l / 32, r = l % 32;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b37[gk * 37 + gi] : 0.0f;
         }
@@ -837,12 +846,12 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[2], bb[4];
+            for (int r = 0; r < 2; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 2; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -850,7 +859,7 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
     }
     if (split) {
         float *const ws = e->fix + 2192;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -867,7 +876,7 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -877,7 +886,7 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1001,7 +1010,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_t7__siblings(const rt_ex
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
+    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
     const unsigned bx = 1u, by = 1u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
@@ -1016,8 +1025,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_t9__siblings(const rt_ex
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
-    const unsigned bx = 1u, by = 1u, bz = 2u;
+    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
+    const unsigned bx = 1u, by = 2u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
@@ -1031,8 +1040,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t10_t11__siblings(const rt_
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    const unsigned ax = 3u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
-    const unsigned bx = 3u, by = 1u, bz = 2u;
+    const unsigned ax = 3u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
+    const unsigned bx = 3u, by = 2u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t10_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
@@ -1124,23 +1133,24 @@ __device__ __forceinline__ void e3_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 37, K = 192;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 6, 32 deep */
     const int64_t kts = 32;
-    const int split = by < 1;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b12[gi * 192 + gk] : 0.0f;
@@ -1152,12 +1162,12 @@ __device__ __forceinline__ void e3_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -1165,7 +1175,7 @@ __device__ __forceinline__ void e3_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     }
     if (split) {
         float *const ws = e->act + (int64_t)992 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -1182,7 +1192,7 @@ __device__ __forceinline__ void e3_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -1192,7 +1202,7 @@ __device__ __forceinline__ void e3_mm_nt_bias_add_relu__epilogue_tile(const rt_e
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1225,16 +1235,17 @@ __device__ __forceinline__ void e4_mm_nt_bias_add__epilogue_tile(const rt_exec *
     const int64_t M = n, N = 21, K = 37;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b17[gi * 37 + gk] : 0.0f;
@@ -1246,18 +1257,18 @@ __device__ __forceinline__ void e4_mm_nt_bias_add__epilogue_tile(const rt_exec *
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1292,16 +1303,17 @@ __device__ __forceinline__ void e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     const int64_t M = n, N = 13, K = 21;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b20[gi * 21 + gk] : 0.0f;
@@ -1313,18 +1325,18 @@ __device__ __forceinline__ void e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1335,7 +1347,7 @@ __device__ __forceinline__ void e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
     {
-        const int RL = 4;
+        const int RL = 16;
         const int lane = threadIdx.x & (RL - 1);
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;

@@ -61,6 +61,7 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
     const int64_t M = n, N = 512, K = 784;
     const int64_t R = M, C = N;
     (void)R;
+    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -174,23 +175,24 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 256, K = 512;
     const int64_t R = M, C = N;
     (void)R;
+    /* 32x64 tiles, 2 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 16, 32 deep */
     const int64_t kts = 32;
-    const int split = by < 1;
+    const int split = by < 2;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[2][4];
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 512; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b11[gi * 512 + gk] : 0.0f;
@@ -202,12 +204,12 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[2], bb[4];
+            for (int r = 0; r < 2; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 2; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -215,7 +217,7 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     }
     if (split) {
         float *const ws = e->act + (int64_t)2064 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -232,7 +234,7 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -242,7 +244,7 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -279,23 +281,24 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     const int64_t M = n, N = 10, K = 256;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 8, 32 deep */
     const int64_t kts = 32;
-    const int split = by < 1;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b14[gi * 256 + gk] : 0.0f;
@@ -307,12 +310,12 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -320,7 +323,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     }
     if (split) {
         float *const ws = e->act + (int64_t)2064 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -337,7 +340,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -347,7 +350,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -358,7 +361,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
     {
-        const int RL = 4;
+        const int RL = 16;
         const int lane = threadIdx.x & (RL - 1);
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;
@@ -416,16 +419,17 @@ __device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction
     const int64_t M = n, N = 256, K = 10;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b21[gi * 10 + gk] : 0.0f;
@@ -437,19 +441,19 @@ __device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
     float red26[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -487,6 +491,7 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 10, N = 256, K = n;
     const int64_t R = M, C = N;
     (void)R;
+    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -586,23 +591,24 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
     const int64_t M = n, N = 512, K = 256;
     const int64_t R = M, C = N;
     (void)R;
+    /* 32x64 tiles, 2 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 8, 32 deep */
     const int64_t kts = 32;
-    const int split = by < 1;
+    const int split = by < 2;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[2][4];
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 512; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b25[gi * 256 + gk] : 0.0f;
@@ -614,12 +620,12 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[2], bb[4];
+            for (int r = 0; r < 2; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 2; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -627,7 +633,7 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
     }
     if (split) {
         float *const ws = e->act + (int64_t)2064 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -644,7 +650,7 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -655,7 +661,7 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
             }
     }
     float red30[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -693,6 +699,7 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 256, N = 512, K = n;
     const int64_t R = M, C = N;
     (void)R;
+    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -790,6 +797,7 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 512, N = 784, K = n;
     const int64_t R = M, C = N;
     (void)R;
+    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -860,7 +868,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_t4__siblings(const rt_ex
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    const unsigned ax = 4u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
+    const unsigned ax = 4u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
     const unsigned bx = 4u, by = 1u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
@@ -875,7 +883,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_t6__siblings(const rt_ex
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    const unsigned ax = 8u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 8u;
+    const unsigned ax = 8u, ay = (unsigned)rt_max1((1LL * e->nmax + 31) / 32), az = 8u;
     const unsigned bx = 8u, by = 4u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
@@ -901,6 +909,7 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
     const int64_t M = n, N = 512, K = 784;
     const int64_t R = M, C = N;
     (void)R;
+    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -1014,23 +1023,24 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 256, K = 512;
     const int64_t R = M, C = N;
     (void)R;
+    /* 32x64 tiles, 2 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 16, 32 deep */
     const int64_t kts = 32;
-    const int split = by < 1;
+    const int split = by < 2;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[2][4];
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 512; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b11[gi * 512 + gk] : 0.0f;
@@ -1042,12 +1052,12 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[2], bb[4];
+            for (int r = 0; r < 2; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 2; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -1055,7 +1065,7 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     }
     if (split) {
         float *const ws = e->act + (int64_t)1312 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -1072,7 +1082,7 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -1082,7 +1092,7 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1118,23 +1128,24 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     const int64_t M = n, N = 10, K = 256;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 8, 32 deep */
     const int64_t kts = 32;
-    const int split = by < 1;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b14[gi * 256 + gk] : 0.0f;
@@ -1146,12 +1157,12 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -1159,7 +1170,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     }
     if (split) {
         float *const ws = e->act + (int64_t)1312 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -1176,7 +1187,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -1186,7 +1197,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1197,7 +1208,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
     {
-        const int RL = 4;
+        const int RL = 16;
         const int lane = threadIdx.x & (RL - 1);
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;

@@ -425,23 +425,24 @@ __device__ __forceinline__ void t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_r
     const int64_t M = n, N = 10, K = 1568;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 49, 32 deep */
-    const int64_t kts = 32;
-    const int split = by < 1;
+    /* split-K: slice bz of 33, 48 deep */
+    const int64_t kts = 48;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b39[gi * 1568 + gk] : 0.0f;
@@ -453,12 +454,12 @@ __device__ __forceinline__ void t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_r
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -466,7 +467,7 @@ __device__ __forceinline__ void t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_r
     }
     if (split) {
         float *const ws = e->act + (int64_t)49392 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -476,24 +477,24 @@ __device__ __forceinline__ void t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_r
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 480);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 48u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 32u;
         }
         __syncthreads();
         if (!*last)
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 49; z++)
+                    for (int z = 0; z < 33; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -504,7 +505,7 @@ __device__ __forceinline__ void t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_r
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
     {
-        const int RL = 4;
+        const int RL = 16;
         const int lane = threadIdx.x & (RL - 1);
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;
@@ -560,16 +561,17 @@ __device__ __forceinline__ void t16_mm_nn_tile(const rt_exec *__restrict__ e, co
     const int64_t M = n, N = 1568, K = 10;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b47[gi * 10 + gk] : 0.0f;
@@ -581,18 +583,18 @@ __device__ __forceinline__ void t16_mm_nn_tile(const rt_exec *__restrict__ e, co
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -621,6 +623,7 @@ __device__ __forceinline__ void t17_mm_tn_tile(const rt_exec *__restrict__ e, co
     const int64_t M = 10, N = 1568, K = n;
     const int64_t R = M, C = N;
     (void)R;
+    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -1099,7 +1102,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t16_t17__siblings(const rt_
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    const unsigned ax = 25u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
+    const unsigned ax = 25u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
     const unsigned bx = 25u, by = 1u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
@@ -1310,23 +1313,24 @@ __device__ __forceinline__ void e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     const int64_t M = n, N = 10, K = 1568;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 49, 32 deep */
-    const int64_t kts = 32;
-    const int split = by < 1;
+    /* split-K: slice bz of 33, 48 deep */
+    const int64_t kts = 48;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b39[gi * 1568 + gk] : 0.0f;
@@ -1338,12 +1342,12 @@ __device__ __forceinline__ void e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -1351,7 +1355,7 @@ __device__ __forceinline__ void e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     }
     if (split) {
         float *const ws = e->act + (int64_t)15696 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -1361,24 +1365,24 @@ __device__ __forceinline__ void e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 96);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 48u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 32u;
         }
         __syncthreads();
         if (!*last)
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 49; z++)
+                    for (int z = 0; z < 33; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1389,7 +1393,7 @@ __device__ __forceinline__ void e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
     {
-        const int RL = 4;
+        const int RL = 16;
         const int lane = threadIdx.x & (RL - 1);
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;

@@ -1414,8 +1414,8 @@ static const rt_cuda_launch train_cuda[] = {
     {"t12_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 192, 32, 0, 0, 0, 0, 0, 0, 0},
     {"t13_bn_gstats_bn_running__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t14_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 49}, {0, 1, 0}, {0, 64, 0}, 0, 0, 49392, 490, 480, 1, 0, 0, 0},
-    {"t16_mm_nn", {256, 1, 1}, {25, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t16_t17__siblings"},
+    {"t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 33}, {0, 1, 0}, {0, 16, 0}, 0, 0, 49392, 330, 480, 4, 0, 0, 0},
+    {"t16_mm_nn", {256, 1, 1}, {25, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t16_t17__siblings"},
     {"t17_mm_tn", {256, 1, 1}, {25, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 496, 25, 528, 31360, 0},
     {"t18_maxpool_dx_relu_grad__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t19_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
@@ -1452,7 +1452,7 @@ static const rt_cuda_launch eval_cuda[] = {
     {"e4_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"e5_bn_gstats", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"e6_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 49}, {0, 1, 0}, {0, 64, 0}, 0, 0, 15696, 490, 96, 1, 0, 0, 0},
+    {"e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 33}, {0, 1, 0}, {0, 16, 0}, 0, 0, 15696, 330, 96, 4, 0, 0, 0},
 };
 
 static const char cuda_src[] = /* all.cu */
@@ -1493,8 +1493,8 @@ static const rt_model cddp_model = {
     .nparam = 16,
     .param_floats = 29168,
     .opt_floats = 0,
-    .train = {train_kernels, 30, 49888, 31888, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 2, .fix_zero = 528},
-    .eval = {eval_kernels, 8, 16192, 112, 2, 0, 1, eval_cuda, .fix_zero = 112},
+    .train = {train_kernels, 30, 49728, 31888, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 2, .fix_zero = 528},
+    .eval = {eval_kernels, 8, 16032, 112, 2, 0, 1, eval_cuda, .fix_zero = 112},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,

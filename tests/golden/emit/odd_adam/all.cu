@@ -61,29 +61,30 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
     const int64_t M = n, N = 37, K = 784;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 17, 48 deep */
     const int64_t kts = 48;
-    const int split = by < 1;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
     if (bx == 0 && bz == 0)
-        for (int t = threadIdx.x; t < 64; t += 256) {
+        for (int t = threadIdx.x; t < 16; t += 256) {
             const int64_t i = row0 + t;
             if (i < M)
                 b1[i] = ((const int32_t *)e->y)[e->idx[i]];
         }
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             float a = 0.0f;
@@ -101,12 +102,12 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -114,7 +115,7 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
     }
     if (split) {
         float *const ws = e->act + (int64_t)1008 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -131,7 +132,7 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -141,7 +142,7 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -174,16 +175,17 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 70, K = 37;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b10[gi * 37 + gk] : 0.0f;
@@ -195,18 +197,18 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -243,23 +245,24 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     const int64_t M = n, N = 13, K = 70;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2, 48 deep */
     const int64_t kts = 48;
-    const int split = by < 1;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b13[gi * 70 + gk] : 0.0f;
@@ -271,12 +274,12 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -284,7 +287,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     }
     if (split) {
         float *const ws = e->act + (int64_t)1008 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -301,7 +304,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -311,7 +314,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -322,7 +325,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
     {
-        const int RL = 4;
+        const int RL = 16;
         const int lane = threadIdx.x & (RL - 1);
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;
@@ -380,16 +383,17 @@ __device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction
     const int64_t M = n, N = 70, K = 13;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b20[gi * 13 + gk] : 0.0f;
@@ -401,19 +405,19 @@ __device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
     float red25[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -451,6 +455,7 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 13, N = 70, K = n;
     const int64_t R = M, C = N;
     (void)R;
+    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -491,7 +496,7 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
         __syncthreads();
     }
     if (split) {
-        float *const ws = e->fix + 96;    /* the weight's partials, fixed size */
+        float *const ws = e->fix + 112;    /* the weight's partials, fixed size */
         for (int r = 0; r < 4; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -550,23 +555,24 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
     const int64_t M = n, N = 37, K = 70;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2, 48 deep */
     const int64_t kts = 48;
-    const int split = by < 1;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b24[gi * 70 + gk] : 0.0f;
@@ -578,12 +584,12 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -591,7 +597,7 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
     }
     if (split) {
         float *const ws = e->act + (int64_t)1008 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -608,7 +614,7 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -619,7 +625,7 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
             }
     }
     float red29[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -657,24 +663,25 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 70, N = 37, K = n;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
     const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 2;
+    const int split = by < 5;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
-            const int kk = l / 64, r = l % 64;
+        for (int l = threadIdx.x; l < 256; l += 256) {
+            const int kk = l / 16, r = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b24[gk * 70 + gi] : 0.0f;
         }
@@ -685,20 +692,20 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
     if (split) {
-        float *const ws = e->fix + 1920;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 4; r++)
+        float *const ws = e->fix + 1936;    /* the weight's partials, fixed size */
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -715,7 +722,7 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -725,7 +732,7 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -754,24 +761,25 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 37, N = 784, K = n;
     const int64_t R = M, C = N;
     (void)R;
+    /* 32x64 tiles, 2 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
     const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 1;
+    const int split = by < 2;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[2][4];
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
-            const int kk = l / 64, r = l % 64;
+        for (int l = threadIdx.x; l < 512; l += 256) {
+            const int kk = l / 32, r = l % 32;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b28[gk * 37 + gi] : 0.0f;
         }
@@ -782,20 +790,20 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[2], bb[4];
+            for (int r = 0; r < 2; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 2; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
     if (split) {
-        float *const ws = e->fix + 7104;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 4; r++)
+        float *const ws = e->fix + 7120;    /* the weight's partials, fixed size */
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -812,7 +820,7 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -822,7 +830,7 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -867,7 +875,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_t4__siblings(const rt_ex
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    const unsigned ax = 2u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
+    const unsigned ax = 2u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
     const unsigned bx = 2u, by = 1u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
@@ -882,8 +890,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_t6__siblings(const rt_ex
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 2u;
-    const unsigned bx = 1u, by = 2u, bz = 2u;
+    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 2u;
+    const unsigned bx = 1u, by = 5u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
@@ -908,29 +916,30 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
     const int64_t M = n, N = 37, K = 784;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 17, 48 deep */
     const int64_t kts = 48;
-    const int split = by < 1;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
     if (bx == 0 && bz == 0)
-        for (int t = threadIdx.x; t < 64; t += 256) {
+        for (int t = threadIdx.x; t < 16; t += 256) {
             const int64_t i = row0 + t;
             if (i < M)
                 b1[i] = ((const int32_t *)e->y)[e->idx[i]];
         }
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             float a = 0.0f;
@@ -948,12 +957,12 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -961,7 +970,7 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
     }
     if (split) {
         float *const ws = e->act + (int64_t)848 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -978,7 +987,7 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -988,7 +997,7 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1021,16 +1030,17 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 70, K = 37;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b10[gi * 37 + gk] : 0.0f;
@@ -1042,18 +1052,18 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1089,23 +1099,24 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     const int64_t M = n, N = 13, K = 70;
     const int64_t R = M, C = N;
     (void)R;
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2, 48 deep */
     const int64_t kts = 48;
-    const int split = by < 1;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b13[gi * 70 + gk] : 0.0f;
@@ -1117,12 +1128,12 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -1130,7 +1141,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     }
     if (split) {
         float *const ws = e->act + (int64_t)848 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -1147,7 +1158,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -1157,7 +1168,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1168,7 +1179,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
     {
-        const int RL = 4;
+        const int RL = 16;
         const int lane = threadIdx.x & (RL - 1);
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;
