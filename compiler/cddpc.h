@@ -358,6 +358,7 @@ typedef struct Plan {
     int64_t param_floats;
     int64_t *param_off;     /* [nparam] */
     int64_t batch;          /* the train block's batch: the GPU's split-K choice; 0 unknown */
+    int gpu_tile;           /* the CUDA GEMMs' tile rows, 64, 32 or 16; 0: each its own (emit_cuda.c) */
 } Plan;
 
 /* Nodes reachable backwards from the roots, in topological order. */
@@ -414,6 +415,10 @@ typedef struct GpuTarget {
     const char *source;
 } GpuTarget;
 const GpuTarget *gpu_target(const char *name);     /* h100, h200, a100, t4; NULL */
+/* The FLOP/s a GEMM kernel of that tiling can reach on t: the FMA or the
+ * tensor-core rate its shared-memory loads allow (gpu_model.c) */
+typedef struct GemmTiling GemmTiling;
+double gpu_gemm_rate(const GpuTarget *t, const GemmTiling *gt);
 void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t);
 /* pipeline.c: a model's text through every pass: front end, autodiff,
  * fusion, memory plan, then the report or dumps asked for and the program
@@ -431,6 +436,7 @@ typedef struct PipelineOptions {
     unsigned fusion_off;    /* --no-fuse RULE ... */
     int explain;            /* --explain-fusion */
     double bucket_mb;       /* --bucket-mb: overrides the train block; 0: keep */
+    int gpu_tile;           /* --gpu-tile: the CUDA GEMMs' tile rows (64, 32, 16); 0: the model's choice */
     char dump[8][16];
     int ndump;
 } PipelineOptions;
@@ -553,8 +559,9 @@ int emit_cuda_gemm_split(const Plan *p, const Group *gr);
  * gradient is stored whole by its kernel each step. */
 int emit_cuda_zero_ranges(const Plan *p, int64_t *r);
 /* A G_MATMUL group's tiling, for gpu_model.c: outputs per thread
- * (rows x cols) and the tile; 0 for any other group. */
-typedef struct GemmTiling { int rows, cols, tile_m, tile_n, tile_k, threads; } GemmTiling;
+ * (rows x cols), the tile, and whether its k loop is the tensor cores'
+ * (precision bf16|fp16, 64x64 tiles, sm_80 on); 0 for any other group. */
+typedef struct GemmTiling { int rows, cols, tile_m, tile_n, tile_k, threads, mma; } GemmTiling;
 int emit_cuda_gemm_tiling(const Plan *p, int grp, GemmTiling *t);
 int emit_program(const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
                  const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir);

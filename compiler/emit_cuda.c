@@ -380,16 +380,18 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
  * R. A thinner tile gives a small grid blocks without the partials'
  * round trip deeper slices cost (S x M x N floats stored and read back),
  * at a lower FMA rate (r x 4 FMAs for r + 4 shared loads: 50% of peak at
- * 4 x 4, 33% at 2 x 4, 20% at 1 x 4). SimpleNet's fc2 forward: 64x64
- * tiles x 16 slices (64 blocks, 4 MB of partials) -> 32x64 x 16 (128
- * blocks); fc3's input gradient (K = 10, no split): 4 blocks -> 16. The
- * tensor cores (precision bf16|fp16) keep GEMM_R: their warp layout is
- * the 64x64 tile's. */
+ * 4 x 4, 33% at 2 x 4, 20% at 1 x 4; gpu_gemm_rate). SimpleNet's fc2
+ * forward: 64x64 tiles x 16 slices (64 blocks, 1 MB of partials) -> 32x64
+ * x 16 (128 blocks); fc3's input gradient (K = 10, no split): 4 blocks ->
+ * 16. Under precision bf16|fp16 the 64x64 tile runs on the tensor cores
+ * (their warp layout is that tile's) and a thinner one the FMA loop on
+ * the same rounded operands: the model weighs the two rates.
+ * `cddpc --gpu-tile 64|32|16` sets one tile for every GEMM instead. */
 typedef struct GemmShape { int r, s; } GemmShape;
 
 static GemmShape gemm_shape(const Plan *p, const Group *gr)
 {
-    GemmShape best = {GEMM_R, 1};
+    GemmShape best = {p->gpu_tile ? p->gpu_tile / 16 : GEMM_R, 1};
     if (gr->kind != G_MATMUL || p->batch <= 0)
         return best;
     const Node *mm = p->g->n[gr->anchor];
@@ -405,10 +407,11 @@ static GemmShape gemm_shape(const Plan *p, const Group *gr)
     const int64_t kt = cdiv(K == DIM_N ? p->batch : K, TILE_K);
     const GpuTarget *t = gpu_target("h200");
     const KernelCost c = cost_group(p, gr, p->batch, COST_GPU);
-    double best_us = 0;
+    double best_us = -1;
     for (int r = GEMM_R; r >= 1; r /= 2) {
-        if (r != GEMM_R && p->g->prec != RT_PREC_FP32)
-            break;
+        if (p->gpu_tile && 16 * r != p->gpu_tile)
+            continue;   /* --gpu-tile: that one */
+        const GemmTiling gt = {r, GEMM_R, 16 * r, TILE_N, TILE_K, THREADS, r == GEMM_R && p->g->prec != RT_PREC_FP32};
         const int64_t tiles = cdiv(rows, 16 * r) * cdiv(cols, TILE_N);
         int64_t s = 1;
         if (splits && tiles >= 1 && 4 * tiles <= SPLIT_SMS) {
@@ -416,10 +419,10 @@ static GemmShape gemm_shape(const Plan *p, const Group *gr)
             s = s < 2 ? 1 : cdiv(kt, cdiv(kt, s));
         }
         const double blocks = (double)(tiles * s), waves = ceil(blocks / (2.0 * t->sms));
-        const double busy = fmin(1, blocks / (waves * t->sms)), eff = r / (r + 4.0);
+        const double busy = fmin(1, blocks / (waves * t->sms));
         const double bytes = c.bytes + (s > 1 ? 8.0 * (double)s * (double)rows * (double)cols : 0);
-        const double us = 1e6 * fmax(c.flops / (t->flops * eff), bytes / t->bw) / busy;
-        if (r == GEMM_R || us < best_us)
+        const double us = 1e6 * fmax(c.flops / gpu_gemm_rate(t, &gt), bytes / t->bw) / busy;
+        if (best_us < 0 || us < best_us)
             best = (GemmShape){r, (int)s}, best_us = us;
     }
     return best;
@@ -432,7 +435,7 @@ int emit_cuda_gemm_tiling(const Plan *p, int grp, GemmTiling *t)
     if (p->groups[grp].kind != G_MATMUL)
         return 0;
     const int r = gemm_shape(p, &p->groups[grp]).r;
-    *t = (GemmTiling){r, GEMM_R, 16 * r, TILE_N, TILE_K, THREADS};
+    *t = (GemmTiling){r, GEMM_R, 16 * r, TILE_N, TILE_K, THREADS, r == GEMM_R && p->g->prec != RT_PREC_FP32};
     return 1;
 }
 

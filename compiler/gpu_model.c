@@ -84,6 +84,13 @@ const GpuTarget *gpu_target(const char *name)
     return NULL;
 }
 
+double gpu_gemm_rate(const GpuTarget *t, const GemmTiling *gt)
+{
+    if (gt->mma && t->tensor > 0)
+        return t->tensor * fmin(1, (4.0 * 16 * 8 * 16 / MMA_LOADS) / (t->tensor / t->flops * 128));
+    return t->flops * fmin(1, gt->rows * gt->cols / (4.0 * (gt->rows + gt->cols)));
+}
+
 /* Blocks of a launch at batch n, as rt_cuda.c computes the grid. */
 static double grid_blocks(const rt_cuda_launch *l, int64_t n)
 {
@@ -99,11 +106,10 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
     fprintf(f, "predicted %s plan on %s (batch %lld): %.1f TFLOP/s FP32, %.0f GB/s, %d SMs x %d blocks\n",
             p->name, t->full, (long long)batch, t->flops / 1e12, t->bw / 1e9, t->sms, BLOCKS_PER_SM);
     fprintf(f, "  peaks: %s\n", t->source);
-    fprintf(f, "  %-38s %8s %7s %6s %6s %10s %10s %9s %7s\n", "kernel", "blocks", "threads", "waves", "busy",
-            "roofline us", "overhead us", "total us", "bound");
+    fprintf(f, "  %-38s %8s %7s %6s %6s %10s %10s %9s %7s  %s\n", "kernel", "blocks", "threads", "waves", "busy",
+            "roofline us", "overhead us", "total us", "bound", "GEMM tile (k/S: K in S slices)");
     /* the steps of an epoch go in graphs of RT_CUDA_RUN_STEPS: a launch per run */
-    double step = GRAPH_LAUNCH_US * 1e-6 / RT_CUDA_RUN_STEPS, gemm_eff = 1;
-    const int mma = p->g->prec != RT_PREC_FP32 && t->tensor > 0;   /* the GEMMs on the tensor cores */
+    double step = GRAPH_LAUNCH_US * 1e-6 / RT_CUDA_RUN_STEPS, mma_eff = 0;
     unsigned gemm_rows = 0;    /* bit r: some GEMM has r x gemm_cols outputs per thread */
     int gemm_cols = 0;
     /* the runtime's node between two steps of a run: step_turn ends one
@@ -141,20 +147,24 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
         double blocks = grid_blocks(&l, batch), threads = (double)l.block[0] * l.block[1] * l.block[2];
         double waves = ceil(blocks / (t->sms * BLOCKS_PER_SM));
         double busy = fmin(1, blocks / (waves * t->sms));
-        double eff = 1;
         GemmTiling gt;
-        double peak = t->flops;
+        double rate = t->flops;
+        const char *tile = "";
         if (emit_cuda_gemm_tiling(p, i, &gt)) {
-            eff = fmin(1, gt.rows * gt.cols / (4.0 * (gt.rows + gt.cols)));
-            if (mma)
-                eff = fmin(1, (4.0 * 16 * 8 * 16 / MMA_LOADS) / (t->tensor / t->flops * 128)), peak = t->tensor;
-            gemm_eff = eff, gemm_rows |= 1u << gt.rows, gemm_cols = gt.cols;
+            rate = gpu_gemm_rate(t, &gt);
+            tile = util_fmt("%dx%d%s%s", gt.tile_m, gt.tile_n,
+                            p->groups[i].split > 1 ? util_fmt(" k/%d", p->groups[i].split) : "",
+                            gt.mma && t->tensor > 0 ? " mma" : "");
+            if (gt.mma && t->tensor > 0)
+                mma_eff = rate / t->tensor;
+            else
+                gemm_rows |= 1u << gt.rows, gemm_cols = gt.cols;
             if (p->groups[i].split > 1) {
                 const Shape *s = &p->g->n[p->groups[i].anchor]->shape;
                 c.bytes += 2.0 * 4.0 * p->groups[i].split * (double)ir_numel(s, batch);
             }
         }
-        double tf = c.flops / (peak * eff), tb = c.bytes / t->bw, roof = fmax(tf, tb);
+        double tf = c.flops / rate, tb = c.bytes / t->bw, roof = fmax(tf, tb);
         double tail_s = 0;  /* rule row-tail: after the GEMM, the row ops in one block a row tile */
         if (p->groups[i].row_anchor >= 0) {
             /* they read the rows back: their bytes at those blocks' share
@@ -171,9 +181,9 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
         double secs = roof / busy + tail_s + (first || second ? 0 : GRAPH_NODE_US * 1e-6);
         if (!first && !second)
             step += secs;
-        fprintf(f, "  %-38s %8.0f %7.0f %6.0f %5.0f%% %10.2f %10.2f %9.2f %7s\n", p->groups[i].name, blocks, threads,
-                waves, 100 * busy, 1e6 * (roof / busy + tail_s), first || second ? 0 : GRAPH_NODE_US, 1e6 * secs,
-                tf >= tb ? "flops" : "memory");
+        fprintf(f, "  %-38s %8.0f %7.0f %6.0f %5.0f%% %10.2f %10.2f %9.2f %7s%s%s\n", p->groups[i].name, blocks,
+                threads, waves, 100 * busy, 1e6 * (roof / busy + tail_s), first || second ? 0 : GRAPH_NODE_US,
+                1e6 * secs, tf >= tb ? "flops" : "memory", *tile ? "  " : "", tile);
         if (first) {
             pair_roof = roof, pair_alone = roof / busy + tail_s, pair_blocks = blocks;
             continue;
@@ -197,12 +207,12 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
             step * steps);
     fprintf(f, "  overheads assumed, not measured: %.1f us per graph node, %.1f us per graph launch\n",
             GRAPH_NODE_US, GRAPH_LAUNCH_US);
-    if (gemm_rows && mma)
+    if (mma_eff > 0)
         fprintf(f, "  GEMMs: tensor cores (m16n8k16 mma, %.0f TFLOP/s dense), rate bound by shared-memory loads to "
-                   "%.0f%% of that peak\n", t->tensor / 1e12, 100 * gemm_eff);
-    else if (gemm_rows) {
+                   "%.0f%% of that peak\n", t->tensor / 1e12, 100 * mma_eff);
+    if (gemm_rows) {
         /* per kernel, from its tiling (emit_cuda.c's gemm_shape) */
-        fprintf(f, "  GEMMs: FMA rate bound by shared-memory loads to");
+        fprintf(f, "  GEMMs%s: FMA rate bound by shared-memory loads to", mma_eff > 0 ? " in thinner tiles" : "");
         for (int r = 8; r >= 1; r /= 2)
             if (gemm_rows & (1u << r))
                 fprintf(f, " %.0f%% of peak at %d x %d outputs per thread%s",

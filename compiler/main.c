@@ -49,6 +49,9 @@ static void usage(FILE *f)
             "  --explain-fusion   for each producer and consumer in different kernels, the predicate\n"
             "                     that kept them apart and what would have joined them\n"
             "  --bucket-mb MB     gradient bucket size after the first 1 MB (default: train block's, 25)\n"
+            "  --gpu-tile auto|64|32|16\n"
+            "                     rows of the CUDA GEMMs' tiles (64 columns): each GEMM's own from the\n"
+            "                     GPU model (default auto), or one size for all (tile studies, tests)\n"
             "  -d PASS            dump the IR after PASS: sema, autodiff, fuse, memplan, buckets\n"
             "  --version, --help\n"
             "Options with a value take '--opt VALUE' or '--opt=VALUE' (as the training program).\n");
@@ -108,6 +111,10 @@ static PipelineOptions parse_args(int argc, char **argv)
             char *end;
             if ((o.bucket_mb = strtod(v, &end)) <= 0 || *end || end == v || o.bucket_mb > 65536)
                 bad_usage("--bucket-mb needs a size in MB between 0 and 65536", NULL);
+        } else if ((v = opt_value(argc, argv, &i, "gpu-tile"))) {
+            if (!strcmp(v, "auto")) o.gpu_tile = 0;
+            else if (!strcmp(v, "64") || !strcmp(v, "32") || !strcmp(v, "16")) o.gpu_tile = atoi(v);
+            else bad_usage("--gpu-tile takes auto, 64, 32 or 16, not", v);
         } else if (!strcmp(a, "--report")) {
             o.report = 1;
         } else if ((v = opt_value(argc, argv, &i, "graph"))) {

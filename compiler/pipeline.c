@@ -66,6 +66,7 @@ int pipeline_compile(const PipelineOptions *o, const char *text, const char *out
     }
 
     train->batch = eval->batch = prog->train.batch;
+    train->gpu_tile = eval->gpu_tile = o->gpu_tile;
     mem_plan(train);
     mem_plan(eval);
     fuse_pair_siblings(train, o->fusion);

@@ -37,6 +37,7 @@ if cmp -s "$t/sp" "$t/eq" && ! cmp -s "$t/sp" "$t/all" && ! grep -q t1_mm_nt_bia
     ok "cddpc: --fusion none / --bucket-mb 4 as --fusion=none / --bucket-mb=4 (and unlike --fusion all)"
 else no "cddpc: '--opt VALUE' differs from '--opt=VALUE'"; fi
 expect 2 "--fusion needs a value" "cddpc: --fusion without a value" -- "$cddpc" models/mnist.net --fusion
+expect 2 "--gpu-tile takes auto, 64, 32 or 16, not 48" "cddpc: --gpu-tile 48 refused" -- "$cddpc" models/mnist.net --gpu-tile 48
 # --help names every rule --no-fuse knows (its error lists them)
 "$cddpc" --help >"$t/help" 2>&1
 rules=$("$cddpc" models/mnist.net --no-fuse bogus 2>&1 | sed -n 's/.*needs a rule: \(.*\); got.*/\1/p' | tr -d ',')

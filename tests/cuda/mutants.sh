@@ -122,8 +122,11 @@ check 'dropout threshold 0.31 instead of p = 0.3' 's/>= 0.300000012f/>= 0.310000
 MODEL=$HERE/models/amp_bf16.net
 A='--sizes 19:19:0 --orders 1 --flips 0.001'
 check 'bf16: GEMM result not rounded' 's/rt_round_bf16(acc\[r\]\[c\])/(acc[r][c])/' $A --plan train
-# a 64x64 tile (the tensor cores keep it) with a row tail: 4 lanes a row,
-# the tail's rows stored by other warps than read them
+# every GEMM in 64x64 tiles, the tensor cores' (the model's choice gives
+# most of these small GEMMs thinner ones, on the FMA loop): then also a
+# row tail of 4 lanes a row, the tail's rows stored by other warps than
+# read them
+export KC_CDDPC_FLAGS=--gpu-tile=64
 check 'row tail: no barrier between the stored rows and the tail' 's|__syncthreads();    /\* the rows this block stored|/* the rows this block stored|' --sizes 19:19:0,64:37:3 --orders 1 --flips 0.001 --plan train
 check 'bf16: weights read unrounded by the GEMM' 's/Bs\[kk\]\[c\] = gj < N \&\& gk < K ? rt_round_bf16(\(b[0-9]*\[[^]]*\]\))/Bs[kk][c] = gj < N \&\& gk < K ? (\1)/' $A --plan eval
 # the tensor-core k step (RT_MMA, the emulator's m16n8k16)
@@ -133,6 +136,7 @@ check 'bf16 mma: accumulator rows g+8 stored at column 2t+1' 's/Cs\[wr + 8\]\[wc
 check 'bf16 mma: the last 16 columns of the tile left out (3 n8 tiles)' 's/for (int j = 0; j < 4; j++) {\(.*\)$/for (int j = 0; j < 3; j++) {\1/' $A --plan train
 MODEL=$HERE/models/amp_fp16.net
 check 'fp16 mma: operands packed as bf16' 's/rt_pack_fp16x2(/rt_pack_bf16x2(/g' $A --plan train
+unset KC_CDDPC_FLAGS
 check 'fp16: the loss gradient not scaled by S' 's/ \* e->scale;/;/' $A --plan train
 check 'fp16: the optimizer does not unscale' 's/g\[k\] \* inv_scale/g[k]/' $A --plan train
 check 'fp16: rounded to bf16 instead' 's/rt_round_fp16(acc)/rt_round_bf16(acc)/' $A --plan eval

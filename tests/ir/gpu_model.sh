@@ -60,7 +60,8 @@
 #     on 4 blocks, 16 lanes a row): 0.040 us more (to the printed
 #     hundredths); the row kernel's node (t3 there, 1.02 us) is gone;
 # the step is the kernels' and the runtime's turn's sum plus 1/16 of a 5 us
-# graph launch; an unknown target lists the known ones.
+# graph launch, and no slower than with one tile for every GEMM
+# (--gpu-tile); an unknown target lists the known ones.
 set -u
 cddpc=$1
 t=$(mktemp)
@@ -112,6 +113,20 @@ sum=$(awk '/^predicted train/ { on = 1 } on && ($1 ~ /^t[0-9]+_/ && $7 != "0.00"
            on && $1 == "=" { s += $9 } END { printf "%.1f", s + 5 / 16 }' "$t")
 step=$(sed -n 's/^  step \([0-9.]*\) us.*/\1/p' "$t")
 check "step = kernels + sibling pairs + runtime turn + 1/16 graph launch" "$step" "$sum"
+# each GEMM's tile is the one the model predicts fastest for it, so the
+# step with the choice is no slower than with any one tile for all
+# (--gpu-tile), and 64x64 everywhere is the step before the choice existed
+for tile in 64 32 16; do
+    "$cddpc" models/mnist.net --gpu-tile $tile --report --target h200 > "$t.$tile" || { echo "FAIL --gpu-tile $tile"; fail=1; }
+    one=$(sed -n 's/^  step \([0-9.]*\) us.*/\1/p' "$t.$tile")
+    awk -v a="$step" -v b="$one" 'BEGIN { exit !(a != "" && b != "" && a + 0 <= b + 0) }' &&
+        echo "PASS the model's tiles ($step us) <= --gpu-tile $tile ($one us)" ||
+        { echo "FAIL the model's tiles ($step us) vs --gpu-tile $tile ($one us)"; fail=1; }
+    [ $tile = 64 ] && ! grep -q "32 x 64\|16 x 64\|2 x 4\|1 x 4" "$t.$tile" && grep -q "4 x 4" "$t.$tile" &&
+        echo "PASS --gpu-tile 64: 4 x 4 outputs per thread only" || [ $tile != 64 ] ||
+        { echo "FAIL --gpu-tile 64 left a thinner tile"; fail=1; }
+    rm -f "$t.$tile"
+done
 "$cddpc" models/mnist.net --report --target v100 2> "$t" >/dev/null
 grep -q "unknown target (cpu, gpu, h100, h200, a100, t4): v100" "$t" && echo "PASS unknown target" || { echo "FAIL unknown target: $(cat "$t")"; fail=1; }
 exit $fail

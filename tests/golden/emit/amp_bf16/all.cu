@@ -61,33 +61,30 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
     const int64_t M = n, N = 37, K = 784;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 17, 48 deep */
     const int64_t kts = 48;
-    const int split = by < 1;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
     if (bx == 0 && bz == 0)
-        for (int t = threadIdx.x; t < 64; t += 256) {
+        for (int t = threadIdx.x; t < 16; t += 256) {
             const int64_t i = row0 + t;
             if (i < M)
                 b1[i] = ((const int32_t *)e->y)[e->idx[i]];
         }
-#if RT_MMA
-    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
-#endif
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             float a = 0.0f;
@@ -104,54 +101,21 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b2[gj * 784 + gk]) : 0.0f;
         }
         __syncthreads();
-#if RT_MMA
-        {
-            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
-            unsigned fa[4], fb[2];
-            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
-            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
-            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
-            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
-            for (int j = 0; j < 4; j++) {
-                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
-                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
-                rt_mma_bf16(d[j], fa, fb);
-            }
-        }
-#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
-#endif
         __syncthreads();
     }
-#if RT_MMA
-    {
-        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
-        for (int j = 0; j < 4; j++) {
-            Cs[wr][wc + 8 * j] = d[j][0];
-            Cs[wr][wc + 8 * j + 1] = d[j][1];
-            Cs[wr + 8][wc + 8 * j] = d[j][2];
-            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
-        }
-        __syncthreads();
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++)
-                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
-    }
-#endif
     if (split) {
         float *const ws = e->act + (int64_t)1008 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -168,7 +132,7 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -178,7 +142,7 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -216,20 +180,17 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 70, K = 37;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-#if RT_MMA
-    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
-#endif
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? rt_round_bf16(b10[gi * 37 + gk]) : 0.0f;
@@ -240,52 +201,19 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b4[gj * 37 + gk]) : 0.0f;
         }
         __syncthreads();
-#if RT_MMA
-        {
-            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
-            unsigned fa[4], fb[2];
-            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
-            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
-            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
-            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
-            for (int j = 0; j < 4; j++) {
-                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
-                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
-                rt_mma_bf16(d[j], fa, fb);
-            }
-        }
-#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
-#endif
         __syncthreads();
     }
-#if RT_MMA
-    {
-        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
-        for (int j = 0; j < 4; j++) {
-            Cs[wr][wc + 8 * j] = d[j][0];
-            Cs[wr][wc + 8 * j + 1] = d[j][1];
-            Cs[wr + 8][wc + 8 * j] = d[j][2];
-            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
-        }
-        __syncthreads();
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++)
-                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
-    }
-#endif
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -327,27 +255,24 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     const int64_t M = n, N = 13, K = 70;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2, 48 deep */
     const int64_t kts = 48;
-    const int split = by < 1;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-#if RT_MMA
-    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
-#endif
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? rt_round_bf16(b13[gi * 70 + gk]) : 0.0f;
@@ -358,54 +283,21 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b6[gj * 70 + gk]) : 0.0f;
         }
         __syncthreads();
-#if RT_MMA
-        {
-            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
-            unsigned fa[4], fb[2];
-            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
-            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
-            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
-            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
-            for (int j = 0; j < 4; j++) {
-                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
-                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
-                rt_mma_bf16(d[j], fa, fb);
-            }
-        }
-#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
-#endif
         __syncthreads();
     }
-#if RT_MMA
-    {
-        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
-        for (int j = 0; j < 4; j++) {
-            Cs[wr][wc + 8 * j] = d[j][0];
-            Cs[wr][wc + 8 * j + 1] = d[j][1];
-            Cs[wr + 8][wc + 8 * j] = d[j][2];
-            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
-        }
-        __syncthreads();
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++)
-                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
-    }
-#endif
     if (split) {
         float *const ws = e->act + (int64_t)1008 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -422,7 +314,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -432,7 +324,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -443,7 +335,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
     {
-        const int RL = 4;
+        const int RL = 16;
         const int lane = threadIdx.x & (RL - 1);
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;
@@ -506,20 +398,17 @@ __device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction
     const int64_t M = n, N = 70, K = 13;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-#if RT_MMA
-    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
-#endif
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? rt_round_bf16(b20[gi * 13 + gk]) : 0.0f;
@@ -530,53 +419,20 @@ __device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b6[gk * 70 + gj]) : 0.0f;
         }
         __syncthreads();
-#if RT_MMA
-        {
-            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
-            unsigned fa[4], fb[2];
-            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
-            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
-            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
-            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
-            for (int j = 0; j < 4; j++) {
-                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
-                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
-                rt_mma_bf16(d[j], fa, fb);
-            }
-        }
-#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
-#endif
         __syncthreads();
     }
-#if RT_MMA
-    {
-        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
-        for (int j = 0; j < 4; j++) {
-            Cs[wr][wc + 8 * j] = d[j][0];
-            Cs[wr][wc + 8 * j + 1] = d[j][1];
-            Cs[wr + 8][wc + 8 * j] = d[j][2];
-            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
-        }
-        __syncthreads();
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++)
-                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
-    }
-#endif
     float red25[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -696,7 +552,7 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
     }
 #endif
     if (split) {
-        float *const ws = e->fix + 96;    /* the weight's partials, fixed size */
+        float *const ws = e->fix + 112;    /* the weight's partials, fixed size */
         for (int r = 0; r < 4; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -760,27 +616,24 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
     const int64_t M = n, N = 37, K = 70;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2, 48 deep */
     const int64_t kts = 48;
-    const int split = by < 1;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-#if RT_MMA
-    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
-#endif
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? rt_round_bf16(b24[gi * 70 + gk]) : 0.0f;
@@ -791,54 +644,21 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b4[gk * 37 + gj]) : 0.0f;
         }
         __syncthreads();
-#if RT_MMA
-        {
-            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
-            unsigned fa[4], fb[2];
-            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
-            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
-            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
-            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
-            for (int j = 0; j < 4; j++) {
-                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
-                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
-                rt_mma_bf16(d[j], fa, fb);
-            }
-        }
-#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
-#endif
         __syncthreads();
     }
-#if RT_MMA
-    {
-        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
-        for (int j = 0; j < 4; j++) {
-            Cs[wr][wc + 8 * j] = d[j][0];
-            Cs[wr][wc + 8 * j + 1] = d[j][1];
-            Cs[wr + 8][wc + 8 * j] = d[j][2];
-            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
-        }
-        __syncthreads();
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++)
-                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
-    }
-#endif
     if (split) {
         float *const ws = e->act + (int64_t)1008 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -855,7 +675,7 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -866,7 +686,7 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
             }
     }
     float red29[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -909,28 +729,25 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 70, N = 37, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
     const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 2;
+    const int split = by < 5;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-#if RT_MMA
-    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
-#endif
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
-            const int kk = l / 64, r = l % 64;
+        for (int l = threadIdx.x; l < 256; l += 256) {
+            const int kk = l / 16, r = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? rt_round_bf16(b24[gk * 70 + gi]) : 0.0f;
         }
@@ -940,54 +757,21 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b10[gk * 37 + gj]) : 0.0f;
         }
         __syncthreads();
-#if RT_MMA
-        {
-            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
-            unsigned fa[4], fb[2];
-            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
-            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
-            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
-            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
-            for (int j = 0; j < 4; j++) {
-                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
-                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
-                rt_mma_bf16(d[j], fa, fb);
-            }
-        }
-#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
-#endif
         __syncthreads();
     }
-#if RT_MMA
-    {
-        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
-        for (int j = 0; j < 4; j++) {
-            Cs[wr][wc + 8 * j] = d[j][0];
-            Cs[wr][wc + 8 * j + 1] = d[j][1];
-            Cs[wr + 8][wc + 8 * j] = d[j][2];
-            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
-        }
-        __syncthreads();
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++)
-                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
-    }
-#endif
     if (split) {
-        float *const ws = e->fix + 1920;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 4; r++)
+        float *const ws = e->fix + 1936;    /* the weight's partials, fixed size */
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -1004,7 +788,7 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -1014,7 +798,7 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1048,28 +832,25 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 37, N = 784, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 32x64 tiles, 2 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
     const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 1;
+    const int split = by < 2;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-#if RT_MMA
-    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
-#endif
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[2][4];
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
-            const int kk = l / 64, r = l % 64;
+        for (int l = threadIdx.x; l < 512; l += 256) {
+            const int kk = l / 32, r = l % 32;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? rt_round_bf16(b28[gk * 37 + gi]) : 0.0f;
         }
@@ -1079,54 +860,21 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b0[gk * 784 + gj]) : 0.0f;
         }
         __syncthreads();
-#if RT_MMA
-        {
-            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
-            unsigned fa[4], fb[2];
-            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
-            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
-            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
-            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
-            for (int j = 0; j < 4; j++) {
-                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
-                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
-                rt_mma_bf16(d[j], fa, fb);
-            }
-        }
-#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[2], bb[4];
+            for (int r = 0; r < 2; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 2; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
-#endif
         __syncthreads();
     }
-#if RT_MMA
-    {
-        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
-        for (int j = 0; j < 4; j++) {
-            Cs[wr][wc + 8 * j] = d[j][0];
-            Cs[wr][wc + 8 * j + 1] = d[j][1];
-            Cs[wr + 8][wc + 8 * j] = d[j][2];
-            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
-        }
-        __syncthreads();
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++)
-                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
-    }
-#endif
     if (split) {
-        float *const ws = e->fix + 7104;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 4; r++)
+        float *const ws = e->fix + 7120;    /* the weight's partials, fixed size */
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -1143,7 +891,7 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -1153,7 +901,7 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1206,7 +954,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_t4__siblings(const rt_ex
 #else
     float (*const Cs)[64 + 1] = 0;
 #endif
-    const unsigned ax = 2u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
+    const unsigned ax = 2u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
     const unsigned bx = 2u, by = 1u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
@@ -1226,8 +974,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_t6__siblings(const rt_ex
 #else
     float (*const Cs)[64 + 1] = 0;
 #endif
-    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 2u;
-    const unsigned bx = 1u, by = 2u, bz = 2u;
+    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 2u;
+    const unsigned bx = 1u, by = 5u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last, Cs);
@@ -1252,33 +1000,30 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
     const int64_t M = n, N = 37, K = 784;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 17, 48 deep */
     const int64_t kts = 48;
-    const int split = by < 1;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
     if (bx == 0 && bz == 0)
-        for (int t = threadIdx.x; t < 64; t += 256) {
+        for (int t = threadIdx.x; t < 16; t += 256) {
             const int64_t i = row0 + t;
             if (i < M)
                 b1[i] = ((const int32_t *)e->y)[e->idx[i]];
         }
-#if RT_MMA
-    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
-#endif
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             float a = 0.0f;
@@ -1295,54 +1040,21 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b2[gj * 784 + gk]) : 0.0f;
         }
         __syncthreads();
-#if RT_MMA
-        {
-            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
-            unsigned fa[4], fb[2];
-            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
-            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
-            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
-            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
-            for (int j = 0; j < 4; j++) {
-                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
-                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
-                rt_mma_bf16(d[j], fa, fb);
-            }
-        }
-#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
-#endif
         __syncthreads();
     }
-#if RT_MMA
-    {
-        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
-        for (int j = 0; j < 4; j++) {
-            Cs[wr][wc + 8 * j] = d[j][0];
-            Cs[wr][wc + 8 * j + 1] = d[j][1];
-            Cs[wr + 8][wc + 8 * j] = d[j][2];
-            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
-        }
-        __syncthreads();
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++)
-                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
-    }
-#endif
     if (split) {
         float *const ws = e->act + (int64_t)848 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -1359,7 +1071,7 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -1369,7 +1081,7 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1407,20 +1119,17 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 70, K = 37;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-#if RT_MMA
-    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
-#endif
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? rt_round_bf16(b10[gi * 37 + gk]) : 0.0f;
@@ -1431,52 +1140,19 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b4[gj * 37 + gk]) : 0.0f;
         }
         __syncthreads();
-#if RT_MMA
-        {
-            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
-            unsigned fa[4], fb[2];
-            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
-            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
-            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
-            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
-            for (int j = 0; j < 4; j++) {
-                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
-                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
-                rt_mma_bf16(d[j], fa, fb);
-            }
-        }
-#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
-#endif
         __syncthreads();
     }
-#if RT_MMA
-    {
-        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
-        for (int j = 0; j < 4; j++) {
-            Cs[wr][wc + 8 * j] = d[j][0];
-            Cs[wr][wc + 8 * j + 1] = d[j][1];
-            Cs[wr + 8][wc + 8 * j] = d[j][2];
-            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
-        }
-        __syncthreads();
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++)
-                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
-    }
-#endif
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1517,27 +1193,24 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     const int64_t M = n, N = 13, K = 70;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2, 48 deep */
     const int64_t kts = 48;
-    const int split = by < 1;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-#if RT_MMA
-    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
-#endif
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? rt_round_bf16(b13[gi * 70 + gk]) : 0.0f;
@@ -1548,54 +1221,21 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b6[gj * 70 + gk]) : 0.0f;
         }
         __syncthreads();
-#if RT_MMA
-        {
-            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
-            unsigned fa[4], fb[2];
-            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
-            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
-            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
-            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
-            for (int j = 0; j < 4; j++) {
-                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
-                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
-                rt_mma_bf16(d[j], fa, fb);
-            }
-        }
-#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
-#endif
         __syncthreads();
     }
-#if RT_MMA
-    {
-        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
-        for (int j = 0; j < 4; j++) {
-            Cs[wr][wc + 8 * j] = d[j][0];
-            Cs[wr][wc + 8 * j + 1] = d[j][1];
-            Cs[wr + 8][wc + 8 * j] = d[j][2];
-            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
-        }
-        __syncthreads();
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++)
-                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
-    }
-#endif
     if (split) {
         float *const ws = e->act + (int64_t)848 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -1612,7 +1252,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -1622,7 +1262,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1633,7 +1273,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
     {
-        const int RL = 4;
+        const int RL = 16;
         const int lane = threadIdx.x & (RL - 1);
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;

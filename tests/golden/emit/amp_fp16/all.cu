@@ -355,20 +355,17 @@ __device__ __forceinline__ void t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     const int64_t M = n, N = 10, K = 24;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-#if RT_MMA
-    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
-#endif
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? rt_round_fp16(b28[gi * 24 + gk]) : 0.0f;
@@ -379,52 +376,19 @@ __device__ __forceinline__ void t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
             Bs[kk][c] = gj < N && gk < K ? rt_round_fp16(b15[gj * 24 + gk]) : 0.0f;
         }
         __syncthreads();
-#if RT_MMA
-        {
-            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
-            unsigned fa[4], fb[2];
-            fa[0] = rt_pack_fp16x2(As[t2][wr], As[t2 + 1][wr]);
-            fa[1] = rt_pack_fp16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
-            fa[2] = rt_pack_fp16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
-            fa[3] = rt_pack_fp16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
-            for (int j = 0; j < 4; j++) {
-                fb[0] = rt_pack_fp16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
-                fb[1] = rt_pack_fp16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
-                rt_mma_fp16(d[j], fa, fb);
-            }
-        }
-#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
-#endif
         __syncthreads();
     }
-#if RT_MMA
-    {
-        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
-        for (int j = 0; j < 4; j++) {
-            Cs[wr][wc + 8 * j] = d[j][0];
-            Cs[wr][wc + 8 * j + 1] = d[j][1];
-            Cs[wr + 8][wc + 8 * j] = d[j][2];
-            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
-        }
-        __syncthreads();
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++)
-                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
-    }
-#endif
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -435,7 +399,7 @@ __device__ __forceinline__ void t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
     {
-        const int RL = 4;
+        const int RL = 16;
         const int lane = threadIdx.x & (RL - 1);
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;
@@ -496,20 +460,17 @@ __device__ __forceinline__ void t10_mm_nn_tile(const rt_exec *__restrict__ e, co
     const int64_t M = n, N = 24, K = 10;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-#if RT_MMA
-    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
-#endif
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? rt_round_fp16(b36[gi * 10 + gk]) : 0.0f;
@@ -520,52 +481,19 @@ __device__ __forceinline__ void t10_mm_nn_tile(const rt_exec *__restrict__ e, co
             Bs[kk][c] = gj < N && gk < K ? rt_round_fp16(b15[gk * 24 + gj]) : 0.0f;
         }
         __syncthreads();
-#if RT_MMA
-        {
-            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
-            unsigned fa[4], fb[2];
-            fa[0] = rt_pack_fp16x2(As[t2][wr], As[t2 + 1][wr]);
-            fa[1] = rt_pack_fp16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
-            fa[2] = rt_pack_fp16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
-            fa[3] = rt_pack_fp16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
-            for (int j = 0; j < 4; j++) {
-                fb[0] = rt_pack_fp16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
-                fb[1] = rt_pack_fp16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
-                rt_mma_fp16(d[j], fa, fb);
-            }
-        }
-#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
-#endif
         __syncthreads();
     }
-#if RT_MMA
-    {
-        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
-        for (int j = 0; j < 4; j++) {
-            Cs[wr][wc + 8 * j] = d[j][0];
-            Cs[wr][wc + 8 * j + 1] = d[j][1];
-            Cs[wr + 8][wc + 8 * j] = d[j][2];
-            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
-        }
-        __syncthreads();
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++)
-                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
-    }
-#endif
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1066,7 +994,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t10_t11__siblings(const rt_
 #else
     float (*const Cs)[64 + 1] = 0;
 #endif
-    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 63) / 64), az = 1u;
+    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
     const unsigned bx = 1u, by = 1u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
@@ -1313,20 +1241,17 @@ __device__ __forceinline__ void e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     const int64_t M = n, N = 10, K = 24;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-#if RT_MMA
-    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
-#endif
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? rt_round_fp16(b28[gi * 24 + gk]) : 0.0f;
@@ -1337,52 +1262,19 @@ __device__ __forceinline__ void e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
             Bs[kk][c] = gj < N && gk < K ? rt_round_fp16(b15[gj * 24 + gk]) : 0.0f;
         }
         __syncthreads();
-#if RT_MMA
-        {
-            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
-            unsigned fa[4], fb[2];
-            fa[0] = rt_pack_fp16x2(As[t2][wr], As[t2 + 1][wr]);
-            fa[1] = rt_pack_fp16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
-            fa[2] = rt_pack_fp16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
-            fa[3] = rt_pack_fp16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
-            for (int j = 0; j < 4; j++) {
-                fb[0] = rt_pack_fp16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
-                fb[1] = rt_pack_fp16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
-                rt_mma_fp16(d[j], fa, fb);
-            }
-        }
-#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
-#endif
         __syncthreads();
     }
-#if RT_MMA
-    {
-        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
-        for (int j = 0; j < 4; j++) {
-            Cs[wr][wc + 8 * j] = d[j][0];
-            Cs[wr][wc + 8 * j + 1] = d[j][1];
-            Cs[wr + 8][wc + 8 * j] = d[j][2];
-            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
-        }
-        __syncthreads();
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++)
-                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
-    }
-#endif
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1393,7 +1285,7 @@ __device__ __forceinline__ void e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
     {
-        const int RL = 4;
+        const int RL = 16;
         const int lane = threadIdx.x & (RL - 1);
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;

@@ -1210,8 +1210,8 @@ static const rt_cuda_launch train_cuda[] = {
     {"t6_bn_stats_bn_running__channel_pass", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t7_bn_apply", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t8_avgpool", {256, 1, 1}, {1, 1, 1}, {24, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t10_mm_nn", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t10_t11__siblings"},
+    {"t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t10_mm_nn", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t10_t11__siblings"},
     {"t11_mm_tn", {256, 1, 1}, {1, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 32, 1, 48, 480, 0},
     {"t12_avgpool_dx", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t13_bn_dx_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
@@ -1249,7 +1249,7 @@ static const rt_cuda_launch eval_cuda[] = {
     {"e6_bn_stats", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"e7_bn_apply", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"e8_avgpool", {256, 1, 1}, {1, 1, 1}, {24, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const char cuda_src[] = /* all.cu */
