@@ -419,6 +419,9 @@ const GpuTarget *gpu_target(const char *name);     /* h100, h200, a100, t4; NULL
  * tensor-core rate its shared-memory loads allow (gpu_model.c) */
 typedef struct GemmTiling GemmTiling;
 double gpu_gemm_rate(const GpuTarget *t, const GemmTiling *gt);
+/* A GEMM kernel's roofline seconds on t: its flops at that rate or its
+ * bytes at the bandwidth, over the share of the SMs its blocks keep busy */
+double gpu_gemm_secs(const GpuTarget *t, const GemmTiling *gt, double flops, double bytes, double blocks);
 void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t);
 /* pipeline.c: a model's text through every pass: front end, autodiff,
  * fusion, memory plan, then the report or dumps asked for and the program
@@ -563,6 +566,11 @@ int emit_cuda_zero_ranges(const Plan *p, int64_t *r);
  * (precision bf16|fp16, 64x64 tiles, sm_80 on); 0 for any other group. */
 typedef struct GemmTiling { int rows, cols, tile_m, tile_n, tile_k, threads, mma; } GemmTiling;
 int emit_cuda_gemm_tiling(const Plan *p, int grp, GemmTiling *t);
+/* The tiles GEMM group grp may take (64, 32, 16 rows; only --gpu-tile's
+ * when set), each with its split-K and predicted seconds on t (the
+ * emitter picks the fastest on the H200); their count, 0 for any other group. */
+typedef struct GemmOption { int tile_m, split; double secs; } GemmOption;
+int emit_cuda_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOption *o);
 int emit_program(const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
                  const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir);
 

@@ -389,11 +389,9 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
  * `cddpc --gpu-tile 64|32|16` sets one tile for every GEMM instead. */
 typedef struct GemmShape { int r, s; } GemmShape;
 
-static GemmShape gemm_shape(const Plan *p, const Group *gr)
+/* The split-K of group gr (a GEMM) in 16r x 64 tiles at p->batch. */
+static int gemm_split_at(const Plan *p, const Group *gr, int r, int64_t *rows, int64_t *cols)
 {
-    GemmShape best = {p->gpu_tile ? p->gpu_tile / 16 : GEMM_R, 1};
-    if (gr->kind != G_MATMUL || p->batch <= 0)
-        return best;
     const Node *mm = p->g->n[gr->anchor];
     const Shape *as = &p->g->n[mm->in[0]]->shape;
     const int64_t K = mm->op == OP_MM_TN ? as->d[0] : as->d[1];
@@ -402,29 +400,49 @@ static GemmShape gemm_shape(const Plan *p, const Group *gr)
      * be; a step's own rows are sliced alike at run time) */
     const int weight = mm->shape.d[0] != DIM_N && K == DIM_N;
     const int splits = mm->shape.d[1] != DIM_N && (weight || (mm->shape.d[0] == DIM_N && K != DIM_N));
-    const int64_t rows = weight ? mm->shape.d[0] : mm->shape.d[0] == DIM_N ? p->batch : mm->shape.d[0];
-    const int64_t cols = mm->shape.d[1] == DIM_N ? p->batch : mm->shape.d[1];
-    const int64_t kt = cdiv(K == DIM_N ? p->batch : K, TILE_K);
-    const GpuTarget *t = gpu_target("h200");
+    *rows = weight ? mm->shape.d[0] : mm->shape.d[0] == DIM_N ? p->batch : mm->shape.d[0];
+    *cols = mm->shape.d[1] == DIM_N ? p->batch : mm->shape.d[1];
+    const int64_t kt = cdiv(K == DIM_N ? p->batch : K, TILE_K), tiles = cdiv(*rows, 16 * r) * cdiv(*cols, TILE_N);
+    if (!splits || tiles < 1 || 4 * tiles > SPLIT_SMS)
+        return 1;
+    const int64_t s = SPLIT_SMS / tiles < kt / SPLIT_MIN_KT ? SPLIT_SMS / tiles : kt / SPLIT_MIN_KT;
+    return s < 2 ? 1 : (int)cdiv(kt, cdiv(kt, s));  /* no empty slice */
+}
+
+int emit_cuda_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOption *o)
+{
+    const Group *gr = &p->groups[grp];
+    if (gr->kind != G_MATMUL || p->batch <= 0)
+        return 0;
     const KernelCost c = cost_group(p, gr, p->batch, COST_GPU);
-    double best_us = -1;
+    int n = 0;
     for (int r = GEMM_R; r >= 1; r /= 2) {
         if (p->gpu_tile && 16 * r != p->gpu_tile)
             continue;   /* --gpu-tile: that one */
         const GemmTiling gt = {r, GEMM_R, 16 * r, TILE_N, TILE_K, THREADS, r == GEMM_R && p->g->prec != RT_PREC_FP32};
-        const int64_t tiles = cdiv(rows, 16 * r) * cdiv(cols, TILE_N);
-        int64_t s = 1;
-        if (splits && tiles >= 1 && 4 * tiles <= SPLIT_SMS) {
-            s = SPLIT_SMS / tiles < kt / SPLIT_MIN_KT ? SPLIT_SMS / tiles : kt / SPLIT_MIN_KT;
-            s = s < 2 ? 1 : cdiv(kt, cdiv(kt, s));
-        }
-        const double blocks = (double)(tiles * s), waves = ceil(blocks / (2.0 * t->sms));
-        const double busy = fmin(1, blocks / (waves * t->sms));
-        const double bytes = c.bytes + (s > 1 ? 8.0 * (double)s * (double)rows * (double)cols : 0);
-        const double us = 1e6 * fmax(c.flops / gpu_gemm_rate(t, &gt), bytes / t->bw) / busy;
-        if (best_us < 0 || us < best_us)
-            best = (GemmShape){r, (int)s}, best_us = us;
+        int64_t rows, cols;
+        const int s = gemm_split_at(p, gr, r, &rows, &cols);
+        const double blocks = (double)(cdiv(rows, 16 * r) * cdiv(cols, TILE_N) * s);
+        const double partials = s > 1 ? 8.0 * s * (double)rows * (double)cols : 0;
+        o[n++] = (GemmOption){16 * r, s, gpu_gemm_secs(t, &gt, c.flops, c.bytes + partials, blocks)};
     }
+    return n;
+}
+
+static GemmShape gemm_shape(const Plan *p, const Group *gr)
+{
+    GemmShape best = {p->gpu_tile ? p->gpu_tile / 16 : GEMM_R, 1};
+    const ptrdiff_t grp = gr - p->groups;
+    if (grp < 0 || grp >= p->ngroups)
+        diag_ice("gemm_shape: a group outside its plan");
+    GemmOption o[3];
+    const int n = emit_cuda_gemm_options(p, (int)grp, gpu_target("h200"), o);
+    int b = -1;
+    for (int k = 0; k < n; k++)     /* ties to the larger tile, the first */
+        if (b < 0 || o[k].secs < o[b].secs)
+            b = k;
+    if (b >= 0)
+        best = (GemmShape){o[b].tile_m / 16, o[b].split};
     return best;
 }
 

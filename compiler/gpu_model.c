@@ -91,6 +91,19 @@ double gpu_gemm_rate(const GpuTarget *t, const GemmTiling *gt)
     return t->flops * fmin(1, gt->rows * gt->cols / (4.0 * (gt->rows + gt->cols)));
 }
 
+/* The share of t's SMs a grid of that many blocks keeps busy: a grid
+ * smaller than the GPU, or a last wave partly empty, leaves SMs idle. */
+static double busy_share(const GpuTarget *t, double blocks)
+{
+    const double waves = ceil(blocks / (t->sms * BLOCKS_PER_SM));
+    return fmin(1, blocks / (waves * t->sms));
+}
+
+double gpu_gemm_secs(const GpuTarget *t, const GemmTiling *gt, double flops, double bytes, double blocks)
+{
+    return fmax(flops / gpu_gemm_rate(t, gt), bytes / t->bw) / busy_share(t, blocks);
+}
+
 /* Blocks of a launch at batch n, as rt_cuda.c computes the grid. */
 static double grid_blocks(const rt_cuda_launch *l, int64_t n)
 {
@@ -146,7 +159,7 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
         KernelCost c = cost_group(p, &p->groups[i], batch, COST_GPU);
         double blocks = grid_blocks(&l, batch), threads = (double)l.block[0] * l.block[1] * l.block[2];
         double waves = ceil(blocks / (t->sms * BLOCKS_PER_SM));
-        double busy = fmin(1, blocks / (waves * t->sms));
+        double busy = busy_share(t, blocks);
         GemmTiling gt;
         double rate = t->flops;
         const char *tile = "";
@@ -184,6 +197,15 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
         fprintf(f, "  %-38s %8.0f %7.0f %6.0f %5.0f%% %10.2f %10.2f %9.2f %7s%s%s\n", p->groups[i].name, blocks,
                 threads, waves, 100 * busy, 1e6 * (roof / busy + tail_s), first || second ? 0 : GRAPH_NODE_US,
                 1e6 * secs, tf >= tb ? "flops" : "memory", *tile ? "  " : "", tile);
+        GemmOption opt[3];
+        const int nopt = emit_cuda_gemm_options(p, i, t, opt);
+        if (nopt > 1) {   /* the emitter's choice (on the H200) among them */
+            fprintf(f, "    (tiles:");
+            for (int k = 0; k < nopt; k++)
+                fprintf(f, "%s %s%dx%d%s %.2f us", k ? "," : "", opt[k].tile_m == gt.tile_m ? "*" : "", opt[k].tile_m,
+                        gt.tile_n, opt[k].split > 1 ? util_fmt(" k/%d", opt[k].split) : "", 1e6 * opt[k].secs);
+            fprintf(f, ")\n");
+        }
         if (first) {
             pair_roof = roof, pair_alone = roof / busy + tail_s, pair_blocks = blocks;
             continue;
@@ -194,7 +216,7 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
          * slower part alone, unless both together need more of the GPU
          * than there is (their roofline over the combined grid's share) */
         const double pb = pair_blocks + blocks, pw = ceil(pb / (t->sms * BLOCKS_PER_SM));
-        const double pbusy = fmin(1, pb / (pw * t->sms));
+        const double pbusy = busy_share(t, pb);
         const double ptime = fmax(fmax(pair_alone, roof / busy + tail_s), (pair_roof + roof) / pbusy);
         step += ptime + GRAPH_NODE_US * 1e-6;
         fprintf(f, "  %-38s %8.0f %7.0f %6.0f %5.0f%% %10.2f %10.2f %9.2f %7s\n",

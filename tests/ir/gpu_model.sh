@@ -113,6 +113,18 @@ sum=$(awk '/^predicted train/ { on = 1 } on && ($1 ~ /^t[0-9]+_/ && $7 != "0.00"
            on && $1 == "=" { s += $9 } END { printf "%.1f", s + 5 / 16 }' "$t")
 step=$(sed -n 's/^  step \([0-9.]*\) us.*/\1/p' "$t")
 check "step = kernels + sibling pairs + runtime turn + 1/16 graph launch" "$step" "$sum"
+# under each GEMM's row its tile options on the target, the emitted one
+# starred: the fastest (on the H200, this target), the row's tile, and
+# (but for the row tail's own time) the row's roofline
+awk '/^predicted train/ { on = 1 } !on { next }
+     $1 ~ /^t[0-9]+_/ { name = $1; roof = $6 + 0; tile = $10; tail = name ~ /row_tail/; next }
+     $1 == "(tiles:" { n++; line = $0; sub(/^ *\(tiles: */, "", line); sub(/\)$/, "", line)
+         k = split(line, o, ", "); best = ""; min = 1e9
+         for (j = 1; j <= k; j++) { split(o[j], w, " "); us = w[length(w) - 1] + 0; if (us < min) min = us
+             if (o[j] ~ /^\*/) { best = us; bt = substr(w[1], 2) } }
+         if (best == "" || best > min || bt != tile || (!tail && best != roof)) { print "bad options of " name ": " $0; bad = 1 } }
+     END { if (n < 8) { print "only " n " tile option lines"; bad = 1 } exit bad }' "$t" &&
+    echo "PASS each GEMM's options listed, the emitted tile the fastest" || { echo "FAIL tile options"; fail=1; }
 # each GEMM's tile is the one the model predicts fastest for it, so the
 # step with the choice is no slower than with any one tile for all
 # (--gpu-tile), and 64x64 everywhere is the step before the choice existed
