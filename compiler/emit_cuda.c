@@ -525,7 +525,7 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
     fprintf(f, "    const int64_t M = %s, N = %s, K = %s;\n", ex_dim(mm->shape.d[0]), ex_dim(mm->shape.d[1]),
             ex_dim(ta ? as->d[0] : as->d[1]));
     fprintf(f, "    const int64_t R = M, C = N;\n    (void)R;\n");
-    /* GEMM_R rows of outputs per thread, or 1 (gemm_rows): a TM-row tile */
+    /* RR = GEMM_R, 2 or 1 rows of outputs per thread (gemm_shape): a TM-row tile */
     const int RR = gemm_shape(m->p, whole->gr).r, TM = 16 * RR;
     fprintf(f, "    /* %dx%d tiles, %d x 4 outputs per thread (gemm_shape) */\n", TM, TILE_N, RR);
     fprintf(f, "    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n");

@@ -31,7 +31,9 @@
  * it retires 128 FP32 FMAs per clock (the guide's "Arithmetic
  * Instructions" table, compute capability 8.x/9.0), four warp-wide FMAs.
  * So the FMA share is min(1, r c / (4 (r + c))): 0.5 for the emitter's
- * 4x4 (16 FMAs per 8 loads), 1 from 8x8. Assumed: the operands are scalar
+ * 4x4 (16 FMAs per 8 loads), 0.33 for its 2x4, 0.2 for its 1x4, 1 from
+ * 8x8; the emitter picks each GEMM's tile with this same model
+ * (gpu_gemm_secs, emit_cuda.c's gemm_shape). Assumed: the operands are scalar
  * loads (the emitter's stride-16 layout rules out 128-bit ones), and the
  * tile fills (one shared store per 16 loads) are left out. A split-K GEMM
  * also moves its partials: split x M x N floats stored and read back once
