@@ -314,14 +314,15 @@ typedef struct Group {
     char *name;             /* kernel name, e.g. "t3_mm_nt_bias_add_relu" */
     int gemm_out;           /* G_MATMUL: node whose buffer the GEMM writes */
     unsigned rules;         /* the fusion rules that added nodes to it */
-    /* G_MATMUL on the GPU, split-K (emit_cuda_gemm_split): split slices of
+    /* G_MATMUL on the GPU (emit_cuda_gemm_choose): tiles of tile_m rows x
+     * 64 columns, and split-K: split slices of
      * K; the partial tiles in act at ws_off, ws_units of it (units, the
      * plan's one workspace), ctr_n = ctr_rows x column-tiles arrival
      * counters in fix at ctr_off. split 1: none of it. A weight gradient
      * (K is the batch, M x N fixed) keeps its partials in fix instead, at
      * wsf_off, wsf_n floats (split x M x N), after the part of fix a step
      * zeroes (Plan.fix_zero); ws_units is 0 then. */
-    int split;
+    int tile_m, split;
     int64_t ws_off, ws_units, ctr_off, ctr_rows, ctr_n, wsf_off, wsf_n;
     /* G_MATMUL on the GPU (fuse_pair.c, rule siblings): this group and the
      * next run as one CUDA launch; 0 otherwise */
@@ -552,9 +553,10 @@ char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *launch); /* stati
 /* groups grp and grp + 1 (Group.pair_next) as one kernel; sets a->pair */
 char *emit_cuda_pair(const Plan *p, int grp, rt_cuda_launch *a, const rt_cuda_launch *b);
 char *emit_cuda_pair_name(const Plan *p, int grp);     /* that kernel's name */
-/* The split-K a GEMM group gets at p->batch (1: none); memplan places
- * its workspace and counters. */
-int emit_cuda_gemm_split(const Plan *p, const Group *gr);
+/* Sets GEMM group grp's tile_m and split (1: none) at p->batch, once,
+ * for memplan to place its workspace and counters and the emitter and
+ * the GPU model to read; split 1 and tile_m 0 for any other group. */
+void emit_cuda_gemm_choose(Plan *p, int grp);
 /* The gradient ranges the train plan's CUDA kernels accumulate into (a
  * fused row reduction's atomics) or never write (a parameter without a
  * gradient), which the runtime zeroes before each step: (offset, floats)

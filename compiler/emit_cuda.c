@@ -370,7 +370,7 @@ static void emit_row_tail(const Emit *m, int tm)
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* A GEMM group's tiling at the train batch: R rows of outputs per thread
+/* A GEMM group's tiling at the train batch (emit_cuda_gemm_choose): R rows of outputs per thread
  * (a 16R x 64 tile of THREADS threads; R = GEMM_R, 2 or 1) and S slices
  * of K. For each R, split-K as the grid of 16R x 64 tiles allows (one
  * under a quarter of SPLIT_SMS tiles is split into at most SPLIT_SMS /
@@ -387,8 +387,6 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
  * (their warp layout is that tile's) and a thinner one the FMA loop on
  * the same rounded operands: the model weighs the two rates.
  * `cddpc --gpu-tile 64|32|16` sets one tile for every GEMM instead. */
-typedef struct GemmShape { int r, s; } GemmShape;
-
 /* The split-K of group gr (a GEMM) in 16r x 64 tiles at p->batch. */
 static int gemm_split_at(const Plan *p, const Group *gr, int r, int64_t *rows, int64_t *cols)
 {
@@ -429,30 +427,36 @@ int emit_cuda_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOptio
     return n;
 }
 
-static GemmShape gemm_shape(const Plan *p, const Group *gr)
+void emit_cuda_gemm_choose(Plan *p, int grp)
 {
-    GemmShape best = {p->gpu_tile ? p->gpu_tile / 16 : GEMM_R, 1};
-    const ptrdiff_t grp = gr - p->groups;
-    if (grp < 0 || grp >= p->ngroups)
-        diag_ice("gemm_shape: a group outside its plan");
+    Group *gr = &p->groups[grp];
+    gr->tile_m = gr->kind == G_MATMUL ? (p->gpu_tile ? p->gpu_tile : 16 * GEMM_R) : 0;
+    gr->split = 1;
     GemmOption o[3];
-    const int n = emit_cuda_gemm_options(p, (int)grp, gpu_target("h200"), o);
+    const int n = emit_cuda_gemm_options(p, grp, gpu_target("h200"), o);
     int b = -1;
     for (int k = 0; k < n; k++)     /* ties to the larger tile, the first */
         if (b < 0 || o[k].secs < o[b].secs)
             b = k;
     if (b >= 0)
-        best = (GemmShape){o[b].tile_m / 16, o[b].split};
-    return best;
+        gr->tile_m = o[b].tile_m, gr->split = o[b].split;
 }
 
-int emit_cuda_gemm_split(const Plan *p, const Group *gr) { return gemm_shape(p, gr).s; }
+/* A GEMM group's rows of outputs per thread, from its tile (chosen once,
+ * emit_cuda_gemm_choose, when memplan ran). */
+static int gemm_rows(const Group *gr)
+{
+    if (gr->tile_m != 16 * GEMM_R && gr->tile_m != 32 && gr->tile_m != 16)
+        diag_ice("emit_cuda: GEMM group %s has no tile (memplan chooses it)", gr->name);
+    return gr->tile_m / 16;
+}
 
 int emit_cuda_gemm_tiling(const Plan *p, int grp, GemmTiling *t)
 {
-    if (p->groups[grp].kind != G_MATMUL)
+    const Group *gr = &p->groups[grp];
+    if (gr->kind != G_MATMUL)
         return 0;
-    const int r = gemm_shape(p, &p->groups[grp]).r;
+    const int r = gemm_rows(gr);
     *t = (GemmTiling){r, GEMM_R, 16 * r, TILE_N, TILE_K, THREADS, r == GEMM_R && p->g->prec != RT_PREC_FP32};
     return 1;
 }
@@ -525,9 +529,9 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
     fprintf(f, "    const int64_t M = %s, N = %s, K = %s;\n", ex_dim(mm->shape.d[0]), ex_dim(mm->shape.d[1]),
             ex_dim(ta ? as->d[0] : as->d[1]));
     fprintf(f, "    const int64_t R = M, C = N;\n    (void)R;\n");
-    /* RR = GEMM_R, 2 or 1 rows of outputs per thread (gemm_shape): a TM-row tile */
-    const int RR = gemm_shape(m->p, whole->gr).r, TM = 16 * RR;
-    fprintf(f, "    /* %dx%d tiles, %d x 4 outputs per thread (gemm_shape) */\n", TM, TILE_N, RR);
+    /* RR = GEMM_R, 2 or 1 rows of outputs per thread: a TM-row tile */
+    const int RR = gemm_rows(whole->gr), TM = 16 * RR;
+    fprintf(f, "    /* %dx%d tiles, %d x 4 outputs per thread (emit_cuda_gemm_choose) */\n", TM, TILE_N, RR);
     fprintf(f, "    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n");
     fprintf(f, "    const int64_t row0 = (int64_t)by * %d, col0 = (int64_t)bx * %d;\n", TM, TILE_N);
     fprintf(f, "    if (row0 >= M || col0 >= N)\n        return;    /* uniform per block, before any barrier */\n");

@@ -33,7 +33,7 @@
  * So the FMA share is min(1, r c / (4 (r + c))): 0.5 for the emitter's
  * 4x4 (16 FMAs per 8 loads), 0.33 for its 2x4, 0.2 for its 1x4, 1 from
  * 8x8; the emitter picks each GEMM's tile with this same model
- * (gpu_gemm_secs, emit_cuda.c's gemm_shape). Assumed: the operands are scalar
+ * (gpu_gemm_secs, emit_cuda.c's emit_cuda_gemm_choose). Assumed: the operands are scalar
  * loads (the emitter's stride-16 layout rules out 128-bit ones), and the
  * tile fills (one shared store per 16 loads) are left out. A split-K GEMM
  * also moves its partials: split x M x N floats stored and read back once
@@ -235,7 +235,7 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
         fprintf(f, "  GEMMs: tensor cores (m16n8k16 mma, %.0f TFLOP/s dense), rate bound by shared-memory loads to "
                    "%.0f%% of that peak\n", t->tensor / 1e12, 100 * mma_eff);
     if (gemm_rows) {
-        /* per kernel, from its tiling (emit_cuda.c's gemm_shape) */
+        /* per kernel, from its tiling (emit_cuda_gemm_choose) */
         fprintf(f, "  GEMMs%s: FMA rate bound by shared-memory loads to", mma_eff > 0 ? " in thinner tiles" : "");
         for (int r = 8; r >= 1; r /= 2)
             if (gemm_rows & (1u << r))

@@ -157,7 +157,7 @@ void mem_plan(Plan *p)
     int64_t ws = 0;
     for (int i = 0; i < p->ngroups; i++) {
         Group *gr = &p->groups[i];
-        gr->split = emit_cuda_gemm_split(p, gr);
+        emit_cuda_gemm_choose(p, i);
         if (gr->split < 2)
             continue;
         const Shape *s = &g->n[gr->anchor]->shape;

@@ -134,7 +134,7 @@ __device__ __forceinline__ void t3_mm_nt_bias_add_relu_dropout__epilogue__dropou
     const int64_t M = n, N = 37, K = 192;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -239,7 +239,7 @@ __device__ __forceinline__ void t4_mm_nt_bias_add_dropout__epilogue_tile(const r
     const int64_t M = n, N = 21, K = 37;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -309,7 +309,7 @@ __device__ __forceinline__ void t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     const int64_t M = n, N = 13, K = 21;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -411,7 +411,7 @@ __device__ __forceinline__ void t6_mm_nn_dropout_grad_sum_rows__epilogue__reduct
     const int64_t M = n, N = 21, K = 13;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -483,7 +483,7 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 13, N = 21, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 64x64 tiles, 4 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -584,7 +584,7 @@ __device__ __forceinline__ void t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilog
     const int64_t M = n, N = 37, K = 21;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -657,7 +657,7 @@ __device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 21, N = 37, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -755,7 +755,7 @@ __device__ __forceinline__ void t10_mm_nn_tile(const rt_exec *__restrict__ e, co
     const int64_t M = n, N = 192, K = 37;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -817,7 +817,7 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
     const int64_t M = 37, N = 192, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 32x64 tiles, 2 x 4 outputs per thread (gemm_shape) */
+    /* 32x64 tiles, 2 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -1133,7 +1133,7 @@ __device__ __forceinline__ void e3_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 37, K = 192;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -1235,7 +1235,7 @@ __device__ __forceinline__ void e4_mm_nt_bias_add__epilogue_tile(const rt_exec *
     const int64_t M = n, N = 21, K = 37;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -1303,7 +1303,7 @@ __device__ __forceinline__ void e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     const int64_t M = n, N = 13, K = 21;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)

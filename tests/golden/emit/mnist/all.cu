@@ -61,7 +61,7 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
     const int64_t M = n, N = 512, K = 784;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 64x64 tiles, 4 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -175,7 +175,7 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 256, K = 512;
     const int64_t R = M, C = N;
     (void)R;
-    /* 32x64 tiles, 2 x 4 outputs per thread (gemm_shape) */
+    /* 32x64 tiles, 2 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -281,7 +281,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     const int64_t M = n, N = 10, K = 256;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -419,7 +419,7 @@ __device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction
     const int64_t M = n, N = 256, K = 10;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -491,7 +491,7 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 10, N = 256, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 64x64 tiles, 4 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -591,7 +591,7 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
     const int64_t M = n, N = 512, K = 256;
     const int64_t R = M, C = N;
     (void)R;
-    /* 32x64 tiles, 2 x 4 outputs per thread (gemm_shape) */
+    /* 32x64 tiles, 2 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -699,7 +699,7 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 256, N = 512, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 64x64 tiles, 4 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -797,7 +797,7 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 512, N = 784, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 64x64 tiles, 4 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -909,7 +909,7 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
     const int64_t M = n, N = 512, K = 784;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (gemm_shape) */
+    /* 64x64 tiles, 4 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -1023,7 +1023,7 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 256, K = 512;
     const int64_t R = M, C = N;
     (void)R;
-    /* 32x64 tiles, 2 x 4 outputs per thread (gemm_shape) */
+    /* 32x64 tiles, 2 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -1128,7 +1128,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     const int64_t M = n, N = 10, K = 256;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (gemm_shape) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
