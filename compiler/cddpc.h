@@ -337,6 +337,7 @@ typedef struct Buf {
     BufClass cls;
     int64_t off;            /* ACT: units (floats per sample); others: floats/slots */
     int64_t size;
+    int h16;                /* ACT: 16-bit storage in the CUDA kernels (mem_h16) */
 } Buf;
 
 typedef struct Plan {
@@ -378,6 +379,10 @@ void fuse_explain(FILE *f, Plan *p, FuseLevel level);
 void mem_plan(Plan *p);
 void mem_dump(FILE *f, const Plan *p);
 int64_t mem_align(int64_t floats);               /* buffer alignment in floats */
+/* Under precision bf16|fp16, whether every value node id holds is one its
+ * kernel rounded to that precision (so its 16 bits hold it exactly): the
+ * CUDA kernels then store its buffer as 16-bit values (Buf.h16). */
+int mem_rounded(const Plan *p, int id);
 int plan_uses_outside(const Plan *p, int node);   /* used by another group, a root, or read back by a row tail */
 int plan_source(const Plan *p, int node);         /* through views to the producer */
 int plan_in_row_tail(const Plan *p, int node);    /* rule row-tail: a row op (or its sum) after a GEMM's epilogue */
@@ -462,12 +467,21 @@ typedef struct Emit {
     const Plan *p;
     const Group *gr;
     int grp;                /* index of gr in p->groups */
+    int cuda;               /* the CUDA target: 16-bit buffers (Buf.h16) are typed as such */
 } Emit;
 const Node *ex_node(const Emit *m, int id);
 int ex_in_group(const Emit *m, int id);
 char *ex_dim(int64_t d);                    /* "n" for the batch, else the number */
 char *ex_addr(const Emit *m, int id);       /* base address of a node's buffer via e-> */
+const char *ex_elem_type(const Emit *m, int id);    /* the C type of b<id>'s elements */
 void ex_declare_buffers(const Emit *m);     /* `T *const b<id> = ...;` for the group */
+/* The act buffers the group reads or writes as rt_cuda_launch.acts lists
+ * them (RT_ACT_FIELDS each, into out, which has room for every node's
+ * inputs and output); returns how many. */
+int ex_act_io(const Emit *m, int64_t *out);
+/* A GEMM or convolution operand b<id>[...] (expr) rounded to the plan's
+ * precision, unless its buffer already holds it so (16-bit) */
+char *ex_round_operand(const Emit *m, int id, const char *expr);
 char *ex_operand(const Emit *m, int x, const Shape *space);   /* v<x> or b<x>[...] at (i, j) */
 char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space);
 char *ex_chan_index(const Shape *space, const char *ind);   /* `const int64_t jc = j / (H*W);` over images */
@@ -547,7 +561,7 @@ void emit_pool_chain_cuda(const Emit *m, rt_cuda_launch *L);
 /* emit_norm.c: the body of a G_NORM kernel (softmax, log_softmax, layer_norm and their gradients). */
 void emit_norm_c(const Emit *m);
 void emit_norm_cuda(const Emit *m, rt_cuda_launch *L);
-const char *emit_cuda_prelude(void);
+const char *emit_cuda_prelude(int prec);   /* RT_PREC_*: bf16|fp16 add the 16-bit types */
 /* The CUDA kernel of group grp (text after the prelude), and its launch. */
 char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *launch); /* static void NAME(rt_exec *e) */
 /* groups grp and grp + 1 (Group.pair_next) as one kernel; sets a->pair */

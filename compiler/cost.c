@@ -17,12 +17,17 @@
  *     epilogue reads it back, so the CPU target adds those bytes. On a GPU
  *     the epilogue runs on the accumulators in registers (emit_cuda.c).
  * A buffer read twice inside one kernel (batch norm's two passes over a
- * channel) is counted once: a channel's slice is re-read from cache. */
+ * channel) is counted once: a channel's slice is re-read from cache.
+ * On a GPU, an activation of precision bf16|fp16 held as 16 bits
+ * (Buf.h16) costs 2 bytes a value. */
 #include <string.h>
 
 #include "cddpc.h"
 
 static int64_t numel(const Node *n, int64_t batch) { return ir_numel(&n->shape, batch); }
+
+/* bytes of one value of node id's buffer on target t */
+static double width(const Plan *p, int id, CostTarget t) { return t == COST_GPU && p->buf[id].h16 ? 2.0 : 4.0; }
 
 static double node_flops(const Graph *g, const Node *n, int64_t b)
 {
@@ -67,7 +72,7 @@ KernelCost cost_group(const Plan *p, const Group *gr, int64_t b, CostTarget t)
             if (n->op == OP_BN_RUNNING)     /* num_batches_tracked, one float read and written */
                 c.bytes += 8;
         } else if (plan_uses_outside(p, n->id) || gr->gemm_out == n->id) {
-            c.bytes += 4.0 * (double)numel(n, b);
+            c.bytes += width(p, n->id, t) * (double)numel(n, b);
         }
         for (int j = 0; j < plan_nin(p, n); j++) {
             int x = plan_source(p, n->in[j]);
@@ -83,7 +88,7 @@ KernelCost cost_group(const Plan *p, const Group *gr, int64_t b, CostTarget t)
                 continue;
             if (!util_set_add(&seen, x))
                 continue;
-            c.bytes += 4.0 * (double)numel(g->n[x], b);
+            c.bytes += width(p, x, t) * (double)numel(g->n[x], b);
         }
     }
     if (t == COST_CPU && gr->kind == G_MATMUL && gr->nnodes > 1) {

@@ -218,7 +218,7 @@ static void emit_comm(const Emit *m)
 void emit_c_kernels(FILE *f, const Plan *p)
 {
     for (int i = 0; i < p->ngroups; i++) {
-        Emit m = {f, p, &p->groups[i], i};
+        Emit m = {f, p, &p->groups[i], i, 0};
         fprintf(f, "\n/* %s:", m.gr->name);
         for (int k = 0; k < m.gr->nnodes; k++)
             fprintf(f, " %%%d", m.gr->nodes[k]);

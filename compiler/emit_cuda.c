@@ -85,14 +85,46 @@ static const char prelude[] =
     "#define RT_MMA 0\n"
     "#endif\n";
 
+/* The 16-bit storage types, in the prelude of a bf16|fp16 model only. */
+static const char prelude16[] =
+    /* 16-bit storage (Buf.h16, mem_rounded): under precision bf16|fp16 an
+     * activation whose every value its kernel rounded is held as those
+     * 16 bits, element e at byte 2e of its slot, which halves its traffic
+     * and changes no value. The types read as float and store a float, so
+     * the kernels' text is the same for either storage; a store assumes
+     * the value is exact in 16 bits (the emulator checks each one,
+     * RT_CHECK16). NaN stays NaN; fp16's overflow was rounded to inf. */
+    "#ifndef RT_CHECK16\n#define RT_CHECK16(x, back) ((void)0)\n#endif\n"
+    "struct rt_bf16s {\n"
+    "    unsigned short h;\n"
+    "    __device__ __forceinline__ operator float() const { return __uint_as_float((unsigned)h << 16); }\n"
+    "    __device__ __forceinline__ rt_bf16s &operator=(float x)\n    {\n"
+    "        const unsigned u = __float_as_uint(x);\n"
+    "        h = (unsigned short)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : u >> 16);\n"
+    "        RT_CHECK16(x, (float)*this);\n        return *this;\n    }\n};\n"
+    "struct rt_fp16s {\n"
+    "    unsigned short h;\n"
+    "    __device__ __forceinline__ operator float() const\n    {\n"
+    "        const unsigned s = (unsigned)(h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, mt = h & 0x3ffu;\n"
+    "        if (ex == 0)    /* zero or a subnormal half: mt * 2^-24 */\n"
+    "            return __uint_as_float(s | __float_as_uint((float)mt * 5.9604644775390625e-8f));\n"
+    "        return __uint_as_float(s | (ex == 31 ? 0x7f800000u : (ex + 112u) << 23) | (mt << 13));\n    }\n"
+    "    __device__ __forceinline__ rt_fp16s &operator=(float x)\n    {\n"
+    "        const unsigned u = __float_as_uint(x), a = u & 0x7fffffffu;\n"
+    "        const unsigned v = a > 0x7f800000u ? 0x7e00u : a >= 0x47800000u ? 0x7c00u\n"
+    "                         : a >= 0x38800000u ? (a - 0x38000000u) >> 13 : (unsigned)(__uint_as_float(a) * 16777216.0f);\n"
+    "        h = (unsigned short)(((u >> 16) & 0x8000u) | v);\n"
+    "        RT_CHECK16(x, (float)*this);\n        return *this;\n    }\n};\n";
+
 /* The prelude and dropout's random stream, the same text as the C
  * kernels' (dropout_rng.h), so both targets draw the same masks. Not
  * static: NVRTC warns about unused static functions (most kernels use
  * none), never about external ones. Made anew each call (the arena may be
  * freed between compilations, util_free_all). */
-const char *emit_cuda_prelude(void)
+const char *emit_cuda_prelude(int prec)
 {
-    return util_fmt("%s%s\n", prelude, CDDP_DROP_RNG_TEXT(__device__ __forceinline__));
+    return util_fmt("%s%s%s\n", prelude, prec != RT_PREC_FP32 ? prelude16 : "",
+                    CDDP_DROP_RNG_TEXT(__device__ __forceinline__));
 }
 
 /* A grid dimension over `d` items in blocks of `per`: fixed, or scaled by
@@ -307,7 +339,8 @@ static void emit_row_body(const Emit *m, const char *ind)
     const RowTarget rows = {ind, "for (int64_t j = lane; live && j < C; j += RL) {", row_store, row_atomic,
                             row_stat, row_total, row_stat_add};
     if (ex_float_targets(m)) {  /* losses of float targets: no softmax */
-        fprintf(f, "%sconst float *x = b%d + i * C;\n%sconst float *t = b%d + i * C;\n", ind, lg, ind, lb);
+        fprintf(f, "%sconst %s *x = b%d + i * C;\n%sconst float *t = b%d + i * C;\n", ind, ex_elem_type(m, lg), lg,
+                ind, lb);
         ex_row_ops(m, &rows);
         return;
     }
@@ -317,7 +350,7 @@ static void emit_row_body(const Emit *m, const char *ind)
                 ind, lb);
         fputs(row_total(ind, "sw"), f);
     }
-    fprintf(f, "%sconst float *x = b%d + i * C;\n%sconst int y = b%d[i];\n", ind, lg, ind, lb);
+    fprintf(f, "%sconst %s *x = b%d + i * C;\n%sconst int y = b%d[i];\n", ind, ex_elem_type(m, lg), lg, ind, lb);
     /* argmax ties go to the smaller index, like the C kernel's first max */
     fprintf(f, "%sfloat mx = lane < C ? x[lane] : -INFINITY;\n%sint am = lane < C ? lane : (int)C;\n", ind, ind);
     fprintf(f, "%sfor (int64_t j = lane + RL; j < C; j += RL)\n%s    if (x[j] > mx) { mx = x[j]; am = (int)j; }\n", ind,
@@ -600,7 +633,8 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
         fprintf(f, "            As[kk][r] = %s;\n", ex_round(m, "a"));
     } else {
         fprintf(f, "            As[kk][r] = gi < M && gk < K ? %s : 0.0f;\n",
-                ex_round(m, util_fmt("b%d[%s]", A, ta ? util_fmt("gk * %s + gi", lda) : util_fmt("gi * %s + gk", lda))));
+                ex_round_operand(m, A, util_fmt("b%d[%s]", A, ta ? util_fmt("gk * %s + gi", lda)
+                                                                 : util_fmt("gi * %s + gk", lda))));
     }
     fprintf(f, "        }\n");
     fprintf(f, "        for (int l = threadIdx.x; l < %d; l += %d) {\n", TILE_N * TILE_K, THREADS);
@@ -610,7 +644,8 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
         fprintf(f, "            const int c = l / %d, kk = l %% %d;\n", TILE_K, TILE_K);
     fprintf(f, "            const int64_t gj = col0 + c, gk = k0 + kk;\n");
     fprintf(f, "            Bs[kk][c] = gj < N && gk < K ? %s : 0.0f;\n",
-            ex_round(m, util_fmt("b%d[%s]", B, tb ? util_fmt("gj * %s + gk", ldb) : util_fmt("gk * %s + gj", ldb))));
+            ex_round_operand(m, B, util_fmt("b%d[%s]", B, tb ? util_fmt("gj * %s + gk", ldb)
+                                                             : util_fmt("gk * %s + gj", ldb))));
     fprintf(f, "        }\n");
     fprintf(f, "        __syncthreads();\n");
     if (mma)
@@ -812,10 +847,16 @@ char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *L)
     FILE *f = open_memstream(&text, &len);
     if (!f)
         diag_ice("open_memstream failed");
-    Emit m = {f, p, &p->groups[grp], grp};
+    Emit m = {f, p, &p->groups[grp], grp, 1};
     launch_init(L, THREADS);
     L->name = m.gr->name;
     check_atomic_targets(&m);
+    for (int k = 0; k < p->g->nn && !L->acts; k++)     /* a 16-bit buffer in the plan: the act layout listed */
+        if (p->buf[k].h16) {
+            int64_t *acts = util_alloc(sizeof(int64_t) * RT_ACT_FIELDS * (size_t)(m.gr->nnodes * (MAX_IN + 1)));
+            L->nacts = ex_act_io(&m, acts);
+            L->acts = acts;
+        }
     fprintf(f, "\n/* %s:", m.gr->name);
     for (int k = 0; k < m.gr->nnodes; k++)
         fprintf(f, " %s%%%d", op_text[ex_node(&m, m.gr->nodes[k])->op], m.gr->nodes[k]);

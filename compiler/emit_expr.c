@@ -14,11 +14,24 @@ int ex_in_group(const Emit *m, int id) { return m->p->group_of[id] == m->grp; }
 
 char *ex_dim(int64_t d) { return d == DIM_N ? util_strdup("n") : util_fmt("%lld", (long long)d); }
 
+/* 16-bit values (Buf.h16) are the CUDA prelude's rt_bf16s / rt_fp16s,
+ * which read as float and store a float, so a kernel's text is the same
+ * whatever its buffers hold; stat slots are double. */
+const char *ex_elem_type(const Emit *m, int id)
+{
+    const Buf *b = &m->p->buf[id];
+    if (ex_node(m, id)->dt == DT_I32)
+        return "int32_t";
+    if (m->cuda && b->h16)
+        return m->p->g->prec == RT_PREC_BF16 ? "rt_bf16s" : "rt_fp16s";
+    return b->cls == B_STAT ? "double" : "float";
+}
+
 /* C expression for the base address of a node's buffer. */
 char *ex_addr(const Emit *m, int id)
 {
     const Buf *b = &m->p->buf[id];
-    const char *ty = ex_node(m, id)->dt == DT_I32 ? "int32_t" : "float";
+    const char *ty = ex_elem_type(m, id);
     switch (b->cls) {
     case B_ACT: return util_fmt("((%s *)(e->act + (int64_t)%lld * e->nmax))", ty, (long long)b->off);
     case B_FIX: return util_fmt("(e->fix + %lld)", (long long)b->off);
@@ -71,8 +84,7 @@ void ex_declare_buffers(const Emit *m)
                 continue;
             if (!util_set_add(&seen, id))
                 continue;
-            const char *ty = ex_node(m, id)->dt == DT_I32 ? "int32_t" : (m->p->buf[id].cls == B_STAT ? "double" : "float");
-            fprintf(m->f, "    %s *const b%d = %s;\n", ty, id, ex_addr(m, id));
+            fprintf(m->f, "    %s *const b%d = %s;\n", ex_elem_type(m, id), id, ex_addr(m, id));
         }
     }
     /* each dropout's stream key, once per kernel (dropout_rng.h) */
@@ -82,6 +94,33 @@ void ex_declare_buffers(const Emit *m)
             fprintf(m->f, "    const unsigned long long dk%d = cddp_drop_key(e->seed, e->rank, (long long)e->step, %d);\n",
                     n->id, n->drop.key);
     }
+}
+
+int ex_act_io(const Emit *m, int64_t *out)
+{
+    const Group *gr = m->gr;
+    int n = 0;
+    for (int k = 0; k < gr->nnodes; k++) {
+        const Node *nd = ex_node(m, gr->nodes[k]);
+        for (int j = -1; j < plan_nin(m->p, nd); j++) {
+            const int id = j < 0 ? nd->id : plan_source(m->p, nd->in[j]);
+            const Buf *b = &m->p->buf[id];
+            if (b->cls != B_ACT || (j >= 0 && ex_in_group(m, id) && !plan_uses_outside(m->p, id)))
+                continue;
+            if (j < 0 && !plan_uses_outside(m->p, id) && gr->gemm_out != id)
+                continue;
+            const int64_t fl = (j < 0 ? RT_ACT_WRITE : RT_ACT_READ) | (b->h16 ? RT_ACT_16 : 0);
+            int at = 0;
+            while (at < n && out[RT_ACT_FIELDS * at] != b->off)
+                at++;
+            if (at == n) {
+                int64_t *e = out + RT_ACT_FIELDS * n++;
+                e[0] = b->off, e[1] = b->size, e[2] = ir_row_elems(&ex_node(m, id)->shape), e[3] = 0;
+            }
+            out[RT_ACT_FIELDS * at + 3] |= fl;
+        }
+    }
+    return n;
 }
 
 /* Operand x of a node inside a loop over [R, C] at (i, j). */
@@ -403,6 +442,11 @@ static const char *const prec_names[] = {"RT_PREC_FP32", "RT_PREC_BF16", "RT_PRE
 const char *ex_gemm_call(const Emit *m)
 {
     return m->p->g->prec ? util_fmt("rt_sgemm_prec(%s, ", prec_names[m->p->g->prec]) : "rt_sgemm(";
+}
+
+char *ex_round_operand(const Emit *m, int id, const char *expr)
+{
+    return m->cuda && m->p->buf[id].h16 ? util_strdup(expr) : ex_round(m, expr);
 }
 
 char *ex_round(const Emit *m, const char *x)

@@ -570,18 +570,21 @@ static void pool_max_window(FILE *f, const char *ind, const char *xp)
 
 /* The body of one pool element at (plane, oh, ow) or, for a gradient, at
  * input (plane, h, w); writes `dst`. Shared by both targets. */
-static void pool_body(FILE *f, const Plan *p, const Node *n, const char *ind, const char *plane)
+static void pool_body(const Emit *m, const Node *n, const char *ind, const char *plane)
 {
+    FILE *f = m->f;
+    const Plan *p = m->p;
     int x = plan_source(p, n->in[n->op == OP_MAXPOOL_DX ? 1 : 0]);
+    const char *xt = ex_elem_type(m, x);
     switch (n->op) {
     case OP_MAXPOOL:
-        fprintf(f, "%sconst float *xp = b%d + %s * H * W;\n", ind, x, plane);
+        fprintf(f, "%sconst %s *xp = b%d + %s * H * W;\n", ind, xt, x, plane);
         pool_max_window(f, ind, "xp");
         fprintf(f, "%sb%d[(%s * OH + oh) * OW + ow] = mx;\n", ind, n->id, plane);
         break;
     case OP_AVGPOOL:
         /* zero padding counts in the divisor (count_include_pad) */
-        fprintf(f, "%sconst float *xp = b%d + %s * H * W;\n%sfloat s = 0.0f;\n", ind, x, plane, ind);
+        fprintf(f, "%sconst %s *xp = b%d + %s * H * W;\n%sfloat s = 0.0f;\n", ind, xt, x, plane, ind);
         fprintf(f, "%sfor (int64_t ih = oh * SH - PH; ih < oh * SH - PH + KH; ih++)\n", ind);
         fprintf(f, "%s    for (int64_t iw = ow * SW - PW; iw < ow * SW - PW + KW; iw++)\n", ind);
         fprintf(f, "%s        if (ih >= 0 && ih < H && iw >= 0 && iw < W)\n%s            s += xp[ih * W + iw];\n", ind,
@@ -591,7 +594,7 @@ static void pool_body(FILE *f, const Plan *p, const Node *n, const char *ind, co
     case OP_MAXPOOL_DX: {
         int dy = plan_source(p, n->in[0]);
         char *in2 = util_fmt("%s        ", ind);
-        fprintf(f, "%sconst float *xp = b%d + %s * H * W;\n%sfloat s = 0.0f;\n", ind, x, plane, ind);
+        fprintf(f, "%sconst %s *xp = b%d + %s * H * W;\n%sfloat s = 0.0f;\n", ind, xt, x, plane, ind);
         pool_gather_open(f, ind);
         pool_max_window(f, in2, "xp");
         fprintf(f, "%sif (am == h * W + w)\n%s    s += b%d[(%s * OH + oh) * OW + ow];\n", in2, in2, dy, plane);
@@ -677,7 +680,8 @@ static void pool_chain_body(const Emit *m, const char *ind)
     else if (pn->op == OP_MAXPOOL_DX) {
         /* the window's maximum as pool_max_window picks it: the first
          * element, then any greater one or a NaN */
-        fprintf(f, "%sconst float *xp = b%d + pl * H * W;\n", ind, plan_source(m->p, pn->in[1]));
+        fprintf(f, "%sconst %s *xp = b%d + pl * H * W;\n", ind, ex_elem_type(m, plan_source(m->p, pn->in[1])),
+                plan_source(m->p, pn->in[1]));
         fprintf(f, "%sfloat mx = xp[w0];\n%sint64_t am = w0;\n", ind, ind);
         fprintf(f, "%sfor (int64_t ki = 0; ki < KH; ki++)\n%s    for (int64_t kj = 0; kj < KW; kj++) {\n", ind, ind);
         fprintf(f, "%sconst float v = xp[w0 + ki * W + kj];\n%sconst int take = (v > mx) | (v != v);\n", in2, in2);
@@ -854,7 +858,7 @@ static void c_pool(const Emit *m, const Node *n)
             grad ? "H" : "OH", grad ? "h" : "oh");
     fprintf(f, "            for (int64_t %s = 0; %s < %s; %s++) {\n", grad ? "w" : "ow", grad ? "w" : "ow",
             grad ? "W" : "OW", grad ? "w" : "ow");
-    pool_body(f, m->p, n, "                ", "pl");
+    pool_body(m, n, "                ", "pl");
     fprintf(f, "            }\n");
 }
 
@@ -924,7 +928,7 @@ static void cu_conv(const Emit *m, const Node *n, rt_cuda_launch *L)
         fprintf(f, "                    const int64_t iw = ow * SW - PW + kj * DW;\n");
         fprintf(f, "                    if (iw >= 0 && iw < W)\n");
         fprintf(f, "                        acc += %s * %s;\n",
-                ex_round(m, util_fmt("b%d[((i * C + g * CG + cl) * H + ih) * W + iw]", c.x)),
+                ex_round_operand(m, c.x, util_fmt("b%d[((i * C + g * CG + cl) * H + ih) * W + iw]", c.x)),
                 ex_round(m, util_fmt("b%d[((o * CG + cl) * KH + ki) * KW + kj]", c.w)));
         fprintf(f, "                }\n            }\n        b%d[t] = %s;\n    }\n", c.y, conv_store(m, ex_round(m, "acc"), "o"));
         cu_batch_grid(L, c.O * c.P);
@@ -942,7 +946,7 @@ static void cu_conv(const Emit *m, const Node *n, rt_cuda_launch *L)
         fprintf(f, "                    const int64_t ww = w + PW - kj * DW;\n");
         fprintf(f, "                    if (ww < 0 || ww %% SW != 0 || ww / SW >= OW)\n                        continue;\n");
         fprintf(f, "                    acc += %s * %s;\n",
-                ex_round(m, util_fmt("b%d[((i * O + o) * OH + hh / SH) * OW + ww / SW]", c.y)),
+                ex_round_operand(m, c.y, util_fmt("b%d[((i * O + o) * OH + hh / SH) * OW + ww / SW]", c.y)),
                 ex_round(m, util_fmt("b%d[((o * CG + cl) * KH + ki) * KW + kj]", c.w)));
         fprintf(f, "                }\n            }\n        b%d[t] = %s;\n    }\n", c.x, ex_round(m, "acc"));
         cu_batch_grid(L, c.C * c.H * c.W);
@@ -956,8 +960,8 @@ static void cu_conv(const Emit *m, const Node *n, rt_cuda_launch *L)
         fprintf(f, "        const int64_t i = t / P, oh = t %% P / OW, ow = t %% OW;\n");
         fprintf(f, "        const int64_t ih = oh * SH - PH + ki * DH, iw = ow * SW - PW + kj * DW;\n");
         fprintf(f, "        if (ih >= 0 && ih < H && iw >= 0 && iw < W)\n");
-        fprintf(f, "            acc += %s * %s;\n", ex_round(m, util_fmt("b%d[(i * O + o) * P + oh * OW + ow]", c.y)),
-                ex_round(m, util_fmt("b%d[((i * C + ch) * H + ih) * W + iw]", c.x)));
+        fprintf(f, "            acc += %s * %s;\n", ex_round_operand(m, c.y, util_fmt("b%d[(i * O + o) * P + oh * OW + ow]", c.y)),
+                ex_round_operand(m, c.x, util_fmt("b%d[((i * C + ch) * H + ih) * W + iw]", c.x)));
         fprintf(f, "    }\n");
         cu_block_sum(f, "dw", "acc", "total");
         fprintf(f, "    if (threadIdx.x == 0)\n        b%d[wi] = %s;\n", c.w, ex_round(m, "total"));
@@ -1094,7 +1098,7 @@ static void cu_pool(const Emit *m, const Node *n, rt_cuda_launch *L)
         cu_grid_stride(f, "n * C * OH * OW");
         fprintf(f, "        const int64_t pl = t / (OH * OW), oh = t %% (OH * OW) / OW, ow = t %% OW;\n");
     }
-    pool_body(f, m->p, n, "        ", "pl");
+    pool_body(m, n, "        ", "pl");
     fprintf(f, "    }\n");
     cu_batch_grid(L, ir_row_elems(grad ? x : y));
 }

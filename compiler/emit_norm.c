@@ -80,10 +80,11 @@ static char *then_text(const Node *n, const char *then)
 static void row_pointers(const Emit *m, const Node *n, const char *ind, const char *i)
 {
     FILE *f = m->f;
-    fprintf(f, "%sconst float *const a = b%d + %s * CA;\n", ind, plan_source(m->p, n->in[0]), i);
-    if (n->nin > 1)
-        fprintf(f, "%sconst float *const b = b%d + %s * CB;\n", ind, plan_source(m->p, n->in[1]), i);
-    fprintf(f, "%sfloat *const y = b%d + %s * C;\n", ind, n->id, i);
+    const int a = plan_source(m->p, n->in[0]), b = n->nin > 1 ? plan_source(m->p, n->in[1]) : -1;
+    fprintf(f, "%sconst %s *const a = b%d + %s * CA;\n", ind, ex_elem_type(m, a), a, i);
+    if (b >= 0)
+        fprintf(f, "%sconst %s *const b = b%d + %s * CB;\n", ind, ex_elem_type(m, b), b, i);
+    fprintf(f, "%s%s *const y = b%d + %s * C;\n", ind, ex_elem_type(m, n->id), n->id, i);
 }
 
 static int64_t cols_of(const Emit *m, int id) { return ir_row_elems(&ex_node(m, id)->shape); }

@@ -55,7 +55,7 @@ static CudaProgram cuda_program(const Plan *const plans[2])
     FILE *f = open_memstream(&text, &len);
     if (!f)
         diag_ice("open_memstream failed");
-    fputs(emit_cuda_prelude(), f);
+    fputs(emit_cuda_prelude(plans[0]->g->prec), f);
     for (int pl = 0; pl < 2; pl++) {
         const Plan *p = plans[pl];
         cp.launch[pl] = util_alloc(sizeof(rt_cuda_launch) * (size_t)(p->ngroups + 1));
@@ -180,6 +180,14 @@ static void emit_plan_table(FILE *f, const Plan *p, const char *var, const rt_cu
                 group_phase(p, &p->groups[i]), c0.flops, c1.flops - c0.flops, c0.bytes, c1.bytes - c0.bytes);
     }
     fprintf(f, "};\n");
+    for (int i = 0; i < p->ngroups; i++) {
+        if (!cu[i].acts)
+            continue;
+        fprintf(f, "%sstatic const int64_t %s_acts%d[] = {", i ? "" : "\n", var, i);
+        for (int k = 0; k < RT_ACT_FIELDS * cu[i].nacts; k++)
+            fprintf(f, "%s%lld", k ? ", " : "", (long long)cu[i].acts[k]);
+        fprintf(f, "%s};\n", cu[i].nacts ? "" : "0");
+    }
     fprintf(f, "\nstatic const rt_cuda_launch %s_cuda[] = {\n", var);
     for (int i = 0; i < p->ngroups; i++) {
         const rt_cuda_launch *l = &cu[i];
@@ -192,7 +200,10 @@ static void emit_plan_table(FILE *f, const Plan *p, const char *var, const rt_cu
         fprintf(f, ", %lld, %lld, %lld, %lld, %lld, %lld", (long long)l->ws_off, (long long)l->ws_units,
                 (long long)l->ctr_off, (long long)l->ctr_n, (long long)l->wsf_off, (long long)l->wsf_n);
         fprintf(f, l->pair ? ", \"%s\"" : ", 0", l->pair);
-        fprintf(f, "},\n");
+        if (l->acts)
+            fprintf(f, ", %s_acts%d, %d},\n", var, i, l->nacts);
+        else
+            fprintf(f, ", 0, 0},\n");
     }
     fprintf(f, "};\n");
     /* the train plan's gradient ranges a CUDA step zeroes first */
@@ -469,11 +480,11 @@ static int write_cuda_dir(const char *dir, const Plan *const plans[2], const Cud
     for (int pl = 0; pl < 2; pl++)
         for (int i = 0; i < plans[pl]->ngroups; i++) {
             const rt_cuda_launch *l = &cp->launch[pl][i];
-            if (write_file(util_fmt("%s/%s.cu", dir, l->name), util_fmt("%s%s", emit_cuda_prelude(), cp->kernel[pl][i])))
+            if (write_file(util_fmt("%s/%s.cu", dir, l->name), util_fmt("%s%s", emit_cuda_prelude(plans[pl]->g->prec), cp->kernel[pl][i])))
                 return -1;
             /* a pair's file holds its parts too */
             if (l->pair && write_file(util_fmt("%s/%s.cu", dir, l->pair),
-                                      util_fmt("%s%s%s%s", emit_cuda_prelude(), cp->kernel[pl][i],
+                                      util_fmt("%s%s%s%s", emit_cuda_prelude(plans[pl]->g->prec), cp->kernel[pl][i],
                                                cp->kernel[pl][i + 1], cp->pair[pl][i])))
                 return -1;
             fprintf(f, "%s %s %u %u %u %u %u %u %lld %lld %lld %lld %lld %lld\n", plans[pl]->name, l->name, l->block[0],

@@ -185,7 +185,7 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
             /* they read the rows back: their bytes at those blocks' share
              * of the bandwidth, the rest of the GPU idle */
             GemmParts v;
-            const Emit e = {NULL, p, &p->groups[i], i};
+            const Emit e = {NULL, p, &p->groups[i], i, 1};
             ex_gemm_parts(&e, &v);
             const Node *r = p->g->n[v.tail.anchor];
             double bytes = cost_group(p, &v.tail, batch, COST_GPU).bytes

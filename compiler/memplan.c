@@ -111,16 +111,16 @@ void mem_plan(Plan *p)
         const Node *n = g->n[id];
         Buf *b = &p->buf[id];
         if (n->op == OP_PARAM) {
-            *b = (Buf){B_PARAM, p->param_off[n->param], ir_numel(&n->shape, 1)};
+            *b = (Buf){B_PARAM, p->param_off[n->param], ir_numel(&n->shape, 1), 0};
         } else if (op_kind[n->op] == K_OPT || op_kind[n->op] == K_STATE) {   /* in place */
             p->buf[id] = p->buf[n->in[0]];
         } else if (n->grad_of >= 0) {
-            *b = (Buf){B_GRAD, p->param_off[g->n[n->grad_of]->param], ir_numel(&n->shape, 1)};
+            *b = (Buf){B_GRAD, p->param_off[g->n[n->grad_of]->param], ir_numel(&n->shape, 1), 0};
         } else if (n->op == OP_SUM_ALL) {
-            *b = (Buf){B_STAT, p->nstat++, 1};
+            *b = (Buf){B_STAT, p->nstat++, 1, 0};
         } else if (op_kind[n->op] == K_ROW && !ir_batched(&n->shape)) {    /* metric sums: REG_STATS, ML_STATS */
             int64_t k = ir_numel(&n->shape, 1);
-            *b = (Buf){B_STAT, p->nstat, k};
+            *b = (Buf){B_STAT, p->nstat, k, 0};
             p->nstat += (int)k;
         } else if (plan_is_view(p, id)) {
             continue;       /* aliased below, once its source is placed */
@@ -141,6 +141,11 @@ void mem_plan(Plan *p)
         }
     }
     p->act_units = place(p, act, nact);
+    /* before the GEMMs' tiles are chosen: the model weighs their bytes */
+    for (int k = 0; k < p->norder; k++) {
+        Buf *b = &p->buf[p->order[k]];
+        b->h16 = b->cls == B_ACT && mem_rounded(p, p->order[k]);
+    }
     /* fix values are few and small; distinct slots keep them zero-initialized
      * per step, which the GPU's atomic row reductions accumulate into */
     for (int i = 0; i < nfix; i++) {
@@ -195,6 +200,39 @@ void mem_plan(Plan *p)
     }
 }
 
+/* What the kernels of both targets round (emit_expr.c's ex_element, the
+ * GEMM and convolution stores, the loss gradients) and the ops that only
+ * move rounded values: a window's maximum, its gradient where windows do
+ * not overlap (each element gets one window's dy or zero), cat and slice.
+ * Anything else, an unrounded value (the data, losses, normalizations,
+ * batch norm's gradient, an average, keep_f32), stays fp32. kernel_check
+ * holds the C kernels to it (a 16-bit buffer's values must be exact in 16
+ * bits) and the emulator the CUDA stores. */
+int mem_rounded(const Plan *p, int id)
+{
+    const Graph *g = p->g;
+    const Node *n = g->n[id];
+    if (g->prec == RT_PREC_FP32 || n->dt != DT_F32 || n->keep_f32)
+        return 0;
+    switch (n->op) {
+    case OP_CONV2D: case OP_CONV2D_DX:
+    case OP_CE_GRAD: case OP_MSE_GRAD: case OP_L1_GRAD: case OP_SMOOTH_L1_GRAD: case OP_HUBER_GRAD: case OP_BCE_GRAD:
+        return 1;
+    case OP_MAXPOOL:
+    case OP_SLICE:
+        return mem_rounded(p, plan_source(p, n->in[0]));
+    case OP_MAXPOOL_DX: {
+        const Shape *x, *y;
+        ir_pool_io(g, n, &x, &y);
+        return ir_pool_tiles(x, y, &n->win) && mem_rounded(p, plan_source(p, n->in[0]));
+    }
+    case OP_CAT:
+        return mem_rounded(p, plan_source(p, n->in[0])) && mem_rounded(p, plan_source(p, n->in[1]));
+    default:
+        return op_kind[n->op] == K_EW || op_kind[n->op] == K_MATMUL;
+    }
+}
+
 static const char *const cls_text[] = {"-", "act", "fix", "param", "grad", "stat"};
 
 void mem_dump(FILE *f, const Plan *p)
@@ -206,7 +244,7 @@ void mem_dump(FILE *f, const Plan *p)
         const Buf *b = &p->buf[id];
         if (b->cls == B_NONE)
             continue;
-        fprintf(f, "  %%%d %-10s %-5s off %lld size %lld%s\n", id, op_text[p->g->n[id]->op], cls_text[b->cls],
-                (long long)b->off, (long long)b->size, b->cls == B_ACT ? " x N" : "");
+        fprintf(f, "  %%%d %-10s %-5s off %lld size %lld%s%s\n", id, op_text[p->g->n[id]->op], cls_text[b->cls],
+                (long long)b->off, (long long)b->size, b->cls == B_ACT ? " x N" : "", b->h16 ? " 16-bit" : "");
     }
 }

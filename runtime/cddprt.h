@@ -241,7 +241,20 @@ typedef struct rt_cuda_launch {
      * kernel of this name (rule siblings), which the runtime launches in
      * their place on rt_cuda_pair_grid's grid */
     const char *pair;
+    /* The act buffers the kernel reads or writes, RT_ACT_FIELDS ints each:
+     * for a kernel checker, which holds the CUDA kernels' act arena against
+     * the C kernels' and must know where it is laid out otherwise (the
+     * runtime never reads act). Under precision bf16|fp16 a buffer flagged
+     * RT_ACT_16 holds each value's 16 bits, rows first, from the start of
+     * its slot: element e at byte 2e, instead of float e. NULL when the
+     * plan has no 16-bit buffer. */
+    const int64_t *acts;
+    int nacts;
 } rt_cuda_launch;
+/* rt_cuda_launch.acts: [off, units, row, flags] per buffer: its slot in act
+ * units (floats per sample), a sample's elements (a batch of n has n rows
+ * of them, from the slot's start), and what the kernel does with it */
+enum { RT_ACT_FIELDS = 4, RT_ACT_READ = 1, RT_ACT_WRITE = 2, RT_ACT_16 = 4 };
 
 typedef struct rt_plan {
     const rt_kernel *k;

@@ -588,6 +588,20 @@ inline unsigned emu_f2h(float x)
 }
 inline unsigned rt_pack_fp16x2(float lo, float hi) { return emu_f2h(lo) | (emu_f2h(hi) << 16); }
 
+/* ---- 16-bit storage ------------------------------------------------------
+ * The generated kernels store an activation of precision bf16|fp16 as its
+ * 16 bits (rt_bf16s / rt_fp16s, compiler/emit_cuda.c's prelude) only where
+ * every value is already rounded to them (the compiler's mem_rounded): a
+ * store that changes the value (back, what the 16 bits read as) is that
+ * rule broken, reported as misuse. */
+inline void emu_check16(float x, float back)
+{
+    if (memcmp(&x, &back, 4) && !(x != x && back != back))
+        emu_detail::fail("a 16-bit buffer stores %.9g, which its 16 bits read back as %.9g: the value was not "
+                         "rounded to the buffer's precision", (double)x, (double)back);
+}
+#define RT_CHECK16(x, back) emu_check16(x, back)
+
 /* ---- rounding intrinsics ------------------------------------------------ */
 /* a * b rounded to float, never fused into a following add (the emulator
  * is built with -ffp-contract=fast, as NVRTC contracts): volatile stops it */

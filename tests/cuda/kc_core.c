@@ -100,6 +100,7 @@ static const kc_backend *B;
 static int nchecks, nfailed, nscaled; /* nscaled: comparisons that needed the error scale */
 static int64_t npoisoned, nreadfirst; /* outputs poisoned; outputs read before written (left as they were) */
 static int nunpoisoned;               /* kernel runs left unpoisoned: the poison would reach a reduction */
+static int64_t nuncompared;           /* values of 16-bit buffers overwritten in part, taken from the C result */
 static int stopped;                   /* the backend failed and has fatal_errors */
 
 /* ---- random numbers (splitmix64: the same stream on every host) ---------- */
@@ -584,11 +585,23 @@ static void dims_for(kc_dims *d, int nmax)
     d->nidx = nmax;
 }
 
-/* One launch on the backend: put, run, get. 0 on success. */
+/* One launch on the backend: put, run, get. 0 on success. Where the run
+ * touches 16-bit activations, the act arena is translated to the
+ * backend's layout and back (kc_act16.c); ref, the C result, stands in
+ * for values that have no C-layout counterpart (NULL: none can). */
 static int device_run(const kc_dims *d, const kc_state *in, kc_state *out, const rt_plan *p, const int *fn,
-                      int k0, int k1, int nmax, int reverse)
+                      int k0, int k1, int nmax, int n, const kc_state *ref, int reverse)
 {
-    int rc = B->put(B->ctx, d, in);
+    const int a16 = kc_act16_any(p, k0, k1);
+    float *packed = NULL;
+    kc_state put = *in;
+    if (a16) {
+        packed = xcalloc((size_t)d->act, 4);
+        memcpy(packed, in->act, (size_t)d->act * 4);
+        kc_act16_put(p, k0, k1, packed, nmax, n, M->precision);
+        put.act = packed;
+    }
+    int rc = B->put(B->ctx, d, &put);
     for (int k = k0; !rc && k < k1; k++) {
         unsigned grid[3];
         /* kernels k and k + 1 both in the run: their sibling kernel, as
@@ -603,6 +616,15 @@ static int device_run(const kc_dims *d, const kc_state *in, kc_state *out, const
         k += pair;
     }
     rc = rc || B->get(B->ctx, d, out);
+    if (!rc && a16) {
+        char why[256] = "";
+        if (kc_act16_get(p, k0, k1, out->act, packed, ref ? ref->act : NULL, d->act, nmax, n, M->precision,
+                         &nuncompared, why, sizeof why)) {
+            printf("FAIL %s (nmax %d): a store past a 16-bit buffer's rows: %s\n", p->cu[k0].name, nmax, why);
+            rc = -1;
+        }
+    }
+    free(packed);
     /* a split-K GEMM's partials and arrival counters are its own scratch,
      * which the C kernel does not have: restored, so that every other
      * element is still judged (a write past the scratch is caught) */
@@ -658,7 +680,7 @@ static int pair_check(const rt_plan *p, const int *fn, int k, const kc_dims *d, 
 {
     nchecks++;
     snprintf(what, wsize, "%s (nmax %d, n %d)", p->cu[k].pair, nmax, e->n);
-    if (device_run(d, start, got, p, fn, k, k + 2, nmax, 0)) {
+    if (device_run(d, start, got, p, fn, k, k + 2, nmax, e->n, ref, 0)) {
         printf("FAIL %s: the %s run failed\n", what, B->name);
         nfailed++;
         return 0;
@@ -750,7 +772,15 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
             st_copy(&st[PAIR0], &st[S], &d);
         st_copy(&st[R], &st[S], &d);
         run_c(p, k, &st[R], &e);
+        char why[256];
+        if (kc_act16_check_c(p, k, st[R].act, nmax, n, M->precision, why, sizeof why)) {
+            /* the compiler gave a buffer 16 bits that its values do not fit */
+            printf("FAIL %s (nmax %d, n %d): C kernel: %s\n", p->k[k].name, nmax, n, why);
+            nfailed++;
+            ok = 0;
+        }
         poison(p, k, &st[S], &st[R], &st[P], &st[TMP], &e, &d);
+        kc_act16_canon(p, k, k + 1, st[P].act, nmax, n, M->precision);
         st_copy(&st[REF], &st[P], &d);
         run_c(p, k, &st[REF], &e);
         int scaled = 0; /* PERT holds this kernel's error scale */
@@ -762,7 +792,7 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
             nchecks++;
             snprintf(what, sizeof what, "%s (nmax %d, n %d, step %" PRId64 "%s)", p->k[k].name, nmax, n, sz.step,
                      o ? ", threads in reverse order" : "");
-            if (device_run(&d, &st[P], &st[GOT], p, fn, k, k + 1, nmax, o)) {
+            if (device_run(&d, &st[P], &st[GOT], p, fn, k, k + 1, nmax, n, NULL, o)) {
                 printf("FAIL %s: the %s run failed\n", what, B->name);
                 v.ok = 0;
                 nfailed++;
@@ -809,11 +839,12 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
     }
 
     /* the whole plan from S0 without resynchronizing */
+    kc_act16_canon(p, 0, p->nk, st[S0].act, nmax, n, M->precision);
     st_copy(&st[REF], &st[S0], &d);
     run_c_range(p, 0, p->nk, &st[REF], &e);
     nchecks++;
     snprintf(what, sizeof what, "whole %s plan (nmax %d, n %d, step %" PRId64 ")", which, nmax, n, sz.step);
-    if (device_run(&d, &st[S0], &st[GOT], p, fn, 0, p->nk, nmax, 0)) {
+    if (device_run(&d, &st[S0], &st[GOT], p, fn, 0, p->nk, nmax, n, &st[REF], 0)) {
         printf("FAIL %s: the %s run failed\n", what, B->name);
         whole->ok = 0;
     } else {
@@ -1101,6 +1132,9 @@ int kc_main(int argc, char **argv, const rt_model *m, const kc_backend *b, const
     ok = ok && !nfailed && !kernels_failed;
     printf("\npoisoned %" PRId64 " act/fix outputs with NaN; %" PRId64 " more are read before written and kept; "
            "%d kernel runs unpoisoned (the poison would reach a reduction)\n", npoisoned, nreadfirst, nunpoisoned);
+    if (nuncompared)
+        printf("16-bit activations: %" PRId64 " values of buffers a later one overwrote in part (whole plans) "
+               "were not compared\n", nuncompared);
     if (stopped)
         printf("\nkernels: stopped by a %s error after %d checks: FAIL\n", b->name, nchecks);
     else

@@ -74,6 +74,24 @@ typedef struct kc_backend {
 int kc_layout_host(size_t *out);
 extern const char *const kc_layout_names[];
 
+/* kc_act16.c: 16-bit activations (rt_cuda_launch.acts), for kernels
+ * [k0, k1) of p at nmax rows, n of them live, prec the model's precision
+ * (the file's comment says how). any: whether they touch one; canon: the C
+ * state's values in those the backend gets packed, as their 16 bits read;
+ * put: the C layout packed in place (what the backend gets); get: the
+ * backend's layout back to the C one in place (put: what the backend got;
+ * ref: the C result, for values left without a counterpart, counted in
+ * *uncompared), returning how many floats changed past a buffer's 16-bit
+ * values (the first in why); check_c: how many values C kernel k stored
+ * in a 16-bit buffer that 16 bits do not hold (the first in why). */
+int kc_act16_any(const rt_plan *p, int k0, int k1);
+void kc_act16_canon(const rt_plan *p, int k0, int k1, float *act, int64_t nmax, int64_t n, int prec);
+void kc_act16_put(const rt_plan *p, int k0, int k1, float *act, int64_t nmax, int64_t n, int prec);
+int64_t kc_act16_get(const rt_plan *p, int k0, int k1, float *act, const float *put, const float *ref, int64_t total,
+                     int64_t nmax, int64_t n, int prec, int64_t *uncompared, char *why, size_t wlen);
+int64_t kc_act16_check_c(const rt_plan *p, int k, const float *act, int64_t nmax, int64_t n, int prec, char *why,
+                         size_t wlen);
+
 /* The checker: parses argv, runs every check through b, prints the
  * report; returns the exit status (0: every check passed). sizes: the
  * default --sizes. */

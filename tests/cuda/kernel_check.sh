@@ -90,7 +90,7 @@ $CXX -std=c++17 $(sh "$HERE/emu_flags.sh") -DCDDP_HAVE_STDINT $XFLAGS -Wall -Wno
 # and the emulator backend are built once per flag set and reused
 KO=$ROOT/build/tests/cuda/obj/$(printf '%s' "$CC $XFLAGS" | cksum | cut -d' ' -f1)
 mkdir -p "$KO"
-for f in kc_core kc_emu; do
+for f in kc_core kc_act16 kc_emu; do
     if [ ! -f "$KO/$f.o" ] || [ "$HERE/$f.c" -nt "$KO/$f.o" ] || [ "$HERE/kc_core.h" -nt "$KO/$f.o" ] ||
        [ "$ROOT/runtime/cddprt.h" -nt "$KO/$f.o" ] || [ "$ROOT/runtime/rt_internal.h" -nt "$KO/$f.o" ]; then
         $CC -std=c11 -O2 -D_GNU_SOURCE $XFLAGS -Wall -Wextra -I"$ROOT/runtime" -c "$HERE/$f.c" -o "$KO/$f.o.tmp.$$"
@@ -99,7 +99,7 @@ for f in kc_core kc_emu; do
 done
 # what the runtime was built against (MPI or not) is listed beside it
 LINK=$(cat "$(dirname "$LIB")/libcddprt.ldflags" 2>/dev/null || echo "-lopenblas -lz -lm -lpthread -ldl")
-$CXX $XFLAGS -fopenmp "$KO/kc_emu.o" "$KO/kc_core.o" "$W/kc_program.o" "$W/kc_cuda.o" "$LIB" \
+$CXX $XFLAGS -fopenmp "$KO/kc_emu.o" "$KO/kc_core.o" "$KO/kc_act16.o" "$W/kc_program.o" "$W/kc_cuda.o" "$LIB" \
     $LINK -o "$W/kernel_check"
 
 SRC=$W/cu/all.cu

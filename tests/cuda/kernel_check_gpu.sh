@@ -7,7 +7,7 @@
 # its geometry, and the fake driver runs the launch through the CUDA
 # emulator. So the GPU checker's own code -- the backend, --compile-only
 # -- has run before a GPU is lent, and its build line is the one run.sh
-# uses (CC, -Iruntime -Itests/cuda, kc_gpu.c kc_core.c kc_program.c).
+# uses (CC, -Iruntime -Itests/cuda, kc_gpu.c kc_core.c kc_act16.c kc_program.c).
 #
 # Usage: tests/cuda/kernel_check_gpu.sh CDDPC FAKE_LIBCUDA MODEL.net [kernel_check options]
 # CC and CDDPC_CFLAGS (e.g. sanitizer flags) are honoured.
@@ -34,7 +34,7 @@ unset CDDP_LIBNVRTC FAKE_CUDA_KERNELS
 LINK=$(cat "$(dirname "$LIB")/libcddprt.ldflags" 2>/dev/null || echo "-lopenblas -lz -lm -lpthread -ldl")
 # run.sh's line, with this machine's runtime and flags
 $CC -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra ${CDDPC_CFLAGS:-} -fopenmp -I"$ROOT/runtime" -I"$ROOT/tests/cuda" -I"$W/emit" \
-    "$ROOT/tests/gpu/kc_gpu.c" "$ROOT/tests/cuda/kc_core.c" "$ROOT/tests/cuda/kc_program.c" "$LIB" $LINK \
+    "$ROOT/tests/gpu/kc_gpu.c" "$ROOT/tests/cuda/kc_core.c" "$ROOT/tests/cuda/kc_act16.c" "$ROOT/tests/cuda/kc_program.c" "$LIB" $LINK \
     -o "$W/kernel_check"
 
 export CDDP_LIBCUDA=$FAKE

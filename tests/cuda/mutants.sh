@@ -122,6 +122,8 @@ check 'dropout threshold 0.31 instead of p = 0.3' 's/>= 0.300000012f/>= 0.310000
 MODEL=$HERE/models/amp_bf16.net
 A='--sizes 19:19:0 --orders 1 --flips 0.001'
 check 'bf16: GEMM result not rounded' 's/rt_round_bf16(acc\[r\]\[c\])/(acc[r][c])/' $A --plan train
+# 16-bit activations (rt_bf16s / rt_fp16s): the layout and the conversions
+check 'bf16: a 16-bit activation stored as floats by its kernel' '0,/rt_bf16s \*const \(b[0-9]*\) = ((rt_bf16s \*)/s//float *const \1 = ((float *)/' $A --plan train
 # every GEMM in 64x64 tiles, the tensor cores' (the model's choice gives
 # most of these small GEMMs thinner ones, on the FMA loop): then also a
 # row tail of 4 lanes a row, the tail's rows stored by other warps than
@@ -140,6 +142,8 @@ unset KC_CDDPC_FLAGS
 check 'fp16: the loss gradient not scaled by S' 's/ \* e->scale;/;/' $A --plan train
 check 'fp16: the optimizer does not unscale' 's/g\[k\] \* inv_scale/g[k]/' $A --plan train
 check 'fp16: rounded to bf16 instead' 's/rt_round_fp16(acc)/rt_round_bf16(acc)/' $A --plan eval
+check 'fp16: a 16-bit activation read with its exponent one too large' 's/(ex + 112u) << 23/(ex + 113u) << 23/' $A --plan train
+check 'fp16: a 16-bit activation stored without its sign' 's/h = (unsigned short)(((u >> 16) \& 0x8000u) | v);/h = (unsigned short)v;/' $A --plan train
 MODEL=$HERE/models/tanh.net
 T='--sizes 19:19:0,64:37:3 --orders 1 --plan train'
 check 'tanh derivative 1 - y instead of 1 - y^2' 's/(1\.0f - \(b[0-9]*\[i \* C + j\]\) \* \1)/(1.0f - \1)/' $T

@@ -9,7 +9,7 @@
  * Built by tests/gpu/run.sh on the GPU host, and here by
  * tests/cuda/kernel_check_gpu.sh against the fake driver
  * (tests/fakes/fake_cuda.c), which runs it on the CPU:
- *   cc -Iruntime -Itests/cuda -IDIR tests/gpu/kc_gpu.c tests/cuda/kc_core.c \
+ *   cc -Iruntime -Itests/cuda -IDIR tests/gpu/kc_gpu.c tests/cuda/kc_core.c tests/cuda/kc_act16.c \
  *      tests/cuda/kc_program.c libcddprt.a ...      (DIR: cddpc --emit c DIR)
  *
  *   kernel_check --compile-only   NVRTC compile of every kernel for the

@@ -90,7 +90,7 @@ zlib_flags() {
 # build_kc MODEL DIR OUT: kernel_check for MODEL (its C kernels emitted into DIR)
 build_kc() {
     rm -rf "$2" && $B/cddpc "$1" --emit c "$2" || { detail "cddpc $1 --emit c failed"; return 1; }
-    $CC $CF -fopenmp -Iruntime -Itests/cuda -I"$2" tests/gpu/kc_gpu.c tests/cuda/kc_core.c tests/cuda/kc_program.c \
+    $CC $CF -fopenmp -Iruntime -Itests/cuda -I"$2" tests/gpu/kc_gpu.c tests/cuda/kc_core.c tests/cuda/kc_act16.c tests/cuda/kc_program.c \
         $B/libcddprt.a $ZLIB -lm -ldl -lpthread -o "$3" || { detail "kernel_check ($1) build failed"; return 1; }
 }
 

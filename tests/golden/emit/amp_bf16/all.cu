@@ -43,6 +43,39 @@ __device__ __forceinline__ void rt_mma_fp16(float *d, const unsigned *a, const u
 #else
 #define RT_MMA 0
 #endif
+#ifndef RT_CHECK16
+#define RT_CHECK16(x, back) ((void)0)
+#endif
+struct rt_bf16s {
+    unsigned short h;
+    __device__ __forceinline__ operator float() const { return __uint_as_float((unsigned)h << 16); }
+    __device__ __forceinline__ rt_bf16s &operator=(float x)
+    {
+        const unsigned u = __float_as_uint(x);
+        h = (unsigned short)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : u >> 16);
+        RT_CHECK16(x, (float)*this);
+        return *this;
+    }
+};
+struct rt_fp16s {
+    unsigned short h;
+    __device__ __forceinline__ operator float() const
+    {
+        const unsigned s = (unsigned)(h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, mt = h & 0x3ffu;
+        if (ex == 0)    /* zero or a subnormal half: mt * 2^-24 */
+            return __uint_as_float(s | __float_as_uint((float)mt * 5.9604644775390625e-8f));
+        return __uint_as_float(s | (ex == 31 ? 0x7f800000u : (ex + 112u) << 23) | (mt << 13));
+    }
+    __device__ __forceinline__ rt_fp16s &operator=(float x)
+    {
+        const unsigned u = __float_as_uint(x), a = u & 0x7fffffffu;
+        const unsigned v = a > 0x7f800000u ? 0x7e00u : a >= 0x47800000u ? 0x7c00u
+                         : a >= 0x38800000u ? (a - 0x38000000u) >> 13 : (unsigned)(__uint_as_float(a) * 16777216.0f);
+        h = (unsigned short)(((u >> 16) & 0x8000u) | v);
+        RT_CHECK16(x, (float)*this);
+        return *this;
+    }
+};
 __device__ __forceinline__ unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } __device__ __forceinline__ unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } __device__ __forceinline__ float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
 /* t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue: images%0 labels%1 mm_nt%8 bias_add%9 relu%10 */
@@ -57,7 +90,7 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)864 * e->nmax));
     float *const b2 = (e->param + 3648);
     float *const b3 = (e->param + 3600);
-    float *const b10 = ((float *)(e->act + (int64_t)944 * e->nmax));
+    rt_bf16s *const b10 = ((rt_bf16s *)(e->act + (int64_t)944 * e->nmax));
     const int64_t M = n, N = 37, K = 784;
     const int64_t R = M, C = N;
     (void)R;
@@ -173,27 +206,30 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     (void)last;
     const int64_t n = e->n;
     (void)n;
-    float *const b10 = ((float *)(e->act + (int64_t)944 * e->nmax));
+    rt_bf16s *const b10 = ((rt_bf16s *)(e->act + (int64_t)944 * e->nmax));
     float *const b4 = (e->param + 1008);
     float *const b5 = (e->param + 928);
-    float *const b13 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    rt_bf16s *const b13 = ((rt_bf16s *)(e->act + (int64_t)784 * e->nmax));
     const int64_t M = n, N = 70, K = 37;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 64x64 tiles, 4 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    float acc[1][4];
-    for (int r = 0; r < 1; r++)
+#if RT_MMA
+    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
+#endif
+    float acc[4][4];
+    for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 256; l += 256) {
+        for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
-            As[kk][r] = gi < M && gk < K ? rt_round_bf16(b10[gi * 37 + gk]) : 0.0f;
+            As[kk][r] = gi < M && gk < K ? b10[gi * 37 + gk] : 0.0f;
         }
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int c = l / 16, kk = l % 16;
@@ -201,19 +237,52 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b4[gj * 37 + gk]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 4; j++) {
+                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_bf16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[1], bb[4];
-            for (int r = 0; r < 1; r++)
+            float a[4], bb[4];
+            for (int r = 0; r < 4; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 1; r++)
+            for (int r = 0; r < 4; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
-    for (int r = 0; r < 1; r++)
+#if RT_MMA
+    {
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
+        for (int j = 0; j < 4; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
+    for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -244,13 +313,13 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     (void)last;
     const int64_t n = e->n;
     (void)n;
-    float *const b13 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    rt_bf16s *const b13 = ((rt_bf16s *)(e->act + (int64_t)784 * e->nmax));
     float *const b6 = (e->param + 16);
-    float *const b15 = ((float *)(e->act + (int64_t)880 * e->nmax));
+    rt_bf16s *const b15 = ((rt_bf16s *)(e->act + (int64_t)880 * e->nmax));
     float *const b7 = (e->param + 0);
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)864 * e->nmax));
     double *const b17 = (e->stat + 0);
-    float *const b20 = ((float *)(e->act + (int64_t)992 * e->nmax));
+    rt_bf16s *const b20 = ((rt_bf16s *)(e->act + (int64_t)992 * e->nmax));
     float *const b21 = (e->grad + 0);
     const int64_t M = n, N = 13, K = 70;
     const int64_t R = M, C = N;
@@ -275,7 +344,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
-            As[kk][r] = gi < M && gk < K ? rt_round_bf16(b13[gi * 70 + gk]) : 0.0f;
+            As[kk][r] = gi < M && gk < K ? b13[gi * 70 + gk] : 0.0f;
         }
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int c = l / 16, kk = l % 16;
@@ -340,7 +409,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;
         const int64_t i = live ? ri : M - 1;
-        const float *x = b15 + i * C;
+        const rt_bf16s *x = b15 + i * C;
         const int y = b1[i];
         float mx = lane < C ? x[lane] : -INFINITY;
         int am = lane < C ? lane : (int)C;
@@ -390,10 +459,10 @@ __device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction
     (void)last;
     const int64_t n = e->n;
     (void)n;
-    float *const b20 = ((float *)(e->act + (int64_t)992 * e->nmax));
+    rt_bf16s *const b20 = ((rt_bf16s *)(e->act + (int64_t)992 * e->nmax));
     float *const b6 = (e->param + 16);
-    float *const b24 = ((float *)(e->act + (int64_t)864 * e->nmax));
-    float *const b13 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    rt_bf16s *const b24 = ((rt_bf16s *)(e->act + (int64_t)864 * e->nmax));
+    rt_bf16s *const b13 = ((rt_bf16s *)(e->act + (int64_t)784 * e->nmax));
     float *const b25 = (e->grad + 928);
     const int64_t M = n, N = 70, K = 13;
     const int64_t R = M, C = N;
@@ -411,7 +480,7 @@ __device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
-            As[kk][r] = gi < M && gk < K ? rt_round_bf16(b20[gi * 13 + gk]) : 0.0f;
+            As[kk][r] = gi < M && gk < K ? b20[gi * 13 + gk] : 0.0f;
         }
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, c = l % 64;
@@ -470,8 +539,8 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t n = e->n;
     (void)n;
     float *const b23 = (e->grad + 16);
-    float *const b20 = ((float *)(e->act + (int64_t)992 * e->nmax));
-    float *const b13 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    rt_bf16s *const b20 = ((rt_bf16s *)(e->act + (int64_t)992 * e->nmax));
+    rt_bf16s *const b13 = ((rt_bf16s *)(e->act + (int64_t)784 * e->nmax));
     const int64_t M = 13, N = 70, K = n;
     const int64_t R = M, C = N;
     (void)R;
@@ -498,12 +567,12 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, r = l % 64;
             const int64_t gi = row0 + r, gk = k0 + kk;
-            As[kk][r] = gi < M && gk < K ? rt_round_bf16(b20[gk * 13 + gi]) : 0.0f;
+            As[kk][r] = gi < M && gk < K ? b20[gk * 13 + gi] : 0.0f;
         }
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, c = l % 64;
             const int64_t gj = col0 + c, gk = k0 + kk;
-            Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b13[gk * 70 + gj]) : 0.0f;
+            Bs[kk][c] = gj < N && gk < K ? b13[gk * 70 + gj] : 0.0f;
         }
         __syncthreads();
 #if RT_MMA
@@ -608,10 +677,10 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
     (void)last;
     const int64_t n = e->n;
     (void)n;
-    float *const b24 = ((float *)(e->act + (int64_t)864 * e->nmax));
+    rt_bf16s *const b24 = ((rt_bf16s *)(e->act + (int64_t)864 * e->nmax));
     float *const b4 = (e->param + 1008);
-    float *const b28 = ((float *)(e->act + (int64_t)784 * e->nmax));
-    float *const b10 = ((float *)(e->act + (int64_t)944 * e->nmax));
+    rt_bf16s *const b28 = ((rt_bf16s *)(e->act + (int64_t)784 * e->nmax));
+    rt_bf16s *const b10 = ((rt_bf16s *)(e->act + (int64_t)944 * e->nmax));
     float *const b29 = (e->grad + 3600);
     const int64_t M = n, N = 37, K = 70;
     const int64_t R = M, C = N;
@@ -636,7 +705,7 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
-            As[kk][r] = gi < M && gk < K ? rt_round_bf16(b24[gi * 70 + gk]) : 0.0f;
+            As[kk][r] = gi < M && gk < K ? b24[gi * 70 + gk] : 0.0f;
         }
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, c = l % 64;
@@ -724,46 +793,46 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t n = e->n;
     (void)n;
     float *const b27 = (e->grad + 1008);
-    float *const b24 = ((float *)(e->act + (int64_t)864 * e->nmax));
-    float *const b10 = ((float *)(e->act + (int64_t)944 * e->nmax));
+    rt_bf16s *const b24 = ((rt_bf16s *)(e->act + (int64_t)864 * e->nmax));
+    rt_bf16s *const b10 = ((rt_bf16s *)(e->act + (int64_t)944 * e->nmax));
     const int64_t M = 70, N = 37, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 32x64 tiles, 2 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
     const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 5;
+    const int split = by < 3;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[1][4];
-    for (int r = 0; r < 1; r++)
+    float acc[2][4];
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 256; l += 256) {
-            const int kk = l / 16, r = l % 16;
+        for (int l = threadIdx.x; l < 512; l += 256) {
+            const int kk = l / 32, r = l % 32;
             const int64_t gi = row0 + r, gk = k0 + kk;
-            As[kk][r] = gi < M && gk < K ? rt_round_bf16(b24[gk * 70 + gi]) : 0.0f;
+            As[kk][r] = gi < M && gk < K ? b24[gk * 70 + gi] : 0.0f;
         }
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, c = l % 64;
             const int64_t gj = col0 + c, gk = k0 + kk;
-            Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b10[gk * 37 + gj]) : 0.0f;
+            Bs[kk][c] = gj < N && gk < K ? b10[gk * 37 + gj] : 0.0f;
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[1], bb[4];
-            for (int r = 0; r < 1; r++)
+            float a[2], bb[4];
+            for (int r = 0; r < 2; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 1; r++)
+            for (int r = 0; r < 2; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -771,7 +840,7 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
     }
     if (split) {
         float *const ws = e->fix + 1936;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 1; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -788,7 +857,7 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 1; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -798,7 +867,7 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 1; r++)
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -827,7 +896,7 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t n = e->n;
     (void)n;
     float *const b30 = (e->grad + 3648);
-    float *const b28 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    rt_bf16s *const b28 = ((rt_bf16s *)(e->act + (int64_t)784 * e->nmax));
     float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
     const int64_t M = 37, N = 784, K = n;
     const int64_t R = M, C = N;
@@ -852,7 +921,7 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
         for (int l = threadIdx.x; l < 512; l += 256) {
             const int kk = l / 32, r = l % 32;
             const int64_t gi = row0 + r, gk = k0 + kk;
-            As[kk][r] = gi < M && gk < K ? rt_round_bf16(b28[gk * 37 + gi]) : 0.0f;
+            As[kk][r] = gi < M && gk < K ? b28[gk * 37 + gi] : 0.0f;
         }
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, c = l % 64;
@@ -975,7 +1044,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_t6__siblings(const rt_ex
     float (*const Cs)[64 + 1] = 0;
 #endif
     const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 2u;
-    const unsigned bx = 1u, by = 5u, bz = 2u;
+    const unsigned bx = 1u, by = 3u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last, Cs);
@@ -996,7 +1065,7 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)832 * e->nmax));
     float *const b2 = (e->param + 3648);
     float *const b3 = (e->param + 3600);
-    float *const b10 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    rt_bf16s *const b10 = ((rt_bf16s *)(e->act + (int64_t)784 * e->nmax));
     const int64_t M = n, N = 37, K = 784;
     const int64_t R = M, C = N;
     (void)R;
@@ -1112,27 +1181,30 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     (void)last;
     const int64_t n = e->n;
     (void)n;
-    float *const b10 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    rt_bf16s *const b10 = ((rt_bf16s *)(e->act + (int64_t)784 * e->nmax));
     float *const b4 = (e->param + 1008);
     float *const b5 = (e->param + 928);
-    float *const b13 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    rt_bf16s *const b13 = ((rt_bf16s *)(e->act + (int64_t)0 * e->nmax));
     const int64_t M = n, N = 70, K = 37;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 64x64 tiles, 4 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    float acc[1][4];
-    for (int r = 0; r < 1; r++)
+#if RT_MMA
+    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
+#endif
+    float acc[4][4];
+    for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 256; l += 256) {
+        for (int l = threadIdx.x; l < 1024; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
-            As[kk][r] = gi < M && gk < K ? rt_round_bf16(b10[gi * 37 + gk]) : 0.0f;
+            As[kk][r] = gi < M && gk < K ? b10[gi * 37 + gk] : 0.0f;
         }
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int c = l / 16, kk = l % 16;
@@ -1140,19 +1212,52 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b4[gj * 37 + gk]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 4; j++) {
+                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_bf16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[1], bb[4];
-            for (int r = 0; r < 1; r++)
+            float a[4], bb[4];
+            for (int r = 0; r < 4; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 1; r++)
+            for (int r = 0; r < 4; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
-    for (int r = 0; r < 1; r++)
+#if RT_MMA
+    {
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
+        for (int j = 0; j < 4; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
+    for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1183,9 +1288,9 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     (void)last;
     const int64_t n = e->n;
     (void)n;
-    float *const b13 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    rt_bf16s *const b13 = ((rt_bf16s *)(e->act + (int64_t)0 * e->nmax));
     float *const b6 = (e->param + 16);
-    float *const b15 = ((float *)(e->act + (int64_t)80 * e->nmax));
+    rt_bf16s *const b15 = ((rt_bf16s *)(e->act + (int64_t)80 * e->nmax));
     float *const b7 = (e->param + 0);
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)832 * e->nmax));
     double *const b17 = (e->stat + 0);
@@ -1213,7 +1318,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
-            As[kk][r] = gi < M && gk < K ? rt_round_bf16(b13[gi * 70 + gk]) : 0.0f;
+            As[kk][r] = gi < M && gk < K ? b13[gi * 70 + gk] : 0.0f;
         }
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int c = l / 16, kk = l % 16;
@@ -1278,7 +1383,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;
         const int64_t i = live ? ri : M - 1;
-        const float *x = b15 + i * C;
+        const rt_bf16s *x = b15 + i * C;
         const int y = b1[i];
         float mx = lane < C ? x[lane] : -INFINITY;
         int am = lane < C ? lane : (int)C;

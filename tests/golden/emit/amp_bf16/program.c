@@ -317,16 +317,26 @@ static const rt_kernel train_kernels[] = {
     {t8_sgd_momentum_x6__optimizer, "t8_sgd_momentum_x6__optimizer", 3, {163140, 0}, {652560, 0}},
 };
 
+static const int64_t train_acts0[] = {0, 784, 784, 3, 864, 16, 1, 2, 944, 48, 37, 6};
+static const int64_t train_acts1[] = {944, 48, 37, 5, 784, 80, 70, 6};
+static const int64_t train_acts2[] = {784, 80, 70, 5, 880, 16, 13, 7, 864, 16, 1, 1, 992, 16, 13, 7};
+static const int64_t train_acts3[] = {992, 16, 13, 5, 864, 80, 70, 7, 784, 80, 70, 5};
+static const int64_t train_acts4[] = {992, 16, 13, 5, 784, 80, 70, 5};
+static const int64_t train_acts5[] = {864, 80, 70, 5, 784, 48, 37, 7, 944, 48, 37, 5};
+static const int64_t train_acts6[] = {864, 80, 70, 5, 944, 48, 37, 5};
+static const int64_t train_acts7[] = {784, 48, 37, 5, 0, 784, 784, 1};
+static const int64_t train_acts8[] = {0};
+
 static const rt_cuda_launch train_cuda[] = {
-    {"t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1008, 629, 0, 4, 0, 0, 0},
-    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1008, 26, 16, 4, 0, 0, 0},
-    {"t3_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t3_t4__siblings"},
-    {"t4_mm_tn", {256, 1, 1}, {2, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 32, 2, 112, 1820, 0},
-    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1008, 74, 48, 4, 0, 0, "t5_t6__siblings"},
-    {"t6_mm_tn", {256, 1, 1}, {1, 5, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 64, 5, 1936, 5180, 0},
-    {"t7_mm_tn", {256, 1, 1}, {13, 2, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 80, 26, 7120, 58016, 0},
-    {"t8_sgd_momentum_x6__optimizer", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1008, 629, 0, 4, 0, 0, 0, train_acts0, 3},
+    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts1, 2},
+    {"t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1008, 26, 16, 4, 0, 0, 0, train_acts2, 4},
+    {"t3_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t3_t4__siblings", train_acts3, 3},
+    {"t4_mm_tn", {256, 1, 1}, {2, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 32, 2, 112, 1820, 0, train_acts4, 2},
+    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1008, 74, 48, 4, 0, 0, "t5_t6__siblings", train_acts5, 3},
+    {"t6_mm_tn", {256, 1, 1}, {1, 3, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 64, 3, 1936, 5180, 0, train_acts6, 2},
+    {"t7_mm_tn", {256, 1, 1}, {13, 2, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 80, 26, 7120, 58016, 0, train_acts7, 2},
+    {"t8_sgd_momentum_x6__optimizer", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts8, 0},
 };
 
 static const int64_t train_zero[] = {0, 13, 928, 70, 3600, 37};
@@ -337,10 +347,14 @@ static const rt_kernel eval_kernels[] = {
     {e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail, "e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", 1, {0, 1900}, {3700, 440}},
 };
 
+static const int64_t eval_acts0[] = {0, 784, 784, 3, 832, 16, 1, 2, 784, 48, 37, 6};
+static const int64_t eval_acts1[] = {784, 48, 37, 5, 0, 80, 70, 6};
+static const int64_t eval_acts2[] = {0, 80, 70, 5, 80, 16, 13, 7, 832, 16, 1, 1};
+
 static const rt_cuda_launch eval_cuda[] = {
-    {"e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 16, 0}, 0, 0, 848, 629, 0, 4, 0, 0, 0},
-    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 16, 0}, 0, 0, 848, 26, 16, 4, 0, 0, 0},
+    {"e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 16, 0}, 0, 0, 848, 629, 0, 4, 0, 0, 0, eval_acts0, 3},
+    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 64, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, eval_acts1, 2},
+    {"e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 16, 0}, 0, 0, 848, 26, 16, 4, 0, 0, 0, eval_acts2, 3},
 };
 
 static const char cuda_src[] = /* all.cu */

@@ -43,6 +43,39 @@ __device__ __forceinline__ void rt_mma_fp16(float *d, const unsigned *a, const u
 #else
 #define RT_MMA 0
 #endif
+#ifndef RT_CHECK16
+#define RT_CHECK16(x, back) ((void)0)
+#endif
+struct rt_bf16s {
+    unsigned short h;
+    __device__ __forceinline__ operator float() const { return __uint_as_float((unsigned)h << 16); }
+    __device__ __forceinline__ rt_bf16s &operator=(float x)
+    {
+        const unsigned u = __float_as_uint(x);
+        h = (unsigned short)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : u >> 16);
+        RT_CHECK16(x, (float)*this);
+        return *this;
+    }
+};
+struct rt_fp16s {
+    unsigned short h;
+    __device__ __forceinline__ operator float() const
+    {
+        const unsigned s = (unsigned)(h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, mt = h & 0x3ffu;
+        if (ex == 0)    /* zero or a subnormal half: mt * 2^-24 */
+            return __uint_as_float(s | __float_as_uint((float)mt * 5.9604644775390625e-8f));
+        return __uint_as_float(s | (ex == 31 ? 0x7f800000u : (ex + 112u) << 23) | (mt << 13));
+    }
+    __device__ __forceinline__ rt_fp16s &operator=(float x)
+    {
+        const unsigned u = __float_as_uint(x), a = u & 0x7fffffffu;
+        const unsigned v = a > 0x7f800000u ? 0x7e00u : a >= 0x47800000u ? 0x7c00u
+                         : a >= 0x38800000u ? (a - 0x38000000u) >> 13 : (unsigned)(__uint_as_float(a) * 16777216.0f);
+        h = (unsigned short)(((u >> 16) & 0x8000u) | v);
+        RT_CHECK16(x, (float)*this);
+        return *this;
+    }
+};
 __device__ __forceinline__ unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } __device__ __forceinline__ unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } __device__ __forceinline__ float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
 /* t0_images_labels__data: images%0 labels%1 */
@@ -69,7 +102,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t1_conv2d_bias_add__conv_bi
     (void)n;
     float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b2 = (e->param + 384);
-    float *const b18 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    rt_fp16s *const b18 = ((rt_fp16s *)(e->act + (int64_t)784 * e->nmax));
     float *const b3 = (e->param + 368);
     const int64_t C = 1, H = 28, W = 28, O = 3, OH = 10, OW = 10;
     const int64_t KH = 3, KW = 3, SH = 3, SW = 3, PH = 1, PW = 1, DH = 1, DW = 1;
@@ -101,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_bn_stats_bn_running__cha
     const int64_t n = e->n;
     (void)n;
     float *const b19 = (e->fix + 0);
-    float *const b18 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    rt_fp16s *const b18 = ((rt_fp16s *)(e->act + (int64_t)784 * e->nmax));
     float *const b6 = (e->param + 496);
     float *const b7 = (e->param + 480);
     float *const b21 = (e->param + 496);
@@ -154,11 +187,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_bn_apply_relu__ew_chain(
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b18 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    rt_fp16s *const b18 = ((rt_fp16s *)(e->act + (int64_t)784 * e->nmax));
     float *const b19 = (e->fix + 0);
     float *const b4 = (e->param + 352);
     float *const b5 = (e->param + 336);
-    float *const b22 = ((float *)(e->act + (int64_t)1088 * e->nmax));
+    rt_fp16s *const b22 = ((rt_fp16s *)(e->act + (int64_t)1088 * e->nmax));
     const int64_t R = n, C = 300;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
@@ -176,8 +209,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t4_conv2d(const rt_exec *__
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b23 = ((float *)(e->act + (int64_t)1392 * e->nmax));
-    float *const b22 = ((float *)(e->act + (int64_t)1088 * e->nmax));
+    rt_fp16s *const b23 = ((rt_fp16s *)(e->act + (int64_t)1392 * e->nmax));
+    rt_fp16s *const b22 = ((rt_fp16s *)(e->act + (int64_t)1088 * e->nmax));
     float *const b9 = (e->param + 288);
     const int64_t C = 3, H = 10, W = 10, O = 6, OH = 5, OW = 6;
     const int64_t KH = 3, KW = 2, SH = 2, SW = 2, PH = 2, PW = 1, DH = 2, DW = 1;
@@ -196,7 +229,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t4_conv2d(const rt_exec *__
                 for (int64_t kj = 0; kj < KW; kj++) {
                     const int64_t iw = ow * SW - PW + kj * DW;
                     if (iw >= 0 && iw < W)
-                        acc += rt_round_fp16(b22[((i * C + g * CG + cl) * H + ih) * W + iw]) * rt_round_fp16(b9[((o * CG + cl) * KH + ki) * KW + kj]);
+                        acc += b22[((i * C + g * CG + cl) * H + ih) * W + iw] * rt_round_fp16(b9[((o * CG + cl) * KH + ki) * KW + kj]);
                 }
             }
         b23[t] = rt_round_fp16(acc);
@@ -208,15 +241,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_maxpool(const rt_exec *_
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b24 = ((float *)(e->act + (int64_t)1584 * e->nmax));
-    float *const b23 = ((float *)(e->act + (int64_t)1392 * e->nmax));
+    rt_fp16s *const b24 = ((rt_fp16s *)(e->act + (int64_t)1584 * e->nmax));
+    rt_fp16s *const b23 = ((rt_fp16s *)(e->act + (int64_t)1392 * e->nmax));
     const int64_t C = 6, H = 5, W = 6, OH = 3, OW = 3;
     const int64_t KH = 3, KW = 3, SH = 2, SW = 2, PH = 1, PW = 1;
     (void)C;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * C * OH * OW; t += stride) {
         const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;
-        const float *xp = b23 + pl * H * W;
+        const rt_fp16s *xp = b23 + pl * H * W;
         float mx = -INFINITY;
         int64_t am = -1;
         for (int64_t ki = 0; ki < KH; ki++) {
@@ -244,7 +277,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_bn_stats_bn_running__cha
     const int64_t n = e->n;
     (void)n;
     float *const b25 = (e->fix + 16);
-    float *const b24 = ((float *)(e->act + (int64_t)1584 * e->nmax));
+    rt_fp16s *const b24 = ((rt_fp16s *)(e->act + (int64_t)1584 * e->nmax));
     float *const b12 = (e->param + 448);
     float *const b13 = (e->param + 432);
     float *const b27 = (e->param + 448);
@@ -297,8 +330,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_bn_apply(const rt_exec *
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b26 = ((float *)(e->act + (int64_t)1648 * e->nmax));
-    float *const b24 = ((float *)(e->act + (int64_t)1584 * e->nmax));
+    rt_fp16s *const b26 = ((rt_fp16s *)(e->act + (int64_t)1648 * e->nmax));
+    rt_fp16s *const b24 = ((rt_fp16s *)(e->act + (int64_t)1584 * e->nmax));
     float *const b25 = (e->fix + 16);
     float *const b10 = (e->param + 272);
     float *const b11 = (e->param + 256);
@@ -319,14 +352,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_avgpool(const rt_exec *_
     const int64_t n = e->n;
     (void)n;
     float *const b28 = ((float *)(e->act + (int64_t)1712 * e->nmax));
-    float *const b26 = ((float *)(e->act + (int64_t)1648 * e->nmax));
+    rt_fp16s *const b26 = ((rt_fp16s *)(e->act + (int64_t)1648 * e->nmax));
     const int64_t C = 6, H = 3, W = 3, OH = 2, OW = 2;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 1, PW = 1;
     (void)C;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * C * OH * OW; t += stride) {
         const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;
-        const float *xp = b26 + pl * H * W;
+        const rt_fp16s *xp = b26 + pl * H * W;
         float s = 0.0f;
         for (int64_t ih = oh * SH - PH; ih < oh * SH - PH + KH; ih++)
             for (int64_t iw = ow * SW - PW; iw < ow * SW - PW + KW; iw++)
@@ -346,11 +379,11 @@ __device__ __forceinline__ void t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     (void)n;
     float *const b28 = ((float *)(e->act + (int64_t)1712 * e->nmax));
     float *const b15 = (e->param + 16);
-    float *const b31 = ((float *)(e->act + (int64_t)1648 * e->nmax));
+    rt_fp16s *const b31 = ((rt_fp16s *)(e->act + (int64_t)1648 * e->nmax));
     float *const b16 = (e->param + 0);
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1744 * e->nmax));
     double *const b33 = (e->stat + 0);
-    float *const b36 = ((float *)(e->act + (int64_t)1664 * e->nmax));
+    rt_fp16s *const b36 = ((rt_fp16s *)(e->act + (int64_t)1664 * e->nmax));
     float *const b37 = (e->grad + 0);
     const int64_t M = n, N = 10, K = 24;
     const int64_t R = M, C = N;
@@ -404,7 +437,7 @@ __device__ __forceinline__ void t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;
         const int64_t i = live ? ri : M - 1;
-        const float *x = b31 + i * C;
+        const rt_fp16s *x = b31 + i * C;
         const int y = b1[i];
         float mx = lane < C ? x[lane] : -INFINITY;
         int am = lane < C ? lane : (int)C;
@@ -454,8 +487,8 @@ __device__ __forceinline__ void t10_mm_nn_tile(const rt_exec *__restrict__ e, co
     (void)last;
     const int64_t n = e->n;
     (void)n;
-    float *const b38 = ((float *)(e->act + (int64_t)1744 * e->nmax));
-    float *const b36 = ((float *)(e->act + (int64_t)1664 * e->nmax));
+    rt_fp16s *const b38 = ((rt_fp16s *)(e->act + (int64_t)1744 * e->nmax));
+    rt_fp16s *const b36 = ((rt_fp16s *)(e->act + (int64_t)1664 * e->nmax));
     float *const b15 = (e->param + 16);
     const int64_t M = n, N = 24, K = 10;
     const int64_t R = M, C = N;
@@ -473,7 +506,7 @@ __device__ __forceinline__ void t10_mm_nn_tile(const rt_exec *__restrict__ e, co
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
-            As[kk][r] = gi < M && gk < K ? rt_round_fp16(b36[gi * 10 + gk]) : 0.0f;
+            As[kk][r] = gi < M && gk < K ? b36[gi * 10 + gk] : 0.0f;
         }
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, c = l % 64;
@@ -522,7 +555,7 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
     const int64_t n = e->n;
     (void)n;
     float *const b39 = (e->grad + 16);
-    float *const b36 = ((float *)(e->act + (int64_t)1664 * e->nmax));
+    rt_fp16s *const b36 = ((rt_fp16s *)(e->act + (int64_t)1664 * e->nmax));
     float *const b28 = ((float *)(e->act + (int64_t)1712 * e->nmax));
     const int64_t M = 10, N = 24, K = n;
     const int64_t R = M, C = N;
@@ -550,7 +583,7 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, r = l % 64;
             const int64_t gi = row0 + r, gk = k0 + kk;
-            As[kk][r] = gi < M && gk < K ? rt_round_fp16(b36[gk * 10 + gi]) : 0.0f;
+            As[kk][r] = gi < M && gk < K ? b36[gk * 10 + gi] : 0.0f;
         }
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, c = l % 64;
@@ -658,7 +691,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t12_avgpool_dx(const rt_exe
     const int64_t n = e->n;
     (void)n;
     float *const b41 = ((float *)(e->act + (int64_t)1648 * e->nmax));
-    float *const b38 = ((float *)(e->act + (int64_t)1744 * e->nmax));
+    rt_fp16s *const b38 = ((rt_fp16s *)(e->act + (int64_t)1744 * e->nmax));
     const int64_t C = 6, H = 3, W = 3, OH = 2, OW = 2;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 1, PW = 1;
     (void)C;
@@ -683,7 +716,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t13_bn_dx_bn_dw_sum_chan__c
     (void)n;
     float *const b42 = ((float *)(e->act + (int64_t)1888 * e->nmax));
     float *const b41 = ((float *)(e->act + (int64_t)1648 * e->nmax));
-    float *const b24 = ((float *)(e->act + (int64_t)1584 * e->nmax));
+    rt_fp16s *const b24 = ((rt_fp16s *)(e->act + (int64_t)1584 * e->nmax));
     float *const b25 = (e->fix + 16);
     float *const b10 = (e->param + 272);
     float *const b43 = (e->grad + 272);
@@ -730,14 +763,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) t14_maxpool_dx(const rt_exe
     (void)n;
     float *const b45 = ((float *)(e->act + (int64_t)1696 * e->nmax));
     float *const b42 = ((float *)(e->act + (int64_t)1888 * e->nmax));
-    float *const b23 = ((float *)(e->act + (int64_t)1392 * e->nmax));
+    rt_fp16s *const b23 = ((rt_fp16s *)(e->act + (int64_t)1392 * e->nmax));
     const int64_t C = 6, H = 5, W = 6, OH = 3, OW = 3;
     const int64_t KH = 3, KW = 3, SH = 2, SW = 2, PH = 1, PW = 1;
     (void)C;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * C * H * W; t += stride) {
         const int64_t pl = t / (H * W), h = t % (H * W) / W, w = t % W;
-        const float *xp = b23 + pl * H * W;
+        const rt_fp16s *xp = b23 + pl * H * W;
         float s = 0.0f;
         for (int64_t oh = (h + PH) / SH; oh >= 0 && h + PH - oh * SH < KH; oh--)
             for (int64_t ow = (w + PW) / SW; ow >= 0 && w + PW - ow * SW < KW; ow--) {
@@ -772,7 +805,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t15_conv2d_dx(const rt_exec
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b46 = ((float *)(e->act + (int64_t)1392 * e->nmax));
+    rt_fp16s *const b46 = ((rt_fp16s *)(e->act + (int64_t)1392 * e->nmax));
     float *const b45 = ((float *)(e->act + (int64_t)1696 * e->nmax));
     float *const b9 = (e->param + 288);
     const int64_t C = 3, H = 10, W = 10, O = 6, OH = 5, OW = 6;
@@ -808,7 +841,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t16_conv2d_dw(const rt_exec
     (void)n;
     float *const b47 = (e->grad + 288);
     float *const b45 = ((float *)(e->act + (int64_t)1696 * e->nmax));
-    float *const b22 = ((float *)(e->act + (int64_t)1088 * e->nmax));
+    rt_fp16s *const b22 = ((rt_fp16s *)(e->act + (int64_t)1088 * e->nmax));
     const int64_t C = 3, H = 10, W = 10, O = 6, OH = 5, OW = 6;
     const int64_t KH = 3, KW = 2, SH = 2, SW = 2, PH = 2, PW = 1, DH = 2, DW = 1;
     const int64_t G = 3, CG = 1, OG = 2, K = 6, P = 30;
@@ -822,7 +855,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t16_conv2d_dw(const rt_exec
         const int64_t i = t / P, oh = t % P / OW, ow = t % OW;
         const int64_t ih = oh * SH - PH + ki * DH, iw = ow * SW - PW + kj * DW;
         if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-            acc += rt_round_fp16(b45[(i * O + o) * P + oh * OW + ow]) * rt_round_fp16(b22[((i * C + ch) * H + ih) * W + iw]);
+            acc += rt_round_fp16(b45[(i * O + o) * P + oh * OW + ow]) * b22[((i * C + ch) * H + ih) * W + iw];
     }
     red_dw[threadIdx.x] = acc;
     __syncthreads();
@@ -842,9 +875,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t17_relu_grad(const rt_exec
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b48 = ((float *)(e->act + (int64_t)1696 * e->nmax));
-    float *const b46 = ((float *)(e->act + (int64_t)1392 * e->nmax));
-    float *const b22 = ((float *)(e->act + (int64_t)1088 * e->nmax));
+    rt_fp16s *const b48 = ((rt_fp16s *)(e->act + (int64_t)1696 * e->nmax));
+    rt_fp16s *const b46 = ((rt_fp16s *)(e->act + (int64_t)1392 * e->nmax));
+    rt_fp16s *const b22 = ((rt_fp16s *)(e->act + (int64_t)1088 * e->nmax));
     const int64_t R = n, C = 300;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
@@ -862,8 +895,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t18_bn_dx_bn_dw_sum_chan_x2
     const int64_t n = e->n;
     (void)n;
     float *const b49 = ((float *)(e->act + (int64_t)1088 * e->nmax));
-    float *const b48 = ((float *)(e->act + (int64_t)1696 * e->nmax));
-    float *const b18 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    rt_fp16s *const b48 = ((rt_fp16s *)(e->act + (int64_t)1696 * e->nmax));
+    rt_fp16s *const b18 = ((rt_fp16s *)(e->act + (int64_t)784 * e->nmax));
     float *const b19 = (e->fix + 0);
     float *const b4 = (e->param + 352);
     float *const b50 = (e->grad + 352);
@@ -1028,7 +1061,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) e1_conv2d_bias_add__conv_bi
     (void)n;
     float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b2 = (e->param + 384);
-    float *const b18 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    rt_fp16s *const b18 = ((rt_fp16s *)(e->act + (int64_t)784 * e->nmax));
     float *const b3 = (e->param + 368);
     const int64_t C = 1, H = 28, W = 28, O = 3, OH = 10, OW = 10;
     const int64_t KH = 3, KW = 3, SH = 3, SW = 3, PH = 1, PW = 1, DH = 1, DW = 1;
@@ -1060,7 +1093,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_bn_stats(const rt_exec *
     const int64_t n = e->n;
     (void)n;
     float *const b19 = (e->fix + 0);
-    float *const b18 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    rt_fp16s *const b18 = ((rt_fp16s *)(e->act + (int64_t)784 * e->nmax));
     float *const b6 = (e->param + 496);
     float *const b7 = (e->param + 480);
     const int64_t C = 3, HW = 100, M = n * HW, c = blockIdx.x;
@@ -1077,11 +1110,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) e3_bn_apply_relu__ew_chain(
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b18 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    rt_fp16s *const b18 = ((rt_fp16s *)(e->act + (int64_t)784 * e->nmax));
     float *const b19 = (e->fix + 0);
     float *const b4 = (e->param + 352);
     float *const b5 = (e->param + 336);
-    float *const b22 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    rt_fp16s *const b22 = ((rt_fp16s *)(e->act + (int64_t)0 * e->nmax));
     const int64_t R = n, C = 300;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < R * C; t += stride) {
@@ -1099,8 +1132,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e4_conv2d(const rt_exec *__
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b23 = ((float *)(e->act + (int64_t)304 * e->nmax));
-    float *const b22 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    rt_fp16s *const b23 = ((rt_fp16s *)(e->act + (int64_t)304 * e->nmax));
+    rt_fp16s *const b22 = ((rt_fp16s *)(e->act + (int64_t)0 * e->nmax));
     float *const b9 = (e->param + 288);
     const int64_t C = 3, H = 10, W = 10, O = 6, OH = 5, OW = 6;
     const int64_t KH = 3, KW = 2, SH = 2, SW = 2, PH = 2, PW = 1, DH = 2, DW = 1;
@@ -1119,7 +1152,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) e4_conv2d(const rt_exec *__
                 for (int64_t kj = 0; kj < KW; kj++) {
                     const int64_t iw = ow * SW - PW + kj * DW;
                     if (iw >= 0 && iw < W)
-                        acc += rt_round_fp16(b22[((i * C + g * CG + cl) * H + ih) * W + iw]) * rt_round_fp16(b9[((o * CG + cl) * KH + ki) * KW + kj]);
+                        acc += b22[((i * C + g * CG + cl) * H + ih) * W + iw] * rt_round_fp16(b9[((o * CG + cl) * KH + ki) * KW + kj]);
                 }
             }
         b23[t] = rt_round_fp16(acc);
@@ -1131,15 +1164,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) e5_maxpool(const rt_exec *_
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b24 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b23 = ((float *)(e->act + (int64_t)304 * e->nmax));
+    rt_fp16s *const b24 = ((rt_fp16s *)(e->act + (int64_t)0 * e->nmax));
+    rt_fp16s *const b23 = ((rt_fp16s *)(e->act + (int64_t)304 * e->nmax));
     const int64_t C = 6, H = 5, W = 6, OH = 3, OW = 3;
     const int64_t KH = 3, KW = 3, SH = 2, SW = 2, PH = 1, PW = 1;
     (void)C;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * C * OH * OW; t += stride) {
         const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;
-        const float *xp = b23 + pl * H * W;
+        const rt_fp16s *xp = b23 + pl * H * W;
         float mx = -INFINITY;
         int64_t am = -1;
         for (int64_t ki = 0; ki < KH; ki++) {
@@ -1167,7 +1200,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) e6_bn_stats(const rt_exec *
     const int64_t n = e->n;
     (void)n;
     float *const b25 = (e->fix + 16);
-    float *const b24 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    rt_fp16s *const b24 = ((rt_fp16s *)(e->act + (int64_t)0 * e->nmax));
     float *const b12 = (e->param + 448);
     float *const b13 = (e->param + 432);
     const int64_t C = 6, HW = 9, M = n * HW, c = blockIdx.x;
@@ -1184,8 +1217,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e7_bn_apply(const rt_exec *
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b26 = ((float *)(e->act + (int64_t)64 * e->nmax));
-    float *const b24 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    rt_fp16s *const b26 = ((rt_fp16s *)(e->act + (int64_t)64 * e->nmax));
+    rt_fp16s *const b24 = ((rt_fp16s *)(e->act + (int64_t)0 * e->nmax));
     float *const b25 = (e->fix + 16);
     float *const b10 = (e->param + 272);
     float *const b11 = (e->param + 256);
@@ -1206,14 +1239,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) e8_avgpool(const rt_exec *_
     const int64_t n = e->n;
     (void)n;
     float *const b28 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b26 = ((float *)(e->act + (int64_t)64 * e->nmax));
+    rt_fp16s *const b26 = ((rt_fp16s *)(e->act + (int64_t)64 * e->nmax));
     const int64_t C = 6, H = 3, W = 3, OH = 2, OW = 2;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 1, PW = 1;
     (void)C;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n * C * OH * OW; t += stride) {
         const int64_t pl = t / (OH * OW), oh = t % (OH * OW) / OW, ow = t % OW;
-        const float *xp = b26 + pl * H * W;
+        const rt_fp16s *xp = b26 + pl * H * W;
         float s = 0.0f;
         for (int64_t ih = oh * SH - PH; ih < oh * SH - PH + KH; ih++)
             for (int64_t iw = ow * SW - PW; iw < ow * SW - PW + KW; iw++)
@@ -1233,7 +1266,7 @@ __device__ __forceinline__ void e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     (void)n;
     float *const b28 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b15 = (e->param + 16);
-    float *const b31 = ((float *)(e->act + (int64_t)32 * e->nmax));
+    rt_fp16s *const b31 = ((rt_fp16s *)(e->act + (int64_t)32 * e->nmax));
     float *const b16 = (e->param + 0);
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1088 * e->nmax));
     double *const b33 = (e->stat + 0);
@@ -1290,7 +1323,7 @@ __device__ __forceinline__ void e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
         const int64_t ri = row0 + threadIdx.x / RL;
         const int live = ri < M;
         const int64_t i = live ? ri : M - 1;
-        const float *x = b31 + i * C;
+        const rt_fp16s *x = b31 + i * C;
         const int y = b1[i];
         float mx = lane < C ? x[lane] : -INFINITY;
         int am = lane < C ? lane : (int)C;

@@ -313,15 +313,15 @@ static const rt_kernel train_kernels[] = {
 };
 
 static const rt_cuda_launch train_cuda[] = {
-    {"t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {8, 1, 13}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 6656, 0, 8, 0, 0, 0},
-    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 16}, {0, 1, 0}, {0, 32, 0}, 0, 0, 2064, 4096, 16, 8, 0, 0, 0},
-    {"t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 16, 0}, 0, 0, 2064, 80, 32, 4, 0, 0, 0},
-    {"t3_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {4, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t3_t4__siblings"},
-    {"t4_mm_tn", {256, 1, 1}, {4, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 48, 4, 112, 5120, 0},
-    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {8, 1, 8}, {0, 1, 0}, {0, 32, 0}, 0, 0, 2064, 4096, 64, 16, 0, 0, "t5_t6__siblings"},
-    {"t6_mm_tn", {256, 1, 1}, {8, 4, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 80, 32, 5232, 262144, 0},
-    {"t7_mm_tn", {256, 1, 1}, {13, 8, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t8_sgd_x6__optimizer", {256, 1, 1}, {2094, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {8, 1, 13}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 6656, 0, 8, 0, 0, 0, 0, 0},
+    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 16}, {0, 1, 0}, {0, 32, 0}, 0, 0, 2064, 4096, 16, 8, 0, 0, 0, 0, 0},
+    {"t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 16, 0}, 0, 0, 2064, 80, 32, 4, 0, 0, 0, 0, 0},
+    {"t3_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {4, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t3_t4__siblings", 0, 0},
+    {"t4_mm_tn", {256, 1, 1}, {4, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 48, 4, 112, 5120, 0, 0, 0},
+    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {8, 1, 8}, {0, 1, 0}, {0, 32, 0}, 0, 0, 2064, 4096, 64, 16, 0, 0, "t5_t6__siblings", 0, 0},
+    {"t6_mm_tn", {256, 1, 1}, {8, 4, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 80, 32, 5232, 262144, 0, 0, 0},
+    {"t7_mm_tn", {256, 1, 1}, {13, 8, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t8_sgd_x6__optimizer", {256, 1, 1}, {2094, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const int64_t train_zero[] = {0, 10, 2576, 256, 133904, 512};
@@ -333,9 +333,9 @@ static const rt_kernel eval_kernels[] = {
 };
 
 static const rt_cuda_launch eval_cuda[] = {
-    {"e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {8, 1, 13}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 6656, 0, 8, 0, 0, 0},
-    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 16}, {0, 1, 0}, {0, 32, 0}, 0, 0, 1312, 4096, 16, 8, 0, 0, 0},
-    {"e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1312, 80, 32, 4, 0, 0, 0},
+    {"e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {8, 1, 13}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 6656, 0, 8, 0, 0, 0, 0, 0},
+    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 16}, {0, 1, 0}, {0, 32, 0}, 0, 0, 1312, 4096, 16, 8, 0, 0, 0, 0, 0},
+    {"e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1312, 80, 32, 4, 0, 0, 0, 0, 0},
 };
 
 static const char cuda_src[] = /* all.cu */

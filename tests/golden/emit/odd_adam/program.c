@@ -320,15 +320,15 @@ static const rt_kernel train_kernels[] = {
 };
 
 static const rt_cuda_launch train_cuda[] = {
-    {"t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1008, 629, 0, 4, 0, 0, 0},
-    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1008, 26, 16, 4, 0, 0, 0},
-    {"t3_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t3_t4__siblings"},
-    {"t4_mm_tn", {256, 1, 1}, {2, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 32, 2, 112, 1820, 0},
-    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1008, 74, 48, 4, 0, 0, "t5_t6__siblings"},
-    {"t6_mm_tn", {256, 1, 1}, {1, 5, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 64, 5, 1936, 5180, 0},
-    {"t7_mm_tn", {256, 1, 1}, {13, 2, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 80, 26, 7120, 58016, 0},
-    {"t8_adamw_x6__optimizer", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1008, 629, 0, 4, 0, 0, 0, 0, 0},
+    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1008, 26, 16, 4, 0, 0, 0, 0, 0},
+    {"t3_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t3_t4__siblings", 0, 0},
+    {"t4_mm_tn", {256, 1, 1}, {2, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 32, 2, 112, 1820, 0, 0, 0},
+    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1008, 74, 48, 4, 0, 0, "t5_t6__siblings", 0, 0},
+    {"t6_mm_tn", {256, 1, 1}, {1, 5, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 64, 5, 1936, 5180, 0, 0, 0},
+    {"t7_mm_tn", {256, 1, 1}, {13, 2, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 80, 26, 7120, 58016, 0, 0, 0},
+    {"t8_adamw_x6__optimizer", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const int64_t train_zero[] = {0, 13, 928, 70, 3600, 37};
@@ -340,9 +340,9 @@ static const rt_kernel eval_kernels[] = {
 };
 
 static const rt_cuda_launch eval_cuda[] = {
-    {"e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 16, 0}, 0, 0, 848, 629, 0, 4, 0, 0, 0},
-    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 16, 0}, 0, 0, 848, 26, 16, 4, 0, 0, 0},
+    {"e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 16, 0}, 0, 0, 848, 629, 0, 4, 0, 0, 0, 0, 0},
+    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 16, 0}, 0, 0, 848, 26, 16, 4, 0, 0, 0, 0, 0},
 };
 
 static const char cuda_src[] = /* all.cu */
