@@ -36,6 +36,18 @@ void plan_report(FILE *f, const Plan *p, int64_t batch, CostTarget t)
     if (p->fix_zero != p->fix_floats)   /* the rest: split weight gradients' partials */
         fprintf(f, " (%lld zeroed a GPU step)", (long long)p->fix_zero);
     fprintf(f, ", params %lld floats\n", (long long)p->param_floats);
+    if (t == COST_GPU && p->g->prec != RT_PREC_FP32) {
+        int nact = 0, n16 = 0;
+        for (int k = 0; k < p->norder; k++) {
+            const int id = p->order[k];
+            if (p->buf[id].cls == B_ACT && !plan_is_view(p, id)) {
+                nact++;
+                n16 += p->buf[id].h16;
+            }
+        }
+        fprintf(f, "  16-bit on the GPU (%s): %d of %d activation buffers (the others hold unrounded values)\n",
+                p->g->prec == RT_PREC_BF16 ? "bf16" : "fp16", n16, nact);
+    }
     if (!strcmp(p->name, "train"))
         plan_dump_buckets(f, p);
 }

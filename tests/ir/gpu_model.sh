@@ -59,6 +59,12 @@
 #     at its 32 blocks' share, 0.002 us; both with 16x64 tiles (the tail
 #     on 4 blocks, 16 lanes a row): 0.040 us more (to the printed
 #     hundredths); the row kernel's node (t3 there, 1.02 us) is gone;
+#   - SimpleNet under precision bf16: the activations whose values its
+#     kernels round are 16-bit on the GPU (6 of the train plan's 8 act
+#     buffers: not the images and the labels), 2 bytes a value: t3 reads
+#     dY (64 x 10) and the ReLU's output (64 x 256) and writes dX (64 x
+#     256) at 2 bytes, W (10 x 256) and the bias gradient (256) at 4:
+#     78080 bytes, 76.25 KiB (fp32: 141.50);
 # the step is the kernels' and the runtime's turn's sum plus 1/16 of a 5 us
 # graph launch, and no slower than with one tile for every GEMM
 # (--gpu-tile); an unknown target lists the known ones.
@@ -139,6 +145,17 @@ for tile in 64 32 16; do
         { echo "FAIL --gpu-tile 64 left a thinner tile"; fail=1; }
     rm -f "$t.$tile"
 done
+# 16-bit activations under precision bf16: t3's bytes (the report's KiB
+# column), against fp32's
+kib() { awk '/^plan train/ { on = 1 } /^plan eval/ { on = 0 } on && $1 ~ /^t3_mm_nn/ { print $4 }' "$1"; }
+hand16=$(awk 'BEGIN { printf "%.3f", (2 * 64 * 10 + 4 * 10 * 256 + 2 * 64 * 256 + 2 * 64 * 256 + 4 * 256) / 1024 }')
+hand32=$(awk 'BEGIN { printf "%.3f", 4 * (64 * 10 + 10 * 256 + 64 * 256 + 64 * 256 + 256) / 1024 }')
+sed 's/^\( *\)optimizer /\1precision bf16\n&/' models/mnist.net > "$t.net"
+"$cddpc" "$t.net" --report --target h200 -o "$t.bin" > "$t.bf16" || { echo "FAIL cddpc bf16"; fail=1; }
+check "t3's KiB on the GPU, fp32" "$(kib "$t")" "$hand32"
+check "t3's KiB on the GPU, bf16 (16-bit activations)" "$(kib "$t.bf16")" "$hand16"
+check "16-bit activation buffers (train, bf16)" "$(sed -n 's/^  16-bit on the GPU (bf16): \([0-9]* of [0-9]*\) .*/\1/p' "$t.bf16" | head -1)" "6 of 8"
+rm -f "$t.net" "$t.bin" "$t.bf16"
 "$cddpc" models/mnist.net --report --target v100 2> "$t" >/dev/null
 grep -q "unknown target (cpu, gpu, h100, h200, a100, t4): v100" "$t" && echo "PASS unknown target" || { echo "FAIL unknown target: $(cat "$t")"; fail=1; }
 exit $fail
