@@ -416,9 +416,9 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
  * 4 x 4, 33% at 2 x 4, 20% at 1 x 4; gpu_gemm_rate). SimpleNet's fc2
  * forward: 64x64 tiles x 16 slices (64 blocks, 1 MB of partials) -> 32x64
  * x 16 (128 blocks); fc3's input gradient (K = 10, no split): 4 blocks ->
- * 16. Under precision bf16|fp16 the 64x64 tile runs on the tensor cores
- * (their warp layout is that tile's) and a thinner one the FMA loop on
- * the same rounded operands: the model weighs the two rates.
+ * 16. Under precision bf16|fp16 every tile runs on the tensor cores
+ * (emit_mma_step: rr mmas a warp per k slice; a thinner tile loads more
+ * fragments per mma, which the model's rate weighs).
  * `cddpc --gpu-tile 64|32|16` sets one tile for every GEMM instead. */
 /* The split-K of group gr (a GEMM) in 16r x 64 tiles at p->batch. */
 static int gemm_split_at(const Plan *p, const Group *gr, int r, int64_t *rows, int64_t *cols)
@@ -450,7 +450,7 @@ int emit_cuda_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOptio
     for (int r = GEMM_R; r >= 1; r /= 2) {
         if (p->gpu_tile && 16 * r != p->gpu_tile)
             continue;   /* --gpu-tile: that one */
-        const GemmTiling gt = {r, GEMM_R, 16 * r, TILE_N, TILE_K, THREADS, r == GEMM_R && p->g->prec != RT_PREC_FP32};
+        const GemmTiling gt = {r, GEMM_R, 16 * r, TILE_N, TILE_K, THREADS, p->g->prec != RT_PREC_FP32};
         int64_t rows, cols;
         const int s = gemm_split_at(p, gr, r, &rows, &cols);
         const double blocks = (double)(cdiv(rows, 16 * r) * cdiv(cols, TILE_N) * s);
@@ -490,18 +490,20 @@ int emit_cuda_gemm_tiling(const Plan *p, int grp, GemmTiling *t)
     if (gr->kind != G_MATMUL)
         return 0;
     const int r = gemm_rows(gr);
-    *t = (GemmTiling){r, GEMM_R, 16 * r, TILE_N, TILE_K, THREADS, r == GEMM_R && p->g->prec != RT_PREC_FP32};
+    *t = (GemmTiling){r, GEMM_R, 16 * r, TILE_N, TILE_K, THREADS, p->g->prec != RT_PREC_FP32};
     return 1;
 }
 
 /* The tensor-core k step (inside `#if RT_MMA`, the FMA loop after its
- * `#else`): warp w of 8 computes rows 16 (w % 4) .. +16 and columns
- * 32 (w / 4) .. +32 of the 64x64 tile, four m16n8k16 mmas per 16-deep
- * slice, its A and B fragments read from the shared tiles (As[k][row],
- * Bs[k][col]) in the layout the instruction defines (emu.h). */
-_Static_assert(TILE_M == 64 && TILE_N == 64 && TILE_K == 16 && THREADS == 256,
-               "the mma step's warp layout: 8 warps of 16x32 over a 64x64 tile, one k16 slice");
-static void emit_mma_step(const Emit *m)
+ * `#else`) of a 16rr x 64 tile (rr = 4, 2, 1 rows of outputs a thread):
+ * warp w of 8 computes rows 16 (w % rr) .. +16 and columns 8rr (w / rr)
+ * .. +8rr, rr m16n8k16 mmas per 16-deep slice (a 64x64 tile: 8 warps of
+ * 16x32; 32x64: 16x16; 16x64: 16x8), its A and B fragments read from
+ * the shared tiles (As[k][row], Bs[k][col]) in the layout the instruction
+ * defines (emu.h). */
+_Static_assert(TILE_M == 64 && TILE_N == 64 && TILE_K == 16 && THREADS == 256 && GEMM_R == 4,
+               "the mma step's warp layout: 8 warps of 16 x 8rr over a 16rr x 64 tile, one k16 slice");
+static void emit_mma_step(const Emit *m, int rr)
 {
     FILE *f = m->f;
     const int bf = m->p->g->prec == RT_PREC_BF16;
@@ -509,13 +511,13 @@ static void emit_mma_step(const Emit *m)
     fprintf(f, "#if RT_MMA\n");
     fprintf(f, "        {\n");
     fprintf(f, "            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);\n");
-    fprintf(f, "            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;\n");
+    fprintf(f, "            const int wr = (w %% %d) * 16 + g, wc = (w / %d) * %d + g;\n", rr, rr, 8 * rr);
     fprintf(f, "            unsigned fa[4], fb[2];\n");
     fprintf(f, "            fa[0] = %s(As[t2][wr], As[t2 + 1][wr]);\n", pk);
     fprintf(f, "            fa[1] = %s(As[t2][wr + 8], As[t2 + 1][wr + 8]);\n", pk);
     fprintf(f, "            fa[2] = %s(As[t2 + 8][wr], As[t2 + 9][wr]);\n", pk);
     fprintf(f, "            fa[3] = %s(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);\n", pk);
-    fprintf(f, "            for (int j = 0; j < 4; j++) {\n");
+    fprintf(f, "            for (int j = 0; j < %d; j++) {\n", rr);
     fprintf(f, "                fb[0] = %s(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);\n", pk);
     fprintf(f, "                fb[1] = %s(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);\n", pk);
     fprintf(f, "                rt_mma_%s(d[j], fa, fb);\n", bf ? "bf16" : "fp16");
@@ -525,19 +527,19 @@ static void emit_mma_step(const Emit *m)
 /* After the k loop: the warps' mma tiles through shared memory into each
  * thread's acc[r][c] (row ty + 16 r, column tx + 16 c), where the split-K
  * sum and the epilogue expect them. */
-static void emit_mma_gather(const Emit *m)
+static void emit_mma_gather(const Emit *m, int rr)
 {
     FILE *f = m->f;
     fprintf(f, "#if RT_MMA\n    {\n");
     fprintf(f, "        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);\n");
-    fprintf(f, "        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;\n");
-    fprintf(f, "        for (int j = 0; j < 4; j++) {\n");
+    fprintf(f, "        const int wr = (w %% %d) * 16 + g, wc = (w / %d) * %d + t2;\n", rr, rr, 8 * rr);
+    fprintf(f, "        for (int j = 0; j < %d; j++) {\n", rr);
     fprintf(f, "            Cs[wr][wc + 8 * j] = d[j][0];\n");
     fprintf(f, "            Cs[wr][wc + 8 * j + 1] = d[j][1];\n");
     fprintf(f, "            Cs[wr + 8][wc + 8 * j] = d[j][2];\n");
     fprintf(f, "            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];\n");
     fprintf(f, "        }\n        __syncthreads();\n");
-    fprintf(f, "        for (int r = 0; r < 4; r++)\n            for (int c = 0; c < 4; c++)\n");
+    fprintf(f, "        for (int r = 0; r < %d; r++)\n            for (int c = 0; c < 4; c++)\n", rr);
     fprintf(f, "                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];\n");
     fprintf(f, "    }\n#endif\n");
 }
@@ -608,9 +610,10 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
     }
     /* precision bf16|fp16: the k loop on the tensor cores (RT_MMA), the
      * accumulators then laid out as the FMA loop's for what follows */
-    const int mma = m->p->g->prec != RT_PREC_FP32 && RR == GEMM_R;
+    const int mma = m->p->g->prec != RT_PREC_FP32;
     if (mma)
-        fprintf(f, "#if RT_MMA\n    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */\n#endif\n");
+        fprintf(f, "#if RT_MMA\n    float d[%d][4] = {{0.0f}};   /* this warp's %d 16x8 tile%s */\n#endif\n", RR, RR,
+                RR > 1 ? "s" : "");
     fprintf(f, "    float acc[%d][4];\n", RR);
     fprintf(f, "    for (int r = 0; r < %d; r++)\n        for (int c = 0; c < 4; c++)\n            acc[r][c] = 0.0f;\n",
             RR);
@@ -649,7 +652,7 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
     fprintf(f, "        }\n");
     fprintf(f, "        __syncthreads();\n");
     if (mma)
-        emit_mma_step(m);
+        emit_mma_step(m, RR);
     fprintf(f, "        for (int kk = 0; kk < %d; kk++) {\n", TILE_K);
     fprintf(f, "            float a[%d], bb[4];\n", RR);
     fprintf(f, "            for (int r = 0; r < %d; r++)\n                a[r] = As[kk][ty + 16 * r];\n", RR);
@@ -661,7 +664,7 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
         fprintf(f, "#endif\n");
     fprintf(f, "        __syncthreads();\n    }\n");
     if (mma)
-        emit_mma_gather(m);
+        emit_mma_gather(m, RR);
     if (S > 1) {
         /* each slice stores its partial tile; the tile's last block to
          * arrive sums the partials in slice order (the same sum whatever

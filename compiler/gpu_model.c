@@ -38,12 +38,13 @@
  * tile fills (one shared store per 16 loads) are left out. A split-K GEMM
  * also moves its partials: split x M x N floats stored and read back once
  * (counted at memory bandwidth, though they may stay in L2).
- * The mma k step is bound the same way: per 16-deep slice a warp loads
- * MMA_LOADS scalars from shared memory (8 for its A fragment, 4 for each
- * of its 4 B fragments) for 4 mmas of 16 x 8 x 16 multiply-adds, while
- * the SM's tensor cores retire tensor / flops x 128 multiply-adds per
- * clock (the FP32 peak is 128 FMAs per SM per clock): a share of
- * (4 x 2048 / MMA_LOADS) / that of the tensor peak, 18% on an H200: the
+ * The mma k step is bound the same way: per 16-deep slice a warp of a
+ * 16r x 64 tile loads 8 + 4r scalars from shared memory (8 for its A
+ * fragment, 4 for each of its r B fragments) for r mmas of 16 x 8 x 16
+ * multiply-adds, while the SM's tensor cores retire tensor / flops x 128
+ * multiply-adds per clock (the FP32 peak is 128 FMAs per SM per clock): a
+ * share of (r x 2048 / (8 + 4r)) / that of the tensor peak, on an H200
+ * 18% at 64x64 (24 loads for 4 mmas), 14% at 32x64, 9% at 16x64: the
  * fragments come from scalar loads, not ldmatrix.
  *
  * The runtime's own graph node between two steps of a run (cuda device,
@@ -60,7 +61,6 @@
 #define GRAPH_NODE_US 1.0       /* assumed: per kernel node of a replayed CUDA graph */
 #define GRAPH_LAUNCH_US 5.0     /* assumed: one cuGraphLaunch per step */
 #define EPOCH_SAMPLES 60000     /* MNIST's and Fashion-MNIST's training sets */
-#define MMA_LOADS 24            /* shared-memory loads per lane per k16 slice of the mma path */
 
 /* The one table of GPU peaks, each with where it comes from. */
 static const GpuTarget targets[] = {
@@ -88,8 +88,8 @@ const GpuTarget *gpu_target(const char *name)
 
 double gpu_gemm_rate(const GpuTarget *t, const GemmTiling *gt)
 {
-    if (gt->mma && t->tensor > 0)
-        return t->tensor * fmin(1, (4.0 * 16 * 8 * 16 / MMA_LOADS) / (t->tensor / t->flops * 128));
+    if (gt->mma && t->tensor > 0)   /* r mmas for 8 + 4r shared loads a warp */
+        return t->tensor * fmin(1, (gt->rows * 16.0 * 8 * 16 / (8 + 4 * gt->rows)) / (t->tensor / t->flops * 128));
     return t->flops * fmin(1, gt->rows * gt->cols / (4.0 * (gt->rows + gt->cols)));
 }
 
@@ -124,7 +124,8 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
     fprintf(f, "  %-38s %8s %7s %6s %6s %10s %10s %9s %7s  %s\n", "kernel", "blocks", "threads", "waves", "busy",
             "roofline us", "overhead us", "total us", "bound", "GEMM tile (k/S: K in S slices)");
     /* the steps of an epoch go in graphs of RT_CUDA_RUN_STEPS: a launch per run */
-    double step = GRAPH_LAUNCH_US * 1e-6 / RT_CUDA_RUN_STEPS, mma_eff = 0;
+    double step = GRAPH_LAUNCH_US * 1e-6 / RT_CUDA_RUN_STEPS;
+    unsigned mma_rows = 0;      /* rows of outputs a thread (bits) of the GEMMs on the tensor cores */
     unsigned gemm_rows = 0;    /* bit r: some GEMM has r x gemm_cols outputs per thread */
     int gemm_cols = 0;
     /* the runtime's node between two steps of a run: step_turn ends one
@@ -171,7 +172,7 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
                             p->groups[i].split > 1 ? util_fmt(" k/%d", p->groups[i].split) : "",
                             gt.mma && t->tensor > 0 ? " mma" : "");
             if (gt.mma && t->tensor > 0)
-                mma_eff = rate / t->tensor;
+                mma_rows |= 1u << gt.rows;
             else
                 gemm_rows |= 1u << gt.rows, gemm_cols = gt.cols;
             if (p->groups[i].split > 1) {
@@ -231,12 +232,19 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
             step * steps);
     fprintf(f, "  overheads assumed, not measured: %.1f us per graph node, %.1f us per graph launch\n",
             GRAPH_NODE_US, GRAPH_LAUNCH_US);
-    if (mma_eff > 0)
-        fprintf(f, "  GEMMs: tensor cores (m16n8k16 mma, %.0f TFLOP/s dense), rate bound by shared-memory loads to "
-                   "%.0f%% of that peak\n", t->tensor / 1e12, 100 * mma_eff);
+    if (mma_rows) {
+        fprintf(f, "  GEMMs: tensor cores (m16n8k16 mma, %.0f TFLOP/s dense), rate bound by shared-memory loads to",
+                t->tensor / 1e12);
+        for (int r = 4; r >= 1; r /= 2)
+            if (mma_rows & (1u << r)) {
+                const GemmTiling g = {r, 4, 16 * r, 64, 16, 256, 1};
+                fprintf(f, " %.0f%% of that peak in %dx64 tiles%s", 100 * gpu_gemm_rate(t, &g) / t->tensor, 16 * r,
+                        mma_rows & ((1u << r) - 1) ? "," : "\n");
+            }
+    }
     if (gemm_rows) {
         /* per kernel, from its tiling (emit_cuda_gemm_choose) */
-        fprintf(f, "  GEMMs%s: FMA rate bound by shared-memory loads to", mma_eff > 0 ? " in thinner tiles" : "");
+        fprintf(f, "  GEMMs: FMA rate bound by shared-memory loads to");
         for (int r = 8; r >= 1; r /= 2)
             if (gemm_rows & (1u << r))
                 fprintf(f, " %.0f%% of peak at %d x %d outputs per thread%s",

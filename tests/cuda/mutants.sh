@@ -138,6 +138,13 @@ check 'bf16 mma: accumulator rows g+8 stored at column 2t+1' 's/Cs\[wr + 8\]\[wc
 check 'bf16 mma: the last 16 columns of the tile left out (3 n8 tiles)' 's/for (int j = 0; j < 4; j++) {\(.*\)$/for (int j = 0; j < 3; j++) {\1/' $A --plan train
 MODEL=$HERE/models/amp_fp16.net
 check 'fp16 mma: operands packed as bf16' 's/rt_pack_fp16x2(/rt_pack_bf16x2(/g' $A --plan train
+# the thinner tiles' warp layouts: 32x64 (8 warps of 16x16), 16x64 (16x8)
+MODEL=$HERE/models/amp_bf16.net
+export KC_CDDPC_FLAGS=--gpu-tile=32
+check 'bf16 mma 32x64: the warps 8 columns apart instead of 16' 's/wc = (w \/ 2) \* 16 + g;/wc = (w \/ 2) * 8 + g;/' $A --plan train
+export KC_CDDPC_FLAGS=--gpu-tile=16
+check 'bf16 mma 16x64: the accumulators gathered to column 0 of their pair' 's/wr = (w % 1) \* 16 + g, wc = (w \/ 1) \* 8 + t2;/wr = (w % 1) * 16 + g, wc = (w \/ 1) * 8;/' $A --plan train
+MODEL=$HERE/models/amp_fp16.net
 unset KC_CDDPC_FLAGS
 check 'fp16: the loss gradient not scaled by S' 's/ \* e->scale;/;/' $A --plan train
 check 'fp16: the optimizer does not unscale' 's/g\[k\] \* inv_scale/g[k]/' $A --plan train

@@ -64,7 +64,14 @@
 #     buffers: not the images and the labels), 2 bytes a value: t3 reads
 #     dY (64 x 10) and the ReLU's output (64 x 256) and writes dX (64 x
 #     256) at 2 bytes, W (10 x 256) and the bias gradient (256) at 4:
-#     78080 bytes, 76.25 KiB (fp32: 141.50);
+#     78080 bytes, 76.25 KiB (fp32: 141.50); its GEMMs on the tensor
+#     cores in every tile, at (r x 2048 / (8 + 4r)) / (989.5 / 66.9 x 128)
+#     of the dense peak for r rows a thread (18% in 64x64 tiles, 14% in
+#     32x64, 9% in 16x64); t1 (fc2's forward) in 16x64 tiles, 4 x 4 tiles
+#     x 8 slices = 128 blocks, bound by its bytes: h1 64 x 512 at 2, W
+#     256 x 512 and b 256 at 4, h2 64 x 256 at 2, 8 slices of 64 x 256
+#     partials stored and read at 4 = 1672192 bytes over 128 of 132 SMs:
+#     0.36 us;
 # the step is the kernels' and the runtime's turn's sum plus 1/16 of a 5 us
 # graph launch, and no slower than with one tile for every GEMM
 # (--gpu-tile); an unknown target lists the known ones.
@@ -155,6 +162,13 @@ sed 's/^\( *\)optimizer /\1precision bf16\n&/' models/mnist.net > "$t.net"
 check "t3's KiB on the GPU, fp32" "$(kib "$t")" "$hand32"
 check "t3's KiB on the GPU, bf16 (16-bit activations)" "$(kib "$t.bf16")" "$hand16"
 check "16-bit activation buffers (train, bf16)" "$(sed -n 's/^  16-bit on the GPU (bf16): \([0-9]* of [0-9]*\) .*/\1/p' "$t.bf16" | head -1)" "6 of 8"
+mma=$(awk 'BEGIN { p = 989.5 / 66.9 * 128; printf "GEMMs: tensor cores (m16n8k16 mma, 990 TFLOP/s dense), rate bound by shared-memory loads to %.0f%% of that peak in 64x64 tiles, %.0f%% of that peak in 32x64 tiles, %.0f%% of that peak in 16x64 tiles",
+    100 * 4 * 2048 / 24 / p, 100 * 2 * 2048 / 16 / p, 100 * 2048 / 12 / p }')
+check "the mma rate per tile (bf16)" "$(sed -n 's/^  \(GEMMs: tensor cores.*\)/\1/p' "$t.bf16")" "$mma"
+hand_t1b=$(awk 'BEGIN { printf "%.2f", (2 * 64 * 512 + 4 * 256 * 512 + 4 * 256 + 2 * 64 * 256 + 2 * 4 * 8 * 64 * 256) / 4.8e12 * 1e6 * 132 / 128 }')
+check "t1 (bf16: 16x64 mma tiles x 8 slices) blocks roofline tile" \
+    "$(awk '/^predicted train/ { on = 1 } on && $1 == "t1_mm_nt_bias_add_relu__epilogue" { print $2, $6, $10, $11, $12 }' "$t.bf16")" \
+    "128 $hand_t1b 16x64 k/8 mma"
 rm -f "$t.net" "$t.bin" "$t.bf16"
 "$cddpc" models/mnist.net --report --target v100 2> "$t" >/dev/null
 grep -q "unknown target (cpu, gpu, h100, h200, a100, t4): v100" "$t" && echo "PASS unknown target" || { echo "FAIL unknown target: $(cat "$t")"; fail=1; }

@@ -112,6 +112,9 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
             if (i < M)
                 b1[i] = ((const int32_t *)e->y)[e->idx[i]];
         }
+#if RT_MMA
+    float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
+#endif
     float acc[1][4];
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
@@ -134,6 +137,22 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b2[gj * 784 + gk]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 1; j++) {
+                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_bf16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
             float a[1], bb[4];
             for (int r = 0; r < 1; r++)
@@ -144,8 +163,25 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
+#if RT_MMA
+    {
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + t2;
+        for (int j = 0; j < 1; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 1; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
     if (split) {
         float *const ws = e->act + (int64_t)1008 * e->nmax;
         for (int r = 0; r < 1; r++)
@@ -213,20 +249,20 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 70, K = 37;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
 #if RT_MMA
-    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
+    float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
 #endif
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b10[gi * 37 + gk] : 0.0f;
@@ -240,13 +276,13 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
 #if RT_MMA
         {
             const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
+            const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + g;
             unsigned fa[4], fb[2];
             fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
             fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
             fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
             fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
-            for (int j = 0; j < 4; j++) {
+            for (int j = 0; j < 1; j++) {
                 fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
                 fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
                 rt_mma_bf16(d[j], fa, fb);
@@ -254,12 +290,12 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         }
 #else
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -269,20 +305,20 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
 #if RT_MMA
     {
         const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
-        for (int j = 0; j < 4; j++) {
+        const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + t2;
+        for (int j = 0; j < 1; j++) {
             Cs[wr][wc + 8 * j] = d[j][0];
             Cs[wr][wc + 8 * j + 1] = d[j][1];
             Cs[wr + 8][wc + 8 * j] = d[j][2];
             Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
         }
         __syncthreads();
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++)
                 acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
     }
 #endif
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -336,6 +372,9 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
+#if RT_MMA
+    float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
+#endif
     float acc[1][4];
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
@@ -352,6 +391,22 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b6[gj * 70 + gk]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 1; j++) {
+                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_bf16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
             float a[1], bb[4];
             for (int r = 0; r < 1; r++)
@@ -362,8 +417,25 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
+#if RT_MMA
+    {
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + t2;
+        for (int j = 0; j < 1; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 1; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
     if (split) {
         float *const ws = e->act + (int64_t)1008 * e->nmax;
         for (int r = 0; r < 1; r++)
@@ -472,6 +544,9 @@ __device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
+#if RT_MMA
+    float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
+#endif
     float acc[1][4];
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
@@ -488,6 +563,22 @@ __device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b6[gk * 70 + gj]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 1; j++) {
+                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_bf16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
             float a[1], bb[4];
             for (int r = 0; r < 1; r++)
@@ -498,8 +589,25 @@ __device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
+#if RT_MMA
+    {
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + t2;
+        for (int j = 0; j < 1; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 1; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
     float red25[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
@@ -578,7 +686,7 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
 #if RT_MMA
         {
             const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
+            const int wr = (w % 4) * 16 + g, wc = (w / 4) * 32 + g;
             unsigned fa[4], fb[2];
             fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
             fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
@@ -607,7 +715,7 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
 #if RT_MMA
     {
         const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
+        const int wr = (w % 4) * 16 + g, wc = (w / 4) * 32 + t2;
         for (int j = 0; j < 4; j++) {
             Cs[wr][wc + 8 * j] = d[j][0];
             Cs[wr][wc + 8 * j + 1] = d[j][1];
@@ -621,7 +729,7 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
     }
 #endif
     if (split) {
-        float *const ws = e->fix + 112;    /* the weight's partials, fixed size */
+        float *const ws = e->fix + 80;    /* the weight's partials, fixed size */
         for (int r = 0; r < 4; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -697,6 +805,9 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
+#if RT_MMA
+    float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
+#endif
     float acc[1][4];
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
@@ -713,6 +824,22 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b4[gk * 37 + gj]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 1; j++) {
+                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_bf16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
             float a[1], bb[4];
             for (int r = 0; r < 1; r++)
@@ -723,8 +850,25 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
+#if RT_MMA
+    {
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + t2;
+        for (int j = 0; j < 1; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 1; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
     if (split) {
         float *const ws = e->act + (int64_t)1008 * e->nmax;
         for (int r = 0; r < 1; r++)
@@ -798,25 +942,28 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 70, N = 37, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 32x64 tiles, 2 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
     const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 3;
+    const int split = by < 5;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[2][4];
-    for (int r = 0; r < 2; r++)
+#if RT_MMA
+    float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
+#endif
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 512; l += 256) {
-            const int kk = l / 32, r = l % 32;
+        for (int l = threadIdx.x; l < 256; l += 256) {
+            const int kk = l / 16, r = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b24[gk * 70 + gi] : 0.0f;
         }
@@ -826,21 +973,54 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
             Bs[kk][c] = gj < N && gk < K ? b10[gk * 37 + gj] : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 1; j++) {
+                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_bf16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[2], bb[4];
-            for (int r = 0; r < 2; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 2; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
+#if RT_MMA
+    {
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + t2;
+        for (int j = 0; j < 1; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 1; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
     if (split) {
-        float *const ws = e->fix + 1936;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 2; r++)
+        float *const ws = e->fix + 1904;    /* the weight's partials, fixed size */
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -857,7 +1037,7 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 2; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -867,7 +1047,7 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 2; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -901,25 +1081,21 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 37, N = 784, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 32x64 tiles, 2 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
-    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 2;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[2][4];
-    for (int r = 0; r < 2; r++)
+#if RT_MMA
+    float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
+#endif
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 512; l += 256) {
-            const int kk = l / 32, r = l % 32;
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
+            const int kk = l / 16, r = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b28[gk * 37 + gi] : 0.0f;
         }
@@ -929,48 +1105,52 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b0[gk * 784 + gj]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 1; j++) {
+                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_bf16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
-            float a[2], bb[4];
-            for (int r = 0; r < 2; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 2; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
-    if (split) {
-        float *const ws = e->fix + 7120;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 2; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 80);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
+#if RT_MMA
+    {
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + t2;
+        for (int j = 0; j < 1; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
         }
         __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 2; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
+        for (int r = 0; r < 1; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
     }
-    for (int r = 0; r < 2; r++)
+#endif
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1044,7 +1224,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_t6__siblings(const rt_ex
     float (*const Cs)[64 + 1] = 0;
 #endif
     const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 2u;
-    const unsigned bx = 1u, by = 3u, bz = 2u;
+    const unsigned bx = 1u, by = 5u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last, Cs);
@@ -1087,6 +1267,9 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
             if (i < M)
                 b1[i] = ((const int32_t *)e->y)[e->idx[i]];
         }
+#if RT_MMA
+    float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
+#endif
     float acc[1][4];
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
@@ -1109,6 +1292,22 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b2[gj * 784 + gk]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 1; j++) {
+                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_bf16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
             float a[1], bb[4];
             for (int r = 0; r < 1; r++)
@@ -1119,8 +1318,25 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
+#if RT_MMA
+    {
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + t2;
+        for (int j = 0; j < 1; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 1; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
     if (split) {
         float *const ws = e->act + (int64_t)848 * e->nmax;
         for (int r = 0; r < 1; r++)
@@ -1188,20 +1404,20 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 70, K = 37;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
 #if RT_MMA
-    float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
+    float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
 #endif
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b10[gi * 37 + gk] : 0.0f;
@@ -1215,13 +1431,13 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
 #if RT_MMA
         {
             const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
+            const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + g;
             unsigned fa[4], fb[2];
             fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
             fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
             fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
             fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
-            for (int j = 0; j < 4; j++) {
+            for (int j = 0; j < 1; j++) {
                 fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
                 fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
                 rt_mma_bf16(d[j], fa, fb);
@@ -1229,12 +1445,12 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         }
 #else
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -1244,20 +1460,20 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
 #if RT_MMA
     {
         const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
-        for (int j = 0; j < 4; j++) {
+        const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + t2;
+        for (int j = 0; j < 1; j++) {
             Cs[wr][wc + 8 * j] = d[j][0];
             Cs[wr][wc + 8 * j + 1] = d[j][1];
             Cs[wr + 8][wc + 8 * j] = d[j][2];
             Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
         }
         __syncthreads();
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++)
                 acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
     }
 #endif
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1310,6 +1526,9 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
+#if RT_MMA
+    float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
+#endif
     float acc[1][4];
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
@@ -1326,6 +1545,22 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
             Bs[kk][c] = gj < N && gk < K ? rt_round_bf16(b6[gj * 70 + gk]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_bf16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_bf16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_bf16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_bf16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 1; j++) {
+                fb[0] = rt_pack_bf16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_bf16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_bf16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
             float a[1], bb[4];
             for (int r = 0; r < 1; r++)
@@ -1336,8 +1571,25 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
+#if RT_MMA
+    {
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + t2;
+        for (int j = 0; j < 1; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 1; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
     if (split) {
         float *const ws = e->act + (int64_t)848 * e->nmax;
         for (int r = 0; r < 1; r++)

@@ -393,6 +393,9 @@ __device__ __forceinline__ void t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
+#if RT_MMA
+    float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
+#endif
     float acc[1][4];
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
@@ -409,6 +412,22 @@ __device__ __forceinline__ void t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
             Bs[kk][c] = gj < N && gk < K ? rt_round_fp16(b15[gj * 24 + gk]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_fp16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_fp16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_fp16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_fp16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 1; j++) {
+                fb[0] = rt_pack_fp16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_fp16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_fp16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
             float a[1], bb[4];
             for (int r = 0; r < 1; r++)
@@ -419,8 +438,25 @@ __device__ __forceinline__ void t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
+#if RT_MMA
+    {
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + t2;
+        for (int j = 0; j < 1; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 1; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -498,6 +534,9 @@ __device__ __forceinline__ void t10_mm_nn_tile(const rt_exec *__restrict__ e, co
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
+#if RT_MMA
+    float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
+#endif
     float acc[1][4];
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
@@ -514,6 +553,22 @@ __device__ __forceinline__ void t10_mm_nn_tile(const rt_exec *__restrict__ e, co
             Bs[kk][c] = gj < N && gk < K ? rt_round_fp16(b15[gk * 24 + gj]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_fp16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_fp16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_fp16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_fp16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 1; j++) {
+                fb[0] = rt_pack_fp16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_fp16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_fp16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
             float a[1], bb[4];
             for (int r = 0; r < 1; r++)
@@ -524,8 +579,25 @@ __device__ __forceinline__ void t10_mm_nn_tile(const rt_exec *__restrict__ e, co
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
+#if RT_MMA
+    {
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + t2;
+        for (int j = 0; j < 1; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 1; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -594,7 +666,7 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
 #if RT_MMA
         {
             const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-            const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + g;
+            const int wr = (w % 4) * 16 + g, wc = (w / 4) * 32 + g;
             unsigned fa[4], fb[2];
             fa[0] = rt_pack_fp16x2(As[t2][wr], As[t2 + 1][wr]);
             fa[1] = rt_pack_fp16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
@@ -623,7 +695,7 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
 #if RT_MMA
     {
         const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
-        const int wr = (w & 3) * 16 + g, wc = (w >> 2) * 32 + t2;
+        const int wr = (w % 4) * 16 + g, wc = (w / 4) * 32 + t2;
         for (int j = 0; j < 4; j++) {
             Cs[wr][wc + 8 * j] = d[j][0];
             Cs[wr][wc + 8 * j + 1] = d[j][1];
@@ -1279,6 +1351,9 @@ __device__ __forceinline__ void e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
+#if RT_MMA
+    float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
+#endif
     float acc[1][4];
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
@@ -1295,6 +1370,22 @@ __device__ __forceinline__ void e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
             Bs[kk][c] = gj < N && gk < K ? rt_round_fp16(b15[gj * 24 + gk]) : 0.0f;
         }
         __syncthreads();
+#if RT_MMA
+        {
+            const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+            const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + g;
+            unsigned fa[4], fb[2];
+            fa[0] = rt_pack_fp16x2(As[t2][wr], As[t2 + 1][wr]);
+            fa[1] = rt_pack_fp16x2(As[t2][wr + 8], As[t2 + 1][wr + 8]);
+            fa[2] = rt_pack_fp16x2(As[t2 + 8][wr], As[t2 + 9][wr]);
+            fa[3] = rt_pack_fp16x2(As[t2 + 8][wr + 8], As[t2 + 9][wr + 8]);
+            for (int j = 0; j < 1; j++) {
+                fb[0] = rt_pack_fp16x2(Bs[t2][wc + 8 * j], Bs[t2 + 1][wc + 8 * j]);
+                fb[1] = rt_pack_fp16x2(Bs[t2 + 8][wc + 8 * j], Bs[t2 + 9][wc + 8 * j]);
+                rt_mma_fp16(d[j], fa, fb);
+            }
+        }
+#else
         for (int kk = 0; kk < 16; kk++) {
             float a[1], bb[4];
             for (int r = 0; r < 1; r++)
@@ -1305,8 +1396,25 @@ __device__ __forceinline__ void e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
+#endif
         __syncthreads();
     }
+#if RT_MMA
+    {
+        const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+        const int wr = (w % 1) * 16 + g, wc = (w / 1) * 8 + t2;
+        for (int j = 0; j < 1; j++) {
+            Cs[wr][wc + 8 * j] = d[j][0];
+            Cs[wr][wc + 8 * j + 1] = d[j][1];
+            Cs[wr + 8][wc + 8 * j] = d[j][2];
+            Cs[wr + 8][wc + 8 * j + 1] = d[j][3];
+        }
+        __syncthreads();
+        for (int r = 0; r < 1; r++)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
+    }
+#endif
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
