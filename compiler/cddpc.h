@@ -571,6 +571,10 @@ char *emit_cuda_pair_name(const Plan *p, int grp);     /* that kernel's name */
  * for memplan to place its workspace and counters and the emitter and
  * the GPU model to read; split 1 and tile_m 0 for any other group. */
 void emit_cuda_gemm_choose(Plan *p, int grp);
+/* A G_CHAN group's split (emit_nchw.c): S blocks a channel at p->batch,
+ * set in split with its counters (ctr_n) and partials (wsf_n) for memplan
+ * to place; split stays 1 for a pass that cannot split. */
+void emit_cuda_chan_split(Plan *p, int grp);
 /* The gradient ranges the train plan's CUDA kernels accumulate into (a
  * fused row reduction's atomics) or never write (a parameter without a
  * gradient), which the runtime zeroes before each step: (offset, floats)

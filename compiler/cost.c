@@ -83,8 +83,11 @@ KernelCost cost_group(const Plan *p, const Group *gr, int64_t b, CostTarget t)
             if (op_kind[n->op] == K_OPT)      /* the gradient: in RD too */
                 continue;
             /* the train plan's statistics pass takes the running statistics
-             * as inputs but reads only x (bn_running reads them) */
-            if ((n->op == OP_BN_STATS || n->op == OP_BN_GSTATS) && p->training && (j == 1 || j == 2))
+             * as inputs but reads only x (bn_running reads them), or under
+             * SyncBatchNorm only the sums over the ranks (in[3], in[4]);
+             * the eval plan's reads only the running statistics */
+            if ((n->op == OP_BN_STATS || n->op == OP_BN_GSTATS) &&
+                (p->training ? j == 1 || j == 2 || (n->op == OP_BN_GSTATS && j == 0) : j != 1 && j != 2))
                 continue;
             if (!util_set_add(&seen, x))
                 continue;

@@ -970,7 +970,86 @@ static void cu_conv(const Emit *m, const Node *n, rt_cuda_launch *L)
     }
 }
 
-#define CU_FOR_CHAN "for (int64_t t = threadIdx.x; t < M; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t %% HW;"
+#define CU_FOR_CHAN "for (int64_t t = T0 + threadIdx.x; t < T1; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t %% HW;"
+
+/* ---- channel passes over several blocks a channel (CUDA) -----------------
+ * A channel's pass over the batch's N x H x W elements in one block
+ * leaves most of a GPU idle (the ConvNet's first block: 16 channels, 16
+ * blocks on an H200's 132 SMs). The passes whose sums need no total
+ * before them (sum_chan, bn_sqdev, bn_dw, bn_dpart, bn_gdx: SyncBatchNorm's
+ * and the weight gradient's) run S blocks a channel instead (grid C x S),
+ * block y on slice y of the channel's elements; each stores its partial
+ * sums in fix, and the channel's last block to arrive (a counter in the
+ * part of fix the step zeroes) adds them in slice order and writes the
+ * results, so they do not depend on the order the blocks ran in (as a
+ * split-K GEMM's). S gives the train batch's grid at most CHAN_BLOCKS
+ * blocks (one wave of 2 an SM on the largest GPU in gpu_model.c's table),
+ * each slice at least CHAN_MIN elements deep. bn_stats and bn_dx (BatchNorm2d on one
+ * rank) need the channel's total between their two passes: a block a
+ * channel. */
+#define CHAN_BLOCKS 264
+#define CHAN_MIN 2048
+
+/* The sums a channel pass combines across its slices; -1: it cannot be
+ * split (two passes, or the eval plan's copies). */
+static int chan_split_sums(const Emit *m, const Node *n)
+{
+    switch (n->op) {
+    case OP_SUM_CHAN: case OP_BN_SQDEV: return 1;
+    case OP_BN_DW: case OP_BN_DPART: return 2;
+    case OP_BN_GDX: return chan_extra(m, OP_SUM_CHAN, n->id) >= 0;
+    default: return -1;
+    }
+}
+
+void emit_cuda_chan_split(Plan *p, int grp)
+{
+    Group *gr = &p->groups[grp];
+    const Emit m = {NULL, p, gr, grp, 1};
+    if (gr->kind != G_CHAN || p->batch <= 0)
+        return;
+    const Node *n = ex_node(&m, gr->anchor);
+    const int ns = chan_split_sums(&m, n);
+    const Shape *x = &ex_node(&m, n->in[chan_x_input(n)])->shape;
+    const int64_t ch = x->d[1], per = p->batch * x->d[2] * x->d[3];
+    const int64_t want = CHAN_BLOCKS / ch, deep = per / CHAN_MIN, S = want < deep ? want : deep;
+    if (ns < 0 || S < 2)
+        return;
+    gr->split = (int)S;
+    gr->ctr_n = ns ? ch : 0;                /* a counter a channel */
+    gr->wsf_n = ch * S * ns;                /* [channel][slice][sum] */
+}
+
+/* A channel pass's block sum of var into the channel's total `out`: the
+ * block's sum itself, or with S slices (emit_cuda_chan_split) out_b,
+ * which chan_totals then adds across them. */
+static void chan_sum(const Emit *m, const char *name, const char *var, const char *out)
+{
+    cu_block_sum(m->f, name, var, m->gr->split > 1 ? util_fmt("%s_b", out) : out);
+}
+
+static void chan_totals(const Emit *m, int ns, const char *const *out)
+{
+    FILE *f = m->f;
+    const Group *gr = m->gr;
+    const int S = gr->split;
+    if (S < 2 || ns == 0)
+        return;
+    fprintf(f, "    /* this slice's sums; the channel's last block adds the %d slices' in order */\n", S);
+    fprintf(f, "    float *const ws = e->fix + %lld;\n    __shared__ int last;\n", (long long)gr->wsf_off);
+    fprintf(f, "    if (threadIdx.x == 0) {\n");
+    for (int q = 0; q < ns; q++)
+        fprintf(f, "        ws[(c * %d + blockIdx.y) * %d + %d] = %s_b;\n", S, ns, q, out[q]);
+    fprintf(f, "        __threadfence();    /* the partials before the count that publishes them */\n");
+    fprintf(f, "        last = atomicAdd(&((unsigned *)(e->fix + %lld))[c], 1u) == %du;   /* zeroed each step */\n",
+            (long long)gr->ctr_off, S - 1);
+    fprintf(f, "    }\n    __syncthreads();\n    if (!last)\n        return;\n    __threadfence();\n");
+    fprintf(f, "    const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */\n");
+    for (int q = 0; q < ns; q++) {
+        fprintf(f, "    float %s = 0.0f;\n", out[q]);
+        fprintf(f, "    for (int z = 0; z < %d; z++)\n        %s += wv[(c * %d + z) * %d + %d];\n", S, out[q], S, ns, q);
+    }
+}
 
 static void cu_chan(const Emit *m, const Node *n, rt_cuda_launch *L)
 {
@@ -982,6 +1061,16 @@ static void cu_chan(const Emit *m, const Node *n, rt_cuda_launch *L)
     L->gfix[0] = (unsigned)x->d[1];
     fprintf(f, "    const int64_t C = %lld, HW = %lld, M = n * HW, c = blockIdx.x;\n    (void)M, (void)HW;\n", (long long)x->d[1],
             (long long)(x->d[2] * x->d[3]));
+    const int S = m->gr->split;
+    if (S > 1) {    /* block y: slice y of S of the channel's elements */
+        fprintf(f, "    const int64_t per = (M + %d) / %d, T0 = per * blockIdx.y, T1 = T0 + per < M ? T0 + per : M;\n",
+                S - 1, S);
+        L->gfix[1] = (unsigned)S;
+        L->ctr_off = m->gr->ctr_off, L->ctr_n = m->gr->ctr_n;
+        L->wsf_off = m->gr->wsf_off, L->wsf_n = m->gr->wsf_n;
+    } else {
+        fprintf(f, "    const int64_t T0 = 0, T1 = M;\n    (void)T0, (void)T1;\n");
+    }
     if ((n->op == OP_BN_STATS || n->op == OP_BN_GSTATS) && !p->training) {
         fprintf(f, "    (void)b%d;    /* eval: the input is not looked at */\n", a);
         fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = b%d[c];\n        b%d[C + c] = b%d[c];\n    }\n", n->id,
@@ -1003,7 +1092,8 @@ static void cu_chan(const Emit *m, const Node *n, rt_cuda_launch *L)
     switch (n->op) {
     case OP_SUM_CHAN:
         fprintf(f, "    " CU_FOR_CHAN " pa += b%d[e]; }\n", a);
-        cu_block_sum(f, "a", "pa", "s");
+        chan_sum(m, "a", "pa", "s");
+        chan_totals(m, 1, (const char *[]){"s"});
         fprintf(f, "    if (threadIdx.x == 0)\n        b%d[c] = s;\n", n->id);
         break;
     case OP_BN_STATS:
@@ -1022,7 +1112,8 @@ static void cu_chan(const Emit *m, const Node *n, rt_cuda_launch *L)
     case OP_BN_SQDEV:   /* this rank's second pass, about the mean of all ranks */
         fprintf(f, "    const float mean = %s;\n", bn_global_mean(xb, ""));
         fprintf(f, "    " CU_FOR_CHAN " const float d = b%d[e] - mean; pa += d * d; }\n", a);
-        cu_block_sum(f, "a", "pa", "q");
+        chan_sum(m, "a", "pa", "q");
+        chan_totals(m, 1, (const char *[]){"q"});
         fprintf(f, "    if (threadIdx.x == 0)\n        b%d[c] = q;\n", n->id);
         break;
     case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: case OP_BN_GDX: {
@@ -1033,8 +1124,9 @@ static void cu_chan(const Emit *m, const Node *n, rt_cuda_launch *L)
             fprintf(f, "    %s\n", bn_global_dmeans(sums));
         } else {
             fprintf(f, "    " CU_FOR_CHAN " pa += b%d[e]; pb += b%d[e] * (%s); }\n", a, a, bn_xhat(xb));
-            cu_block_sum(f, "a", "pa", "sdy");
-            cu_block_sum(f, "b", "pb", "sdyx");
+            chan_sum(m, "a", "pa", "sdy");
+            chan_sum(m, "b", "pb", "sdyx");
+            chan_totals(m, 2, (const char *[]){"sdy", "sdyx"});
             /* the weight and bias gradients are these sums (fused) */
             int dw = chan_extra(m, OP_BN_DW, n->in[0]), db = chan_extra(m, OP_SUM_CHAN, n->in[0]);
             if (dw >= 0)
@@ -1063,7 +1155,8 @@ static void cu_chan(const Emit *m, const Node *n, rt_cuda_launch *L)
         fprintf(f, "    float po = 0.0f;\n    " CU_FOR_CHAN "\n");
         fprintf(f, "        const float v = %s;\n", bn_dx(a, xb));
         fprintf(f, "        b%d[e] = v;\n        po += v;\n    }\n", n->id);
-        cu_block_sum(f, "a", "po", "so");
+        chan_sum(m, "a", "po", "so");
+        chan_totals(m, 1, (const char *[]){"so"});
         fprintf(f, "    if (threadIdx.x == 0)\n        b%d[c] = so;\n", so);
         break;
     }

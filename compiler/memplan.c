@@ -163,8 +163,14 @@ void mem_plan(Plan *p)
     for (int i = 0; i < p->ngroups; i++) {
         Group *gr = &p->groups[i];
         emit_cuda_gemm_choose(p, i);
+        emit_cuda_chan_split(p, i);
         if (gr->split < 2)
             continue;
+        if (gr->kind == G_CHAN) {   /* a channel pass over several blocks: a counter a channel */
+            gr->ctr_off = p->fix_floats;
+            p->fix_floats = align_up(p->fix_floats + gr->ctr_n);
+            continue;
+        }
         const Shape *s = &g->n[gr->anchor]->shape;
         int64_t cols = s->d[1];
         GemmTiling t;
@@ -184,6 +190,11 @@ void mem_plan(Plan *p)
     p->fix_zero = p->fix_floats;
     for (int i = 0; i < p->ngroups; i++) {
         Group *gr = &p->groups[i];
+        if (gr->kind == G_CHAN && gr->split > 1) {  /* its slices' partial sums, [channel][slice][sum] */
+            gr->wsf_off = p->fix_floats;
+            p->fix_floats = align_up(p->fix_floats + gr->wsf_n);
+            continue;
+        }
         const Shape *s = gr->split > 1 ? &g->n[gr->anchor]->shape : NULL;
         if (!s || s->d[0] == DIM_N)
             continue;

@@ -4,6 +4,7 @@
 # tests/cuda/models/conv.net, for the image kernels, and of tanh.net,
 # acts.net, gate.net and smooth.net for the activations, the arithmetic
 # and label smoothing, settings.net and amsgrad.net for RMSprop and amsgrad,
+# tests/ddp/syncbn.net for the channel passes split over blocks,
 # loss_*.net for the losses of float targets, norm.net for the row
 # normalizations, tests/ir/pool_chain.net for rule pool-chain; odd.net
 # also with rule row-tail off, for the row kernel) with one
@@ -151,6 +152,13 @@ check 'fp16: the optimizer does not unscale' 's/g\[k\] \* inv_scale/g[k]/' $A --
 check 'fp16: rounded to bf16 instead' 's/rt_round_fp16(acc)/rt_round_bf16(acc)/' $A --plan eval
 check 'fp16: a 16-bit activation read with its exponent one too large' 's/(ex + 112u) << 23/(ex + 113u) << 23/' $A --plan train
 check 'fp16: a 16-bit activation stored without its sign' 's/h = (unsigned short)(((u >> 16) \& 0x8000u) | v);/h = (unsigned short)v;/' $A --plan train
+# a channel pass over several blocks a channel (SyncBatchNorm's sums):
+# partials in fix, the channel's last block adds them
+MODEL=$HERE/../ddp/syncbn.net
+B='--sizes 19:19:0 --orders 1 --plan train'
+check 'channel split: the first block to arrive adds the partials' 's/1u) == \([0-9]*\)u;   \/\* zeroed each step \*\//1u) == 0u;   \/* zeroed each step *\//' $B
+check 'channel split: each slice one element short' 's/T1 = T0 + per < M ? T0 + per : M;/T1 = T0 + per < M ? T0 + per - 1 : M;/' $B
+check 'channel split: every channel'"'"'s partials in channel 0'"'"'s' 's/ws\[(c \* \([0-9]*\) + blockIdx.y)/ws[(0 * \1 + blockIdx.y)/' $B
 MODEL=$HERE/models/tanh.net
 T='--sizes 19:19:0,64:37:3 --orders 1 --plan train'
 check 'tanh derivative 1 - y instead of 1 - y^2' 's/(1\.0f - \(b[0-9]*\[i \* C + j\]\) \* \1)/(1.0f - \1)/' $T

@@ -141,12 +141,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_bn_stats_bn_running__cha
     float *const b8 = (e->param + 464);
     const int64_t C = 3, HW = 100, M = n * HW, c = blockIdx.x;
     (void)M, (void)HW;
+    const int64_t T0 = 0, T1 = M;
+    (void)T0, (void)T1;
     __shared__ float red_a[256];
     float pa = 0.0f;
     __shared__ float red_b[256];
     float pb = 0.0f;
     (void)b6, (void)b7;
-    for (int64_t t = threadIdx.x; t < M; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; pa += b18[e]; }
+    for (int64_t t = T0 + threadIdx.x; t < T1; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; pa += b18[e]; }
     red_a[threadIdx.x] = pa;
     __syncthreads();
     for (int half = 128; half > 0; half >>= 1) {
@@ -157,7 +159,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_bn_stats_bn_running__cha
     const float s = red_a[0];
     __syncthreads();
     const float mean = s / (float)M;
-    for (int64_t t = threadIdx.x; t < M; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; const float d = b18[e] - mean; pb += d * d; }
+    for (int64_t t = T0 + threadIdx.x; t < T1; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; const float d = b18[e] - mean; pb += d * d; }
     red_b[threadIdx.x] = pb;
     __syncthreads();
     for (int half = 128; half > 0; half >>= 1) {
@@ -284,12 +286,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_bn_stats_bn_running__cha
     float *const b14 = (e->param + 416);
     const int64_t C = 6, HW = 9, M = n * HW, c = blockIdx.x;
     (void)M, (void)HW;
+    const int64_t T0 = 0, T1 = M;
+    (void)T0, (void)T1;
     __shared__ float red_a[256];
     float pa = 0.0f;
     __shared__ float red_b[256];
     float pb = 0.0f;
     (void)b12, (void)b13;
-    for (int64_t t = threadIdx.x; t < M; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; pa += b24[e]; }
+    for (int64_t t = T0 + threadIdx.x; t < T1; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; pa += b24[e]; }
     red_a[threadIdx.x] = pa;
     __syncthreads();
     for (int half = 128; half > 0; half >>= 1) {
@@ -300,7 +304,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_bn_stats_bn_running__cha
     const float s = red_a[0];
     __syncthreads();
     const float mean = s / (float)M;
-    for (int64_t t = threadIdx.x; t < M; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; const float d = b24[e] - mean; pb += d * d; }
+    for (int64_t t = T0 + threadIdx.x; t < T1; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; const float d = b24[e] - mean; pb += d * d; }
     red_b[threadIdx.x] = pb;
     __syncthreads();
     for (int half = 128; half > 0; half >>= 1) {
@@ -795,12 +799,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) t13_bn_dx_bn_dw_sum_chan__c
     float *const b44 = (e->grad + 256);
     const int64_t C = 6, HW = 9, M = n * HW, c = blockIdx.x;
     (void)M, (void)HW;
+    const int64_t T0 = 0, T1 = M;
+    (void)T0, (void)T1;
     __shared__ float red_a[256];
     float pa = 0.0f;
     __shared__ float red_b[256];
     float pb = 0.0f;
     const float mean = b25[c], invstd = 1.0f / sqrtf(b25[C + c] + 1e-05f);
-    for (int64_t t = threadIdx.x; t < M; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; pa += b41[e]; pb += b41[e] * ((b24[e] - mean) * invstd); }
+    for (int64_t t = T0 + threadIdx.x; t < T1; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; pa += b41[e]; pb += b41[e] * ((b24[e] - mean) * invstd); }
     red_a[threadIdx.x] = pa;
     __syncthreads();
     for (int half = 128; half > 0; half >>= 1) {
@@ -825,7 +831,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t13_bn_dx_bn_dw_sum_chan__c
         b44[c] = sdy;
     const float mdy = sdy / (float)M, mdyx = sdyx / (float)M;
     const float scale = b10[c] * invstd;
-    for (int64_t t = threadIdx.x; t < M; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; b42[e] = scale * (b41[e] - mdy - (b24[e] - mean) * invstd * mdyx); }
+    for (int64_t t = T0 + threadIdx.x; t < T1; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; b42[e] = scale * (b41[e] - mdy - (b24[e] - mean) * invstd * mdyx); }
 }
 
 /* t14_maxpool_dx: maxpool_dx%45 */
@@ -976,12 +982,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) t18_bn_dx_bn_dw_sum_chan_x2
     float *const b52 = (e->grad + 368);
     const int64_t C = 3, HW = 100, M = n * HW, c = blockIdx.x;
     (void)M, (void)HW;
+    const int64_t T0 = 0, T1 = M;
+    (void)T0, (void)T1;
     __shared__ float red_a[256];
     float pa = 0.0f;
     __shared__ float red_b[256];
     float pb = 0.0f;
     const float mean = b19[c], invstd = 1.0f / sqrtf(b19[C + c] + 0.001f);
-    for (int64_t t = threadIdx.x; t < M; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; pa += b48[e]; pb += b48[e] * ((b18[e] - mean) * invstd); }
+    for (int64_t t = T0 + threadIdx.x; t < T1; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; pa += b48[e]; pb += b48[e] * ((b18[e] - mean) * invstd); }
     red_a[threadIdx.x] = pa;
     __syncthreads();
     for (int half = 128; half > 0; half >>= 1) {
@@ -1007,7 +1015,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t18_bn_dx_bn_dw_sum_chan_x2
     const float mdy = sdy / (float)M, mdyx = sdyx / (float)M;
     const float scale = b4[c] * invstd;
     float po = 0.0f;
-    for (int64_t t = threadIdx.x; t < M; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW;
+    for (int64_t t = T0 + threadIdx.x; t < T1; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW;
         const float v = scale * (b48[e] - mdy - (b18[e] - mean) * invstd * mdyx);
         b49[e] = v;
         po += v;
@@ -1170,6 +1178,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_bn_stats(const rt_exec *
     float *const b7 = (e->param + 480);
     const int64_t C = 3, HW = 100, M = n * HW, c = blockIdx.x;
     (void)M, (void)HW;
+    const int64_t T0 = 0, T1 = M;
+    (void)T0, (void)T1;
     (void)b18;    /* eval: the input is not looked at */
     if (threadIdx.x == 0) {
         b19[c] = b6[c];
@@ -1277,6 +1287,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e6_bn_stats(const rt_exec *
     float *const b13 = (e->param + 432);
     const int64_t C = 6, HW = 9, M = n * HW, c = blockIdx.x;
     (void)M, (void)HW;
+    const int64_t T0 = 0, T1 = M;
+    (void)T0, (void)T1;
     (void)b24;    /* eval: the input is not looked at */
     if (threadIdx.x == 0) {
         b25[c] = b12[c];

@@ -1251,11 +1251,11 @@ static const int64_t train_zero[] = {0, 10, 416, 83};
 static const rt_kernel eval_kernels[] = {
     {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
     {e1_conv2d_bias_add__conv_bias, "e1_conv2d_bias_add__conv_bias", 1, {0, 5700}, {120, 4336}},
-    {e2_bn_stats, "e2_bn_stats", 1, {0, 900}, {48, 1200}},
+    {e2_bn_stats, "e2_bn_stats", 1, {0, 900}, {48, 0}},
     {e3_bn_apply_relu__ew_chain, "e3_bn_apply_relu__ew_chain", 1, {0, 1500}, {48, 2400}},
     {e4_conv2d, "e4_conv2d", 1, {0, 2160}, {144, 1920}},
     {e5_maxpool, "e5_maxpool", 1, {0, 180}, {0, 936}},
-    {e6_bn_stats, "e6_bn_stats", 1, {0, 162}, {96, 216}},
+    {e6_bn_stats, "e6_bn_stats", 1, {0, 162}, {96, 0}},
     {e7_bn_apply, "e7_bn_apply", 1, {0, 216}, {96, 432}},
     {e8_avgpool, "e8_avgpool", 1, {0, 54}, {0, 312}},
     {e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail, "e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", 1, {0, 542}, {1008, 220}},

@@ -524,7 +524,7 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
         __syncthreads();
     }
     if (split) {
-        float *const ws = e->fix + 64;    /* the weight's partials, fixed size */
+        float *const ws = e->fix + 80;    /* the weight's partials, fixed size */
         for (int r = 0; r < 4; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -698,7 +698,7 @@ __device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, con
         __syncthreads();
     }
     if (split) {
-        float *const ws = e->fix + 624;    /* the weight's partials, fixed size */
+        float *const ws = e->fix + 640;    /* the weight's partials, fixed size */
         for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -858,7 +858,7 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
         __syncthreads();
     }
     if (split) {
-        float *const ws = e->fix + 2192;    /* the weight's partials, fixed size */
+        float *const ws = e->fix + 2208;    /* the weight's partials, fixed size */
         for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -931,9 +931,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) t13_sum_chan(const rt_exec 
     float *const b43 = ((float *)(e->act + (int64_t)1168 * e->nmax));
     const int64_t C = 3, HW = 64, M = n * HW, c = blockIdx.x;
     (void)M, (void)HW;
+    const int64_t per = (M + 1) / 2, T0 = per * blockIdx.y, T1 = T0 + per < M ? T0 + per : M;
     __shared__ float red_a[256];
     float pa = 0.0f;
-    for (int64_t t = threadIdx.x; t < M; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; pa += b43[e]; }
+    for (int64_t t = T0 + threadIdx.x; t < T1; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; pa += b43[e]; }
     red_a[threadIdx.x] = pa;
     __syncthreads();
     for (int half = 128; half > 0; half >>= 1) {
@@ -941,8 +942,24 @@ extern "C" __global__ void __launch_bounds__(256, 2) t13_sum_chan(const rt_exec 
             red_a[threadIdx.x] += red_a[threadIdx.x + half];
         __syncthreads();
     }
-    const float s = red_a[0];
+    const float s_b = red_a[0];
     __syncthreads();
+    /* this slice's sums; the channel's last block adds the 2 slices' in order */
+    float *const ws = e->fix + 16416;
+    __shared__ int last;
+    if (threadIdx.x == 0) {
+        ws[(c * 2 + blockIdx.y) * 1 + 0] = s_b;
+        __threadfence();    /* the partials before the count that publishes them */
+        last = atomicAdd(&((unsigned *)(e->fix + 64))[c], 1u) == 1u;   /* zeroed each step */
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
+    float s = 0.0f;
+    for (int z = 0; z < 2; z++)
+        s += wv[(c * 2 + z) * 1 + 0];
     if (threadIdx.x == 0)
         b44[c] = s;
 }
