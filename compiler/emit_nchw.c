@@ -984,9 +984,9 @@ static void cu_conv(const Emit *m, const Node *n, rt_cuda_launch *L)
  * results, so they do not depend on the order the blocks ran in (as a
  * split-K GEMM's). S gives the train batch's grid at most CHAN_BLOCKS
  * blocks (one wave of 2 an SM on the largest GPU in gpu_model.c's table),
- * each slice at least CHAN_MIN elements deep. bn_stats and bn_dx (BatchNorm2d on one
- * rank) need the channel's total between their two passes: a block a
- * channel. */
+ * each slice at least CHAN_MIN elements deep. bn_stats and bn_dx
+ * (BatchNorm2d on one rank) need the channel's total between their two
+ * passes: a block a channel. */
 #define CHAN_BLOCKS 264
 #define CHAN_MIN 2048
 
