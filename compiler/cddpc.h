@@ -586,6 +586,9 @@ int emit_cuda_zero_ranges(const Plan *p, int64_t *r);
  * (precision bf16|fp16, 64x64 tiles, sm_80 on); 0 for any other group. */
 typedef struct GemmTiling { int rows, cols, tile_m, tile_n, tile_k, threads, mma; } GemmTiling;
 int emit_cuda_gemm_tiling(const Plan *p, int grp, GemmTiling *t);
+/* The tiling of a 16r x 64 tile (r rows of outputs a thread) under p's
+ * precision: the tensor cores' for bf16|fp16 */
+GemmTiling emit_cuda_gemm_tile(const Plan *p, int r);
 /* The tiles GEMM group grp may take (64, 32, 16 rows; only --gpu-tile's
  * when set), each with its split-K and predicted seconds on t (the
  * emitter picks the fastest on the H200); their count, 0 for any other group. */

@@ -440,6 +440,11 @@ static int gemm_split_at(const Plan *p, const Group *gr, int r, int64_t *rows, i
     return s < 2 ? 1 : (int)cdiv(kt, cdiv(kt, s));  /* no empty slice */
 }
 
+GemmTiling emit_cuda_gemm_tile(const Plan *p, int r)
+{
+    return (GemmTiling){r, GEMM_R, 16 * r, TILE_N, TILE_K, THREADS, p->g->prec != RT_PREC_FP32};
+}
+
 int emit_cuda_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOption *o)
 {
     const Group *gr = &p->groups[grp];
@@ -450,7 +455,7 @@ int emit_cuda_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOptio
     for (int r = GEMM_R; r >= 1; r /= 2) {
         if (p->gpu_tile && 16 * r != p->gpu_tile)
             continue;   /* --gpu-tile: that one */
-        const GemmTiling gt = {r, GEMM_R, 16 * r, TILE_N, TILE_K, THREADS, p->g->prec != RT_PREC_FP32};
+        const GemmTiling gt = emit_cuda_gemm_tile(p, r);
         int64_t rows, cols;
         const int s = gemm_split_at(p, gr, r, &rows, &cols);
         const double blocks = (double)(cdiv(rows, 16 * r) * cdiv(cols, TILE_N) * s);
@@ -490,7 +495,7 @@ int emit_cuda_gemm_tiling(const Plan *p, int grp, GemmTiling *t)
     if (gr->kind != G_MATMUL)
         return 0;
     const int r = gemm_rows(gr);
-    *t = (GemmTiling){r, GEMM_R, 16 * r, TILE_N, TILE_K, THREADS, p->g->prec != RT_PREC_FP32};
+    *t = emit_cuda_gemm_tile(p, r);
     return 1;
 }
 

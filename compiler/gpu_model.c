@@ -237,9 +237,9 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
                 t->tensor / 1e12);
         for (int r = 4; r >= 1; r /= 2)
             if (mma_rows & (1u << r)) {
-                const GemmTiling g = {r, 4, 16 * r, 64, 16, 256, 1};
-                fprintf(f, " %.0f%% of that peak in %dx64 tiles%s", 100 * gpu_gemm_rate(t, &g) / t->tensor, 16 * r,
-                        mma_rows & ((1u << r) - 1) ? "," : "\n");
+                const GemmTiling g = emit_cuda_gemm_tile(p, r);
+                fprintf(f, " %.0f%% of that peak in %dx%d tiles%s", 100 * gpu_gemm_rate(t, &g) / t->tensor, g.tile_m,
+                        g.tile_n, mma_rows & ((1u << r) - 1) ? "," : "\n");
             }
     }
     if (gemm_rows) {
