@@ -105,21 +105,21 @@ static void rule_conv2d(RULE_ARGS)
 static void rule_bn_apply(RULE_ARGS)
 {
     const int *x = n->in;
-    /* x[1] must be BN_STATS(x[0]) or BN_GSTATS(x[0], ...) (sema builds it
-     * so): bn_dx differentiates through the batch mean and variance, so
-     * the stats get no gradient */
+    /* x[1] must be BN_STATS(x[0], ...) (sema builds it so): bn_dx
+     * differentiates through the batch mean and variance, so the stats
+     * get no gradient */
     const Node *st = a->g->n[x[1]];
-    if ((st->op != OP_BN_STATS && st->op != OP_BN_GSTATS) || st->in[0] != x[0])
+    if (st->op != OP_BN_STATS || st->in[0] != x[0])
         diag_ice("autodiff: bn_apply %%%d does not normalize by its input's statistics", n->id);
-    if (a->needs[x[0]] && st->op == OP_BN_GSTATS) {
-        /* SyncBatchNorm: dx needs mean(dy) and mean(dy xhat) over all
-         * ranks' samples; w's and b's own gradients stay this rank's
-         * (DDP averages them, as PyTorch's SyncBatchNorm leaves it) */
-        int part = bwd(a, OP_BN_DPART, 3, (int[]){dy, x[0], x[1]}, shape_of(a, x[1]), n);
-        int sums = bwd(a, OP_ALLREDUCE, 1, &part, shape_of(a, x[1]), n);
-        accumulate(a, x[0], bwd(a, OP_BN_GDX, 5, (int[]){dy, x[0], x[1], x[2], sums}, shape_of(a, x[0]), n));
-    } else if (a->needs[x[0]]) {
-        accumulate(a, x[0], bwd(a, OP_BN_DX, 4, (int[]){dy, x[0], x[1], x[2]}, shape_of(a, x[0]), n));
+    if (a->needs[x[0]]) {
+        /* dx needs mean(dy) and mean(dy xhat): a pass for them, then dx's;
+         * under SyncBatchNorm the means over all ranks' samples (w's
+         * and b's own gradients stay this rank's: DDP averages them, as
+         * PyTorch's SyncBatchNorm leaves it) */
+        int means = bwd(a, OP_BN_DPART, 3, (int[]){dy, x[0], x[1]}, shape_of(a, x[1]), n);
+        if (n->bn.sync)
+            means = bwd(a, OP_ALLREDUCE, 1, &means, shape_of(a, x[1]), n);
+        accumulate(a, x[0], bwd(a, OP_BN_DX, 5, (int[]){dy, x[0], x[1], x[2], means}, shape_of(a, x[0]), n));
     }
     if (a->needs[n->in[2]])
         accumulate(a, n->in[2], bwd(a, OP_BN_DW, 3, (int[]){dy, n->in[0], n->in[1]}, shape_of(a, n->in[2]), n));

@@ -104,7 +104,7 @@ typedef struct Node {
         Window win;         /* CONV2D*, *POOL*: geometry */
         struct {
             double eps, momentum;   /* BN_*: batch norm settings */
-            int sync;       /* BN_RUNNING: of statistics over all ranks (SyncBatchNorm) */
+            int sync;       /* BN_*: statistics over all ranks (SyncBatchNorm) */
         } bn;
         struct {
             double p;       /* DROPOUT*: probability of zeroing an element, in (0, 1) */

@@ -47,7 +47,9 @@ static double node_flops(const Graph *g, const Node *n, int64_t b)
         const Shape *w = n->op == OP_CONV2D_DW ? &n->shape : &g->n[n->in[1]]->shape;
         return op_flops[n->op] * (double)numel(y, b) * (double)(w->d[1] * w->d[2] * w->d[3]);
     }
-    case K_CHAN: case K_POOL: case K_NORM: return op_flops[n->op] * (double)numel(g->n[n->in[0]], b);
+    case K_CHAN:    /* bn_stats: a division per statistic, from the passes' means */
+        return op_flops[n->op] * (double)numel(n->op == OP_BN_STATS ? n : g->n[n->in[0]], b);
+    case K_POOL: case K_NORM: return op_flops[n->op] * (double)numel(g->n[n->in[0]], b);
     case K_DATA: case K_EW: case K_OPT: case K_STATE: case K_COMM:
         return op_flops[n->op] * (double)numel(n, b);
     default: return 0;
@@ -82,12 +84,11 @@ KernelCost cost_group(const Plan *p, const Group *gr, int64_t b, CostTarget t)
                 continue;
             if (op_kind[n->op] == K_OPT)      /* the gradient: in RD too */
                 continue;
-            /* the train plan's statistics pass takes the running statistics
-             * as inputs but reads only x (bn_running reads them), or under
-             * SyncBatchNorm only the sums over the ranks (in[3], in[4]);
-             * the eval plan's reads only the running statistics */
-            if ((n->op == OP_BN_STATS || n->op == OP_BN_GSTATS) &&
-                (p->training ? j == 1 || j == 2 || (n->op == OP_BN_GSTATS && j == 0) : j != 1 && j != 2))
+            /* the train plan's statistics kernel reads only the passes'
+             * means (in[3], in[4]): x and the running statistics are inputs
+             * that order it (bn_running reads the latter); the eval plan's
+             * reads only the running statistics */
+            if (n->op == OP_BN_STATS && (p->training ? j < 3 : j != 1 && j != 2))
                 continue;
             if (!util_set_add(&seen, x))
                 continue;

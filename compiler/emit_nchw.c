@@ -350,18 +350,20 @@ static void c_chan_sqdev(FILE *f, const char *name, int x)
 /* The input x of a channel op: in[1] for the gradient ops (in[0] is dy). */
 static int chan_x_input(const Node *n)
 {
-    return n->op == OP_BN_DX || n->op == OP_BN_DW || n->op == OP_BN_DPART || n->op == OP_BN_GDX;
+    return n->op == OP_BN_DX || n->op == OP_BN_DW || n->op == OP_BN_DPART;
 }
 
 /* A channel result fused into this pass (fuse.c's chan_pass_result): the
- * group's node of op `op` reading `from` (bn_running: as its statistics),
- * or -1. Each is computed exactly as its own kernel would: the same sums
- * in the same order, so fusing changes no bit. */
+ * group's node of op `op` reading `from` (bn_running: as its statistics;
+ * bn_stats: as its squared deviations), or -1. Each is computed exactly as
+ * its own kernel would: the same sums in the same order, so fusing changes
+ * no bit. */
 static int chan_extra(const Emit *m, Op op, int from)
 {
+    const int in = op == OP_BN_RUNNING ? 3 : op == OP_BN_STATS ? 4 : 0;
     for (int k = 0; k < m->gr->nnodes; k++) {
         const Node *c = ex_node(m, m->gr->nodes[k]);
-        if (c->id != m->gr->anchor && c->op == op && c->in[op == OP_BN_RUNNING ? 3 : 0] == from)
+        if (c->id != m->gr->anchor && c->op == op && c->in[in] == from)
             return c->id;
     }
     return -1;
@@ -384,9 +386,6 @@ static void running_in_pass(const Emit *m, const Node *st, const char *ind)
             plan_source(m->p, rn->in[2]), ind, r, ind);
 }
 
-/* Channel c's mean and variance from sums over all ranks (bn_gstats), or
- * the running ones in the eval plan; Mg: the count on all ranks. */
-#define MG "(double)(M * e->world)"
 
 /* ---- batch norm's formulas, one text for both targets --------------------
  * The passes around them are the target's: a thread per channel summing in
@@ -401,13 +400,40 @@ static char *bn_stats_decl(int st, double eps)
 /* xhat of element e of x */
 static char *bn_xhat(int x) { return util_fmt("(b%d[e] - mean) * invstd", x); }
 
-/* a sum over all ranks (of c's row `row` of s) divided by their count */
-static char *bn_global_mean(int s, const char *row) { return util_fmt("(float)((double)b%d[%sc] / " MG ")", s, row); }
-
-/* the means of dy and dy * xhat over all ranks, from their sums (bn_gdx) */
-static char *bn_global_dmeans(int sums)
+/* A pass's mean v (a float expression) as n takes it: this rank's, or
+ * under SyncBatchNorm the ranks' means summed (allreduce) over their count
+ * (the ranks hold equal batches). */
+static char *bn_over_ranks(const Node *n, const char *v)
 {
-    return util_fmt("const float mdy = %s, mdyx = %s;", bn_global_mean(sums, ""), bn_global_mean(sums, "C + "));
+    return n->bn.sync ? util_fmt("(float)((double)%s / (double)e->world)", v) : util_strdup(v);
+}
+
+/* c's row `row` of the means s */
+static char *bn_mean(const Node *n, int s, const char *row) { return bn_over_ranks(n, util_fmt("b%d[%sc]", s, row)); }
+
+/* the means of dy and dy * xhat (bn_dx) */
+static char *bn_dmeans(const Node *n, int means)
+{
+    return util_fmt("const float mdy = %s, mdyx = %s;", bn_mean(n, means, ""), bn_mean(n, means, "C + "));
+}
+
+/* sum s (a double, or a float in CUDA) over the channel's M elements here */
+static char *chan_mean(const char *s) { return util_fmt("(float)((double)%s / (double)M)", s); }
+
+/* The train plan's statistics st of channel c from the passes' means (the
+ * mean, and the variance about it), and the running statistics' update
+ * when fused: in st's own kernel, q NULL (the variance read from its
+ * buffer), or in bn_sqdev's (fuse.c chan_pass_result) once it is whole,
+ * q its float value there. */
+static void stats_in_pass(const Emit *m, const Node *st, const char *q, const char *ind)
+{
+    const Plan *p = m->p;
+    const char *var = q ? bn_over_ranks(st, q) : bn_mean(st, plan_source(p, st->in[4]), "");
+    fprintf(m->f, "%s(void)b%d, (void)b%d, (void)b%d;    /* the eval plan reads these */\n", ind, plan_source(p, st->in[0]),
+            plan_source(p, st->in[1]), plan_source(p, st->in[2]));
+    fprintf(m->f, "%sb%d[c] = %s;\n", ind, st->id, bn_mean(st, plan_source(p, st->in[3]), ""));
+    fprintf(m->f, "%sb%d[C + c] = %s;\n", ind, st->id, var);
+    running_in_pass(m, st, ind);
 }
 
 /* dx = w invstd (dy - mean(dy) - xhat mean(dy xhat)), mdy and mdyx in scope */
@@ -423,40 +449,32 @@ static void c_chan(const Emit *m, const Node *n)
     int xb = n->nin > 1 ? plan_source(p, n->in[1]) : -1;
     c_chan_loop_open(f, x->d[1], x->d[2] * x->d[3]);
     switch (n->op) {
-    case OP_SUM_CHAN:
+    case OP_SUM_CHAN: case OP_MEAN_CHAN:
         c_chan_sum(f, "s", a);
-        fprintf(f, "        b%d[c] = (float)s;\n", n->id);
+        fprintf(f, "        b%d[c] = %s;\n", n->id, n->op == OP_SUM_CHAN ? "(float)s" : chan_mean("s"));
         break;
-    case OP_BN_STATS: case OP_BN_GSTATS:
+    case OP_BN_STATS:
         if (!p->training) {     /* eval: normalize with the running statistics */
             fprintf(f, "        b%d[c] = b%d[c];\n        b%d[C + c] = b%d[c];\n        (void)b%d;\n", n->id,
                     plan_source(p, n->in[1]), n->id, plan_source(p, n->in[2]), a);
             break;
         }
-        fprintf(f, "        (void)b%d, (void)b%d;    /* the eval plan's */\n", plan_source(p, n->in[1]),
-                plan_source(p, n->in[2]));
-        if (n->op == OP_BN_GSTATS) {    /* the passes ran before, their sums summed over the ranks */
-            fprintf(f, "        (void)b%d;\n        b%d[c] = %s;\n", a, n->id, bn_global_mean(plan_source(p, n->in[3]), ""));
-            fprintf(f, "        b%d[C + c] = %s;\n", n->id, bn_global_mean(plan_source(p, n->in[4]), ""));
-            running_in_pass(m, n, "        ");
-            break;
-        }
-        /* two passes: the variance about the mean, not E[x^2] - E[x]^2 */
-        c_chan_sum(f, "s", a);
-        fprintf(f, "        const double mean = s / (double)M;\n");
-        c_chan_sqdev(f, "q", a);
-        fprintf(f, "        b%d[c] = (float)mean;\n        b%d[C + c] = (float)(q / (double)M);\n", n->id, n->id);
-        running_in_pass(m, n, "        ");
+        stats_in_pass(m, n, NULL, "        ");
         break;
-    case OP_BN_SQDEV:   /* this rank's second pass, about the mean of all ranks */
-        fprintf(f, "        const double mean = (double)b%d[c] / " MG ";\n", xb);
+    case OP_BN_SQDEV:   /* this rank's second pass, about the mean (of all ranks') */
+        fprintf(f, "        const double mean = %s;\n",
+                n->bn.sync ? util_fmt("(double)b%d[c] / (double)e->world", xb) : util_fmt("(double)b%d[c]", xb));
         c_chan_sqdev(f, "q", a);
-        fprintf(f, "        b%d[c] = (float)q;\n", n->id);
+        fprintf(f, "        const float qm = %s;\n", chan_mean("q"));
+        if (plan_uses_outside(p, n->id))
+            fprintf(f, "        b%d[c] = qm;\n", n->id);
+        if (chan_extra(m, OP_BN_STATS, n->id) >= 0)
+            stats_in_pass(m, ex_node(m, chan_extra(m, OP_BN_STATS, n->id)), "qm", "        ");
         break;
-    case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: case OP_BN_GDX: {
+    case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: {
         int st = plan_source(p, n->in[2]);
         fprintf(f, "        %s\n", bn_stats_decl(st, n->bn.eps));
-        if (n->op != OP_BN_GDX) {
+        if (n->op != OP_BN_DX) {
             const char *names[] = {"sdy", "sdyx"};
             const char *terms[] = {util_fmt("b%d[e]", a), util_fmt("(double)b%d[e] * (double)(%s)", a, bn_xhat(xb))};
             const char *vterms[] = {util_fmt("rt_wide8(rt_ld8(b%d + e))", a),
@@ -474,17 +492,13 @@ static void c_chan(const Emit *m, const Node *n)
             break;
         }
         if (n->op == OP_BN_DPART) {
-            fprintf(f, "        b%d[c] = (float)sdy;\n        b%d[C + c] = (float)sdyx;\n", n->id, n->id);
+            fprintf(f, "        b%d[c] = %s;\n        b%d[C + c] = %s;\n", n->id, chan_mean("sdy"), n->id,
+                    chan_mean("sdyx"));
             break;
         }
         /* dx = w invstd (dy - mean(dy) - xhat mean(dy xhat)), the means over
-         * this batch, or over all ranks' batches (bn_gdx) */
-        if (n->op == OP_BN_GDX) {
-            int sums = plan_source(p, n->in[4]);
-            fprintf(f, "        %s\n", bn_global_dmeans(sums));
-        } else {
-            fprintf(f, "        const float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);\n");
-        }
+         * this batch, or over all ranks' batches */
+        fprintf(f, "        %s\n", bn_dmeans(n, plan_source(p, n->in[4])));
         fprintf(f, "        %s\n", bn_scale_decl(plan_source(p, n->in[3])));
         int so = chan_extra(m, OP_SUM_CHAN, n->id);     /* the sum of dx (fused) */
         if (so < 0) {
@@ -975,29 +989,29 @@ static void cu_conv(const Emit *m, const Node *n, rt_cuda_launch *L)
 /* ---- channel passes over several blocks a channel (CUDA) -----------------
  * A channel's pass over the batch's N x H x W elements in one block
  * leaves most of a GPU idle (the ConvNet's first block: 16 channels, 16
- * blocks on an H200's 132 SMs). The passes whose sums need no total
- * before them (sum_chan, bn_sqdev, bn_dw, bn_dpart, bn_gdx: SyncBatchNorm's
- * and the weight gradient's) run S blocks a channel instead (grid C x S),
+ * blocks on an H200's 132 SMs). The passes that sum (sum_chan, bn_sqdev,
+ * bn_dw, bn_dpart, and bn_dx when the sum of dx is fused: batch norm's
+ * and the weight gradient's; each needs no total from its own pass) run
+ * S blocks a channel instead (grid C x S),
  * block y on slice y of the channel's elements; each stores its partial
  * sums in fix, and the channel's last block to arrive (a counter in the
  * part of fix the step zeroes) adds them in slice order and writes the
  * results, so they do not depend on the order the blocks ran in (as a
  * split-K GEMM's). S gives the train batch's grid at most CHAN_BLOCKS
  * blocks (one wave of 2 an SM on the largest GPU in gpu_model.c's table),
- * each slice at least CHAN_MIN elements deep. bn_stats and bn_dx
- * (BatchNorm2d on one rank) need the channel's total between their two
- * passes: a block a channel. */
+ * each slice at least CHAN_MIN elements deep. */
 #define CHAN_BLOCKS 264
 #define CHAN_MIN 2048
 
-/* The sums a channel pass combines across its slices; -1: it cannot be
- * split (two passes, or the eval plan's copies). */
+/* The sums a channel pass combines across its slices (0: none, its
+ * slices are independent); -1: it cannot be split (the statistics' and
+ * the eval plan's copies of a vector). */
 static int chan_split_sums(const Emit *m, const Node *n)
 {
     switch (n->op) {
-    case OP_SUM_CHAN: case OP_BN_SQDEV: return 1;
+    case OP_SUM_CHAN: case OP_MEAN_CHAN: case OP_BN_SQDEV: return 1;
     case OP_BN_DW: case OP_BN_DPART: return 2;
-    case OP_BN_GDX: return chan_extra(m, OP_SUM_CHAN, n->id) >= 0;
+    case OP_BN_DX: return chan_extra(m, OP_SUM_CHAN, n->id) >= 0;
     default: return -1;
     }
 }
@@ -1071,57 +1085,46 @@ static void cu_chan(const Emit *m, const Node *n, rt_cuda_launch *L)
     } else {
         fprintf(f, "    const int64_t T0 = 0, T1 = M;\n    (void)T0, (void)T1;\n");
     }
-    if ((n->op == OP_BN_STATS || n->op == OP_BN_GSTATS) && !p->training) {
+    if (n->op == OP_BN_STATS && !p->training) {
         fprintf(f, "    (void)b%d;    /* eval: the input is not looked at */\n", a);
         fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = b%d[c];\n        b%d[C + c] = b%d[c];\n    }\n", n->id,
                 plan_source(p, n->in[1]), n->id, plan_source(p, n->in[2]));
         return;
     }
-    if (n->op == OP_BN_GSTATS) {    /* the passes ran before, their sums summed over the ranks */
-        fprintf(f, "    (void)b%d, (void)b%d, (void)b%d;\n", a, plan_source(p, n->in[1]), plan_source(p, n->in[2]));
-        fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = %s;\n", n->id, bn_global_mean(plan_source(p, n->in[3]), ""));
-        fprintf(f, "        b%d[C + c] = %s;\n", n->id, bn_global_mean(plan_source(p, n->in[4]), ""));
-        running_in_pass(m, n, "        ");
+    if (n->op == OP_BN_STATS) {     /* the passes ran before: the statistics from their sums */
+        fprintf(f, "    if (threadIdx.x == 0) {\n");
+        stats_in_pass(m, n, NULL, "        ");
         fprintf(f, "    }\n");
         return;
     }
-    if (n->op != OP_BN_GDX)
+    if (n->op != OP_BN_DX)
         fprintf(f, "    __shared__ float red_a[%d];\n    float pa = 0.0f;\n", THREADS);
-    if (n->op != OP_SUM_CHAN && n->op != OP_BN_SQDEV && n->op != OP_BN_GDX)
+    if (n->op != OP_SUM_CHAN && n->op != OP_MEAN_CHAN && n->op != OP_BN_SQDEV && n->op != OP_BN_DX)
         fprintf(f, "    __shared__ float red_b[%d];\n    float pb = 0.0f;\n", THREADS);
     switch (n->op) {
-    case OP_SUM_CHAN:
+    case OP_SUM_CHAN: case OP_MEAN_CHAN:
         fprintf(f, "    " CU_FOR_CHAN " pa += b%d[e]; }\n", a);
         chan_sum(m, "a", "pa", "s");
         chan_totals(m, 1, (const char *[]){"s"});
-        fprintf(f, "    if (threadIdx.x == 0)\n        b%d[c] = s;\n", n->id);
+        fprintf(f, "    if (threadIdx.x == 0)\n        b%d[c] = %s;\n", n->id, n->op == OP_SUM_CHAN ? "s" : chan_mean("s"));
         break;
-    case OP_BN_STATS:
-        /* train: the running statistics are inputs for the eval plan only */
-        fprintf(f, "    (void)b%d, (void)b%d;\n", plan_source(p, n->in[1]), plan_source(p, n->in[2]));
-        fprintf(f, "    " CU_FOR_CHAN " pa += b%d[e]; }\n", a);
-        cu_block_sum(f, "a", "pa", "s");
-        fprintf(f, "    const float mean = s / (float)M;\n");
-        fprintf(f, "    " CU_FOR_CHAN " const float d = b%d[e] - mean; pb += d * d; }\n", a);
-        cu_block_sum(f, "b", "pb", "q");
-        fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = mean;\n        b%d[C + c] = q / (float)M;\n",
-                n->id, n->id);
-        running_in_pass(m, n, "        ");
-        fprintf(f, "    }\n");
-        break;
-    case OP_BN_SQDEV:   /* this rank's second pass, about the mean of all ranks */
-        fprintf(f, "    const float mean = %s;\n", bn_global_mean(xb, ""));
+    case OP_BN_SQDEV:   /* this rank's second pass, about the mean (of all ranks') */
+        fprintf(f, "    const float mean = %s;\n", bn_mean(n, xb, ""));
         fprintf(f, "    " CU_FOR_CHAN " const float d = b%d[e] - mean; pa += d * d; }\n", a);
         chan_sum(m, "a", "pa", "q");
         chan_totals(m, 1, (const char *[]){"q"});
-        fprintf(f, "    if (threadIdx.x == 0)\n        b%d[c] = q;\n", n->id);
+        fprintf(f, "    if (threadIdx.x == 0) {\n        const float qm = %s;\n", chan_mean("q"));
+        if (plan_uses_outside(p, n->id))
+            fprintf(f, "        b%d[c] = qm;\n", n->id);
+        if (chan_extra(m, OP_BN_STATS, n->id) >= 0)
+            stats_in_pass(m, ex_node(m, chan_extra(m, OP_BN_STATS, n->id)), "qm", "        ");
+        fprintf(f, "    }\n");
         break;
-    case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: case OP_BN_GDX: {
+    case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: {
         int st = plan_source(p, n->in[2]);
         fprintf(f, "    %s\n", bn_stats_decl(st, n->bn.eps));
-        if (n->op == OP_BN_GDX) {
-            int sums = plan_source(p, n->in[4]);
-            fprintf(f, "    %s\n", bn_global_dmeans(sums));
+        if (n->op == OP_BN_DX) {
+            fprintf(f, "    %s\n", bn_dmeans(n, plan_source(p, n->in[4])));
         } else {
             fprintf(f, "    " CU_FOR_CHAN " pa += b%d[e]; pb += b%d[e] * (%s); }\n", a, a, bn_xhat(xb));
             chan_sum(m, "a", "pa", "sdy");
@@ -1139,18 +1142,17 @@ static void cu_chan(const Emit *m, const Node *n, rt_cuda_launch *L)
             break;
         }
         if (n->op == OP_BN_DPART) {
-            fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = sdy;\n        b%d[C + c] = sdyx;\n    }\n", n->id, n->id);
+            fprintf(f, "    if (threadIdx.x == 0) {\n        b%d[c] = %s;\n        b%d[C + c] = %s;\n    }\n", n->id,
+                    chan_mean("sdy"), n->id, chan_mean("sdyx"));
             break;
         }
-        if (n->op == OP_BN_DX)
-            fprintf(f, "    const float mdy = sdy / (float)M, mdyx = sdyx / (float)M;\n");
         fprintf(f, "    %s\n", bn_scale_decl(plan_source(p, n->in[3])));
         int so = chan_extra(m, OP_SUM_CHAN, n->id);     /* the sum of dx (fused) */
         if (so < 0) {
             fprintf(f, "    " CU_FOR_CHAN " b%d[e] = %s; }\n", n->id, bn_dx(a, xb));
             break;
         }
-        if (n->op == OP_BN_GDX)     /* no sums of its own before: the block-sum scratch */
+        if (n->op == OP_BN_DX)      /* no sums of its own before: the block-sum scratch */
             fprintf(f, "    __shared__ float red_a[%d];\n", THREADS);
         fprintf(f, "    float po = 0.0f;\n    " CU_FOR_CHAN "\n");
         fprintf(f, "        const float v = %s;\n", bn_dx(a, xb));

@@ -123,25 +123,38 @@ int fuse_reduction_of_group(const Fuser *f, int r, int grp)
     return rn->op == OP_SUM_ROWS && ir_same_shape(&node(f, x)->shape, space) && space->rank == 2;
 }
 
+/* The train plan's statistics of the means s and q: bn_stats(.., s, q). */
+static int stats_of(const Fuser *f, int st, int s, int q)
+{
+    const Node *n = node(f, st);
+    return n->op == OP_BN_STATS && f->p->training && n->in[3] == s && n->in[4] == q;
+}
+
 /* The channel passes c can join: anchor a is a batch-norm pass whose
  * kernel owns whole channels of [N, C, H, W] (a thread or a block per
  * channel), and c is a per-channel result of data a already runs over:
- *   - bn_dx / bn_dpart compute sum(dy) and sum(dy * xhat): bn_dw of the
- *     same dy, x and statistics, and sum_chan of the same dy, are those;
- *   - bn_dx / bn_gdx write dx: sum_chan of dx sums what the kernel writes
- *     (the previous layer's bias gradient); nothing in the group reads it;
- *   - bn_stats / bn_gstats in the train plan: bn_running of those
- *     statistics updates the channel's running statistics. */
+ *   - bn_dpart sums dy and dy * xhat: bn_dw of the same dy, x and
+ *     statistics, and sum_chan of the same dy, are those sums;
+ *   - bn_dx writes dx: sum_chan of dx sums what the kernel writes (the
+ *     previous layer's bias gradient); nothing in the group reads it;
+ *   - bn_sqdev's q about the mean s, over this rank's batch only (no
+ *     all-reduce between): the train plan's bn_stats of s and q is the
+ *     channel's mean and variance, once q is whole;
+ *   - bn_stats in the train plan (the anchor, or with bn_sqdev): bn_running
+ *     of those statistics updates the channel's running statistics. */
 int fuse_chan_pass_result(const Fuser *f, int c, int a)
 {
     const Node *cn = node(f, c), *an = node(f, a);
-    int sums = an->op == OP_BN_DX || an->op == OP_BN_DPART, writes_dx = an->op == OP_BN_DX || an->op == OP_BN_GDX;
+    int sums = an->op == OP_BN_DPART, writes_dx = an->op == OP_BN_DX;
     if (cn->op == OP_BN_DW && sums)
         return cn->in[0] == an->in[0] && cn->in[1] == an->in[1] && cn->in[2] == an->in[2];
     if (cn->op == OP_SUM_CHAN)
         return (sums && cn->in[0] == an->in[0]) || (writes_dx && cn->in[0] == a);
+    if (cn->op == OP_BN_STATS)
+        return an->op == OP_BN_SQDEV && stats_of(f, c, an->in[1], a);
     if (cn->op == OP_BN_RUNNING)
-        return (an->op == OP_BN_STATS || an->op == OP_BN_GSTATS) && f->p->training && cn->in[3] == a;
+        return (an->op == OP_BN_STATS && f->p->training && cn->in[3] == a)
+            || (an->op == OP_BN_SQDEV && stats_of(f, cn->in[3], an->in[1], a));
     return 0;
 }
 

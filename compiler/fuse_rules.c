@@ -12,7 +12,7 @@ const FuseRule fuse_rule[FUSE_NRULES] = {
     {R_REDUCTION, "reduction", "a row reduction of a kernel's result joins it (bias gradient, loss and accuracy sums)"},
     {R_ROW_OPS, "row-ops", "cross-entropy, its gradient and argmax of the same logits in one pass per sample"},
     {R_OPTIMIZER, "optimizer", "the updates of all parameters of a gradient bucket in one kernel"},
-    {R_CHAN_PASS, "channel-pass", "a batch-norm pass also gives the channel sums and running statistics it has"},
+    {R_CHAN_PASS, "channel-pass", "a batch-norm pass also gives the channel sums, statistics and running statistics it has"},
     {R_CONV_BIAS, "conv-bias", "a convolution adds its bias as it stores its output"},
     {R_DROPOUT, "dropout", "a dropout joins the kernel computing its input although that input has other readers"},
     {R_ACT_INPUT, "act-input", "an activation joins the kernel computing its input although its gradient reads that input"},

@@ -244,11 +244,14 @@ void ir_dump(FILE *f, const Graph *g)
             if (op_kind[n->op] == K_CONV)
                 fprintf(f, " d=%dx%d g=%d", w->dh, w->dw, w->groups);
         }
-        if (n->op == OP_BN_STATS || n->op == OP_BN_GSTATS || n->op == OP_BN_APPLY || n->op == OP_BN_DX
-            || n->op == OP_BN_DPART || n->op == OP_BN_GDX || n->op == OP_LAYER_NORM || n->op == OP_LAYER_NORM_DX)
+        if (n->op == OP_BN_STATS || n->op == OP_BN_APPLY || n->op == OP_BN_DX || n->op == OP_BN_DPART
+            || n->op == OP_LAYER_NORM || n->op == OP_LAYER_NORM_DX)
             fprintf(f, " eps=%g", n->bn.eps);
         if (n->op == OP_BN_RUNNING)
-            fprintf(f, " momentum=%g%s", n->bn.momentum, n->bn.sync ? " sync" : "");
+            fprintf(f, " momentum=%g", n->bn.momentum);
+        /* the ops whose M counts all ranks' elements under SyncBatchNorm */
+        if ((n->op == OP_BN_SQDEV || n->op == OP_BN_STATS || n->op == OP_BN_DX || n->op == OP_BN_RUNNING) && n->bn.sync)
+            fprintf(f, " sync");
         if (n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD)
             fprintf(f, " p=%g key=%d", n->drop.p, n->drop.key);
         if (n->op == OP_SLICE)
@@ -337,33 +340,28 @@ static int verify_nchw(const Graph *g, const Node *n, const char *after)
         return check(g, n, after, conv_shapes_agree(s, b, a, &n->win), "conv2d_dx: dy and w give dx's shape");
     case OP_CONV2D_DW:
         return check(g, n, after, conv_shapes_agree(b, s, a, &n->win), "conv2d_dw: dy and x give dw's shape");
-    case OP_SUM_CHAN:
-        return check(g, n, after, chan_vec(s, a), "sum_chan: [N,C,H,W] -> [C]");
-    case OP_BN_STATS:
-        return check(g, n, after, bn_stats_of(s, a) && chan_vec(b, a) && chan_vec(in_shape(g, n, 2), a),
-                     "bn_stats: x[N,C,H,W], running [C] -> [2,C]");
+    case OP_SUM_CHAN: case OP_MEAN_CHAN:
+        return check(g, n, after, chan_vec(s, a), n->op == OP_SUM_CHAN ? "sum_chan: [N,C,H,W] -> [C]"
+                                                                        : "mean_chan: [N,C,H,W] -> [C]");
     case OP_BN_APPLY:
         return check(g, n, after, ir_same_shape(a, s) && bn_stats_of(b, a) && chan_vec(in_shape(g, n, 2), a)
                      && chan_vec(in_shape(g, n, 3), a), "bn_apply: x, stats[2,C], w[C], b[C]");
-    case OP_BN_DX:
-        return check(g, n, after, ir_same_shape(a, s) && ir_same_shape(b, s) && bn_stats_of(in_shape(g, n, 2), s)
-                     && chan_vec(in_shape(g, n, 3), s), "bn_dx: dy, x, stats, w");
     case OP_BN_DW:
         return check(g, n, after, ir_same_shape(a, b) && bn_stats_of(in_shape(g, n, 2), a) && chan_vec(s, a),
                      "bn_dw: dy, x, stats -> [C]");
     case OP_BN_SQDEV:
-        return check(g, n, after, chan_vec(b, a) && chan_vec(s, a), "bn_sqdev: x, sum[C] -> [C]");
-    case OP_BN_GSTATS:
+        return check(g, n, after, chan_vec(b, a) && chan_vec(s, a), "bn_sqdev: x, mean[C] -> [C]");
+    case OP_BN_STATS:
         return check(g, n, after, bn_stats_of(s, a) && chan_vec(b, a) && chan_vec(in_shape(g, n, 2), a)
                      && chan_vec(in_shape(g, n, 3), a) && chan_vec(in_shape(g, n, 4), a),
-                     "bn_gstats: x, running [C], sums [C] -> [2,C]");
+                     "bn_stats: x, running [C], means [C] -> [2,C]");
     case OP_BN_DPART:
         return check(g, n, after, ir_same_shape(a, b) && bn_stats_of(in_shape(g, n, 2), a) && bn_stats_of(s, a),
                      "bn_dpart: dy, x, stats -> [2,C]");
-    case OP_BN_GDX:
+    case OP_BN_DX:
         return check(g, n, after, ir_same_shape(a, s) && ir_same_shape(b, s) && bn_stats_of(in_shape(g, n, 2), s)
                      && chan_vec(in_shape(g, n, 3), s) && bn_stats_of(in_shape(g, n, 4), s),
-                     "bn_gdx: dy, x, stats, w, sums[2,C]");
+                     "bn_dx: dy, x, stats, w, means[2,C]");
     case OP_BN_RUNNING: {
         const Shape *st = in_shape(g, n, 3);
         int ok = st->rank == 2 && st->d[0] == 2 && a->rank == 1 && a->d[0] == st->d[1] && ir_same_shape(a, b)
@@ -469,7 +467,7 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
                      && ir_same_shape(in_shape(g, n, 0), s), "sgd updates a param with a gradient of its shape");
     case OP_CONV2D: case OP_CONV2D_DX: case OP_CONV2D_DW: case OP_SUM_CHAN: case OP_BN_STATS: case OP_BN_APPLY:
     case OP_BN_DX: case OP_BN_DW: case OP_BN_RUNNING: case OP_MAXPOOL: case OP_MAXPOOL_DX: case OP_AVGPOOL:
-    case OP_AVGPOOL_DX: case OP_BN_SQDEV: case OP_BN_GSTATS: case OP_BN_DPART: case OP_BN_GDX:
+    case OP_AVGPOOL_DX: case OP_MEAN_CHAN: case OP_BN_SQDEV: case OP_BN_DPART:
         return verify_nchw(g, n, after);
     case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_LAYER_NORM:
         return check(g, n, after, s->rank == 2 && ir_batched(s) && ir_same_shape(in_shape(g, n, 0), s),

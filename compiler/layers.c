@@ -713,32 +713,35 @@ static Val node4(Sema *S, Op op, const int *in, Shape s, Loc loc)
 }
 
 /* BatchNorm over [N, C, H, W]: the batch statistics (of all ranks under
- * SyncBatchNorm), normalization, and the running statistics' update. */
+ * SyncBatchNorm), normalization, and the running statistics' update. The
+ * statistics take two passes over the channel (the mean, then the squares
+ * about it: the variance about the mean, not E[x^2] - E[x]^2); under
+ * SyncBatchNorm each pass's means are summed over all ranks before the
+ * next pass: the statistics of one rank holding the whole global batch. */
 static Val apply_batchnorm(Sema *S, const Layer *l, Val x, Loc loc)
 {
     Graph *g = S->g;
-    Val st;
-    if (S->sync_bn) {
-        /* SyncBatchNorm: each pass's channel sums over all ranks before
-         * the next pass (the mean, then the squares about it): the
-         * statistics of one rank holding the whole global batch */
-        Shape c = shape1(l->in);
-        Val s = node4(S, OP_SUM_CHAN, &x.id, c, loc);
-        Val gs = node4(S, OP_ALLREDUCE, &s.id, c, loc);
-        Val q = node4(S, OP_BN_SQDEV, (int[]){x.id, gs.id}, c, loc);
-        Val gq = node4(S, OP_ALLREDUCE, &q.id, c, loc);
-        st = node4(S, OP_BN_GSTATS, (int[]){x.id, l->rm, l->rv, gs.id, gq.id}, shape2(2, l->in), loc);
-    } else {
-        st = node4(S, OP_BN_STATS, (int[]){x.id, l->rm, l->rv}, shape2(2, l->in), loc);
-    }
-    g->n[st.id]->bn.eps = l->eps;
+    Shape c = shape1(l->in);
+    Val s = node4(S, OP_MEAN_CHAN, &x.id, c, loc);
+    if (S->sync_bn)
+        s = node4(S, OP_ALLREDUCE, &s.id, c, loc);
+    Val dev = node4(S, OP_BN_SQDEV, (int[]){x.id, s.id}, c, loc), q = dev;
+    if (S->sync_bn)
+        q = node4(S, OP_ALLREDUCE, &dev.id, c, loc);
+    Val st = node4(S, OP_BN_STATS, (int[]){x.id, l->rm, l->rv, s.id, q.id}, shape2(2, l->in), loc);
     Val y = node4(S, OP_BN_APPLY, (int[]){x.id, st.id, l->w, l->b}, x.s, loc);
-    g->n[y.id]->bn.eps = l->eps;
     /* the running statistics move once per training step, from the stats */
     Val r = node4(S, OP_BN_RUNNING, (int[]){l->rm, l->rv, l->nbt, st.id}, shape1(l->in), loc);
-    g->n[r.id]->bn.momentum = l->momentum;
-    g->n[r.id]->bn.sync = S->sync_bn;
     ir_effect(g, r.id);
+    /* the settings on every node that divides by M, normalizes or
+     * updates (the gradient's nodes copy bn_apply's) */
+    const int set[] = {dev.id, st.id, y.id, r.id};
+    for (int k = 0; k < 4; k++) {
+        Node *n = g->n[set[k]];
+        n->bn.eps = l->eps;
+        n->bn.momentum = l->momentum;
+        n->bn.sync = S->sync_bn;
+    }
     return y;
 }
 

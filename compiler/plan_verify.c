@@ -169,7 +169,7 @@ static int legal_member(const Checker *c, const Group *gr, int id)
     case G_CONV:    /* the bias epilogue of a forward convolution */
         return n->op == OP_BIAS_ADD && n->in[0] == gr->anchor && nd(c, gr->anchor)->op == OP_CONV2D;
     case G_CHAN:    /* channel results of the pass (fuse.c, chan_pass_result) */
-        return n->op == OP_BN_DW || n->op == OP_SUM_CHAN || n->op == OP_BN_RUNNING;
+        return n->op == OP_BN_DW || n->op == OP_SUM_CHAN || n->op == OP_BN_STATS || n->op == OP_BN_RUNNING;
     case G_POOL:    /* rule pool-chain: a pool gradient's elementwise chain */
         return k == K_EW && ir_same_shape(&n->shape, space);
     case G_STATE: case G_COMM: case G_NORM:

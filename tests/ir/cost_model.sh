@@ -11,9 +11,11 @@
 #     on a GPU (--target gpu) the epilogue is in registers; with rule
 #     row-tail the kernel also runs the loss's row ops (their own reads
 #     and writes, not the logits read back);
-#   - the batch-norm statistics pass: x read once, mean and variance
-#     written, the running mean and variance read and written, and
-#     num_batches_tracked read and written.
+#   - the batch-norm statistics' passes: mean_chan reads x and writes the
+#     channel means; bn_sqdev's pass reads x and those means again, and
+#     (rule channel-pass) writes the mean and variance, reads and writes
+#     the running mean and variance, and num_batches_tracked; the squared
+#     deviations' mean stays in the kernel.
 set -u
 cddpc=$1
 dir=tests/ir/cost
@@ -57,11 +59,15 @@ check "GEMM + bias epilogue + row tail, gpu (epilogue in registers)" "${kib:-mis
 kib=$(awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_mm_nt_bias_add__epilogue$/ { print $4 }' "$tmp/plain.txt")
 check "GEMM + bias epilogue without the tail, cpu" "${kib:-missing}" $((gemm + 2 * 4 * N * 10))
 
-# batch-norm statistics pass: x [N, 4, 28, 28] read; [2, 4] stats written;
-# running mean and var [4] read and written; num_batches_tracked read and written
-kib=$(awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_bn_stats_bn_running__channel_pass$/ { print $4 }' "$tmp/sgd.txt")
-check "batch-norm statistics pass with the running update" "${kib:-missing}" \
-    $((4 * N * 4 * 28 * 28 + 4 * 2 * 4 + 2 * 4 * 2 * 4 + 2 * 4))
+# batch-norm statistics: x [N, 4, 28, 28] read by both passes; the means
+# [4] written, then read; [2, 4] stats written; running mean and var [4]
+# read and written; num_batches_tracked read and written
+x=$((4 * N * 4 * 28 * 28))
+kib=$(awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_mean_chan$/ { print $4; exit }' "$tmp/sgd.txt")
+check "batch-norm first pass (channel means)" "${kib:-missing}" $((x + 4 * 4))
+kib=$(awk '/^plan eval/ { exit } $1 ~ /^t[0-9]+_bn_sqdev_bn_stats_bn_running__channel_pass$/ { print $4 }' "$tmp/sgd.txt")
+check "batch-norm second pass with the statistics and the running update" "${kib:-missing}" \
+    $((x + 4 * 4 + 4 * 2 * 4 + 2 * 4 * 2 * 4 + 2 * 4))
 
 # SimpleNet's SGD kernel: 3 x its parameters (784*512+512 + 512*256+256 + 256*10+10)
 "$cddpc" models/mnist.net --report > "$tmp/mnist.txt"

@@ -133,72 +133,64 @@ static void eval_conv(const Node *n, double *y, const double *a, const double *b
                             }
 }
 
-/* Batch norm in train mode: statistics of the batch (biased variance),
- * and the textbook gradient through them. */
+/* Batch norm's ops outside its passes: the channel sum, the normalization
+ * and the weight's gradient, by definition. */
 static void eval_bn(const Node *n, double *y)
 {
-    int xin = n->op == OP_BN_DX || n->op == OP_BN_DW ? 1 : 0;
+    int xin = n->op == OP_BN_DW ? 1 : 0;
     const Shape *xs = &g->n[n->in[xin]]->shape;
-    int64_t C = xs->d[1], HW = xs->d[2] * xs->d[3], M = BATCH * HW;
+    int64_t C = xs->d[1], HW = xs->d[2] * xs->d[3];
     const double *in0 = val[n->in[0]].v, *x = val[n->in[xin]].v;
-    const double *st = n->op == OP_BN_STATS || n->op == OP_SUM_CHAN ? NULL : val[n->in[n->op == OP_BN_APPLY ? 1 : 2]].v;
+    const double *st = n->op == OP_SUM_CHAN ? NULL : val[n->in[n->op == OP_BN_APPLY ? 1 : 2]].v;
     for (int64_t c = 0; c < C; c++) {
-        double s = 0, q = 0, sdy = 0, sdyx = 0, mean = st ? st[c] : 0, invstd = st ? 1 / sqrt(st[C + c] + n->bn.eps) : 0;
+        double s = 0, sdyx = 0, mean = st ? st[c] : 0, invstd = st ? 1 / sqrt(st[C + c] + n->bn.eps) : 0;
         for (int64_t i = 0; i < BATCH; i++)
             for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++) {
                 s += in0[k];
-                if (n->op == OP_BN_DX || n->op == OP_BN_DW) {
-                    sdy += in0[k];
+                if (n->op == OP_BN_DW)
                     sdyx += in0[k] * (x[k] - mean) * invstd;
-                }
             }
-        if (n->op == OP_BN_STATS) {
-            for (int64_t i = 0; i < BATCH; i++)
-                for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++)
-                    q += (x[k] - s / M) * (x[k] - s / M);
-            y[c] = s / M;
-            y[C + c] = q / M;
-        } else if (n->op == OP_SUM_CHAN) {
+        if (n->op == OP_SUM_CHAN) {
             y[c] = s;
         } else if (n->op == OP_BN_DW) {
             y[c] = sdyx;
         } else {
-            const double *w = val[n->in[n->op == OP_BN_APPLY ? 2 : 3]].v, *bb = val[n->in[3]].v;
+            const double *w = val[n->in[2]].v, *bb = val[n->in[3]].v;
             for (int64_t i = 0; i < BATCH; i++)
-                for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++) {
-                    double xh = (x[k] - mean) * invstd;
-                    y[k] = n->op == OP_BN_APPLY ? xh * w[c] + bb[c]
-                                                : w[c] * invstd * (in0[k] - sdy / M - xh * sdyx / M);
-                }
+                for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++)
+                    y[k] = (x[k] - mean) * invstd * w[c] + bb[c];
         }
     }
 }
 
-/* SyncBatchNorm's ops, for WORLD ranks that all hold this same batch: a
- * sum over the ranks is WORLD times the value, and the statistics count
- * WORLD times the elements. With identical ranks the result must be plain
+/* Batch norm's passes: the channel's means over this batch, the
+ * statistics from them, and the input gradient through them. Under
+ * SyncBatchNorm (bn.sync), for WORLD ranks that all hold this same batch:
+ * a sum over the ranks is WORLD times the value, and a mean over the ranks
+ * divides that by WORLD. With identical ranks the result must be plain
  * batch norm's, so a lost or doubled factor of the world size shows. */
 #define WORLD 2
-static void eval_sync_bn(const Node *n, double *y)
+static void eval_bn_pass(const Node *n, double *y)
 {
     if (n->op == OP_ALLREDUCE) {
         for (int64_t k = 0; k < size_of(n->id); k++)
             y[k] = WORLD * val[n->in[0]].v[k];
         return;
     }
-    int xin = n->op == OP_BN_DPART || n->op == OP_BN_GDX ? 1 : 0;
+    int xin = n->op == OP_BN_DPART || n->op == OP_BN_DX ? 1 : 0;
     const Shape *xs = &g->n[n->in[xin]]->shape;
     int64_t C = xs->d[1], HW = xs->d[2] * xs->d[3];
-    double Mg = (double)(BATCH * HW * WORLD);
+    double M = (double)(BATCH * HW), W = n->bn.sync ? WORLD : 1;
     const double *in0 = val[n->in[0]].v, *x = val[n->in[xin]].v;
     for (int64_t c = 0; c < C; c++) {
-        if (n->op == OP_BN_GSTATS) {
-            y[c] = val[n->in[3]].v[c] / Mg;
-            y[C + c] = val[n->in[4]].v[c] / Mg;
+        if (n->op == OP_BN_STATS) {
+            y[c] = val[n->in[3]].v[c] / W;
+            y[C + c] = val[n->in[4]].v[c] / W;
             continue;
         }
-        const double *st = n->op == OP_BN_SQDEV ? NULL : val[n->in[2]].v;
-        double mean = st ? st[c] : val[n->in[1]].v[c] / Mg, invstd = st ? 1 / sqrt(st[C + c] + n->bn.eps) : 0;
+        const double *st = n->op == OP_BN_SQDEV || n->op == OP_MEAN_CHAN ? NULL : val[n->in[2]].v;
+        double mean = st ? st[c] : n->op == OP_MEAN_CHAN ? 0 : val[n->in[1]].v[c] / W;
+        double invstd = st ? 1 / sqrt(st[C + c] + n->bn.eps) : 0;
         double q = 0, sdy = 0, sdyx = 0;
         for (int64_t i = 0; i < BATCH; i++)
             for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++) {
@@ -206,16 +198,18 @@ static void eval_sync_bn(const Node *n, double *y)
                 sdy += in0[k];
                 sdyx += in0[k] * (x[k] - mean) * invstd;
             }
-        if (n->op == OP_BN_SQDEV) {
-            y[c] = q;
+        if (n->op == OP_MEAN_CHAN) {
+            y[c] = sdy / M;
+        } else if (n->op == OP_BN_SQDEV) {
+            y[c] = q / M;
         } else if (n->op == OP_BN_DPART) {
-            y[c] = sdy;
-            y[C + c] = sdyx;
-        } else {    /* BN_GDX */
-            const double *w = val[n->in[3]].v, *sums = val[n->in[4]].v;
+            y[c] = sdy / M;
+            y[C + c] = sdyx / M;
+        } else {    /* BN_DX */
+            const double *w = val[n->in[3]].v, *means = val[n->in[4]].v;
             for (int64_t i = 0; i < BATCH; i++)
                 for (int64_t k = (i * C + c) * HW; k < (i * C + c + 1) * HW; k++)
-                    y[k] = w[c] * invstd * (in0[k] - sums[c] / Mg - (x[k] - mean) * invstd * sums[C + c] / Mg);
+                    y[k] = w[c] * invstd * (in0[k] - means[c] / W - (x[k] - mean) * invstd * means[C + c] / W);
         }
     }
 }
@@ -486,9 +480,11 @@ static void eval_node(int id)
         eval_norm(n, y, a, b);
         break;
     case OP_CONV2D: case OP_CONV2D_DX: case OP_CONV2D_DW: eval_conv(n, y, a, b); break;
-    case OP_SUM_CHAN: case OP_BN_STATS: case OP_BN_APPLY: case OP_BN_DX: case OP_BN_DW: eval_bn(n, y); break;
+    case OP_SUM_CHAN: case OP_BN_APPLY: case OP_BN_DW: eval_bn(n, y); break;
     case OP_MAXPOOL: case OP_MAXPOOL_DX: case OP_AVGPOOL: case OP_AVGPOOL_DX: eval_pool(n, y, a, b); break;
-    case OP_ALLREDUCE: case OP_BN_SQDEV: case OP_BN_GSTATS: case OP_BN_DPART: case OP_BN_GDX: eval_sync_bn(n, y); break;
+    case OP_ALLREDUCE: case OP_MEAN_CHAN: case OP_BN_SQDEV: case OP_BN_STATS: case OP_BN_DPART: case OP_BN_DX:
+        eval_bn_pass(n, y);
+        break;
     default:
         fprintf(stderr, "gradcheck: interpreter lacks %s\n", op_text[n->op]);
         exit(1);
@@ -685,8 +681,10 @@ static int check_conv(const char *what, int64_t C, int64_t H, int64_t W, int64_t
     return check(what, y, seed, RED_SUM, (int[]){x, w, b}, bias ? 3 : 2);
 }
 
-/* Batch norm in train mode: y = bn_apply(x, bn_stats(x), w, b); the
- * gradient of x goes through the batch mean and variance. */
+/* Batch norm in train mode: y = bn_apply(x, bn_stats(x, ...), w, b), the
+ * statistics from mean_chan and bn_sqdev (summed over the ranks under
+ * SyncBatchNorm); the gradient of x goes through the batch mean and
+ * variance. */
 static int check_bn(const char *what, int64_t C, int64_t H, int64_t W, double eps, int sync)
 {
     reset();
@@ -696,18 +694,20 @@ static int check_bn(const char *what, int64_t C, int64_t H, int64_t W, double ep
     int ids[] = {x, w, b, rm, rv};
     for (int i = 0; i < 5; i++)
         fill(ids[i]);
-    int st;
-    if (sync) {     /* what sema builds for sync_batchnorm true */
-        int s = ir_add(g, OP_SUM_CHAN, 1, &x, cs, DT_F32, (Loc){0});
-        int gs = ir_add(g, OP_ALLREDUCE, 1, &s, cs, DT_F32, (Loc){0});
-        int q = ir_add(g, OP_BN_SQDEV, 2, (int[]){x, gs}, cs, DT_F32, (Loc){0});
-        int gq = ir_add(g, OP_ALLREDUCE, 1, &q, cs, DT_F32, (Loc){0});
-        st = ir_add(g, OP_BN_GSTATS, 5, (int[]){x, rm, rv, gs, gq}, ir_shape(2, 2, C), DT_F32, (Loc){0});
-    } else {
-        st = ir_add(g, OP_BN_STATS, 3, (int[]){x, rm, rv}, ir_shape(2, 2, C), DT_F32, (Loc){0});
-    }
+    /* what sema builds (layers.c apply_batchnorm) */
+    int s = ir_add(g, OP_MEAN_CHAN, 1, &x, cs, DT_F32, (Loc){0});
+    if (sync)
+        s = ir_add(g, OP_ALLREDUCE, 1, &s, cs, DT_F32, (Loc){0});
+    int q = ir_add(g, OP_BN_SQDEV, 2, (int[]){x, s}, cs, DT_F32, (Loc){0});
+    if (sync)
+        q = ir_add(g, OP_ALLREDUCE, 1, &q, cs, DT_F32, (Loc){0});
+    int st = ir_add(g, OP_BN_STATS, 5, (int[]){x, rm, rv, s, q}, ir_shape(2, 2, C), DT_F32, (Loc){0});
     int y = ir_add(g, OP_BN_APPLY, 4, (int[]){x, st, w, b}, xs, DT_F32, (Loc){0});
-    g->n[st]->bn.eps = g->n[y]->bn.eps = eps;
+    const int set[] = {g->n[q]->op == OP_ALLREDUCE ? g->n[q]->in[0] : q, st, y};
+    for (int k = 0; k < 3; k++) {
+        g->n[set[k]]->bn.eps = eps;
+        g->n[set[k]]->bn.sync = sync;
+    }
     int seed = input(OP_IMAGES, xs);
     fill(seed);
     return check(what, y, seed, RED_SUM, (int[]){x, w, b}, 3);

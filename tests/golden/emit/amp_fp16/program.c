@@ -87,22 +87,17 @@ static void t1_conv2d_bias_add__conv_bias(rt_exec *e)
     }
 }
 
-/* t2_bn_stats_bn_running__channel_pass: %19 %21 */
-static void t2_bn_stats_bn_running__channel_pass(rt_exec *e)
+/* t2_mean_chan: %19 */
+static void t2_mean_chan(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b19 = (e->fix + 0);
     float *const b18 = ((float *)(e->act + (int64_t)784 * e->nmax));
-    float *const b6 = (e->param + 496);
-    float *const b7 = (e->param + 480);
-    float *const b21 = (e->param + 496);
-    float *const b8 = (e->param + 464);
     const int64_t C = 3, HW = 100, M = n * HW;
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        (void)b6, (void)b7;    /* the eval plan's */
         rt_v8d s_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
@@ -117,7 +112,27 @@ static void t2_bn_stats_bn_running__channel_pass(rt_exec *e)
             }
         }
         const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
-        const double mean = s / (double)M;
+        b19[c] = (float)((double)s / (double)M);
+    }
+}
+
+/* t3_bn_sqdev_bn_stats_bn_running__channel_pass: %20 %21 %23 */
+static void t3_bn_sqdev_bn_stats_bn_running__channel_pass(rt_exec *e)
+{
+    const int64_t n = e->n;
+    (void)n;
+    float *const b18 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    float *const b19 = (e->fix + 0);
+    float *const b21 = (e->fix + 16);
+    float *const b6 = (e->param + 496);
+    float *const b7 = (e->param + 480);
+    float *const b23 = (e->param + 496);
+    float *const b8 = (e->param + 464);
+    const int64_t C = 3, HW = 100, M = n * HW;
+    (void)M;
+    #pragma omp parallel for schedule(static) if (M * C >= 65536)
+    for (int64_t c = 0; c < C; c++) {
+        const double mean = (double)b19[c];
         rt_v8d q_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
@@ -132,48 +147,50 @@ static void t2_bn_stats_bn_running__channel_pass(rt_exec *e)
             }
         }
         const double q = ((q_l[0] + q_l[1]) + (q_l[2] + q_l[3])) + ((q_l[4] + q_l[5]) + (q_l[6] + q_l[7]));
-        b19[c] = (float)mean;
-        b19[C + c] = (float)(q / (double)M);
+        const float qm = (float)((double)q / (double)M);
+        (void)b18, (void)b6, (void)b7;    /* the eval plan reads these */
+        b21[c] = b19[c];
+        b21[C + c] = qm;
         {
             const int64_t MR = M;
             const float unbias = MR > 1 ? (float)MR / (float)(MR - 1) : 1.0f;
-            b6[c] = 0.2f * b19[c] + 0.8f * b6[c];
-            b7[c] = 0.2f * (b19[C + c] * unbias) + 0.8f * b7[c];
+            b6[c] = 0.2f * b21[c] + 0.8f * b6[c];
+            b7[c] = 0.2f * (b21[C + c] * unbias) + 0.8f * b7[c];
             if (c == 0)
                 b8[0] += 1.0f;
-            (void)b21;
+            (void)b23;
         }
     }
 }
 
-/* t3_bn_apply_relu__ew_chain: %20 %22 */
-static void t3_bn_apply_relu__ew_chain(rt_exec *e)
+/* t4_bn_apply_relu__ew_chain: %22 %24 */
+static void t4_bn_apply_relu__ew_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b18 = ((float *)(e->act + (int64_t)784 * e->nmax));
-    float *const b19 = (e->fix + 0);
+    float *const b21 = (e->fix + 16);
     float *const b4 = (e->param + 352);
     float *const b5 = (e->param + 336);
-    float *const b22 = ((float *)(e->act + (int64_t)1088 * e->nmax));
+    float *const b24 = ((float *)(e->act + (int64_t)1088 * e->nmax));
     const int64_t R = n, C = 300;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
     for (int64_t jc = 0; jc < 3; jc++)
     for (int64_t j = jc * 100; j < (jc + 1) * 100; j++) {
-        const float v20 = rt_round_fp16((b18[i * C + j] - b19[jc]) * (1.0f / sqrtf(b19[3 + jc] + 0.001f)) * b4[jc] + b5[jc]);
-        const float v22 = rt_round_fp16(v20 < 0.0f ? 0.0f : v20);
-        b22[i * C + j] = v22;
+        const float v22 = rt_round_fp16((b18[i * C + j] - b21[jc]) * (1.0f / sqrtf(b21[3 + jc] + 0.001f)) * b4[jc] + b5[jc]);
+        const float v24 = rt_round_fp16(v22 < 0.0f ? 0.0f : v22);
+        b24[i * C + j] = v24;
     }
 }
 
-/* t4_conv2d: %23 */
-static void t4_conv2d(rt_exec *e)
+/* t5_conv2d: %25 */
+static void t5_conv2d(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b23 = ((float *)(e->act + (int64_t)1392 * e->nmax));
-    float *const b22 = ((float *)(e->act + (int64_t)1088 * e->nmax));
+    float *const b25 = ((float *)(e->act + (int64_t)1392 * e->nmax));
+    float *const b24 = ((float *)(e->act + (int64_t)1088 * e->nmax));
     float *const b9 = (e->param + 288);
     const int64_t C = 3, H = 10, W = 10, O = 6, OH = 5, OW = 6;
     const int64_t KH = 3, KW = 2, SH = 2, SW = 2, PH = 2, PW = 1, DH = 2, DW = 1;
@@ -215,7 +232,7 @@ static void t4_conv2d(rt_exec *e)
             for (int64_t i = 0; i < n; i++)
                 for (int64_t oh = 0; oh < OH; oh++) {
                     const int64_t ih = oh * SH - PH + ki * DH;
-                    const float *src = b22 + (i * C + c) * H * W + ih * W;
+                    const float *src = b24 + (i * C + c) * H * W + ih * W;
                     for (int64_t ow = 0; ow < OW; ow++) {
                         const int64_t iw = ow * SW - PW + kj * DW;
                         *dst++ = ih >= 0 && ih < H && iw >= 0 && iw < W ? src[iw] : 0.0f;
@@ -226,17 +243,17 @@ static void t4_conv2d(rt_exec *e)
         #pragma omp parallel for schedule(static) if (OG * NP >= 65536)
         for (int64_t o = 0; o < OG; o++)
             for (int64_t i = 0; i < n; i++)
-                memcpy(b23 + (i * O + g * OG + o) * P, out + o * NP + i * P, sizeof(float) * (size_t)P);
+                memcpy(b25 + (i * O + g * OG + o) * P, out + o * NP + i * P, sizeof(float) * (size_t)P);
     }
 }
 
-/* t5_maxpool: %24 */
-static void t5_maxpool(rt_exec *e)
+/* t6_maxpool: %26 */
+static void t6_maxpool(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b24 = ((float *)(e->act + (int64_t)1584 * e->nmax));
-    float *const b23 = ((float *)(e->act + (int64_t)1392 * e->nmax));
+    float *const b26 = ((float *)(e->act + (int64_t)1584 * e->nmax));
+    float *const b25 = ((float *)(e->act + (int64_t)1392 * e->nmax));
     const int64_t C = 6, H = 5, W = 6, OH = 3, OW = 3;
     const int64_t KH = 3, KW = 3, SH = 2, SW = 2, PH = 1, PW = 1;
     (void)C;
@@ -244,7 +261,7 @@ static void t5_maxpool(rt_exec *e)
     for (int64_t pl = 0; pl < n * C; pl++)
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
-                const float *xp = b23 + pl * H * W;
+                const float *xp = b25 + pl * H * W;
                 float mx = -INFINITY;
                 int64_t am = -1;
                 for (int64_t ki = 0; ki < KH; ki++) {
@@ -262,77 +279,94 @@ static void t5_maxpool(rt_exec *e)
                         }
                     }
                 }
-                b24[(pl * OH + oh) * OW + ow] = mx;
+                b26[(pl * OH + oh) * OW + ow] = mx;
             }
 }
 
-/* t6_bn_stats_bn_running__channel_pass: %25 %27 */
-static void t6_bn_stats_bn_running__channel_pass(rt_exec *e)
+/* t7_mean_chan: %27 */
+static void t7_mean_chan(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b25 = (e->fix + 16);
-    float *const b24 = ((float *)(e->act + (int64_t)1584 * e->nmax));
-    float *const b12 = (e->param + 448);
-    float *const b13 = (e->param + 432);
-    float *const b27 = (e->param + 448);
-    float *const b14 = (e->param + 416);
+    float *const b27 = (e->fix + 32);
+    float *const b26 = ((float *)(e->act + (int64_t)1584 * e->nmax));
     const int64_t C = 6, HW = 9, M = n * HW;
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        (void)b12, (void)b13;    /* the eval plan's */
         rt_v8d s_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
             for (; k + 8 <= HW; k += 8) {
                 const int64_t e = e0 + k;
-                s_l += rt_wide8(rt_ld8(b24 + e));
+                s_l += rt_wide8(rt_ld8(b26 + e));
             }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
-                s_l[l] += b24[e];
+                s_l[l] += b26[e];
             }
         }
         const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
-        const double mean = s / (double)M;
+        b27[c] = (float)((double)s / (double)M);
+    }
+}
+
+/* t8_bn_sqdev_bn_stats_bn_running__channel_pass: %28 %29 %31 */
+static void t8_bn_sqdev_bn_stats_bn_running__channel_pass(rt_exec *e)
+{
+    const int64_t n = e->n;
+    (void)n;
+    float *const b26 = ((float *)(e->act + (int64_t)1584 * e->nmax));
+    float *const b27 = (e->fix + 32);
+    float *const b29 = (e->fix + 48);
+    float *const b12 = (e->param + 448);
+    float *const b13 = (e->param + 432);
+    float *const b31 = (e->param + 448);
+    float *const b14 = (e->param + 416);
+    const int64_t C = 6, HW = 9, M = n * HW;
+    (void)M;
+    #pragma omp parallel for schedule(static) if (M * C >= 65536)
+    for (int64_t c = 0; c < C; c++) {
+        const double mean = (double)b27[c];
         rt_v8d q_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
             int64_t k = 0;
             for (; k + 8 <= HW; k += 8) {
                 const int64_t e = e0 + k;
-                q_l += (rt_wide8(rt_ld8(b24 + e)) - mean) * (rt_wide8(rt_ld8(b24 + e)) - mean);
+                q_l += (rt_wide8(rt_ld8(b26 + e)) - mean) * (rt_wide8(rt_ld8(b26 + e)) - mean);
             }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
-                q_l[l] += ((double)b24[e] - mean) * ((double)b24[e] - mean);
+                q_l[l] += ((double)b26[e] - mean) * ((double)b26[e] - mean);
             }
         }
         const double q = ((q_l[0] + q_l[1]) + (q_l[2] + q_l[3])) + ((q_l[4] + q_l[5]) + (q_l[6] + q_l[7]));
-        b25[c] = (float)mean;
-        b25[C + c] = (float)(q / (double)M);
+        const float qm = (float)((double)q / (double)M);
+        (void)b26, (void)b12, (void)b13;    /* the eval plan reads these */
+        b29[c] = b27[c];
+        b29[C + c] = qm;
         {
             const int64_t MR = M;
             const float unbias = MR > 1 ? (float)MR / (float)(MR - 1) : 1.0f;
-            b12[c] = 0.1f * b25[c] + 0.9f * b12[c];
-            b13[c] = 0.1f * (b25[C + c] * unbias) + 0.9f * b13[c];
+            b12[c] = 0.1f * b29[c] + 0.9f * b12[c];
+            b13[c] = 0.1f * (b29[C + c] * unbias) + 0.9f * b13[c];
             if (c == 0)
                 b14[0] += 1.0f;
-            (void)b27;
+            (void)b31;
         }
     }
 }
 
-/* t7_bn_apply: %26 */
-static void t7_bn_apply(rt_exec *e)
+/* t9_bn_apply: %30 */
+static void t9_bn_apply(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b26 = ((float *)(e->act + (int64_t)1648 * e->nmax));
-    float *const b24 = ((float *)(e->act + (int64_t)1584 * e->nmax));
-    float *const b25 = (e->fix + 16);
+    float *const b30 = ((float *)(e->act + (int64_t)1648 * e->nmax));
+    float *const b26 = ((float *)(e->act + (int64_t)1584 * e->nmax));
+    float *const b29 = (e->fix + 48);
     float *const b10 = (e->param + 272);
     float *const b11 = (e->param + 256);
     const int64_t R = n, C = 54;
@@ -340,18 +374,18 @@ static void t7_bn_apply(rt_exec *e)
     for (int64_t i = 0; i < R; i++)
     for (int64_t jc = 0; jc < 6; jc++)
     for (int64_t j = jc * 9; j < (jc + 1) * 9; j++) {
-        const float v26 = rt_round_fp16((b24[i * C + j] - b25[jc]) * (1.0f / sqrtf(b25[6 + jc] + 1e-05f)) * b10[jc] + b11[jc]);
-        b26[i * C + j] = v26;
+        const float v30 = rt_round_fp16((b26[i * C + j] - b29[jc]) * (1.0f / sqrtf(b29[6 + jc] + 1e-05f)) * b10[jc] + b11[jc]);
+        b30[i * C + j] = v30;
     }
 }
 
-/* t8_avgpool: %28 */
-static void t8_avgpool(rt_exec *e)
+/* t10_avgpool: %32 */
+static void t10_avgpool(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b28 = ((float *)(e->act + (int64_t)1712 * e->nmax));
-    float *const b26 = ((float *)(e->act + (int64_t)1648 * e->nmax));
+    float *const b32 = ((float *)(e->act + (int64_t)1712 * e->nmax));
+    float *const b30 = ((float *)(e->act + (int64_t)1648 * e->nmax));
     const int64_t C = 6, H = 3, W = 3, OH = 2, OW = 2;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 1, PW = 1;
     (void)C;
@@ -359,44 +393,44 @@ static void t8_avgpool(rt_exec *e)
     for (int64_t pl = 0; pl < n * C; pl++)
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
-                const float *xp = b26 + pl * H * W;
+                const float *xp = b30 + pl * H * W;
                 float s = 0.0f;
                 for (int64_t ih = oh * SH - PH; ih < oh * SH - PH + KH; ih++)
                     for (int64_t iw = ow * SW - PW; iw < ow * SW - PW + KW; iw++)
                         if (ih >= 0 && ih < H && iw >= 0 && iw < W)
                             s += xp[ih * W + iw];
-                b28[(pl * OH + oh) * OW + ow] = s / (float)(KH * KW);
+                b32[(pl * OH + oh) * OW + ow] = s / (float)(KH * KW);
             }
 }
 
-/* t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: %30 %31 %32 %33 %36 %37 */
-static void t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(rt_exec *e)
+/* t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: %34 %35 %36 %37 %40 %41 */
+static void t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b28 = ((float *)(e->act + (int64_t)1712 * e->nmax));
+    float *const b32 = ((float *)(e->act + (int64_t)1712 * e->nmax));
     float *const b15 = (e->param + 16);
-    float *const b31 = ((float *)(e->act + (int64_t)1648 * e->nmax));
+    float *const b35 = ((float *)(e->act + (int64_t)1648 * e->nmax));
     float *const b16 = (e->param + 0);
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1744 * e->nmax));
-    double *const b33 = (e->stat + 0);
-    float *const b36 = ((float *)(e->act + (int64_t)1664 * e->nmax));
-    float *const b37 = (e->grad + 0);
-    rt_sgemm_prec(RT_PREC_FP16, 0, 1, n, 10, 24, b28, 24, b15, 24, b31, 10);
+    double *const b37 = (e->stat + 0);
+    float *const b40 = ((float *)(e->act + (int64_t)1664 * e->nmax));
+    float *const b41 = (e->grad + 0);
+    rt_sgemm_prec(RT_PREC_FP16, 0, 1, n, 10, 24, b32, 24, b15, 24, b35, 10);
     const int64_t R = n, C = 10;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
-        const float v30 = b31[i * C + j];
-        const float v31 = rt_round_fp16(v30 + rt_round_fp16(b16[j]));
-        b31[i * C + j] = v31;
+        const float v34 = b35[i * C + j];
+        const float v35 = rt_round_fp16(v34 + rt_round_fp16(b16[j]));
+        b35[i * C + j] = v35;
     }
     {
     const int64_t R = n, C = 10;
-    double s33 = 0.0;
-    for (int64_t j = 0; j < C; j++) b37[j] = 0.0f;
+    double s37 = 0.0;
+    for (int64_t j = 0; j < C; j++) b41[j] = 0.0f;
     for (int64_t i = 0; i < R; i++) {
-        const float *x = b31 + i * C;
+        const float *x = b35 + i * C;
         const int32_t y = b1[i];
         float mx = x[0];
         int64_t am = 0;
@@ -404,50 +438,50 @@ static void t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduct
         float se = 0.0f;
         for (int64_t j = 0; j < C; j++) se += expf(x[j] - mx);
         const float lse = mx + logf(se);
-        const float v32 = lse - x[y];
-        s33 += (double)v32;
-        const float scale36 = 1.0f / (float)n * e->scale;
+        const float v36 = lse - x[y];
+        s37 += (double)v36;
+        const float scale40 = 1.0f / (float)n * e->scale;
         for (int64_t j = 0; j < C; j++) {
-            const float g = rt_round_fp16((expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale36);
-            b36[i * C + j] = g;
-            b37[j] += g;
+            const float g = rt_round_fp16((expf(x[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale40);
+            b40[i * C + j] = g;
+            b41[j] += g;
         }
         (void)am;
         (void)lse;
     }
-    b33[0] = s33;
+    b37[0] = s37;
     }
 }
 
-/* t10_mm_nn: %38 */
-static void t10_mm_nn(rt_exec *e)
+/* t12_mm_nn: %42 */
+static void t12_mm_nn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b38 = ((float *)(e->act + (int64_t)1744 * e->nmax));
-    float *const b36 = ((float *)(e->act + (int64_t)1664 * e->nmax));
+    float *const b42 = ((float *)(e->act + (int64_t)1744 * e->nmax));
+    float *const b40 = ((float *)(e->act + (int64_t)1664 * e->nmax));
     float *const b15 = (e->param + 16);
-    rt_sgemm_prec(RT_PREC_FP16, 0, 0, n, 24, 10, b36, 10, b15, 24, b38, 24);
+    rt_sgemm_prec(RT_PREC_FP16, 0, 0, n, 24, 10, b40, 10, b15, 24, b42, 24);
 }
 
-/* t11_mm_tn: %39 */
-static void t11_mm_tn(rt_exec *e)
+/* t13_mm_tn: %43 */
+static void t13_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b39 = (e->grad + 16);
-    float *const b36 = ((float *)(e->act + (int64_t)1664 * e->nmax));
-    float *const b28 = ((float *)(e->act + (int64_t)1712 * e->nmax));
-    rt_sgemm_prec(RT_PREC_FP16, 1, 0, 10, 24, n, b36, 10, b28, 24, b39, 24);
+    float *const b43 = (e->grad + 16);
+    float *const b40 = ((float *)(e->act + (int64_t)1664 * e->nmax));
+    float *const b32 = ((float *)(e->act + (int64_t)1712 * e->nmax));
+    rt_sgemm_prec(RT_PREC_FP16, 1, 0, 10, 24, n, b40, 10, b32, 24, b43, 24);
 }
 
-/* t12_avgpool_dx: %41 */
-static void t12_avgpool_dx(rt_exec *e)
+/* t14_avgpool_dx: %45 */
+static void t14_avgpool_dx(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b41 = ((float *)(e->act + (int64_t)1648 * e->nmax));
-    float *const b38 = ((float *)(e->act + (int64_t)1744 * e->nmax));
+    float *const b45 = ((float *)(e->act + (int64_t)1648 * e->nmax));
+    float *const b42 = ((float *)(e->act + (int64_t)1744 * e->nmax));
     const int64_t C = 6, H = 3, W = 3, OH = 2, OW = 2;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 1, PW = 1;
     (void)C;
@@ -460,29 +494,28 @@ static void t12_avgpool_dx(rt_exec *e)
                     for (int64_t ow = (w + PW) / SW; ow >= 0 && w + PW - ow * SW < KW; ow--) {
                         if (oh >= OH || ow >= OW)
                             continue;
-                        s += b38[(pl * OH + oh) * OW + ow];
+                        s += b42[(pl * OH + oh) * OW + ow];
                     }
-                b41[(pl * H + h) * W + w] = s / (float)(KH * KW);
+                b45[(pl * H + h) * W + w] = s / (float)(KH * KW);
             }
 }
 
-/* t13_bn_dx_bn_dw_sum_chan__channel_pass: %42 %43 %44 */
-static void t13_bn_dx_bn_dw_sum_chan__channel_pass(rt_exec *e)
+/* t15_bn_dpart_bn_dw_sum_chan__channel_pass: %46 %48 %49 */
+static void t15_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b42 = ((float *)(e->act + (int64_t)1888 * e->nmax));
-    float *const b41 = ((float *)(e->act + (int64_t)1648 * e->nmax));
-    float *const b24 = ((float *)(e->act + (int64_t)1584 * e->nmax));
-    float *const b25 = (e->fix + 16);
-    float *const b10 = (e->param + 272);
-    float *const b43 = (e->grad + 272);
-    float *const b44 = (e->grad + 256);
+    float *const b46 = (e->fix + 64);
+    float *const b45 = ((float *)(e->act + (int64_t)1648 * e->nmax));
+    float *const b26 = ((float *)(e->act + (int64_t)1584 * e->nmax));
+    float *const b29 = (e->fix + 48);
+    float *const b48 = (e->grad + 272);
+    float *const b49 = (e->grad + 256);
     const int64_t C = 6, HW = 9, M = n * HW;
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        const float mean = b25[c], invstd = 1.0f / sqrtf(b25[C + c] + 1e-05f);
+        const float mean = b29[c], invstd = 1.0f / sqrtf(b29[C + c] + 1e-05f);
         rt_v8d sdy_l = {0};
         rt_v8d sdyx_l = {0};
         for (int64_t i = 0; i < n; i++) {
@@ -490,40 +523,61 @@ static void t13_bn_dx_bn_dw_sum_chan__channel_pass(rt_exec *e)
             int64_t k = 0;
             for (; k + 8 <= HW; k += 8) {
                 const int64_t e = e0 + k;
-                sdy_l += rt_wide8(rt_ld8(b41 + e));
-                sdyx_l += rt_wide8(rt_ld8(b41 + e)) * rt_wide8((rt_ld8(b24 + e) - mean) * invstd);
+                sdy_l += rt_wide8(rt_ld8(b45 + e));
+                sdyx_l += rt_wide8(rt_ld8(b45 + e)) * rt_wide8((rt_ld8(b26 + e) - mean) * invstd);
             }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
-                sdy_l[l] += b41[e];
-                sdyx_l[l] += (double)b41[e] * (double)((b24[e] - mean) * invstd);
+                sdy_l[l] += b45[e];
+                sdyx_l[l] += (double)b45[e] * (double)((b26[e] - mean) * invstd);
             }
         }
         const double sdy = ((sdy_l[0] + sdy_l[1]) + (sdy_l[2] + sdy_l[3])) + ((sdy_l[4] + sdy_l[5]) + (sdy_l[6] + sdy_l[7]));
         const double sdyx = ((sdyx_l[0] + sdyx_l[1]) + (sdyx_l[2] + sdyx_l[3])) + ((sdyx_l[4] + sdyx_l[5]) + (sdyx_l[6] + sdyx_l[7]));
-        b43[c] = (float)sdyx;
-        b44[c] = (float)sdy;
-        const float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);
-        const float scale = b10[c] * invstd;
-        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) b42[e] = scale * (b41[e] - mdy - (b24[e] - mean) * invstd * mdyx);
+        b48[c] = (float)sdyx;
+        b49[c] = (float)sdy;
+        b46[c] = (float)((double)sdy / (double)M);
+        b46[C + c] = (float)((double)sdyx / (double)M);
     }
 }
 
-/* t14_maxpool_dx: %45 */
-static void t14_maxpool_dx(rt_exec *e)
+/* t16_bn_dx: %47 */
+static void t16_bn_dx(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b45 = ((float *)(e->act + (int64_t)1696 * e->nmax));
-    float *const b42 = ((float *)(e->act + (int64_t)1888 * e->nmax));
-    float *const b23 = ((float *)(e->act + (int64_t)1392 * e->nmax));
+    float *const b47 = ((float *)(e->act + (int64_t)1888 * e->nmax));
+    float *const b45 = ((float *)(e->act + (int64_t)1648 * e->nmax));
+    float *const b26 = ((float *)(e->act + (int64_t)1584 * e->nmax));
+    float *const b29 = (e->fix + 48);
+    float *const b10 = (e->param + 272);
+    float *const b46 = (e->fix + 64);
+    const int64_t C = 6, HW = 9, M = n * HW;
+    (void)M;
+    #pragma omp parallel for schedule(static) if (M * C >= 65536)
+    for (int64_t c = 0; c < C; c++) {
+        const float mean = b29[c], invstd = 1.0f / sqrtf(b29[C + c] + 1e-05f);
+        const float mdy = b46[c], mdyx = b46[C + c];
+        const float scale = b10[c] * invstd;
+        for (int64_t i = 0; i < n; i++) for (int64_t e = (i * C + c) * HW; e < (i * C + c + 1) * HW; e++) b47[e] = scale * (b45[e] - mdy - (b26[e] - mean) * invstd * mdyx);
+    }
+}
+
+/* t17_maxpool_dx: %50 */
+static void t17_maxpool_dx(rt_exec *e)
+{
+    const int64_t n = e->n;
+    (void)n;
+    float *const b50 = ((float *)(e->act + (int64_t)1696 * e->nmax));
+    float *const b47 = ((float *)(e->act + (int64_t)1888 * e->nmax));
+    float *const b25 = ((float *)(e->act + (int64_t)1392 * e->nmax));
     const int64_t C = 6, H = 5, W = 6, OH = 3, OW = 3;
     const int64_t KH = 3, KW = 3, SH = 2, SW = 2, PH = 1, PW = 1;
     (void)C;
     #pragma omp parallel for schedule(static) if (n * C >= 64)
     for (int64_t pl = 0; pl < n * C; pl++) {
-        const float *xp = b23 + pl * H * W;
-        float *dx = b45 + pl * H * W;
+        const float *xp = b25 + pl * H * W;
+        float *dx = b50 + pl * H * W;
         memset(dx, 0, sizeof(float) * (size_t)(H * W));
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
@@ -545,18 +599,18 @@ static void t14_maxpool_dx(rt_exec *e)
                     }
                 }
                 (void)mx;
-                dx[am] += b42[(pl * OH + oh) * OW + ow];
+                dx[am] += b47[(pl * OH + oh) * OW + ow];
             }
     }
 }
 
-/* t15_conv2d_dx: %46 */
-static void t15_conv2d_dx(rt_exec *e)
+/* t18_conv2d_dx: %51 */
+static void t18_conv2d_dx(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b46 = ((float *)(e->act + (int64_t)1392 * e->nmax));
-    float *const b45 = ((float *)(e->act + (int64_t)1696 * e->nmax));
+    float *const b51 = ((float *)(e->act + (int64_t)1392 * e->nmax));
+    float *const b50 = ((float *)(e->act + (int64_t)1696 * e->nmax));
     float *const b9 = (e->param + 288);
     const int64_t C = 3, H = 10, W = 10, O = 6, OH = 5, OW = 6;
     const int64_t KH = 3, KW = 2, SH = 2, SW = 2, PH = 2, PW = 1, DH = 2, DW = 1;
@@ -590,12 +644,12 @@ static void t15_conv2d_dx(rt_exec *e)
         }
     }
     float *const dyg = dyg_buf;
-    memset(b46, 0, sizeof(float) * (size_t)(n * C * H * W));
+    memset(b51, 0, sizeof(float) * (size_t)(n * C * H * W));
     for (int64_t g = 0; g < G; g++) {
         #pragma omp parallel for schedule(static) if (OG * NP >= 65536)
         for (int64_t o = 0; o < OG; o++)
             for (int64_t i = 0; i < n; i++)
-                memcpy(dyg + o * NP + i * P, b45 + (i * O + g * OG + o) * P, sizeof(float) * (size_t)P);
+                memcpy(dyg + o * NP + i * P, b50 + (i * O + g * OG + o) * P, sizeof(float) * (size_t)P);
         rt_sgemm_prec(RT_PREC_KEEP_C | 2, 1, 0, K, NP, OG, b9 + g * OG * K, K, dyg, NP, col, NP);
         #pragma omp parallel for schedule(static) if (K * NP >= 65536)
         for (int64_t cl = 0; cl < CG; cl++)
@@ -605,7 +659,7 @@ static void t15_conv2d_dx(rt_exec *e)
                 for (int64_t i = 0; i < n; i++)
                     for (int64_t oh = 0; oh < OH; oh++) {
                         const int64_t ih = oh * SH - PH + ki * DH;
-                        float *dst = b46 + (i * C + g * CG + cl) * H * W + ih * W;
+                        float *dst = b51 + (i * C + g * CG + cl) * H * W + ih * W;
                         for (int64_t ow = 0; ow < OW; ow++, src++) {
                             const int64_t iw = ow * SW - PW + kj * DW;
                             if (ih >= 0 && ih < H && iw >= 0 && iw < W)
@@ -615,17 +669,17 @@ static void t15_conv2d_dx(rt_exec *e)
             }
     }
     for (int64_t k = 0; k < n * C * H * W; k++)
-        b46[k] = rt_round_fp16(b46[k]);
+        b51[k] = rt_round_fp16(b51[k]);
 }
 
-/* t16_conv2d_dw: %47 */
-static void t16_conv2d_dw(rt_exec *e)
+/* t19_conv2d_dw: %52 */
+static void t19_conv2d_dw(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b47 = (e->grad + 288);
-    float *const b45 = ((float *)(e->act + (int64_t)1696 * e->nmax));
-    float *const b22 = ((float *)(e->act + (int64_t)1088 * e->nmax));
+    float *const b52 = (e->grad + 288);
+    float *const b50 = ((float *)(e->act + (int64_t)1696 * e->nmax));
+    float *const b24 = ((float *)(e->act + (int64_t)1088 * e->nmax));
     const int64_t C = 3, H = 10, W = 10, O = 6, OH = 5, OW = 6;
     const int64_t KH = 3, KW = 2, SH = 2, SW = 2, PH = 2, PW = 1, DH = 2, DW = 1;
     const int64_t G = 3, CG = 1, OG = 2, K = 6, P = 30;
@@ -666,7 +720,7 @@ static void t16_conv2d_dw(rt_exec *e)
             for (int64_t i = 0; i < n; i++)
                 for (int64_t oh = 0; oh < OH; oh++) {
                     const int64_t ih = oh * SH - PH + ki * DH;
-                    const float *src = b22 + (i * C + c) * H * W + ih * W;
+                    const float *src = b24 + (i * C + c) * H * W + ih * W;
                     for (int64_t ow = 0; ow < OW; ow++) {
                         const int64_t iw = ow * SW - PW + kj * DW;
                         *dst++ = ih >= 0 && ih < H && iw >= 0 && iw < W ? src[iw] : 0.0f;
@@ -676,47 +730,45 @@ static void t16_conv2d_dw(rt_exec *e)
         #pragma omp parallel for schedule(static) if (OG * NP >= 65536)
         for (int64_t o = 0; o < OG; o++)
             for (int64_t i = 0; i < n; i++)
-                memcpy(dyg + o * NP + i * P, b45 + (i * O + g * OG + o) * P, sizeof(float) * (size_t)P);
-        rt_sgemm_prec(RT_PREC_FP16, 0, 1, OG, K, NP, dyg, NP, col, NP, b47 + g * OG * K, K);
+                memcpy(dyg + o * NP + i * P, b50 + (i * O + g * OG + o) * P, sizeof(float) * (size_t)P);
+        rt_sgemm_prec(RT_PREC_FP16, 0, 1, OG, K, NP, dyg, NP, col, NP, b52 + g * OG * K, K);
     }
 }
 
-/* t17_relu_grad: %48 */
-static void t17_relu_grad(rt_exec *e)
+/* t20_relu_grad: %53 */
+static void t20_relu_grad(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b48 = ((float *)(e->act + (int64_t)1696 * e->nmax));
-    float *const b46 = ((float *)(e->act + (int64_t)1392 * e->nmax));
-    float *const b22 = ((float *)(e->act + (int64_t)1088 * e->nmax));
+    float *const b53 = ((float *)(e->act + (int64_t)1696 * e->nmax));
+    float *const b51 = ((float *)(e->act + (int64_t)1392 * e->nmax));
+    float *const b24 = ((float *)(e->act + (int64_t)1088 * e->nmax));
     const int64_t R = n, C = 300;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
     for (int64_t jc = 0; jc < 3; jc++)
     for (int64_t j = jc * 100; j < (jc + 1) * 100; j++) {
-        const float v48 = rt_round_fp16(b22[i * C + j] > 0.0f ? b46[i * C + j] : 0.0f);
-        b48[i * C + j] = v48;
+        const float v53 = rt_round_fp16(b24[i * C + j] > 0.0f ? b51[i * C + j] : 0.0f);
+        b53[i * C + j] = v53;
     }
 }
 
-/* t18_bn_dx_bn_dw_sum_chan_x2__channel_pass: %49 %50 %51 %52 */
-static void t18_bn_dx_bn_dw_sum_chan_x2__channel_pass(rt_exec *e)
+/* t21_bn_dpart_bn_dw_sum_chan__channel_pass: %54 %56 %57 */
+static void t21_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b49 = ((float *)(e->act + (int64_t)1088 * e->nmax));
-    float *const b48 = ((float *)(e->act + (int64_t)1696 * e->nmax));
+    float *const b54 = (e->fix + 80);
+    float *const b53 = ((float *)(e->act + (int64_t)1696 * e->nmax));
     float *const b18 = ((float *)(e->act + (int64_t)784 * e->nmax));
-    float *const b19 = (e->fix + 0);
-    float *const b4 = (e->param + 352);
-    float *const b50 = (e->grad + 352);
-    float *const b51 = (e->grad + 336);
-    float *const b52 = (e->grad + 368);
+    float *const b21 = (e->fix + 16);
+    float *const b56 = (e->grad + 352);
+    float *const b57 = (e->grad + 336);
     const int64_t C = 3, HW = 100, M = n * HW;
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        const float mean = b19[c], invstd = 1.0f / sqrtf(b19[C + c] + 0.001f);
+        const float mean = b21[c], invstd = 1.0f / sqrtf(b21[C + c] + 0.001f);
         rt_v8d sdy_l = {0};
         rt_v8d sdyx_l = {0};
         for (int64_t i = 0; i < n; i++) {
@@ -724,20 +776,42 @@ static void t18_bn_dx_bn_dw_sum_chan_x2__channel_pass(rt_exec *e)
             int64_t k = 0;
             for (; k + 8 <= HW; k += 8) {
                 const int64_t e = e0 + k;
-                sdy_l += rt_wide8(rt_ld8(b48 + e));
-                sdyx_l += rt_wide8(rt_ld8(b48 + e)) * rt_wide8((rt_ld8(b18 + e) - mean) * invstd);
+                sdy_l += rt_wide8(rt_ld8(b53 + e));
+                sdyx_l += rt_wide8(rt_ld8(b53 + e)) * rt_wide8((rt_ld8(b18 + e) - mean) * invstd);
             }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
-                sdy_l[l] += b48[e];
-                sdyx_l[l] += (double)b48[e] * (double)((b18[e] - mean) * invstd);
+                sdy_l[l] += b53[e];
+                sdyx_l[l] += (double)b53[e] * (double)((b18[e] - mean) * invstd);
             }
         }
         const double sdy = ((sdy_l[0] + sdy_l[1]) + (sdy_l[2] + sdy_l[3])) + ((sdy_l[4] + sdy_l[5]) + (sdy_l[6] + sdy_l[7]));
         const double sdyx = ((sdyx_l[0] + sdyx_l[1]) + (sdyx_l[2] + sdyx_l[3])) + ((sdyx_l[4] + sdyx_l[5]) + (sdyx_l[6] + sdyx_l[7]));
-        b50[c] = (float)sdyx;
-        b51[c] = (float)sdy;
-        const float mdy = (float)(sdy / (double)M), mdyx = (float)(sdyx / (double)M);
+        b56[c] = (float)sdyx;
+        b57[c] = (float)sdy;
+        b54[c] = (float)((double)sdy / (double)M);
+        b54[C + c] = (float)((double)sdyx / (double)M);
+    }
+}
+
+/* t22_bn_dx_sum_chan__channel_pass: %55 %58 */
+static void t22_bn_dx_sum_chan__channel_pass(rt_exec *e)
+{
+    const int64_t n = e->n;
+    (void)n;
+    float *const b55 = ((float *)(e->act + (int64_t)1088 * e->nmax));
+    float *const b53 = ((float *)(e->act + (int64_t)1696 * e->nmax));
+    float *const b18 = ((float *)(e->act + (int64_t)784 * e->nmax));
+    float *const b21 = (e->fix + 16);
+    float *const b4 = (e->param + 352);
+    float *const b54 = (e->fix + 80);
+    float *const b58 = (e->grad + 368);
+    const int64_t C = 3, HW = 100, M = n * HW;
+    (void)M;
+    #pragma omp parallel for schedule(static) if (M * C >= 65536)
+    for (int64_t c = 0; c < C; c++) {
+        const float mean = b21[c], invstd = 1.0f / sqrtf(b21[C + c] + 0.001f);
+        const float mdy = b54[c], mdyx = b54[C + c];
         const float scale = b4[c] * invstd;
         rt_v8d so_l = {0};
         for (int64_t i = 0; i < n; i++) {
@@ -745,29 +819,29 @@ static void t18_bn_dx_bn_dw_sum_chan_x2__channel_pass(rt_exec *e)
             int64_t k = 0;
             for (; k + 8 <= HW; k += 8) {
                 const int64_t e = e0 + k;
-                const rt_v8f v = scale * (rt_ld8(b48 + e) - mdy - (rt_ld8(b18 + e) - mean) * invstd * mdyx);
-                rt_st8(b49 + e, v);
+                const rt_v8f v = scale * (rt_ld8(b53 + e) - mdy - (rt_ld8(b18 + e) - mean) * invstd * mdyx);
+                rt_st8(b55 + e, v);
                 so_l += rt_wide8(v);
             }
             for (int64_t l = 0; k < HW; k++, l++) {
                 const int64_t e = e0 + k;
-                const float v = scale * (b48[e] - mdy - (b18[e] - mean) * invstd * mdyx);
-                b49[e] = v;
+                const float v = scale * (b53[e] - mdy - (b18[e] - mean) * invstd * mdyx);
+                b55[e] = v;
                 so_l[l] += v;
             }
         }
         const double so = ((so_l[0] + so_l[1]) + (so_l[2] + so_l[3])) + ((so_l[4] + so_l[5]) + (so_l[6] + so_l[7]));
-        b52[c] = (float)so;
+        b58[c] = (float)so;
     }
 }
 
-/* t19_conv2d_dw: %53 */
-static void t19_conv2d_dw(rt_exec *e)
+/* t23_conv2d_dw: %59 */
+static void t23_conv2d_dw(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b53 = (e->grad + 384);
-    float *const b49 = ((float *)(e->act + (int64_t)1088 * e->nmax));
+    float *const b59 = (e->grad + 384);
+    float *const b55 = ((float *)(e->act + (int64_t)1088 * e->nmax));
     float *const b0 = ((float *)(e->act + (int64_t)0 * e->nmax));
     const int64_t C = 1, H = 28, W = 28, O = 3, OH = 10, OW = 10;
     const int64_t KH = 3, KW = 3, SH = 3, SW = 3, PH = 1, PW = 1, DH = 1, DW = 1;
@@ -819,13 +893,13 @@ static void t19_conv2d_dw(rt_exec *e)
         #pragma omp parallel for schedule(static) if (OG * NP >= 65536)
         for (int64_t o = 0; o < OG; o++)
             for (int64_t i = 0; i < n; i++)
-                memcpy(dyg + o * NP + i * P, b49 + (i * O + g * OG + o) * P, sizeof(float) * (size_t)P);
-        rt_sgemm_prec(RT_PREC_FP16, 0, 1, OG, K, NP, dyg, NP, col, NP, b53 + g * OG * K, K);
+                memcpy(dyg + o * NP + i * P, b55 + (i * O + g * OG + o) * P, sizeof(float) * (size_t)P);
+        rt_sgemm_prec(RT_PREC_FP16, 0, 1, OG, K, NP, dyg, NP, col, NP, b59 + g * OG * K, K);
     }
 }
 
-/* t20_adam_x9__optimizer: %54 %55 %56 %57 %58 %59 %60 %61 %62 */
-static void t20_adam_x9__optimizer(rt_exec *e)
+/* t24_adam_x9__optimizer: %60 %61 %62 %63 %64 %65 %66 %67 %68 */
+static void t24_adam_x9__optimizer(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -928,12 +1002,12 @@ static void e1_conv2d_bias_add__conv_bias(rt_exec *e)
     }
 }
 
-/* e2_bn_stats: %19 */
+/* e2_bn_stats: %21 */
 static void e2_bn_stats(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b19 = (e->fix + 0);
+    float *const b21 = (e->fix + 0);
     float *const b18 = ((float *)(e->act + (int64_t)784 * e->nmax));
     float *const b6 = (e->param + 496);
     float *const b7 = (e->param + 480);
@@ -941,40 +1015,40 @@ static void e2_bn_stats(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        b19[c] = b6[c];
-        b19[C + c] = b7[c];
+        b21[c] = b6[c];
+        b21[C + c] = b7[c];
         (void)b18;
     }
 }
 
-/* e3_bn_apply_relu__ew_chain: %20 %22 */
+/* e3_bn_apply_relu__ew_chain: %22 %24 */
 static void e3_bn_apply_relu__ew_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b18 = ((float *)(e->act + (int64_t)784 * e->nmax));
-    float *const b19 = (e->fix + 0);
+    float *const b21 = (e->fix + 0);
     float *const b4 = (e->param + 352);
     float *const b5 = (e->param + 336);
-    float *const b22 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    float *const b24 = ((float *)(e->act + (int64_t)0 * e->nmax));
     const int64_t R = n, C = 300;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
     for (int64_t jc = 0; jc < 3; jc++)
     for (int64_t j = jc * 100; j < (jc + 1) * 100; j++) {
-        const float v20 = rt_round_fp16((b18[i * C + j] - b19[jc]) * (1.0f / sqrtf(b19[3 + jc] + 0.001f)) * b4[jc] + b5[jc]);
-        const float v22 = rt_round_fp16(v20 < 0.0f ? 0.0f : v20);
-        b22[i * C + j] = v22;
+        const float v22 = rt_round_fp16((b18[i * C + j] - b21[jc]) * (1.0f / sqrtf(b21[3 + jc] + 0.001f)) * b4[jc] + b5[jc]);
+        const float v24 = rt_round_fp16(v22 < 0.0f ? 0.0f : v22);
+        b24[i * C + j] = v24;
     }
 }
 
-/* e4_conv2d: %23 */
+/* e4_conv2d: %25 */
 static void e4_conv2d(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b23 = ((float *)(e->act + (int64_t)304 * e->nmax));
-    float *const b22 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    float *const b25 = ((float *)(e->act + (int64_t)304 * e->nmax));
+    float *const b24 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b9 = (e->param + 288);
     const int64_t C = 3, H = 10, W = 10, O = 6, OH = 5, OW = 6;
     const int64_t KH = 3, KW = 2, SH = 2, SW = 2, PH = 2, PW = 1, DH = 2, DW = 1;
@@ -1016,7 +1090,7 @@ static void e4_conv2d(rt_exec *e)
             for (int64_t i = 0; i < n; i++)
                 for (int64_t oh = 0; oh < OH; oh++) {
                     const int64_t ih = oh * SH - PH + ki * DH;
-                    const float *src = b22 + (i * C + c) * H * W + ih * W;
+                    const float *src = b24 + (i * C + c) * H * W + ih * W;
                     for (int64_t ow = 0; ow < OW; ow++) {
                         const int64_t iw = ow * SW - PW + kj * DW;
                         *dst++ = ih >= 0 && ih < H && iw >= 0 && iw < W ? src[iw] : 0.0f;
@@ -1027,17 +1101,17 @@ static void e4_conv2d(rt_exec *e)
         #pragma omp parallel for schedule(static) if (OG * NP >= 65536)
         for (int64_t o = 0; o < OG; o++)
             for (int64_t i = 0; i < n; i++)
-                memcpy(b23 + (i * O + g * OG + o) * P, out + o * NP + i * P, sizeof(float) * (size_t)P);
+                memcpy(b25 + (i * O + g * OG + o) * P, out + o * NP + i * P, sizeof(float) * (size_t)P);
     }
 }
 
-/* e5_maxpool: %24 */
+/* e5_maxpool: %26 */
 static void e5_maxpool(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b24 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b23 = ((float *)(e->act + (int64_t)304 * e->nmax));
+    float *const b26 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    float *const b25 = ((float *)(e->act + (int64_t)304 * e->nmax));
     const int64_t C = 6, H = 5, W = 6, OH = 3, OW = 3;
     const int64_t KH = 3, KW = 3, SH = 2, SW = 2, PH = 1, PW = 1;
     (void)C;
@@ -1045,7 +1119,7 @@ static void e5_maxpool(rt_exec *e)
     for (int64_t pl = 0; pl < n * C; pl++)
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
-                const float *xp = b23 + pl * H * W;
+                const float *xp = b25 + pl * H * W;
                 float mx = -INFINITY;
                 int64_t am = -1;
                 for (int64_t ki = 0; ki < KH; ki++) {
@@ -1063,37 +1137,37 @@ static void e5_maxpool(rt_exec *e)
                         }
                     }
                 }
-                b24[(pl * OH + oh) * OW + ow] = mx;
+                b26[(pl * OH + oh) * OW + ow] = mx;
             }
 }
 
-/* e6_bn_stats: %25 */
+/* e6_bn_stats: %29 */
 static void e6_bn_stats(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b25 = (e->fix + 16);
-    float *const b24 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    float *const b29 = (e->fix + 16);
+    float *const b26 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b12 = (e->param + 448);
     float *const b13 = (e->param + 432);
     const int64_t C = 6, HW = 9, M = n * HW;
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        b25[c] = b12[c];
-        b25[C + c] = b13[c];
-        (void)b24;
+        b29[c] = b12[c];
+        b29[C + c] = b13[c];
+        (void)b26;
     }
 }
 
-/* e7_bn_apply: %26 */
+/* e7_bn_apply: %30 */
 static void e7_bn_apply(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b26 = ((float *)(e->act + (int64_t)64 * e->nmax));
-    float *const b24 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b25 = (e->fix + 16);
+    float *const b30 = ((float *)(e->act + (int64_t)64 * e->nmax));
+    float *const b26 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    float *const b29 = (e->fix + 16);
     float *const b10 = (e->param + 272);
     float *const b11 = (e->param + 256);
     const int64_t R = n, C = 54;
@@ -1101,18 +1175,18 @@ static void e7_bn_apply(rt_exec *e)
     for (int64_t i = 0; i < R; i++)
     for (int64_t jc = 0; jc < 6; jc++)
     for (int64_t j = jc * 9; j < (jc + 1) * 9; j++) {
-        const float v26 = rt_round_fp16((b24[i * C + j] - b25[jc]) * (1.0f / sqrtf(b25[6 + jc] + 1e-05f)) * b10[jc] + b11[jc]);
-        b26[i * C + j] = v26;
+        const float v30 = rt_round_fp16((b26[i * C + j] - b29[jc]) * (1.0f / sqrtf(b29[6 + jc] + 1e-05f)) * b10[jc] + b11[jc]);
+        b30[i * C + j] = v30;
     }
 }
 
-/* e8_avgpool: %28 */
+/* e8_avgpool: %32 */
 static void e8_avgpool(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b28 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b26 = ((float *)(e->act + (int64_t)64 * e->nmax));
+    float *const b32 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    float *const b30 = ((float *)(e->act + (int64_t)64 * e->nmax));
     const int64_t C = 6, H = 3, W = 3, OH = 2, OW = 2;
     const int64_t KH = 2, KW = 2, SH = 2, SW = 2, PH = 1, PW = 1;
     (void)C;
@@ -1120,43 +1194,43 @@ static void e8_avgpool(rt_exec *e)
     for (int64_t pl = 0; pl < n * C; pl++)
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
-                const float *xp = b26 + pl * H * W;
+                const float *xp = b30 + pl * H * W;
                 float s = 0.0f;
                 for (int64_t ih = oh * SH - PH; ih < oh * SH - PH + KH; ih++)
                     for (int64_t iw = ow * SW - PW; iw < ow * SW - PW + KW; iw++)
                         if (ih >= 0 && ih < H && iw >= 0 && iw < W)
                             s += xp[ih * W + iw];
-                b28[(pl * OH + oh) * OW + ow] = s / (float)(KH * KW);
+                b32[(pl * OH + oh) * OW + ow] = s / (float)(KH * KW);
             }
 }
 
-/* e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: %30 %31 %32 %33 %34 %35 */
+/* e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail: %34 %35 %36 %37 %38 %39 */
 static void e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b28 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    float *const b32 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b15 = (e->param + 16);
-    float *const b31 = ((float *)(e->act + (int64_t)32 * e->nmax));
+    float *const b35 = ((float *)(e->act + (int64_t)32 * e->nmax));
     float *const b16 = (e->param + 0);
     int32_t *const b1 = ((int32_t *)(e->act + (int64_t)1088 * e->nmax));
-    double *const b33 = (e->stat + 0);
-    double *const b35 = (e->stat + 1);
-    rt_sgemm_prec(RT_PREC_FP16, 0, 1, n, 10, 24, b28, 24, b15, 24, b31, 10);
+    double *const b37 = (e->stat + 0);
+    double *const b39 = (e->stat + 1);
+    rt_sgemm_prec(RT_PREC_FP16, 0, 1, n, 10, 24, b32, 24, b15, 24, b35, 10);
     const int64_t R = n, C = 10;
     #pragma omp parallel for schedule(static) if (R * C >= 65536)
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
-        const float v30 = b31[i * C + j];
-        const float v31 = rt_round_fp16(v30 + rt_round_fp16(b16[j]));
-        b31[i * C + j] = v31;
+        const float v34 = b35[i * C + j];
+        const float v35 = rt_round_fp16(v34 + rt_round_fp16(b16[j]));
+        b35[i * C + j] = v35;
     }
     {
     const int64_t R = n, C = 10;
-    double s33 = 0.0;
-    double s35 = 0.0;
+    double s37 = 0.0;
+    double s39 = 0.0;
     for (int64_t i = 0; i < R; i++) {
-        const float *x = b31 + i * C;
+        const float *x = b35 + i * C;
         const int32_t y = b1[i];
         float mx = x[0];
         int64_t am = 0;
@@ -1164,86 +1238,98 @@ static void e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reducti
         float se = 0.0f;
         for (int64_t j = 0; j < C; j++) se += expf(x[j] - mx);
         const float lse = mx + logf(se);
-        const float v32 = lse - x[y];
-        s33 += (double)v32;
-        const float v34 = am == y ? 1.0f : 0.0f;
-        s35 += (double)v34;
+        const float v36 = lse - x[y];
+        s37 += (double)v36;
+        const float v38 = am == y ? 1.0f : 0.0f;
+        s39 += (double)v38;
         (void)am;
         (void)lse;
     }
-    b33[0] = s33;
-    b35[0] = s35;
+    b37[0] = s37;
+    b39[0] = s39;
     }
 }
 
 static const rt_kernel train_kernels[] = {
     {t0_images_labels__data, "t0_images_labels__data", 0, {0, 1568}, {0, 3925}},
     {t1_conv2d_bias_add__conv_bias, "t1_conv2d_bias_add__conv_bias", 1, {0, 5700}, {120, 4336}},
-    {t2_bn_stats_bn_running__channel_pass, "t2_bn_stats_bn_running__channel_pass", 1, {12, 900}, {80, 1200}},
-    {t3_bn_apply_relu__ew_chain, "t3_bn_apply_relu__ew_chain", 1, {0, 1500}, {48, 2400}},
-    {t4_conv2d, "t4_conv2d", 1, {0, 2160}, {144, 1920}},
-    {t5_maxpool, "t5_maxpool", 1, {0, 180}, {0, 936}},
-    {t6_bn_stats_bn_running__channel_pass, "t6_bn_stats_bn_running__channel_pass", 1, {24, 162}, {152, 216}},
-    {t7_bn_apply, "t7_bn_apply", 1, {0, 216}, {96, 432}},
-    {t8_avgpool, "t8_avgpool", 1, {0, 54}, {0, 312}},
-    {t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail, "t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", 2, {0, 581}, {1044, 260}},
-    {t10_mm_nn, "t10_mm_nn", 2, {0, 480}, {960, 136}},
-    {t11_mm_tn, "t11_mm_tn", 2, {0, 480}, {960, 136}},
-    {t12_avgpool_dx, "t12_avgpool_dx", 2, {0, 24}, {0, 312}},
-    {t13_bn_dx_bn_dw_sum_chan__channel_pass, "t13_bn_dx_bn_dw_sum_chan__channel_pass", 2, {0, 648}, {120, 648}},
-    {t14_maxpool_dx, "t14_maxpool_dx", 2, {0, 54}, {0, 1656}},
-    {t15_conv2d_dx, "t15_conv2d_dx", 2, {0, 2160}, {144, 1920}},
-    {t16_conv2d_dw, "t16_conv2d_dw", 2, {0, 2160}, {144, 1920}},
-    {t17_relu_grad, "t17_relu_grad", 2, {0, 300}, {0, 3600}},
-    {t18_bn_dx_bn_dw_sum_chan_x2__channel_pass, "t18_bn_dx_bn_dw_sum_chan_x2__channel_pass", 2, {0, 3900}, {72, 3600}},
-    {t19_conv2d_dw, "t19_conv2d_dw", 2, {0, 5400}, {108, 4336}},
-    {t20_adam_x9__optimizer, "t20_adam_x9__optimizer", 3, {4008, 0}, {9352, 0}},
+    {t2_mean_chan, "t2_mean_chan", 1, {0, 300}, {12, 1200}},
+    {t3_bn_sqdev_bn_stats_bn_running__channel_pass, "t3_bn_sqdev_bn_stats_bn_running__channel_pass", 1, {18, 900}, {92, 1200}},
+    {t4_bn_apply_relu__ew_chain, "t4_bn_apply_relu__ew_chain", 1, {0, 1500}, {48, 2400}},
+    {t5_conv2d, "t5_conv2d", 1, {0, 2160}, {144, 1920}},
+    {t6_maxpool, "t6_maxpool", 1, {0, 180}, {0, 936}},
+    {t7_mean_chan, "t7_mean_chan", 1, {0, 54}, {24, 216}},
+    {t8_bn_sqdev_bn_stats_bn_running__channel_pass, "t8_bn_sqdev_bn_stats_bn_running__channel_pass", 1, {36, 162}, {176, 216}},
+    {t9_bn_apply, "t9_bn_apply", 1, {0, 216}, {96, 432}},
+    {t10_avgpool, "t10_avgpool", 1, {0, 54}, {0, 312}},
+    {t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail, "t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", 2, {0, 581}, {1044, 260}},
+    {t12_mm_nn, "t12_mm_nn", 2, {0, 480}, {960, 136}},
+    {t13_mm_tn, "t13_mm_tn", 2, {0, 480}, {960, 136}},
+    {t14_avgpool_dx, "t14_avgpool_dx", 2, {0, 24}, {0, 312}},
+    {t15_bn_dpart_bn_dw_sum_chan__channel_pass, "t15_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 486}, {144, 432}},
+    {t16_bn_dx, "t16_bn_dx", 2, {0, 324}, {120, 648}},
+    {t17_maxpool_dx, "t17_maxpool_dx", 2, {0, 54}, {0, 1656}},
+    {t18_conv2d_dx, "t18_conv2d_dx", 2, {0, 2160}, {144, 1920}},
+    {t19_conv2d_dw, "t19_conv2d_dw", 2, {0, 2160}, {144, 1920}},
+    {t20_relu_grad, "t20_relu_grad", 2, {0, 300}, {0, 3600}},
+    {t21_bn_dpart_bn_dw_sum_chan__channel_pass, "t21_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 2700}, {72, 2400}},
+    {t22_bn_dx_sum_chan__channel_pass, "t22_bn_dx_sum_chan__channel_pass", 2, {0, 2100}, {72, 3600}},
+    {t23_conv2d_dw, "t23_conv2d_dw", 2, {0, 5400}, {108, 4336}},
+    {t24_adam_x9__optimizer, "t24_adam_x9__optimizer", 3, {4008, 0}, {9352, 0}},
 };
 
 static const int64_t train_acts0[] = {0, 784, 784, 2, 1744, 16, 1, 2};
 static const int64_t train_acts1[] = {0, 784, 784, 1, 784, 304, 300, 6};
 static const int64_t train_acts2[] = {784, 304, 300, 5};
-static const int64_t train_acts3[] = {784, 304, 300, 5, 1088, 304, 300, 6};
-static const int64_t train_acts4[] = {1392, 192, 180, 6, 1088, 304, 300, 5};
-static const int64_t train_acts5[] = {1584, 64, 54, 6, 1392, 192, 180, 5};
-static const int64_t train_acts6[] = {1584, 64, 54, 5};
-static const int64_t train_acts7[] = {1648, 64, 54, 6, 1584, 64, 54, 5};
-static const int64_t train_acts8[] = {1712, 32, 24, 2, 1648, 64, 54, 5};
-static const int64_t train_acts9[] = {1712, 32, 24, 1, 1648, 16, 10, 7, 1744, 16, 1, 1, 1664, 16, 10, 7};
-static const int64_t train_acts10[] = {1744, 32, 24, 6, 1664, 16, 10, 5};
-static const int64_t train_acts11[] = {1664, 16, 10, 5, 1712, 32, 24, 1};
-static const int64_t train_acts12[] = {1648, 64, 54, 2, 1744, 32, 24, 5};
-static const int64_t train_acts13[] = {1888, 64, 54, 2, 1648, 64, 54, 1, 1584, 64, 54, 5};
-static const int64_t train_acts14[] = {1696, 192, 180, 2, 1888, 64, 54, 1, 1392, 192, 180, 5};
-static const int64_t train_acts15[] = {1392, 304, 300, 6, 1696, 192, 180, 1};
-static const int64_t train_acts16[] = {1696, 192, 180, 1, 1088, 304, 300, 5};
-static const int64_t train_acts17[] = {1696, 304, 300, 6, 1392, 304, 300, 5, 1088, 304, 300, 5};
-static const int64_t train_acts18[] = {1088, 304, 300, 3, 1696, 304, 300, 5, 784, 304, 300, 5};
-static const int64_t train_acts19[] = {1088, 304, 300, 1, 0, 784, 784, 1};
-static const int64_t train_acts20[] = {0};
+static const int64_t train_acts3[] = {784, 304, 300, 5};
+static const int64_t train_acts4[] = {784, 304, 300, 5, 1088, 304, 300, 6};
+static const int64_t train_acts5[] = {1392, 192, 180, 6, 1088, 304, 300, 5};
+static const int64_t train_acts6[] = {1584, 64, 54, 6, 1392, 192, 180, 5};
+static const int64_t train_acts7[] = {1584, 64, 54, 5};
+static const int64_t train_acts8[] = {1584, 64, 54, 5};
+static const int64_t train_acts9[] = {1648, 64, 54, 6, 1584, 64, 54, 5};
+static const int64_t train_acts10[] = {1712, 32, 24, 2, 1648, 64, 54, 5};
+static const int64_t train_acts11[] = {1712, 32, 24, 1, 1648, 16, 10, 7, 1744, 16, 1, 1, 1664, 16, 10, 7};
+static const int64_t train_acts12[] = {1744, 32, 24, 6, 1664, 16, 10, 5};
+static const int64_t train_acts13[] = {1664, 16, 10, 5, 1712, 32, 24, 1};
+static const int64_t train_acts14[] = {1648, 64, 54, 2, 1744, 32, 24, 5};
+static const int64_t train_acts15[] = {1648, 64, 54, 1, 1584, 64, 54, 5};
+static const int64_t train_acts16[] = {1888, 64, 54, 2, 1648, 64, 54, 1, 1584, 64, 54, 5};
+static const int64_t train_acts17[] = {1696, 192, 180, 2, 1888, 64, 54, 1, 1392, 192, 180, 5};
+static const int64_t train_acts18[] = {1392, 304, 300, 6, 1696, 192, 180, 1};
+static const int64_t train_acts19[] = {1696, 192, 180, 1, 1088, 304, 300, 5};
+static const int64_t train_acts20[] = {1696, 304, 300, 6, 1392, 304, 300, 5, 1088, 304, 300, 5};
+static const int64_t train_acts21[] = {1696, 304, 300, 5, 784, 304, 300, 5};
+static const int64_t train_acts22[] = {1088, 304, 300, 3, 1696, 304, 300, 5, 784, 304, 300, 5};
+static const int64_t train_acts23[] = {1088, 304, 300, 1, 0, 784, 784, 1};
+static const int64_t train_acts24[] = {0};
 
 static const rt_cuda_launch train_cuda[] = {
     {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts0, 2},
     {"t1_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts1, 2},
-    {"t2_bn_stats_bn_running__channel_pass", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts2, 1},
-    {"t3_bn_apply_relu__ew_chain", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts3, 2},
-    {"t4_conv2d", {256, 1, 1}, {1, 1, 1}, {180, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts4, 2},
-    {"t5_maxpool", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts5, 2},
-    {"t6_bn_stats_bn_running__channel_pass", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts6, 1},
-    {"t7_bn_apply", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts7, 2},
-    {"t8_avgpool", {256, 1, 1}, {1, 1, 1}, {24, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts8, 2},
-    {"t9_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts9, 4},
-    {"t10_mm_nn", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t10_t11__siblings", train_acts10, 2},
-    {"t11_mm_tn", {256, 1, 1}, {1, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 32, 1, 48, 480, 0, train_acts11, 2},
-    {"t12_avgpool_dx", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts12, 2},
-    {"t13_bn_dx_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts13, 3},
-    {"t14_maxpool_dx", {256, 1, 1}, {1, 1, 1}, {180, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts14, 3},
-    {"t15_conv2d_dx", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts15, 2},
-    {"t16_conv2d_dw", {256, 1, 1}, {36, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts16, 2},
-    {"t17_relu_grad", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts17, 3},
-    {"t18_bn_dx_bn_dw_sum_chan_x2__channel_pass", {256, 1, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts18, 3},
-    {"t19_conv2d_dw", {256, 1, 1}, {27, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts19, 2},
-    {"t20_adam_x9__optimizer", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts20, 0},
+    {"t2_mean_chan", {256, 1, 1}, {3, 3, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 96, 3, 176, 9, 0, train_acts2, 1},
+    {"t3_bn_sqdev_bn_stats_bn_running__channel_pass", {256, 1, 1}, {3, 3, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 112, 3, 192, 9, 0, train_acts3, 1},
+    {"t4_bn_apply_relu__ew_chain", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts4, 2},
+    {"t5_conv2d", {256, 1, 1}, {1, 1, 1}, {180, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts5, 2},
+    {"t6_maxpool", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts6, 2},
+    {"t7_mean_chan", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts7, 1},
+    {"t8_bn_sqdev_bn_stats_bn_running__channel_pass", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts8, 1},
+    {"t9_bn_apply", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts9, 2},
+    {"t10_avgpool", {256, 1, 1}, {1, 1, 1}, {24, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts10, 2},
+    {"t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts11, 4},
+    {"t12_mm_nn", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t12_t13__siblings", train_acts12, 2},
+    {"t13_mm_tn", {256, 1, 1}, {1, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 128, 1, 208, 480, 0, train_acts13, 2},
+    {"t14_avgpool_dx", {256, 1, 1}, {1, 1, 1}, {54, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts14, 2},
+    {"t15_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts15, 2},
+    {"t16_bn_dx", {256, 1, 1}, {6, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts16, 3},
+    {"t17_maxpool_dx", {256, 1, 1}, {1, 1, 1}, {180, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts17, 3},
+    {"t18_conv2d_dx", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts18, 2},
+    {"t19_conv2d_dw", {256, 1, 1}, {36, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts19, 2},
+    {"t20_relu_grad", {256, 1, 1}, {1, 1, 1}, {300, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts20, 3},
+    {"t21_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {3, 3, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 144, 3, 688, 18, 0, train_acts21, 2},
+    {"t22_bn_dx_sum_chan__channel_pass", {256, 1, 1}, {3, 3, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 160, 3, 720, 9, 0, train_acts22, 3},
+    {"t23_conv2d_dw", {256, 1, 1}, {27, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts23, 2},
+    {"t24_adam_x9__optimizer", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts24, 0},
 };
 
 static const int64_t train_zero[] = {0, 10, 416, 83};
@@ -1251,11 +1337,11 @@ static const int64_t train_zero[] = {0, 10, 416, 83};
 static const rt_kernel eval_kernels[] = {
     {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
     {e1_conv2d_bias_add__conv_bias, "e1_conv2d_bias_add__conv_bias", 1, {0, 5700}, {120, 4336}},
-    {e2_bn_stats, "e2_bn_stats", 1, {0, 900}, {48, 0}},
+    {e2_bn_stats, "e2_bn_stats", 1, {6, 0}, {48, 0}},
     {e3_bn_apply_relu__ew_chain, "e3_bn_apply_relu__ew_chain", 1, {0, 1500}, {48, 2400}},
     {e4_conv2d, "e4_conv2d", 1, {0, 2160}, {144, 1920}},
     {e5_maxpool, "e5_maxpool", 1, {0, 180}, {0, 936}},
-    {e6_bn_stats, "e6_bn_stats", 1, {0, 162}, {96, 0}},
+    {e6_bn_stats, "e6_bn_stats", 1, {12, 0}, {96, 0}},
     {e7_bn_apply, "e7_bn_apply", 1, {0, 216}, {96, 432}},
     {e8_avgpool, "e8_avgpool", 1, {0, 54}, {0, 312}},
     {e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail, "e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", 1, {0, 542}, {1008, 220}},
@@ -1289,27 +1375,27 @@ static const char cuda_src[] = /* all.cu */
     ;
 
 static const rt_param params[] = {
-    {"stem.0.weight", 4, {3, 1, 3, 3}, 384, 27, 9, 0, 0, 19},
-    {"stem.0.bias", 1, {3, 0, 0, 0}, 368, 3, 9, 1, 0, 18},
-    {"stem.1.weight", 1, {3, 0, 0, 0}, 352, 3, 0, 3, 0, 18},
-    {"stem.1.bias", 1, {3, 0, 0, 0}, 336, 3, 0, 2, 0, 18},
+    {"stem.0.weight", 4, {3, 1, 3, 3}, 384, 27, 9, 0, 0, 23},
+    {"stem.0.bias", 1, {3, 0, 0, 0}, 368, 3, 9, 1, 0, 22},
+    {"stem.1.weight", 1, {3, 0, 0, 0}, 352, 3, 0, 3, 0, 21},
+    {"stem.1.bias", 1, {3, 0, 0, 0}, 336, 3, 0, 2, 0, 21},
     {"stem.1.running_mean", 1, {3, 0, 0, 0}, 496, 3, 0, 2, -1, -1},
     {"stem.1.running_var", 1, {3, 0, 0, 0}, 480, 3, 0, 3, -1, -1},
     {"stem.1.num_batches_tracked", 0, {0, 0, 0, 0}, 464, 1, 0, 2, -1, -1},
-    {"mix.0.weight", 4, {6, 1, 3, 2}, 288, 36, 6, 0, 0, 16},
-    {"mix.2.weight", 1, {6, 0, 0, 0}, 272, 6, 0, 3, 0, 13},
-    {"mix.2.bias", 1, {6, 0, 0, 0}, 256, 6, 0, 2, 0, 13},
+    {"mix.0.weight", 4, {6, 1, 3, 2}, 288, 36, 6, 0, 0, 19},
+    {"mix.2.weight", 1, {6, 0, 0, 0}, 272, 6, 0, 3, 0, 15},
+    {"mix.2.bias", 1, {6, 0, 0, 0}, 256, 6, 0, 2, 0, 15},
     {"mix.2.running_mean", 1, {6, 0, 0, 0}, 448, 6, 0, 2, -1, -1},
     {"mix.2.running_var", 1, {6, 0, 0, 0}, 432, 6, 0, 3, -1, -1},
     {"mix.2.num_batches_tracked", 0, {0, 0, 0, 0}, 416, 1, 0, 2, -1, -1},
-    {"fc.weight", 2, {10, 24, 0, 0}, 16, 240, 24, 0, 0, 11},
-    {"fc.bias", 1, {10, 0, 0, 0}, 0, 10, 24, 1, 0, 9},
+    {"fc.weight", 2, {10, 24, 0, 0}, 16, 240, 24, 0, 0, 13},
+    {"fc.bias", 1, {10, 0, 0, 0}, 0, 10, 24, 1, 0, 11},
 };
 
 static const int param_flags[] = {0, 0, 0, 0, RT_PARAM_BUFFER, RT_PARAM_BUFFER, RT_PARAM_BUFFER | RT_PARAM_I64, 0, 0, 0, RT_PARAM_BUFFER, RT_PARAM_BUFFER, RT_PARAM_BUFFER | RT_PARAM_I64, 0, 0};
 
 static const rt_bucket buckets[] = {
-    {0, 411, 19, 20, 9},
+    {0, 411, 23, 24, 9},
 };
 static const float data_norm_mean[] = {0.1307f};
 static const float data_norm_std[] = {0.3081f};
@@ -1322,7 +1408,7 @@ static const rt_model cddp_model = {
     .nparam = 15,
     .param_floats = 512,
     .opt_floats = 1024,
-    .train = {train_kernels, 21, 2000, 528, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 2, .fix_zero = 48},
+    .train = {train_kernels, 25, 2000, 736, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 2, .fix_zero = 176},
     .eval = {eval_kernels, 10, 1104, 32, 2, 0, 1, eval_cuda, .fix_zero = 32},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,

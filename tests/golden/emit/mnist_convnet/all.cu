@@ -95,8 +95,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t1_conv2d_bias_add__conv_bi
     }
 }
 
-/* t2_sum_chan: sum_chan%20 */
-extern "C" __global__ void __launch_bounds__(256, 2) t2_sum_chan(const rt_exec *__restrict__ e)
+/* t2_mean_chan: mean_chan%20 */
+extern "C" __global__ void __launch_bounds__(256, 2) t2_mean_chan(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -134,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_sum_chan(const rt_exec *
     for (int z = 0; z < 16; z++)
         s += wv[(c * 16 + z) * 1 + 0];
     if (threadIdx.x == 0)
-        b20[c] = s;
+        b20[c] = (float)((double)s / (double)M);
 }
 
 /* t3_allreduce: allreduce%21 */
@@ -161,7 +161,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t4_bn_sqdev(const rt_exec *
     const int64_t per = (M + 15) / 16, T0 = per * blockIdx.y, T1 = T0 + per < M ? T0 + per : M;
     __shared__ float red_a[256];
     float pa = 0.0f;
-    const float mean = (float)((double)b21[c] / (double)(M * e->world));
+    const float mean = (float)((double)b21[c] / (double)e->world);
     for (int64_t t = T0 + threadIdx.x; t < T1; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; const float d = b19[e] - mean; pa += d * d; }
     red_a[threadIdx.x] = pa;
     __syncthreads();
@@ -188,8 +188,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) t4_bn_sqdev(const rt_exec *
     float q = 0.0f;
     for (int z = 0; z < 16; z++)
         q += wv[(c * 16 + z) * 1 + 0];
-    if (threadIdx.x == 0)
-        b22[c] = q;
+    if (threadIdx.x == 0) {
+        const float qm = (float)((double)q / (double)M);
+        b22[c] = qm;
+    }
 }
 
 /* t5_allreduce: allreduce%23 */
@@ -203,8 +205,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_allreduce(const rt_exec 
         b23[k] = b22[k];
 }
 
-/* t6_bn_gstats_bn_running__channel_pass: bn_gstats%24 bn_running%26 */
-extern "C" __global__ void __launch_bounds__(256, 2) t6_bn_gstats_bn_running__channel_pass(const rt_exec *__restrict__ e)
+/* t6_bn_stats_bn_running__channel_pass: bn_stats%24 bn_running%26 */
+extern "C" __global__ void __launch_bounds__(256, 2) t6_bn_stats_bn_running__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -220,10 +222,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_bn_gstats_bn_running__ch
     (void)M, (void)HW;
     const int64_t T0 = 0, T1 = M;
     (void)T0, (void)T1;
-    (void)b19, (void)b6, (void)b7;
     if (threadIdx.x == 0) {
-        b24[c] = (float)((double)b21[c] / (double)(M * e->world));
-        b24[C + c] = (float)((double)b23[c] / (double)(M * e->world));
+        (void)b19, (void)b6, (void)b7;    /* the eval plan reads these */
+        b24[c] = (float)((double)b21[c] / (double)e->world);
+        b24[C + c] = (float)((double)b23[c] / (double)e->world);
         {
             const int64_t MR = M * e->world;
             const float unbias = MR > 1 ? (float)MR / (float)(MR - 1) : 1.0f;
@@ -303,8 +305,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_conv2d_bias_add__conv_bi
     }
 }
 
-/* t9_sum_chan: sum_chan%31 */
-extern "C" __global__ void __launch_bounds__(256, 2) t9_sum_chan(const rt_exec *__restrict__ e)
+/* t9_mean_chan: mean_chan%31 */
+extern "C" __global__ void __launch_bounds__(256, 2) t9_mean_chan(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -342,7 +344,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_sum_chan(const rt_exec *
     for (int z = 0; z < 6; z++)
         s += wv[(c * 6 + z) * 1 + 0];
     if (threadIdx.x == 0)
-        b31[c] = s;
+        b31[c] = (float)((double)s / (double)M);
 }
 
 /* t10_allreduce: allreduce%32 */
@@ -369,7 +371,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_bn_sqdev(const rt_exec 
     const int64_t per = (M + 5) / 6, T0 = per * blockIdx.y, T1 = T0 + per < M ? T0 + per : M;
     __shared__ float red_a[256];
     float pa = 0.0f;
-    const float mean = (float)((double)b32[c] / (double)(M * e->world));
+    const float mean = (float)((double)b32[c] / (double)e->world);
     for (int64_t t = T0 + threadIdx.x; t < T1; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; const float d = b30[e] - mean; pa += d * d; }
     red_a[threadIdx.x] = pa;
     __syncthreads();
@@ -396,8 +398,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_bn_sqdev(const rt_exec 
     float q = 0.0f;
     for (int z = 0; z < 6; z++)
         q += wv[(c * 6 + z) * 1 + 0];
-    if (threadIdx.x == 0)
-        b33[c] = q;
+    if (threadIdx.x == 0) {
+        const float qm = (float)((double)q / (double)M);
+        b33[c] = qm;
+    }
 }
 
 /* t12_allreduce: allreduce%34 */
@@ -411,8 +415,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t12_allreduce(const rt_exec
         b34[k] = b33[k];
 }
 
-/* t13_bn_gstats_bn_running__channel_pass: bn_gstats%35 bn_running%37 */
-extern "C" __global__ void __launch_bounds__(256, 2) t13_bn_gstats_bn_running__channel_pass(const rt_exec *__restrict__ e)
+/* t13_bn_stats_bn_running__channel_pass: bn_stats%35 bn_running%37 */
+extern "C" __global__ void __launch_bounds__(256, 2) t13_bn_stats_bn_running__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -428,10 +432,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) t13_bn_gstats_bn_running__c
     (void)M, (void)HW;
     const int64_t T0 = 0, T1 = M;
     (void)T0, (void)T1;
-    (void)b30, (void)b13, (void)b14;
     if (threadIdx.x == 0) {
-        b35[c] = (float)((double)b32[c] / (double)(M * e->world));
-        b35[C + c] = (float)((double)b34[c] / (double)(M * e->world));
+        (void)b30, (void)b13, (void)b14;    /* the eval plan reads these */
+        b35[c] = (float)((double)b32[c] / (double)e->world);
+        b35[C + c] = (float)((double)b34[c] / (double)e->world);
         {
             const int64_t MR = M * e->world;
             const float unbias = MR > 1 ? (float)MR / (float)(MR - 1) : 1.0f;
@@ -880,8 +884,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t19_bn_dpart_bn_dw_sum_chan
     if (threadIdx.x == 0)
         b58[c] = sdy;
     if (threadIdx.x == 0) {
-        b54[c] = sdy;
-        b54[C + c] = sdyx;
+        b54[c] = (float)((double)sdy / (double)M);
+        b54[C + c] = (float)((double)sdyx / (double)M);
     }
 }
 
@@ -896,8 +900,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t20_allreduce(const rt_exec
         b55[k] = b54[k];
 }
 
-/* t21_bn_gdx_sum_chan__channel_pass: bn_gdx%56 sum_chan%59 */
-extern "C" __global__ void __launch_bounds__(256, 2) t21_bn_gdx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
+/* t21_bn_dx_sum_chan__channel_pass: bn_dx%56 sum_chan%59 */
+extern "C" __global__ void __launch_bounds__(256, 2) t21_bn_dx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -912,7 +916,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t21_bn_gdx_sum_chan__channe
     (void)M, (void)HW;
     const int64_t per = (M + 5) / 6, T0 = per * blockIdx.y, T1 = T0 + per < M ? T0 + per : M;
     const float mean = b35[c], invstd = 1.0f / sqrtf(b35[C + c] + 1e-05f);
-    const float mdy = (float)((double)b55[c] / (double)(M * e->world)), mdyx = (float)((double)b55[C + c] / (double)(M * e->world));
+    const float mdy = (float)((double)b55[c] / (double)e->world), mdyx = (float)((double)b55[C + c] / (double)e->world);
     const float scale = b11[c] * invstd;
     __shared__ float red_a[256];
     float po = 0.0f;
@@ -1121,8 +1125,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t25_bn_dpart_bn_dw_sum_chan
     if (threadIdx.x == 0)
         b68[c] = sdy;
     if (threadIdx.x == 0) {
-        b64[c] = sdy;
-        b64[C + c] = sdyx;
+        b64[c] = (float)((double)sdy / (double)M);
+        b64[C + c] = (float)((double)sdyx / (double)M);
     }
 }
 
@@ -1137,8 +1141,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t26_allreduce(const rt_exec
         b65[k] = b64[k];
 }
 
-/* t27_bn_gdx_sum_chan__channel_pass: bn_gdx%66 sum_chan%69 */
-extern "C" __global__ void __launch_bounds__(256, 2) t27_bn_gdx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
+/* t27_bn_dx_sum_chan__channel_pass: bn_dx%66 sum_chan%69 */
+extern "C" __global__ void __launch_bounds__(256, 2) t27_bn_dx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1153,7 +1157,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t27_bn_gdx_sum_chan__channe
     (void)M, (void)HW;
     const int64_t per = (M + 15) / 16, T0 = per * blockIdx.y, T1 = T0 + per < M ? T0 + per : M;
     const float mean = b24[c], invstd = 1.0f / sqrtf(b24[C + c] + 1e-05f);
-    const float mdy = (float)((double)b65[c] / (double)(M * e->world)), mdyx = (float)((double)b65[C + c] / (double)(M * e->world));
+    const float mdy = (float)((double)b65[c] / (double)e->world), mdyx = (float)((double)b65[C + c] / (double)e->world);
     const float scale = b4[c] * invstd;
     __shared__ float red_a[256];
     float po = 0.0f;
@@ -1310,8 +1314,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e1_conv2d_bias_add__conv_bi
     }
 }
 
-/* e2_bn_gstats: bn_gstats%24 */
-extern "C" __global__ void __launch_bounds__(256, 2) e2_bn_gstats(const rt_exec *__restrict__ e)
+/* e2_bn_stats: bn_stats%24 */
+extern "C" __global__ void __launch_bounds__(256, 2) e2_bn_stats(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1395,8 +1399,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e4_conv2d_bias_add__conv_bi
     }
 }
 
-/* e5_bn_gstats: bn_gstats%35 */
-extern "C" __global__ void __launch_bounds__(256, 2) e5_bn_gstats(const rt_exec *__restrict__ e)
+/* e5_bn_stats: bn_stats%35 */
+extern "C" __global__ void __launch_bounds__(256, 2) e5_bn_stats(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;

@@ -91,8 +91,8 @@ static void t1_conv2d_bias_add__conv_bias(rt_exec *e)
     }
 }
 
-/* t2_sum_chan: %20 */
-static void t2_sum_chan(rt_exec *e)
+/* t2_mean_chan: %20 */
+static void t2_mean_chan(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -116,7 +116,7 @@ static void t2_sum_chan(rt_exec *e)
             }
         }
         const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
-        b20[c] = (float)s;
+        b20[c] = (float)((double)s / (double)M);
     }
 }
 
@@ -144,7 +144,7 @@ static void t4_bn_sqdev(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        const double mean = (double)b21[c] / (double)(M * e->world);
+        const double mean = (double)b21[c] / (double)e->world;
         rt_v8d q_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
@@ -159,7 +159,8 @@ static void t4_bn_sqdev(rt_exec *e)
             }
         }
         const double q = ((q_l[0] + q_l[1]) + (q_l[2] + q_l[3])) + ((q_l[4] + q_l[5]) + (q_l[6] + q_l[7]));
-        b22[c] = (float)q;
+        const float qm = (float)((double)q / (double)M);
+        b22[c] = qm;
     }
 }
 
@@ -175,8 +176,8 @@ static void t5_allreduce(rt_exec *e)
     rt_sync_sum(b23, 16);
 }
 
-/* t6_bn_gstats_bn_running__channel_pass: %24 %26 */
-static void t6_bn_gstats_bn_running__channel_pass(rt_exec *e)
+/* t6_bn_stats_bn_running__channel_pass: %24 %26 */
+static void t6_bn_stats_bn_running__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -192,10 +193,9 @@ static void t6_bn_gstats_bn_running__channel_pass(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        (void)b6, (void)b7;    /* the eval plan's */
-        (void)b19;
-        b24[c] = (float)((double)b21[c] / (double)(M * e->world));
-        b24[C + c] = (float)((double)b23[c] / (double)(M * e->world));
+        (void)b19, (void)b6, (void)b7;    /* the eval plan reads these */
+        b24[c] = (float)((double)b21[c] / (double)e->world);
+        b24[C + c] = (float)((double)b23[c] / (double)e->world);
         {
             const int64_t MR = M * e->world;
             const float unbias = MR > 1 ? (float)MR / (float)(MR - 1) : 1.0f;
@@ -320,8 +320,8 @@ static void t8_conv2d_bias_add__conv_bias(rt_exec *e)
     }
 }
 
-/* t9_sum_chan: %31 */
-static void t9_sum_chan(rt_exec *e)
+/* t9_mean_chan: %31 */
+static void t9_mean_chan(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -345,7 +345,7 @@ static void t9_sum_chan(rt_exec *e)
             }
         }
         const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
-        b31[c] = (float)s;
+        b31[c] = (float)((double)s / (double)M);
     }
 }
 
@@ -373,7 +373,7 @@ static void t11_bn_sqdev(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        const double mean = (double)b32[c] / (double)(M * e->world);
+        const double mean = (double)b32[c] / (double)e->world;
         rt_v8d q_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
@@ -388,7 +388,8 @@ static void t11_bn_sqdev(rt_exec *e)
             }
         }
         const double q = ((q_l[0] + q_l[1]) + (q_l[2] + q_l[3])) + ((q_l[4] + q_l[5]) + (q_l[6] + q_l[7]));
-        b33[c] = (float)q;
+        const float qm = (float)((double)q / (double)M);
+        b33[c] = qm;
     }
 }
 
@@ -404,8 +405,8 @@ static void t12_allreduce(rt_exec *e)
     rt_sync_sum(b34, 32);
 }
 
-/* t13_bn_gstats_bn_running__channel_pass: %35 %37 */
-static void t13_bn_gstats_bn_running__channel_pass(rt_exec *e)
+/* t13_bn_stats_bn_running__channel_pass: %35 %37 */
+static void t13_bn_stats_bn_running__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -421,10 +422,9 @@ static void t13_bn_gstats_bn_running__channel_pass(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        (void)b13, (void)b14;    /* the eval plan's */
-        (void)b30;
-        b35[c] = (float)((double)b32[c] / (double)(M * e->world));
-        b35[C + c] = (float)((double)b34[c] / (double)(M * e->world));
+        (void)b30, (void)b13, (void)b14;    /* the eval plan reads these */
+        b35[c] = (float)((double)b32[c] / (double)e->world);
+        b35[C + c] = (float)((double)b34[c] / (double)e->world);
         {
             const int64_t MR = M * e->world;
             const float unbias = MR > 1 ? (float)MR / (float)(MR - 1) : 1.0f;
@@ -632,8 +632,8 @@ static void t19_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
         const double sdyx = ((sdyx_l[0] + sdyx_l[1]) + (sdyx_l[2] + sdyx_l[3])) + ((sdyx_l[4] + sdyx_l[5]) + (sdyx_l[6] + sdyx_l[7]));
         b57[c] = (float)sdyx;
         b58[c] = (float)sdy;
-        b54[c] = (float)sdy;
-        b54[C + c] = (float)sdyx;
+        b54[c] = (float)((double)sdy / (double)M);
+        b54[C + c] = (float)((double)sdyx / (double)M);
     }
 }
 
@@ -649,8 +649,8 @@ static void t20_allreduce(rt_exec *e)
     rt_sync_sum(b55, 64);
 }
 
-/* t21_bn_gdx_sum_chan__channel_pass: %56 %59 */
-static void t21_bn_gdx_sum_chan__channel_pass(rt_exec *e)
+/* t21_bn_dx_sum_chan__channel_pass: %56 %59 */
+static void t21_bn_dx_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -666,7 +666,7 @@ static void t21_bn_gdx_sum_chan__channel_pass(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b35[c], invstd = 1.0f / sqrtf(b35[C + c] + 1e-05f);
-        const float mdy = (float)((double)b55[c] / (double)(M * e->world)), mdyx = (float)((double)b55[C + c] / (double)(M * e->world));
+        const float mdy = (float)((double)b55[c] / (double)e->world), mdyx = (float)((double)b55[C + c] / (double)e->world);
         const float scale = b11[c] * invstd;
         rt_v8d so_l = {0};
         for (int64_t i = 0; i < n; i++) {
@@ -907,8 +907,8 @@ static void t25_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
         const double sdyx = ((sdyx_l[0] + sdyx_l[1]) + (sdyx_l[2] + sdyx_l[3])) + ((sdyx_l[4] + sdyx_l[5]) + (sdyx_l[6] + sdyx_l[7]));
         b67[c] = (float)sdyx;
         b68[c] = (float)sdy;
-        b64[c] = (float)sdy;
-        b64[C + c] = (float)sdyx;
+        b64[c] = (float)((double)sdy / (double)M);
+        b64[C + c] = (float)((double)sdyx / (double)M);
     }
 }
 
@@ -924,8 +924,8 @@ static void t26_allreduce(rt_exec *e)
     rt_sync_sum(b65, 32);
 }
 
-/* t27_bn_gdx_sum_chan__channel_pass: %66 %69 */
-static void t27_bn_gdx_sum_chan__channel_pass(rt_exec *e)
+/* t27_bn_dx_sum_chan__channel_pass: %66 %69 */
+static void t27_bn_dx_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -941,7 +941,7 @@ static void t27_bn_gdx_sum_chan__channel_pass(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b24[c], invstd = 1.0f / sqrtf(b24[C + c] + 1e-05f);
-        const float mdy = (float)((double)b65[c] / (double)(M * e->world)), mdyx = (float)((double)b65[C + c] / (double)(M * e->world));
+        const float mdy = (float)((double)b65[c] / (double)e->world), mdyx = (float)((double)b65[C + c] / (double)e->world);
         const float scale = b4[c] * invstd;
         rt_v8d so_l = {0};
         for (int64_t i = 0; i < n; i++) {
@@ -1130,8 +1130,8 @@ static void e1_conv2d_bias_add__conv_bias(rt_exec *e)
     }
 }
 
-/* e2_bn_gstats: %24 */
-static void e2_bn_gstats(rt_exec *e)
+/* e2_bn_stats: %24 */
+static void e2_bn_stats(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1259,8 +1259,8 @@ static void e4_conv2d_bias_add__conv_bias(rt_exec *e)
     }
 }
 
-/* e5_bn_gstats: %35 */
-static void e5_bn_gstats(rt_exec *e)
+/* e5_bn_stats: %35 */
+static void e5_bn_stats(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1368,18 +1368,18 @@ static void e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reducti
 static const rt_kernel train_kernels[] = {
     {t0_images_labels__data, "t0_images_labels__data", 0, {0, 1568}, {0, 3925}},
     {t1_conv2d_bias_add__conv_bias, "t1_conv2d_bias_add__conv_bias", 1, {0, 639744}, {1664, 53312}},
-    {t2_sum_chan, "t2_sum_chan", 1, {0, 12544}, {64, 50176}},
+    {t2_mean_chan, "t2_mean_chan", 1, {0, 12544}, {64, 50176}},
     {t3_allreduce, "t3_allreduce", 1, {16, 0}, {128, 0}},
     {t4_bn_sqdev, "t4_bn_sqdev", 1, {0, 37632}, {128, 50176}},
     {t5_allreduce, "t5_allreduce", 1, {16, 0}, {128, 0}},
-    {t6_bn_gstats_bn_running__channel_pass, "t6_bn_gstats_bn_running__channel_pass", 1, {64, 12544}, {520, 0}},
+    {t6_bn_stats_bn_running__channel_pass, "t6_bn_stats_bn_running__channel_pass", 1, {96, 0}, {520, 0}},
     {t7_bn_apply_relu_maxpool__ew_chain__pool_chain, "t7_bn_apply_relu_maxpool__ew_chain__pool_chain", 1, {0, 75264}, {256, 112896}},
     {t8_conv2d_bias_add__conv_bias, "t8_conv2d_bias_add__conv_bias", 1, {0, 5023872}, {51328, 37632}},
-    {t9_sum_chan, "t9_sum_chan", 1, {0, 6272}, {128, 25088}},
+    {t9_mean_chan, "t9_mean_chan", 1, {0, 6272}, {128, 25088}},
     {t10_allreduce, "t10_allreduce", 1, {32, 0}, {256, 0}},
     {t11_bn_sqdev, "t11_bn_sqdev", 1, {0, 18816}, {256, 25088}},
     {t12_allreduce, "t12_allreduce", 1, {32, 0}, {256, 0}},
-    {t13_bn_gstats_bn_running__channel_pass, "t13_bn_gstats_bn_running__channel_pass", 1, {128, 6272}, {1032, 0}},
+    {t13_bn_stats_bn_running__channel_pass, "t13_bn_stats_bn_running__channel_pass", 1, {192, 0}, {1032, 0}},
     {t14_bn_apply_relu_maxpool__ew_chain__pool_chain, "t14_bn_apply_relu_maxpool__ew_chain__pool_chain", 1, {0, 37632}, {512, 56448}},
     {t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail, "t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", 2, {0, 31461}, {62804, 6436}},
     {t16_mm_nn, "t16_mm_nn", 2, {0, 31360}, {62720, 6312}},
@@ -1387,13 +1387,13 @@ static const rt_kernel train_kernels[] = {
     {t18_maxpool_dx_relu_grad__pool_chain, "t18_maxpool_dx_relu_grad__pool_chain", 2, {0, 7840}, {0, 56448}},
     {t19_bn_dpart_bn_dw_sum_chan__channel_pass, "t19_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 56448}, {768, 50176}},
     {t20_allreduce, "t20_allreduce", 2, {64, 0}, {512, 0}},
-    {t21_bn_gdx_sum_chan__channel_pass, "t21_bn_gdx_sum_chan__channel_pass", 2, {0, 43904}, {768, 75264}},
+    {t21_bn_dx_sum_chan__channel_pass, "t21_bn_dx_sum_chan__channel_pass", 2, {0, 43904}, {768, 75264}},
     {t22_conv2d_dx, "t22_conv2d_dx", 2, {0, 5017600}, {51200, 37632}},
     {t23_conv2d_dw, "t23_conv2d_dw", 2, {0, 5017600}, {51200, 37632}},
     {t24_maxpool_dx_relu_grad__pool_chain, "t24_maxpool_dx_relu_grad__pool_chain", 2, {0, 15680}, {0, 112896}},
     {t25_bn_dpart_bn_dw_sum_chan__channel_pass, "t25_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 112896}, {384, 100352}},
     {t26_allreduce, "t26_allreduce", 2, {32, 0}, {256, 0}},
-    {t27_bn_gdx_sum_chan__channel_pass, "t27_bn_gdx_sum_chan__channel_pass", 2, {0, 87808}, {384, 150528}},
+    {t27_bn_dx_sum_chan__channel_pass, "t27_bn_dx_sum_chan__channel_pass", 2, {0, 87808}, {384, 150528}},
     {t28_conv2d_dw, "t28_conv2d_dw", 2, {0, 627200}, {1600, 53312}},
     {t29_sgd_x10__optimizer, "t29_sgd_x10__optimizer", 3, {58068, 0}, {348408, 0}},
 };
@@ -1401,18 +1401,18 @@ static const rt_kernel train_kernels[] = {
 static const rt_cuda_launch train_cuda[] = {
     {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t1_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t2_sum_chan", {256, 1, 1}, {16, 16, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 480, 16, 720, 256, 0, 0, 0},
+    {"t2_mean_chan", {256, 1, 1}, {16, 16, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 480, 16, 720, 256, 0, 0, 0},
     {"t3_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t4_bn_sqdev", {256, 1, 1}, {16, 16, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 496, 16, 976, 256, 0, 0, 0},
     {"t5_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 48, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t6_bn_gstats_bn_running__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t6_bn_stats_bn_running__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t7_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t8_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t9_sum_chan", {256, 1, 1}, {32, 6, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 512, 32, 1232, 192, 0, 0, 0},
+    {"t9_mean_chan", {256, 1, 1}, {32, 6, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 512, 32, 1232, 192, 0, 0, 0},
     {"t10_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 128, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t11_bn_sqdev", {256, 1, 1}, {32, 6, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 544, 32, 1424, 192, 0, 0, 0},
     {"t12_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 192, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t13_bn_gstats_bn_running__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t13_bn_stats_bn_running__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t14_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 33}, {0, 1, 0}, {0, 16, 0}, 0, 0, 49392, 330, 576, 4, 0, 0, 0, 0, 0},
     {"t16_mm_nn", {256, 1, 1}, {25, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t16_t17__siblings", 0, 0},
@@ -1420,13 +1420,13 @@ static const rt_cuda_launch train_cuda[] = {
     {"t18_maxpool_dx_relu_grad__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t19_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {32, 6, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 624, 32, 32976, 384, 0, 0, 0},
     {"t20_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 352, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t21_bn_gdx_sum_chan__channel_pass", {256, 1, 1}, {32, 6, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 656, 32, 33360, 192, 0, 0, 0},
+    {"t21_bn_dx_sum_chan__channel_pass", {256, 1, 1}, {32, 6, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 656, 32, 33360, 192, 0, 0, 0},
     {"t22_conv2d_dx", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t23_conv2d_dw", {256, 1, 1}, {12800, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t24_maxpool_dx_relu_grad__pool_chain", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t25_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {16, 16, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 688, 16, 33552, 512, 0, 0, 0},
     {"t26_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 448, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t27_bn_gdx_sum_chan__channel_pass", {256, 1, 1}, {16, 16, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 704, 16, 34064, 256, 0, 0, 0},
+    {"t27_bn_dx_sum_chan__channel_pass", {256, 1, 1}, {16, 16, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 704, 16, 34064, 256, 0, 0, 0},
     {"t28_conv2d_dw", {256, 1, 1}, {400, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t29_sgd_x10__optimizer", {256, 1, 1}, {114, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
@@ -1436,10 +1436,10 @@ static const int64_t train_zero[] = {0, 10, 29040, 128};
 static const rt_kernel eval_kernels[] = {
     {e0_images_labels__data, "e0_images_labels__data", 0, {0, 1568}, {0, 3925}},
     {e1_conv2d_bias_add__conv_bias, "e1_conv2d_bias_add__conv_bias", 1, {0, 639744}, {1664, 53312}},
-    {e2_bn_gstats, "e2_bn_gstats", 1, {0, 12544}, {256, 0}},
+    {e2_bn_stats, "e2_bn_stats", 1, {32, 0}, {256, 0}},
     {e3_bn_apply_relu_maxpool__ew_chain__pool_chain, "e3_bn_apply_relu_maxpool__ew_chain__pool_chain", 1, {0, 75264}, {256, 62720}},
     {e4_conv2d_bias_add__conv_bias, "e4_conv2d_bias_add__conv_bias", 1, {0, 5023872}, {51328, 37632}},
-    {e5_bn_gstats, "e5_bn_gstats", 1, {0, 6272}, {512, 0}},
+    {e5_bn_stats, "e5_bn_stats", 1, {64, 0}, {512, 0}},
     {e6_bn_apply_relu_maxpool__ew_chain__pool_chain, "e6_bn_apply_relu_maxpool__ew_chain__pool_chain", 1, {0, 37632}, {512, 31360}},
     {e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail, "e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", 1, {0, 31422}, {62768, 6396}},
 };
@@ -1447,10 +1447,10 @@ static const rt_kernel eval_kernels[] = {
 static const rt_cuda_launch eval_cuda[] = {
     {"e0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"e1_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"e2_bn_gstats", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"e2_bn_stats", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"e3_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"e4_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"e5_bn_gstats", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"e5_bn_stats", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"e6_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 33}, {0, 1, 0}, {0, 16, 0}, 0, 0, 15696, 330, 96, 4, 0, 0, 0, 0, 0},
 };
