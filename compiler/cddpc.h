@@ -287,8 +287,9 @@ enum {
     R_DATA = 1 << 0, R_EPILOGUE = 1 << 1, R_EW_CHAIN = 1 << 2, R_REDUCTION = 1 << 3, R_ROW_OPS = 1 << 4,
     R_OPTIMIZER = 1 << 5, R_CHAN_PASS = 1 << 6, R_CONV_BIAS = 1 << 7, R_DROPOUT = 1 << 8, R_ACT_INPUT = 1 << 9,
     R_SIBLINGS = 1 << 10, R_POOL_CHAIN = 1 << 11, R_ROW_TAIL = 1 << 12, R_DATA_PROLOGUE = 1 << 13,
+    R_SUM_IN_PLACE = 1 << 14,
 };
-#define FUSE_NRULES 14
+#define FUSE_NRULES 15
 /* Rule row-tail: the widest rows a GEMM kernel runs its row ops on. The
  * GPU's GEMM tile is 64 columns wide (emit_cuda.c TILE_N), and the tail
  * runs in the block that holds a tile's whole rows. */
@@ -388,6 +389,7 @@ int plan_source(const Plan *p, int node);         /* through views to the produc
 int plan_in_row_tail(const Plan *p, int node);    /* rule row-tail: a row op (or its sum) after a GEMM's epilogue */
 /* No kernel, aliases its input: K_VIEW ops, and dropout in the eval plan. */
 int plan_is_view(const Plan *p, int node);
+int plan_sum_in_place(const Plan *p, int node);
 void plan_dump_groups(FILE *f, const Plan *p);
 /* plan_verify.c: what fuse produced (each node in one group, an order
  * that respects dependencies, only fusions the emitters implement) and
@@ -496,6 +498,7 @@ void ex_element(const Emit *m, const Shape *space, int load, const char *load_ex
 int ex_has_row_reduction(const Emit *m);
 /* The pooling an elementwise group ends with (rule pool-chain), or -1 */
 int ex_pool_of_chain(const Emit *m);
+int ex_sum_in_place(const Emit *m);
 /* Whether the group's cross-entropy smooths its labels (needs sx, the row's
  * sum of logits, beside lse) */
 int ex_smoothing(const Emit *m);

@@ -242,6 +242,9 @@ void emit_c_kernels(FILE *f, const Plan *p)
         case G_COMM: emit_comm(&m); break;
         case G_NORM: emit_norm_c(&m); break;
         }
+        const int sum = ex_sum_in_place(&m);
+        if (sum >= 0)   /* rule sum-in-place: over the ranks, once the kernel's result is whole */
+            fprintf(f, "    rt_sync_sum(b%d, %lld);\n", sum, (long long)ir_numel(&ex_node(&m, sum)->shape, 1));
         fprintf(f, "}\n");
     }
 }

@@ -886,6 +886,12 @@ char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *L)
     fprintf(f, "    const int64_t n = e->n;\n    (void)n;\n");
     if (m.gr->kind != G_OPT)
         ex_declare_buffers(&m);
+    const int sum = ex_sum_in_place(&m);
+    if (sum >= 0) {     /* rule sum-in-place: the runtime sums the result over the ranks after the kernel */
+        fprintf(f, "    (void)b%d;    /* summed over the ranks in place after this kernel */\n", sum);
+        L->coll_off = m.p->buf[sum].off;
+        L->coll_n = ir_numel(&ex_node(&m, sum)->shape, 1);
+    }
     switch (m.gr->kind) {
     case G_DATA: emit_data(&m, L); break;
     case G_MATMUL: emit_matmul(&m, L); break;

@@ -465,6 +465,16 @@ int ex_pool_of_chain(const Emit *m)
     return gr->kind == G_EW && op_kind[last->op] == K_POOL ? last->id : -1;
 }
 
+/* The all-reduce summing this kernel's result in place after it (rule
+ * sum-in-place), or -1. */
+int ex_sum_in_place(const Emit *m)
+{
+    for (int k = 0; k < m->gr->nnodes; k++)
+        if (m->gr->kind != G_COMM && ex_node(m, m->gr->nodes[k])->op == OP_ALLREDUCE)
+            return m->gr->nodes[k];
+    return -1;
+}
+
 int ex_has_row_reduction(const Emit *m)
 {
     for (int k = 0; k < m->gr->nnodes; k++)

@@ -158,6 +158,20 @@ int fuse_chan_pass_result(const Fuser *f, int c, int a)
     return 0;
 }
 
+/* Rule sum-in-place: the all-reduce of channel pass a's result, its one
+ * reader, joins a's kernel and sums that result in place after the kernel
+ * (the launch's collective, rt_cuda_launch.coll_*; the C kernel's
+ * rt_sync_sum): plan_is_view then aliases it to a's result, so no kernel
+ * copies it, and one rank runs nothing for it. */
+int fuse_sum_in_place(const Fuser *f, int a, int grp)
+{
+    if (!fuse_single_consumer(f, a))
+        return 0;
+    int c = fuse_consumer_of(f, a);
+    return c >= 0 && node(f, c)->op == OP_ALLREDUCE && f->p->group_of[c] < 0 && !ir_batched(&node(f, a)->shape)
+        && fuse_inputs_ready(f, c, grp);
+}
+
 /* A convolution's bias as its epilogue: the one consumer of the product is
  * bias_add of a per-output-channel vector, added as each output is stored
  * (the product itself is never stored, memplan's gemm_out). */
@@ -449,6 +463,8 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
         add(f, grp, id, 0);
         if ((on & R_CHAN_PASS) && op_kind[n->op] == K_CHAN)
             absorb_chan_results(f, grp, id);
+        if ((on & R_SUM_IN_PLACE) && op_kind[n->op] == K_CHAN && fuse_sum_in_place(f, id, grp))
+            add(f, grp, fuse_consumer_of(f, id), R_SUM_IN_PLACE);
         if ((on & R_CONV_BIAS) && fuse_conv_bias_epilogue(f, id, grp))
             add(f, grp, fuse_consumer_of(f, id), R_CONV_BIAS);
         if ((on & R_POOL_CHAIN) && fuse_pool_grad_chains(f, id))

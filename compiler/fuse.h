@@ -13,6 +13,7 @@ typedef struct Fuser {
 int fuse_single_consumer(const Fuser *f, int x);
 int fuse_consumer_of(const Fuser *f, int x);
 int fuse_inputs_ready(const Fuser *f, int c, int grp);
+int fuse_sum_in_place(const Fuser *f, int a, int grp);
 int fuse_same_space(const Fuser *f, int c, int x);
 int fuse_reduction_of_group(const Fuser *f, int r, int grp);
 int fuse_chan_pass_result(const Fuser *f, int c, int a);

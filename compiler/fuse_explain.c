@@ -224,6 +224,12 @@ static char *explain_pair(const Fuser *f, int x, int c)
                         "own kernel; allow: channel sums in the producer's epilogue (not implemented)",
                         kind_text[grx->kind]);
     }
+    if (kc == K_COMM && grx->kind == G_CHAN) {
+        if (!(f->rules & R_SUM_IN_PLACE))
+            return util_strdup("rule_off(sum-in-place): the rule is switched off; allow: --fusion=...,+sum-in-place");
+        return util_fmt("sum_in_place: %s%%%d does not sum the result of %s alone, which nothing else reads; allow: "
+                        "a copy before the sum in the kernel (not implemented)", op_text[cn->op], c, grx->name);
+    }
     return util_fmt("no_rule(%s -> %s): a %s op starts its own kernel; allow: a prologue rule for %s kernels "
                     "(not implemented)", kind_text[grx->kind], op_text[cn->op], op_kind_text[kc], op_kind_text[kc]);
 }

@@ -20,6 +20,7 @@ const FuseRule fuse_rule[FUSE_NRULES] = {
     {R_POOL_CHAIN, "pool-chain", "a pooling whose windows tile the plane joins the elementwise chain it pools (batch norm + ReLU + max pool), its gradient the chain after it (ReLU's gradient)"},
     {R_DATA_PROLOGUE, "data-prologue", "the batch's gather (images normalized, labels) runs in the first GEMM reading the images, as it loads its operand tiles"},
     {R_ROW_TAIL, "row-tail", "the row ops of a narrow GEMM's result (logits of at most 64 classes: softmax + cross-entropy, its gradient, argmax) run after its epilogue in the GEMM's kernel"},
+    {R_SUM_IN_PLACE, "sum-in-place", "a sum over the ranks (SyncBatchNorm's) runs in place on the channel pass's result, as its launch's collective: no copy kernel, and on one rank nothing"},
 };
 
 int fuse_rule_bit(const char *name)

@@ -53,11 +53,19 @@ Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots)
 }
 
 /* Dropout is the identity when evaluating (as nn.Dropout in eval mode):
- * the eval plan aliases it to its input instead of running a copy. */
+ * the eval plan aliases it to its input instead of running a copy. An
+ * all-reduce in its operand's kernel (rule sum-in-place) sums that operand
+ * in place after the kernel: its value lives in the operand's buffer. */
 int plan_is_view(const Plan *p, int node)
 {
-    Op op = p->g->n[node]->op;
-    return op_kind[op] == K_VIEW || (op_eval[op] == EV_VIEW && !p->training);
+    const Node *n = p->g->n[node];
+    return op_kind[n->op] == K_VIEW || (op_eval[n->op] == EV_VIEW && !p->training) || plan_sum_in_place(p, node);
+}
+
+int plan_sum_in_place(const Plan *p, int node)
+{
+    const Node *n = p->g->n[node];
+    return n->op == OP_ALLREDUCE && p->group_of[node] >= 0 && p->group_of[node] == p->group_of[n->in[0]];
 }
 
 /* The group a value is really produced in: views belong to their source. */
@@ -81,9 +89,15 @@ int plan_uses_outside(const Plan *p, int node)
     int grp = p->group_of[node];
     /* rule row-tail: the row ops read the GEMM's rows back from memory */
     const int tail = plan_in_row_tail(p, node);
-    for (int k = 0; k < p->nuse[node]; k++)
-        if (grp < 0 || p->group_of[p->cons[node][k]] != grp || (!tail && plan_in_row_tail(p, p->cons[node][k])))
+    for (int k = 0; k < p->nuse[node]; k++) {
+        const int c = p->cons[node][k];
+        if (grp < 0 || p->group_of[c] != grp || (!tail && plan_in_row_tail(p, c)))
             return 1;
+        /* rule sum-in-place: summed over the ranks in this buffer, for
+         * its readers */
+        if (plan_sum_in_place(p, c) && plan_uses_outside(p, c))
+            return 1;
+    }
     return 0;
 }
 

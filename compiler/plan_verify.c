@@ -49,10 +49,11 @@ __attribute__((format(printf, 3, 4))) static void fail(Checker *c, int grp, cons
 static const Node *nd(const Checker *c, int id) { return c->p->g->n[id]; }
 static const char *txt(const Checker *c, int id) { return op_text[nd(c, id)->op]; }
 
-/* A node that runs in some kernel. */
+/* A node that runs in some kernel (an all-reduce in place: as its
+ * operand's kernel's collective). */
 static int needs_kernel(const Plan *p, int id)
 {
-    return p->in_plan[id] && !plan_is_view(p, id) && op_kind[p->g->n[id]->op] != K_PARAM;
+    return p->in_plan[id] && (!plan_is_view(p, id) || plan_sum_in_place(p, id)) && op_kind[p->g->n[id]->op] != K_PARAM;
 }
 
 /* The parameter an in-place op updates: its first input. */
@@ -89,6 +90,10 @@ static void check_cover(Checker *c)
                 fail(c, i, "%s%%%d is in more than one group", txt(c, id), id);
             if (p->group_of[id] != i)
                 fail(c, i, "group_of[%%%d] is %d", id, p->group_of[id]);
+            /* it changes its operand's buffer: nothing else may read it */
+            if (plan_sum_in_place(p, id) && p->nuse[nd(c, id)->in[0]] != 1)
+                fail(c, i, "%s%%%d sums %s%%%d in place, which %d ops read", txt(c, id), id,
+                     txt(c, nd(c, id)->in[0]), nd(c, id)->in[0], p->nuse[nd(c, id)->in[0]]);
         }
     }
     for (int k = 0; k < p->norder; k++) {
@@ -168,8 +173,9 @@ static int legal_member(const Checker *c, const Group *gr, int id)
     case G_RED: return k == K_RED && gr->nnodes == 1;
     case G_CONV:    /* the bias epilogue of a forward convolution */
         return n->op == OP_BIAS_ADD && n->in[0] == gr->anchor && nd(c, gr->anchor)->op == OP_CONV2D;
-    case G_CHAN:    /* channel results of the pass (fuse.c, chan_pass_result) */
-        return n->op == OP_BN_DW || n->op == OP_SUM_CHAN || n->op == OP_BN_STATS || n->op == OP_BN_RUNNING;
+    case G_CHAN:    /* channel results of the pass (fuse.c, chan_pass_result), the sum over ranks of its own */
+        return n->op == OP_BN_DW || n->op == OP_SUM_CHAN || n->op == OP_BN_STATS || n->op == OP_BN_RUNNING
+            || (n->op == OP_ALLREDUCE && n->in[0] == gr->anchor);
     case G_POOL:    /* rule pool-chain: a pool gradient's elementwise chain */
         return k == K_EW && ir_same_shape(&n->shape, space);
     case G_STATE: case G_COMM: case G_NORM:

@@ -2,7 +2,8 @@
 # tests/ir/fusion_rules.sh CDDPC DATA: a fusion rule switched off
 # (--no-fuse RULE) changes the kernels and no number. SimpleNet without the
 # matmul epilogue, the row reductions and the row-op pass, the ConvNet
-# without the batch-norm channel pass: each trains 10 steps on the CPU
+# without the batch-norm channel pass, SyncBatchNorm's net without its sums
+# over the ranks in place (one rank): each trains 10 steps on the CPU
 # next to the default build; saved weights and buffers and the step
 # losses must be byte-identical, the rule-less build must have more train
 # kernels, and no kernel of it may say --report built it with that rule.
@@ -20,8 +21,10 @@ run() {  # NET FLAGS NAME: compile, train 10 steps, count kernels
     "$cddpc" "$1" $2 --report > "$t/$3.report"
     sed -n 's/^plan train .*: \([0-9]*\) kernels$/\1/p' "$t/$3.report" > "$t/$3.k"
 }
-for case in mnist:epilogue mnist:reduction mnist:row-ops mnist_convnet:channel-pass; do
-    net=$root/tests/golden/${case%:*}.net rule=${case#*:}
+for case in golden/mnist:epilogue golden/mnist:reduction golden/mnist:row-ops golden/mnist_convnet:channel-pass \
+    ddp/syncbn:sum-in-place; do
+    net=$root/tests/${case%:*}.net rule=${case#*:}
+    case=${case#*/}
     [ -e "$t/${case%:*}.k" ] || run "$net" "" "${case%:*}"
     run "$net" "--no-fuse $rule" off
     k0=$(cat "$t/${case%:*}.k") k1=$(cat "$t/off.k")

@@ -95,13 +95,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) t1_conv2d_bias_add__conv_bi
     }
 }
 
-/* t2_mean_chan: mean_chan%20 */
-extern "C" __global__ void __launch_bounds__(256, 2) t2_mean_chan(const rt_exec *__restrict__ e)
+/* t2_mean_chan_allreduce__sum_in_place: mean_chan%20 allreduce%21 */
+extern "C" __global__ void __launch_bounds__(256, 2) t2_mean_chan_allreduce__sum_in_place(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b20 = (e->fix + 0);
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    float *const b21 = (e->fix + 0);
+    (void)b21;    /* summed over the ranks in place after this kernel */
     const int64_t C = 16, HW = 784, M = n * HW, c = blockIdx.x;
     (void)M, (void)HW;
     const int64_t per = (M + 15) / 16, T0 = per * blockIdx.y, T1 = T0 + per < M ? T0 + per : M;
@@ -118,12 +120,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_mean_chan(const rt_exec 
     const float s_b = red_a[0];
     __syncthreads();
     /* this slice's sums; the channel's last block adds the 16 slices' in order */
-    float *const ws = e->fix + 720;
+    float *const ws = e->fix + 528;
     __shared__ int last;
     if (threadIdx.x == 0) {
         ws[(c * 16 + blockIdx.y) * 1 + 0] = s_b;
         __threadfence();    /* the partials before the count that publishes them */
-        last = atomicAdd(&((unsigned *)(e->fix + 480))[c], 1u) == 15u;   /* zeroed each step */
+        last = atomicAdd(&((unsigned *)(e->fix + 288))[c], 1u) == 15u;   /* zeroed each step */
     }
     __syncthreads();
     if (!last)
@@ -137,31 +139,22 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_mean_chan(const rt_exec 
         b20[c] = (float)((double)s / (double)M);
 }
 
-/* t3_allreduce: allreduce%21 */
-extern "C" __global__ void __launch_bounds__(256, 2) t3_allreduce(const rt_exec *__restrict__ e)
+/* t3_bn_sqdev_allreduce__sum_in_place: bn_sqdev%22 allreduce%23 */
+extern "C" __global__ void __launch_bounds__(256, 2) t3_bn_sqdev_allreduce__sum_in_place(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b21 = (e->fix + 16);
-    float *const b20 = (e->fix + 0);
-    for (int64_t k = threadIdx.x; k < 16; k += blockDim.x)
-        b21[k] = b20[k];
-}
-
-/* t4_bn_sqdev: bn_sqdev%22 */
-extern "C" __global__ void __launch_bounds__(256, 2) t4_bn_sqdev(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b22 = (e->fix + 32);
+    float *const b22 = (e->fix + 16);
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b21 = (e->fix + 16);
+    float *const b20 = (e->fix + 0);
+    float *const b23 = (e->fix + 16);
+    (void)b23;    /* summed over the ranks in place after this kernel */
     const int64_t C = 16, HW = 784, M = n * HW, c = blockIdx.x;
     (void)M, (void)HW;
     const int64_t per = (M + 15) / 16, T0 = per * blockIdx.y, T1 = T0 + per < M ? T0 + per : M;
     __shared__ float red_a[256];
     float pa = 0.0f;
-    const float mean = (float)((double)b21[c] / (double)e->world);
+    const float mean = (float)((double)b20[c] / (double)e->world);
     for (int64_t t = T0 + threadIdx.x; t < T1; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; const float d = b19[e] - mean; pa += d * d; }
     red_a[threadIdx.x] = pa;
     __syncthreads();
@@ -173,12 +166,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) t4_bn_sqdev(const rt_exec *
     const float q_b = red_a[0];
     __syncthreads();
     /* this slice's sums; the channel's last block adds the 16 slices' in order */
-    float *const ws = e->fix + 976;
+    float *const ws = e->fix + 784;
     __shared__ int last;
     if (threadIdx.x == 0) {
         ws[(c * 16 + blockIdx.y) * 1 + 0] = q_b;
         __threadfence();    /* the partials before the count that publishes them */
-        last = atomicAdd(&((unsigned *)(e->fix + 496))[c], 1u) == 15u;   /* zeroed each step */
+        last = atomicAdd(&((unsigned *)(e->fix + 304))[c], 1u) == 15u;   /* zeroed each step */
     }
     __syncthreads();
     if (!last)
@@ -194,28 +187,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) t4_bn_sqdev(const rt_exec *
     }
 }
 
-/* t5_allreduce: allreduce%23 */
-extern "C" __global__ void __launch_bounds__(256, 2) t5_allreduce(const rt_exec *__restrict__ e)
+/* t4_bn_stats_bn_running__channel_pass: bn_stats%24 bn_running%26 */
+extern "C" __global__ void __launch_bounds__(256, 2) t4_bn_stats_bn_running__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b23 = (e->fix + 48);
-    float *const b22 = (e->fix + 32);
-    for (int64_t k = threadIdx.x; k < 16; k += blockDim.x)
-        b23[k] = b22[k];
-}
-
-/* t6_bn_stats_bn_running__channel_pass: bn_stats%24 bn_running%26 */
-extern "C" __global__ void __launch_bounds__(256, 2) t6_bn_stats_bn_running__channel_pass(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b24 = (e->fix + 64);
+    float *const b24 = (e->fix + 32);
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b6 = (e->param + 29152);
     float *const b7 = (e->param + 29136);
-    float *const b21 = (e->fix + 16);
-    float *const b23 = (e->fix + 48);
+    float *const b20 = (e->fix + 0);
+    float *const b22 = (e->fix + 16);
     float *const b26 = (e->param + 29152);
     float *const b8 = (e->param + 29120);
     const int64_t C = 16, HW = 784, M = n * HW, c = blockIdx.x;
@@ -224,8 +206,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_bn_stats_bn_running__cha
     (void)T0, (void)T1;
     if (threadIdx.x == 0) {
         (void)b19, (void)b6, (void)b7;    /* the eval plan reads these */
-        b24[c] = (float)((double)b21[c] / (double)e->world);
-        b24[C + c] = (float)((double)b23[c] / (double)e->world);
+        b24[c] = (float)((double)b20[c] / (double)e->world);
+        b24[C + c] = (float)((double)b22[c] / (double)e->world);
         {
             const int64_t MR = M * e->world;
             const float unbias = MR > 1 ? (float)MR / (float)(MR - 1) : 1.0f;
@@ -238,13 +220,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_bn_stats_bn_running__cha
     }
 }
 
-/* t7_bn_apply_relu_maxpool__ew_chain__pool_chain: bn_apply%25 relu%27 maxpool%28 */
-extern "C" __global__ void __launch_bounds__(256, 2) t7_bn_apply_relu_maxpool__ew_chain__pool_chain(const rt_exec *__restrict__ e)
+/* t5_bn_apply_relu_maxpool__ew_chain__pool_chain: bn_apply%25 relu%27 maxpool%28 */
+extern "C" __global__ void __launch_bounds__(256, 2) t5_bn_apply_relu_maxpool__ew_chain__pool_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b24 = (e->fix + 64);
+    float *const b24 = (e->fix + 32);
     float *const b4 = (e->param + 28608);
     float *const b5 = (e->param + 28592);
     float *const b27 = ((float *)(e->act + (int64_t)12544 * e->nmax));
@@ -272,8 +254,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t7_bn_apply_relu_maxpool__e
     }
 }
 
-/* t8_conv2d_bias_add__conv_bias: conv2d%29 bias_add%30 */
-extern "C" __global__ void __launch_bounds__(256, 2) t8_conv2d_bias_add__conv_bias(const rt_exec *__restrict__ e)
+/* t6_conv2d_bias_add__conv_bias: conv2d%29 bias_add%30 */
+extern "C" __global__ void __launch_bounds__(256, 2) t6_conv2d_bias_add__conv_bias(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -305,13 +287,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_conv2d_bias_add__conv_bi
     }
 }
 
-/* t9_mean_chan: mean_chan%31 */
-extern "C" __global__ void __launch_bounds__(256, 2) t9_mean_chan(const rt_exec *__restrict__ e)
+/* t7_mean_chan_allreduce__sum_in_place: mean_chan%31 allreduce%32 */
+extern "C" __global__ void __launch_bounds__(256, 2) t7_mean_chan_allreduce__sum_in_place(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b31 = (e->fix + 96);
+    float *const b31 = (e->fix + 64);
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
+    float *const b32 = (e->fix + 64);
+    (void)b32;    /* summed over the ranks in place after this kernel */
     const int64_t C = 32, HW = 196, M = n * HW, c = blockIdx.x;
     (void)M, (void)HW;
     const int64_t per = (M + 5) / 6, T0 = per * blockIdx.y, T1 = T0 + per < M ? T0 + per : M;
@@ -328,12 +312,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mean_chan(const rt_exec 
     const float s_b = red_a[0];
     __syncthreads();
     /* this slice's sums; the channel's last block adds the 6 slices' in order */
-    float *const ws = e->fix + 1232;
+    float *const ws = e->fix + 1040;
     __shared__ int last;
     if (threadIdx.x == 0) {
         ws[(c * 6 + blockIdx.y) * 1 + 0] = s_b;
         __threadfence();    /* the partials before the count that publishes them */
-        last = atomicAdd(&((unsigned *)(e->fix + 512))[c], 1u) == 5u;   /* zeroed each step */
+        last = atomicAdd(&((unsigned *)(e->fix + 320))[c], 1u) == 5u;   /* zeroed each step */
     }
     __syncthreads();
     if (!last)
@@ -347,31 +331,22 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_mean_chan(const rt_exec 
         b31[c] = (float)((double)s / (double)M);
 }
 
-/* t10_allreduce: allreduce%32 */
-extern "C" __global__ void __launch_bounds__(256, 2) t10_allreduce(const rt_exec *__restrict__ e)
+/* t8_bn_sqdev_allreduce__sum_in_place: bn_sqdev%33 allreduce%34 */
+extern "C" __global__ void __launch_bounds__(256, 2) t8_bn_sqdev_allreduce__sum_in_place(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b32 = (e->fix + 128);
-    float *const b31 = (e->fix + 96);
-    for (int64_t k = threadIdx.x; k < 32; k += blockDim.x)
-        b32[k] = b31[k];
-}
-
-/* t11_bn_sqdev: bn_sqdev%33 */
-extern "C" __global__ void __launch_bounds__(256, 2) t11_bn_sqdev(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b33 = (e->fix + 160);
+    float *const b33 = (e->fix + 96);
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
-    float *const b32 = (e->fix + 128);
+    float *const b31 = (e->fix + 64);
+    float *const b34 = (e->fix + 96);
+    (void)b34;    /* summed over the ranks in place after this kernel */
     const int64_t C = 32, HW = 196, M = n * HW, c = blockIdx.x;
     (void)M, (void)HW;
     const int64_t per = (M + 5) / 6, T0 = per * blockIdx.y, T1 = T0 + per < M ? T0 + per : M;
     __shared__ float red_a[256];
     float pa = 0.0f;
-    const float mean = (float)((double)b32[c] / (double)e->world);
+    const float mean = (float)((double)b31[c] / (double)e->world);
     for (int64_t t = T0 + threadIdx.x; t < T1; t += blockDim.x) { const int64_t e = (t / HW * C + c) * HW + t % HW; const float d = b30[e] - mean; pa += d * d; }
     red_a[threadIdx.x] = pa;
     __syncthreads();
@@ -383,12 +358,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_bn_sqdev(const rt_exec 
     const float q_b = red_a[0];
     __syncthreads();
     /* this slice's sums; the channel's last block adds the 6 slices' in order */
-    float *const ws = e->fix + 1424;
+    float *const ws = e->fix + 1232;
     __shared__ int last;
     if (threadIdx.x == 0) {
         ws[(c * 6 + blockIdx.y) * 1 + 0] = q_b;
         __threadfence();    /* the partials before the count that publishes them */
-        last = atomicAdd(&((unsigned *)(e->fix + 544))[c], 1u) == 5u;   /* zeroed each step */
+        last = atomicAdd(&((unsigned *)(e->fix + 352))[c], 1u) == 5u;   /* zeroed each step */
     }
     __syncthreads();
     if (!last)
@@ -404,28 +379,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) t11_bn_sqdev(const rt_exec 
     }
 }
 
-/* t12_allreduce: allreduce%34 */
-extern "C" __global__ void __launch_bounds__(256, 2) t12_allreduce(const rt_exec *__restrict__ e)
+/* t9_bn_stats_bn_running__channel_pass: bn_stats%35 bn_running%37 */
+extern "C" __global__ void __launch_bounds__(256, 2) t9_bn_stats_bn_running__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b34 = (e->fix + 192);
-    float *const b33 = (e->fix + 160);
-    for (int64_t k = threadIdx.x; k < 32; k += blockDim.x)
-        b34[k] = b33[k];
-}
-
-/* t13_bn_stats_bn_running__channel_pass: bn_stats%35 bn_running%37 */
-extern "C" __global__ void __launch_bounds__(256, 2) t13_bn_stats_bn_running__channel_pass(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b35 = (e->fix + 224);
+    float *const b35 = (e->fix + 128);
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b13 = (e->param + 29088);
     float *const b14 = (e->param + 29056);
-    float *const b32 = (e->fix + 128);
-    float *const b34 = (e->fix + 192);
+    float *const b31 = (e->fix + 64);
+    float *const b33 = (e->fix + 96);
     float *const b37 = (e->param + 29088);
     float *const b15 = (e->param + 29040);
     const int64_t C = 32, HW = 196, M = n * HW, c = blockIdx.x;
@@ -434,8 +398,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t13_bn_stats_bn_running__ch
     (void)T0, (void)T1;
     if (threadIdx.x == 0) {
         (void)b30, (void)b13, (void)b14;    /* the eval plan reads these */
-        b35[c] = (float)((double)b32[c] / (double)e->world);
-        b35[C + c] = (float)((double)b34[c] / (double)e->world);
+        b35[c] = (float)((double)b31[c] / (double)e->world);
+        b35[C + c] = (float)((double)b33[c] / (double)e->world);
         {
             const int64_t MR = M * e->world;
             const float unbias = MR > 1 ? (float)MR / (float)(MR - 1) : 1.0f;
@@ -448,13 +412,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) t13_bn_stats_bn_running__ch
     }
 }
 
-/* t14_bn_apply_relu_maxpool__ew_chain__pool_chain: bn_apply%36 relu%38 maxpool%39 */
-extern "C" __global__ void __launch_bounds__(256, 2) t14_bn_apply_relu_maxpool__ew_chain__pool_chain(const rt_exec *__restrict__ e)
+/* t10_bn_apply_relu_maxpool__ew_chain__pool_chain: bn_apply%36 relu%38 maxpool%39 */
+extern "C" __global__ void __launch_bounds__(256, 2) t10_bn_apply_relu_maxpool__ew_chain__pool_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
-    float *const b35 = (e->fix + 224);
+    float *const b35 = (e->fix + 128);
     float *const b11 = (e->param + 15728);
     float *const b12 = (e->param + 15696);
     float *const b38 = ((float *)(e->act + (int64_t)31360 * e->nmax));
@@ -482,8 +446,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t14_bn_apply_relu_maxpool__
     }
 }
 
-/* t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: mm_nt%41 bias_add%42 ce_loss%43 sum_all%44 ce_grad%47 sum_rows%48 */
-__device__ __forceinline__ void t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: mm_nt%41 bias_add%42 ce_loss%43 sum_all%44 ce_grad%47 sum_rows%48 */
+__device__ __forceinline__ void t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -552,7 +516,7 @@ __device__ __forceinline__ void t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_r
         __threadfence();    /* the partial before the count that publishes it */
         __syncthreads();
         if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 576);   /* zeroed each step */
+            unsigned *const ctr = (unsigned *)(e->fix + 384);   /* zeroed each step */
             *last = atomicAdd(&ctr[by * gx + bx], 1u) == 32u;
         }
         __syncthreads();
@@ -616,15 +580,15 @@ __device__ __forceinline__ void t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_r
         }
     }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t16_mm_nn: mm_nn%49 */
-__device__ __forceinline__ void t16_mm_nn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t12_mm_nn: mm_nn%49 */
+__device__ __forceinline__ void t12_mm_nn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -678,15 +642,15 @@ __device__ __forceinline__ void t16_mm_nn_tile(const rt_exec *__restrict__ e, co
             b49[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t16_mm_nn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t12_mm_nn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t16_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t12_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t17_mm_tn: mm_tn%50 */
-__device__ __forceinline__ void t17_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
+/* t13_mm_tn: mm_tn%50 */
+__device__ __forceinline__ void t13_mm_tn_tile(const rt_exec *__restrict__ e, const unsigned bx, const unsigned by, const unsigned bz, const unsigned gx, float (*As)[64 + 1], float (*Bs)[64 + 1], int *last)
 {
     (void)bz;
     (void)gx;
@@ -740,7 +704,7 @@ __device__ __forceinline__ void t17_mm_tn_tile(const rt_exec *__restrict__ e, co
         __syncthreads();
     }
     if (split) {
-        float *const ws = e->fix + 1616;    /* the weight's partials, fixed size */
+        float *const ws = e->fix + 1424;    /* the weight's partials, fixed size */
         for (int r = 0; r < 4; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -750,7 +714,7 @@ __device__ __forceinline__ void t17_mm_tn_tile(const rt_exec *__restrict__ e, co
         __threadfence();    /* the partial before the count that publishes it */
         __syncthreads();
         if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 592);   /* zeroed each step */
+            unsigned *const ctr = (unsigned *)(e->fix + 400);   /* zeroed each step */
             *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
         }
         __syncthreads();
@@ -776,15 +740,15 @@ __device__ __forceinline__ void t17_mm_tn_tile(const rt_exec *__restrict__ e, co
             b50[i * C + j] = acc[r][c];
         }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t17_mm_tn(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t13_mm_tn(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    t17_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
+    t13_mm_tn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, As, Bs, &last);
 }
 
-/* t18_maxpool_dx_relu_grad__pool_chain: maxpool_dx%52 relu_grad%53 */
-extern "C" __global__ void __launch_bounds__(256, 2) t18_maxpool_dx_relu_grad__pool_chain(const rt_exec *__restrict__ e)
+/* t14_maxpool_dx_relu_grad__pool_chain: maxpool_dx%52 relu_grad%53 */
+extern "C" __global__ void __launch_bounds__(256, 2) t14_maxpool_dx_relu_grad__pool_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -821,17 +785,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t18_maxpool_dx_relu_grad__p
     }
 }
 
-/* t19_bn_dpart_bn_dw_sum_chan__channel_pass: bn_dpart%54 bn_dw%57 sum_chan%58 */
-extern "C" __global__ void __launch_bounds__(256, 2) t19_bn_dpart_bn_dw_sum_chan__channel_pass(const rt_exec *__restrict__ e)
+/* t15_bn_dpart_allreduce_bn_dw_sum_chan__channel_pass__sum_in_place: bn_dpart%54 allreduce%55 bn_dw%57 sum_chan%58 */
+extern "C" __global__ void __launch_bounds__(256, 2) t15_bn_dpart_allreduce_bn_dw_sum_chan__channel_pass__sum_in_place(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b54 = (e->fix + 288);
+    float *const b54 = (e->fix + 192);
     float *const b53 = ((float *)(e->act + (int64_t)37632 * e->nmax));
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
-    float *const b35 = (e->fix + 224);
+    float *const b35 = (e->fix + 128);
+    float *const b55 = (e->fix + 192);
     float *const b57 = (e->grad + 15728);
     float *const b58 = (e->grad + 15696);
+    (void)b55;    /* summed over the ranks in place after this kernel */
     const int64_t C = 32, HW = 196, M = n * HW, c = blockIdx.x;
     (void)M, (void)HW;
     const int64_t per = (M + 5) / 6, T0 = per * blockIdx.y, T1 = T0 + per < M ? T0 + per : M;
@@ -860,13 +826,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) t19_bn_dpart_bn_dw_sum_chan
     const float sdyx_b = red_b[0];
     __syncthreads();
     /* this slice's sums; the channel's last block adds the 6 slices' in order */
-    float *const ws = e->fix + 32976;
+    float *const ws = e->fix + 32784;
     __shared__ int last;
     if (threadIdx.x == 0) {
         ws[(c * 6 + blockIdx.y) * 2 + 0] = sdy_b;
         ws[(c * 6 + blockIdx.y) * 2 + 1] = sdyx_b;
         __threadfence();    /* the partials before the count that publishes them */
-        last = atomicAdd(&((unsigned *)(e->fix + 624))[c], 1u) == 5u;   /* zeroed each step */
+        last = atomicAdd(&((unsigned *)(e->fix + 432))[c], 1u) == 5u;   /* zeroed each step */
     }
     __syncthreads();
     if (!last)
@@ -889,34 +855,23 @@ extern "C" __global__ void __launch_bounds__(256, 2) t19_bn_dpart_bn_dw_sum_chan
     }
 }
 
-/* t20_allreduce: allreduce%55 */
-extern "C" __global__ void __launch_bounds__(256, 2) t20_allreduce(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b55 = (e->fix + 352);
-    float *const b54 = (e->fix + 288);
-    for (int64_t k = threadIdx.x; k < 64; k += blockDim.x)
-        b55[k] = b54[k];
-}
-
-/* t21_bn_dx_sum_chan__channel_pass: bn_dx%56 sum_chan%59 */
-extern "C" __global__ void __launch_bounds__(256, 2) t21_bn_dx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
+/* t16_bn_dx_sum_chan__channel_pass: bn_dx%56 sum_chan%59 */
+extern "C" __global__ void __launch_bounds__(256, 2) t16_bn_dx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b56 = ((float *)(e->act + (int64_t)31360 * e->nmax));
     float *const b53 = ((float *)(e->act + (int64_t)37632 * e->nmax));
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
-    float *const b35 = (e->fix + 224);
+    float *const b35 = (e->fix + 128);
     float *const b11 = (e->param + 15728);
-    float *const b55 = (e->fix + 352);
+    float *const b54 = (e->fix + 192);
     float *const b59 = (e->grad + 15760);
     const int64_t C = 32, HW = 196, M = n * HW, c = blockIdx.x;
     (void)M, (void)HW;
     const int64_t per = (M + 5) / 6, T0 = per * blockIdx.y, T1 = T0 + per < M ? T0 + per : M;
     const float mean = b35[c], invstd = 1.0f / sqrtf(b35[C + c] + 1e-05f);
-    const float mdy = (float)((double)b55[c] / (double)e->world), mdyx = (float)((double)b55[C + c] / (double)e->world);
+    const float mdy = (float)((double)b54[c] / (double)e->world), mdyx = (float)((double)b54[C + c] / (double)e->world);
     const float scale = b11[c] * invstd;
     __shared__ float red_a[256];
     float po = 0.0f;
@@ -935,12 +890,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) t21_bn_dx_sum_chan__channel
     const float so_b = red_a[0];
     __syncthreads();
     /* this slice's sums; the channel's last block adds the 6 slices' in order */
-    float *const ws = e->fix + 33360;
+    float *const ws = e->fix + 33168;
     __shared__ int last;
     if (threadIdx.x == 0) {
         ws[(c * 6 + blockIdx.y) * 1 + 0] = so_b;
         __threadfence();    /* the partials before the count that publishes them */
-        last = atomicAdd(&((unsigned *)(e->fix + 656))[c], 1u) == 5u;   /* zeroed each step */
+        last = atomicAdd(&((unsigned *)(e->fix + 464))[c], 1u) == 5u;   /* zeroed each step */
     }
     __syncthreads();
     if (!last)
@@ -954,8 +909,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t21_bn_dx_sum_chan__channel
         b59[c] = so;
 }
 
-/* t22_conv2d_dx: conv2d_dx%60 */
-extern "C" __global__ void __launch_bounds__(256, 2) t22_conv2d_dx(const rt_exec *__restrict__ e)
+/* t17_conv2d_dx: conv2d_dx%60 */
+extern "C" __global__ void __launch_bounds__(256, 2) t17_conv2d_dx(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -988,8 +943,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t22_conv2d_dx(const rt_exec
     }
 }
 
-/* t23_conv2d_dw: conv2d_dw%61 */
-extern "C" __global__ void __launch_bounds__(256, 2) t23_conv2d_dw(const rt_exec *__restrict__ e)
+/* t18_conv2d_dw: conv2d_dw%61 */
+extern "C" __global__ void __launch_bounds__(256, 2) t18_conv2d_dw(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1024,8 +979,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t23_conv2d_dw(const rt_exec
         b61[wi] = total;
 }
 
-/* t24_maxpool_dx_relu_grad__pool_chain: maxpool_dx%62 relu_grad%63 */
-extern "C" __global__ void __launch_bounds__(256, 2) t24_maxpool_dx_relu_grad__pool_chain(const rt_exec *__restrict__ e)
+/* t19_maxpool_dx_relu_grad__pool_chain: maxpool_dx%62 relu_grad%63 */
+extern "C" __global__ void __launch_bounds__(256, 2) t19_maxpool_dx_relu_grad__pool_chain(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1062,17 +1017,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) t24_maxpool_dx_relu_grad__p
     }
 }
 
-/* t25_bn_dpart_bn_dw_sum_chan__channel_pass: bn_dpart%64 bn_dw%67 sum_chan%68 */
-extern "C" __global__ void __launch_bounds__(256, 2) t25_bn_dpart_bn_dw_sum_chan__channel_pass(const rt_exec *__restrict__ e)
+/* t20_bn_dpart_allreduce_bn_dw_sum_chan__channel_pass__sum_in_place: bn_dpart%64 allreduce%65 bn_dw%67 sum_chan%68 */
+extern "C" __global__ void __launch_bounds__(256, 2) t20_bn_dpart_allreduce_bn_dw_sum_chan__channel_pass__sum_in_place(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b64 = (e->fix + 416);
+    float *const b64 = (e->fix + 256);
     float *const b63 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b24 = (e->fix + 64);
+    float *const b24 = (e->fix + 32);
+    float *const b65 = (e->fix + 256);
     float *const b67 = (e->grad + 28608);
     float *const b68 = (e->grad + 28592);
+    (void)b65;    /* summed over the ranks in place after this kernel */
     const int64_t C = 16, HW = 784, M = n * HW, c = blockIdx.x;
     (void)M, (void)HW;
     const int64_t per = (M + 15) / 16, T0 = per * blockIdx.y, T1 = T0 + per < M ? T0 + per : M;
@@ -1101,13 +1058,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) t25_bn_dpart_bn_dw_sum_chan
     const float sdyx_b = red_b[0];
     __syncthreads();
     /* this slice's sums; the channel's last block adds the 16 slices' in order */
-    float *const ws = e->fix + 33552;
+    float *const ws = e->fix + 33360;
     __shared__ int last;
     if (threadIdx.x == 0) {
         ws[(c * 16 + blockIdx.y) * 2 + 0] = sdy_b;
         ws[(c * 16 + blockIdx.y) * 2 + 1] = sdyx_b;
         __threadfence();    /* the partials before the count that publishes them */
-        last = atomicAdd(&((unsigned *)(e->fix + 688))[c], 1u) == 15u;   /* zeroed each step */
+        last = atomicAdd(&((unsigned *)(e->fix + 496))[c], 1u) == 15u;   /* zeroed each step */
     }
     __syncthreads();
     if (!last)
@@ -1130,34 +1087,23 @@ extern "C" __global__ void __launch_bounds__(256, 2) t25_bn_dpart_bn_dw_sum_chan
     }
 }
 
-/* t26_allreduce: allreduce%65 */
-extern "C" __global__ void __launch_bounds__(256, 2) t26_allreduce(const rt_exec *__restrict__ e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b65 = (e->fix + 448);
-    float *const b64 = (e->fix + 416);
-    for (int64_t k = threadIdx.x; k < 32; k += blockDim.x)
-        b65[k] = b64[k];
-}
-
-/* t27_bn_dx_sum_chan__channel_pass: bn_dx%66 sum_chan%69 */
-extern "C" __global__ void __launch_bounds__(256, 2) t27_bn_dx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
+/* t21_bn_dx_sum_chan__channel_pass: bn_dx%66 sum_chan%69 */
+extern "C" __global__ void __launch_bounds__(256, 2) t21_bn_dx_sum_chan__channel_pass(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b66 = ((float *)(e->act + (int64_t)12544 * e->nmax));
     float *const b63 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b24 = (e->fix + 64);
+    float *const b24 = (e->fix + 32);
     float *const b4 = (e->param + 28608);
-    float *const b65 = (e->fix + 448);
+    float *const b64 = (e->fix + 256);
     float *const b69 = (e->grad + 28624);
     const int64_t C = 16, HW = 784, M = n * HW, c = blockIdx.x;
     (void)M, (void)HW;
     const int64_t per = (M + 15) / 16, T0 = per * blockIdx.y, T1 = T0 + per < M ? T0 + per : M;
     const float mean = b24[c], invstd = 1.0f / sqrtf(b24[C + c] + 1e-05f);
-    const float mdy = (float)((double)b65[c] / (double)e->world), mdyx = (float)((double)b65[C + c] / (double)e->world);
+    const float mdy = (float)((double)b64[c] / (double)e->world), mdyx = (float)((double)b64[C + c] / (double)e->world);
     const float scale = b4[c] * invstd;
     __shared__ float red_a[256];
     float po = 0.0f;
@@ -1176,12 +1122,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) t27_bn_dx_sum_chan__channel
     const float so_b = red_a[0];
     __syncthreads();
     /* this slice's sums; the channel's last block adds the 16 slices' in order */
-    float *const ws = e->fix + 34064;
+    float *const ws = e->fix + 33872;
     __shared__ int last;
     if (threadIdx.x == 0) {
         ws[(c * 16 + blockIdx.y) * 1 + 0] = so_b;
         __threadfence();    /* the partials before the count that publishes them */
-        last = atomicAdd(&((unsigned *)(e->fix + 704))[c], 1u) == 15u;   /* zeroed each step */
+        last = atomicAdd(&((unsigned *)(e->fix + 512))[c], 1u) == 15u;   /* zeroed each step */
     }
     __syncthreads();
     if (!last)
@@ -1195,8 +1141,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t27_bn_dx_sum_chan__channel
         b69[c] = so;
 }
 
-/* t28_conv2d_dw: conv2d_dw%70 */
-extern "C" __global__ void __launch_bounds__(256, 2) t28_conv2d_dw(const rt_exec *__restrict__ e)
+/* t22_conv2d_dw: conv2d_dw%70 */
+extern "C" __global__ void __launch_bounds__(256, 2) t22_conv2d_dw(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1231,8 +1177,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t28_conv2d_dw(const rt_exec
         b70[wi] = total;
 }
 
-/* t29_sgd_x10__optimizer: sgd%71 sgd%72 sgd%73 sgd%74 sgd%75 sgd%76 sgd%77 sgd%78 sgd%79 sgd%80 */
-__device__ __forceinline__ void t29_sgd_x10__optimizer_body(const rt_exec *__restrict__ e)
+/* t23_sgd_x10__optimizer: sgd%71 sgd%72 sgd%73 sgd%74 sgd%75 sgd%76 sgd%77 sgd%78 sgd%79 sgd%80 */
+__device__ __forceinline__ void t23_sgd_x10__optimizer_body(const rt_exec *__restrict__ e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1244,13 +1190,13 @@ __device__ __forceinline__ void t29_sgd_x10__optimizer_body(const rt_exec *__res
         w[k] -= lr * d;
     }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) t29_sgd_x10__optimizer(const rt_exec *__restrict__ e)
+extern "C" __global__ void __launch_bounds__(256, 2) t23_sgd_x10__optimizer(const rt_exec *__restrict__ e)
 {
-    t29_sgd_x10__optimizer_body(e);
+    t23_sgd_x10__optimizer_body(e);
 }
 
-/* t16_t17__siblings: t16_mm_nn and t17_mm_tn in one launch (rule siblings) */
-extern "C" __global__ void __launch_bounds__(256, 2) t16_t17__siblings(const rt_exec *__restrict__ e)
+/* t12_t13__siblings: t12_mm_nn and t13_mm_tn in one launch (rule siblings) */
+extern "C" __global__ void __launch_bounds__(256, 2) t12_t13__siblings(const rt_exec *__restrict__ e)
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
@@ -1258,9 +1204,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t16_t17__siblings(const rt_
     const unsigned bx = 25u, by = 1u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
-            t16_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
+            t12_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
     } else if (blockIdx.x - ax < bx && blockIdx.y < by && blockIdx.z < bz) {
-        t17_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
+        t13_mm_tn_tile(e, blockIdx.x - ax, blockIdx.y, blockIdx.z, bx, As, Bs, &last);
     }
 }
 

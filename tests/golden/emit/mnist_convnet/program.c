@@ -91,13 +91,14 @@ static void t1_conv2d_bias_add__conv_bias(rt_exec *e)
     }
 }
 
-/* t2_mean_chan: %20 */
-static void t2_mean_chan(rt_exec *e)
+/* t2_mean_chan_allreduce__sum_in_place: %20 %21 */
+static void t2_mean_chan_allreduce__sum_in_place(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b20 = (e->fix + 0);
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
+    float *const b21 = (e->fix + 0);
     const int64_t C = 16, HW = 784, M = n * HW;
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
@@ -118,33 +119,23 @@ static void t2_mean_chan(rt_exec *e)
         const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
         b20[c] = (float)((double)s / (double)M);
     }
-}
-
-/* t3_allreduce: %21 */
-static void t3_allreduce(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b21 = (e->fix + 16);
-    float *const b20 = (e->fix + 0);
-    for (int64_t k = 0; k < 16; k++)
-        b21[k] = b20[k];
     rt_sync_sum(b21, 16);
 }
 
-/* t4_bn_sqdev: %22 */
-static void t4_bn_sqdev(rt_exec *e)
+/* t3_bn_sqdev_allreduce__sum_in_place: %22 %23 */
+static void t3_bn_sqdev_allreduce__sum_in_place(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b22 = (e->fix + 32);
+    float *const b22 = (e->fix + 16);
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b21 = (e->fix + 16);
+    float *const b20 = (e->fix + 0);
+    float *const b23 = (e->fix + 16);
     const int64_t C = 16, HW = 784, M = n * HW;
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        const double mean = (double)b21[c] / (double)e->world;
+        const double mean = (double)b20[c] / (double)e->world;
         rt_v8d q_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
@@ -162,31 +153,20 @@ static void t4_bn_sqdev(rt_exec *e)
         const float qm = (float)((double)q / (double)M);
         b22[c] = qm;
     }
-}
-
-/* t5_allreduce: %23 */
-static void t5_allreduce(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b23 = (e->fix + 48);
-    float *const b22 = (e->fix + 32);
-    for (int64_t k = 0; k < 16; k++)
-        b23[k] = b22[k];
     rt_sync_sum(b23, 16);
 }
 
-/* t6_bn_stats_bn_running__channel_pass: %24 %26 */
-static void t6_bn_stats_bn_running__channel_pass(rt_exec *e)
+/* t4_bn_stats_bn_running__channel_pass: %24 %26 */
+static void t4_bn_stats_bn_running__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b24 = (e->fix + 64);
+    float *const b24 = (e->fix + 32);
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
     float *const b6 = (e->param + 29152);
     float *const b7 = (e->param + 29136);
-    float *const b21 = (e->fix + 16);
-    float *const b23 = (e->fix + 48);
+    float *const b20 = (e->fix + 0);
+    float *const b22 = (e->fix + 16);
     float *const b26 = (e->param + 29152);
     float *const b8 = (e->param + 29120);
     const int64_t C = 16, HW = 784, M = n * HW;
@@ -194,8 +174,8 @@ static void t6_bn_stats_bn_running__channel_pass(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         (void)b19, (void)b6, (void)b7;    /* the eval plan reads these */
-        b24[c] = (float)((double)b21[c] / (double)e->world);
-        b24[C + c] = (float)((double)b23[c] / (double)e->world);
+        b24[c] = (float)((double)b20[c] / (double)e->world);
+        b24[C + c] = (float)((double)b22[c] / (double)e->world);
         {
             const int64_t MR = M * e->world;
             const float unbias = MR > 1 ? (float)MR / (float)(MR - 1) : 1.0f;
@@ -208,13 +188,13 @@ static void t6_bn_stats_bn_running__channel_pass(rt_exec *e)
     }
 }
 
-/* t7_bn_apply_relu_maxpool__ew_chain__pool_chain: %25 %27 %28 */
-static void t7_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
+/* t5_bn_apply_relu_maxpool__ew_chain__pool_chain: %25 %27 %28 */
+static void t5_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b24 = (e->fix + 64);
+    float *const b24 = (e->fix + 32);
     float *const b4 = (e->param + 28608);
     float *const b5 = (e->param + 28592);
     float *const b27 = ((float *)(e->act + (int64_t)12544 * e->nmax));
@@ -251,8 +231,8 @@ static void t7_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
     }
 }
 
-/* t8_conv2d_bias_add__conv_bias: %29 %30 */
-static void t8_conv2d_bias_add__conv_bias(rt_exec *e)
+/* t6_conv2d_bias_add__conv_bias: %29 %30 */
+static void t6_conv2d_bias_add__conv_bias(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -320,13 +300,14 @@ static void t8_conv2d_bias_add__conv_bias(rt_exec *e)
     }
 }
 
-/* t9_mean_chan: %31 */
-static void t9_mean_chan(rt_exec *e)
+/* t7_mean_chan_allreduce__sum_in_place: %31 %32 */
+static void t7_mean_chan_allreduce__sum_in_place(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b31 = (e->fix + 96);
+    float *const b31 = (e->fix + 64);
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
+    float *const b32 = (e->fix + 64);
     const int64_t C = 32, HW = 196, M = n * HW;
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
@@ -347,33 +328,23 @@ static void t9_mean_chan(rt_exec *e)
         const double s = ((s_l[0] + s_l[1]) + (s_l[2] + s_l[3])) + ((s_l[4] + s_l[5]) + (s_l[6] + s_l[7]));
         b31[c] = (float)((double)s / (double)M);
     }
-}
-
-/* t10_allreduce: %32 */
-static void t10_allreduce(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b32 = (e->fix + 128);
-    float *const b31 = (e->fix + 96);
-    for (int64_t k = 0; k < 32; k++)
-        b32[k] = b31[k];
     rt_sync_sum(b32, 32);
 }
 
-/* t11_bn_sqdev: %33 */
-static void t11_bn_sqdev(rt_exec *e)
+/* t8_bn_sqdev_allreduce__sum_in_place: %33 %34 */
+static void t8_bn_sqdev_allreduce__sum_in_place(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b33 = (e->fix + 160);
+    float *const b33 = (e->fix + 96);
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
-    float *const b32 = (e->fix + 128);
+    float *const b31 = (e->fix + 64);
+    float *const b34 = (e->fix + 96);
     const int64_t C = 32, HW = 196, M = n * HW;
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        const double mean = (double)b32[c] / (double)e->world;
+        const double mean = (double)b31[c] / (double)e->world;
         rt_v8d q_l = {0};
         for (int64_t i = 0; i < n; i++) {
             const int64_t e0 = (i * C + c) * HW;
@@ -391,31 +362,20 @@ static void t11_bn_sqdev(rt_exec *e)
         const float qm = (float)((double)q / (double)M);
         b33[c] = qm;
     }
-}
-
-/* t12_allreduce: %34 */
-static void t12_allreduce(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b34 = (e->fix + 192);
-    float *const b33 = (e->fix + 160);
-    for (int64_t k = 0; k < 32; k++)
-        b34[k] = b33[k];
     rt_sync_sum(b34, 32);
 }
 
-/* t13_bn_stats_bn_running__channel_pass: %35 %37 */
-static void t13_bn_stats_bn_running__channel_pass(rt_exec *e)
+/* t9_bn_stats_bn_running__channel_pass: %35 %37 */
+static void t9_bn_stats_bn_running__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b35 = (e->fix + 224);
+    float *const b35 = (e->fix + 128);
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b13 = (e->param + 29088);
     float *const b14 = (e->param + 29056);
-    float *const b32 = (e->fix + 128);
-    float *const b34 = (e->fix + 192);
+    float *const b31 = (e->fix + 64);
+    float *const b33 = (e->fix + 96);
     float *const b37 = (e->param + 29088);
     float *const b15 = (e->param + 29040);
     const int64_t C = 32, HW = 196, M = n * HW;
@@ -423,8 +383,8 @@ static void t13_bn_stats_bn_running__channel_pass(rt_exec *e)
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         (void)b30, (void)b13, (void)b14;    /* the eval plan reads these */
-        b35[c] = (float)((double)b32[c] / (double)e->world);
-        b35[C + c] = (float)((double)b34[c] / (double)e->world);
+        b35[c] = (float)((double)b31[c] / (double)e->world);
+        b35[C + c] = (float)((double)b33[c] / (double)e->world);
         {
             const int64_t MR = M * e->world;
             const float unbias = MR > 1 ? (float)MR / (float)(MR - 1) : 1.0f;
@@ -437,13 +397,13 @@ static void t13_bn_stats_bn_running__channel_pass(rt_exec *e)
     }
 }
 
-/* t14_bn_apply_relu_maxpool__ew_chain__pool_chain: %36 %38 %39 */
-static void t14_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
+/* t10_bn_apply_relu_maxpool__ew_chain__pool_chain: %36 %38 %39 */
+static void t10_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
-    float *const b35 = (e->fix + 224);
+    float *const b35 = (e->fix + 128);
     float *const b11 = (e->param + 15728);
     float *const b12 = (e->param + 15696);
     float *const b38 = ((float *)(e->act + (int64_t)31360 * e->nmax));
@@ -480,8 +440,8 @@ static void t14_bn_apply_relu_maxpool__ew_chain__pool_chain(rt_exec *e)
     }
 }
 
-/* t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: %41 %42 %43 %44 %47 %48 */
-static void t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(rt_exec *e)
+/* t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail: %41 %42 %43 %44 %47 %48 */
+static void t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -530,8 +490,8 @@ static void t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduc
     }
 }
 
-/* t16_mm_nn: %49 */
-static void t16_mm_nn(rt_exec *e)
+/* t12_mm_nn: %49 */
+static void t12_mm_nn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -541,8 +501,8 @@ static void t16_mm_nn(rt_exec *e)
     rt_sgemm(0, 0, n, 1568, 10, b47, 10, b16, 1568, b49, 1568);
 }
 
-/* t17_mm_tn: %50 */
-static void t17_mm_tn(rt_exec *e)
+/* t13_mm_tn: %50 */
+static void t13_mm_tn(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -552,8 +512,8 @@ static void t17_mm_tn(rt_exec *e)
     rt_sgemm(1, 0, 10, 1568, n, b47, 10, b39, 1568, b50, 1568);
 }
 
-/* t18_maxpool_dx_relu_grad__pool_chain: %52 %53 */
-static void t18_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
+/* t14_maxpool_dx_relu_grad__pool_chain: %52 %53 */
+static void t14_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -596,15 +556,16 @@ static void t18_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
     }
 }
 
-/* t19_bn_dpart_bn_dw_sum_chan__channel_pass: %54 %57 %58 */
-static void t19_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
+/* t15_bn_dpart_allreduce_bn_dw_sum_chan__channel_pass__sum_in_place: %54 %55 %57 %58 */
+static void t15_bn_dpart_allreduce_bn_dw_sum_chan__channel_pass__sum_in_place(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b54 = (e->fix + 288);
+    float *const b54 = (e->fix + 192);
     float *const b53 = ((float *)(e->act + (int64_t)37632 * e->nmax));
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
-    float *const b35 = (e->fix + 224);
+    float *const b35 = (e->fix + 128);
+    float *const b55 = (e->fix + 192);
     float *const b57 = (e->grad + 15728);
     float *const b58 = (e->grad + 15696);
     const int64_t C = 32, HW = 196, M = n * HW;
@@ -635,38 +596,27 @@ static void t19_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
         b54[c] = (float)((double)sdy / (double)M);
         b54[C + c] = (float)((double)sdyx / (double)M);
     }
-}
-
-/* t20_allreduce: %55 */
-static void t20_allreduce(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b55 = (e->fix + 352);
-    float *const b54 = (e->fix + 288);
-    for (int64_t k = 0; k < 64; k++)
-        b55[k] = b54[k];
     rt_sync_sum(b55, 64);
 }
 
-/* t21_bn_dx_sum_chan__channel_pass: %56 %59 */
-static void t21_bn_dx_sum_chan__channel_pass(rt_exec *e)
+/* t16_bn_dx_sum_chan__channel_pass: %56 %59 */
+static void t16_bn_dx_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b56 = ((float *)(e->act + (int64_t)31360 * e->nmax));
     float *const b53 = ((float *)(e->act + (int64_t)37632 * e->nmax));
     float *const b30 = ((float *)(e->act + (int64_t)25088 * e->nmax));
-    float *const b35 = (e->fix + 224);
+    float *const b35 = (e->fix + 128);
     float *const b11 = (e->param + 15728);
-    float *const b55 = (e->fix + 352);
+    float *const b54 = (e->fix + 192);
     float *const b59 = (e->grad + 15760);
     const int64_t C = 32, HW = 196, M = n * HW;
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b35[c], invstd = 1.0f / sqrtf(b35[C + c] + 1e-05f);
-        const float mdy = (float)((double)b55[c] / (double)e->world), mdyx = (float)((double)b55[C + c] / (double)e->world);
+        const float mdy = (float)((double)b54[c] / (double)e->world), mdyx = (float)((double)b54[C + c] / (double)e->world);
         const float scale = b11[c] * invstd;
         rt_v8d so_l = {0};
         for (int64_t i = 0; i < n; i++) {
@@ -690,8 +640,8 @@ static void t21_bn_dx_sum_chan__channel_pass(rt_exec *e)
     }
 }
 
-/* t22_conv2d_dx: %60 */
-static void t22_conv2d_dx(rt_exec *e)
+/* t17_conv2d_dx: %60 */
+static void t17_conv2d_dx(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -760,8 +710,8 @@ static void t22_conv2d_dx(rt_exec *e)
     }
 }
 
-/* t23_conv2d_dw: %61 */
-static void t23_conv2d_dw(rt_exec *e)
+/* t18_conv2d_dw: %61 */
+static void t18_conv2d_dw(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -827,8 +777,8 @@ static void t23_conv2d_dw(rt_exec *e)
     }
 }
 
-/* t24_maxpool_dx_relu_grad__pool_chain: %62 %63 */
-static void t24_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
+/* t19_maxpool_dx_relu_grad__pool_chain: %62 %63 */
+static void t19_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -871,15 +821,16 @@ static void t24_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
     }
 }
 
-/* t25_bn_dpart_bn_dw_sum_chan__channel_pass: %64 %67 %68 */
-static void t25_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
+/* t20_bn_dpart_allreduce_bn_dw_sum_chan__channel_pass__sum_in_place: %64 %65 %67 %68 */
+static void t20_bn_dpart_allreduce_bn_dw_sum_chan__channel_pass__sum_in_place(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
-    float *const b64 = (e->fix + 416);
+    float *const b64 = (e->fix + 256);
     float *const b63 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b24 = (e->fix + 64);
+    float *const b24 = (e->fix + 32);
+    float *const b65 = (e->fix + 256);
     float *const b67 = (e->grad + 28608);
     float *const b68 = (e->grad + 28592);
     const int64_t C = 16, HW = 784, M = n * HW;
@@ -910,38 +861,27 @@ static void t25_bn_dpart_bn_dw_sum_chan__channel_pass(rt_exec *e)
         b64[c] = (float)((double)sdy / (double)M);
         b64[C + c] = (float)((double)sdyx / (double)M);
     }
-}
-
-/* t26_allreduce: %65 */
-static void t26_allreduce(rt_exec *e)
-{
-    const int64_t n = e->n;
-    (void)n;
-    float *const b65 = (e->fix + 448);
-    float *const b64 = (e->fix + 416);
-    for (int64_t k = 0; k < 32; k++)
-        b65[k] = b64[k];
     rt_sync_sum(b65, 32);
 }
 
-/* t27_bn_dx_sum_chan__channel_pass: %66 %69 */
-static void t27_bn_dx_sum_chan__channel_pass(rt_exec *e)
+/* t21_bn_dx_sum_chan__channel_pass: %66 %69 */
+static void t21_bn_dx_sum_chan__channel_pass(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
     float *const b66 = ((float *)(e->act + (int64_t)12544 * e->nmax));
     float *const b63 = ((float *)(e->act + (int64_t)25088 * e->nmax));
     float *const b19 = ((float *)(e->act + (int64_t)0 * e->nmax));
-    float *const b24 = (e->fix + 64);
+    float *const b24 = (e->fix + 32);
     float *const b4 = (e->param + 28608);
-    float *const b65 = (e->fix + 448);
+    float *const b64 = (e->fix + 256);
     float *const b69 = (e->grad + 28624);
     const int64_t C = 16, HW = 784, M = n * HW;
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
         const float mean = b24[c], invstd = 1.0f / sqrtf(b24[C + c] + 1e-05f);
-        const float mdy = (float)((double)b65[c] / (double)e->world), mdyx = (float)((double)b65[C + c] / (double)e->world);
+        const float mdy = (float)((double)b64[c] / (double)e->world), mdyx = (float)((double)b64[C + c] / (double)e->world);
         const float scale = b4[c] * invstd;
         rt_v8d so_l = {0};
         for (int64_t i = 0; i < n; i++) {
@@ -965,8 +905,8 @@ static void t27_bn_dx_sum_chan__channel_pass(rt_exec *e)
     }
 }
 
-/* t28_conv2d_dw: %70 */
-static void t28_conv2d_dw(rt_exec *e)
+/* t22_conv2d_dw: %70 */
+static void t22_conv2d_dw(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1032,8 +972,8 @@ static void t28_conv2d_dw(rt_exec *e)
     }
 }
 
-/* t29_sgd_x10__optimizer: %71 %72 %73 %74 %75 %76 %77 %78 %79 %80 */
-static void t29_sgd_x10__optimizer(rt_exec *e)
+/* t23_sgd_x10__optimizer: %71 %72 %73 %74 %75 %76 %77 %78 %79 %80 */
+static void t23_sgd_x10__optimizer(rt_exec *e)
 {
     const int64_t n = e->n;
     (void)n;
@@ -1368,67 +1308,55 @@ static void e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reducti
 static const rt_kernel train_kernels[] = {
     {t0_images_labels__data, "t0_images_labels__data", 0, {0, 1568}, {0, 3925}},
     {t1_conv2d_bias_add__conv_bias, "t1_conv2d_bias_add__conv_bias", 1, {0, 639744}, {1664, 53312}},
-    {t2_mean_chan, "t2_mean_chan", 1, {0, 12544}, {64, 50176}},
-    {t3_allreduce, "t3_allreduce", 1, {16, 0}, {128, 0}},
-    {t4_bn_sqdev, "t4_bn_sqdev", 1, {0, 37632}, {128, 50176}},
-    {t5_allreduce, "t5_allreduce", 1, {16, 0}, {128, 0}},
-    {t6_bn_stats_bn_running__channel_pass, "t6_bn_stats_bn_running__channel_pass", 1, {96, 0}, {520, 0}},
-    {t7_bn_apply_relu_maxpool__ew_chain__pool_chain, "t7_bn_apply_relu_maxpool__ew_chain__pool_chain", 1, {0, 75264}, {256, 112896}},
-    {t8_conv2d_bias_add__conv_bias, "t8_conv2d_bias_add__conv_bias", 1, {0, 5023872}, {51328, 37632}},
-    {t9_mean_chan, "t9_mean_chan", 1, {0, 6272}, {128, 25088}},
-    {t10_allreduce, "t10_allreduce", 1, {32, 0}, {256, 0}},
-    {t11_bn_sqdev, "t11_bn_sqdev", 1, {0, 18816}, {256, 25088}},
-    {t12_allreduce, "t12_allreduce", 1, {32, 0}, {256, 0}},
-    {t13_bn_stats_bn_running__channel_pass, "t13_bn_stats_bn_running__channel_pass", 1, {192, 0}, {1032, 0}},
-    {t14_bn_apply_relu_maxpool__ew_chain__pool_chain, "t14_bn_apply_relu_maxpool__ew_chain__pool_chain", 1, {0, 37632}, {512, 56448}},
-    {t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail, "t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", 2, {0, 31461}, {62804, 6436}},
-    {t16_mm_nn, "t16_mm_nn", 2, {0, 31360}, {62720, 6312}},
-    {t17_mm_tn, "t17_mm_tn", 2, {0, 31360}, {62720, 6312}},
-    {t18_maxpool_dx_relu_grad__pool_chain, "t18_maxpool_dx_relu_grad__pool_chain", 2, {0, 7840}, {0, 56448}},
-    {t19_bn_dpart_bn_dw_sum_chan__channel_pass, "t19_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 56448}, {768, 50176}},
-    {t20_allreduce, "t20_allreduce", 2, {64, 0}, {512, 0}},
-    {t21_bn_dx_sum_chan__channel_pass, "t21_bn_dx_sum_chan__channel_pass", 2, {0, 43904}, {768, 75264}},
-    {t22_conv2d_dx, "t22_conv2d_dx", 2, {0, 5017600}, {51200, 37632}},
-    {t23_conv2d_dw, "t23_conv2d_dw", 2, {0, 5017600}, {51200, 37632}},
-    {t24_maxpool_dx_relu_grad__pool_chain, "t24_maxpool_dx_relu_grad__pool_chain", 2, {0, 15680}, {0, 112896}},
-    {t25_bn_dpart_bn_dw_sum_chan__channel_pass, "t25_bn_dpart_bn_dw_sum_chan__channel_pass", 2, {0, 112896}, {384, 100352}},
-    {t26_allreduce, "t26_allreduce", 2, {32, 0}, {256, 0}},
-    {t27_bn_dx_sum_chan__channel_pass, "t27_bn_dx_sum_chan__channel_pass", 2, {0, 87808}, {384, 150528}},
-    {t28_conv2d_dw, "t28_conv2d_dw", 2, {0, 627200}, {1600, 53312}},
-    {t29_sgd_x10__optimizer, "t29_sgd_x10__optimizer", 3, {58068, 0}, {348408, 0}},
+    {t2_mean_chan_allreduce__sum_in_place, "t2_mean_chan_allreduce__sum_in_place", 1, {16, 12544}, {128, 50176}},
+    {t3_bn_sqdev_allreduce__sum_in_place, "t3_bn_sqdev_allreduce__sum_in_place", 1, {16, 37632}, {192, 50176}},
+    {t4_bn_stats_bn_running__channel_pass, "t4_bn_stats_bn_running__channel_pass", 1, {96, 0}, {520, 0}},
+    {t5_bn_apply_relu_maxpool__ew_chain__pool_chain, "t5_bn_apply_relu_maxpool__ew_chain__pool_chain", 1, {0, 75264}, {256, 112896}},
+    {t6_conv2d_bias_add__conv_bias, "t6_conv2d_bias_add__conv_bias", 1, {0, 5023872}, {51328, 37632}},
+    {t7_mean_chan_allreduce__sum_in_place, "t7_mean_chan_allreduce__sum_in_place", 1, {32, 6272}, {256, 25088}},
+    {t8_bn_sqdev_allreduce__sum_in_place, "t8_bn_sqdev_allreduce__sum_in_place", 1, {32, 18816}, {384, 25088}},
+    {t9_bn_stats_bn_running__channel_pass, "t9_bn_stats_bn_running__channel_pass", 1, {192, 0}, {1032, 0}},
+    {t10_bn_apply_relu_maxpool__ew_chain__pool_chain, "t10_bn_apply_relu_maxpool__ew_chain__pool_chain", 1, {0, 37632}, {512, 56448}},
+    {t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail, "t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", 2, {0, 31461}, {62804, 6436}},
+    {t12_mm_nn, "t12_mm_nn", 2, {0, 31360}, {62720, 6312}},
+    {t13_mm_tn, "t13_mm_tn", 2, {0, 31360}, {62720, 6312}},
+    {t14_maxpool_dx_relu_grad__pool_chain, "t14_maxpool_dx_relu_grad__pool_chain", 2, {0, 7840}, {0, 56448}},
+    {t15_bn_dpart_allreduce_bn_dw_sum_chan__channel_pass__sum_in_place, "t15_bn_dpart_allreduce_bn_dw_sum_chan__channel_pass__sum_in_place", 2, {64, 56448}, {1024, 50176}},
+    {t16_bn_dx_sum_chan__channel_pass, "t16_bn_dx_sum_chan__channel_pass", 2, {0, 43904}, {768, 75264}},
+    {t17_conv2d_dx, "t17_conv2d_dx", 2, {0, 5017600}, {51200, 37632}},
+    {t18_conv2d_dw, "t18_conv2d_dw", 2, {0, 5017600}, {51200, 37632}},
+    {t19_maxpool_dx_relu_grad__pool_chain, "t19_maxpool_dx_relu_grad__pool_chain", 2, {0, 15680}, {0, 112896}},
+    {t20_bn_dpart_allreduce_bn_dw_sum_chan__channel_pass__sum_in_place, "t20_bn_dpart_allreduce_bn_dw_sum_chan__channel_pass__sum_in_place", 2, {32, 112896}, {512, 100352}},
+    {t21_bn_dx_sum_chan__channel_pass, "t21_bn_dx_sum_chan__channel_pass", 2, {0, 87808}, {384, 150528}},
+    {t22_conv2d_dw, "t22_conv2d_dw", 2, {0, 627200}, {1600, 53312}},
+    {t23_sgd_x10__optimizer, "t23_sgd_x10__optimizer", 3, {58068, 0}, {348408, 0}},
 };
 
 static const rt_cuda_launch train_cuda[] = {
     {"t0_images_labels__data", {256, 1, 1}, {1, 1, 1}, {784, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t1_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {12544, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t2_mean_chan", {256, 1, 1}, {16, 16, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 480, 16, 720, 256, 0, 0, 0},
-    {"t3_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t4_bn_sqdev", {256, 1, 1}, {16, 16, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 496, 16, 976, 256, 0, 0, 0},
-    {"t5_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 48, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t6_bn_stats_bn_running__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t7_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t8_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t9_mean_chan", {256, 1, 1}, {32, 6, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 512, 32, 1232, 192, 0, 0, 0},
-    {"t10_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 128, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t11_bn_sqdev", {256, 1, 1}, {32, 6, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 544, 32, 1424, 192, 0, 0, 0},
-    {"t12_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 192, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t13_bn_stats_bn_running__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t14_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t15_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 33}, {0, 1, 0}, {0, 16, 0}, 0, 0, 49392, 330, 576, 4, 0, 0, 0, 0, 0},
-    {"t16_mm_nn", {256, 1, 1}, {25, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t16_t17__siblings", 0, 0},
-    {"t17_mm_tn", {256, 1, 1}, {25, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 592, 25, 1616, 31360, 0, 0, 0},
-    {"t18_maxpool_dx_relu_grad__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t19_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {32, 6, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 624, 32, 32976, 384, 0, 0, 0},
-    {"t20_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 352, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t21_bn_dx_sum_chan__channel_pass", {256, 1, 1}, {32, 6, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 656, 32, 33360, 192, 0, 0, 0},
-    {"t22_conv2d_dx", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t23_conv2d_dw", {256, 1, 1}, {12800, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t24_maxpool_dx_relu_grad__pool_chain", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t25_bn_dpart_bn_dw_sum_chan__channel_pass", {256, 1, 1}, {16, 16, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 688, 16, 33552, 512, 0, 0, 0},
-    {"t26_allreduce", {256, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 448, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t27_bn_dx_sum_chan__channel_pass", {256, 1, 1}, {16, 16, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 704, 16, 34064, 256, 0, 0, 0},
-    {"t28_conv2d_dw", {256, 1, 1}, {400, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"t29_sgd_x10__optimizer", {256, 1, 1}, {114, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t2_mean_chan_allreduce__sum_in_place", {256, 1, 1}, {16, 16, 1}, {0, 0, 0}, {0, 0, 0}, 0, 16, 0, 0, 288, 16, 528, 256, 0, 0, 0},
+    {"t3_bn_sqdev_allreduce__sum_in_place", {256, 1, 1}, {16, 16, 1}, {0, 0, 0}, {0, 0, 0}, 16, 16, 0, 0, 304, 16, 784, 256, 0, 0, 0},
+    {"t4_bn_stats_bn_running__channel_pass", {256, 1, 1}, {16, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t5_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t6_conv2d_bias_add__conv_bias", {256, 1, 1}, {1, 1, 1}, {6272, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t7_mean_chan_allreduce__sum_in_place", {256, 1, 1}, {32, 6, 1}, {0, 0, 0}, {0, 0, 0}, 64, 32, 0, 0, 320, 32, 1040, 192, 0, 0, 0},
+    {"t8_bn_sqdev_allreduce__sum_in_place", {256, 1, 1}, {32, 6, 1}, {0, 0, 0}, {0, 0, 0}, 96, 32, 0, 0, 352, 32, 1232, 192, 0, 0, 0},
+    {"t9_bn_stats_bn_running__channel_pass", {256, 1, 1}, {32, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t10_bn_apply_relu_maxpool__ew_chain__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 33}, {0, 1, 0}, {0, 16, 0}, 0, 0, 49392, 330, 384, 4, 0, 0, 0, 0, 0},
+    {"t12_mm_nn", {256, 1, 1}, {25, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t12_t13__siblings", 0, 0},
+    {"t13_mm_tn", {256, 1, 1}, {25, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 400, 25, 1424, 31360, 0, 0, 0},
+    {"t14_maxpool_dx_relu_grad__pool_chain", {256, 1, 1}, {1, 1, 1}, {1568, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t15_bn_dpart_allreduce_bn_dw_sum_chan__channel_pass__sum_in_place", {256, 1, 1}, {32, 6, 1}, {0, 0, 0}, {0, 0, 0}, 192, 64, 0, 0, 432, 32, 32784, 384, 0, 0, 0},
+    {"t16_bn_dx_sum_chan__channel_pass", {256, 1, 1}, {32, 6, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 464, 32, 33168, 192, 0, 0, 0},
+    {"t17_conv2d_dx", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t18_conv2d_dw", {256, 1, 1}, {12800, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t19_maxpool_dx_relu_grad__pool_chain", {256, 1, 1}, {1, 1, 1}, {3136, 0, 0}, {256, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t20_bn_dpart_allreduce_bn_dw_sum_chan__channel_pass__sum_in_place", {256, 1, 1}, {16, 16, 1}, {0, 0, 0}, {0, 0, 0}, 256, 32, 0, 0, 496, 16, 33360, 512, 0, 0, 0},
+    {"t21_bn_dx_sum_chan__channel_pass", {256, 1, 1}, {16, 16, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 512, 16, 33872, 256, 0, 0, 0},
+    {"t22_conv2d_dw", {256, 1, 1}, {400, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t23_sgd_x10__optimizer", {256, 1, 1}, {114, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const int64_t train_zero[] = {0, 10, 29040, 128};
@@ -1459,28 +1387,28 @@ static const char cuda_src[] = /* all.cu */
     ;
 
 static const rt_param params[] = {
-    {"layer1.0.weight", 4, {16, 1, 5, 5}, 28640, 400, 25, 0, 0, 28},
-    {"layer1.0.bias", 1, {16, 0, 0, 0}, 28624, 16, 25, 1, 0, 27},
-    {"layer1.1.weight", 1, {16, 0, 0, 0}, 28608, 16, 0, 3, 0, 25},
-    {"layer1.1.bias", 1, {16, 0, 0, 0}, 28592, 16, 0, 2, 0, 25},
+    {"layer1.0.weight", 4, {16, 1, 5, 5}, 28640, 400, 25, 0, 0, 22},
+    {"layer1.0.bias", 1, {16, 0, 0, 0}, 28624, 16, 25, 1, 0, 21},
+    {"layer1.1.weight", 1, {16, 0, 0, 0}, 28608, 16, 0, 3, 0, 20},
+    {"layer1.1.bias", 1, {16, 0, 0, 0}, 28592, 16, 0, 2, 0, 20},
     {"layer1.1.running_mean", 1, {16, 0, 0, 0}, 29152, 16, 0, 2, -1, -1},
     {"layer1.1.running_var", 1, {16, 0, 0, 0}, 29136, 16, 0, 3, -1, -1},
     {"layer1.1.num_batches_tracked", 0, {0, 0, 0, 0}, 29120, 1, 0, 2, -1, -1},
-    {"layer2.0.weight", 4, {32, 16, 5, 5}, 15792, 12800, 400, 0, 0, 23},
-    {"layer2.0.bias", 1, {32, 0, 0, 0}, 15760, 32, 400, 1, 0, 21},
-    {"layer2.1.weight", 1, {32, 0, 0, 0}, 15728, 32, 0, 3, 0, 19},
-    {"layer2.1.bias", 1, {32, 0, 0, 0}, 15696, 32, 0, 2, 0, 19},
+    {"layer2.0.weight", 4, {32, 16, 5, 5}, 15792, 12800, 400, 0, 0, 18},
+    {"layer2.0.bias", 1, {32, 0, 0, 0}, 15760, 32, 400, 1, 0, 16},
+    {"layer2.1.weight", 1, {32, 0, 0, 0}, 15728, 32, 0, 3, 0, 15},
+    {"layer2.1.bias", 1, {32, 0, 0, 0}, 15696, 32, 0, 2, 0, 15},
     {"layer2.1.running_mean", 1, {32, 0, 0, 0}, 29088, 32, 0, 2, -1, -1},
     {"layer2.1.running_var", 1, {32, 0, 0, 0}, 29056, 32, 0, 3, -1, -1},
     {"layer2.1.num_batches_tracked", 0, {0, 0, 0, 0}, 29040, 1, 0, 2, -1, -1},
-    {"fc.weight", 2, {10, 1568, 0, 0}, 16, 15680, 1568, 0, 0, 17},
-    {"fc.bias", 1, {10, 0, 0, 0}, 0, 10, 1568, 1, 0, 15},
+    {"fc.weight", 2, {10, 1568, 0, 0}, 16, 15680, 1568, 0, 0, 13},
+    {"fc.bias", 1, {10, 0, 0, 0}, 0, 10, 1568, 1, 0, 11},
 };
 
 static const int param_flags[] = {0, 0, 0, 0, RT_PARAM_BUFFER, RT_PARAM_BUFFER, RT_PARAM_BUFFER | RT_PARAM_I64, 0, 0, 0, 0, RT_PARAM_BUFFER, RT_PARAM_BUFFER, RT_PARAM_BUFFER | RT_PARAM_I64, 0, 0};
 
 static const rt_bucket buckets[] = {
-    {0, 29040, 28, 29, 10},
+    {0, 29040, 22, 23, 10},
 };
 static const float data_norm_mean[] = {0.1307f};
 static const float data_norm_std[] = {0.3081f};
@@ -1493,7 +1421,7 @@ static const rt_model cddp_model = {
     .nparam = 16,
     .param_floats = 29168,
     .opt_floats = 0,
-    .train = {train_kernels, 30, 49728, 34320, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 2, .fix_zero = 720},
+    .train = {train_kernels, 24, 49728, 34128, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 2, .fix_zero = 528},
     .eval = {eval_kernels, 8, 16032, 112, 2, 0, 1, eval_cuda, .fix_zero = 112},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
