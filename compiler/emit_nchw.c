@@ -989,10 +989,10 @@ static void cu_conv(const Emit *m, const Node *n, rt_cuda_launch *L)
 /* ---- channel passes over several blocks a channel (CUDA) -----------------
  * A channel's pass over the batch's N x H x W elements in one block
  * leaves most of a GPU idle (the ConvNet's first block: 16 channels, 16
- * blocks on an H200's 132 SMs). The passes that sum (sum_chan, bn_sqdev,
- * bn_dw, bn_dpart, and bn_dx when the sum of dx is fused: batch norm's
- * and the weight gradient's; each needs no total from its own pass) run
- * S blocks a channel instead (grid C x S),
+ * blocks on an H200's 132 SMs). The passes that sum (mean_chan, bn_sqdev,
+ * bn_dpart, bn_dw, sum_chan, and bn_dx when the sum of dx is fused: batch
+ * norm's and the weight gradient's; none needs a total from its own pass)
+ * run S blocks a channel instead (grid C x S),
  * block y on slice y of the channel's elements; each stores its partial
  * sums in fix, and the channel's last block to arrive (a counter in the
  * part of fix the step zeroes) adds them in slice order and writes the

@@ -111,6 +111,10 @@ check 'maxpool_dx sends every window'"'"'s gradient to its first element' 's/if 
 check 'conv2d drops its fused bias' 's/b\([0-9]*\)\[t\] = acc + b[0-9]*\[o\];/b\1[t] = acc;/' $C --plan train
 check 'fused sum of dx adds one per element (the sum is ~0 after batch norm)' 's/po += v;/po += v + 1.0f;/' $C --plan train
 check 'fused running update never counts the batch' 's/if (c == 0)/if (c < 0)/' $C --plan train
+# batch norm's passes hand on means (mean_chan, bn_sqdev), and on one rank
+# bn_sqdev's last block writes the statistics (rule channel-pass)
+check 'mean_chan stores the sum, not the mean' 's/b\([0-9]*\)\[c\] = (float)((double)s \/ (double)M);/b\1[c] = s;/' $C --plan train
+check 'fused statistics: half the variance' 's/b\([0-9]*\)\[C + c\] = qm;/b\1[C + c] = 0.5f * qm;/' $C --plan train
 # dropout: the CUDA masks must be the C ones (kernel_check runs rank 1, seed 3407)
 MODEL=$HERE/models/dropout.net
 D='--sizes 19:19:0,64:37:3 --orders 1 --plan train'
