@@ -386,7 +386,6 @@ static void running_in_pass(const Emit *m, const Node *st, const char *ind)
             plan_source(m->p, rn->in[2]), ind, r, ind);
 }
 
-
 /* ---- batch norm's formulas, one text for both targets --------------------
  * The passes around them are the target's: a thread per channel summing in
  * double (C), or a block per channel with float block sums (CUDA). */
@@ -429,8 +428,9 @@ static void stats_in_pass(const Emit *m, const Node *st, const char *q, const ch
 {
     const Plan *p = m->p;
     const char *var = q ? bn_over_ranks(st, q) : bn_mean(st, plan_source(p, st->in[4]), "");
-    fprintf(m->f, "%s(void)b%d, (void)b%d, (void)b%d;    /* the eval plan reads these */\n", ind, plan_source(p, st->in[0]),
-            plan_source(p, st->in[1]), plan_source(p, st->in[2]));
+    /* x and the running statistics order the statistics; the eval plan's read the latter */
+    fprintf(m->f, "%s(void)b%d, (void)b%d, (void)b%d;\n", ind, plan_source(p, st->in[0]), plan_source(p, st->in[1]),
+            plan_source(p, st->in[2]));
     fprintf(m->f, "%sb%d[c] = %s;\n", ind, st->id, bn_mean(st, plan_source(p, st->in[3]), ""));
     fprintf(m->f, "%sb%d[C + c] = %s;\n", ind, st->id, var);
     running_in_pass(m, st, ind);

@@ -216,7 +216,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_bn_sqdev_bn_stats_bn_run
         q += wv[(c * 3 + z) * 1 + 0];
     if (threadIdx.x == 0) {
         const float qm = (float)((double)q / (double)M);
-        (void)b18, (void)b6, (void)b7;    /* the eval plan reads these */
+        (void)b18, (void)b6, (void)b7;
         b21[c] = b19[c];
         b21[C + c] = qm;
         {
@@ -378,7 +378,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_bn_sqdev_bn_stats_bn_run
     __syncthreads();
     if (threadIdx.x == 0) {
         const float qm = (float)((double)q / (double)M);
-        (void)b26, (void)b12, (void)b13;    /* the eval plan reads these */
+        (void)b26, (void)b12, (void)b13;
         b29[c] = b27[c];
         b29[C + c] = qm;
         {

@@ -148,7 +148,7 @@ static void t3_bn_sqdev_bn_stats_bn_running__channel_pass(rt_exec *e)
         }
         const double q = ((q_l[0] + q_l[1]) + (q_l[2] + q_l[3])) + ((q_l[4] + q_l[5]) + (q_l[6] + q_l[7]));
         const float qm = (float)((double)q / (double)M);
-        (void)b18, (void)b6, (void)b7;    /* the eval plan reads these */
+        (void)b18, (void)b6, (void)b7;
         b21[c] = b19[c];
         b21[C + c] = qm;
         {
@@ -344,7 +344,7 @@ static void t8_bn_sqdev_bn_stats_bn_running__channel_pass(rt_exec *e)
         }
         const double q = ((q_l[0] + q_l[1]) + (q_l[2] + q_l[3])) + ((q_l[4] + q_l[5]) + (q_l[6] + q_l[7]));
         const float qm = (float)((double)q / (double)M);
-        (void)b26, (void)b12, (void)b13;    /* the eval plan reads these */
+        (void)b26, (void)b12, (void)b13;
         b29[c] = b27[c];
         b29[C + c] = qm;
         {

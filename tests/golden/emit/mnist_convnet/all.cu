@@ -205,7 +205,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t4_bn_stats_bn_running__cha
     const int64_t T0 = 0, T1 = M;
     (void)T0, (void)T1;
     if (threadIdx.x == 0) {
-        (void)b19, (void)b6, (void)b7;    /* the eval plan reads these */
+        (void)b19, (void)b6, (void)b7;
         b24[c] = (float)((double)b20[c] / (double)e->world);
         b24[C + c] = (float)((double)b22[c] / (double)e->world);
         {
@@ -397,7 +397,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t9_bn_stats_bn_running__cha
     const int64_t T0 = 0, T1 = M;
     (void)T0, (void)T1;
     if (threadIdx.x == 0) {
-        (void)b30, (void)b13, (void)b14;    /* the eval plan reads these */
+        (void)b30, (void)b13, (void)b14;
         b35[c] = (float)((double)b31[c] / (double)e->world);
         b35[C + c] = (float)((double)b33[c] / (double)e->world);
         {

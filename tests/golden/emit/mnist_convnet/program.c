@@ -173,7 +173,7 @@ static void t4_bn_stats_bn_running__channel_pass(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        (void)b19, (void)b6, (void)b7;    /* the eval plan reads these */
+        (void)b19, (void)b6, (void)b7;
         b24[c] = (float)((double)b20[c] / (double)e->world);
         b24[C + c] = (float)((double)b22[c] / (double)e->world);
         {
@@ -382,7 +382,7 @@ static void t9_bn_stats_bn_running__channel_pass(rt_exec *e)
     (void)M;
     #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (int64_t c = 0; c < C; c++) {
-        (void)b30, (void)b13, (void)b14;    /* the eval plan reads these */
+        (void)b30, (void)b13, (void)b14;
         b35[c] = (float)((double)b31[c] / (double)e->world);
         b35[C + c] = (float)((double)b33[c] / (double)e->world);
         {
