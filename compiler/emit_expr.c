@@ -470,7 +470,7 @@ int ex_pool_of_chain(const Emit *m)
 int ex_sum_in_place(const Emit *m)
 {
     for (int k = 0; k < m->gr->nnodes; k++)
-        if (m->gr->kind != G_COMM && ex_node(m, m->gr->nodes[k])->op == OP_ALLREDUCE)
+        if (plan_sum_in_place(m->p, m->gr->nodes[k]))
             return m->gr->nodes[k];
     return -1;
 }

@@ -436,6 +436,17 @@ static void stats_in_pass(const Emit *m, const Node *st, const char *q, const ch
     running_in_pass(m, st, ind);
 }
 
+/* What bn_sqdev's pass writes once its mean square qm is whole: qm where
+ * read outside, and the statistics fused into the pass (rule channel-pass). */
+static void sqdev_results(const Emit *m, const Node *n, const char *ind)
+{
+    if (plan_uses_outside(m->p, n->id))
+        fprintf(m->f, "%sb%d[c] = qm;\n", ind, n->id);
+    const int st = chan_extra(m, OP_BN_STATS, n->id);
+    if (st >= 0)
+        stats_in_pass(m, ex_node(m, st), "qm", ind);
+}
+
 /* dx = w invstd (dy - mean(dy) - xhat mean(dy xhat)), mdy and mdyx in scope */
 static char *bn_scale_decl(int w) { return util_fmt("const float scale = b%d[c] * invstd;", w); }
 static char *bn_dx(int dy, int x) { return util_fmt("scale * (b%d[e] - mdy - %s * mdyx)", dy, bn_xhat(x)); }
@@ -466,10 +477,7 @@ static void c_chan(const Emit *m, const Node *n)
                 n->bn.sync ? util_fmt("(double)b%d[c] / (double)e->world", xb) : util_fmt("(double)b%d[c]", xb));
         c_chan_sqdev(f, "q", a);
         fprintf(f, "        const float qm = %s;\n", chan_mean("q"));
-        if (plan_uses_outside(p, n->id))
-            fprintf(f, "        b%d[c] = qm;\n", n->id);
-        if (chan_extra(m, OP_BN_STATS, n->id) >= 0)
-            stats_in_pass(m, ex_node(m, chan_extra(m, OP_BN_STATS, n->id)), "qm", "        ");
+        sqdev_results(m, n, "        ");
         break;
     case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: {
         int st = plan_source(p, n->in[2]);
@@ -1114,10 +1122,7 @@ static void cu_chan(const Emit *m, const Node *n, rt_cuda_launch *L)
         chan_sum(m, "a", "pa", "q");
         chan_totals(m, 1, (const char *[]){"q"});
         fprintf(f, "    if (threadIdx.x == 0) {\n        const float qm = %s;\n", chan_mean("q"));
-        if (plan_uses_outside(p, n->id))
-            fprintf(f, "        b%d[c] = qm;\n", n->id);
-        if (chan_extra(m, OP_BN_STATS, n->id) >= 0)
-            stats_in_pass(m, ex_node(m, chan_extra(m, OP_BN_STATS, n->id)), "qm", "        ");
+        sqdev_results(m, n, "        ");
         fprintf(f, "    }\n");
         break;
     case OP_BN_DX: case OP_BN_DW: case OP_BN_DPART: {
