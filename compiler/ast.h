@@ -121,11 +121,6 @@ typedef struct File {
     int ntrains;
 } File;
 
-/* Parses text (named path in diagnostics). Returns the tree, or NULL after
- * reporting a syntax error. Lexical errors are reported and skipped, so the
- * tree may be returned with diag_count() > 0. (lex.l) */
-File *parse_file(const char *path, const char *text);
-
 /* What the scanner and the parser share through yyextra. */
 typedef struct ParseState {
     const char *file;
@@ -134,5 +129,15 @@ typedef struct ParseState {
     const char *last_text;  /* text of the last token, for syntax errors */
     File *ast;
 } ParseState;
+
+/* parse.y: parses text (named path in diagnostics). Returns the tree, or
+ * NULL after reporting a syntax error. Lexical errors are reported and
+ * skipped, so the tree may be returned with diag_count() > 0. */
+File *parse_file(const char *path, const char *text);
+
+/* lex.l: a scanner over text for the parser (yylex), and its end; the
+ * parser calls the scanner, never the other way round. */
+void *lex_open(ParseState *st, const char *text);
+void lex_close(void *scanner);
 
 #endif

@@ -197,7 +197,7 @@ void ir_dump(FILE *f, const Graph *g);
  * problems and prints each (compiler bug if non-zero after a pass). */
 int ir_verify(const Graph *g, const char *after);
 
-/* ---- frontend: lex.l, parse.y, then sema.h's files ----------------- */
+/* ---- front.c: the front end (lex.l, parse.y, then sema.h's files) --- */
 enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2, OPT_RMSPROP = 3 };
 /* The train block's loss: cross_entropy and nll_loss take class indices,
  * the others float targets of the model's output width. */
@@ -279,7 +279,7 @@ void ad_train_step(Program *p);
  * holds at least its cap: first_mb for the first, bucket_mb after. */
 void bucket_plan(Graph *g, double first_mb, double bucket_mb);
 
-/* ---- plan: fuse.c, memplan.c ------------------------------------------ */
+/* ---- plan: the kernels (fuse.c) and their memory (memplan.c) ---------- */
 typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT, G_CONV, G_CHAN, G_POOL, G_STATE, G_COMM, G_NORM } GroupKind;
 /* Fusion rules, each switchable (--fusion=all,-epilogue, --no-fuse RULE):
  * fuse.c's fuse_rule table names and documents them. A level is a set. */
@@ -300,8 +300,9 @@ typedef unsigned FuseLevel;     /* a set of rules */
 #define FUSE_ALL ((FuseLevel)((1u << FUSE_NRULES) - 1))
 typedef struct FuseRule { unsigned bit; const char *name, *what; } FuseRule;
 extern const FuseRule fuse_rule[FUSE_NRULES];
-/* "none", "elementwise", "all", optionally followed by ,-RULE or ,+RULE
- * items; -1 with the offending item in *bad (unknown names) */
+/* fuse_rules.c: the rules' table; a level from "none", "elementwise",
+ * "all", optionally followed by ,-RULE or ,+RULE items; -1 with the
+ * offending item in *bad (unknown names) */
 int fuse_parse(const char *spec, FuseLevel *out, const char **bad);
 const char *fuse_rule_names(void);            /* "data, epilogue, ..." for messages */
 int fuse_rule_bit(const char *name);          /* its bit, or 0 */
@@ -364,11 +365,20 @@ typedef struct Plan {
     int gpu_tile;           /* the CUDA GEMMs' tile rows, 64, 32 or 16; 0: each its own (emit_cuda.c) */
 } Plan;
 
-/* Nodes reachable backwards from the roots, in topological order. */
-/* The inputs of n the plan reads: all but the sync inputs of bn_gstats in
- * the eval plan (it normalizes with the running statistics there). */
+/* plan.c: a plan is the nodes reachable backwards from the roots, in
+ * topological order. plan_nin: the inputs of n the plan reads (all but
+ * the sync inputs of bn_stats in the eval plan, which normalizes with the
+ * running statistics there). */
 int plan_nin(const Plan *p, const Node *n);
 Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots);
+int plan_uses_outside(const Plan *p, int node);   /* used by another group, a root, or read back by a row tail */
+int plan_source(const Plan *p, int node);         /* through views to the producer */
+int plan_in_row_tail(const Plan *p, int node);    /* rule row-tail: a row op (or its sum) after a GEMM's epilogue */
+/* No kernel, aliases its input: K_VIEW ops, and dropout in the eval plan. */
+int plan_is_view(const Plan *p, int node);
+int plan_sum_in_place(const Plan *p, int node);
+void plan_dump_groups(FILE *f, const Plan *p);
+/* fuse.c: the nodes into groups, one kernel each, under the rules on */
 void fuse_plan(Plan *p, FuseLevel level);
 /* fuse_pair.c: after memplan, marks adjacent independent GEMMs that read
  * the same operand (a layer's input and weight gradients) as one GPU
@@ -377,6 +387,7 @@ void fuse_pair_siblings(Plan *p, FuseLevel level);
 /* fuse_explain.c: --explain-fusion, every producer and consumer left in
  * different kernels with the predicate that kept them apart */
 void fuse_explain(FILE *f, Plan *p, FuseLevel level);
+/* memplan.c: every buffer an offset in its arena, live ranges apart */
 void mem_plan(Plan *p);
 void mem_dump(FILE *f, const Plan *p);
 int64_t mem_align(int64_t floats);               /* buffer alignment in floats */
@@ -384,13 +395,6 @@ int64_t mem_align(int64_t floats);               /* buffer alignment in floats *
  * kernel rounded to that precision (so its 16 bits hold it exactly): the
  * CUDA kernels then store its buffer as 16-bit values (Buf.h16). */
 int mem_rounded(const Plan *p, int id);
-int plan_uses_outside(const Plan *p, int node);   /* used by another group, a root, or read back by a row tail */
-int plan_source(const Plan *p, int node);         /* through views to the producer */
-int plan_in_row_tail(const Plan *p, int node);    /* rule row-tail: a row op (or its sum) after a GEMM's epilogue */
-/* No kernel, aliases its input: K_VIEW ops, and dropout in the eval plan. */
-int plan_is_view(const Plan *p, int node);
-int plan_sum_in_place(const Plan *p, int node);
-void plan_dump_groups(FILE *f, const Plan *p);
 /* plan_verify.c: what fuse produced (each node in one group, an order
  * that respects dependencies, only fusions the emitters implement) and
  * what memplan produced (no two live buffers overlap); return the number
@@ -405,12 +409,13 @@ typedef struct KernelCost { double flops, bytes; } KernelCost;
 KernelCost cost_group(const Plan *p, const Group *gr, int64_t batch, CostTarget t);
 KernelCost cost_plan(const Plan *p, int64_t batch, CostTarget t);
 const char *cost_bytes_text(double bytes);     /* B, KiB, MiB, GiB */
-/* study.c, main.c: `cddpc study` compiles each variant through the
- * driver's pipeline (in a child process: diagnostics may exit) and keeps
- * the train plan's kernel count and cost at each batch size. */
+/* What `cddpc study` keeps of each variant it compiles (pipeline.c): the
+ * train plan's kernel count and cost at each batch size. */
 typedef struct StudyCost { int64_t batch; int kernels; KernelCost cost; } StudyCost;
-int cddpc_study_compile(const char *model, FuseLevel level, CostTarget target, const char *out,
-                        const int64_t *batches, int nbatch, StudyCost *costs);
+/* study.c: `cddpc study ...` (argv[0] is "study") */
+int cddpc_study_main(int argc, char **argv);
+/* plot_cmd.c: `cddpc plot ...` (argv[0] is "plot") */
+int cddpc_plot_main(int argc, char **argv);
 /* graph.c: --graph FILE.dot (and FILE.svg when Graphviz's dot is installed) */
 int plan_graph(const char *path, const Plan *train, const Plan *eval, int64_t batch);
 /* gpu_model.c: --report --target GPU, the step predicted per kernel from
@@ -453,15 +458,21 @@ typedef struct PipelineOptions {
 } PipelineOptions;
 int pipeline_compile(const PipelineOptions *o, const char *text, const char *out, const int64_t *batches, int nbatch,
                      StudyCost *costs);
+/* The same on the model file o->input: a failed compile leaves no stale
+ * program at out; an unreadable file is reported and exits. */
+int pipeline_compile_file(const PipelineOptions *o, const char *out, const int64_t *batches, int nbatch,
+                          StudyCost *costs);
 /* report.c */
 void plan_report(FILE *f, const Plan *p, int64_t batch, CostTarget t);
+void plan_dump_buckets(FILE *f, const Plan *p);
+/* emit_program.c: the gradient buckets' slab ranges and the kernels that
+ * complete and consume them */
 typedef struct PlanBucket {
     int64_t off, end;       /* slab range [off, end) */
     int ready, opt;         /* kernel indices in the train plan */
     int nparam;
 } PlanBucket;
 void plan_buckets(const Plan *p, PlanBucket *out);   /* out[g->nbuckets] */
-void plan_dump_buckets(FILE *f, const Plan *p);
 
 /* ---- emit_expr.c: shared by the emitters ------------------------------ */
 typedef struct Emit {
@@ -564,6 +575,11 @@ void emit_pool_chain_cuda(const Emit *m, rt_cuda_launch *L);
 /* emit_norm.c: the body of a G_NORM kernel (softmax, log_softmax, layer_norm and their gradients). */
 void emit_norm_c(const Emit *m);
 void emit_norm_cuda(const Emit *m, rt_cuda_launch *L);
+/* emit_nchw.c: a G_CHAN group's split: S blocks a channel at p->batch,
+ * set in split with its counters (ctr_n) and partials (wsf_n) for memplan
+ * to place; split stays 1 for a pass that cannot split. */
+void emit_cuda_chan_split(Plan *p, int grp);
+/* emit_cuda.c: the CUDA kernels and their launches */
 const char *emit_cuda_prelude(int prec);   /* RT_PREC_*: bf16|fp16 add the 16-bit types */
 /* The CUDA kernel of group grp (text after the prelude), and its launch. */
 char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *launch); /* static void NAME(rt_exec *e) */
@@ -574,10 +590,6 @@ char *emit_cuda_pair_name(const Plan *p, int grp);     /* that kernel's name */
  * for memplan to place its workspace and counters and the emitter and
  * the GPU model to read; split 1 and tile_m 0 for any other group. */
 void emit_cuda_gemm_choose(Plan *p, int grp);
-/* A G_CHAN group's split (emit_nchw.c): S blocks a channel at p->batch,
- * set in split with its counters (ctr_n) and partials (wsf_n) for memplan
- * to place; split stays 1 for a pass that cannot split. */
-void emit_cuda_chan_split(Plan *p, int grp);
 /* The gradient ranges the train plan's CUDA kernels accumulate into (a
  * fused row reduction's atomics) or never write (a parameter without a
  * gradient), which the runtime zeroes before each step: (offset, floats)
@@ -597,6 +609,7 @@ GemmTiling emit_cuda_gemm_tile(const Plan *p, int r);
  * emitter picks the fastest on the H200); their count, 0 for any other group. */
 typedef struct GemmOption { int tile_m, split; double secs; } GemmOption;
 int emit_cuda_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOption *o);
+/* emit_program.c: the program's source, compiled and linked to out_path */
 int emit_program(const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
                  const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir);
 

@@ -10,6 +10,7 @@ typedef struct Fuser {
     FuseLevel rules;        /* the rules switched on */
 } Fuser;
 
+/* ---- fuse.c: the legality predicates --------------------------------- */
 int fuse_single_consumer(const Fuser *f, int x);
 int fuse_consumer_of(const Fuser *f, int x);
 int fuse_inputs_ready(const Fuser *f, int c, int grp);

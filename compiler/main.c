@@ -1,9 +1,7 @@
-/* main.c: the cddpc driver: its command line, reading the model file, the
- * subcommands. The passes themselves are pipeline.c's. */
-#include <errno.h>
+/* main.c: the cddpc driver: its command line and the subcommands. Reading
+ * the model file and the passes are pipeline.c's. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cddpc.h"
@@ -168,44 +166,6 @@ static PipelineOptions parse_args(int argc, char **argv)
     return o;
 }
 
-static char *read_model(const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        fprintf(stderr, "cddpc: error: cannot open '%s': %s\n", path, strerror(errno));
-        exit(1);
-    }
-    if (S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "cddpc: error: '%s' is a directory, not a model file\n", path);
-        exit(1);
-    }
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "cddpc: error: cannot open '%s': %s\n", path, strerror(errno));
-        exit(1);
-    }
-    size_t cap = 4096, len = 0;
-    char *buf = util_alloc(cap + 1);
-    for (size_t r; (r = fread(buf + len, 1, cap - len, f)) > 0;) {
-        len += r;
-        if (len == cap) {
-            buf = util_grow(buf, cap + 1, 2 * cap + 1);
-            cap *= 2;
-        }
-    }
-    if (ferror(f)) {
-        fprintf(stderr, "cddpc: error: cannot read '%s': %s\n", path, strerror(errno));
-        exit(1);
-    }
-    fclose(f);
-    if (memchr(buf, 0, len)) {
-        fprintf(stderr, "cddpc: error: '%s' is not a text file (it contains NUL bytes)\n", path);
-        exit(1);
-    }
-    buf[len] = 0;
-    return buf;
-}
-
 static char *default_output(const char *in)
 {
     const char *base = strrchr(in, '/');
@@ -219,24 +179,6 @@ static char *default_output(const char *in)
     return out;
 }
 
-int cddpc_plot_main(int argc, char **argv); /* plot_cmd.c */
-int cddpc_study_main(int argc, char **argv); /* study.c */
-
-static int compile_file(const PipelineOptions *o, const char *out, const int64_t *batches, int nbatch,
-                        StudyCost *costs)
-{
-    if (out)
-        unlink(out);        /* a failed compile leaves no stale program behind */
-    return pipeline_compile(o, read_model(o->input), out, batches, nbatch, costs);
-}
-
-int cddpc_study_compile(const char *model, FuseLevel level, CostTarget target, const char *out,
-                        const int64_t *batches, int nbatch, StudyCost *costs)
-{
-    PipelineOptions o = {.input = model, .fusion = level, .target = target};
-    return compile_file(&o, out, batches, nbatch, costs);
-}
-
 int main(int argc, char **argv)
 {
     /* a subcommand before the model file */
@@ -248,5 +190,5 @@ int main(int argc, char **argv)
     const char *out = o.output;
     if (!out && !o.emit_c_dir && !o.emit_cuda_dir && !o.report && !o.ndump && !o.graph && !o.explain)
         out = default_output(o.input);
-    return compile_file(&o, out, NULL, 0, NULL);
+    return pipeline_compile_file(&o, out, NULL, 0, NULL);
 }

@@ -395,3 +395,12 @@ static void yyerror(YYLTYPE *lloc, yyscan_t scanner, ParseState *P, const char *
         msg = "nesting too deep";
     diag_error(L(*lloc), "%s", msg);
 }
+
+File *parse_file(const char *path, const char *text)
+{
+    ParseState st = {.file = path, .col = 1};
+    void *sc = lex_open(&st, text);
+    int bad = yyparse(sc, &st);
+    lex_close(sc);
+    return bad ? NULL : st.ast;
+}

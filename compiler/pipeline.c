@@ -1,8 +1,13 @@
 /* pipeline.c: the passes from model text to program, read top to bottom
  * as a flat list with the IR verifier between them; -d PASS dumps the IR
  * after that pass. Separate from main.c's command line so that the whole
- * pipeline can run on a buffer (tests/fuzz). */
+ * pipeline can run on a buffer (tests/fuzz), and so that `cddpc study`
+ * (study.c) compiles its variants without calling back into the driver. */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cddpc.h"
 
@@ -112,3 +117,48 @@ int pipeline_compile(const PipelineOptions *o, const char *text, const char *out
     return 0;
 }
 
+static char *read_model(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "cddpc: error: cannot open '%s': %s\n", path, strerror(errno));
+        exit(1);
+    }
+    if (S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "cddpc: error: '%s' is a directory, not a model file\n", path);
+        exit(1);
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cddpc: error: cannot open '%s': %s\n", path, strerror(errno));
+        exit(1);
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = util_alloc(cap + 1);
+    for (size_t r; (r = fread(buf + len, 1, cap - len, f)) > 0;) {
+        len += r;
+        if (len == cap) {
+            buf = util_grow(buf, cap + 1, 2 * cap + 1);
+            cap *= 2;
+        }
+    }
+    if (ferror(f)) {
+        fprintf(stderr, "cddpc: error: cannot read '%s': %s\n", path, strerror(errno));
+        exit(1);
+    }
+    fclose(f);
+    if (memchr(buf, 0, len)) {
+        fprintf(stderr, "cddpc: error: '%s' is not a text file (it contains NUL bytes)\n", path);
+        exit(1);
+    }
+    buf[len] = 0;
+    return buf;
+}
+
+int pipeline_compile_file(const PipelineOptions *o, const char *out, const int64_t *batches, int nbatch,
+                          StudyCost *costs)
+{
+    if (out)
+        unlink(out);        /* a failed compile leaves no stale program behind */
+    return pipeline_compile(o, read_model(o->input), out, batches, nbatch, costs);
+}

@@ -149,7 +149,8 @@ static int compile_variant(const char *model, FuseLevel lv, CostTarget t, const 
         return -1;
     if (pid == 0) {
         close(fd[0]);
-        int rc = cddpc_study_compile(model, lv, t, out, batches, nb, costs);
+        PipelineOptions o = {.input = model, .fusion = lv, .target = t};
+        int rc = pipeline_compile_file(&o, out, batches, nb, costs);
         if (rc == 0 && write(fd[1], costs, sizeof(StudyCost) * (size_t)nb) != (ssize_t)(sizeof(StudyCost) * (size_t)nb))
             rc = 1;
         fflush(NULL);

@@ -22,18 +22,20 @@ typedef struct StudySetup {
     long steps, repeat, warmup;
 } StudySetup;
 
+/* ---- study_out.c: the table and the CSV ------------------------------ */
 void study_table(FILE *f, const StudyRow *rows, int n, const StudySetup *s);
 /* a CSV field: quoted when it holds a comma ("all,-epilogue") or a quote */
 const char *study_csv_field(const char *s);
 int study_csv(const char *path, const StudyRow *rows, int n);
-/* rows grouped by model and batch, nlevels consecutive rows each */
+/* study_svg.c: the chart, rows grouped by model and batch, nlevels
+ * consecutive rows each */
 int study_svg(const char *path, const StudyRow *rows, int n, int nlevels, const StudySetup *s);
 /* study_calib.c: peak GFLOP/s and GB/s of this machine, measured by a
  * program compiled as the studied ones are; fills *gflops and *gbs where
  * they are not > 0 already. 0, or -1 when it cannot be built or run. */
 int study_calibrate(const char *dir, const char *threads, double *gflops, double *gbs);
 
-/* One kernel's measured times (seconds) and its cost (study_kernels.c). */
+/* study_kernels.c: one kernel's measured times (seconds) and its cost. */
 typedef struct KernelStat {
     char *name;
     double flops, bytes;

@@ -2,12 +2,22 @@
 # tests/suite.sh: runs the entries of tests/SUITE, in parallel, each a
 # command whose exit status is its verdict.
 #
-#   tests/suite.sh [-j N] [-t TIERS] [-s SUBJECTS] [--list] [NAME ...]
+#   tests/suite.sh [-j N] [-t TIERS] [-s SUBJECTS] [--list] [--allow-skips FILE] [NAME ...]
+#   tests/suite.sh --times
 #     -j N        entries at once (default: the number of cores)
 #     -t TIERS    comma list of tiers: check,test,slow (default: all three)
-#     -s SUBJECTS comma list of subjects (frontend,ir,runtime,cuda,ddp,amp,torch)
+#     -s SUBJECTS comma list of subjects (frontend,ir,runtime,cuda,ddp,amp,torch,suite)
 #     --list      print the selected entries instead of running them
+#     --allow-skips FILE  a skipped entry not named in FILE fails (CI: tests/SKIPS)
+#     --times     the slowest entries of the last runs, against their budgets
 #     NAME ...    only these entries (any tier); a NAME may be a glob: 'cuda-emu-*'
+#
+# An entry's exit status is its verdict: 0 passed, 77 skipped (it could not
+# run here; its last line starting with SKIP says why), anything else
+# failed. A check-tier entry over 20 s or a test-tier entry over 120 s is
+# reported as over its budget (SUITE_BUDGET_PCT scales the budgets: the
+# sanitizer pass runs everything slower). SUITE_INDEX and SUITE_OUT name
+# another index and another folder for the logs and times (tests/suite/self_check.sh).
 #
 # Each entry's output goes to build/tests/logs/NAME.log, and it runs with a
 # TMPDIR and XDG_CACHE_HOME of its own, so entries cannot see each other's
@@ -19,14 +29,18 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-INDEX=$ROOT/tests/SUITE
-LOGS=$ROOT/build/tests/logs
-TIMES=$ROOT/build/tests/suite-times
+INDEX=${SUITE_INDEX:-$ROOT/tests/SUITE}
+OUTDIR=${SUITE_OUT:-$ROOT/build/tests}
+LOGS=$OUTDIR/logs
+TIMES=$OUTDIR/suite-times
+SKIPPED=$OUTDIR/suite-skipped
 
 jobs=$(nproc 2>/dev/null || echo 2)
 tiers=check,test,slow
 subjects=
 list=0
+times=0
+allow=
 names=()
 while [ $# -gt 0 ]; do
     case $1 in
@@ -35,7 +49,9 @@ while [ $# -gt 0 ]; do
         -t) tiers=$2; shift 2 ;;
         -s) subjects=$2; shift 2 ;;
         --list) list=1; shift ;;
-        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --times) times=1; shift ;;
+        --allow-skips) allow=$2; shift 2 ;;
+        -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "suite.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
         *) names+=("$1"); shift ;;
     esac
@@ -55,7 +71,7 @@ in_list() { # WORD COMMA-LIST
 
 # ---- read the index ----------------------------------------------------------
 sel_name=() sel_tier=() sel_flags=() sel_cmd=()
-declare -A seen=()
+declare -A seen=() tier_of=()
 lineno=0
 while IFS= read -r line || [ -n "$line" ]; do
     lineno=$((lineno + 1))
@@ -66,10 +82,11 @@ while IFS= read -r line || [ -n "$line" ]; do
     fi
     in_list "$tier" check,test,slow ||
         { echo "tests/SUITE:$lineno: tier '$tier' is not one of check, test, slow" >&2; exit 2; }
-    in_list "$subject" frontend,ir,runtime,cuda,ddp,amp,torch ||
-        { echo "tests/SUITE:$lineno: subject '$subject' is not one of frontend, ir, runtime, cuda, ddp, amp, torch" >&2; exit 2; }
+    in_list "$subject" frontend,ir,runtime,cuda,ddp,amp,torch,suite ||
+        { echo "tests/SUITE:$lineno: subject '$subject' is not one of frontend, ir, runtime, cuda, ddp, amp, torch, suite" >&2; exit 2; }
     [ -z "${seen[$name]:-}" ] || { echo "tests/SUITE:$lineno: '$name' is listed twice" >&2; exit 2; }
     seen[$name]=1
+    tier_of[$name]=$tier
     if [ ${#names[@]} -gt 0 ]; then
         hit=0
         for n in "${names[@]}"; do
@@ -89,8 +106,41 @@ for n in "${names[@]}"; do
     for s in "${sel_name[@]}"; do [[ $s == $n ]] && hit=1; done
     [ $hit -eq 1 ] || { echo "suite.sh: no entry '$n' in tests/SUITE (tests/suite.sh --list shows them)" >&2; exit 2; }
 done
+
+# ---- budgets: a check-tier entry 20 s, a test-tier entry 120 s ----------------
+pct=${SUITE_BUDGET_PCT:-100}
+case $pct in ''|*[!0-9]*|0) echo "suite.sh: SUITE_BUDGET_PCT wants a positive whole number, got '$pct'" >&2; exit 2 ;; esac
+budget() { # TIER -> seconds (0: none)
+    case $1 in check) echo $(((20 * pct + 99) / 100)) ;; test) echo $(((120 * pct + 99) / 100)) ;; *) echo 0 ;; esac
+}
+budgets="check $(budget check) s, test $(budget test) s an entry"
+
+if [ $times -eq 1 ]; then
+    [ -f "$TIMES" ] || { echo "suite.sh: no times yet ($TIMES): run the suite first" >&2; exit 2; }
+    echo "slowest entries of the last runs (budgets: $budgets):"
+    sort -k2,2nr "$TIMES" | head -n "${SUITE_TIMES_TOP:-25}" | while read -r n s; do
+        t=${tier_of[$n]:-gone}
+        b=$(budget "$t")
+        mark=
+        [ "$b" -gt 0 ] && [ "$s" -gt "$b" ] && mark="  OVER BUDGET ($b s)"
+        printf '  %5ss  %-5s %s%s\n' "$s" "$t" "$n" "$mark"
+    done
+    awk '{ s += $2 } END { printf "%d entries, %d s in all\n", NR, s }' "$TIMES"
+    exit 0
+fi
+
+declare -A allowed=()
+if [ -n "$allow" ]; then
+    [ -f "$allow" ] || { echo "suite.sh: --allow-skips: no file '$allow'" >&2; exit 2; }
+    while read -r n _; do
+        case $n in ''|'#'*) continue ;; esac
+        allowed[$n]=1
+    done <"$allow"
+fi
+
 total=${#sel_name[@]}
 [ "$total" -gt 0 ] || { echo "suite.sh: no entry selected" >&2; exit 2; }
+mkdir -p "$OUTDIR"
 
 if [ $list -eq 1 ]; then
     for i in "${!sel_name[@]}"; do
@@ -130,20 +180,40 @@ run_one() { # INDEX
     rm -rf "$T/tmp" "$T/cache"
 }
 
-pass=0 fail=0 failed=() done_n=0
-declare -A dur=()
+pass=0 fail=0 skip=0 failed=() skipped=() over=() done_n=0
+declare -A dur=() why=()
+# the reason a skipped entry gives: its last line starting with SKIP
+skip_reason() { # NAME
+    local r
+    r=$(grep -a '^SKIP' "$LOGS/$1.log" | tail -n 1)
+    [ -n "$r" ] || r="(no SKIP line) $(tail -n 1 "$LOGS/$1.log")"
+    printf '%s' "$r" | cut -c1-160
+}
 report() { # INDEX
-    local i=$1 name=${sel_name[$1]} rc s
+    local i=$1 name=${sel_name[$1]} rc s b
     read -r rc s <"$TMPROOT/$name/status"
     dur[$name]=$s
     done_n=$((done_n + 1))
-    if [ "$rc" -eq 0 ]; then
+    b=$(budget "${sel_tier[$i]}")
+    [ "$b" -gt 0 ] && [ "$s" -gt "$b" ] && over+=("$name (${sel_tier[$i]}): ${s} s, budget $b s")
+    if [ "$rc" -eq 77 ]; then
+        why[$name]=$(skip_reason "$name")
+        if [ -n "$allow" ] && [ -z "${allowed[$name]:-}" ]; then
+            fail=$((fail + 1))
+            failed+=("$name")
+            printf 'FAIL %-26s %4ss  skipped, and %s does not allow it: %s\n' "$name" "$s" "$allow" "${why[$name]}"
+        else
+            skip=$((skip + 1))
+            skipped+=("$name")
+            printf 'SKIP %-26s %4ss  %s\n' "$name" "$s" "${why[$name]}"
+        fi
+    elif [ "$rc" -eq 0 ]; then
         pass=$((pass + 1))
         printf 'PASS %-26s %4ss  %s\n' "$name" "$s" "$(tail -n 1 "$LOGS/$name.log" | cut -c1-110)"
     else
         fail=$((fail + 1))
         failed+=("$name")
-        printf 'FAIL %-26s %4ss  (exit %s; log %s)\n' "$name" "$s" "$rc" "build/tests/logs/$name.log"
+        printf 'FAIL %-26s %4ss  (exit %s; log %s)\n' "$name" "$s" "$rc" "${LOGS#"$ROOT"/}/$name.log"
     fi
 }
 
@@ -185,7 +255,7 @@ for n in "${!last[@]}"; do echo "$n ${last[$n]}"; done | sort >"$TIMES.new" && m
 
 for name in "${failed[@]}"; do
     echo
-    echo "---- FAIL $name: build/tests/logs/$name.log"
+    echo "---- FAIL $name: ${LOGS#"$ROOT"/}/$name.log"
     sed 's/^/    /' "$LOGS/$name.log" | tail -n 300
     echo "---- rerun alone: tests/suite.sh $name"
 done
@@ -194,5 +264,19 @@ echo
 echo "slowest:"
 for n in "${!dur[@]}"; do echo "${dur[$n]} $n"; done | sort -rn | head -n 8 |
     while read -r s n; do printf '  %4ss  %s\n' "$s" "$n"; done
-echo "$pass passed, $fail failed${failed[*]:+: ${failed[*]}} ($total entries, -j $jobs, ${wall}s wall)"
+if [ ${#over[@]} -gt 0 ]; then
+    echo "over budget ($budgets):"
+    printf '  %s\n' "${over[@]}"
+fi
+: >"$SKIPPED"
+if [ ${#skipped[@]} -gt 0 ]; then
+    echo "skipped (not checked here):"
+    for n in "${skipped[@]}"; do
+        printf '  %-26s %s\n' "$n" "${why[$n]}"
+        printf '%s %s\n' "$n" "${why[$n]}" >>"$SKIPPED"
+    done
+fi
+[ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"
+echo "$total entries, -j $jobs, ${wall}s wall"
+echo "suite: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

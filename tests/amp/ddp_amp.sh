@@ -9,7 +9,8 @@
 #   - forced on rank 1 vs forced on rank 0, 6 steps: identical final
 #     weights. Were the ranks to disagree, one rank would update at step 3
 #     and the other not, and the runs would differ from then on.
-# Skipped (and passing) without mpirun or an MPI build.
+# Skipped (exit 77) without mpirun or an MPI build.
+. "$(dirname "$0")/../skip.sh"
 prog=$1 data=$2
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
@@ -17,7 +18,7 @@ fails=0
 ok() { echo "PASS $1"; }
 no() { echo "FAIL $1"; fails=$((fails + 1)); }
 if ! command -v mpirun >/dev/null 2>&1 || ! strings "$prog" | grep -q MPI_Init_thread; then
-    echo "ddp-amp: no mpirun or no MPI build: skipped"; exit 0
+    skip_all "ddp-amp: no mpirun or no MPI build"
 fi
 export OMPI_MCA_btl=self,vader OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_hwloc_base_binding_policy=none

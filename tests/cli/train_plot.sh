@@ -10,6 +10,7 @@
 #      each other (train above test where the CSV says so);
 #   3. headless Chromium renders it (tests/cli/plot_png.py, whose control
 #      is in tests/cli/plot.sh); skipped without chromium.
+. "$(dirname "$0")/../skip.sh"
 set -u
 PROG=$(realpath "$1") DATA=$2
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -60,6 +61,6 @@ if command -v chromium > /dev/null 2>&1; then
         --window-size=960,540 --screenshot="$T/p.png" "file://$T/p.svg" > "$T/chrome.log" 2>&1 && [ -s "$T/p.png" ] &&
         $PY "$ROOT/tests/cli/plot_png.py" "$T/p.png" 1 > "$T/png" 2>&1; then pass "rendered: $(tail -n 1 "$T/png")"
     else fail "rendering: $(tail -n 3 "$T/png" "$T/chrome.log" 2>/dev/null)"; fi
-else echo "SKIP train-plot: chromium not found (the rendering is not checked)"; fi
+else skip_part "the rendering (chromium not found; scripts/deps.sh installs it)"; fi
 echo "$nfail failed"
-[ $nfail -eq 0 ]
+skip_end "$nfail"

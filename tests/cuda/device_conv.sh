@@ -12,11 +12,12 @@
 # An optional MODEL replaces conv.net: tests/cuda/models/dropout.net checks
 # that the device loop hands the kernels the step, rank and seed the CPU
 # loop does (the dropout masks of every step must agree).
-# Skips (exit 0) only without the CUDA toolkit or g++.
+# Skips (exit 77) only without the CUDA toolkit or g++.
+. "$(dirname "$0")/../skip.sh"
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 . "$(dirname "$0")/toolkit.sh"
-command -v g++ >/dev/null || { echo "SKIP: no g++"; exit 0; }
+command -v g++ >/dev/null || skip_all "no g++"
 CDDPC=$(realpath "${1:?usage: device_conv.sh CDDPC FAKE_LIBCUDA DATA [MODEL]}")
 FAKE=$(realpath "$2")
 DATA=$3

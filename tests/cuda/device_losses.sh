@@ -8,11 +8,12 @@
 # macro-F1: 3 K sums carried by the eval control block across its steps);
 # two epochs on data written here as float IDX must match the CPU run of
 # the same program: step losses, every column of --metrics, the saved
-# weights. Skips (exit 0) only without the CUDA toolkit or g++.
+# weights. Skips (exit 77) only without the CUDA toolkit or g++.
+. "$(dirname "$0")/../skip.sh"
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 . "$(dirname "$0")/toolkit.sh"
-command -v g++ >/dev/null || { echo "SKIP: no g++"; exit 0; }
+command -v g++ >/dev/null || skip_all "no g++"
 CDDPC=$(realpath "${1:?usage: device_losses.sh CDDPC FAKE_LIBCUDA}")
 FAKE=$(realpath "$2")
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)

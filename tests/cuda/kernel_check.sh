@@ -11,7 +11,7 @@
 # KC_CDDPC_FLAGS adds cddpc options (e.g. --fusion=none) to both emissions.
 # KC_MUTATE='sed script' edits all.cu before it is compiled: mutants.sh
 # uses it to show that broken kernels are caught.
-# Skips (exit 0) only when the CUDA toolkit is absent.
+# Skips (exit 77) only when the CUDA toolkit is absent.
 set -eu
 . "$(dirname "$0")/toolkit.sh"
 if [ $# -lt 2 ]; then

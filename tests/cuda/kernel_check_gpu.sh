@@ -11,7 +11,7 @@
 #
 # Usage: tests/cuda/kernel_check_gpu.sh CDDPC FAKE_LIBCUDA MODEL.net [kernel_check options]
 # CC and CDDPC_CFLAGS (e.g. sanitizer flags) are honoured.
-# Skips (exit 0) only when the CUDA toolkit is absent (NVRTC compiles the
+# Skips (exit 77) only when the CUDA toolkit is absent (NVRTC compiles the
 # module the fake driver loads).
 set -eu
 . "$(dirname "$0")/toolkit.sh"

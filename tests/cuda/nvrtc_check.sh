@@ -11,7 +11,7 @@
 # spills per kernel, and fails on any spill or on static shared memory over
 # 48 KiB. A warning planted in a unit must fail the check.
 # Usage: tests/cuda/nvrtc_check.sh CDDPC
-# Skips (exit 0) only when the CUDA toolkit is absent.
+# Skips (exit 77) only when the CUDA toolkit is absent.
 set -eu
 . "$(dirname "$0")/toolkit.sh"
 [ $# -ge 1 ] || { echo "usage: $0 CDDPC" >&2; exit 2; }

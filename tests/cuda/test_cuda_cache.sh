@@ -2,11 +2,11 @@
 # tests/cuda/test_cuda_cache.sh TEST_BIN CDDPC: the kernel cache and the
 # NVRTC layer (tests/cuda/test_cuda_cache.c), with SimpleNet's emitted CUDA
 # source compiled together with the runtime's own kernels for sm_80 and
-# sm_90. NVRTC needs no GPU; without the CUDA toolkit this is skipped.
+# sm_90. NVRTC needs no GPU; without the CUDA toolkit this is skipped (exit 77).
+. "$(dirname "$0")/../skip.sh"
 bin=${1:?usage: test_cuda_cache.sh TEST_BIN CDDPC} cddpc=${2:?}
 if [ ! -d /usr/local/cuda ] && [ -z "${CDDP_LIBNVRTC:-}" ]; then
-    echo "SKIP: no CUDA toolkit (/usr/local/cuda): NVRTC is needed"
-    exit 0
+    skip_all "no CUDA toolkit (/usr/local/cuda): NVRTC is needed"
 fi
 t=$(mktemp -d "${TMPDIR:-/tmp}/cuda_cache.XXXXXX")
 trap 'rm -rf "$t"' EXIT

@@ -23,6 +23,7 @@
 # without /usr/local/cuda they are skipped.
 # PROG: a cddpc-compiled SimpleNet; NOCUDA_PROG: build/tests/rt_fake_model
 # (no cuda_src); DATA: the Fashion-MNIST directory (a small cut is made).
+. "$(dirname "$0")/../skip.sh"
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 PROG=$(realpath "${1:?usage: test_cuda_device.sh PROG NOCUDA_PROG FAKE_LIBCUDA DATA}")
@@ -79,7 +80,7 @@ if [ -f "$STUB" ]; then
     expect "stub driver: message" 1 'cuInit failed: CUDA_ERROR_STUB_LIBRARY' "${R[@]}" --device cuda --epochs 1
     expect "stub driver: auto trains on the cpu" 0 'device cpu \(auto: cuInit failed' "${R[@]}" --device auto --epochs 1
 else
-    echo "SKIP cuda: $STUB not found"
+    skip_part "the stub driver ($STUB not found)"
 fi
 one_line "program without CUDA kernels" "$NOCUDA" --data "$SMALL" --device cuda
 expect "program without CUDA kernels: message" 1 'this program was compiled without CUDA kernels' \
@@ -89,10 +90,9 @@ expect "program without CUDA kernels: auto" 0 'device cpu \(auto: no CUDA kernel
 expect "--device cpu names the cpu" 0 'threads 1  device cpu$' "${R[@]}" --device cpu --epochs 1
 
 if [ ! -d /usr/local/cuda ] || ! command -v g++ >/dev/null || [ ! -f "$ROOT/tests/cuda/emu.h" ]; then
-    echo "SKIP cuda: the fake-driver tests need NVRTC (/usr/local/cuda), g++ and tests/cuda/emu.h"
+    skip_part "the fake-driver tests (they need NVRTC (/usr/local/cuda), g++ and tests/cuda/emu.h)"
     echo "$passes passed, $fails failed"
-    [ "$fails" -eq 0 ]
-    exit
+    skip_end "$fails"
 fi
 
 # ---- 2. the fake driver: every reason the device is unavailable -----------------
@@ -317,4 +317,4 @@ if [ $variants -eq 0 ]; then
 else fail "cannot make the variants of the kernel source"; fi
 
 echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+skip_end "$fails"

@@ -7,6 +7,7 @@
 # epoch of an odd count DistributedSampler pads by wrapping, so the last
 # global batch differs from one rank's). Rank 0 alone prints the class mapping,
 # the split and the normalization (each line once).
+. "$(dirname "$0")/../skip.sh"
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -15,7 +16,7 @@ IRIS=$(realpath "$2")
 PY=/usr/bin/python3
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/ddp_data.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 0; }
+command -v mpirun >/dev/null || skip_all "no mpirun"
 MPI=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2)
 "$PY" "$ROOT/scripts/sklearn_data.py" "$TMP" || { echo "FAIL: cannot write the data sets"; exit 1; }
 fails=0

@@ -8,12 +8,13 @@
 # bytes, scaled in the first kernel), and four per-feature means and stds
 # after a seeded split. Two epochs on the device must take the CPU run's
 # steps: every step's loss within 1e-4 relative, the epoch metrics too.
-# Skips (exit 0) only without the CUDA toolkit or g++.
+# Skips (exit 77) only without the CUDA toolkit or g++.
+. "$(dirname "$0")/../skip.sh"
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 . "$ROOT/tests/cuda/toolkit.sh"
-command -v g++ >/dev/null || { echo "SKIP: no g++"; exit 0; }
+command -v g++ >/dev/null || skip_all "no g++"
 DIGITS=$(realpath "${1:?usage: device_data.sh DIGITS IRIS FAKE_LIBCUDA}")
 IRIS=$(realpath "$2")
 FAKE=$(realpath "$3")

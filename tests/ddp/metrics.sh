@@ -6,13 +6,14 @@
 # rank its own block of the test set, and the sums are reduced over the
 # ranks: the per-output counts must give the same label accuracy and
 # macro-F1 exactly, MSE and MAE within 1e-12 relative (double sums in
-# another order). Skipped (passing) without mpirun or without MPI in the
+# another order). Skipped (exit 77) without mpirun or without MPI in the
 # runtime, as tests/ddp/run.sh.
+. "$(dirname "$0")/../skip.sh"
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 CDDPC=${1:?usage: metrics.sh CDDPC}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-command -v mpirun >/dev/null 2>&1 || { echo "metrics: mpirun not found: skipped"; exit 0; }
+command -v mpirun >/dev/null 2>&1 || skip_all "metrics: mpirun not found"
 export OMPI_MCA_btl=self,vader OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_hwloc_base_binding_policy=none
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -39,7 +40,7 @@ for loss in "mse_loss()" "binary_cross_entropy_with_logits(pos_weight = [1.0, 2.
   kind=reg; [ "${loss#binary}" != "$loss" ] && kind=bin
   sed "s|    loss      mse_loss(reduction = mean)|    loss      $loss|" "$ROOT/tests/torch/loss_mlp.net" >"$T/$kind.net"
   "$CDDPC" "$T/$kind.net" -o "$T/prog_$kind" || { echo "FAIL metrics: cddpc $kind"; exit 1; }
-  if ! strings "$T/prog_$kind" | grep -q MPI_Init_thread; then echo "metrics: no MPI in the runtime: skipped"; exit 0; fi
+  if ! strings "$T/prog_$kind" | grep -q MPI_Init_thread; then skip_all "metrics: no MPI in the runtime"; fi
   common="--data $T/$kind --threads 1 --epochs 1 --lr 0 --batch 16"
   "$T/prog_$kind" $common --metrics "$T/${kind}1.csv" >"$T/${kind}1.out" 2>&1 &&
   mpirun -np 2 "$T/prog_$kind" $common --metrics "$T/${kind}2.csv" >"$T/${kind}2.out" 2>&1 ||

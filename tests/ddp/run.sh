@@ -10,8 +10,9 @@
 #   (e) bad data on one rank: all exit non-zero promptly, the error named;
 #       a rank that stops answering: the watchdog's message and abort;
 #       ranks that disagree on settings or data sizes: rank 0 says which
-# Skipped (and passing) when mpirun is missing or the program was built
+# Skipped (exit 77) when mpirun is missing or the program was built
 # without MPI.
+. "$(dirname "$0")/../skip.sh"
 mnist=$1 kaggle=$2 data=$3
 PY=/usr/bin/python3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,10 +29,10 @@ no() { echo "FAIL $1"; fails=$((fails + 1)); }
 show() { sed 's/^/      /' "$1" | tail -n 40; }
 
 if ! command -v mpirun >/dev/null 2>&1; then
-    echo "ddp: mpirun not found: skipped"; exit 0
+    skip_all "ddp: mpirun not found"
 fi
 if ! strings "$mnist" 2>/dev/null | grep -q MPI_Init_thread; then
-    echo "ddp: $mnist was built without MPI: skipped"; exit 0
+    skip_all "ddp: $mnist was built without MPI"
 fi
 
 # Shared memory between local ranks, root allowed, no binding (the comm

@@ -19,14 +19,15 @@
 #      graph replayed in a random order) = 2 CPU ranks x 16, and the
 #      buffers' broadcast there too.
 # SYNC, LOCAL: tests/ddp/syncbn.net compiled with sync_batchnorm true and
-# false. Skipped (passing) without mpirun; part 4 without NVRTC and g++.
+# false. Skipped (exit 77) without mpirun; part 4 without NVRTC and g++.
+. "$(dirname "$0")/../skip.sh"
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 SYNC=$(realpath "$1") LOCAL=$(realpath "$2") CDDPC=$3 DATA=$4 FAKE=$5 FNCCL=$6
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3
 if ! command -v mpirun >/dev/null 2>&1 || ! strings "$SYNC" | grep -q MPI_Init_thread; then
-    echo "SKIP syncbn: needs mpirun and a program built with MPI"; exit 0
+    skip_all "syncbn needs mpirun and a program built with MPI"
 fi
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/syncbn.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -138,8 +139,8 @@ if [ -f "$FAKE" ] && [ -f "$FNCCL" ] && [ -d /usr/local/cuda ] && command -v g++
         fail "cannot build the emulated kernels (rank-local)"; show "$TMP/gxx.err"
     fi
 else
-    echo "SKIP syncbn: GPU ranks need the fake driver, the fake NCCL, NVRTC and g++"
+    skip_part "GPU ranks (they need the fake driver, the fake NCCL, NVRTC and g++)"
 fi
 
 echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+skip_end "$fails"

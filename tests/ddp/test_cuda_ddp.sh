@@ -22,8 +22,9 @@
 #      than the driver's (the next library is taken), (--device auto falls back to the CPU on
 #      every rank), an asynchronous NCCL error on one rank, a device that
 #      stops making progress (--comm-timeout).
-# PROG: a cddpc-compiled tests/ddp/ddp_buckets.net. Skipped (passing) when
+# PROG: a cddpc-compiled tests/ddp/ddp_buckets.net. Skipped (exit 77) when
 # mpirun, NVRTC, g++ or the fake NCCL is missing.
+. "$(dirname "$0")/../skip.sh"
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 PROG=$(realpath "${1:?usage: test_cuda_ddp.sh PROG FAKE_LIBCUDA FAKE_LIBNCCL DATA}")
@@ -33,7 +34,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3
 if ! command -v mpirun >/dev/null 2>&1 || [ ! -f "$3" ] || [ ! -d /usr/local/cuda ] ||
     ! command -v g++ >/dev/null 2>&1; then
-    echo "SKIP cuda-ddp: needs mpirun, the fake NCCL ($3), NVRTC and g++"; exit 0
+    skip_all "cuda-ddp needs mpirun, the fake NCCL ($3), NVRTC and g++"
 fi
 FNCCL=$(realpath "$3")
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/cuda_ddp.XXXXXX")

@@ -12,57 +12,21 @@ it sees what the code really uses, not what the headers declare.
 Then the sources beside the objects (runtime/NAME.c): only the CUDA files
 (rt_cuda*.c, rt_nccl.c, rt_gpu.c) include rt_cuda.h, and rt_internal.h,
 which every runtime file includes, names no driver, NVRTC or NCCL type."""
+import os
 import re
-import os, subprocess, sys
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from obj_deps import components, file_uses, print_circle  # noqa: E402
 
 objs = sys.argv[1:]
 if not objs:
     sys.exit("usage: rt_deps.py build/runtime/*.o")
-defs, undefs = {}, {}
-for o in objs:
-    name = os.path.basename(o)[:-2] + ".c"
-    out = subprocess.run(["nm", "--defined-only", "-g", o], capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 3:
-            defs[parts[2]] = name
-    out = subprocess.run(["nm", "-u", o], capture_output=True, text=True, check=True).stdout
-    undefs[name] = {l.split()[-1] for l in out.splitlines() if l.strip()}
-uses = {f: set() for f in undefs}
-why = {}
-for f, syms in undefs.items():
-    for s in sorted(syms):
-        g = defs.get(s)
-        if g and g != f:
-            uses[f].add(g)
-            why.setdefault((f, g), s)
-
-# Tarjan's strongly connected components
-index, low, stack, on, comps, n = {}, {}, [], set(), [], [0]
-def visit(v):
-    index[v] = low[v] = n[0]; n[0] += 1; stack.append(v); on.add(v)
-    for w in sorted(uses[v]):
-        if w not in index:
-            visit(w); low[v] = min(low[v], low[w])
-        elif w in on:
-            low[v] = min(low[v], index[w])
-    if low[v] == index[v]:
-        c = []
-        while True:
-            w = stack.pop(); on.discard(w); c.append(w)
-            if w == v: break
-        comps.append(c)
-sys.setrecursionlimit(10000)
-for v in sorted(uses):
-    if v not in index:
-        visit(v)
+uses, why, _, _, _ = file_uses(objs)
+comps = components(uses)
 circles = [sorted(c) for c in comps if len(c) > 1]
 for c in circles:
-    members = set(c)
-    print("circle: " + ", ".join(c))
-    for f in c:
-        for g in sorted(uses[f] & members):
-            print("    %s uses %s (%s)" % (f, g, why[(f, g)]))
+    print_circle(c, uses, why)
 cuda_files = re.compile(r"^rt_(cuda.*|nccl|gpu)\.c$")
 leaks = []
 here = os.path.dirname(os.path.abspath(__file__))

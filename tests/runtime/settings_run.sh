@@ -25,8 +25,9 @@
 #      within 1e-4, and resumes inside an epoch bit for bit; then 2 GPU
 #      ranks with the fake NCCL equal 1 CPU rank x
 #      batch 32, with clipping and without.
-# Sections 3 and 4 skip (passing) without mpirun, NVRTC, g++ or the fakes.
+# Sections 3 and 4 are skipped (exit 77) without mpirun, NVRTC, g++ or the fakes.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/../skip.sh"
 set -u
 CDDPC=$(realpath "${1:?usage: settings_run.sh CDDPC DATA [FAKE_LIBCUDA FAKE_LIBNCCL]}")
 DATA=$2 FAKE=${3:-} FNCCL=${4:-}
@@ -121,12 +122,12 @@ if command -v mpirun >/dev/null 2>&1 && strings "$P" | grep -q MPI_Init_thread; 
     [ "$nar" -eq 4 ] && pass "no_sync: 4 bucket all-reduces for 2 ranks x 2 optimizer steps of 3 micro-batches" ||
         fail "no_sync: $nar bucket all-reduces traced, want 4 (2 ranks x 2 optimizer steps)"
 else
-    echo "SKIP settings: 2 MPI ranks (no mpirun, or built without MPI)"
+    skip_part "2 MPI ranks (no mpirun, or built without MPI)"
 fi
 
 # ---- 4. the CUDA device, emulated ---------------------------------------------------
 if [ -z "$FAKE" ] || [ ! -f "$FAKE" ] || [ ! -d /usr/local/cuda ] || ! command -v g++ >/dev/null 2>&1; then
-    echo "SKIP settings: the CUDA device (needs the fake driver, NVRTC and g++)"
+    skip_part "the CUDA device (needs the fake driver, NVRTC and g++)"
 else
     export CDDP_LIBCUDA=$(realpath "$FAKE")
     env CDDP_CUDA_DUMP="$TMP/src.cu" "$P" --data "$SMALL" --device cuda --max-steps 1 >/dev/null 2>&1
@@ -187,7 +188,7 @@ EOF
                     fail "2 GPU ranks vs 1 CPU rank, accumulate alone: $d"
             else fail "2 GPU ranks, accumulate alone"; show "$TMP/o11"; fi
         else
-            echo "SKIP settings: 2 GPU ranks (needs mpirun, the fake NCCL and section 3)"
+            skip_part "2 GPU ranks (needs mpirun, the fake NCCL and section 3)"
         fi
     else
         fail "cannot build the emulated kernels"; show "$TMP/gxx.err"
@@ -195,4 +196,4 @@ EOF
 fi
 
 echo "settings: $passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+skip_end "$fails"

@@ -23,6 +23,7 @@
 #      tensor of the wrong shape, a mid-epoch checkpoint with another batch;
 #      and the usage errors (--init with --resume, --checkpoint-every alone).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/../skip.sh"
 set -u
 MNIST=$(realpath "$1") MOM=$(realpath "$2") KAGGLE=$(realpath "$3") CONV=$(realpath "$4")
 ADAM=$(realpath "$5") FASHION=$6 MDATA=$7 FAKE=${8:-}
@@ -149,7 +150,7 @@ if command -v mpirun >/dev/null 2>&1 && strings "$MNIST" | grep -q MPI_Init_thre
         d=$(same_metrics "$TMP/pmb.csv" "$TMP/pma.csv" 2); then
         pass "2 ranks: stopped at step 180 (epoch 2, batch 55), resumed: bitwise equal, same epoch-2 metrics"
     else fail "2 ranks resumed: ${d:-}"; show "$TMP/op2"; fi
-else echo "SKIP resume: 2 ranks (no mpirun or no MPI in the program)"; fi
+else skip_part "2 ranks (no mpirun or no MPI in the program)"; fi
 
 # ---- 4. the emulated CUDA device ----------------------------------------------------------
 if [ -n "$FAKE" ] && [ -d /usr/local/cuda ] && command -v g++ >/dev/null; then
@@ -168,7 +169,7 @@ if [ -n "$FAKE" ] && [ -d /usr/local/cuda ] && command -v g++ >/dev/null; then
         else fail "emulated CUDA device resume"; show "$TMP/od1"; show "$TMP/od2"; fi
     else fail "cannot build the emulated kernels"; show "$TMP/gxx"; fi
     unset CDDP_LIBCUDA FAKE_CUDA_KERNELS
-else echo "SKIP resume: emulated CUDA device (no fake driver, NVRTC or g++)"; fi
+else skip_part "emulated CUDA device (no fake driver, NVRTC or g++)"; fi
 
 # ---- 5. refusals --------------------------------------------------------------------------
 one_line() {    # one_line NAME STATUS PATTERN CMD...: that status, one stderr line matching
@@ -236,4 +237,4 @@ sys.exit(0 if pa == pb else 1)
 P
 
 echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+skip_end "$fails"

@@ -14,6 +14,7 @@
 # Control: the checkpoint is at the stop step (the resume line's step),
 # not at an epoch end, so a resume that ignored its batch would differ.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/../skip.sh"
 set -u
 MNIST=$(realpath "$1") FASHION=$2 FAKE=${3:-}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -128,7 +129,7 @@ if command -v mpirun >/dev/null 2>&1 && strings "$MNIST" | grep -q MPI_Init_thre
             pass "2 ranks: SIGTERM to mpirun at step $K (mpirun exits 1), '$(grep -- --resume "$TMP/epb" | sed 's/^[^:]*: //')'; resumed: bitwise equal"
         else fail "2 ranks resumed: ${d:-}"; show "$TMP/epb"; show "$TMP/opc"; fi
     fi
-else echo "SKIP stop: 2 ranks (no mpirun or no MPI in the program)"; fi
+else skip_part "2 ranks (no mpirun or no MPI in the program)"; fi
 
 # ---- 4. the emulated CUDA device (FAKE_LIBCUDA given, NVRTC and g++ there) --------------
 # The device queues a span's steps without waiting; the stop comes at the
@@ -154,7 +155,7 @@ if [ -n "$FAKE" ] && [ -d /usr/local/cuda ] && command -v g++ >/dev/null; then
         fi
     else fail "cannot build the emulated kernels"; show "$TMP/gxx"; fi
     unset CDDP_LIBCUDA FAKE_CUDA_KERNELS
-else echo "SKIP stop: emulated CUDA device (no FAKE_LIBCUDA, NVRTC or g++)"; fi
+else skip_part "emulated CUDA device (no FAKE_LIBCUDA, NVRTC or g++)"; fi
 
 echo "stop: $passes passed, $fails failed"
-[ $fails = 0 ]
+skip_end "$fails"

@@ -208,10 +208,13 @@ def oracle_ranks(init_sd, X, Y, seed, rank_of_masks):
     return {k: v.detach().numpy() for k, v in model.state_dict().items()}
 
 
+SKIPPED = []   # parts that could not run here: the test then exits 77
+
+
 def ranks_check(program, data_dir, work, init_path, init_sd, X, Y):
     """Ranks draw their own masks: 2 MPI ranks vs the two-rank oracle."""
     if not shutil.which("mpirun"):
-        print("ranks: mpirun not found: skipped")
+        SKIPPED.append("2 MPI ranks (mpirun not found)")
         return None
     env = dict(os.environ, OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1",
                OMPI_MCA_hwloc_base_binding_policy="none", OMPI_ALLOW_RUN_AS_ROOT="1",
@@ -328,6 +331,9 @@ def main(argv):
         print("work dir kept: %s" % work)
     else:
         shutil.rmtree(work, ignore_errors=True)
+    if SKIPPED:
+        print("SKIP: not checked here: " + "; ".join(SKIPPED))
+        return 77
     print("dropout_equiv: OK")
     return 0
 
