@@ -3,6 +3,9 @@
  * With OpenBLAS (the default build) this is cblas_sgemm; the fallback
  * (CDDP_NO_BLAS, for machines without a BLAS such as the GPU hosts) is a
  * plain loop ordered for unit-stride inner access, correct but slow. */
+#include <stdlib.h>
+#include <strings.h>
+
 #include "rt_internal.h"
 
 #ifndef CDDP_NO_BLAS
@@ -20,7 +23,36 @@ void rt_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, i
     cblas_sgemm(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, 1.0f, a, (int)lda,
                 b, (int)ldb, 0.0f, c, (int)ldc);
 }
+
+char *openblas_get_corename(void);
+
+/* OpenBLAS 0.3.21 (Debian 12's) has no entry for newer Xeons' CPUID models
+ * (a Sapphire Rapids VM reads to it as "Prescott") and takes its oldest
+ * x86-64 kernels: SSE3 without FMA, several times slower, and their sums
+ * rounded apart from every other library's (a BatchNorm MLP's 100 steps
+ * ended 3.8e-4 from PyTorch's weights instead of 1.1e-5). Where the CPU
+ * has AVX2 and FMA and OpenBLAS took a core older than that, Haswell's
+ * kernels are the right ones; OpenBLAS reads OPENBLAS_CORETYPE once, when
+ * it loads, so the caller runs the program again. A user's own
+ * OPENBLAS_CORETYPE is left alone. */
+int rt_blas_core_env(void)
+{
+    static const char *before_fma[] = {"prescott", "core2", "penryn", "dunnington", "nehalem", "atom",
+                                       "sandybridge", "katmai", "coppermine", "northwood", "banias", "unknown"};
+    if (getenv("OPENBLAS_CORETYPE") || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        return 0;
+    const char *core = openblas_get_corename();
+    for (size_t i = 0; core && i < sizeof before_fma / sizeof before_fma[0]; i++)
+        if (!strcasecmp(core, before_fma[i]))
+            return setenv("OPENBLAS_CORETYPE", "Haswell", 1) == 0;
+    return 0;
+}
 #else
+int rt_blas_core_env(void)
+{
+    return 0;
+}
+
 void rt_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
               int64_t ldb, float *c, int64_t ldc)
 {

@@ -644,4 +644,10 @@ int rt_dnnl_has_bf16(void);
 /* x[0..n) := rt_round_bf16(x), vectorized; only where rt_dnnl_has_bf16() */
 void rt_bf16_round(float *x, int64_t n);
 
+
+/* Sets OPENBLAS_CORETYPE where OpenBLAS took kernels older than the CPU
+ * (rt_blas.c says when); 1 when it did, and the program must run again for
+ * OpenBLAS to read it. */
+int rt_blas_core_env(void);
+
 #endif

@@ -410,26 +410,33 @@ static void defaults_from_model(const rt_model *m, rt_opts *o)
  * variable set. Only with more than one thread (one thread never waits)
  * and only when the user has not chosen a policy; if the exec fails, the
  * run simply continues with libgomp's default. */
-static void passive_omp_wait(int threads, char **argv)
+/* What the CPU path wants in the environment before its libraries read it
+ * (once, when they load): OpenBLAS's kernels for this CPU (rt_blas.c) and,
+ * on several threads, OpenMP's waiting. Runs the program again, once, when
+ * it set anything; a variable the user set is left alone. */
+static void cpu_env(int threads, char **argv)
 {
-    if (threads <= 1 || getenv("OMP_WAIT_POLICY") || !argv || !argv[0])
+    if (!argv || !argv[0])
         return;
-    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0)
+    int again = rt_blas_core_env();
+    if (threads > 1 && !getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "PASSIVE", 1) == 0) {
+        /* oneDNN's convolutions and bf16 matmuls and our own loops are
+         * short OpenMP regions back to back, each a futex wake-up when the
+         * workers sleep at once: a brief spin first (libgomp's
+         * GOMP_SPINCOUNT beats the passive policy's 0) took a bf16
+         * SimpleNet epoch on 2 threads from 1.34-1.91 s to 0.70-0.84 s,
+         * and 300 fp32 ConvNet steps from 3.56-4.00 s to 2.72-3.20 s (5
+         * runs each in turn, idle machine); fp32 SimpleNet (OpenBLAS's own
+         * threads) 0.36-0.39 against 0.33-0.37 s, no loss */
+        if (!getenv("GOMP_SPINCOUNT"))
+            setenv("GOMP_SPINCOUNT", "1000", 1);
+        again = 1;
+    }
+    if (!again)
         return;
-    /* oneDNN's convolutions and bf16 matmuls and our own loops are short
-     * OpenMP regions back to back, each a futex wake-up when the workers
-     * sleep at once: a brief spin first (libgomp's GOMP_SPINCOUNT beats
-     * the passive policy's 0) took a bf16 SimpleNet epoch on 2 threads
-     * from 1.34-1.91 s to 0.70-0.84 s, and 300 fp32 ConvNet steps from
-     * 3.56-4.00 s to 2.72-3.20 s (5 runs each in turn, idle machine);
-     * fp32 SimpleNet (OpenBLAS's own threads) 0.36-0.39 against
-     * 0.33-0.37 s, no loss */
-    if (!getenv("GOMP_SPINCOUNT"))
-        setenv("GOMP_SPINCOUNT", "1000", 1);
     fflush(stdout);
     fflush(stderr);
     execv("/proc/self/exe", argv);
-    unsetenv("OMP_WAIT_POLICY");
 }
 
 /* -1 (the reason in why, on every rank) when two ranks of a host opened
@@ -692,10 +699,10 @@ int rt_main(const rt_model *m, int argc, char **argv)
         rt_err("--device cuda: this program was compiled without CUDA kernels");
         return 1;
     }
-    /* The CPU's thread set-up (it may re-execute the program) comes first;
+    /* The CPU's environment (it may re-execute the program) comes first;
      * with --device cuda it is not needed. It must precede MPI_Init. */
     if (o.device != RT_DEV_CUDA)
-        passive_omp_wait(o.threads, argv);
+        cpu_env(o.threads, argv);
     if (rt_comm_init(o.comm_timeout) != 0)
         return 1;
     /* Ranks sharing a node share its cores: by default each takes its part. */
