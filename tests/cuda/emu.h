@@ -7,9 +7,12 @@
  *
  * Model of execution:
  *   - the blocks of a grid run one after the other, x fastest;
- *   - the threads of a block are coroutines (ucontext), each on its own
- *     small stack (EMU_STACK bytes plus a guard page, allocated once and
- *     reused). A thread runs until it reaches a barrier or returns; then
+ *   - the threads of a block are coroutines, each on its own small stack
+ *     (EMU_STACK bytes plus a guard page, allocated once and reused),
+ *     switched by a few instructions on x86-64 (emu_ctx_swap: the
+ *     callee-saved registers and the FP control words; glibc's
+ *     swapcontext makes a sigprocmask system call per switch, which was
+ *     over half of an emulated training step) and by ucontext elsewhere. A thread runs until it reaches a barrier or returns; then
  *     the next one runs. __syncthreads() completes when every thread of
  *     the block has reached it; a warp operation (__shfl_*_sync,
  *     __syncwarp, __ballot_sync, ...) when every lane of its mask has.
@@ -38,7 +41,7 @@
  * Not modelled: memory ordering beyond that, dynamic shared memory,
  * textures, cooperative groups.
  *
- * Header-only, C++17, x86-64/aarch64 Linux (glibc ucontext). */
+ * Header-only, C++17, x86-64 or (through glibc's ucontext) other Linux. */
 #ifndef CDDP_EMU_H
 #define CDDP_EMU_H
 
@@ -55,6 +58,7 @@
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <pthread.h>
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define EMU_ASAN 1
 #else
@@ -96,19 +100,100 @@ extern "C" char __stop_emu_shared[] __attribute__((weak, visibility("hidden")));
 
 namespace emu_detail {
 
+/* ---- coroutine contexts ---------------------------------------------------- */
+#if defined(__x86_64__)
+/* emu_ctx_swap(save, load): pushes the callee-saved registers and the SSE
+ * and x87 control words on the running stack, stores its pointer in
+ * *save, switches to the stack load and pops the same from it. Weak and
+ * hidden: every translation unit that includes this header defines it,
+ * and the linker keeps one. */
+extern "C" void emu_ctx_swap(void **save, void *load) __attribute__((visibility("hidden")));
+asm(".text\n"
+    ".weak emu_ctx_swap\n"
+    ".hidden emu_ctx_swap\n"
+    ".type emu_ctx_swap, @function\n"
+    "emu_ctx_swap:\n"
+    "    pushq %rbp\n"
+    "    pushq %rbx\n"
+    "    pushq %r12\n"
+    "    pushq %r13\n"
+    "    pushq %r14\n"
+    "    pushq %r15\n"
+    "    subq $8, %rsp\n"
+    "    stmxcsr (%rsp)\n"
+    "    fnstcw 4(%rsp)\n"
+    "    movq %rsp, (%rdi)\n"
+    "    movq %rsi, %rsp\n"
+    "    ldmxcsr (%rsp)\n"
+    "    fldcw 4(%rsp)\n"
+    "    addq $8, %rsp\n"
+    "    popq %r15\n"
+    "    popq %r14\n"
+    "    popq %r13\n"
+    "    popq %r12\n"
+    "    popq %rbx\n"
+    "    popq %rbp\n"
+    "    ret\n"
+    ".size emu_ctx_swap, .-emu_ctx_swap\n");
+struct Ctx {
+    void *sp = nullptr;
+};
+inline void ctx_swap(Ctx *from, Ctx *to) { emu_ctx_swap(&from->sp, to->sp); }
+inline void ctx_stack_ready(Ctx *) {}
+/* A context that starts fn (which never returns) on the stack [lo, lo + size):
+ * the frame emu_ctx_swap pops, returning into fn as if it had been called. */
+inline void ctx_make(Ctx *c, char *lo, size_t size, void (*fn)())
+{
+    uintptr_t top = ((uintptr_t)lo + size) & ~(uintptr_t)15;
+    uint64_t *sp = (uint64_t *)top;
+    *--sp = 0;                       /* fn's own return address: none */
+    *--sp = (uint64_t)(uintptr_t)fn; /* emu_ctx_swap's ret lands in fn */
+    for (int i = 0; i < 6; i++)
+        *--sp = 0;                   /* rbp rbx r12 r13 r14 r15 */
+    uint32_t csr;
+    uint16_t cw;
+    asm volatile("stmxcsr %0" : "=m"(csr));
+    asm volatile("fnstcw %0" : "=m"(cw));
+    *--sp = (uint64_t)csr | (uint64_t)cw << 32;
+    c->sp = sp;
+}
+#else
+struct Ctx {
+    ucontext_t uc;
+};
+[[noreturn]] inline void die(const char *what);
+inline void ctx_swap(Ctx *from, Ctx *to)
+{
+    if (swapcontext(&from->uc, &to->uc) != 0)
+        die("swapcontext failed");
+}
+inline void ctx_stack_ready(Ctx *c)
+{
+    if (getcontext(&c->uc) != 0)
+        die("getcontext failed");
+}
+inline void ctx_make(Ctx *c, char *lo, size_t size, void (*fn)())
+{
+    c->uc.uc_stack.ss_sp = lo;
+    c->uc.uc_stack.ss_size = size;
+    c->uc.uc_link = nullptr;
+    makecontext(&c->uc, fn, 0);
+}
+#endif
+
 enum { RUN = 0, AT_SYNC = 1, AT_WARP = 2, DONE = 3 };
 
 struct Thr {
-    ucontext_t ctx;
+    Ctx ctx;
     char *stack;            /* EMU_STACK usable bytes above a guard page */
     int state;
     uint3 tid;
 };
 
 struct St {
-    Thr *th = nullptr;      /* [EMU_MAX_THREADS]: ucontext_t must not move */
+    Thr *th = nullptr;      /* [EMU_MAX_THREADS]: a ucontext_t must not move */
     int nstack = 0;         /* slots with a stack and an initialized ctx */
-    ucontext_t sched;
+    Ctx sched;
     int cur = -1, nthr = 0, ndone = 0, nsync = 0, first_done = -1;
     unsigned warp_arrived[EMU_MAX_THREADS / 32], warp_mask[EMU_MAX_THREADS / 32];
     unsigned long long slot[EMU_MAX_THREADS]; /* a lane's published value */
@@ -137,10 +222,10 @@ inline St S;
 
 /* Switch from the running context `from` (a thread's or the scheduler's)
  * to thread `to`, or to the scheduler when to < 0. */
-inline void switch_to(ucontext_t *from, int to)
+inline void switch_to(Ctx *from, int to)
 {
     St &s = S;
-    ucontext_t *dst;
+    Ctx *dst;
     if (to >= 0) {
         s.cur = to;
         threadIdx = s.th[to].tid;
@@ -156,12 +241,10 @@ inline void switch_to(ucontext_t *from, int to)
         __sanitizer_start_switch_fiber(&fs, s.th[to].stack, EMU_STACK);
     else
         __sanitizer_start_switch_fiber(&fs, s.sched_bottom, s.sched_size);
-    if (swapcontext(from, dst) != 0)
-        die("swapcontext failed");
+    ctx_swap(from, dst);
     __sanitizer_finish_switch_fiber(fs, nullptr, nullptr);
 #else
-    if (swapcontext(from, dst) != 0)
-        die("swapcontext failed");
+    ctx_swap(from, dst);
 #endif
 }
 
@@ -209,18 +292,21 @@ inline void thread_exit()
 {
     St &s = S;
     int me = s.cur;
-    char who[64];
-    fmt_tid(who, sizeof who, me);
     s.th[me].state = DONE;
     s.ndone++;
     if (s.first_done < 0)
         s.first_done = me;
-    if (s.nsync > 0)
-        fail("%s exited while %d other threads wait at __syncthreads", who, s.nsync);
     int w = me / 32;
-    if (s.warp_arrived[w] && (s.warp_mask[w] >> (me & 31) & 1u))
+    /* the thread is named only when something is wrong: formatting it on
+     * every exit was a quarter of an emulated step */
+    if (s.nsync > 0 || (s.warp_arrived[w] && (s.warp_mask[w] >> (me & 31) & 1u))) {
+        char who[64];
+        fmt_tid(who, sizeof who, me);
+        if (s.nsync > 0)
+            fail("%s exited while %d other threads wait at __syncthreads", who, s.nsync);
         fail("%s exited while lanes 0x%08x of its warp wait for it at a warp operation (mask 0x%08x)", who,
              s.warp_arrived[w], s.warp_mask[w]);
+    }
     yield_thread();
     die("finished thread resumed");
 }
@@ -268,20 +354,25 @@ inline void sync_warp(unsigned mask, const char *op)
     if (!s.inside)
         die("warp operation outside emu_launch");
     int me = s.cur, lane = me & 31, w = me >> 5;
-    char who[64];
-    fmt_tid(who, sizeof who, me);
     unsigned present = present_lanes();
-    if (!(mask >> lane & 1u))
-        fail("%s: %s with mask 0x%08x that excludes its own lane %d", who, op, mask, lane);
-    if (mask & ~present)
-        fail("%s: %s mask 0x%08x names lanes absent from a block of %d threads (warp %d has 0x%08x)",
-             who, op, mask, s.nthr, w, present);
-    for (int l = 0; l < 32; l++)
-        if ((mask >> l & 1u) && s.th[(w << 5) + l].state == DONE)
-            fail("%s: %s mask 0x%08x names lane %d, which has exited", who, op, mask, l);
-    if (s.warp_arrived[w] && s.warp_mask[w] != mask)
+    int exited = -1;
+    if (s.ndone > 0)
+        for (int l = 0; l < 32 && exited < 0; l++)
+            if ((mask >> l & 1u) && s.th[(w << 5) + l].state == DONE)
+                exited = l;
+    if (!(mask >> lane & 1u) || (mask & ~present) || exited >= 0 || (s.warp_arrived[w] && s.warp_mask[w] != mask)) {
+        char who[64];
+        fmt_tid(who, sizeof who, me);
+        if (!(mask >> lane & 1u))
+            fail("%s: %s with mask 0x%08x that excludes its own lane %d", who, op, mask, lane);
+        if (mask & ~present)
+            fail("%s: %s mask 0x%08x names lanes absent from a block of %d threads (warp %d has 0x%08x)",
+                 who, op, mask, s.nthr, w, present);
+        if (exited >= 0)
+            fail("%s: %s mask 0x%08x names lane %d, which has exited", who, op, mask, exited);
         fail("%s: %s with mask 0x%08x while lanes 0x%08x of warp %d wait with mask 0x%08x", who, op,
              mask, s.warp_arrived[w], w, s.warp_mask[w]);
+    }
     s.warp_mask[w] = mask;
     s.warp_arrived[w] |= 1u << lane;
     s.th[me].state = AT_WARP;
@@ -349,10 +440,13 @@ inline void run_block(unsigned nthr)
         Thr &t = s.th[i];
         t.tid = uint3{i % bx, (i / bx) % by, i / (bx * by)};
         t.state = RUN;
-        t.ctx.uc_stack.ss_sp = t.stack;
-        t.ctx.uc_stack.ss_size = EMU_STACK;
-        t.ctx.uc_link = nullptr;
-        makecontext(&t.ctx, (void (*)())entry, 0);
+#if EMU_ASAN && defined(__x86_64__)
+        /* a thread abandoned mid-frame in an earlier block left its frames'
+         * redzones poisoned: ASan's swapcontext interceptor clears a fresh
+         * context's stack, so emu_ctx_swap's contexts do it here */
+        __asan_unpoison_memory_region(t.stack, EMU_STACK);
+#endif
+        ctx_make(&t.ctx, t.stack, EMU_STACK, entry);
     }
     for (;;) {
         int first = -1;
@@ -416,8 +510,7 @@ inline void ensure_stacks(unsigned nthr)
         if (mprotect(p, page, PROT_NONE) != 0) /* overflow faults instead of corrupting */
             die("cannot protect a stack guard page");
         t.stack = p + page;
-        if (getcontext(&t.ctx) != 0)
-            die("getcontext failed");
+        ctx_stack_ready(&t.ctx);
         s.nstack++;
     }
 }
