@@ -64,6 +64,22 @@ export FASHION=${FASHION:-data/fashion-mnist}
 export MNIST=${MNIST:-data/mnist}
 export ROOT
 
+# OpenBLAS 0.3.21 reads some newer x86 CPUs (a Sapphire Rapids VM) as
+# Prescott: SSE3 kernels without FMA. The programs then run Haswell's
+# (runtime/rt_blas.c); PyTorch, the oracle, loads the same OpenBLAS and
+# must sum as they do, or Adam's and batch norm's comparisons drift apart
+# for no fault of ours. So every entry gets the programs' choice;
+# tests/runtime/blas_core.sh unsets it to check the programs' own.
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo; then
+    core=$("$PY" -c 'import ctypes, ctypes.util
+lib = ctypes.CDLL(ctypes.util.find_library("openblas") or "libopenblas.so.0")
+lib.openblas_get_corename.restype = ctypes.c_char_p
+print(lib.openblas_get_corename().decode())' 2>/dev/null | tr 'A-Z' 'a-z')
+    case $core in
+    prescott|core2|penryn|dunnington|nehalem|atom|sandybridge|unknown) export OPENBLAS_CORETYPE=Haswell ;;
+    esac
+fi
+
 in_list() { # WORD COMMA-LIST
     case ",$2," in *",$1,"*) return 0 ;; esac
     return 1
