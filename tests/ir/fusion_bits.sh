@@ -21,6 +21,11 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 fails=0
+# 10 steps of batch 64 and an evaluation: a cut of the data set is enough,
+# and loading and evaluating the whole of it was a third of this test
+/usr/bin/python3 "$root/tests/runtime/small_idx.py" "$data" "$t/data" 1024 256 >/dev/null ||
+    { echo "FAIL: cannot cut the data set"; exit 1; }
+data=$t/data
 for net in "$root/tests/golden/mnist_convnet.net" "$root/tests/ddp/syncbn.net" "$root/tests/cuda/models/amp_fp16.net" \
            "$root/tests/ir/pool_chain.net" "$root/models/mnist.net" "$root/tests/cuda/models/loss_weight.net"; do
     name=$(basename "$net" .net)
