@@ -58,5 +58,13 @@ run times --times
 has "$T/times" "2s  check sc-slow  OVER BUDGET (1 s)" "--times marks the entry over its budget"
 sed -n 2p "$T/times" | grep -q sc-slow && ok "--times: slowest first" || no "--times order: $(sed -n 2p "$T/times")"
 
+# a planted skip of a real CUDA entry (no toolkit where it looks) under
+# CI's allow-list: the run must fail, naming the entry and its reason
+grep '^cuda-nvrtc ' tests/SUITE >"$T/index"
+CUDA_HOME=$T/no-cuda run planted --allow-skips tests/SKIPS
+st=$?
+[ $st -eq 1 ] && ok "a planted skip of cuda-nvrtc fails under tests/SKIPS" || no "planted skip of cuda-nvrtc: exit $st, want 1"
+has "$T/planted" "skipped, and tests/SKIPS does not allow it: SKIP: no CUDA toolkit at $T/no-cuda" "... with its reason"
+
 echo "suite-self: $fails failed"
 [ $fails -eq 0 ]
