@@ -126,14 +126,16 @@ static int try_lib(const char *path, int driver, char *why, size_t whylen)
         dlclose(h);
         return -1;
     }
-    /* As for NVRTC: a libnccl built for a newer CUDA than the driver's
-     * fails at its first call; the next library may fit. */
+    /* A libnccl built for a newer CUDA major than the driver's fails at
+     * its first call; the next library may fit. A newer minor of the same
+     * major runs (CUDA's minor-version compatibility, which NCCL follows),
+     * so that one is taken. */
     nc.lib_self = dlsym(h, "ncclGetVersion");
     int cuda = built_for_cuda(path);
-    if (driver && cuda > driver) {
-        snprintf(why, whylen, "NCCL %s was built for CUDA %d.%d, and the driver supports CUDA %d.%d (install "
-                 "an NCCL for this CUDA, or name one in CDDP_LIBNCCL)", path, cuda / 1000, cuda % 1000 / 10,
-                 driver / 1000, driver % 1000 / 10);
+    if (driver && cuda / 1000 > driver / 1000) {
+        snprintf(why, whylen, "NCCL %s was built for CUDA %d.%d, and the driver supports CUDA %d.%d (a newer "
+                 "major than the driver's; install an NCCL for CUDA %d, or name one in CDDP_LIBNCCL)", path,
+                 cuda / 1000, cuda % 1000 / 10, driver / 1000, driver % 1000 / 10, driver / 1000);
         memset(&nc, 0, sizeof nc);
         dlclose(h);
         return -1;

@@ -215,6 +215,14 @@ if [ -f "$F14" ]; then
         pass "CDDP_LIBNCCL=cuda14:cuda13: the CUDA 14 one skipped, the next one used" ||
         { fail "NCCL search past a library for CUDA 14"; show "$TMP/on"; }
 else fail "no $F14"; fi
+# built for a newer minor of the driver's major: taken (minor-version compatibility)
+F139=$(dirname "$FNCCL")/libfakenccl_cuda13_9.so
+if [ -f "$F139" ]; then
+    CDDP_LIBNCCL=$F139 mpirun -np 2 $XS "$PROG" "${C[@]}" --device cuda --batch 16 --max-steps 1 \
+        >"$TMP/om" 2>&1 && grep -q 'NCCL 2.28.3, kernels' "$TMP/om" &&
+        pass "NCCL built for CUDA 13.9, driver 13.0: taken (CUDA's minor-version compatibility)" ||
+        { fail "NCCL built for a newer minor of the driver's CUDA was refused"; show "$TMP/om"; }
+else fail "no $F139"; fi
 expect "NCCL missing: --device cuda refused" 'error: rank [01]: --device cuda: NCCL missing: cannot load CDDP_LIBNCCL' \
     CDDP_LIBNCCL=$TMP/none.so -- --device cuda
 CDDP_LIBNCCL=$TMP/none.so mpirun -np 2 $XS "$PROG" --data "$SMALL" --threads 1 --device auto --max-steps 2 \
