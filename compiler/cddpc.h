@@ -316,7 +316,7 @@ typedef struct Group {
     char *name;             /* kernel name, e.g. "t3_mm_nt_bias_add_relu" */
     int gemm_out;           /* G_MATMUL: node whose buffer the GEMM writes */
     unsigned rules;         /* the fusion rules that added nodes to it */
-    /* G_MATMUL on the GPU (emit_cuda_gemm_choose): tiles of tile_m rows x
+    /* G_MATMUL on the GPU (sched_gpu.c): tiles of tile_m rows x
      * 64 columns, and split-K: split slices of
      * K; the partial tiles in act at ws_off, ws_units of it (units, the
      * plan's one workspace), ctr_n = ctr_rows x column-tiles arrival
@@ -362,7 +362,8 @@ typedef struct Plan {
     int64_t param_floats;
     int64_t *param_off;     /* [nparam] */
     int64_t batch;          /* the train block's batch: the GPU's split-K choice; 0 unknown */
-    int gpu_tile;           /* the CUDA GEMMs' tile rows, 64, 32 or 16; 0: each its own (emit_cuda.c) */
+    int gpu_tile;           /* the CUDA GEMMs' tile rows, 64, 32 or 16; 0: each its own (sched_gpu.c) */
+    const struct GpuTarget *gpu;    /* what sched_gpu decided the launches for; NULL: not yet */
 } Plan;
 
 /* plan.c: a plan is the nodes reachable backwards from the roots, in
@@ -387,8 +388,11 @@ void fuse_pair_siblings(Plan *p, FuseLevel level);
 /* fuse_explain.c: --explain-fusion, every producer and consumer left in
  * different kernels with the predicate that kept them apart */
 void fuse_explain(FILE *f, Plan *p, FuseLevel level);
-/* memplan.c: every buffer an offset in its arena, live ranges apart */
+/* memplan.c: every buffer an offset in its arena, live ranges apart;
+ * then (mem_plan_gpu, after sched_gpu) what the GPU's launch decisions
+ * need: split-K workspaces, arrival counters, partial sums */
 void mem_plan(Plan *p);
+void mem_plan_gpu(Plan *p);
 void mem_dump(FILE *f, const Plan *p);
 int64_t mem_align(int64_t floats);               /* buffer alignment in floats */
 /* Under precision bf16|fp16, whether every value node id holds is one its
@@ -418,8 +422,8 @@ int cddpc_study_main(int argc, char **argv);
 int cddpc_plot_main(int argc, char **argv);
 /* graph.c: --graph FILE.dot (and FILE.svg when Graphviz's dot is installed) */
 int plan_graph(const char *path, const Plan *train, const Plan *eval, int64_t batch);
-/* gpu_model.c: --report --target GPU, the step predicted per kernel from
- * datasheet peaks (one table, with sources) and launch geometry */
+/* gpu_rates.c: the GPU model's rates: datasheet peaks (one table, with
+ * sources), a GEMM tile's rate and time, a grid's busy share */
 typedef struct GpuTarget {
     const char *name, *full;
     double flops, bw;       /* FP32 FLOP/s (non-tensor), memory bytes/s */
@@ -428,6 +432,8 @@ typedef struct GpuTarget {
     const char *source;
 } GpuTarget;
 const GpuTarget *gpu_target(const char *name);     /* h100, h200, a100, t4; NULL */
+#define GPU_BLOCKS_PER_SM 2     /* resident blocks: the emitter's __launch_bounds__(256, 2) */
+double gpu_busy_share(const GpuTarget *t, double blocks);
 /* The FLOP/s a GEMM kernel of that tiling can reach on t: the FMA or the
  * tensor-core rate its shared-memory loads allow (gpu_model.c) */
 typedef struct GemmTiling GemmTiling;
@@ -435,6 +441,31 @@ double gpu_gemm_rate(const GpuTarget *t, const GemmTiling *gt);
 /* A GEMM kernel's roofline seconds on t: its flops at that rate or its
  * bytes at the bandwidth, over the share of the SMs its blocks keep busy */
 double gpu_gemm_secs(const GpuTarget *t, const GemmTiling *gt, double flops, double bytes, double blocks);
+/* sched_gpu.c: every CUDA launch decision, once, for target t, between
+ * fuse and memplan: each GEMM's tile and split-K (Group.tile_m, split),
+ * each channel pass's slices (split, ctr_n, wsf_n). The default target is
+ * the GPU a program most likely meets: the H100. */
+#define SCHED_GPU_DEFAULT "h100"
+#define GPU_TILE_N 64           /* a GEMM tile's columns (and a row tail's widest rows) */
+#define GPU_TILE_K 16           /* its k slice */
+#define GPU_THREADS 256         /* a block */
+#define GPU_GEMM_R 4            /* a thread's outputs: up to GPU_GEMM_R rows x GPU_GEMM_R columns */
+void sched_gpu(Plan *p, const GpuTarget *t);
+/* A G_MATMUL group's tiling (outputs per thread, rows x cols; the tile;
+ * whether its k loop is the tensor cores': precision bf16|fp16, sm_80 on);
+ * 0 for any other group. */
+struct GemmTiling { int rows, cols, tile_m, tile_n, tile_k, threads, mma; };
+int sched_gemm_tiling(const Plan *p, int grp, GemmTiling *t);
+/* The tiling of a 16r x 64 tile (r rows of outputs a thread) under p's
+ * precision: the tensor cores' for bf16|fp16 */
+GemmTiling sched_gemm_tile(const Plan *p, int r);
+/* The tiles GEMM group grp may take (64, 32, 16 rows; only --gpu-tile's
+ * when set), each with its split-K and predicted seconds on t (the
+ * scheduler picks the fastest); their count, 0 for any other group. */
+typedef struct GemmOption { int tile_m, split; double secs; } GemmOption;
+int sched_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOption *o);
+/* gpu_model.c: --report --target GPU, the step predicted per kernel from
+ * the rates above and each kernel's launch geometry */
 void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t);
 /* pipeline.c: a model's text through every pass: front end, autodiff,
  * fusion, memory plan, then the report or dumps asked for and the program
@@ -575,10 +606,10 @@ void emit_pool_chain_cuda(const Emit *m, rt_cuda_launch *L);
 /* emit_norm.c: the body of a G_NORM kernel (softmax, log_softmax, layer_norm and their gradients). */
 void emit_norm_c(const Emit *m);
 void emit_norm_cuda(const Emit *m, rt_cuda_launch *L);
-/* emit_nchw.c: a G_CHAN group's split: S blocks a channel at p->batch,
- * set in split with its counters (ctr_n) and partials (wsf_n) for memplan
- * to place; split stays 1 for a pass that cannot split. */
-void emit_cuda_chan_split(Plan *p, int grp);
+/* emit_nchw.c: the sums channel pass grp combines across slices (0 none,
+ * -1: it cannot be split), its channels and a channel's elements in one
+ * sample, for the scheduler (sched_gpu.c) */
+int emit_nchw_chan_sums(const Plan *p, int grp, int64_t *channels, int64_t *per_sample);
 /* emit_cuda.c: the CUDA kernels and their launches */
 const char *emit_cuda_prelude(int prec);   /* RT_PREC_*: bf16|fp16 add the 16-bit types */
 /* The CUDA kernel of group grp (text after the prelude), and its launch. */
@@ -586,29 +617,12 @@ char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *launch); /* stati
 /* groups grp and grp + 1 (Group.pair_next) as one kernel; sets a->pair */
 char *emit_cuda_pair(const Plan *p, int grp, rt_cuda_launch *a, const rt_cuda_launch *b);
 char *emit_cuda_pair_name(const Plan *p, int grp);     /* that kernel's name */
-/* Sets GEMM group grp's tile_m and split (1: none) at p->batch, once,
- * for memplan to place its workspace and counters and the emitter and
- * the GPU model to read; split 1 and tile_m 0 for any other group. */
-void emit_cuda_gemm_choose(Plan *p, int grp);
 /* The gradient ranges the train plan's CUDA kernels accumulate into (a
  * fused row reduction's atomics) or never write (a parameter without a
  * gradient), which the runtime zeroes before each step: (offset, floats)
  * pairs into r[2 * nparam], sorted and merged; their count. Every other
  * gradient is stored whole by its kernel each step. */
 int emit_cuda_zero_ranges(const Plan *p, int64_t *r);
-/* A G_MATMUL group's tiling, for gpu_model.c: outputs per thread
- * (rows x cols), the tile, and whether its k loop is the tensor cores'
- * (precision bf16|fp16, 64x64 tiles, sm_80 on); 0 for any other group. */
-typedef struct GemmTiling { int rows, cols, tile_m, tile_n, tile_k, threads, mma; } GemmTiling;
-int emit_cuda_gemm_tiling(const Plan *p, int grp, GemmTiling *t);
-/* The tiling of a 16r x 64 tile (r rows of outputs a thread) under p's
- * precision: the tensor cores' for bf16|fp16 */
-GemmTiling emit_cuda_gemm_tile(const Plan *p, int r);
-/* The tiles GEMM group grp may take (64, 32, 16 rows; only --gpu-tile's
- * when set), each with its split-K and predicted seconds on t (the
- * emitter picks the fastest on the H200); their count, 0 for any other group. */
-typedef struct GemmOption { int tile_m, split; double secs; } GemmOption;
-int emit_cuda_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOption *o);
 /* emit_program.c: the program's source, compiled and linked to out_path */
 int emit_program(const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
                  const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir);

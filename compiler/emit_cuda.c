@@ -20,22 +20,14 @@
 #include "cddprt.h"         /* RT_PREC_* */
 #include "dropout_rng.h"
 
-#define TILE_M 64
-#define TILE_N 64
-#define TILE_K 16
-#define THREADS 256
+/* the GEMM tile's shape, the scheduler's (sched_gpu.c) */
+#define TILE_M (16 * GPU_GEMM_R)
+#define TILE_N GPU_TILE_N
+#define TILE_K GPU_TILE_K
+#define THREADS GPU_THREADS
 #define ROWS_PER_BLOCK (THREADS / 32)   /* row kernels: one warp per sample */
 _Static_assert(ROW_TAIL_MAX_COLS <= TILE_N, "a row tail needs whole rows in one GEMM tile");
-#define GEMM_R 4            /* outputs per thread: GEMM_R rows x GEMM_R columns */
-/* split-K: a grid of tiles under a quarter of SPLIT_SMS (the SMs of the
- * largest GPU in gpu_model.c's table) at the train batch is split into at
- * most SPLIT_SMS / tiles slices of K, each at least SPLIT_MIN_KT k-slices
- * deep. Two (32 of K) rather than four: the partials' round trip (a 64x64
- * tile per slice) still costs less than the SMs the deeper slices leave
- * idle; the model (gpu_model.c, partials at memory bandwidth) predicts
- * SimpleNet's H200 step at 20.8 us against 22.5 with four */
-#define SPLIT_SMS 132
-#define SPLIT_MIN_KT 2
+#define GEMM_R GPU_GEMM_R   /* outputs per thread: GEMM_R rows x GEMM_R columns at most */
 
 /* rt_exec, the rounding helpers and the sample reader are cddprt.h's text
  * (RT_EXEC_FIELDS, RT_ROUND_FNS, RT_DATA_FNS): kernels see the host's
@@ -403,101 +395,15 @@ static void emit_row_tail(const Emit *m, int tm)
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* A GEMM group's tiling at the train batch (emit_cuda_gemm_choose): R rows of outputs per thread
- * (a 16R x 64 tile of THREADS threads; R = GEMM_R, 2 or 1) and S slices
- * of K. For each R, split-K as the grid of 16R x 64 tiles allows (one
- * under a quarter of SPLIT_SMS tiles is split into at most SPLIT_SMS /
- * tiles slices, each at least SPLIT_MIN_KT k-slices deep, none empty);
- * then the (R, S) the GPU model (gpu_model.c's formula, at the H200's
- * peaks, whose SMs SPLIT_SMS counts) predicts fastest, ties to the larger
- * R. A thinner tile gives a small grid blocks without the partials'
- * round trip deeper slices cost (S x M x N floats stored and read back),
- * at a lower FMA rate (r x 4 FMAs for r + 4 shared loads: 50% of peak at
- * 4 x 4, 33% at 2 x 4, 20% at 1 x 4; gpu_gemm_rate). SimpleNet's fc2
- * forward: 64x64 tiles x 16 slices (64 blocks, 1 MB of partials) -> 32x64
- * x 16 (128 blocks); fc3's input gradient (K = 10, no split): 4 blocks ->
- * 16. Under precision bf16|fp16 every tile runs on the tensor cores
- * (emit_mma_step: rr mmas a warp per k slice; a thinner tile loads more
- * fragments per mma, which the model's rate weighs).
- * `cddpc --gpu-tile 64|32|16` sets one tile for every GEMM instead. */
-/* The split-K of group gr (a GEMM) in 16r x 64 tiles at p->batch. */
-static int gemm_split_at(const Plan *p, const Group *gr, int r, int64_t *rows, int64_t *cols)
-{
-    const Node *mm = p->g->n[gr->anchor];
-    const Shape *as = &p->g->n[mm->in[0]]->shape;
-    const int64_t K = mm->op == OP_MM_TN ? as->d[0] : as->d[1];
-    /* batch rows (forward, input gradients), K fixed; or a weight
-     * gradient: M x N fixed, K the batch (sliced as the train batch would
-     * be; a step's own rows are sliced alike at run time) */
-    const int weight = mm->shape.d[0] != DIM_N && K == DIM_N;
-    const int splits = mm->shape.d[1] != DIM_N && (weight || (mm->shape.d[0] == DIM_N && K != DIM_N));
-    *rows = weight ? mm->shape.d[0] : mm->shape.d[0] == DIM_N ? p->batch : mm->shape.d[0];
-    *cols = mm->shape.d[1] == DIM_N ? p->batch : mm->shape.d[1];
-    const int64_t kt = cdiv(K == DIM_N ? p->batch : K, TILE_K), tiles = cdiv(*rows, 16 * r) * cdiv(*cols, TILE_N);
-    if (!splits || tiles < 1 || 4 * tiles > SPLIT_SMS)
-        return 1;
-    const int64_t s = SPLIT_SMS / tiles < kt / SPLIT_MIN_KT ? SPLIT_SMS / tiles : kt / SPLIT_MIN_KT;
-    return s < 2 ? 1 : (int)cdiv(kt, cdiv(kt, s));  /* no empty slice */
-}
-
-GemmTiling emit_cuda_gemm_tile(const Plan *p, int r)
-{
-    return (GemmTiling){r, GEMM_R, 16 * r, TILE_N, TILE_K, THREADS, p->g->prec != RT_PREC_FP32};
-}
-
-int emit_cuda_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOption *o)
-{
-    const Group *gr = &p->groups[grp];
-    if (gr->kind != G_MATMUL || p->batch <= 0)
-        return 0;
-    const KernelCost c = cost_group(p, gr, p->batch, COST_GPU);
-    int n = 0;
-    for (int r = GEMM_R; r >= 1; r /= 2) {
-        if (p->gpu_tile && 16 * r != p->gpu_tile)
-            continue;   /* --gpu-tile: that one */
-        const GemmTiling gt = emit_cuda_gemm_tile(p, r);
-        int64_t rows, cols;
-        const int s = gemm_split_at(p, gr, r, &rows, &cols);
-        const double blocks = (double)(cdiv(rows, 16 * r) * cdiv(cols, TILE_N) * s);
-        const double partials = s > 1 ? 8.0 * s * (double)rows * (double)cols : 0;
-        o[n++] = (GemmOption){16 * r, s, gpu_gemm_secs(t, &gt, c.flops, c.bytes + partials, blocks)};
-    }
-    return n;
-}
-
-void emit_cuda_gemm_choose(Plan *p, int grp)
-{
-    Group *gr = &p->groups[grp];
-    gr->tile_m = gr->kind == G_MATMUL ? (p->gpu_tile ? p->gpu_tile : 16 * GEMM_R) : 0;
-    gr->split = 1;
-    GemmOption o[3];
-    const int n = emit_cuda_gemm_options(p, grp, gpu_target("h200"), o);
-    int b = -1;
-    for (int k = 0; k < n; k++)     /* ties to the larger tile, the first */
-        if (b < 0 || o[k].secs < o[b].secs)
-            b = k;
-    if (b >= 0)
-        gr->tile_m = o[b].tile_m, gr->split = o[b].split;
-}
-
 /* A GEMM group's rows of outputs per thread, from its tile (chosen once,
- * emit_cuda_gemm_choose, when memplan ran). */
+ * by sched_gpu). */
 static int gemm_rows(const Group *gr)
 {
     if (gr->tile_m != 16 * GEMM_R && gr->tile_m != 32 && gr->tile_m != 16)
-        diag_ice("emit_cuda: GEMM group %s has no tile (memplan chooses it)", gr->name);
+        diag_ice("emit_cuda: GEMM group %s has no tile (sched_gpu chooses it)", gr->name);
     return gr->tile_m / 16;
 }
 
-int emit_cuda_gemm_tiling(const Plan *p, int grp, GemmTiling *t)
-{
-    const Group *gr = &p->groups[grp];
-    if (gr->kind != G_MATMUL)
-        return 0;
-    const int r = gemm_rows(gr);
-    *t = emit_cuda_gemm_tile(p, r);
-    return 1;
-}
 
 /* The tensor-core k step (inside `#if RT_MMA`, the FMA loop after its
  * `#else`) of a 16rr x 64 tile (rr = 4, 2, 1 rows of outputs a thread):
@@ -571,7 +477,7 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
     fprintf(f, "    const int64_t R = M, C = N;\n    (void)R;\n");
     /* RR = GEMM_R, 2 or 1 rows of outputs per thread: a TM-row tile */
     const int RR = gemm_rows(whole->gr), TM = 16 * RR;
-    fprintf(f, "    /* %dx%d tiles, %d x 4 outputs per thread (emit_cuda_gemm_choose) */\n", TM, TILE_N, RR);
+    fprintf(f, "    /* %dx%d tiles, %d x 4 outputs per thread (sched_gpu) */\n", TM, TILE_N, RR);
     fprintf(f, "    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n");
     fprintf(f, "    const int64_t row0 = (int64_t)by * %d, col0 = (int64_t)bx * %d;\n", TM, TILE_N);
     fprintf(f, "    if (row0 >= M || col0 >= N)\n        return;    /* uniform per block, before any barrier */\n");

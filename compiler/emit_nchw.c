@@ -1005,45 +1005,31 @@ static void cu_conv(const Emit *m, const Node *n, rt_cuda_launch *L)
  * sums in fix, and the channel's last block to arrive (a counter in the
  * part of fix the step zeroes) adds them in slice order and writes the
  * results, so they do not depend on the order the blocks ran in (as a
- * split-K GEMM's). S gives the train batch's grid at most CHAN_BLOCKS
- * blocks (one wave of 2 an SM on the largest GPU in gpu_model.c's table),
- * each slice at least CHAN_MIN elements deep. */
-#define CHAN_BLOCKS 264
-#define CHAN_MIN 2048
+ * split-K GEMM's). S is the scheduler's (sched_gpu.c), from what this
+ * file says of the pass. */
 
-/* The sums a channel pass combines across its slices (0: none, its
- * slices are independent); -1: it cannot be split (the statistics' and
- * the eval plan's copies of a vector). */
-static int chan_split_sums(const Emit *m, const Node *n)
+/* The sums channel pass grp combines across its slices (0: none, its
+ * slices are independent; -1: it cannot be split: the statistics' and the
+ * eval plan's copies of a vector), its channels, and the elements of a
+ * channel in one sample (H x W). */
+int emit_nchw_chan_sums(const Plan *p, int grp, int64_t *channels, int64_t *per_sample)
 {
+    const Group *gr = &p->groups[grp];
+    const Emit m = {NULL, p, gr, grp, 1};
+    const Node *n = ex_node(&m, gr->anchor);
+    const Shape *x = &ex_node(&m, n->in[chan_x_input(n)])->shape;
+    *channels = x->d[1];
+    *per_sample = x->d[2] * x->d[3];
     switch (n->op) {
     case OP_SUM_CHAN: case OP_MEAN_CHAN: case OP_BN_SQDEV: return 1;
     case OP_BN_DW: case OP_BN_DPART: return 2;
-    case OP_BN_DX: return chan_extra(m, OP_SUM_CHAN, n->id) >= 0;
+    case OP_BN_DX: return chan_extra(&m, OP_SUM_CHAN, n->id) >= 0;
     default: return -1;
     }
 }
 
-void emit_cuda_chan_split(Plan *p, int grp)
-{
-    Group *gr = &p->groups[grp];
-    const Emit m = {NULL, p, gr, grp, 1};
-    if (gr->kind != G_CHAN || p->batch <= 0)
-        return;
-    const Node *n = ex_node(&m, gr->anchor);
-    const int ns = chan_split_sums(&m, n);
-    const Shape *x = &ex_node(&m, n->in[chan_x_input(n)])->shape;
-    const int64_t ch = x->d[1], per = p->batch * x->d[2] * x->d[3];
-    const int64_t want = CHAN_BLOCKS / ch, deep = per / CHAN_MIN, S = want < deep ? want : deep;
-    if (ns < 0 || S < 2)
-        return;
-    gr->split = (int)S;
-    gr->ctr_n = ns ? ch : 0;                /* a counter a channel */
-    gr->wsf_n = ch * S * ns;                /* [channel][slice][sum] */
-}
-
 /* A channel pass's block sum of var into the channel's total `out`: the
- * block's sum itself, or with S slices (emit_cuda_chan_split) out_b,
+ * block's sum itself, or with S slices (sched_gpu) out_b,
  * which chan_totals then adds across them. */
 static void chan_sum(const Emit *m, const char *name, const char *var, const char *out)
 {

@@ -323,6 +323,8 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
         fprintf(f, "    .clip_norm = %s,\n", util_cfloat(t->clip_norm));
     if (t->accumulate > 1)
         fprintf(f, "    .accumulate = %d,\n", t->accumulate);
+    if (train->gpu)     /* sched_gpu's target, which the runtime holds the device to */
+        fprintf(f, "    .gpu_target = %s,\n", c_string(train->gpu->name));
     fprintf(f, "};\n\n");
     fprintf(f, "int main(int argc, char **argv)\n{\n    return rt_main(&cddp_model, argc, argv);\n}\n");
 }

@@ -2,14 +2,14 @@
  * training step on a GPU the user may not have, kernel by kernel, from
  * the cost model (cost.c, GPU target: epilogues in registers), each
  * kernel's launch geometry as the CUDA emitter sets it (emit_cuda.c), and
- * the GPU's datasheet peaks below.
+ * the GPU's datasheet peaks (gpu_rates.c).
  *
  * A kernel's time: its roofline time, max(FLOPs / FP32 peak, bytes / memory
  * bandwidth), divided by the share of the GPU its grid keeps busy, plus a
  * per-node overhead of the CUDA graph the runtime replays each step:
- *   - resident blocks: BLOCKS_PER_SM, the emitter's __launch_bounds__(256, 2)
+ *   - resident blocks: GPU_BLOCKS_PER_SM, the emitter's __launch_bounds__(256, 2)
  *     (the GEMM tiles need those registers);
- *   - waves = ceil(blocks / (SMs x BLOCKS_PER_SM)); busy share =
+ *   - waves = ceil(blocks / (SMs x GPU_BLOCKS_PER_SM)); busy share =
  *     min(1, blocks / (waves x SMs)): a grid smaller than the GPU, or a
  *     last wave partly empty, leaves SMs idle;
  *   - a sibling pair (fuse_pair.c) is one node: its parts side by side,
@@ -23,29 +23,9 @@
  * Those of precision bf16|fp16 run on the tensor cores (emit_cuda.c's
  * m16n8k16 mma, sm_80 on) against the dense BF16/FP16 tensor peak.
  *
- * A tiled GEMM reaches that peak only if shared memory keeps up. Each k
- * step a thread with an r x c register tile loads r + c operands from
- * shared memory for r x c FMAs. An SM serves 32 banks x 4 B per clock
- * (CUDA C++ Programming Guide, "Shared Memory": successive 32-bit words in
- * 32 banks, 32 bits per bank per clock), one warp-wide 4-byte load, while
- * it retires 128 FP32 FMAs per clock (the guide's "Arithmetic
- * Instructions" table, compute capability 8.x/9.0), four warp-wide FMAs.
- * So the FMA share is min(1, r c / (4 (r + c))): 0.5 for the emitter's
- * 4x4 (16 FMAs per 8 loads), 0.33 for its 2x4, 0.2 for its 1x4, 1 from
- * 8x8; the emitter picks each GEMM's tile with this same model
- * (gpu_gemm_secs, emit_cuda.c's emit_cuda_gemm_choose). Assumed: the operands are scalar
- * loads (the emitter's stride-16 layout rules out 128-bit ones), and the
- * tile fills (one shared store per 16 loads) are left out. A split-K GEMM
- * also moves its partials: split x M x N floats stored and read back once
- * (counted at memory bandwidth, though they may stay in L2).
- * The mma k step is bound the same way: per 16-deep slice a warp of a
- * 16r x 64 tile loads 8 + 4r scalars from shared memory (8 for its A
- * fragment, 4 for each of its r B fragments) for r mmas of 16 x 8 x 16
- * multiply-adds, while the SM's tensor cores retire tensor / flops x 128
- * multiply-adds per clock (the FP32 peak is 128 FMAs per SM per clock): a
- * share of (r x 2048 / (8 + 4r)) / that of the tensor peak, on an H200
- * 18% at 64x64 (24 loads for 4 mmas), 14% at 32x64, 9% at 16x64: the
- * fragments come from scalar loads, not ldmatrix.
+ * A GEMM kernel's rate, the share of the SMs a grid keeps busy and the
+ * targets' peaks are gpu_rates.c's (the scheduler, sched_gpu.c, chooses
+ * tiles with the same formulas).
  *
  * The runtime's own graph node between two steps of a run (cuda device,
  * rt_cuda_dev.c issue_step): step_turn, which ends one step and zeroes
@@ -57,54 +37,9 @@
 
 #include "cddpc.h"
 
-#define BLOCKS_PER_SM 2
 #define GRAPH_NODE_US 1.0       /* assumed: per kernel node of a replayed CUDA graph */
 #define GRAPH_LAUNCH_US 5.0     /* assumed: one cuGraphLaunch per step */
 #define EPOCH_SAMPLES 60000     /* MNIST's and Fashion-MNIST's training sets */
-
-/* The one table of GPU peaks, each with where it comes from. */
-static const GpuTarget targets[] = {
-    {"h100", "H100 SXM5 80GB", 66.9e12, 3.35e12, 989.5e12, 132,
-     "NVIDIA H100 Tensor Core GPU datasheet: FP32 67 TFLOPS, BF16/FP16 tensor 1,979 TFLOPS with sparsity "
-     "(989.5 dense), HBM3 3.35 TB/s; 132 SMs (H100 whitepaper)"},
-    {"h200", "H200 SXM 141GB", 66.9e12, 4.8e12, 989.5e12, 132,
-     "NVIDIA H200 Tensor Core GPU datasheet: FP32 67 TFLOPS, BF16/FP16 tensor 1,979 TFLOPS with sparsity "
-     "(989.5 dense), HBM3e 4.8 TB/s; 132 SMs"},
-    {"a100", "A100 SXM4 80GB", 19.5e12, 2.039e12, 312e12, 108,
-     "NVIDIA A100 Tensor Core GPU datasheet: FP32 19.5 TFLOPS, BF16/FP16 tensor 312 TFLOPS (dense), "
-     "HBM2e 2,039 GB/s; 108 SMs"},
-    {"t4", "T4", 8.1e12, 320e9, 0, 40,
-     "NVIDIA T4 datasheet: FP32 8.1 TFLOPS, GDDR6 320 GB/s; 40 SMs (sm_75: the mma path needs sm_80, "
-     "its GEMMs stay FMA)"},
-};
-
-const GpuTarget *gpu_target(const char *name)
-{
-    for (size_t i = 0; i < sizeof targets / sizeof *targets; i++)
-        if (!strcmp(name, targets[i].name))
-            return &targets[i];
-    return NULL;
-}
-
-double gpu_gemm_rate(const GpuTarget *t, const GemmTiling *gt)
-{
-    if (gt->mma && t->tensor > 0)   /* r mmas for 8 + 4r shared loads a warp */
-        return t->tensor * fmin(1, (gt->rows * 16.0 * 8 * 16 / (8 + 4 * gt->rows)) / (t->tensor / t->flops * 128));
-    return t->flops * fmin(1, gt->rows * gt->cols / (4.0 * (gt->rows + gt->cols)));
-}
-
-/* The share of t's SMs a grid of that many blocks keeps busy: a grid
- * smaller than the GPU, or a last wave partly empty, leaves SMs idle. */
-static double busy_share(const GpuTarget *t, double blocks)
-{
-    const double waves = ceil(blocks / (t->sms * BLOCKS_PER_SM));
-    return fmin(1, blocks / (waves * t->sms));
-}
-
-double gpu_gemm_secs(const GpuTarget *t, const GemmTiling *gt, double flops, double bytes, double blocks)
-{
-    return fmax(flops / gpu_gemm_rate(t, gt), bytes / t->bw) / busy_share(t, blocks);
-}
 
 /* Blocks of a launch at batch n, as rt_cuda.c computes the grid. */
 static double grid_blocks(const rt_cuda_launch *l, int64_t n)
@@ -119,7 +54,7 @@ static double grid_blocks(const rt_cuda_launch *l, int64_t n)
 void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
 {
     fprintf(f, "predicted %s plan on %s (batch %lld): %.1f TFLOP/s FP32, %.0f GB/s, %d SMs x %d blocks\n",
-            p->name, t->full, (long long)batch, t->flops / 1e12, t->bw / 1e9, t->sms, BLOCKS_PER_SM);
+            p->name, t->full, (long long)batch, t->flops / 1e12, t->bw / 1e9, t->sms, GPU_BLOCKS_PER_SM);
     fprintf(f, "  peaks: %s\n", t->source);
     fprintf(f, "  %-38s %8s %7s %6s %6s %10s %10s %9s %7s  %s\n", "kernel", "blocks", "threads", "waves", "busy",
             "roofline us", "overhead us", "total us", "bound", "GEMM tile (k/S: K in S slices)");
@@ -161,12 +96,12 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
         emit_cuda_kernel(p, i, &l);
         KernelCost c = cost_group(p, &p->groups[i], batch, COST_GPU);
         double blocks = grid_blocks(&l, batch), threads = (double)l.block[0] * l.block[1] * l.block[2];
-        double waves = ceil(blocks / (t->sms * BLOCKS_PER_SM));
-        double busy = busy_share(t, blocks);
+        double waves = ceil(blocks / (t->sms * GPU_BLOCKS_PER_SM));
+        double busy = gpu_busy_share(t, blocks);
         GemmTiling gt;
         double rate = t->flops;
         const char *tile = "";
-        if (emit_cuda_gemm_tiling(p, i, &gt)) {
+        if (sched_gemm_tiling(p, i, &gt)) {
             rate = gpu_gemm_rate(t, &gt);
             tile = util_fmt("%dx%d%s%s", gt.tile_m, gt.tile_n,
                             p->groups[i].split > 1 ? util_fmt(" k/%d", p->groups[i].split) : "",
@@ -201,8 +136,8 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
                 threads, waves, 100 * busy, 1e6 * (roof / busy + tail_s), first || second ? 0 : GRAPH_NODE_US,
                 1e6 * secs, tf >= tb ? "flops" : "memory", *tile ? "  " : "", tile);
         GemmOption opt[3];
-        const int nopt = emit_cuda_gemm_options(p, i, t, opt);
-        if (nopt > 1) {   /* the emitter's choice (on the H200) among them */
+        const int nopt = sched_gemm_options(p, i, t, opt);
+        if (nopt > 1) {   /* the scheduler's choice (sched_gpu.c, for this target) among them */
             fprintf(f, "    (tiles:");
             for (int k = 0; k < nopt; k++)
                 fprintf(f, "%s %s%dx%d%s %.2f us", k ? "," : "", opt[k].tile_m == gt.tile_m ? "*" : "", opt[k].tile_m,
@@ -218,8 +153,8 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
         /* a sibling pair, one launch: its parts side by side, so the
          * slower part alone, unless both together need more of the GPU
          * than there is (their roofline over the combined grid's share) */
-        const double pb = pair_blocks + blocks, pw = ceil(pb / (t->sms * BLOCKS_PER_SM));
-        const double pbusy = busy_share(t, pb);
+        const double pb = pair_blocks + blocks, pw = ceil(pb / (t->sms * GPU_BLOCKS_PER_SM));
+        const double pbusy = gpu_busy_share(t, pb);
         const double ptime = fmax(fmax(pair_alone, roof / busy + tail_s), (pair_roof + roof) / pbusy);
         step += ptime + GRAPH_NODE_US * 1e-6;
         fprintf(f, "  %-38s %8.0f %7.0f %6.0f %5.0f%% %10.2f %10.2f %9.2f %7s\n",
@@ -237,13 +172,13 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
                 t->tensor / 1e12);
         for (int r = 4; r >= 1; r /= 2)
             if (mma_rows & (1u << r)) {
-                const GemmTiling g = emit_cuda_gemm_tile(p, r);
+                const GemmTiling g = sched_gemm_tile(p, r);
                 fprintf(f, " %.0f%% of that peak in %dx%d tiles%s", 100 * gpu_gemm_rate(t, &g) / t->tensor, g.tile_m,
                         g.tile_n, mma_rows & ((1u << r) - 1) ? "," : "\n");
             }
     }
     if (gemm_rows) {
-        /* per kernel, from its tiling (emit_cuda_gemm_choose) */
+        /* per kernel, from its tiling (sched_gpu) */
         fprintf(f, "  GEMMs: FMA rate bound by shared-memory loads to");
         for (int r = 8; r >= 1; r /= 2)
             if (gemm_rows & (1u << r))

@@ -152,18 +152,30 @@ void mem_plan(Plan *p)
         p->buf[fix[i].node].off = p->fix_floats;
         p->fix_floats = align_up(p->fix_floats + fix[i].size);
     }
-    /* split-K GEMMs (GPU only): one workspace after every buffer, shared
-     * by them all (kernels of a plan run one after another), of split x N
-     * floats per sample for the partial [split][M][N]; arrival counters,
-     * one per tile of the train batch's grid, in fix, which the step
-     * zeroes. A weight gradient's M x N is the weight's, not per sample:
-     * its partials go to fix after everything the step zeroes (each its
-     * own range, so that sibling kernels never share one) */
+    for (int k = 0; k < p->norder; k++) {
+        int id = p->order[k];
+        if (plan_is_view(p, id))
+            p->buf[id] = p->buf[plan_source(p, id)];
+    }
+    p->fix_zero = p->fix_floats;
+}
+
+/* What the GPU's launch decisions (sched_gpu.c) need, after every buffer:
+ * split-K GEMMs share one workspace in act (kernels of a plan run one
+ * after another), split x N floats per sample for the partial [split][M][N];
+ * arrival counters, one per tile of the train batch's grid, in fix, which
+ * the step zeroes. A weight gradient's M x N is the weight's, not per
+ * sample: its partials go to fix after everything the step zeroes (each
+ * its own range, so that sibling kernels never share one); so do a
+ * channel pass's slices' partial sums. */
+void mem_plan_gpu(Plan *p)
+{
+    const Graph *g = p->g;
+    if (!p->gpu)
+        diag_ice("memplan: plan %s has no GPU decisions (sched_gpu runs first)", p->name);
     int64_t ws = 0;
     for (int i = 0; i < p->ngroups; i++) {
         Group *gr = &p->groups[i];
-        emit_cuda_gemm_choose(p, i);
-        emit_cuda_chan_split(p, i);
         if (gr->split < 2)
             continue;
         if (gr->kind == G_CHAN) {   /* a channel pass over several blocks: a counter a channel */
@@ -173,8 +185,6 @@ void mem_plan(Plan *p)
         }
         const Shape *s = &g->n[gr->anchor]->shape;
         int64_t cols = s->d[1];
-        GemmTiling t;
-        emit_cuda_gemm_tiling(p, i, &t);
         const int fixed = s->d[0] != DIM_N;
         if (!fixed) {
             gr->ws_units = gr->split * cols;
@@ -182,8 +192,8 @@ void mem_plan(Plan *p)
                 ws = align_up(gr->ws_units);
             gr->ws_off = align_up(p->act_units);
         }
-        gr->ctr_rows = ((fixed ? s->d[0] : p->batch) + t.tile_m - 1) / t.tile_m;
-        gr->ctr_n = gr->ctr_rows * ((cols + t.tile_n - 1) / t.tile_n);
+        gr->ctr_rows = ((fixed ? s->d[0] : p->batch) + gr->tile_m - 1) / gr->tile_m;
+        gr->ctr_n = gr->ctr_rows * ((cols + GPU_TILE_N - 1) / GPU_TILE_N);
         gr->ctr_off = p->fix_floats;
         p->fix_floats = align_up(p->fix_floats + gr->ctr_n);
     }
@@ -204,11 +214,6 @@ void mem_plan(Plan *p)
     }
     if (ws)
         p->act_units = align_up(p->act_units) + ws;
-    for (int k = 0; k < p->norder; k++) {
-        int id = p->order[k];
-        if (plan_is_view(p, id))
-            p->buf[id] = p->buf[plan_source(p, id)];
-    }
 }
 
 /* What the kernels of both targets round (emit_expr.c's ex_element, the

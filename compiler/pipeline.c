@@ -74,6 +74,13 @@ int pipeline_compile(const PipelineOptions *o, const char *text, const char *out
     train->gpu_tile = eval->gpu_tile = o->gpu_tile;
     mem_plan(train);
     mem_plan(eval);
+    /* the CUDA kernels' launches for the named GPU (or the likeliest one),
+     * then the memory those decisions need */
+    const GpuTarget *gpu = o->gpu ? o->gpu : gpu_target(SCHED_GPU_DEFAULT);
+    sched_gpu(train, gpu);
+    sched_gpu(eval, gpu);
+    mem_plan_gpu(train);
+    mem_plan_gpu(eval);
     fuse_pair_siblings(train, o->fusion);
     fuse_pair_siblings(eval, o->fusion);
     verify(g, "memplan");

@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RT_ABI_VERSION 10
+#define RT_ABI_VERSION 11
 
 /* Source text of both targets: RT_STR(x) is x after macro expansion, as a
  * string literal (one line), for the text the compiler emits and NVRTC
@@ -372,6 +372,10 @@ typedef struct rt_model {
     int sched_n;
     float clip_norm;        /* clip_grad_norm_'s max_norm (norm_type 2); 0: no clipping */
     int accumulate;         /* micro-batches per optimizer step (0 or 1: none) */
+    /* The GPU the CUDA kernels' launches (tiles, split-K, channel slices)
+     * were scheduled for (cddpc --target; "h100" by default): the header
+     * says so when the device's name does not hold it. */
+    const char *gpu_target;
 } rt_model;
 
 /* RT_PARAM_* flags of parameter i of m. */

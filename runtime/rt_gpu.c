@@ -57,18 +57,21 @@ int rt_gpu_start(rt_gpu *g, const rt_model *m, int use_cache, double comm_timeou
     return 0;
 }
 
-void rt_gpu_describe(const rt_gpu *g, char *buf, size_t len)
+void rt_gpu_describe(const rt_gpu *g, const char *sched, char *buf, size_t len)
 {
     const rt_cuda *cu = &g->cu;
-    char nc[48] = "", code[48] = "";
+    char nc[48] = "", code[48] = "", other[96] = "";
+    /* the launches were sized for another GPU: they run, perhaps slower */
+    if (sched && *sched && !strcasestr(cu->name, sched))
+        snprintf(other, sizeof other, "; launches scheduled for %s (cddpc --target)", sched);
     if (cu->nccl)
         snprintf(nc, sizeof nc, ", NCCL %d.%d.%d", g->nccl_version / 10000, g->nccl_version / 100 % 100,
                  g->nccl_version % 100);
     if (strcmp(cu->arch, cu->dev_arch))
         snprintf(code, sizeof code, " (code for %s)", cu->arch);
-    snprintf(buf, len, "cuda:%d (%s, %s%s, driver %d.%d, NVRTC %d.%d%s, kernels %s)", cu->ordinal, cu->name,
+    snprintf(buf, len, "cuda:%d (%s, %s%s, driver %d.%d, NVRTC %d.%d%s, kernels %s%s)", cu->ordinal, cu->name,
              cu->dev_arch, code, cu->driver / 1000, cu->driver % 1000 / 10, rt_nv.major, rt_nv.minor, nc,
-             cu->from_cache ? "cached" : "compiled");
+             cu->from_cache ? "cached" : "compiled", other);
 }
 
 void rt_gpu_coll(rt_gpu *g, rt_coll *c)

@@ -624,7 +624,7 @@ const char *rt_gpu_bus_id(const rt_gpu *g);
  * after an error line. */
 int rt_gpu_start(rt_gpu *g, const rt_model *m, int use_cache, double comm_timeout);
 /* "cuda:0 (NAME, sm_90, driver 13.0, NVRTC 13.0, NCCL 2.28.3, kernels cached)" */
-void rt_gpu_describe(const rt_gpu *g, char *buf, size_t len);
+void rt_gpu_describe(const rt_gpu *g, const char *sched, char *buf, size_t len);
 /* The collectives of its ranks: NCCL's when started with it, else MPI's. */
 void rt_gpu_coll(rt_gpu *g, rt_coll *c);
 int rt_gpu_dev_open(rt_device *dev, rt_gpu *g, const rt_model *m, const rt_opts *o, rt_ws *w,

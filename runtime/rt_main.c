@@ -585,7 +585,7 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
 
     char devname[1024];   /* holds the 640-byte reason too */
     if (use_cuda)
-        rt_gpu_describe(gpu, devname, sizeof devname);
+        rt_gpu_describe(gpu, m->gpu_target, devname, sizeof devname);
     else if (o.device == RT_DEV_AUTO)
         snprintf(devname, sizeof devname, "cpu (auto: %s)", *why ? why : "no CUDA kernels in this program");
     else

@@ -65,7 +65,7 @@ unset KC_CDDPC_FLAGS
 check 'row tail: lane groups twice as wide (half of the tile'"'"'s rows)' 's/const int RL = \([0-9]*\);/const int RL = 2 * \1;/' $Q
 check 'row tail: shuffles reach into the next row'"'"'s lanes' 's|for (int o = RL / 2; o > 0; o >>= 1)|for (int o = RL; o > 0; o >>= 1)|' $Q
 check 'row tail: the batch'"'"'s last row left out' 's/const int live = ri < M;/const int live = ri < M - 1;/' $Q
-# thinner tiles (emit_cuda.c emit_cuda_gemm_choose): odd.net's small GEMMs take
+# thinner tiles (sched_gpu.c gemm_choose): odd.net's small GEMMs take
 # 16x64 tiles, its fc1 weight gradient 32x64 tiles split over the batch
 check '16-row tiles placed 64 rows apart' 's/row0 = (int64_t)by \* 16,/row0 = (int64_t)by * 64,/' $Q
 check 'a 32-row tile loads only its first 16 rows of A' 's/for (int l = threadIdx.x; l < 512; l += 256)/for (int l = threadIdx.x; l < 256; l += 256)/' $Q

@@ -135,8 +135,9 @@ run --device cpu --epochs 2 --step-log "$TMP/sh.csv" --metrics "$TMP/mh.csv" --s
 sed -i '/WARNING: ASan doesn.t fully support makecontext\/swapcontext/d' "$TMP/ec"
 if [ $rc -eq 0 ] && [ ! -s "$TMP/ec" ]; then pass "2 epochs on the emulated device, stderr empty"
 else fail "2 epochs on the emulated device (status $rc)"; sed 's/^/      /' "$TMP/ec" | head -20; fi
-grep -q 'device cuda:0 (Fake GPU (emulated), sm_90, driver 13.0, NVRTC [0-9.]*, kernels compiled)' "$TMP/oc" \
-    && pass "header names the device; kernels compiled" || fail "header: $(head -1 "$TMP/oc")"
+grep -q 'device cuda:0 (Fake GPU (emulated), sm_90, driver 13.0, NVRTC [0-9.]*, kernels compiled; launches scheduled for h100 (cddpc --target))' "$TMP/oc" \
+    && pass "header names the device, kernels compiled, and that the launches were scheduled for another GPU" ||
+    fail "header: $(head -1 "$TMP/oc")"
 ls "$XDG_CACHE_HOME"/cddpc/*.cubin >/dev/null 2>&1 && pass "kernels cached in \$XDG_CACHE_HOME/cddpc" \
     || fail "no cache file"
 cmp_runs() {    # cmp_runs NAME STEPLOG_A STEPLOG_B [METRICS_A METRICS_B [ST_A ST_B]]
@@ -205,9 +206,15 @@ P
 awk -F, 'NR == 2 && $5 > 0 && $6 > 0 {ok = 1} END {exit !ok}' "$TMP/mc.csv" \
     && pass "epoch time from device events is positive" || fail "epoch time"
 
-expect "second run: kernels from the cache" 0 'kernels cached\)' "${R[@]}" --device cuda --epochs 1 --max-steps 1
+expect "second run: kernels from the cache" 0 'kernels cached[;)]' "${R[@]}" --device cuda --epochs 1 --max-steps 1
+expect "on the GPU its launches were scheduled for, the header says nothing of it" 0 \
+    'device cuda:0 \(NVIDIA H100 80GB HBM3, sm_90, driver 13.0, NVRTC [0-9.]*, kernels cached\)' \
+    env FAKE_CUDA_NAME="NVIDIA H100 80GB HBM3" "${R[@]}" --device cuda --epochs 1 --max-steps 1
+expect "on another GPU, the header names the target" 0 \
+    'device cuda:0 \(NVIDIA H200, sm_90, .*kernels cached; launches scheduled for h100 \(cddpc --target\)\)' \
+    env FAKE_CUDA_NAME="NVIDIA H200" "${R[@]}" --device cuda --epochs 1 --max-steps 1
 n0=$(ls "$XDG_CACHE_HOME"/cddpc | wc -l)
-expect "--no-cache compiles" 0 'kernels compiled\)' "${R[@]}" --device cuda --epochs 1 --max-steps 1 --no-cache
+expect "--no-cache compiles" 0 'kernels compiled[;)]' "${R[@]}" --device cuda --epochs 1 --max-steps 1 --no-cache
 [ "$(ls "$XDG_CACHE_HOME"/cddpc | wc -l)" -eq "$n0" ] && pass "--no-cache writes nothing" || fail "--no-cache wrote"
 expect "auto picks the (fake) GPU" 0 'device cuda:0' "${R[@]}" --device auto --epochs 1 --max-steps 1
 

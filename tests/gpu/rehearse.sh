@@ -22,6 +22,36 @@ else
     tail -n 30 $B/logs/build.log
     exit 1
 fi
+# the whole script as the device runs it, here without a GPU: every GPU
+# step fails or is n/a fast, and what comes back must fit the device tool
+# (at most 8 files, at most 2 folders down) and hold the table's rows
+rm -rf $B/out && mkdir -p $B/out
+OUT=$PWD/$B/out CDDP_GPU_REUSE_BUILD=1 CDDP_LIBCUDA=$PWD/$B/no-libcuda.so.1 CDDP_GPU_BUDGET=240 \
+    bash tests/gpu/run.sh >$B/logs/run_all.log 2>&1
+nfiles=$(find $B/out -type f | wc -l)
+deep=$(find $B/out -mindepth 4 | head -n 3 | tr '\n' ' ')
+if [ "$nfiles" -ge 1 ] && [ "$nfiles" -le 8 ] && [ -z "$deep" ]; then
+    ok "run.sh leaves $nfiles files in OUT, none over 2 folders down: $(cd $B/out && find . -type f | sort | tr '\n' ' ')"
+else
+    no "run.sh left $nfiles files in OUT (at most 8), deeper than 2 folders: ${deep:-none}"
+fi
+want="build|NVRTC compile, device arch|kernels vs C reference|bf16/fp16 mma GEMMs vs C|train SimpleNet 2 epochs|cuda = cpu, 100 steps|NCCL path, 1 GPU|ConvNet + SyncBN, NCCL vs cpu|predicted vs measured kernels|torch eager epoch|torch.compile epoch|epoch time vs 15 ms"
+got=$(awk '/^gpu: / { next }
+           NR > 1 && !/^check / { if (!match($0, / (PASS|FAIL|n\/a|WARN|SLOW) +[0-9.]+  /)) { print "BAD " $0; exit }
+                                  t = substr($0, 1, RSTART - 1); sub(/ +$/, "", t); printf "%s%s", (n++ ? "|" : ""), t }' \
+      $B/out/gpu/summary.txt 2>/dev/null)
+if [ "$got" = "$want" ] && head -n 1 $B/out/gpu/summary.txt | grep -q '^==== tests/gpu/run.sh: [0-9]* s in all (budget 240 s)'; then
+    ok "summary.txt: the header and one row a step, each PASS, FAIL, n/a, WARN or SLOW"
+else
+    no "summary.txt's rows: '$got', want '$want'"
+    cat $B/out/gpu/summary.txt 2>/dev/null | head -n 20
+fi
+if tar -tzf $B/out/gpu/logs.tar.gz 2>/dev/null | grep -q '^logs/train.log$' &&
+    grep -q '^build  *PASS' $B/out/gpu/summary.txt && [ -s $B/out/gpu/torch.txt ] && [ -s $B/out/gpu/predict.txt ]; then
+    ok "logs.tar.gz holds every step's log; torch.txt and predict.txt written"
+else
+    no "logs.tar.gz, torch.txt or predict.txt incomplete"
+fi
 # step_convnet compiles the notes' ConvNet the same way
 if CDDPC_CC=$PWD/tests/gpu/cc.sh CDDP_GPU_ZLIB=-l:libz.so.1 $B/cddpc models/mnist_convnet.net -o $B/convnet \
     >$B/logs/convnet.log 2>&1; then

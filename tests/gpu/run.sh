@@ -29,22 +29,36 @@
 #   convnet  the notes' ConvNet (models/mnist_convnet.net: Conv2d, SyncBatchNorm,
 #            pooling) through the NCCL path (its SyncBatchNorm sums as NCCL
 #            all-reduces in the step graph) against the cpu: 50 steps
+#   predict  the GPU model's kernel times (cddpc --report --target, picked
+#            from nvidia-smi's name) against the measured ones, per kernel,
+#            for SimpleNet and the ConvNet (tests/gpu/predict.sh; n/a on a
+#            GPU outside the model's table)
 #   speed    the timed epoch (device events) against the 15 ms target
 #            (a target, reported, not a failure)
 #   torch    PyTorch eager epochs with resident data on the same GPU (n/a
 #            when unusable); torch.compile(mode="reduce-overhead") too with
-#            CDDP_GPU_TORCH_COMPILE=1 (its compile takes minutes of GPU time)
+#            CDDP_GPU_TORCH_COMPILE=1 (its compile takes minutes of GPU time,
+#            outside the budget)
+# A step that cannot run for want of a library (NCCL missing, or built for
+# a newer CUDA major than the driver's) is n/a with the reason, not FAIL.
 # Exit status non-zero when any check FAILs. Logs: build/gpu/logs/.
-# Results: only the tail of the output comes back from a lent machine, so
-# when OUT names a folder (the device tool's $OUT) the table
-# (summary.txt), every step's log and detail, the kernel tables (nvrtc.txt,
-# kernels.txt), the CSVs and the run outputs are copied into OUT/gpu/,
-# after every step (a run cut short still leaves what it did).
+# Results: the device tool brings back at most 8 files, at most 2 folders
+# down, so when OUT names a folder (the device tool's $OUT) exactly four
+# are written to OUT/gpu/, after every step (a run cut short still leaves
+# what it did): summary.txt (the table), predict.txt (predicted against
+# measured, per kernel), torch.txt (the epoch against PyTorch's) and
+# logs.tar.gz (every step's log and detail, the kernel tables, the CSVs
+# and the run outputs).
+# Budgets: all steps together CDDP_GPU_BUDGET seconds (default 300, so a
+# rerun fits a 15-minute lease with the machine's start); each step its
+# own limit (the run_step lines at the end), cut to what the budget has
+# left. The build runs on every core.
 # Options (environment): CDDP_GPU_DATA (default build/gpu-data), PYTHON (the
 # one with torch; default: python3 or python, whichever imports torch),
 # CDDP_GPU_BUDGET (seconds for all steps, default 300: GPU time is short and
 # a rerun must fit), CDDP_GPU_TORCH_COMPILE=1, CDDP_GPU_ZSHIM=1 (use the
-# zlib shim even where zlib.h exists: to rehearse it).
+# zlib shim even where zlib.h exists: to rehearse it), CDDP_GPU_REUSE_BUILD=1
+# (keep a build already in build/gpu: tests/gpu/rehearse.sh).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
@@ -56,6 +70,7 @@ PY=${PYTHON:-python3}
 CC=${CC:-$(command -v cc || command -v gcc || echo cc)}
 export CDDP_GPU_CC=$CC                  # what tests/gpu/cc.sh runs for cddpc
 CF="-std=c11 -O3 -march=native -D_GNU_SOURCE"
+JOBS=$(nproc 2>/dev/null || echo 4)
 # NVRTC: the runtime searches the loader's path, then $CUDA_HOME (here: the
 # toolkit of nvcc); as a last resort the NVRTC PyTorch's wheels bring (the
 # runtime takes the newest one the driver supports).
@@ -107,33 +122,44 @@ step_build() {
     }
     zlib_flags
     echo "zlib: $ZWHICH" >"$LOGS/zlib"
-    mkdir -p $B/obj $B/include $B/emit
+    if [ "${CDDP_GPU_REUSE_BUILD:-}" = 1 ] && [ -x $B/cddpc ] && [ -s $B/libcddprt.a ] && [ -x $B/mnist ] &&
+        [ -x $B/kernel_check ] && [ -x $B/kernel_check_bf16 ] && [ -x $B/kernel_check_fp16 ]; then
+        detail "the build in $B kept (CDDP_GPU_REUSE_BUILD=1)"
+        return 0
+    fi
+    mkdir -p $B/obj $B/cobj $B/include $B/emit
     set -x
+    rm -f $B/obj/*.o $B/cobj/*.o
+    # every file at once, on every core: the compiler (which draws `cddpc
+    # plot` with the runtime's SVG writer, as the Makefile links it), then
+    # the runtime without BLAS, MPI or oneDNN
     local srcs=()
     for f in compiler/*.c; do
         case $f in compiler/lex.c | compiler/parse.c) ;; *) srcs+=("$f") ;; esac
     done
-    # the compiler draws `cddpc plot` with the runtime's SVG writer (as the Makefile links it)
-    $CC -std=c11 -O2 -D_GNU_SOURCE -w -Icompiler -Iruntime -Ibuild/gen "${srcs[@]}" build/gen/parse.c build/gen/lex.c \
-        runtime/rt_plot.c -lm -o $B/cddpc || { detail "compiler build failed (see logs/build.log)"; return 1; }
-    rm -f $B/obj/*.o
-    for f in runtime/rt_*.c; do
-        $CC $CF -Wall -Wextra -DCDDP_NO_BLAS -DCDDP_NO_MPI -DCDDP_NO_DNNL -fopenmp $ZINC -Iruntime -c "$f" -o $B/obj/"$(basename "${f%.c}")".o ||
-            { detail "runtime build failed on $f (see logs/build.log)"; return 1; }
-    done
+    printf '%s\n' "${srcs[@]}" build/gen/parse.c build/gen/lex.c runtime/rt_plot.c |
+        xargs -P "$JOBS" -I{} sh -c '$0 -std=c11 -O2 -D_GNU_SOURCE -w -Icompiler -Iruntime -Ibuild/gen -c "$2" -o "$1/$(basename "${2%.c}").o"' \
+            "$CC" $B/cobj {} &&
+        $CC $B/cobj/*.o -lm -o $B/cddpc || { detail "compiler build failed (see logs/build.log)"; return 1; }
+    printf '%s\n' runtime/rt_*.c |
+        xargs -P "$JOBS" -I{} sh -c '$0 $1 -c "$3" -o "$2/$(basename "${3%.c}").o"' "$CC" \
+            "$CF -Wall -Wextra -DCDDP_NO_BLAS -DCDDP_NO_MPI -DCDDP_NO_DNNL -fopenmp $ZINC -Iruntime" $B/obj {} ||
+        { detail "runtime build failed (see logs/build.log)"; return 1; }
     rm -f $B/libcddprt.a
     ar rcs $B/libcddprt.a $B/obj/*.o && cp runtime/cddprt.h $B/include/ || { detail "ar failed"; return 1; }
     # what cddpc links programs with, beside libcddprt.a: no OpenBLAS here
     echo "$ZLIB -lm -lpthread -ldl" >$B/libcddprt.ldflags
-    CDDPC_CC=$ROOT/tests/gpu/cc.sh CDDP_GPU_ZLIB=$ZLIB $B/cddpc models/mnist.net -o $B/mnist ||
-        { detail "cddpc models/mnist.net failed (see logs/build.log)"; return 1; }
-    # kernel_check for SimpleNet, and for the tensor-core GEMMs (precision
-    # bf16 and fp16: mma.sync m16n8k16)
-    build_kc models/mnist.net $B/emit $B/kernel_check &&
-        build_kc tests/cuda/models/amp_bf16.net $B/emit_bf16 $B/kernel_check_bf16 &&
-        build_kc tests/cuda/models/amp_fp16.net $B/emit_fp16 $B/kernel_check_fp16 || return 1
+    # SimpleNet, and kernel_check for it and for the tensor-core GEMMs
+    # (precision bf16 and fp16: mma.sync m16n8k16), side by side
+    local pids=() p rc=0
+    CDDPC_CC=$ROOT/tests/gpu/cc.sh CDDP_GPU_ZLIB=$ZLIB $B/cddpc models/mnist.net -o $B/mnist & pids+=($!)
+    build_kc models/mnist.net $B/emit $B/kernel_check & pids+=($!)
+    build_kc tests/cuda/models/amp_bf16.net $B/emit_bf16 $B/kernel_check_bf16 & pids+=($!)
+    build_kc tests/cuda/models/amp_fp16.net $B/emit_fp16 $B/kernel_check_fp16 & pids+=($!)
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    [ $rc -eq 0 ] && [ -x $B/mnist ] || { [ -s "$LOGS/build.detail" ] || detail "cddpc models/mnist.net failed (see logs/build.log)"; return 1; }
     set +x
-    detail "cddpc, libcddprt (no BLAS), SimpleNet, kernel_check (fp32, bf16, fp16); $(basename "$CC") $($CC -dumpversion); zlib $ZWHICH"
+    detail "cddpc, libcddprt (no BLAS), SimpleNet, kernel_check (fp32, bf16, fp16) on $JOBS cores; $(basename "$CC") $($CC -dumpversion); zlib $ZWHICH"
 }
 
 step_nvrtc() {
@@ -200,8 +226,8 @@ step_nccl() {
         --save $B/nccl.st >$B/nccl.out 2>&1
     local rc=$?
     cat $B/nccl.out
-    if grep -q 'NCCL missing' $B/nccl.out; then
-        detail "n/a: $(grep -o 'NCCL missing[^)]*' $B/nccl.out | head -1)"
+    if grep -q 'NCCL missing\|NCCL .* was built for CUDA' $B/nccl.out; then
+        detail "n/a: $(grep -o 'NCCL missing[^)]*\|NCCL .* was built for CUDA [^(]*' $B/nccl.out | head -1)"
         return 3
     fi
     [ $rc -eq 0 ] && grep -q ', NCCL ' $B/nccl.out || { detail "the NCCL run failed (status $rc)"; return 1; }
@@ -215,7 +241,7 @@ step_convnet() {
     CDDPC_CC=$ROOT/tests/gpu/cc.sh CDDP_GPU_ZLIB=$ZLIB $B/cddpc models/mnist_convnet.net \
         -o $B/convnet || { detail "cddpc models/mnist_convnet.net failed"; return 1; }
     local common="--data $DATA --max-steps 50 --lr 0.03" force=1
-    grep -q 'NCCL missing' $B/nccl.out 2>/dev/null && force=     # then the plain device path
+    grep -q ', NCCL ' $B/nccl.out 2>/dev/null || force=     # no usable NCCL: the plain device path
     CDDP_NCCL_FORCE=$force $B/convnet --device cuda $common --step-log $B/cn_cuda.csv --save $B/cn_cuda.st \
         >$B/cn_cuda.out 2>&1
     local rc=$?
@@ -254,6 +280,18 @@ P
     return $st
 }
 
+step_predict() {
+    zlib_flags
+    CDDPC_CC=$ROOT/tests/gpu/cc.sh CDDP_GPU_ZLIB=$ZLIB bash tests/gpu/predict.sh $B/cddpc "$DATA" >$B/predict.txt 2>&1
+    local rc=$?
+    cat $B/predict.txt
+    case $rc in
+    0) detail "$(grep 'sum of kernels' $B/predict.txt | awk '{printf "%s%.1f us predicted, %.1f measured (%sx)", (NR > 1 ? "; " : ""), $4, $7, $9}' | sed 's/^/SimpleNet then ConvNet: /')" ;;
+    77) detail "n/a: $(grep -m1 '^SKIP' $B/predict.txt | sed 's/^SKIP: //')"; return 3 ;;
+    *) detail "predict.sh failed: $(tail -1 $B/predict.txt)"; return 1 ;;
+    esac
+}
+
 if [ "${1:-}" = "--step" ]; then
     STEP=$2
     shift 2
@@ -266,6 +304,7 @@ if [ "${1:-}" = "--step" ]; then
         parity) step_parity ;;
         nccl) step_nccl ;;
         convnet) step_convnet ;;
+        predict) step_predict ;;
         torch_eager) step_torch eager ;;
         torch_compile) step_torch compile ;;
         *) echo "unknown step $STEP" >&2; exit 2 ;;
@@ -285,25 +324,40 @@ BUDGET=${CDDP_GPU_BUDGET:-300}
 # a step past its limit gets 10 s to die (timeout --kill-after), and the
 # table and the copy to OUT follow: keep that much of the budget back
 MARGIN=15
-# OUT/gpu: what the device tool brings back (see the header)
+# OUT/gpu: what the device tool brings back, four files (see the header)
 save_out() {
     [ -n "${OUT:-}" ] || return 0
-    mkdir -p "$OUT/gpu/logs" || return 0
-    cp -f "$LOGS"/* "$OUT/gpu/logs/" 2>/dev/null
-    local f
-    for f in $B/*.csv $B/*.txt $B/*.out $B/*.json; do
-        [ -f "$f" ] && cp -f "$f" "$OUT/gpu/"
-    done
+    mkdir -p "$OUT/gpu" || return 0
     print_table >"$OUT/gpu/summary.txt"
+    if [ -s $B/predict.txt ]; then cp -f $B/predict.txt "$OUT/gpu/predict.txt"
+    else echo "predict: not run yet" >"$OUT/gpu/predict.txt"; fi
+    torch_table >"$OUT/gpu/torch.txt"
+    local extra
+    extra=$(cd $B && ls -- *.csv *.txt *.out *.json 2>/dev/null | tr '\n' ' ')
+    # shellcheck disable=SC2086  # the file names are ours, without spaces
+    tar -czf "$OUT/gpu/logs.tar.gz.part" -C $B logs $extra 2>/dev/null &&
+        mv -f "$OUT/gpu/logs.tar.gz.part" "$OUT/gpu/logs.tar.gz"
+}
+# the epoch against PyTorch's on the same GPU, as speed_row found them
+torch_table() {
+    echo "==== SimpleNet's epoch against PyTorch's on this GPU (Fashion-MNIST, batch 64, data resident)"
+    [ -n "${GPU_LINE:-}" ] && echo "$GPU_LINE"
+    local r
+    for r in cddp torch_eager torch_compile; do
+        case $r in
+        cddp) printf '%-16s %s\n' "cddp" "$(awk -F, 'NR == 3 {printf "epoch 2: %.2f ms", 1000 * $5}' $B/train.csv 2>/dev/null || true)" ;;
+        *) printf '%-16s %s\n' "${r/_/ }" "$(cat "$LOGS/$r.detail" 2>/dev/null || echo "not run")" ;;
+        esac
+    done
 }
 print_table() {
     echo "==== tests/gpu/run.sh: $(( $(date +%s) - T_START )) s in all (budget $BUDGET s); logs in $LOGS/"
     [ -n "${GPU_LINE:-}" ] && echo "$GPU_LINE"
-    printf '%-28s %-5s %7s  %s\n' "check" "" "s" "result"
+    printf '%-32s %-5s %7s  %s\n' "check" "" "s" "result"
     local r title st secs d
     for r in "${rows[@]}"; do
         IFS='|' read -r title st secs d <<<"$r"
-        printf '%-28s %-5s %7s  %s\n' "$title" "$st" "$secs" "$d"
+        printf '%-32s %-5s %7s  %s\n' "$title" "$st" "$secs" "$d"
     done
 }
 run_step() {    # run_step NAME LIMIT_S TITLE [needs_build]
@@ -315,7 +369,8 @@ run_step() {    # run_step NAME LIMIT_S TITLE [needs_build]
         return
     fi
     local left=$((T_START + BUDGET - MARGIN - $(date +%s)))
-    [ "$left" -lt "$limit" ] && limit=$left
+    # torch.compile, opted in, takes minutes: its own limit, outside the budget
+    [ "$name" != torch_compile ] && [ "$left" -lt "$limit" ] && limit=$left
     if [ "$limit" -lt 5 ]; then
         rows+=("$title|FAIL|0.0|not run: the ${BUDGET} s budget is spent")
         fails=$((fails + 1))
@@ -358,6 +413,7 @@ run_step train 60 "train SimpleNet 2 epochs" needs_build
 run_step parity 60 "cuda = cpu, 100 steps" needs_build
 run_step nccl 45 "NCCL path, 1 GPU" needs_build
 run_step convnet 60 "ConvNet + SyncBN, NCCL vs cpu" needs_build
+run_step predict 60 "predicted vs measured kernels" needs_build
 run_step torch_eager 60 "torch eager epoch"
 if [ "${CDDP_GPU_TORCH_COMPILE:-}" = 1 ]; then
     run_step torch_compile 180 "torch.compile epoch"

@@ -29,7 +29,7 @@
 #     optimizer kernel, the step's last (the three memset nodes it once
 #     replaced, then its own node, are gone);
 #   - t1, fc2's forward (64 x 256, K = 512), tiled by the model
-#     (emit_cuda.c's emit_cuda_gemm_choose): 32x64 tiles, 2 x 4 outputs per thread, 2 x 4
+#     (sched_gpu.c's gemm_choose): 32x64 tiles, 2 x 4 outputs per thread, 2 x 4
 #     tiles x 16 slices of K = 128 blocks; 2 x 64 x 256 x 512 + 2 x 64 x 256
 #     FLOPs at a third of 66.9 TFLOP/s (8 FMAs per 6 shared loads) over 128
 #     of 132 SMs: 0.78 us, FLOP-bound (its bytes with 16 slices of

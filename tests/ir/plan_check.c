@@ -68,6 +68,8 @@ static Plan *train_plan(Program *prog, FuseLevel level)
     fuse_plan(p, level);
     p->batch = prog->train.batch;   /* as pipeline.c: the GPU's split-K scratch is planned too */
     mem_plan(p);
+    sched_gpu(p, gpu_target(SCHED_GPU_DEFAULT));
+    mem_plan_gpu(p);
     return p;
 }
 

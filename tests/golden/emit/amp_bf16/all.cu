@@ -94,7 +94,7 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
     const int64_t M = n, N = 37, K = 784;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -249,7 +249,7 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 70, K = 37;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -360,7 +360,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     const int64_t M = n, N = 13, K = 70;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -539,7 +539,7 @@ __device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction
     const int64_t M = n, N = 70, K = 13;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -652,7 +652,7 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 13, N = 70, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 64x64 tiles, 4 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -793,7 +793,7 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
     const int64_t M = n, N = 37, K = 70;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -942,7 +942,7 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 70, N = 37, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -1081,7 +1081,7 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 37, N = 784, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -1249,7 +1249,7 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
     const int64_t M = n, N = 37, K = 784;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -1404,7 +1404,7 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 70, K = 37;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -1514,7 +1514,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     const int64_t M = n, N = 13, K = 70;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)

@@ -405,6 +405,7 @@ static const rt_model cddp_model = {
     .sched = 0, .sched_a = 0, .sched_b = 0,
     .precision = 1, .init_scale = 65536, .growth_factor = 2, .backoff_factor = 0.5,
     .growth_interval = 2000,
+    .gpu_target = "h100",
 };
 
 int main(int argc, char **argv)

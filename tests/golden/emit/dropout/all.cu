@@ -134,7 +134,7 @@ __device__ __forceinline__ void t3_mm_nt_bias_add_relu_dropout__epilogue__dropou
     const int64_t M = n, N = 37, K = 192;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -239,7 +239,7 @@ __device__ __forceinline__ void t4_mm_nt_bias_add_dropout__epilogue_tile(const r
     const int64_t M = n, N = 21, K = 37;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -309,7 +309,7 @@ __device__ __forceinline__ void t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     const int64_t M = n, N = 13, K = 21;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -411,7 +411,7 @@ __device__ __forceinline__ void t6_mm_nn_dropout_grad_sum_rows__epilogue__reduct
     const int64_t M = n, N = 21, K = 13;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -483,7 +483,7 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 13, N = 21, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 64x64 tiles, 4 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -584,7 +584,7 @@ __device__ __forceinline__ void t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilog
     const int64_t M = n, N = 37, K = 21;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -657,7 +657,7 @@ __device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 21, N = 37, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -755,7 +755,7 @@ __device__ __forceinline__ void t10_mm_nn_tile(const rt_exec *__restrict__ e, co
     const int64_t M = n, N = 192, K = 37;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -817,25 +817,25 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
     const int64_t M = 37, N = 192, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 32x64 tiles, 2 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
     /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
     const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 2;
+    const int split = by < 3;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[2][4];
-    for (int r = 0; r < 2; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 512; l += 256) {
-            const int kk = l / 32, r = l % 32;
+        for (int l = threadIdx.x; l < 256; l += 256) {
+            const int kk = l / 16, r = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b37[gk * 37 + gi] : 0.0f;
         }
@@ -846,12 +846,12 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[2], bb[4];
-            for (int r = 0; r < 2; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 2; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -859,7 +859,7 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
     }
     if (split) {
         float *const ws = e->fix + 2208;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 2; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -876,7 +876,7 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 2; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
@@ -886,7 +886,7 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 2; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1058,7 +1058,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t10_t11__siblings(const rt_
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
     const unsigned ax = 3u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
-    const unsigned bx = 3u, by = 2u, bz = 2u;
+    const unsigned bx = 3u, by = 3u, bz = 2u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t10_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
@@ -1150,7 +1150,7 @@ __device__ __forceinline__ void e3_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 37, K = 192;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -1252,7 +1252,7 @@ __device__ __forceinline__ void e4_mm_nt_bias_add__epilogue_tile(const rt_exec *
     const int64_t M = n, N = 21, K = 37;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -1320,7 +1320,7 @@ __device__ __forceinline__ void e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     const int64_t M = n, N = 13, K = 21;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)

@@ -317,9 +317,9 @@ static const rt_cuda_launch train_cuda[] = {
     {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 16}, {0, 1, 0}, {0, 32, 0}, 0, 0, 2064, 4096, 16, 8, 0, 0, 0, 0, 0},
     {"t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 16, 0}, 0, 0, 2064, 80, 32, 4, 0, 0, 0, 0, 0},
     {"t3_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {4, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t3_t4__siblings", 0, 0},
-    {"t4_mm_tn", {256, 1, 1}, {4, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 48, 4, 112, 5120, 0, 0, 0},
+    {"t4_mm_tn", {256, 1, 1}, {4, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 48, 4, 80, 5120, 0, 0, 0},
     {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {8, 1, 8}, {0, 1, 0}, {0, 32, 0}, 0, 0, 2064, 4096, 64, 16, 0, 0, "t5_t6__siblings", 0, 0},
-    {"t6_mm_tn", {256, 1, 1}, {8, 4, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 80, 32, 5232, 262144, 0, 0, 0},
+    {"t6_mm_tn", {256, 1, 1}, {8, 16, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t7_mm_tn", {256, 1, 1}, {13, 8, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t8_sgd_x6__optimizer", {256, 1, 1}, {2094, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
@@ -366,7 +366,7 @@ static const rt_model cddp_model = {
     .nparam = 6,
     .param_floats = 535824,
     .opt_floats = 0,
-    .train = {train_kernels, 9, 8720, 267376, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 3, .fix_zero = 112},
+    .train = {train_kernels, 9, 8720, 5200, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 3, .fix_zero = 80},
     .eval = {eval_kernels, 3, 7968, 48, 2, 0, 1, eval_cuda, .fix_zero = 48},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
@@ -386,6 +386,7 @@ static const rt_model cddp_model = {
     .sched = 0, .sched_a = 0, .sched_b = 0,
     .precision = 0, .init_scale = 65536, .growth_factor = 2, .backoff_factor = 0.5,
     .growth_interval = 2000,
+    .gpu_target = "h100",
 };
 
 int main(int argc, char **argv)

@@ -465,7 +465,7 @@ __device__ __forceinline__ void t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_r
     const int64_t M = n, N = 10, K = 1568;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -601,7 +601,7 @@ __device__ __forceinline__ void t12_mm_nn_tile(const rt_exec *__restrict__ e, co
     const int64_t M = n, N = 1568, K = 10;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -663,7 +663,7 @@ __device__ __forceinline__ void t13_mm_tn_tile(const rt_exec *__restrict__ e, co
     const int64_t M = 10, N = 1568, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 64x64 tiles, 4 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
@@ -1415,7 +1415,7 @@ __device__ __forceinline__ void e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     const int64_t M = n, N = 10, K = 1568;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (emit_cuda_gemm_choose) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)

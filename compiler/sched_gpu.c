@@ -1,0 +1,144 @@
+/* sched_gpu.c: every launch decision of the CUDA kernels, made once, for
+ * one named target (--target h100|h200|a100|t4; SCHED_GPU_DEFAULT when none
+ * is named), between fusion and the memory plan: each GEMM's tile and
+ * split-K, each channel pass's slices. The memory plan places what they
+ * need (mem_plan_gpu: workspaces, counters, partials), the emitters and
+ * the report only read them. The rates they are weighed with are
+ * gpu_rates.c's.
+ *
+ * A GEMM group's tiling at the train batch (gemm_choose): R rows of
+ * outputs per thread (a 16R x 64 tile of GPU_THREADS threads; R =
+ * GPU_GEMM_R, 2 or 1) and S slices of K. For each R, split-K as the grid
+ * of 16R x 64 tiles allows (one under a quarter of the target's SMs in
+ * tiles is split into at most SMs / tiles slices, each at least
+ * SPLIT_MIN_KT k-slices deep, none empty); then the (R, S) the GPU model
+ * (gpu_rates.c's formula, at the target's peaks) predicts fastest, ties
+ * to the larger R. A thinner tile gives a small grid blocks without the partials'
+ * round trip deeper slices cost (S x M x N floats stored and read back),
+ * at a lower FMA rate (r x 4 FMAs for r + 4 shared loads: 50% of peak at
+ * 4 x 4, 33% at 2 x 4, 20% at 1 x 4; gpu_gemm_rate). SimpleNet's fc2
+ * forward: 64x64 tiles x 16 slices (64 blocks, 1 MB of partials) -> 32x64
+ * x 16 (128 blocks); fc3's input gradient (K = 10, no split): 4 blocks ->
+ * 16. Under precision bf16|fp16 every tile runs on the tensor cores
+ * (emit_mma_step: rr mmas a warp per k slice; a thinner tile loads more
+ * fragments per mma, which the model's rate weighs).
+ * `cddpc --gpu-tile 64|32|16` sets one tile for every GEMM instead.
+ *
+ * Channel passes: the passes that sum (emit_nchw.c says which, and how
+ * many sums) run S blocks a channel, S giving the train batch's grid at
+ * most two blocks an SM on the target (one wave of 2 an SM), each slice at
+ * least CHAN_MIN elements deep. */
+#include "cddpc.h"
+#include "cddprt.h"         /* RT_PREC_* */
+
+/* split-K: at least SPLIT_MIN_KT k-slices of GPU_TILE_K a slice. Two (32
+ * of K) rather than four: the partials' round trip (a 64x64 tile per
+ * slice) still costs less than the SMs the deeper slices leave idle; the
+ * model (partials at memory bandwidth) predicts SimpleNet's H200 step at
+ * 20.8 us against 22.5 with four */
+#define SPLIT_MIN_KT 2
+#define CHAN_MIN 2048
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The split-K of group gr (a GEMM) in 16r x 64 tiles at p->batch. */
+static int gemm_split_at(const Plan *p, const Group *gr, const GpuTarget *t, int r, int64_t *rows, int64_t *cols)
+{
+    const Node *mm = p->g->n[gr->anchor];
+    const Shape *as = &p->g->n[mm->in[0]]->shape;
+    const int64_t K = mm->op == OP_MM_TN ? as->d[0] : as->d[1];
+    /* batch rows (forward, input gradients), K fixed; or a weight
+     * gradient: M x N fixed, K the batch (sliced as the train batch would
+     * be; a step's own rows are sliced alike at run time) */
+    const int weight = mm->shape.d[0] != DIM_N && K == DIM_N;
+    const int splits = mm->shape.d[1] != DIM_N && (weight || (mm->shape.d[0] == DIM_N && K != DIM_N));
+    *rows = weight ? mm->shape.d[0] : mm->shape.d[0] == DIM_N ? p->batch : mm->shape.d[0];
+    *cols = mm->shape.d[1] == DIM_N ? p->batch : mm->shape.d[1];
+    const int64_t kt = cdiv(K == DIM_N ? p->batch : K, GPU_TILE_K), tiles = cdiv(*rows, 16 * r) * cdiv(*cols, GPU_TILE_N);
+    if (!splits || tiles < 1 || 4 * tiles > t->sms)
+        return 1;
+    const int64_t s = t->sms / tiles < kt / SPLIT_MIN_KT ? t->sms / tiles : kt / SPLIT_MIN_KT;
+    return s < 2 ? 1 : (int)cdiv(kt, cdiv(kt, s));  /* no empty slice */
+}
+
+GemmTiling sched_gemm_tile(const Plan *p, int r)
+{
+    return (GemmTiling){r, GPU_GEMM_R, 16 * r, GPU_TILE_N, GPU_TILE_K, GPU_THREADS, p->g->prec != RT_PREC_FP32};
+}
+
+int sched_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOption *o)
+{
+    const Group *gr = &p->groups[grp];
+    if (gr->kind != G_MATMUL || p->batch <= 0)
+        return 0;
+    const KernelCost c = cost_group(p, gr, p->batch, COST_GPU);
+    int n = 0;
+    for (int r = GPU_GEMM_R; r >= 1; r /= 2) {
+        if (p->gpu_tile && 16 * r != p->gpu_tile)
+            continue;   /* --gpu-tile: that one */
+        const GemmTiling gt = sched_gemm_tile(p, r);
+        int64_t rows, cols;
+        const int s = gemm_split_at(p, gr, t, r, &rows, &cols);
+        const double blocks = (double)(cdiv(rows, 16 * r) * cdiv(cols, GPU_TILE_N) * s);
+        const double partials = s > 1 ? 8.0 * s * (double)rows * (double)cols : 0;
+        o[n++] = (GemmOption){16 * r, s, gpu_gemm_secs(t, &gt, c.flops, c.bytes + partials, blocks)};
+    }
+    return n;
+}
+
+static void gemm_choose(Plan *p, int grp, const GpuTarget *t)
+{
+    Group *gr = &p->groups[grp];
+    gr->tile_m = gr->kind == G_MATMUL ? (p->gpu_tile ? p->gpu_tile : 16 * GPU_GEMM_R) : 0;
+    gr->split = 1;
+    GemmOption o[3];
+    const int n = sched_gemm_options(p, grp, t, o);
+    int b = -1;
+    for (int k = 0; k < n; k++)     /* ties to the larger tile, the first */
+        if (b < 0 || o[k].secs < o[b].secs)
+            b = k;
+    if (b >= 0)
+        gr->tile_m = o[b].tile_m, gr->split = o[b].split;
+}
+
+int sched_gemm_tiling(const Plan *p, int grp, GemmTiling *t)
+{
+    const Group *gr = &p->groups[grp];
+    if (gr->kind != G_MATMUL)
+        return 0;
+    if (gr->tile_m != 16 * GPU_GEMM_R && gr->tile_m != 32 && gr->tile_m != 16)
+        diag_ice("sched_gpu: GEMM group %s has no tile (sched_gpu runs before its readers)", gr->name);
+    const int r = gr->tile_m / 16;
+    *t = sched_gemm_tile(p, r);
+    return 1;
+}
+
+/* A channel pass's slices: split, with its counters (ctr_n) and partials
+ * (wsf_n) for mem_plan_gpu to place; split stays 1 for a pass that cannot
+ * split or that one block a channel fills. */
+static void chan_split(Plan *p, int grp, const GpuTarget *t)
+{
+    Group *gr = &p->groups[grp];
+    int64_t ch, hw;
+    const int ns = emit_nchw_chan_sums(p, grp, &ch, &hw);
+    const int64_t want = GPU_BLOCKS_PER_SM * t->sms / ch, deep = p->batch * hw / CHAN_MIN, S = want < deep ? want : deep;
+    if (ns < 0 || S < 2)
+        return;
+    gr->split = (int)S;
+    gr->ctr_n = ns ? ch : 0;                /* a counter a channel */
+    gr->wsf_n = ch * S * ns;                /* [channel][slice][sum] */
+}
+
+void sched_gpu(Plan *p, const GpuTarget *t)
+{
+    p->gpu = t;
+    for (int i = 0; i < p->ngroups; i++) {
+        Group *gr = &p->groups[i];
+        gr->split = 1;
+        gr->tile_m = 0;
+        if (gr->kind == G_MATMUL)
+            gemm_choose(p, i, t);
+        else if (gr->kind == G_CHAN && p->batch > 0)
+            chan_split(p, i, t);
+    }
+}
