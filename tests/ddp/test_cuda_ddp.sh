@@ -131,7 +131,7 @@ if env FAKE_CUDA_SCHEDULE=random mpirun -np 2 $XS -x FAKE_CUDA_SCHEDULE "$PROG" 
         "$TMP/wrung.st" "$TMP/wrunc.st") && pass "2 GPU ranks, 25 steps (a run of 16 and singles) = 2 cpu ranks ($d)" ||
         fail "2 GPU ranks in runs: $d"
 else fail "2 GPU ranks, batch 4: exit status"; show "$TMP/orung"; fi
-grep -q 'device cuda:0 (Fake GPU (emulated), sm_90, driver 13.0, NVRTC [0-9.]*, NCCL 2.28.3, kernels [a-z]*)  ranks 2 (global batch 32)' \
+grep -q 'device cuda:0 (Fake GPU (emulated), sm_90, driver 13.0, NVRTC [0-9.]*, NCCL 2.28.3, kernels [a-z]*; launches scheduled for h100 (cddpc --target))  ranks 2 (global batch 32)' \
     "$TMP/ograndom" && [ "$(grep -c '^model ' "$TMP/ograndom")" = 1 ] &&
     pass "rank 0 alone prints the header: device, NCCL, ranks" || { fail "header"; show "$TMP/ograndom"; }
 
