@@ -356,7 +356,8 @@ typedef struct Plan {
     Group *groups;
     int ngroups;
     Buf *buf;               /* buf[node] */
-    int64_t act_units, fix_floats;
+    int64_t act_units, fix_floats;      /* with the GPU's workspaces (mem_plan_gpu) */
+    int64_t cpu_act_units, cpu_fix_floats;  /* the C kernels' alone: what a CPU run allocates */
     int64_t fix_zero;       /* fix[0, fix_zero): what a CUDA step zeroes (the rest: weight-gradient partials) */
     int nstat;
     int64_t param_floats;

@@ -225,12 +225,17 @@ static void emit_plan_init(FILE *f, const Plan *p, const char *var, const Graph 
     /* nmetric only where it is not accuracy's one slot (0 there): a
      * classifier's program text stays as it was */
     char *zero = util_fmt(", .fix_zero = %lld", (long long)p->fix_zero);
+    /* the CPU allocates the C kernels' arenas; the CUDA device adds the
+     * launch decisions' workspaces after them */
+    if (p->act_units != p->cpu_act_units || p->fix_floats != p->cpu_fix_floats)
+        zero = util_fmt("%s, .cuda_act_units = %lld, .cuda_fix_floats = %lld", zero, (long long)p->act_units,
+                        (long long)p->fix_floats);
     if (p->training) {
         int64_t *r = util_alloc(sizeof(int64_t) * 2 * (size_t)(p->g->nparam + 1));
         zero = util_fmt(", .zero = %s_zero, .nzero = %d%s", var, emit_cuda_zero_ranges(p, r), zero);
     }
     fprintf(f, "    .%s = {%s_kernels, %d, %lld, %lld, %d, %lld, %d, %s_cuda%s%s},\n", var, var, p->ngroups,
-            (long long)p->act_units, (long long)p->fix_floats, p->nstat, (long long)p->buf[g->loss_sum].off, cs, var,
+            (long long)p->cpu_act_units, (long long)p->cpu_fix_floats, p->nstat, (long long)p->buf[g->loss_sum].off, cs, var,
             g->n[g->correct_sum]->op == OP_SUM_ALL ? "" : util_fmt(", %d", nm), zero);
 }
 

@@ -158,6 +158,8 @@ void mem_plan(Plan *p)
             p->buf[id] = p->buf[plan_source(p, id)];
     }
     p->fix_zero = p->fix_floats;
+    p->cpu_act_units = p->act_units;
+    p->cpu_fix_floats = p->fix_floats;
 }
 
 /* What the GPU's launch decisions (sched_gpu.c) need, after every buffer:

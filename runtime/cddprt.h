@@ -275,7 +275,21 @@ typedef struct rt_plan {
     /* fix[0, fix_zero) is what the CUDA step zeroes (counters, atomic
      * sums); the split weight gradients' partials after it need none */
     int64_t fix_zero;
+    /* The CUDA kernels' arenas. act_units and fix_floats above are the C
+     * kernels' (what the CPU allocates); these add what the GPU's launch
+     * decisions need after them (cddpc's sched_gpu.c: split-K workspaces,
+     * arrival counters, partial sums). 0: the C kernels' sizes. */
+    int64_t cuda_act_units, cuda_fix_floats;
 } rt_plan;
+
+static inline int64_t rt_plan_cuda_act(const rt_plan *p)
+{
+    return p->cuda_act_units > p->act_units ? p->cuda_act_units : p->act_units;
+}
+static inline int64_t rt_plan_cuda_fix(const rt_plan *p)
+{
+    return p->cuda_fix_floats > p->fix_floats ? p->cuda_fix_floats : p->fix_floats;
+}
 
 /* The evaluation's metrics follow the task (rt_model.metrics): accuracy
  * (one sum, the correct predictions); regression: sums of squared and

@@ -839,8 +839,8 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
     d->nbatch_v = (nv_mine + nmax - 1) / nmax;
     /* bytes per sample of x and y, as stored (uint8 stays uint8) */
     const int64_t xb = train->xsize * (train->x_u8 ? 1 : 4), yb = train->ysize * 4;
-    const int64_t units = max64(m->train.act_units, m->eval.act_units);
-    const int64_t fix = max64(m->train.fix_floats, m->eval.fix_floats);
+    const int64_t units = max64(rt_plan_cuda_act(&m->train), rt_plan_cuda_act(&m->eval));
+    const int64_t fix = max64(rt_plan_cuda_fix(&m->train), rt_plan_cuda_fix(&m->eval));
     d->pace_timeout = ddp ? o->comm_timeout : cu->timeout;
         if (units > 0 && nmax > INT64_MAX / units) {
         rt_err("cannot allocate activations: %lld floats per sample x batch %d overflows",

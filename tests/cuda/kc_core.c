@@ -570,8 +570,11 @@ static int norm_channels(void) { return M->in_rank >= 2 ? (int)M->in_dim[0] : 1;
 
 static void dims_for(kc_dims *d, int nmax)
 {
-    const int64_t units = M->train.act_units > M->eval.act_units ? M->train.act_units : M->eval.act_units;
-    const int64_t fix = M->train.fix_floats > M->eval.fix_floats ? M->train.fix_floats : M->eval.fix_floats;
+    /* the CUDA kernels' arenas, which hold the C kernels' and the GPU's
+     * workspaces after them */
+    const int64_t ua = rt_plan_cuda_act(&M->train), ub = rt_plan_cuda_act(&M->eval);
+    const int64_t fa = rt_plan_cuda_fix(&M->train), fb = rt_plan_cuda_fix(&M->eval);
+    const int64_t units = ua > ub ? ua : ub, fix = fa > fb ? fa : fb;
     const int nstat = M->train.nstat > M->eval.nstat ? M->train.nstat : M->eval.nstat;
     d->act = units * nmax;
     d->fix = fix > 0 ? fix : 1;

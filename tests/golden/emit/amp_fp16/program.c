@@ -1408,7 +1408,7 @@ static const rt_model cddp_model = {
     .nparam = 15,
     .param_floats = 512,
     .opt_floats = 1024,
-    .train = {train_kernels, 25, 2000, 736, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 2, .fix_zero = 176},
+    .train = {train_kernels, 25, 2000, 96, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 2, .fix_zero = 176, .cuda_act_units = 2000, .cuda_fix_floats = 736},
     .eval = {eval_kernels, 10, 1104, 32, 2, 0, 1, eval_cuda, .fix_zero = 32},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
