@@ -54,12 +54,10 @@ def declarations(path):
     text = open(path).read()
     out = []
     section = None
-    pos = 0
     # walk comments and code in order
     token = re.compile(r"/\*.*?\*/|//[^\n]*|\"(?:\\.|[^\"\\])*\"|\{|\}|;|[^/\"{};]+|/", re.S)
     depth = 0
     stmt = ""
-    stmt_line = 1
     for m in token.finditer(text):
         t = m.group(0)
         if t.startswith("/*"):
@@ -84,10 +82,7 @@ def declarations(path):
                 out.append((d.group(1), section, text.count("\n", 0, m.start()) + 1))
             stmt = ""
             continue
-        if not stmt.strip():
-            stmt_line = text.count("\n", 0, m.start()) + 1
         stmt += t
-    del stmt_line, pos
     return out
 
 
