@@ -395,16 +395,6 @@ static void emit_row_tail(const Emit *m, int tm)
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* A GEMM group's rows of outputs per thread, from its tile (chosen once,
- * by sched_gpu). */
-static int gemm_rows(const Group *gr)
-{
-    if (gr->tile_m != 16 * GEMM_R && gr->tile_m != 32 && gr->tile_m != 16)
-        diag_ice("emit_cuda: GEMM group %s has no tile (sched_gpu chooses it)", gr->name);
-    return gr->tile_m / 16;
-}
-
-
 /* The tensor-core k step (inside `#if RT_MMA`, the FMA loop after its
  * `#else`) of a 16rr x 64 tile (rr = 4, 2, 1 rows of outputs a thread):
  * warp w of 8 computes rows 16 (w % rr) .. +16 and columns 8rr (w / rr)
@@ -476,7 +466,9 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
             ex_dim(ta ? as->d[0] : as->d[1]));
     fprintf(f, "    const int64_t R = M, C = N;\n    (void)R;\n");
     /* RR = GEMM_R, 2 or 1 rows of outputs per thread: a TM-row tile */
-    const int RR = gemm_rows(whole->gr), TM = 16 * RR;
+    GemmTiling gt;
+    sched_gemm_tiling(whole->p, whole->grp, &gt);     /* the scheduler's tile, checked there */
+    const int RR = gt.rows, TM = gt.tile_m;
     fprintf(f, "    /* %dx%d tiles, %d x 4 outputs per thread (sched_gpu) */\n", TM, TILE_N, RR);
     fprintf(f, "    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n");
     fprintf(f, "    const int64_t row0 = (int64_t)by * %d, col0 = (int64_t)bx * %d;\n", TM, TILE_N);
