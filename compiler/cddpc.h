@@ -196,6 +196,7 @@ void ir_dump(FILE *f, const Graph *g);
 /* Checks every node against its op's typing rule; returns the number of
  * problems and prints each (compiler bug if non-zero after a pass). */
 int ir_verify(const Graph *g, const char *after);
+int ir_opt_slots(const Graph *g);       /* optimizer state: floats per parameter float */
 
 /* ---- front.c: the front end (lex.l, parse.y, then sema.h's files) --- */
 enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2, OPT_RMSPROP = 3 };
@@ -424,24 +425,44 @@ int cddpc_plot_main(int argc, char **argv);
 /* graph.c: --graph FILE.dot (and FILE.svg when Graphviz's dot is installed) */
 int plan_graph(const char *path, const Plan *train, const Plan *eval, int64_t batch);
 /* gpu_rates.c: the GPU model's rates: datasheet peaks (one table, with
- * sources), a GEMM tile's rate and time, a grid's busy share */
+ * sources), a GEMM tile's rate and time, a grid's busy share, where a
+ * step's operands live (L2 or HBM), the split-K tail, a kernel's floor and
+ * the graph's per-node overhead, each assumption beside its source */
 typedef struct GpuTarget {
     const char *name, *full;
     double flops, bw;       /* FP32 FLOP/s (non-tensor), memory bytes/s */
     double tensor;          /* dense BF16/FP16 tensor-core FLOP/s the mma path can use (0: none, sm < 80) */
     int sms;
+    double clock;           /* boost clock, Hz */
+    double l2, l2_bw;       /* L2 bytes, and its read bytes/s (all SMs) */
     const char *source;
 } GpuTarget;
 const GpuTarget *gpu_target(const char *name);     /* h100, h200, a100, t4; NULL */
 #define GPU_BLOCKS_PER_SM 2     /* resident blocks: the emitter's __launch_bounds__(256, 2) */
+#define GPU_NODE_US 1.0         /* a kernel node of a replayed CUDA graph (gpu_rates.c: source) */
+#define GPU_GRAPH_LAUNCH_US 5.0 /* one cuGraphLaunch (gpu_rates.c: source) */
+#define GPU_MIN_KERNEL_US 2.0   /* no kernel node ends sooner (gpu_rates.c: source) */
 double gpu_busy_share(const GpuTarget *t, double blocks);
+/* The bytes a training step of p at batch n touches: activations, the
+ * C kernels' fixed arena, parameters, their gradients and the optimizer's
+ * state */
+double gpu_working_set(const Plan *p, int64_t n);
+/* The bandwidth a kernel's operands come at: L2's when that working set
+ * stays in one half of L2 from step to step, else the memory's */
+double gpu_step_bw(const GpuTarget *t, double working_set);
+/* A kernel node's seconds from its work's: at least GPU_MIN_KERNEL_US */
+double gpu_kernel_floor(double secs);
 /* The FLOP/s a GEMM kernel of that tiling can reach on t: the FMA or the
  * tensor-core rate its shared-memory loads allow (gpu_model.c) */
 typedef struct GemmTiling GemmTiling;
 double gpu_gemm_rate(const GpuTarget *t, const GemmTiling *gt);
-/* A GEMM kernel's roofline seconds on t: its flops at that rate or its
- * bytes at the bandwidth, over the share of the SMs its blocks keep busy */
-double gpu_gemm_secs(const GpuTarget *t, const GemmTiling *gt, double flops, double bytes, double blocks);
+/* The split-K tail of a GEMM in tiles of tile_floats outputs, split
+ * slices deep, over that many tiles: the fence and counter, then each
+ * tile's last block reading back its slices' partials */
+double gpu_splitk_tail(const GpuTarget *t, double tile_floats, int split, double tiles);
+/* A GEMM kernel's seconds on t (without the floor): its flops at that
+ * rate or its bytes at bw, over the share of the SMs its blocks keep busy */
+double gpu_gemm_secs(const GpuTarget *t, const GemmTiling *gt, double flops, double bytes, double bw, double blocks);
 /* sched_gpu.c: every CUDA launch decision, once, for target t, between
  * fuse and memplan: each GEMM's tile and split-K (Group.tile_m, split),
  * each channel pass's slices (split, ctr_n, wsf_n). The default target is
@@ -461,9 +482,11 @@ int sched_gemm_tiling(const Plan *p, int grp, GemmTiling *t);
  * precision: the tensor cores' for bf16|fp16 */
 GemmTiling sched_gemm_tile(const Plan *p, int r);
 /* The tiles GEMM group grp may take (64, 32, 16 rows; only --gpu-tile's
- * when set), each with its split-K and predicted seconds on t (the
- * scheduler picks the fastest); their count, 0 for any other group. */
+ * when set), each with the split-K its grid allows and with none, and
+ * the predicted seconds on t (the scheduler picks the fastest); their
+ * count, 0 for any other group. */
 typedef struct GemmOption { int tile_m, split; double secs; } GemmOption;
+#define SCHED_GEMM_OPTIONS 6    /* three tiles, each split or not */
 int sched_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOption *o);
 /* gpu_model.c: --report --target GPU, the step predicted per kernel from
  * the rates above and each kernel's launch geometry */
@@ -586,7 +609,6 @@ int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi);
 void ex_opt_body(FILE *f, const Graph *g, int cuda);   /* cuda: NVRTC's text (it contracts a*b+c) */
 /* Declarations the update loops read (w, g, lr, and the optimizer's). */
 void ex_opt_prelude(FILE *f, const Graph *g, int64_t param_floats);
-int ex_opt_slots(const Graph *g);       /* opt floats per param float */
 const char *ex_opt_names(const Graph *g); /* the slots' names in PyTorch's optimizer state, or NULL */
 /* Mixed precision (README "Mixed precision"): the GEMM call of the
  * plan's precision ("rt_sgemm(" or "rt_sgemm_prec(RT_PREC_BF16, "), and

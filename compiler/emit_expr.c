@@ -558,17 +558,6 @@ void ex_opt_prelude(FILE *f, const Graph *g, int64_t param_floats)
     }
 }
 
-/* Floats of optimizer state per parameter float. */
-int ex_opt_slots(const Graph *g)
-{
-    switch (g->opt_op) {
-    case OP_ADAM: case OP_ADAMW: return 2 + !!g->opt.amsgrad;
-    case OP_SGD_MOMENTUM: return 1;
-    case OP_RMSPROP: return 1 + (g->opt.momentum > 0) + !!g->opt.centered;
-    default: return 0;
-    }
-}
-
 /* The slots' names, as torch.optim's state calls them (checkpoints). */
 const char *ex_opt_names(const Graph *g)
 {

@@ -292,7 +292,7 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
             c_string(src_path));
     fprintf(f, "    .params = params,\n    .nparam = %d,\n    .param_floats = %lld,\n", g->nparam,
             (long long)train->param_floats);
-    fprintf(f, "    .opt_floats = %lld,\n", (long long)(ex_opt_slots(prog->g) * train->param_floats));
+    fprintf(f, "    .opt_floats = %lld,\n", (long long)(ir_opt_slots(prog->g) * train->param_floats));
     emit_plan_init(f, train, "train", g);
     emit_plan_init(f, eval, "eval", g);
     fprintf(f, "    .in_rank = %d, .in_dim = {%lld, %lld, %lld}, .nclass = %d, .target = %d,\n", prog->in_rank,

@@ -32,26 +32,62 @@
  * share of (r x 2048 / (8 + 4r)) / that of the tensor peak, on an H200
  * 18% at 64x64 (24 loads for 4 mmas), 14% at 32x64, 9% at 16x64: the
  * fragments come from scalar loads, not ldmatrix.
+ *
+ * Where the operands come from: a training step touches the same buffers
+ * every step (gpu_working_set: activations at the batch, the fixed arena,
+ * parameters, gradients, optimizer state). When they fit in one half of
+ * the L2 (H100's L2 is two partitions; an SM reaches the far one slower:
+ * Chips and Cheese, "Nvidia's H100: Funny L2, and Tons of Bandwidth",
+ * 2023) they stay there from step to step, and every kernel's bytes come
+ * at the L2's rate instead of the memory's. SimpleNet at batch 64 needs
+ * about 5 MB; H100 and H200 have 50 MB of L2.
+ *
+ * The fixed costs, each an assumption until tests/gpu/predict.sh measures
+ * it on a lent GPU (no GPU has yet):
+ *   - GPU_NODE_US, a kernel node of a replayed graph: NVIDIA's "Getting
+ *     Started with CUDA Graphs" (A. Gray, 2019) measured about 0.5 us a
+ *     node (V100: 3.4 us a 2.9-us kernel in a graph, 3.8 in a stream);
+ *     doubled, our nodes are a chain each waiting on the one before;
+ *   - GPU_GRAPH_LAUNCH_US, one cuGraphLaunch a RT_CUDA_RUN_STEPS steps:
+ *     an estimate of the driver call, paid once a graph;
+ *   - GPU_MIN_KERNEL_US, no kernel node ends sooner: block dispatch, a
+ *     first load at DRAM latency and the completion's flush; an estimate
+ *     matching the review of issue 30, which expected 20-40 us for
+ *     SimpleNet's 7-node step where the roofline alone gave 15;
+ *   - the split-K tail (gpu_splitk_tail): SPLITK_SYNC_US for the fence,
+ *     the counter's atomic and the second fence (a few L2 round trips;
+ *     an estimate, the same review's 1-2 us a split kernel), then each
+ *     tile's last block reads its slices' partials back alone, at one
+ *     SM's share of the L2 rate or SM_L2_BYTES_CLK a clock, whichever is
+ *     less (assumed: no datasheet gives an SM's own L2 rate).
  * */
+
 #include <math.h>
 #include <string.h>
 
 #include "cddpc.h"
 
-/* The one table of GPU peaks, each with where it comes from. */
+#define SPLITK_SYNC_US 1.0   /* estimate: see above */
+#define SM_L2_BYTES_CLK 64.0  /* assumed: one SM's reads from L2 a clock */
+#define L2_BYTES_CLK 5120.0   /* A100 whitepaper: L2 read bandwidth 5120 bytes a clock */
+
+/* The one table of GPU peaks, each with where it comes from. L2 read
+ * rates: the A100 whitepaper's 5120 bytes a clock at the boost clock;
+ * for Hopper, which NVIDIA gives no figure for, assumed the same bytes a
+ * clock; none for the T4 (its operands at memory bandwidth). */
 static const GpuTarget targets[] = {
-    {"h100", "H100 SXM5 80GB", 66.9e12, 3.35e12, 989.5e12, 132,
+    {"h100", "H100 SXM5 80GB", 66.9e12, 3.35e12, 989.5e12, 132, 1.98e9, 50e6, L2_BYTES_CLK * 1.98e9,
      "NVIDIA H100 Tensor Core GPU datasheet: FP32 67 TFLOPS, BF16/FP16 tensor 1,979 TFLOPS with sparsity "
-     "(989.5 dense), HBM3 3.35 TB/s; 132 SMs (H100 whitepaper)"},
-    {"h200", "H200 SXM 141GB", 66.9e12, 4.8e12, 989.5e12, 132,
+     "(989.5 dense), HBM3 3.35 TB/s; 132 SMs at 1.98 GHz, 50 MB L2 (H100 whitepaper)"},
+    {"h200", "H200 SXM 141GB", 66.9e12, 4.8e12, 989.5e12, 132, 1.98e9, 50e6, L2_BYTES_CLK * 1.98e9,
      "NVIDIA H200 Tensor Core GPU datasheet: FP32 67 TFLOPS, BF16/FP16 tensor 1,979 TFLOPS with sparsity "
-     "(989.5 dense), HBM3e 4.8 TB/s; 132 SMs"},
-    {"a100", "A100 SXM4 80GB", 19.5e12, 2.039e12, 312e12, 108,
+     "(989.5 dense), HBM3e 4.8 TB/s; 132 SMs at 1.98 GHz, 50 MB L2 (the H100's GH100)"},
+    {"a100", "A100 SXM4 80GB", 19.5e12, 2.039e12, 312e12, 108, 1.41e9, 40e6, L2_BYTES_CLK * 1.41e9,
      "NVIDIA A100 Tensor Core GPU datasheet: FP32 19.5 TFLOPS, BF16/FP16 tensor 312 TFLOPS (dense), "
-     "HBM2e 2,039 GB/s; 108 SMs"},
-    {"t4", "T4", 8.1e12, 320e9, 0, 40,
-     "NVIDIA T4 datasheet: FP32 8.1 TFLOPS, GDDR6 320 GB/s; 40 SMs (sm_75: the mma path needs sm_80, "
-     "its GEMMs stay FMA)"},
+     "HBM2e 2,039 GB/s; 108 SMs at 1.41 GHz, 40 MB L2 (A100 whitepaper)"},
+    {"t4", "T4", 8.1e12, 320e9, 0, 40, 1.59e9, 4e6, 0,
+     "NVIDIA T4 datasheet: FP32 8.1 TFLOPS, GDDR6 320 GB/s; 40 SMs at 1.59 GHz, 4 MB L2 (sm_75: the mma "
+     "path needs sm_80, its GEMMs stay FMA)"},
 };
 
 const GpuTarget *gpu_target(const char *name)
@@ -77,7 +113,34 @@ double gpu_busy_share(const GpuTarget *t, double blocks)
     return fmin(1, blocks / (waves * t->sms));
 }
 
-double gpu_gemm_secs(const GpuTarget *t, const GemmTiling *gt, double flops, double bytes, double blocks)
+double gpu_gemm_secs(const GpuTarget *t, const GemmTiling *gt, double flops, double bytes, double bw, double blocks)
 {
-    return fmax(flops / gpu_gemm_rate(t, gt), bytes / t->bw) / gpu_busy_share(t, blocks);
+    return fmax(flops / gpu_gemm_rate(t, gt), bytes / bw) / gpu_busy_share(t, blocks);
+}
+
+double gpu_working_set(const Plan *p, int64_t n)
+{
+    return 4.0 * ((double)p->cpu_act_units * (double)n + (double)p->cpu_fix_floats
+                  + (double)p->param_floats * (2.0 + ir_opt_slots(p->g)));
+}
+
+double gpu_step_bw(const GpuTarget *t, double working_set)
+{
+    return t->l2_bw > 0 && working_set <= t->l2 / 2 ? t->l2_bw : t->bw;
+}
+
+double gpu_kernel_floor(double secs)
+{
+    return fmax(GPU_MIN_KERNEL_US * 1e-6, secs);
+}
+
+double gpu_splitk_tail(const GpuTarget *t, double tile_floats, int split, double tiles)
+{
+    if (split < 2)
+        return 0;
+    /* the partials were just stored: they come from L2 (or, with no L2
+     * rate in the table, from memory) */
+    const double all = t->l2_bw > 0 ? t->l2_bw : t->bw;
+    const double sm = fmin(all / fmax(1, fmin(tiles, t->sms)), SM_L2_BYTES_CLK * t->clock);
+    return SPLITK_SYNC_US * 1e-6 + 4.0 * split * tile_floats / sm;
 }

@@ -509,3 +509,14 @@ int ir_verify(const Graph *g, const char *after)
         bad += verify_node(g, g->n[i], after);
     return bad;
 }
+
+/* Floats of optimizer state per parameter float. */
+int ir_opt_slots(const Graph *g)
+{
+    switch (g->opt_op) {
+    case OP_ADAM: case OP_ADAMW: return 2 + !!g->opt.amsgrad;
+    case OP_SGD_MOMENTUM: return 1;
+    case OP_RMSPROP: return 1 + (g->opt.momentum > 0) + !!g->opt.centered;
+    default: return 0;
+    }
+}

@@ -8,20 +8,24 @@
  *
  * A GEMM group's tiling at the train batch (gemm_choose): R rows of
  * outputs per thread (a 16R x 64 tile of GPU_THREADS threads; R =
- * GPU_GEMM_R, 2 or 1) and S slices of K. For each R, split-K as the grid
+ * GPU_GEMM_R, 2 or 1) and S slices of K. For each R, the split-K the grid
  * of 16R x 64 tiles allows (one under a quarter of the target's SMs in
  * tiles is split into at most SMs / tiles slices, each at least
- * SPLIT_MIN_KT k-slices deep, none empty); then the (R, S) the GPU model
- * (gpu_rates.c's formula, at the target's peaks) predicts fastest, ties
- * to the larger R. A thinner tile gives a small grid blocks without the partials'
- * round trip deeper slices cost (S x M x N floats stored and read back),
- * at a lower FMA rate (r x 4 FMAs for r + 4 shared loads: 50% of peak at
- * 4 x 4, 33% at 2 x 4, 20% at 1 x 4; gpu_gemm_rate). SimpleNet's fc2
- * forward: 64x64 tiles x 16 slices (64 blocks, 1 MB of partials) -> 32x64
- * x 16 (128 blocks); fc3's input gradient (K = 10, no split): 4 blocks ->
- * 16. Under precision bf16|fp16 every tile runs on the tensor cores
- * (emit_mma_step: rr mmas a warp per k slice; a thinner tile loads more
- * fragments per mma, which the model's rate weighs).
+ * SPLIT_MIN_KT k-slices deep, none empty) and no split; then the (R, S)
+ * the GPU model (gpu_rates.c: the rate, the operands from L2 or memory,
+ * the split-K tail) predicts fastest, ties to the larger R. A thinner
+ * tile gives a small grid blocks without the tail deeper slices cost (a
+ * fence, a counter, and each tile's last block reading S partial tiles
+ * back alone), at a lower FMA rate (r x 4 FMAs for r + 4 shared loads:
+ * 50% of peak at 4 x 4, 33% at 2 x 4, 20% at 1 x 4; gpu_gemm_rate); a
+ * split pays its tail (over 1 us) only where the SMs it fills save more.
+ * SimpleNet on the H100: fc1's forward 32x64 x 7 slices (112 blocks),
+ * fc2's 16x64 x 8 (128), fc3's input gradient (K = 10) 16x64 unsplit
+ * (16 blocks), fc2's weight gradient 16x64 unsplit (128 blocks: split,
+ * 64x64 x 2, predicted 2.29 us against 1.29). Under precision bf16|fp16
+ * every tile runs on the tensor cores (emit_mma_step: rr mmas a warp per
+ * k slice; a thinner tile loads more fragments per mma, which the
+ * model's rate weighs).
  * `cddpc --gpu-tile 64|32|16` sets one tile for every GEMM instead.
  *
  * Channel passes: the passes that sum (emit_nchw.c says which, and how
@@ -32,10 +36,8 @@
 #include "cddprt.h"         /* RT_PREC_* */
 
 /* split-K: at least SPLIT_MIN_KT k-slices of GPU_TILE_K a slice. Two (32
- * of K) rather than four: the partials' round trip (a 64x64 tile per
- * slice) still costs less than the SMs the deeper slices leave idle; the
- * model (partials at memory bandwidth) predicts SimpleNet's H200 step at
- * 20.8 us against 22.5 with four */
+ * of K) or four predict within 1% of each other on the H100: SimpleNet's
+ * step 24.4 us against 24.6 with four, the ConvNet's 78.0 against 77.8 */
 #define SPLIT_MIN_KT 2
 #define CHAN_MIN 2048
 
@@ -72,6 +74,7 @@ int sched_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOption *o
     if (gr->kind != G_MATMUL || p->batch <= 0)
         return 0;
     const KernelCost c = cost_group(p, gr, p->batch, COST_GPU);
+    const double bw = gpu_step_bw(t, gpu_working_set(p, p->batch));
     int n = 0;
     for (int r = GPU_GEMM_R; r >= 1; r /= 2) {
         if (p->gpu_tile && 16 * r != p->gpu_tile)
@@ -79,9 +82,15 @@ int sched_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOption *o
         const GemmTiling gt = sched_gemm_tile(p, r);
         int64_t rows, cols;
         const int s = gemm_split_at(p, gr, t, r, &rows, &cols);
-        const double blocks = (double)(cdiv(rows, 16 * r) * cdiv(cols, GPU_TILE_N) * s);
-        const double partials = s > 1 ? 8.0 * s * (double)rows * (double)cols : 0;
-        o[n++] = (GemmOption){16 * r, s, gpu_gemm_secs(t, &gt, c.flops, c.bytes + partials, blocks)};
+        const double tiles = (double)(cdiv(rows, 16 * r) * cdiv(cols, GPU_TILE_N));
+        /* the split the grid allows, and none: the split's tail (a
+         * fence, a counter, the partials read back) can cost more than
+         * the idle SMs it fills */
+        for (int k = s; k >= 1; k = k > 1 ? 1 : 0) {
+            const double partials = k > 1 ? 4.0 * k * (double)rows * (double)cols : 0;   /* stored; read in the tail */
+            o[n++] = (GemmOption){16 * r, k, gpu_gemm_secs(t, &gt, c.flops, c.bytes + partials, bw, tiles * k)
+                                             + gpu_splitk_tail(t, 16.0 * r * GPU_TILE_N, k, tiles)};
+        }
     }
     return n;
 }
@@ -91,7 +100,7 @@ static void gemm_choose(Plan *p, int grp, const GpuTarget *t)
     Group *gr = &p->groups[grp];
     gr->tile_m = gr->kind == G_MATMUL ? (p->gpu_tile ? p->gpu_tile : 16 * GPU_GEMM_R) : 0;
     gr->split = 1;
-    GemmOption o[3];
+    GemmOption o[SCHED_GEMM_OPTIONS];
     const int n = sched_gemm_options(p, grp, t, o);
     int b = -1;
     for (int k = 0; k < n; k++)     /* ties to the larger tile, the first */

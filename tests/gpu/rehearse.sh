@@ -35,7 +35,7 @@ if [ "$nfiles" -ge 1 ] && [ "$nfiles" -le 8 ] && [ -z "$deep" ]; then
 else
     no "run.sh left $nfiles files in OUT (at most 8), deeper than 2 folders: ${deep:-none}"
 fi
-want="build|NVRTC compile, device arch|kernels vs C reference|bf16/fp16 mma GEMMs vs C|train SimpleNet 2 epochs|cuda = cpu, 100 steps|NCCL path, 1 GPU|ConvNet + SyncBN, NCCL vs cpu|predicted vs measured kernels|torch eager epoch|torch.compile epoch|epoch time vs 15 ms"
+want="build|NVRTC compile, device arch|kernels vs C (SimpleNet, ConvNet)|bf16/fp16 mma vs C (+ConvNet bf16)|train SimpleNet 2 epochs|cuda = cpu, 100 steps|NCCL path, 1 GPU|ConvNet + SyncBN, NCCL vs cpu|predicted vs measured kernels|torch eager epoch|torch.compile epoch|epoch time vs 15 ms"
 got=$(awk '/^gpu: / { next }
            NR > 1 && !/^check / { if (!match($0, / (PASS|FAIL|n\/a|WARN|SLOW) +[0-9.]+  /)) { print "BAD " $0; exit }
                                   t = substr($0, 1, RSTART - 1); sub(/ +$/, "", t); printf "%s%s", (n++ ? "|" : ""), t }' \
@@ -61,7 +61,7 @@ else
     tail -n 30 $B/logs/convnet.log
 fi
 # nothing the GPU host lacks: no OpenBLAS, MPI or oneDNN symbol or library
-for p in $B/mnist $B/convnet $B/kernel_check $B/kernel_check_bf16 $B/kernel_check_fp16; do
+for p in $B/mnist $B/convnet $B/kernel_check $B/kernel_check_convnet $B/kernel_check_convnet_bf16 $B/kernel_check_bf16 $B/kernel_check_fp16; do
     [ -x "$p" ] || { no "$p was not built"; continue; }
     bad=$(nm -u "$p" 2>/dev/null | grep -E ' (dnnl_|MPI_|ompi_|cblas_|openblas_)' | head -n 3 | tr -s ' \n' ' ')
     libs=$(ldd "$p" 2>/dev/null | grep -oE 'lib(dnnl|openblas|blas|mpi)[^ ]*' | tr '\n' ' ')

@@ -11,13 +11,16 @@
 # OpenBLAS, programs through tests/gpu/cc.sh (which also drops -lopenblas,
 # for a cddpc that ignores ldflags), and zlib's headers replaced by
 # tests/gpu/zshim when absent. Steps, each timed, each one row of the table printed LAST:
-#   build    cddpc, libcddprt, SimpleNet (models/mnist.net), kernel_check
+#   build    cddpc, libcddprt, SimpleNet (models/mnist.net), kernel_check for
+#            SimpleNet, the ConvNet (fp32 and bf16) and the mma models
 #   nvrtc    NVRTC compile of every kernel for the device's arch (no cache):
 #            time; registers, local and shared memory per kernel in the log
-#   kernels  every CUDA kernel against its C kernel on fresh random state
-#            with poisoned outputs (tests/cuda/kc_core.c, tests/gpu/kc_gpu.c): max rel diff
-#   kernels_mma  the same for tests/cuda/models/amp_bf16.net and amp_fp16.net:
-#            their GEMMs on the tensor cores (mma.sync m16n8k16, sm_80 on)
+#   kernels  every CUDA kernel of SimpleNet and of the ConvNet against its C
+#            kernel on fresh random state with poisoned outputs
+#            (tests/cuda/kc_core.c, tests/gpu/kc_gpu.c): max rel diff
+#   kernels_mma  the same for tests/cuda/models/amp_bf16.net, amp_fp16.net and
+#            convnet_bf16.net (the ConvNet at precision bf16): their GEMMs on
+#            the tensor cores (mma.sync m16n8k16, sm_80 on)
 #   train    SimpleNet, 2 epochs of Fashion-MNIST, --device cuda: test_acc
 #            (>= 0.80) and the epoch times
 #   parity   100 steps on cuda and on the cpu from the same seed: step losses
@@ -123,7 +126,8 @@ step_build() {
     zlib_flags
     echo "zlib: $ZWHICH" >"$LOGS/zlib"
     if [ "${CDDP_GPU_REUSE_BUILD:-}" = 1 ] && [ -x $B/cddpc ] && [ -s $B/libcddprt.a ] && [ -x $B/mnist ] &&
-        [ -x $B/kernel_check ] && [ -x $B/kernel_check_bf16 ] && [ -x $B/kernel_check_fp16 ]; then
+        [ -x $B/kernel_check ] && [ -x $B/kernel_check_bf16 ] && [ -x $B/kernel_check_fp16 ] &&
+        [ -x $B/kernel_check_convnet ] && [ -x $B/kernel_check_convnet_bf16 ]; then
         detail "the build in $B kept (CDDP_GPU_REUSE_BUILD=1)"
         return 0
     fi
@@ -149,17 +153,20 @@ step_build() {
     ar rcs $B/libcddprt.a $B/obj/*.o && cp runtime/cddprt.h $B/include/ || { detail "ar failed"; return 1; }
     # what cddpc links programs with, beside libcddprt.a: no OpenBLAS here
     echo "$ZLIB -lm -lpthread -ldl" >$B/libcddprt.ldflags
-    # SimpleNet, and kernel_check for it and for the tensor-core GEMMs
-    # (precision bf16 and fp16: mma.sync m16n8k16), side by side
+    # SimpleNet, and kernel_check for it, the ConvNet (fp32 and bf16) and
+    # the tensor-core GEMMs (precision bf16 and fp16: mma.sync m16n8k16),
+    # side by side
     local pids=() p rc=0
     CDDPC_CC=$ROOT/tests/gpu/cc.sh CDDP_GPU_ZLIB=$ZLIB $B/cddpc models/mnist.net -o $B/mnist & pids+=($!)
     build_kc models/mnist.net $B/emit $B/kernel_check & pids+=($!)
+    build_kc models/mnist_convnet.net $B/emit_convnet $B/kernel_check_convnet & pids+=($!)
+    build_kc tests/cuda/models/convnet_bf16.net $B/emit_convnet_bf16 $B/kernel_check_convnet_bf16 & pids+=($!)
     build_kc tests/cuda/models/amp_bf16.net $B/emit_bf16 $B/kernel_check_bf16 & pids+=($!)
     build_kc tests/cuda/models/amp_fp16.net $B/emit_fp16 $B/kernel_check_fp16 & pids+=($!)
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
     [ $rc -eq 0 ] && [ -x $B/mnist ] || { [ -s "$LOGS/build.detail" ] || detail "cddpc models/mnist.net failed (see logs/build.log)"; return 1; }
     set +x
-    detail "cddpc, libcddprt (no BLAS), SimpleNet, kernel_check (fp32, bf16, fp16) on $JOBS cores; $(basename "$CC") $($CC -dumpversion); zlib $ZWHICH"
+    detail "cddpc, libcddprt (no BLAS), SimpleNet, kernel_check (SimpleNet, ConvNet fp32 and bf16, bf16, fp16) on $JOBS cores; $(basename "$CC") $($CC -dumpversion); zlib $ZWHICH"
 }
 
 step_nvrtc() {
@@ -169,10 +176,14 @@ step_nvrtc() {
     return $rc
 }
 
-step_kernels() {
-    $B/kernel_check | tee $B/kernels.txt
-    local rc=${PIPESTATUS[0]}
-    detail "$(tail -1 $B/kernels.txt | sed 's/^kernels: //')"
+step_kernels() {   # SimpleNet's and the ConvNet's, fp32
+    local m rc=0 out=""
+    for m in "" _convnet; do
+        $B/kernel_check$m | tee $B/kernels$m.txt
+        [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+        out="$out$(tail -1 $B/kernels$m.txt | sed 's/^kernels: //')  "
+    done
+    detail "$out"
     return $rc
 }
 
@@ -181,7 +192,7 @@ step_kernels() {
 # the emulator tiers allow (the two sides round the same sums apart)
 step_kernels_mma() {
     local p rc=0 out=""
-    for p in bf16 fp16; do
+    for p in bf16 fp16 convnet_bf16; do
         $B/kernel_check_$p --flips 0.001 | tee $B/kernels_$p.txt
         [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
         out="$out$p: $(tail -1 $B/kernels_$p.txt | sed 's/^kernels: //')  "
@@ -407,8 +418,8 @@ BUILD_OK=1
 run_step build 120 "build"
 BUILD_OK=$([ "$LAST_RC" -eq 0 ] && echo 1 || echo 0)
 run_step nvrtc 45 "NVRTC compile, device arch" needs_build
-run_step kernels 60 "kernels vs C reference" needs_build
-run_step kernels_mma 60 "bf16/fp16 mma GEMMs vs C" needs_build
+run_step kernels 60 "kernels vs C (SimpleNet, ConvNet)" needs_build
+run_step kernels_mma 60 "bf16/fp16 mma vs C (+ConvNet bf16)" needs_build
 run_step train 60 "train SimpleNet 2 epochs" needs_build
 run_step parity 60 "cuda = cpu, 100 steps" needs_build
 run_step nccl 45 "NCCL path, 1 GPU" needs_build

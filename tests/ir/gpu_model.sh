@@ -1,64 +1,49 @@
 #!/bin/sh
 # tests/ir/gpu_model.sh CDDPC: `--report --target h200` (compiler/gpu_model.c)
 # against the prediction worked by hand from the H200 datasheet (FP32
-# 66.9 TFLOP/s, 4.8 TB/s, 132 SMs x 2 blocks) for SimpleNet (batch 64):
-#   - t8_sgd_x6__optimizer: 3 x 4 x 535818 bytes (SGD reads p, g, writes p) over
-#     4.8 TB/s = 1.339 us; ceil(535824 / 256) = 2094 blocks of 256 (the
-#     aligned slab), 8 waves, all SMs busy; + 1 us graph node = 2.34 us;
-#   - t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue
-#     (rule data-prologue: fc1's GEMM gathers the batch as it loads its
-#     tiles): 2 x 64 x 784 (the gather's scale and shift) +
-#     2 x 64 x 512 x 784 + 2 x 64 x 512 FLOPs at
-#     half of 66.9 TFLOP/s (4x4 outputs per thread: 16 FMAs per 8 shared
-#     loads, an SM loads 32 words per clock and does 128 FMAs) = 1.538 us;
-#     64x64 tiles, K = 784 (49 k-slices of 16) in 13 slices of 4 k-slices,
-#     the last 1 (split-K: 1 x 8 tiles, far below 132 SMs; at most 132 / 8
-#     = 16 slices of at least 2 k-slices): 104 blocks, 104 of 132 SMs busy:
-#     1.96 us; + 1 us = 2.96 us; its partials, 2 x 13 x 64 x 512 floats,
-#     0.71 us, and its operands leave it FLOP-bound; no data kernel of its
-#     own (its 1.05 us node is gone);
-#   - runtime_step_turn (step_end of one step and step_begin of the next,
-#     one node between two steps of a 16-step graph) zeroes the gradients
-#     the kernels accumulate into, the three biases' (512 + 256 + 10
-#     floats: fused row reductions' atomics; the weights' gradients are
-#     stored whole by their GEMMs), fix's counters (112 floats: the six
-#     split GEMMs', 16 each but fc2's weight gradient's 32, one per tile;
-#     not the weight gradients' partials after them) and stat (1 double):
-#     3568 bytes on 1 block, 1/132 of 4.8 TB/s = 0.10 us, and no node:
-#     778 + 112 + 2 words are well under RT_CUDA_TURN_WORDS, so it runs in the last block of the
-#     optimizer kernel, the step's last (the three memset nodes it once
-#     replaced, then its own node, are gone);
-#   - t1, fc2's forward (64 x 256, K = 512), tiled by the model
-#     (sched_gpu.c's gemm_choose): 32x64 tiles, 2 x 4 outputs per thread, 2 x 4
-#     tiles x 16 slices of K = 128 blocks; 2 x 64 x 256 x 512 + 2 x 64 x 256
-#     FLOPs at a third of 66.9 TFLOP/s (8 FMAs per 6 shared loads) over 128
-#     of 132 SMs: 0.78 us, FLOP-bound (its bytes with 16 slices of
-#     partials, 0.61 us); 64x64 tiles would be 64 blocks bound by those
-#     bytes (1.21 us), 16x64 tiles 8 slices at a fifth of the peak (1.30);
+# 66.9 TFLOP/s, 4.8 TB/s, 132 SMs x 2 blocks at 1.98 GHz, 50 MB of L2) and
+# gpu_rates.c's stated assumptions (L2 at 5120 bytes a clock, 10.14 TB/s;
+# 1 us a graph node; no kernel under 2 us; a split-K tail of 1 us plus
+# each tile's partials read back by its last block at 64 bytes a clock)
+# for SimpleNet (batch 64):
+#   - its step touches 4.8 MB (activations, parameters, gradients), within
+#     one half of the L2: every kernel's bytes at the L2's 10.14 TB/s;
+#   - t8_sgd_x6__optimizer: 3 x 4 x 535818 bytes (SGD reads p, g, writes p)
+#     at 10.14 TB/s = 0.63 us; 2094 blocks of 256 (the aligned slab), 8
+#     waves; under the 2 us floor (bound "min"), + 1 us graph node = 3.00;
+#   - t0 (rule data-prologue: fc1's GEMM gathers the batch as it loads its
+#     tiles): 2 x 64 x 784 + 2 x 64 x 512 x 784 + 2 x 64 x 512 FLOPs at a
+#     third of 66.9 TFLOP/s (2 x 4 outputs per thread: 8 FMAs per 6 shared
+#     loads) over 112 of 132 SMs (32x64 tiles, 2 x 8 tiles, K = 784 in 7
+#     slices) + the split-K tail (1 us + 7 x 32 x 64 x 4 bytes at 64 bytes
+#     a clock) + 1 us;
+#   - t1, fc2's forward (64 x 256, K = 512): 16x64 tiles, 4 x 4 x 8 slices
+#     = 128 blocks at a fifth of the FP32 peak (1 x 4), + its tail (8
+#     slices of 16 x 64) + 1 us; the unsplit tiles are listed and slower;
 #   - t3, fc3's input gradient (64 x 256, K = 10: no split-K): 16x64
-#     tiles, 4 x 4 = 16 blocks (64x64 tiles: 4); its bytes (dY 64 x 10,
-#     W 10 x 256, the ReLU's output 64 x 256 read, dX 64 x 256 and the bias
-#     gradient 256 written) at 4.8 TB/s over 16 of 132 SMs;
-#   - t5_t6__siblings, fc2's dx and dW GEMMs in one launch: 128 blocks (dx,
-#     32x64 tiles as t1's, K = 256 in 8 slices) + 64 (dW, 256 x 512 in 4 x 8 tiles, its K, the
-#     batch, in 2 slices of 32 rows) in one wave side by side, so the slower
-#     part's time, or both parts' roofline over the 192 blocks' share of
-#     the GPU if that is longer (it is: 192 blocks need all 132 SMs, so
-#     (a x 128 + b x 64) / 132 from the parts' times a and b), + 1 us; its parts add no node of their
-#     own; t6 alone: 2 x 256 x 512 x 64 FLOPs, its bytes (dY 64 x 256 and
-#     X 64 x 512 read, dW 256 x 512 written, the partials 2 x 256 x 512
-#     written and read) at 4.8 TB/s over 64 of 132 SMs;
+#     tiles, 16 blocks, FLOP-bound: 2 x 64 x 256 x 10 + 2 x 64 x 256 (the
+#     ReLU's gradient and the bias gradient's sum) at a fifth of the peak;
+#   - t6, fc2's weight gradient (256 x 512, K = the batch): the split's
+#     tail (over 1 us) costs more than the SMs it would fill: 16x64 tiles,
+#     16 x 8 = 128 blocks, no split, 2 x 256 x 512 x 64 FLOPs at a fifth;
+#   - t5_t6__siblings, fc2's dx (t5, 32x64 x 8 slices, 128 blocks) and dW
+#     GEMMs in one launch of 256 blocks, one wave: the slower part (t5 with
+#     its tail) or both parts' rooflines over the whole GPU, whichever is
+#     longer (the slower part), + 1 us;
+#   - runtime_step_turn zeroes the gradients the kernels accumulate into
+#     (the three biases', 512 + 256 + 10 floats), fix's counters (48, a
+#     tile each of the three split GEMMs, 16 tiles each) and stat (1
+#     double): 3312 bytes on 1 block, 1/132 of 10.14 TB/s = 0.04 us, in the
+#     last block of the optimizer kernel, the step's last (no node);
 #   - t2 (rule row-tail: fc3's GEMM, then softmax + cross-entropy, its
 #     gradient and fc3's bias gradient in the block that finishes the one
-#     64-row tile) against the same GEMM without the rule (--fusion=all,
-#     -row-tail, t2_mm_nt_bias_add__epilogue): the tail reads the logits
-#     back (64 x 10 floats), the labels (64 int32), writes the logits'
-#     gradient (64 x 10), the bias gradient (10) and the loss sum (4
-#     bytes): 5420 bytes at 1/132 of 4.8 TB/s, 0.149 us; what the tail
-#     adds to the kernel's own bytes (all but the logits' read back, 2860)
-#     at its 32 blocks' share, 0.002 us; both with 16x64 tiles (the tail
-#     on 4 blocks, 16 lanes a row): 0.040 us more (to the printed
-#     hundredths); the row kernel's node (t3 there, 1.02 us) is gone;
+#     row of 16x64 tiles) against the same GEMM without the rule
+#     (--fusion=all,-row-tail): the tail's 5420 bytes (logits and labels
+#     read back, the logits' gradient, the bias gradient and the loss sum
+#     written) at 4/132 of the L2 rate, and its 5824 FLOPs (4 + 4 a logit
+#     for the loss and its gradient, 1 a logit for the bias gradient's
+#     sum, 1 a row for the loss's) at the GEMM's rate over its 4 blocks:
+#     0.032 us more; the row kernel's node is gone;
 #   - SimpleNet under precision bf16: the activations whose values its
 #     kernels round are 16-bit on the GPU (6 of the train plan's 8 act
 #     buffers: not the images and the labels), 2 bytes a value: t3 reads
@@ -67,17 +52,15 @@
 #     78080 bytes, 76.25 KiB (fp32: 141.50); its GEMMs on the tensor
 #     cores in every tile, at (r x 2048 / (8 + 4r)) / (989.5 / 66.9 x 128)
 #     of the dense peak for r rows a thread (18% in 64x64 tiles, 14% in
-#     32x64, 9% in 16x64); t1 (fc2's forward) in 16x64 tiles, 4 x 4 tiles
-#     x 8 slices = 128 blocks, bound by its bytes: h1 64 x 512 at 2, W
-#     256 x 512 and b 256 at 4, h2 64 x 256 at 2, 8 slices of 64 x 256
-#     partials stored and read at 4 = 1672192 bytes over 128 of 132 SMs:
-#     0.36 us;
+#     32x64, 9% in 16x64; the report lists the tiles used); t1 (fc2's
+#     forward) in 16x64 tiles x 8 slices = 128 blocks, its FLOPs at 9% of
+#     the tensor peak over 128 of 132 SMs, + its split-K tail;
 #   - the ConvNet's first channel pass (t2_mean_chan_allreduce, batch
 #     norm's mean over 16 channels of 64 x 28 x 28, its sum over the ranks
 #     in place after it: rule sum-in-place): 16 blocks a channel (264 / 16
 #     rounded down; 50176 elements, at least 2048 a slice), 256 blocks in
 #     one wave of 2 an SM, every SM busy: its input (3211264 bytes) and 16
-#     means at 4.8 TB/s, 0.67 us (a block a channel: 16 of 132 SMs, 5.5 us);
+#     means at the L2 rate (the ConvNet's step, 12.9 MB, in L2 too);
 #     and no all-reduce of SyncBatchNorm's runs as a kernel of its own
 #     (a copy and a graph node each before);
 # the step is the kernels' and the runtime's turn's sum plus 1/16 of a 5 us
@@ -93,21 +76,27 @@ row() { awk -v k="$1" '/^predicted train/ { on = 1 } on && $1 == k { print $2, $
 check() {
     if [ "$2" = "$3" ]; then echo "PASS $1: $2"; else echo "FAIL $1: got '$2', want '$3'"; fail=1; fi
 }
-hand_sgd=$(awk 'BEGIN { printf "%.2f %.2f", 12 * 535818 / 4.8e12 * 1e6, 12 * 535818 / 4.8e12 * 1e6 + 1 }')
-hand_mm=$(awk 'BEGIN { f = 2 * 64 * 784 + 2 * 64 * 512 * 784 + 2 * 64 * 512; r = f / (0.5 * 66.9e12) * 1e6 * 132 / 104; printf "%.2f %.2f", r, r + 1 }')
-hand_zb=$(awk 'BEGIN { r = (4 * 778 + 4 * 112 + 8) / 4.8e12 * 1e6 * 132 / 1; printf "%.2f %.2f", r, r }')
+L2=$(awk 'BEGIN { print 5120 * 1.98e9 }')
+SM=$(awk 'BEGIN { print 64 * 1.98e9 }')    # one SM's reads from L2
+hand_sgd=$(awk -v l2=$L2 'BEGIN { printf "%.2f 3.00", 12 * 535818 / l2 * 1e6 }')
+hand_mm=$(awk -v sm=$SM 'BEGIN { f = 2 * 64 * 784 + 2 * 64 * 512 * 784 + 2 * 64 * 512
+    r = f / (66.9e12 / 3) * 1e6 * 132 / 112 + 1 + 7 * 32 * 64 * 4 / sm * 1e6; printf "%.2f %.2f", r, r + 1 }')
+hand_zb=$(awk -v l2=$L2 'BEGIN { r = (4 * 778 + 4 * 48 + 8) / l2 * 1e6 * 132 / 1; printf "%.2f %.2f", r, r }')
 part() { awk -v k="$1" '/^predicted train/ { on = 1 } on && $1 == k { print $6 }' "$t"; }
 pair=$(awk '/^predicted train/ { on = 1 } on && $1 == "=" && $2 == "t5_t6__siblings" { print $3, $5, $9 }' "$t")
-hand_t6=$(awk 'BEGIN { by = 4 * (64 * 256 + 64 * 512 + 256 * 512 + 2 * 2 * 256 * 512);
-    printf "%.2f", by / 4.8e12 * 1e6 * 132 / 64 }')
-check "t6_mm_tn (fc2's weight gradient, split over the batch) blocks waves roofline" \
-    "$(row t6_mm_tn | cut -d' ' -f1-3)" "64 1 $hand_t6"
-hand_pair=$(awk -v a="$(part t5_mm_nn_relu_grad_sum_rows__epilogue__reduction)" -v b="$(part t6_mm_tn)" \
-    'BEGIN { both = (a * 128 + b * 64) / 132; m = a > b ? a : b; printf "192 1 %.2f", (both > m ? both : m) + 1 }')
-hand_t1=$(awk 'BEGIN { r = (2 * 64 * 256 * 512 + 2 * 64 * 256) / (66.9e12 / 3) * 1e6 * 132 / 128; printf "%.2f %.2f", r, r + 1 }')
-check "t1 (fc2 forward, 32x64 tiles x 16 slices) blocks waves roofline total" \
+hand_t6=$(awk 'BEGIN { printf "%.2f", 2 * 256 * 512 * 64 / (66.9e12 / 5) * 1e6 * 132 / 128 }')
+check "t6_mm_tn (fc2's weight gradient, unsplit 16x64 tiles) blocks waves roofline tile" \
+    "$(awk '/^predicted train/ { on = 1 } on && $1 == "t6_mm_tn" { print $2, $4, $6, $10, $11 }' "$t")" "128 1 $hand_t6 16x64 "
+# t5 with its tail is the slower part; both parts' rooflines (no tails)
+# over the whole GPU are less
+hand_pair=$(awk -v sm=$SM 'BEGIN { a5 = (2 * 64 * 512 * 256 + 2 * 64 * 512) / (66.9e12 / 3) * 1e6
+    a = a5 * 132 / 128 + 1 + 8 * 32 * 64 * 4 / sm * 1e6; b = 2 * 256 * 512 * 64 / (66.9e12 / 5) * 1e6
+    both = a5 + b; m = a > both ? a : both; printf "256 1 %.2f", (m > 2 ? m : 2) + 1 }')
+hand_t1=$(awk -v sm=$SM 'BEGIN { r = (2 * 64 * 256 * 512 + 2 * 64 * 256) / (66.9e12 / 5) * 1e6 * 132 / 128
+    r += 1 + 8 * 16 * 64 * 4 / sm * 1e6; printf "%.2f %.2f", r, r + 1 }')
+check "t1 (fc2 forward, 16x64 tiles x 8 slices) blocks waves roofline total" \
     "$(row t1_mm_nt_bias_add_relu__epilogue)" "128 1 $hand_t1"
-hand_t3=$(awk 'BEGIN { by = 4 * (64 * 10 + 10 * 256 + 64 * 256 + 64 * 256 + 256); printf "%.2f", by / 4.8e12 * 1e6 * 132 / 16 }')
+hand_t3=$(awk 'BEGIN { printf "%.2f", (2 * 64 * 256 * 10 + 2 * 64 * 256) / (66.9e12 / 5) * 1e6 * 132 / 16 }')
 check "t3 (fc3's input gradient, 16x64 tiles) blocks waves roofline" \
     "$(row t3_mm_nn_relu_grad_sum_rows__epilogue__reduction | cut -d' ' -f1-3)" "16 1 $hand_t3"
 check "t5_t6__siblings blocks waves total" "$pair" "$hand_pair"
@@ -118,10 +107,10 @@ plain=$(awk '/^predicted train/ { on = 1 } on && $1 == "t2_mm_nt_bias_add__epilo
 grep -q '^  t3_ce_loss' "$t.off" && ! grep -q '^  t[0-9]*_ce_loss' "$t" && echo "PASS row-tail: no row kernel of its own" ||
     { echo "FAIL row-tail: the row kernel's node"; fail=1; }
 rm -f "$t.off"
-awk -v a="$tail" -v b="$plain" 'BEGIN { h = 5420 / 4.8e12 * 1e6 * 132 / 4 + 2860 / 4.8e12 * 1e6 * 132 / 32;
+awk -v a="$tail" -v b="$plain" -v l2=$L2 'BEGIN { h = 5420 / l2 * 1e6 * 132 / 4 + 5824 / (66.9e12 / 5) * 1e6 * 132 / 4;
      d = a - b; exit !(a != "" && b != "" && d > h - 0.011 && d < h + 0.011) }' &&
-    echo "PASS t2 row tail adds $tail - $plain us (hand 0.040)" || { echo "FAIL t2 row tail: $tail - $plain us, want 0.040 more"; fail=1; }
-check "t0 (data prologue + fc1) blocks waves roofline total" "$(row t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue)" "104 1 $hand_mm"
+    echo "PASS t2 row tail adds $tail - $plain us (hand 0.032)" || { echo "FAIL t2 row tail: $tail - $plain us, want 0.032 more"; fail=1; }
+check "t0 (data prologue + fc1) blocks waves roofline total" "$(row t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue)" "112 1 $hand_mm"
 grep -q '^  t[0-9]*_images_labels__data ' "$t" && { echo "FAIL a data kernel of its own is still predicted"; fail=1; }
 check "runtime_step_turn blocks waves roofline total" "$(row runtime_step_turn)" "1 1 $hand_zb"
 grep -q '^    (no node: in the last block of t8_sgd_x6__optimizer)' "$t" && echo "PASS step_turn in the optimizer" ||
@@ -170,16 +159,17 @@ sed 's/^\( *\)optimizer /\1precision bf16\n&/' models/mnist.net > "$t.net"
 check "t3's KiB on the GPU, fp32" "$(kib "$t")" "$hand32"
 check "t3's KiB on the GPU, bf16 (16-bit activations)" "$(kib "$t.bf16")" "$hand16"
 check "16-bit activation buffers (train, bf16)" "$(sed -n 's/^  16-bit on the GPU (bf16): \([0-9]* of [0-9]*\) .*/\1/p' "$t.bf16" | head -1)" "6 of 8"
-mma=$(awk 'BEGIN { p = 989.5 / 66.9 * 128; printf "GEMMs: tensor cores (m16n8k16 mma, 990 TFLOP/s dense), rate bound by shared-memory loads to %.0f%% of that peak in 64x64 tiles, %.0f%% of that peak in 32x64 tiles, %.0f%% of that peak in 16x64 tiles",
-    100 * 4 * 2048 / 24 / p, 100 * 2 * 2048 / 16 / p, 100 * 2048 / 12 / p }')
+mma=$(awk 'BEGIN { p = 989.5 / 66.9 * 128; printf "GEMMs: tensor cores (m16n8k16 mma, 990 TFLOP/s dense), rate bound by shared-memory loads to %.0f%% of that peak in 64x64 tiles, %.0f%% of that peak in 16x64 tiles",
+    100 * 4 * 2048 / 24 / p, 100 * 2048 / 12 / p }')
 check "the mma rate per tile (bf16)" "$(sed -n 's/^  \(GEMMs: tensor cores.*\)/\1/p' "$t.bf16")" "$mma"
-hand_t1b=$(awk 'BEGIN { printf "%.2f", (2 * 64 * 512 + 4 * 256 * 512 + 4 * 256 + 2 * 64 * 256 + 2 * 4 * 8 * 64 * 256) / 4.8e12 * 1e6 * 132 / 128 }')
+hand_t1b=$(awk -v sm=$SM 'BEGIN { rate = 989.5e12 * (2048 / 12) / (989.5 / 66.9 * 128)
+    printf "%.2f", (2 * 64 * 256 * 512 + 2 * 64 * 256) / rate * 1e6 * 132 / 128 + 1 + 8 * 16 * 64 * 4 / sm * 1e6 }')
 check "t1 (bf16: 16x64 mma tiles x 8 slices) blocks roofline tile" \
     "$(awk '/^predicted train/ { on = 1 } on && $1 == "t1_mm_nt_bias_add_relu__epilogue" { print $2, $6, $10, $11, $12 }' "$t.bf16")" \
     "128 $hand_t1b 16x64 k/8 mma"
 rm -f "$t.net" "$t.bin" "$t.bf16"
 "$cddpc" models/mnist_convnet.net --report --target h200 > "$t.conv" || { echo "FAIL cddpc convnet"; fail=1; }
-hand_chan=$(awk 'BEGIN { printf "256 1 %.2f", (4 * 64 * 16 * 28 * 28 + 4 * 16) / 4.8e12 * 1e6 }')
+hand_chan=$(awk -v l2=$L2 'BEGIN { printf "256 1 %.2f", (4 * 64 * 16 * 28 * 28 + 4 * 16) / l2 * 1e6 }')
 check "t2_mean_chan_allreduce (16 blocks a channel) blocks waves roofline" \
     "$(awk '/^predicted train/ { on = 1 } on && $1 == "t2_mean_chan_allreduce__sum_in_place" { print $2, $4, $6 }' "$t.conv")" "$hand_chan"
 check "the ConvNet's all-reduce kernels (6 before rule sum-in-place)" \

@@ -99,13 +99,6 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 17, 48 deep */
-    const int64_t kts = 48;
-    const int split = by < 4;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     if (bx == 0 && bz == 0)
         for (int t = threadIdx.x; t < 16; t += 256) {
             const int64_t i = row0 + t;
@@ -119,7 +112,7 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -182,35 +175,6 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
                 acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
     }
 #endif
-    if (split) {
-        float *const ws = e->act + (int64_t)1008 * e->nmax;
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 16u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 17; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
-    }
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -365,13 +329,6 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2, 48 deep */
-    const int64_t kts = 48;
-    const int split = by < 4;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
 #if RT_MMA
     float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
 #endif
@@ -379,7 +336,7 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -436,35 +393,6 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
                 acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
     }
 #endif
-    if (split) {
-        float *const ws = e->act + (int64_t)1008 * e->nmax;
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 16);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
-    }
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -657,13 +585,6 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
-    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 1;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
 #if RT_MMA
     float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
 #endif
@@ -671,7 +592,7 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, r = l % 64;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -728,35 +649,6 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
                 acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
     }
 #endif
-    if (split) {
-        float *const ws = e->fix + 80;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 32);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
-    }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -798,13 +690,6 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2, 48 deep */
-    const int64_t kts = 48;
-    const int split = by < 4;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
 #if RT_MMA
     float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
 #endif
@@ -812,7 +697,7 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -869,35 +754,6 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
                 acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
     }
 #endif
-    if (split) {
-        float *const ws = e->act + (int64_t)1008 * e->nmax;
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 48);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
-    }
     float red29[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
@@ -947,13 +803,6 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
-    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 5;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
 #if RT_MMA
     float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
 #endif
@@ -961,7 +810,7 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int kk = l / 16, r = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -1018,35 +867,6 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
                 acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
     }
 #endif
-    if (split) {
-        float *const ws = e->fix + 1904;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 64);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
-    }
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -1204,7 +1024,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_t4__siblings(const rt_ex
     float (*const Cs)[64 + 1] = 0;
 #endif
     const unsigned ax = 2u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
-    const unsigned bx = 2u, by = 1u, bz = 2u;
+    const unsigned bx = 2u, by = 1u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t3_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last, Cs);
@@ -1223,8 +1043,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_t6__siblings(const rt_ex
 #else
     float (*const Cs)[64 + 1] = 0;
 #endif
-    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 2u;
-    const unsigned bx = 1u, by = 5u, bz = 2u;
+    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
+    const unsigned bx = 1u, by = 5u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last, Cs);
@@ -1254,13 +1074,6 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 17, 48 deep */
-    const int64_t kts = 48;
-    const int split = by < 4;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     if (bx == 0 && bz == 0)
         for (int t = threadIdx.x; t < 16; t += 256) {
             const int64_t i = row0 + t;
@@ -1274,7 +1087,7 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -1337,35 +1150,6 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
                 acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
     }
 #endif
-    if (split) {
-        float *const ws = e->act + (int64_t)848 * e->nmax;
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 16u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 17; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
-    }
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -1519,13 +1303,6 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2, 48 deep */
-    const int64_t kts = 48;
-    const int split = by < 4;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
 #if RT_MMA
     float d[1][4] = {{0.0f}};   /* this warp's 1 16x8 tile */
 #endif
@@ -1533,7 +1310,7 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -1590,35 +1367,6 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
                 acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
     }
 #endif
-    if (split) {
-        float *const ws = e->act + (int64_t)848 * e->nmax;
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 16);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
-    }
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;

@@ -328,13 +328,13 @@ static const int64_t train_acts7[] = {784, 48, 37, 5, 0, 784, 784, 1};
 static const int64_t train_acts8[] = {0};
 
 static const rt_cuda_launch train_cuda[] = {
-    {"t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1008, 629, 0, 4, 0, 0, 0, train_acts0, 3},
+    {"t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts0, 3},
     {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts1, 2},
-    {"t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1008, 26, 16, 4, 0, 0, 0, train_acts2, 4},
+    {"t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts2, 4},
     {"t3_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t3_t4__siblings", train_acts3, 3},
-    {"t4_mm_tn", {256, 1, 1}, {2, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 32, 2, 80, 1820, 0, train_acts4, 2},
-    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1008, 74, 48, 4, 0, 0, "t5_t6__siblings", train_acts5, 3},
-    {"t6_mm_tn", {256, 1, 1}, {1, 5, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 64, 5, 1904, 5180, 0, train_acts6, 2},
+    {"t4_mm_tn", {256, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts4, 2},
+    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t5_t6__siblings", train_acts5, 3},
+    {"t6_mm_tn", {256, 1, 1}, {1, 5, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts6, 2},
     {"t7_mm_tn", {256, 1, 1}, {13, 3, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts7, 2},
     {"t8_sgd_momentum_x6__optimizer", {256, 1, 1}, {128, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, train_acts8, 0},
 };
@@ -352,9 +352,9 @@ static const int64_t eval_acts1[] = {784, 48, 37, 5, 0, 80, 70, 6};
 static const int64_t eval_acts2[] = {0, 80, 70, 5, 80, 16, 13, 7, 832, 16, 1, 1};
 
 static const rt_cuda_launch eval_cuda[] = {
-    {"e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {1, 1, 17}, {0, 1, 0}, {0, 16, 0}, 0, 0, 848, 629, 0, 4, 0, 0, 0, eval_acts0, 3},
+    {"e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, eval_acts0, 3},
     {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {2, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, eval_acts1, 2},
-    {"e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 2}, {0, 1, 0}, {0, 16, 0}, 0, 0, 848, 26, 16, 4, 0, 0, 0, eval_acts2, 3},
+    {"e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, eval_acts2, 3},
 };
 
 static const char cuda_src[] = /* all.cu */
@@ -385,8 +385,8 @@ static const rt_model cddp_model = {
     .nparam = 6,
     .param_floats = 32656,
     .opt_floats = 32656,
-    .train = {train_kernels, 9, 1008, 0, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 3, .fix_zero = 80, .cuda_act_units = 1648, .cuda_fix_floats = 7088},
-    .eval = {eval_kernels, 3, 848, 0, 2, 0, 1, eval_cuda, .fix_zero = 32, .cuda_act_units = 1488, .cuda_fix_floats = 32},
+    .train = {train_kernels, 9, 1008, 0, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 3, .fix_zero = 0},
+    .eval = {eval_kernels, 3, 848, 0, 2, 0, 1, eval_cuda, .fix_zero = 0},
     .in_rank = 1, .in_dim = {784, 0, 0}, .nclass = 13, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,

@@ -151,7 +151,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_mean_chan(const rt_exec 
     const float s_b = red_a[0];
     __syncthreads();
     /* this slice's sums; the channel's last block adds the 3 slices' in order */
-    float *const ws = e->fix + 176;
+    float *const ws = e->fix + 160;
     __shared__ int last;
     if (threadIdx.x == 0) {
         ws[(c * 3 + blockIdx.y) * 1 + 0] = s_b;
@@ -199,7 +199,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_bn_sqdev_bn_stats_bn_run
     const float q_b = red_a[0];
     __syncthreads();
     /* this slice's sums; the channel's last block adds the 3 slices' in order */
-    float *const ws = e->fix + 192;
+    float *const ws = e->fix + 176;
     __shared__ int last;
     if (threadIdx.x == 0) {
         ws[(c * 3 + blockIdx.y) * 1 + 0] = q_b;
@@ -705,13 +705,6 @@ __device__ __forceinline__ void t13_mm_tn_tile(const rt_exec *__restrict__ e, co
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
-    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 1;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
 #if RT_MMA
     float d[4][4] = {{0.0f}};   /* this warp's 4 16x8 tiles */
 #endif
@@ -719,7 +712,7 @@ __device__ __forceinline__ void t13_mm_tn_tile(const rt_exec *__restrict__ e, co
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, r = l % 64;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -776,35 +769,6 @@ __device__ __forceinline__ void t13_mm_tn_tile(const rt_exec *__restrict__ e, co
                 acc[r][c] = Cs[ty + 16 * r][tx + 16 * c];
     }
 #endif
-    if (split) {
-        float *const ws = e->fix + 208;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 128);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
-    }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
@@ -1091,13 +1055,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) t21_bn_dpart_bn_dw_sum_chan
     const float sdyx_b = red_b[0];
     __syncthreads();
     /* this slice's sums; the channel's last block adds the 3 slices' in order */
-    float *const ws = e->fix + 688;
+    float *const ws = e->fix + 192;
     __shared__ int last;
     if (threadIdx.x == 0) {
         ws[(c * 3 + blockIdx.y) * 2 + 0] = sdy_b;
         ws[(c * 3 + blockIdx.y) * 2 + 1] = sdyx_b;
         __threadfence();    /* the partials before the count that publishes them */
-        last = atomicAdd(&((unsigned *)(e->fix + 144))[c], 1u) == 2u;   /* zeroed each step */
+        last = atomicAdd(&((unsigned *)(e->fix + 128))[c], 1u) == 2u;   /* zeroed each step */
     }
     __syncthreads();
     if (!last)
@@ -1155,12 +1119,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) t22_bn_dx_sum_chan__channel
     const float so_b = red_a[0];
     __syncthreads();
     /* this slice's sums; the channel's last block adds the 3 slices' in order */
-    float *const ws = e->fix + 720;
+    float *const ws = e->fix + 224;
     __shared__ int last;
     if (threadIdx.x == 0) {
         ws[(c * 3 + blockIdx.y) * 1 + 0] = so_b;
         __threadfence();    /* the partials before the count that publishes them */
-        last = atomicAdd(&((unsigned *)(e->fix + 160))[c], 1u) == 2u;   /* zeroed each step */
+        last = atomicAdd(&((unsigned *)(e->fix + 144))[c], 1u) == 2u;   /* zeroed each step */
     }
     __syncthreads();
     if (!last)
@@ -1249,7 +1213,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t12_t13__siblings(const rt_
     float (*const Cs)[64 + 1] = 0;
 #endif
     const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
-    const unsigned bx = 1u, by = 1u, bz = 2u;
+    const unsigned bx = 1u, by = 1u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t12_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last, Cs);

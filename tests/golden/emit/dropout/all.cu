@@ -488,18 +488,11 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
-    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 1;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, r = l % 64;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -522,35 +515,6 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
-    }
-    if (split) {
-        float *const ws = e->fix + 80;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 16);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
@@ -657,25 +621,18 @@ __device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 21, N = 37, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
+    /* 64x64 tiles, 4 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
-    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 2;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[1][4];
-    for (int r = 0; r < 1; r++)
+    float acc[4][4];
+    for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 256; l += 256) {
-            const int kk = l / 16, r = l % 16;
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+        for (int l = threadIdx.x; l < 1024; l += 256) {
+            const int kk = l / 64, r = l % 64;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b32[gk * 21 + gi] : 0.0f;
         }
@@ -686,47 +643,18 @@ __device__ __forceinline__ void t9_mm_tn_tile(const rt_exec *__restrict__ e, con
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[1], bb[4];
-            for (int r = 0; r < 1; r++)
+            float a[4], bb[4];
+            for (int r = 0; r < 4; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 1; r++)
+            for (int r = 0; r < 4; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
-    if (split) {
-        float *const ws = e->fix + 640;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 32);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
-    }
-    for (int r = 0; r < 1; r++)
+    for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -817,25 +745,18 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
     const int64_t M = 37, N = 192, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
+    /* 32x64 tiles, 2 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
-    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 3;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[1][4];
-    for (int r = 0; r < 1; r++)
+    float acc[2][4];
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 256; l += 256) {
-            const int kk = l / 16, r = l % 16;
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+        for (int l = threadIdx.x; l < 512; l += 256) {
+            const int kk = l / 32, r = l % 32;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b37[gk * 37 + gi] : 0.0f;
         }
@@ -846,47 +767,18 @@ __device__ __forceinline__ void t11_mm_tn_tile(const rt_exec *__restrict__ e, co
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[1], bb[4];
-            for (int r = 0; r < 1; r++)
+            float a[2], bb[4];
+            for (int r = 0; r < 2; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 1; r++)
+            for (int r = 0; r < 2; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
-    if (split) {
-        float *const ws = e->fix + 2208;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 48);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
-    }
-    for (int r = 0; r < 1; r++)
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -945,12 +837,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) t13_sum_chan(const rt_exec 
     const float s_b = red_a[0];
     __syncthreads();
     /* this slice's sums; the channel's last block adds the 2 slices' in order */
-    float *const ws = e->fix + 16416;
+    float *const ws = e->fix + 32;
     __shared__ int last;
     if (threadIdx.x == 0) {
         ws[(c * 2 + blockIdx.y) * 1 + 0] = s_b;
         __threadfence();    /* the partials before the count that publishes them */
-        last = atomicAdd(&((unsigned *)(e->fix + 64))[c], 1u) == 1u;   /* zeroed each step */
+        last = atomicAdd(&((unsigned *)(e->fix + 16))[c], 1u) == 1u;   /* zeroed each step */
     }
     __syncthreads();
     if (!last)
@@ -1028,7 +920,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t6_t7__siblings(const rt_ex
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
     const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
-    const unsigned bx = 1u, by = 1u, bz = 2u;
+    const unsigned bx = 1u, by = 1u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t6_mm_nn_dropout_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
@@ -1043,7 +935,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t8_t9__siblings(const rt_ex
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
     const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
-    const unsigned bx = 1u, by = 2u, bz = 2u;
+    const unsigned bx = 1u, by = 1u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
@@ -1058,7 +950,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t10_t11__siblings(const rt_
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
     const unsigned ax = 3u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
-    const unsigned bx = 3u, by = 3u, bz = 2u;
+    const unsigned bx = 3u, by = 2u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t10_mm_nn_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);

@@ -61,30 +61,30 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
     const int64_t M = n, N = 512, K = 784;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (sched_gpu) */
+    /* 32x64 tiles, 2 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 13, 64 deep */
-    const int64_t kts = 64;
-    const int split = by < 1;
+    /* split-K: slice bz of 7, 112 deep */
+    const int64_t kts = 112;
+    const int split = by < 2;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
     if (bx == 0 && bz == 0)
-        for (int t = threadIdx.x; t < 64; t += 256) {
+        for (int t = threadIdx.x; t < 32; t += 256) {
             const int64_t i = row0 + t;
             if (i < M)
                 b1[i] = ((const int32_t *)e->y)[e->idx[i]];
         }
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[2][4];
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 512; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             float a = 0.0f;
@@ -102,12 +102,12 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[2], bb[4];
+            for (int r = 0; r < 2; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 2; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -115,7 +115,7 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
     }
     if (split) {
         float *const ws = e->act + (int64_t)2064 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -125,24 +125,24 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 12u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 6u;
         }
         __syncthreads();
         if (!*last)
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 13; z++)
+                    for (int z = 0; z < 7; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -175,24 +175,24 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 256, K = 512;
     const int64_t R = M, C = N;
     (void)R;
-    /* 32x64 tiles, 2 x 4 outputs per thread (sched_gpu) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 16, 32 deep */
-    const int64_t kts = 32;
-    const int split = by < 2;
+    /* split-K: slice bz of 8, 64 deep */
+    const int64_t kts = 64;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[2][4];
-    for (int r = 0; r < 2; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 512; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b11[gi * 512 + gk] : 0.0f;
@@ -204,12 +204,12 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[2], bb[4];
-            for (int r = 0; r < 2; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 2; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -217,7 +217,7 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     }
     if (split) {
         float *const ws = e->act + (int64_t)2064 * e->nmax;
-        for (int r = 0; r < 2; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -227,24 +227,24 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 16);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 15u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 7u;
         }
         __syncthreads();
         if (!*last)
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 2; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 16; z++)
+                    for (int z = 0; z < 8; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 2; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -286,18 +286,11 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 8, 32 deep */
-    const int64_t kts = 32;
-    const int split = by < 4;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[1][4];
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -320,35 +313,6 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
-    }
-    if (split) {
-        float *const ws = e->act + (int64_t)2064 * e->nmax;
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 32);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 7u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 8; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
     }
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
@@ -496,18 +460,11 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
-    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 1;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, r = l % 64;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -530,35 +487,6 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
-    }
-    if (split) {
-        float *const ws = e->fix + 80;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 48);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
@@ -642,7 +570,7 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
         __threadfence();    /* the partial before the count that publishes it */
         __syncthreads();
         if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 64);   /* zeroed each step */
+            unsigned *const ctr = (unsigned *)(e->fix + 32);   /* zeroed each step */
             *last = atomicAdd(&ctr[by * gx + bx], 1u) == 7u;
         }
         __syncthreads();
@@ -833,7 +761,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_t4__siblings(const rt_ex
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
     const unsigned ax = 4u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
-    const unsigned bx = 4u, by = 1u, bz = 2u;
+    const unsigned bx = 4u, by = 1u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t3_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
@@ -873,30 +801,30 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
     const int64_t M = n, N = 512, K = 784;
     const int64_t R = M, C = N;
     (void)R;
-    /* 64x64 tiles, 4 x 4 outputs per thread (sched_gpu) */
+    /* 32x64 tiles, 2 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 13, 64 deep */
-    const int64_t kts = 64;
-    const int split = by < 1;
+    /* split-K: slice bz of 7, 112 deep */
+    const int64_t kts = 112;
+    const int split = by < 2;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
     if (bx == 0 && bz == 0)
-        for (int t = threadIdx.x; t < 64; t += 256) {
+        for (int t = threadIdx.x; t < 32; t += 256) {
             const int64_t i = row0 + t;
             if (i < M)
                 b1[i] = ((const int32_t *)e->y)[e->idx[i]];
         }
-    float acc[4][4];
-    for (int r = 0; r < 4; r++)
+    float acc[2][4];
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 1024; l += 256) {
+        for (int l = threadIdx.x; l < 512; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             float a = 0.0f;
@@ -914,12 +842,12 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[4], bb[4];
-            for (int r = 0; r < 4; r++)
+            float a[2], bb[4];
+            for (int r = 0; r < 2; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < 2; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -927,7 +855,7 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
     }
     if (split) {
         float *const ws = e->act + (int64_t)1312 * e->nmax;
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -937,24 +865,24 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 0);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 12u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 6u;
         }
         __syncthreads();
         if (!*last)
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 2; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 13; z++)
+                    for (int z = 0; z < 7; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -987,24 +915,24 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     const int64_t M = n, N = 256, K = 512;
     const int64_t R = M, C = N;
     (void)R;
-    /* 32x64 tiles, 2 x 4 outputs per thread (sched_gpu) */
+    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 16, 32 deep */
-    const int64_t kts = 32;
-    const int split = by < 2;
+    /* split-K: slice bz of 8, 64 deep */
+    const int64_t kts = 64;
+    const int split = by < 4;
     if (!split && bz != 0)
         return;
     const int64_t klo = split ? (int64_t)bz * kts : 0;
     const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[2][4];
-    for (int r = 0; r < 2; r++)
+    float acc[1][4];
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
     for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 512; l += 256) {
+        for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b11[gi * 512 + gk] : 0.0f;
@@ -1016,12 +944,12 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[2], bb[4];
-            for (int r = 0; r < 2; r++)
+            float a[1], bb[4];
+            for (int r = 0; r < 1; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 2; r++)
+            for (int r = 0; r < 1; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
@@ -1029,7 +957,7 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
     }
     if (split) {
         float *const ws = e->act + (int64_t)1312 * e->nmax;
-        for (int r = 0; r < 2; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 if (i < M && j < N)
@@ -1039,24 +967,24 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
         __syncthreads();
         if (threadIdx.x == 0) {
             unsigned *const ctr = (unsigned *)(e->fix + 16);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 15u;
+            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 7u;
         }
         __syncthreads();
         if (!*last)
             return;
         __threadfence();
         const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 2; r++)
+        for (int r = 0; r < 1; r++)
             for (int c = 0; c < 4; c++) {
                 const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
                 float s = 0.0f;
                 if (i < M && j < N)
-                    for (int z = 0; z < 16; z++)
+                    for (int z = 0; z < 8; z++)
                         s += wv[((int64_t)z * M + i) * N + j];
                 acc[r][c] = s;
             }
     }
-    for (int r = 0; r < 2; r++)
+    for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -1097,18 +1025,11 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 8, 32 deep */
-    const int64_t kts = 32;
-    const int split = by < 4;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[1][4];
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -1131,35 +1052,6 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
-    }
-    if (split) {
-        float *const ws = e->act + (int64_t)1312 * e->nmax;
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 32);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 7u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 8; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
     }
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {

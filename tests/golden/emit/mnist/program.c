@@ -313,12 +313,12 @@ static const rt_kernel train_kernels[] = {
 };
 
 static const rt_cuda_launch train_cuda[] = {
-    {"t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {8, 1, 13}, {0, 1, 0}, {0, 64, 0}, 0, 0, 2064, 6656, 0, 8, 0, 0, 0, 0, 0},
-    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 16}, {0, 1, 0}, {0, 32, 0}, 0, 0, 2064, 4096, 16, 8, 0, 0, 0, 0, 0},
-    {"t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 16, 0}, 0, 0, 2064, 80, 32, 4, 0, 0, 0, 0, 0},
+    {"t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {8, 1, 7}, {0, 1, 0}, {0, 32, 0}, 0, 0, 2064, 3584, 0, 16, 0, 0, 0, 0, 0},
+    {"t1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 8}, {0, 1, 0}, {0, 16, 0}, 0, 0, 2064, 2048, 16, 16, 0, 0, 0, 0, 0},
+    {"t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t3_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {4, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, "t3_t4__siblings", 0, 0},
-    {"t4_mm_tn", {256, 1, 1}, {4, 1, 2}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 48, 4, 80, 5120, 0, 0, 0},
-    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {8, 1, 8}, {0, 1, 0}, {0, 32, 0}, 0, 0, 2064, 4096, 64, 16, 0, 0, "t5_t6__siblings", 0, 0},
+    {"t4_mm_tn", {256, 1, 1}, {4, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"t5_mm_nn_relu_grad_sum_rows__epilogue__reduction", {256, 1, 1}, {8, 1, 8}, {0, 1, 0}, {0, 32, 0}, 0, 0, 2064, 4096, 32, 16, 0, 0, "t5_t6__siblings", 0, 0},
     {"t6_mm_tn", {256, 1, 1}, {8, 16, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t7_mm_tn", {256, 1, 1}, {13, 8, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"t8_sgd_x6__optimizer", {256, 1, 1}, {2094, 1, 1}, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
@@ -333,9 +333,9 @@ static const rt_kernel eval_kernels[] = {
 };
 
 static const rt_cuda_launch eval_cuda[] = {
-    {"e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {8, 1, 13}, {0, 1, 0}, {0, 64, 0}, 0, 0, 1312, 6656, 0, 8, 0, 0, 0, 0, 0},
-    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 16}, {0, 1, 0}, {0, 32, 0}, 0, 0, 1312, 4096, 16, 8, 0, 0, 0, 0, 0},
-    {"e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 8}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1312, 80, 32, 4, 0, 0, 0, 0, 0},
+    {"e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue", {256, 1, 1}, {8, 1, 7}, {0, 1, 0}, {0, 32, 0}, 0, 0, 1312, 3584, 0, 16, 0, 0, 0, 0, 0},
+    {"e1_mm_nt_bias_add_relu__epilogue", {256, 1, 1}, {4, 1, 8}, {0, 1, 0}, {0, 16, 0}, 0, 0, 1312, 2048, 16, 16, 0, 0, 0, 0, 0},
+    {"e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const char cuda_src[] = /* all.cu */
@@ -366,8 +366,8 @@ static const rt_model cddp_model = {
     .nparam = 6,
     .param_floats = 535824,
     .opt_floats = 0,
-    .train = {train_kernels, 9, 2064, 0, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 3, .fix_zero = 80, .cuda_act_units = 8720, .cuda_fix_floats = 5200},
-    .eval = {eval_kernels, 3, 1312, 0, 2, 0, 1, eval_cuda, .fix_zero = 48, .cuda_act_units = 7968, .cuda_fix_floats = 48},
+    .train = {train_kernels, 9, 2064, 0, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 3, .fix_zero = 48, .cuda_act_units = 6160, .cuda_fix_floats = 48},
+    .eval = {eval_kernels, 3, 1312, 0, 2, 0, 1, eval_cuda, .fix_zero = 32, .cuda_act_units = 4896, .cuda_fix_floats = 32},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,

@@ -250,18 +250,11 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2, 48 deep */
-    const int64_t kts = 48;
-    const int split = by < 4;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[1][4];
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -284,35 +277,6 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
-    }
-    if (split) {
-        float *const ws = e->act + (int64_t)1008 * e->nmax;
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 16);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
     }
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
@@ -460,18 +424,11 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
-    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 1;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[4][4];
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 1024; l += 256) {
             const int kk = l / 64, r = l % 64;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -494,35 +451,6 @@ __device__ __forceinline__ void t4_mm_tn_tile(const rt_exec *__restrict__ e, con
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
-    }
-    if (split) {
-        float *const ws = e->fix + 112;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 32);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
     }
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
@@ -560,18 +488,11 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2, 48 deep */
-    const int64_t kts = 48;
-    const int split = by < 4;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[1][4];
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -594,35 +515,6 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
-    }
-    if (split) {
-        float *const ws = e->act + (int64_t)1008 * e->nmax;
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 48);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
     }
     float red29[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int r = 0; r < 1; r++)
@@ -663,25 +555,18 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t M = 70, N = 37, K = n;
     const int64_t R = M, C = N;
     (void)R;
-    /* 16x64 tiles, 1 x 4 outputs per thread (sched_gpu) */
+    /* 64x64 tiles, 4 x 4 outputs per thread (sched_gpu) */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
+    const int64_t row0 = (int64_t)by * 64, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
-    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 5;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
-    float acc[1][4];
-    for (int r = 0; r < 1; r++)
+    float acc[4][4];
+    for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
-        for (int l = threadIdx.x; l < 256; l += 256) {
-            const int kk = l / 16, r = l % 16;
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+        for (int l = threadIdx.x; l < 1024; l += 256) {
+            const int kk = l / 64, r = l % 64;
             const int64_t gi = row0 + r, gk = k0 + kk;
             As[kk][r] = gi < M && gk < K ? b24[gk * 70 + gi] : 0.0f;
         }
@@ -692,47 +577,18 @@ __device__ __forceinline__ void t6_mm_tn_tile(const rt_exec *__restrict__ e, con
         }
         __syncthreads();
         for (int kk = 0; kk < 16; kk++) {
-            float a[1], bb[4];
-            for (int r = 0; r < 1; r++)
+            float a[4], bb[4];
+            for (int r = 0; r < 4; r++)
                 a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < 4; c++)
                 bb[c] = Bs[kk][tx + 16 * c];
-            for (int r = 0; r < 1; r++)
+            for (int r = 0; r < 4; r++)
                 for (int c = 0; c < 4; c++)
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
     }
-    if (split) {
-        float *const ws = e->fix + 1936;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 64);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
-    }
-    for (int r = 0; r < 1; r++)
+    for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) {
             const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i >= M || j >= N)
@@ -766,18 +622,11 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
     const int64_t row0 = (int64_t)by * 32, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2 of the batch's rows, whole k-slices */
-    const int64_t kts = ((K + 15) / 16 + 1) / 2 * 16;
-    const int split = by < 2;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[2][4];
     for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 512; l += 256) {
             const int kk = l / 32, r = l % 32;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -800,35 +649,6 @@ __device__ __forceinline__ void t7_mm_tn_tile(const rt_exec *__restrict__ e, con
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
-    }
-    if (split) {
-        float *const ws = e->fix + 7120;    /* the weight's partials, fixed size */
-        for (int r = 0; r < 2; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 80);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 2; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
     }
     for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++) {
@@ -876,7 +696,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) t3_t4__siblings(const rt_ex
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
     const unsigned ax = 2u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
-    const unsigned bx = 2u, by = 1u, bz = 2u;
+    const unsigned bx = 2u, by = 1u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t3_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
@@ -890,8 +710,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t5_t6__siblings(const rt_ex
 {
     __shared__ float As[16][64 + 1], Bs[16][64 + 1];
     __shared__ int last;
-    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 2u;
-    const unsigned bx = 1u, by = 5u, bz = 2u;
+    const unsigned ax = 1u, ay = (unsigned)rt_max1((1LL * e->nmax + 15) / 16), az = 1u;
+    const unsigned bx = 1u, by = 2u, bz = 1u;
     if (blockIdx.x < ax) {
         if (blockIdx.y < ay && blockIdx.z < az)
             t5_mm_nn_relu_grad_sum_rows__epilogue__reduction_tile(e, blockIdx.x, blockIdx.y, blockIdx.z, ax, As, Bs, &last);
@@ -1104,18 +924,11 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
     const int64_t row0 = (int64_t)by * 16, col0 = (int64_t)bx * 64;
     if (row0 >= M || col0 >= N)
         return;    /* uniform per block, before any barrier */
-    /* split-K: slice bz of 2, 48 deep */
-    const int64_t kts = 48;
-    const int split = by < 4;
-    if (!split && bz != 0)
-        return;
-    const int64_t klo = split ? (int64_t)bz * kts : 0;
-    const int64_t khi = split && klo + kts < K ? klo + kts : K;
     float acc[1][4];
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++)
             acc[r][c] = 0.0f;
-    for (int64_t k0 = klo; k0 < khi; k0 += 16) {
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
         for (int l = threadIdx.x; l < 256; l += 256) {
             const int r = l / 16, kk = l % 16;
             const int64_t gi = row0 + r, gk = k0 + kk;
@@ -1138,35 +951,6 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
                     acc[r][c] += a[r] * bb[c];
         }
         __syncthreads();
-    }
-    if (split) {
-        float *const ws = e->act + (int64_t)848 * e->nmax;
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                if (i < M && j < N)
-                    ws[((int64_t)bz * M + i) * N + j] = acc[r][c];
-            }
-        __threadfence();    /* the partial before the count that publishes it */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *const ctr = (unsigned *)(e->fix + 16);   /* zeroed each step */
-            *last = atomicAdd(&ctr[by * gx + bx], 1u) == 1u;
-        }
-        __syncthreads();
-        if (!*last)
-            return;
-        __threadfence();
-        const volatile float *const wv = ws;   /* other blocks' stores: not through L1 */
-        for (int r = 0; r < 1; r++)
-            for (int c = 0; c < 4; c++) {
-                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-                float s = 0.0f;
-                if (i < M && j < N)
-                    for (int z = 0; z < 2; z++)
-                        s += wv[((int64_t)z * M + i) * N + j];
-                acc[r][c] = s;
-            }
     }
     for (int r = 0; r < 1; r++)
         for (int c = 0; c < 4; c++) {
