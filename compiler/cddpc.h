@@ -327,7 +327,7 @@ typedef struct Group {
      * zeroes (Plan.fix_zero); ws_units is 0 then. */
     int tile_m, split;
     int64_t ws_off, ws_units, ctr_off, ctr_rows, ctr_n, wsf_off, wsf_n;
-    /* G_MATMUL on the GPU (fuse_pair.c, rule siblings): this group and the
+    /* G_MATMUL on the GPU (sched_pair.c, rule siblings): this group and the
      * next run as one CUDA launch; 0 otherwise */
     int pair_next;
     /* G_MATMUL, rule row-tail: the row op whose logits this GEMM computes,
@@ -383,10 +383,6 @@ int plan_sum_in_place(const Plan *p, int node);
 void plan_dump_groups(FILE *f, const Plan *p);
 /* fuse.c: the nodes into groups, one kernel each, under the rules on */
 void fuse_plan(Plan *p, FuseLevel level);
-/* fuse_pair.c: after memplan, marks adjacent independent GEMMs that read
- * the same operand (a layer's input and weight gradients) as one GPU
- * launch (Group.pair_next), when rule siblings is on */
-void fuse_pair_siblings(Plan *p, FuseLevel level);
 /* fuse_explain.c: --explain-fusion, every producer and consumer left in
  * different kernels with the predicate that kept them apart */
 void fuse_explain(FILE *f, Plan *p, FuseLevel level);
@@ -488,6 +484,11 @@ GemmTiling sched_gemm_tile(const Plan *p, int r);
 typedef struct GemmOption { int tile_m, split; double secs; } GemmOption;
 #define SCHED_GEMM_OPTIONS 6    /* three tiles, each split or not */
 int sched_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOption *o);
+/* sched_pair.c: the GPU schedule's one decision after memplan, which it
+ * needs the placed buffers for: adjacent independent GEMMs that read the
+ * same operand (a layer's input and weight gradients) as one launch
+ * (Group.pair_next), when rule siblings is on */
+void sched_pair_siblings(Plan *p, FuseLevel level);
 /* gpu_model.c: --report --target GPU, the step predicted per kernel from
  * the rates above and each kernel's launch geometry */
 void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t);

@@ -714,7 +714,7 @@ char *emit_cuda_pair_name(const Plan *p, int grp)
     return util_fmt("%c%d_%c%d__siblings", p->name[0], grp, p->name[0], grp + 1);
 }
 
-/* Rule siblings (fuse_pair.c): GEMM groups grp and grp + 1 as one kernel.
+/* Rule siblings (sched_pair.c): GEMM groups grp and grp + 1 as one kernel.
  * Along x, the first's blocks come first, then the second's; y and z span
  * the larger of the two grids (rt_cuda_pair_grid), and a block outside
  * its part's own grid returns. Each part sees its own coordinates and

@@ -14,7 +14,7 @@
  *   - waves = ceil(blocks / (SMs x GPU_BLOCKS_PER_SM)); busy share =
  *     min(1, blocks / (waves x SMs)): a grid smaller than the GPU, or a
  *     last wave partly empty, leaves SMs idle;
- *   - a sibling pair (fuse_pair.c) is one node: its parts side by side,
+ *   - a sibling pair (sched_pair.c) is one node: its parts side by side,
  *     the slower part's time, or both parts' roofline over the combined
  *     grid's share if longer;
  *   - the step adds a sixteenth of a graph launch (RT_CUDA_RUN_STEPS steps

@@ -81,8 +81,8 @@ int pipeline_compile(const PipelineOptions *o, const char *text, const char *out
     sched_gpu(eval, gpu);
     mem_plan_gpu(train);
     mem_plan_gpu(eval);
-    fuse_pair_siblings(train, o->fusion);
-    fuse_pair_siblings(eval, o->fusion);
+    sched_pair_siblings(train, o->fusion);
+    sched_pair_siblings(eval, o->fusion);
     verify(g, "memplan");
     verify_plans(train, eval, "memplan", plan_verify_memory);
     if (dumping(o, "memplan")) {

@@ -7,7 +7,7 @@
 2. Each public function (one that another compiler file uses) is
    declared in a header, in the section of the file that defines it. A
    section starts at a comment whose first words name files, as
-   `/* ---- memplan.c: ... */` or `/* fuse_pair.c: ... */`, and runs to the
+   `/* ---- memplan.c: ... */` or `/* sched_pair.c: ... */`, and runs to the
    next such comment. A declaration that no compiler file defines is
    reported too.
 

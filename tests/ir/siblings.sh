@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/ir/siblings.sh CDDPC: which GEMM kernels rule siblings pairs into one
-# GPU launch (compiler/fuse_pair.c), read from --emit cuda's launch.txt and
+# GPU launch (compiler/sched_pair.c), read from --emit cuda's launch.txt and
 # the program's launch table:
 #   - SimpleNet: fc3's and fc2's backward GEMMs (dx and dW of one layer, the
 #     same dy), t5+t6 and t7+t8; not t8+t9 (no shared operand) and nothing

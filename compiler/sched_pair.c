@@ -1,4 +1,4 @@
-/* fuse_pair.c: rule siblings, two GEMM kernels as one GPU launch.
+/* sched_pair.c: rule siblings, two GEMM kernels as one GPU launch.
  *
  * A layer's backward has two matrix products that read the same output
  * gradient dy: dx = dy W and dW = dy^T x. Neither needs the other, and at
@@ -11,7 +11,8 @@
  *
  * The groups stay two kernels everywhere else (the C backend, the plan,
  * --report's rows, kernel_check's per-kernel comparison): pairing is a
- * launch decision, made after memplan because it needs the buffers. Two
+ * launch decision of the GPU schedule (sched_gpu.c makes the others
+ * before memplan), made after memplan because it needs the buffers. Two
  * adjacent G_MATMUL groups pair when they share an operand, are not both
  * split-K (the plan's one workspace), and neither touches what the other
  * writes: every buffer range each reads or writes, including split-K
@@ -95,7 +96,7 @@ static int siblings(const Plan *p, int i)
     return !overlap(&wa, &rb) && !overlap(&wa, &wb) && !overlap(&wb, &ra);
 }
 
-void fuse_pair_siblings(Plan *p, FuseLevel level)
+void sched_pair_siblings(Plan *p, FuseLevel level)
 {
     for (int i = 0; i < p->ngroups; i++)
         p->groups[i].pair_next = 0;
