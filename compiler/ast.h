@@ -26,6 +26,10 @@ typedef enum {
     E_MUL,      /* a * b */
     E_DIV,      /* a / b          true division, as Python's */
     E_FDIV,     /* a // b         floor division */
+    E_MATMUL,   /* a @ b */
+    E_INDEX,    /* a[args]        args: E_SLICE, E_ELLIPSIS or index expressions */
+    E_SLICE,    /* a:b:c          a, b, c, each NULL when left out */
+    E_ELLIPSIS, /* ... */
 } ExprKind;
 
 /* One argument: `key = val`, or positional when key is NULL. */
@@ -43,7 +47,7 @@ struct Expr {
     const char *s;
     const char *written;    /* E_NAME, E_CALL: the name as written (nn.Linear,
                                x.view), s without its PyTorch namespace */
-    Expr *a, *b;
+    Expr *a, *b, *c;
     Arg **args;
     int nargs;
     int depth;              /* operations and calls nested in it, itself included (parse.y's limit) */
@@ -70,6 +74,9 @@ typedef struct Stmt {
     StmtKind kind;
     Loc loc;
     const char *name;       /* S_ASSIGN target */
+    const char **names;     /* S_ASSIGN to a tuple (a, b = ...): its names, name NULL */
+    Loc *name_locs;
+    int nnames;
     Expr *val;
 } Stmt;
 

@@ -39,7 +39,8 @@ static void accumulate(Ad *a, int x, int c)
         return;
     }
     const Node *xn = a->g->n[x];
-    a->grad[x] = bwd(a, OP_ADD, 2, (int[]){a->grad[x], c}, &xn->shape, xn);
+    /* the elementwise add's rows are the batch's: elsewhere, the tensor op */
+    a->grad[x] = bwd(a, ir_batch_dim(&xn->shape) > 0 ? OP_BC_ADD : OP_ADD, 2, (int[]){a->grad[x], c}, &xn->shape, xn);
 }
 
 static const Shape *shape_of(Ad *a, int id) { return &a->g->n[id]->shape; }
@@ -274,6 +275,118 @@ static void rule_mul_cols(RULE_ARGS)
         int p = bwd(a, OP_MUL, 2, (int[]){dy, x[0]}, &n->shape, n);
         a->g->n[p]->keep_f32 = n->keep_f32;
         accumulate(a, x[1], bwd(a, OP_SUM_ROWS, 1, &p, shape_of(a, x[1]), n));
+    }
+}
+
+/* ---- tensors of any rank (tensor.c) ------------------------------------ */
+
+/* dy of a value that broadcast from shape `to` back to it: summed over
+ * the stretched dimensions, then viewed as `to` */
+static int unbroadcast(Ad *a, int dy, const Shape *to, const Node *like)
+{
+    const Shape *s = shape_of(a, dy);
+    const unsigned axes = ten_stretched(to, s);
+    if (axes) {
+        const Shape r = ten_reduced(s, axes);
+        dy = bwd(a, OP_T_SUM, 1, &dy, &r, like);
+        a->g->n[dy]->ten.axes = axes;
+    }
+    return ir_same_shape(shape_of(a, dy), to) ? dy : bwd(a, OP_RESHAPE, 1, &dy, to, like);
+}
+
+static int scaled(Ad *a, int dy, double c, const Shape *s, const Node *like)
+{
+    const int d = bwd(a, OP_BC_SCALE, 1, &dy, s, like);
+    a->g->n[d]->ten.scale = c;
+    return d;
+}
+
+static void rule_bc_add(RULE_ARGS)
+{
+    for (int k = 0; k < 2; k++)
+        if (a->needs[n->in[k]])
+            accumulate(a, n->in[k], unbroadcast(a, dy, shape_of(a, n->in[k]), n));
+}
+
+static void rule_bc_sub(RULE_ARGS)
+{
+    if (a->needs[n->in[0]])
+        accumulate(a, n->in[0], unbroadcast(a, dy, shape_of(a, n->in[0]), n));
+    if (a->needs[n->in[1]])
+        accumulate(a, n->in[1], unbroadcast(a, scaled(a, dy, -1, &n->shape, n), shape_of(a, n->in[1]), n));
+}
+
+static void rule_bc_mul(RULE_ARGS)
+{
+    for (int k = 0; k < 2; k++)
+        if (a->needs[n->in[k]]) {
+            const int d = bwd(a, OP_BC_MUL, 2, (int[]){dy, n->in[1 - k]}, &n->shape, n);
+            accumulate(a, n->in[k], unbroadcast(a, d, shape_of(a, n->in[k]), n));
+        }
+}
+
+/* y = a / b: da = dy / b, db = -dy (a / b) / b */
+static void rule_bc_div(RULE_ARGS)
+{
+    const int *x = n->in;
+    if (a->needs[x[0]])
+        accumulate(a, x[0], unbroadcast(a, bwd(a, OP_BC_DIV, 2, (int[]){dy, x[1]}, &n->shape, n),
+                                        shape_of(a, x[0]), n));
+    if (a->needs[x[1]])
+        accumulate(a, x[1], unbroadcast(a, bwd(a, OP_BC_DIV_GRAD, 3, (int[]){dy, x[0], x[1]}, &n->shape, n),
+                                        shape_of(a, x[1]), n));
+}
+
+static void rule_bc_copy(RULE_ARGS) { accumulate(a, n->in[0], unbroadcast(a, dy, shape_of(a, n->in[0]), n)); }
+
+/* sum: dy to every element reduced; mean: divided by their count, as
+ * torch divides the expanded gradient */
+static void rule_t_sum(RULE_ARGS) { accumulate(a, n->in[0], bwd(a, OP_BC_COPY, 1, &dy, shape_of(a, n->in[0]), n)); }
+
+static void rule_t_mean(RULE_ARGS)
+{
+    const Shape *x = shape_of(a, n->in[0]);
+    double count = 1;
+    for (int i = 0; i < x->rank; i++)
+        if (n->ten.axes & (1u << i)) {
+            if (x->d[i] == DIM_N)
+                diag_ice("autodiff: mean %%%d over the batch", n->id);
+            count *= (double)x->d[i];
+        }
+    accumulate(a, n->in[0], scaled(a, dy, count, x, n));
+}
+
+/* amax, amin: dy shared evenly by the elements equal to the result, as
+ * torch's amax/amin backward */
+static void rule_t_amax(RULE_ARGS)
+{
+    const int x = n->in[0];
+    const int cnt = bwd(a, OP_T_COUNT_EQ, 2, (int[]){x, n->id}, &n->shape, n);
+    accumulate(a, x, bwd(a, OP_BC_MAX_GRAD, 4, (int[]){dy, x, n->id, cnt}, shape_of(a, x), n));
+}
+
+static void rule_t_permute(RULE_ARGS)
+{
+    const int d = bwd(a, OP_T_PERMUTE, 1, &dy, shape_of(a, n->in[0]), n);
+    for (int k = 0; k < n->shape.rank; k++)
+        a->g->n[d]->ten.perm[n->ten.perm[k]] = k;
+    accumulate(a, n->in[0], d);
+}
+
+static void rule_t_slice(RULE_ARGS) { accumulate(a, n->in[0], bwd(a, OP_T_PAD, 1, &dy, shape_of(a, n->in[0]), n)); }
+
+static void rule_t_cat(RULE_ARGS)
+{
+    int64_t start = 0;
+    for (int k = 0; k < 2; k++) {
+        const Shape *s = shape_of(a, n->in[k]);
+        if (a->needs[n->in[k]]) {
+            const int d = bwd(a, OP_T_SLICE, 1, &dy, s, n);
+            a->g->n[d]->ten.start = start;
+            a->g->n[d]->ten.step = 1;
+            accumulate(a, n->in[k], d);
+        }
+        start += s->d[n->ten.axis];
     }
 }
 

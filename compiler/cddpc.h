@@ -49,7 +49,7 @@ typedef enum {
 } Op;
 
 typedef enum { K_DATA, K_PARAM, K_VIEW, K_EW, K_MATMUL, K_RED, K_ROW, K_OPT, K_CONV, K_CHAN, K_POOL, K_STATE, K_COMM,
-               K_NORM } OpKind;
+               K_NORM, K_TENSOR } OpKind;
 /* ops.def's FUSE and EVAL columns */
 enum { F_EPI = 1, F_CONV_EPI = 2 };
 typedef enum { EV_SAME, EV_VIEW, EV_RUNNING, EV_TRAIN } OpEval;
@@ -58,12 +58,13 @@ typedef enum { PH_FWD, PH_LOSS, PH_BWD, PH_OPT } Phase;
 typedef enum { RED_MEAN, RED_SUM, RED_NONE } Reduction;
 
 #define DIM_N (-1)          /* the symbolic batch dimension */
-#define MAX_RANK 4
+#define MAX_RANK 6
 #define MAX_IN 5
 
 typedef struct Shape {
     int rank;
-    int64_t d[MAX_RANK];    /* d[0] == DIM_N for batch-shaped values */
+    int64_t d[MAX_RANK];    /* DIM_N in the batch's dimension (at most one; the first
+                               but for K_TENSOR ops, which index any layout) */
 } Shape;
 
 /* A sliding window over H and W: convolution and pooling geometry. */
@@ -122,6 +123,13 @@ typedef struct Node {
         struct {
             int64_t off;    /* SLICE: the first column of each row taken */
         } slice;
+        struct {
+            unsigned axes;  /* T_SUM ... T_COUNT_EQ: the reduced dimensions (bits) */
+            int axis;       /* T_SLICE, T_PAD, T_CAT: the dimension */
+            int64_t start, step;    /* T_SLICE, T_PAD: the first index and the step */
+            int perm[MAX_RANK];     /* T_PERMUTE: output dimension d is input dimension perm[d] */
+            double scale;   /* BC_SCALE: the divisor (a mean's count; -1 negates) */
+        } ten;
         struct {
             double a, b;    /* LEAKY_RELU: negative_slope; ELU: alpha; SOFTPLUS: beta, threshold;
                                HARDTANH: min_val, max_val (and their gradients); AFFINE: x * a + b;
@@ -185,11 +193,12 @@ int ir_dropout(Graph *g, int x, double p, Loc loc);
 /* ir_shape(2, DIM_N, 784): each dim converted to int64_t by the array. */
 #define ir_shape(rank, ...) ir_shape_a((rank), (const int64_t[]){__VA_ARGS__})
 Shape ir_shape_a(int rank, const int64_t *d);
-int64_t ir_row_elems(const Shape *s);       /* product of dims after d[0] if batched */
+int64_t ir_row_elems(const Shape *s);       /* a sample's elements: the dims' product but the batch's */
 int64_t ir_numel(const Shape *s, int64_t n);/* elements with batch n */
 /* A pool op's or its gradient's pooled input x and output y; 1 for a gradient */
 int ir_pool_io(const Graph *g, const Node *n, const Shape **x, const Shape **y);
-int ir_batched(const Shape *s);
+int ir_batched(const Shape *s);             /* has a batch dimension, wherever it is */
+int ir_batch_dim(const Shape *s);           /* its index, or -1 */
 int ir_same_shape(const Shape *a, const Shape *b);
 char *ir_shape_str(const Shape *s);         /* "[N, 1, 28, 28]" */
 void ir_dump(FILE *f, const Graph *g);
@@ -197,6 +206,16 @@ void ir_dump(FILE *f, const Graph *g);
  * problems and prints each (compiler bug if non-zero after a pass). */
 int ir_verify(const Graph *g, const char *after);
 int ir_opt_slots(const Graph *g);       /* optimizer state: floats per parameter float */
+
+/* ---- tensor.c: shape rules of the ops over tensors of any rank -------- */
+int ten_broadcast(const Shape *a, const Shape *b, Shape *out);  /* PyTorch's broadcast; 0: incompatible */
+Shape ten_reduced(const Shape *x, unsigned axes);   /* the axes (bits) kept as 1s */
+Shape ten_dropped(const Shape *x, unsigned axes);   /* the axes removed (keepdim = False) */
+int64_t ten_slice_len(int64_t start, int64_t stop, int64_t step);  /* elements of start:stop:step */
+unsigned ten_stretched(const Shape *from, const Shape *to);       /* the axes a broadcast's gradient sums */
+int ten_view_ok(const Shape *from, const Shape *to); /* a reshape keeping the layout (the batch's place) */
+const char *ten_verify(const Graph *g, const Node *n);  /* NULL, or what is wrong */
+int ten_is_reduction(Op op);            /* T_SUM ... T_COUNT_EQ: a result element loops over the reduced ones */
 
 /* ---- front.c: the front end (lex.l, parse.y, then sema.h's files) --- */
 enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2, OPT_RMSPROP = 3 };
@@ -281,7 +300,8 @@ void ad_train_step(Program *p);
 void bucket_plan(Graph *g, double first_mb, double bucket_mb);
 
 /* ---- plan: the kernels (fuse.c) and their memory (memplan.c) ---------- */
-typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT, G_CONV, G_CHAN, G_POOL, G_STATE, G_COMM, G_NORM } GroupKind;
+typedef enum { G_DATA, G_MATMUL, G_EW, G_ROW, G_RED, G_OPT, G_CONV, G_CHAN, G_POOL, G_STATE, G_COMM, G_NORM,
+               G_TENSOR } GroupKind;
 /* Fusion rules, each switchable (--fusion=all,-epilogue, --no-fuse RULE):
  * fuse.c's fuse_rule table names and documents them. A level is a set. */
 enum {
@@ -627,6 +647,9 @@ void emit_nchw_cuda(const Emit *m, rt_cuda_launch *L);
  * a pool gradient and the chain after it, window by window (emit_nchw.c) */
 void emit_pool_chain_c(const Emit *m);
 void emit_pool_chain_cuda(const Emit *m, rt_cuda_launch *L);
+/* emit_tensor.c: the body of a G_TENSOR kernel (an op over tensors of any rank, tensor.c). */
+void emit_tensor_c(const Emit *m);
+void emit_tensor_cuda(const Emit *m, rt_cuda_launch *L);
 /* emit_norm.c: the body of a G_NORM kernel (softmax, log_softmax, layer_norm and their gradients). */
 void emit_norm_c(const Emit *m);
 void emit_norm_cuda(const Emit *m, rt_cuda_launch *L);

@@ -812,6 +812,7 @@ char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *L)
     case G_CONV: case G_CHAN: case G_POOL: case G_STATE: emit_nchw_cuda(&m, L); break;
     case G_COMM: emit_comm(&m, L); break;
     case G_NORM: emit_norm_cuda(&m, L); break;
+    case G_TENSOR: emit_tensor_cuda(&m, L); break;
     }
     fprintf(f, "}\n");
     if (m.gr->kind == G_MATMUL) {

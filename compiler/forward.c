@@ -166,6 +166,8 @@ static int view_dim(Sema *S, const Expr *e, int64_t *d)
     return 1;
 }
 
+int fwd_size(Sema *S, const Expr *e, int64_t *d) { return view_dim(S, e, d); }
+
 /* x.view(shape), x.reshape(shape), view(x, ...): a new shape of the same
  * elements, the batch first: x.view(-1, 784), x.view(x.size(0), -1). The
  * batch size is not known when compiling, so the first dimension must be
@@ -216,7 +218,8 @@ static Val eval_view(Sema *S, const Expr *e)
     if (!ok || x.id < 0)
         return POISON;
     if (x.s.d[0] != DIM_N) {
-        diag_error(e->loc, "%s of a value without a batch dimension is not supported", fn);
+        diag_error(e->loc, "%s of %s is not supported: its batch is not its first dimension (permute it back)", fn,
+                   ir_shape_str(&x.s));
         return POISON;
     }
     int64_t per = ir_row_elems(&x.s);
@@ -271,11 +274,23 @@ static Val eval_cat(Sema *S, const Expr *e)
         return POISON;
     int r = t[0].s.rank;
     int64_t d = dim < 0 ? dim + r : dim;
-    if (d != 1) {
-        diag_error(a[1] ? a[1]->loc : e->loc, "%s along dim %lld is not supported; only along dim 1 (the "
-                   "features of [N, F], the channels of [N, C, H, W])%s", fn, (long long)dim,
+    if (d < 0 || d >= r) {
+        diag_error(a[1]->loc, "%s: dim %lld is out of range for %s", fn, (long long)dim, ir_shape_str(&t[0].s));
+        return POISON;
+    }
+    if (t[0].s.d[d] == DIM_N) {
+        diag_error(a[1] ? a[1]->loc : e->loc, "%s along dim %lld, the batch, is not supported%s", fn, (long long)dim,
                    a[1] ? "" : ": write dim = 1 (torch.cat's default, 0, is the batch)");
         return POISON;
+    }
+    int rows = 1;   /* along dim 1 of batch-first operands: a sample's rows side by side (OP_CAT) */
+    for (int k = 0; k < n; k++)
+        rows &= t[k].s.d[0] == DIM_N;
+    if (d != 1 || !rows) {
+        const Expr **where = util_alloc(sizeof *where * (size_t)n);
+        for (int k = 0; k < n; k++)
+            where[k] = a[0]->args[k]->val;
+        return meth_cat(S, e, t, n, (int)d, (const Expr *const *)where);
     }
     Val acc = t[0];
     for (int k = 1; k < n; k++) {
@@ -306,6 +321,8 @@ static Val eval_call(Sema *S, const Expr *e)
     int ok = 1;
     if (li < 0 && strcmp(e->s, "dropout") == 0)
         return eval_dropout(S, e);
+    if (li < 0 && meth_handles(e->s))
+        return meth_call(S, e);
     if (li < 0 && strcmp(e->s, "flatten") == 0)
         return eval_flatten(S, e);
     if (li < 0 && (strcmp(e->s, "cat") == 0 || strcmp(e->s, "concat") == 0))
@@ -427,22 +444,19 @@ static Operand arith(Sema *S, Operand a, ExprKind k, Operand b, Loc loc)
         return r;
     }
     if (!a.is_const && !b.is_const) {
-        if (k == E_DIV) {
-            diag_error(loc, "dividing a tensor by a tensor is not supported (only by a constant)");
+        /* one shape, the batch first: the elementwise ops (fused); else
+         * broadcast (tensor.c) */
+        if (k != E_DIV && ir_same_shape(&a.v.s, &b.v.s) && ir_batch_dim(&a.v.s) <= 0) {
+            r.v = layer_node(S, k == E_ADD ? OP_ADD : k == E_SUB ? OP_SUB : OP_MUL, a.v.id, b.v.id, a.v.s, loc);
             return r;
         }
-        if (!ir_same_shape(&a.v.s, &b.v.s)) {
-            diag_error(loc, "cannot %s tensors of different shapes: %s %s %s",
-                       k == E_ADD ? "add" : k == E_SUB ? "subtract" : "multiply", ir_shape_str(&a.v.s), arith_sym(k),
-                       ir_shape_str(&b.v.s));
-            return r;
-        }
-        r.v = layer_node(S, k == E_ADD ? OP_ADD : k == E_SUB ? OP_SUB : OP_MUL, a.v.id, b.v.id, a.v.s, loc);
+        r.v = meth_broadcast(S, k == E_ADD ? OP_BC_ADD : k == E_SUB ? OP_BC_SUB : k == E_MUL ? OP_BC_MUL : OP_BC_DIV,
+                             a.v, b.v, arith_sym(k), loc);
         return r;
     }
     double c = a.is_const ? a.c : b.c;
     Val x = a.is_const ? b.v : a.v;
-    if (!arg_float32(loc, "the constant", c))
+    if (!arg_float32(loc, "the constant", c) || !layer_batch_first(x, util_fmt("'%s' with a constant", arith_sym(k)), loc))
         return r;
     switch (k) {
     case E_ADD: r.v = scalar_node(S, OP_AFFINE, x, 1, c, loc); break;
@@ -502,6 +516,8 @@ static Val eval_arith(Sema *S, const Expr *e)
     return acc.v;
 }
 
+Val fwd_eval(Sema *S, const Expr *e) { return eval(S, e); }
+
 /* A tensor expression of forward. */
 static Val eval(Sema *S, const Expr *e)
 {
@@ -528,6 +544,14 @@ static Val eval(Sema *S, const Expr *e)
         return eval_call(S, e);
     case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_FDIV:
         return eval_arith(S, e);
+    case E_INDEX:
+        return meth_index(S, e);
+    case E_MATMUL:
+        fwd_eval(S, e->a);
+        fwd_eval(S, e->b);
+        diag_error(e->loc, "'@' (a matrix product between activations) is not supported yet; Linear layers "
+                   "multiply by their weights");
+        return POISON;
     case E_NEG: {
         /* -x is x * -1 (a constant -3 is not a tensor: reported below) */
         double c;
@@ -621,6 +645,17 @@ static Val run_body(Sema *S, const Forward *f)
         if (returned) {
             diag_error(st->loc, "statement after return is never run");
             return POISON;
+        }
+        if (st->nnames > 0) {   /* a, b = torch.chunk(x, 2, 1) */
+            Val *vs = util_alloc(sizeof *vs * (size_t)st->nnames);
+            int ok = meth_unpack(S, st->val, vs, st->nnames);
+            for (int k = 0; k < st->nnames; k++) {
+                if (find_layer(S, st->names[k]) >= 0)
+                    diag_error(st->name_locs[k], "'%s' is a layer; a variable cannot have its name", st->names[k]);
+                else
+                    set_var(S, st->names[k], ok ? vs[k] : POISON);
+            }
+            continue;
         }
         Val v = st->kind == S_RETURN && is_log_softmax(S, st->val) ? eval_log_softmax(S, st->val)
                 : eval(S, st->val);

@@ -457,9 +457,10 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
     case K_STATE:
     case K_COMM:    /* a collective between kernels: its own table entry */
     case K_NORM:    /* whole rows, reduced then rewritten: a kernel of its own */
+    case K_TENSOR:  /* any rank, through strides: a kernel of its own (no fusion yet) */
         grp = new_group(f, op_kind[n->op] == K_CONV ? G_CONV : op_kind[n->op] == K_CHAN ? G_CHAN
                         : op_kind[n->op] == K_POOL ? G_POOL : op_kind[n->op] == K_STATE ? G_STATE
-                        : op_kind[n->op] == K_NORM ? G_NORM : G_COMM, id);
+                        : op_kind[n->op] == K_NORM ? G_NORM : op_kind[n->op] == K_TENSOR ? G_TENSOR : G_COMM, id);
         add(f, grp, id, 0);
         if ((on & R_CHAN_PASS) && op_kind[n->op] == K_CHAN)
             absorb_chan_results(f, grp, id);

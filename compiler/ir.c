@@ -168,7 +168,15 @@ int ir_pool_tiles(const Shape *x, const Shape *y, const Window *w)
         && x->d[2] == y->d[2] * w->sh && x->d[3] == y->d[3] * w->sw;
 }
 
-int ir_batched(const Shape *s) { return s->rank > 0 && s->d[0] == DIM_N; }
+int ir_batch_dim(const Shape *s)
+{
+    for (int i = 0; i < s->rank; i++)
+        if (s->d[i] == DIM_N)
+            return i;
+    return -1;
+}
+
+int ir_batched(const Shape *s) { return ir_batch_dim(s) >= 0; }
 
 /* Saturates at INT64_MAX: a bad model's shape (Conv2d(1, 2^24, 1,
  * padding = 2^24) gives [N, 2^24, 2^25, 2^25]) passes 2^63 before the
@@ -176,8 +184,8 @@ int ir_batched(const Shape *s) { return s->rank > 0 && s->d[0] == DIM_N; }
 int64_t ir_row_elems(const Shape *s)
 {
     int64_t e = 1;
-    for (int i = ir_batched(s) ? 1 : 0; i < s->rank; i++)
-        if (__builtin_mul_overflow(e, s->d[i], &e))
+    for (int i = 0; i < s->rank; i++)
+        if (s->d[i] != DIM_N && __builtin_mul_overflow(e, s->d[i], &e))
             return INT64_MAX;
     return e;
 }
@@ -399,8 +407,7 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
         return check(g, n, after, !ir_batched(s) && n->name && n->param >= 0, "param must be named and unbatched");
     case OP_RESHAPE: {
         const Shape *x = in_shape(g, n, 0);
-        return check(g, n, after, ir_batched(x) == ir_batched(s) && ir_row_elems(x) == ir_row_elems(s),
-                     "reshape changes the element count");
+        return check(g, n, after, ten_view_ok(x, s), "reshape changes the element count or the batch's place");
     }
     case OP_MM_NT: case OP_MM_NN: case OP_MM_TN:
         return verify_matmul(g, n, after);
@@ -496,6 +503,12 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
     case OP_ALLREDUCE:
         return check(g, n, after, !ir_batched(s) && ir_same_shape(in_shape(g, n, 0), s),
                      "allreduce keeps the shape of an unbatched value");
+    case OP_BC_ADD: case OP_BC_SUB: case OP_BC_MUL: case OP_BC_DIV: case OP_BC_DIV_GRAD: case OP_BC_COPY:
+    case OP_BC_SCALE: case OP_BC_MAX_GRAD: case OP_T_SUM: case OP_T_MEAN: case OP_T_AMAX: case OP_T_AMIN:
+    case OP_T_COUNT_EQ: case OP_T_PERMUTE: case OP_T_SLICE: case OP_T_PAD: case OP_T_CAT: {
+        const char *why = ten_verify(g, n);
+        return check(g, n, after, why == NULL, why ? why : "");
+    }
     case OP_COUNT:
         break;
     }

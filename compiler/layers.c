@@ -232,10 +232,22 @@ static Layer *make_act(const Expr *e, const char *prefix, const char *what)
 
 /* An activation applied to x: no node for Identity; the parameters on
  * the node (its gradient node copies them). */
+int layer_batch_first(Val x, const char *what, Loc loc)
+{
+    const int b = ir_batch_dim(&x.s);
+    if (x.id < 0 || b <= 0)
+        return 1;
+    diag_error(loc, "%s of %s, whose batch is dimension %d, is not supported yet: the layers and activations "
+               "need the batch first (permute it back)", what, ir_shape_str(&x.s), b);
+    return 0;
+}
+
 Val layer_act(Sema *S, ActArgs p, Val x, Loc loc)
 {
     if (x.id < 0 || !p.op)
         return x;
+    if (!layer_batch_first(x, op_text[p.op], loc))
+        return POISON;
     Val y = layer_node(S, p.op, x.id, -1, x.s, loc);
     if (y.id >= 0) {
         S->g->n[y.id]->act.a = p.a;
@@ -696,6 +708,8 @@ Val layer_dropout(Sema *S, Val x, double p, Loc loc)
 {
     if (x.id < 0 || p == 0)
         return x;
+    if (!layer_batch_first(x, "dropout", loc))
+        return POISON;
     return (Val){ir_dropout(S->g, x.id, p, loc), x.s};
 }
 
@@ -862,6 +876,8 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
 {
     if (x.id < 0)
         return x;
+    if (!layer_batch_first(x, l->what, loc))
+        return POISON;
     switch (l->kind) {
     case LK_LINEAR:
         if (x.s.rank != 2 || x.s.d[1] != l->in) {

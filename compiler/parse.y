@@ -64,6 +64,8 @@ static Expr *nest(ParseState *P, Expr *e)
         d = e->a->depth;
     if (e->b && e->b->depth > d)
         d = e->b->depth;
+    if (e->c && e->c->depth > d)
+        d = e->c->depth;
     for (int k = 0; k < e->nargs; k++)
         if (e->args[k]->val->depth > d)
             d = e->args[k]->val->depth;
@@ -149,10 +151,11 @@ static Expr *method(Expr *e, const char *name, List args)
 %token MODEL "'model'" FORWARD "'forward'" RETURN "'return'" TRAIN "'train'"
 %token TRUE "'true'" FALSE "'false'"
 %token FDIV "'//'"
+%token ELLIPSIS "'...'"
 
-%type <e> expr term unary primary
+%type <e> expr term unary primary sub oexpr
 %type <arg> arg
-%type <l> args arglist exprs dims stmts titems
+%type <l> args arglist exprs dims stmts titems subs names
 %type <m> model members
 %type <fwd> forward input
 %type <type> type
@@ -221,14 +224,30 @@ dim:
   | IDENT           { $$ = util_alloc(sizeof *$$); $$->loc = L(@1); $$->name = $1; }
   ;
 
+names:
+    IDENT ','       { $$ = (List){0}; Expr *v = mk(E_NAME, L(@1)); v->s = $1; push(&$$, v); }
+  | names IDENT     { $$ = $1; Expr *v = mk(E_NAME, L(@2)); v->s = $2; push(&$$, v); }
+  | names IDENT ',' { $$ = $1; Expr *v = mk(E_NAME, L(@2)); v->s = $2; push(&$$, v); }
+  ;
+
 stmts:
     %empty          { $$ = (List){0}; }
   | stmts stmt      { $$ = $1; push(&$$, $2); }
   ;
 
-/* stmt: IDENT '=' expr | 'return' expr */
+/* stmt: IDENT '=' expr | names '=' expr | 'return' expr
+ * names: IDENT ',' [ IDENT { ',' IDENT } [ ',' ] ]   (a, b = torch.chunk(x, 2, 1)) */
 stmt:
     IDENT '=' expr  { $$ = util_alloc(sizeof *$$); $$->kind = S_ASSIGN; $$->loc = L(@1); $$->name = $1; $$->val = $3; }
+  | names '=' expr  { $$ = util_alloc(sizeof *$$); $$->kind = S_ASSIGN; $$->loc = L(@1);
+                      $$->nnames = $1.n; $$->names = util_alloc(sizeof *$$->names * (size_t)$1.n);
+                      $$->name_locs = util_alloc(sizeof *$$->name_locs * (size_t)$1.n);
+                      for (int k = 0; k < $1.n; k++) {
+                          const Expr *v = $1.v[k];
+                          $$->names[k] = v->s;
+                          $$->name_locs[k] = v->loc;
+                      }
+                      $$->val = $3; }
   | RETURN expr     { $$ = util_alloc(sizeof *$$); $$->kind = S_RETURN; $$->loc = L(@1); $$->val = $2; }
   ;
 
@@ -245,6 +264,7 @@ term:
   | term '*' unary  { $$ = mk(E_MUL, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
   | term '/' unary  { $$ = mk(E_DIV, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
   | term FDIV unary { $$ = mk(E_FDIV, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
+  | term '@' unary  { $$ = mk(E_MATMUL, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
   ;
 
 /* unary: '-' unary | primary */
@@ -256,6 +276,8 @@ unary:
 /* primary: INT | FLOAT | STRING | 'true' | 'false' | IDENT | IDENT '(' args ')'
  *        | '(' expr ')' | '(' expr ',' ')' | '(' expr ',' expr { ',' expr } ')'
  *        | '[' expr { ',' expr } [ ',' ] ']'
+ *        | primary '.' IDENT '(' args ')'      (a method of any value: self.fc(x).view(...))
+ *        | primary '[' subs ']'
  * (a one-element tuple as Python writes it: LayerNorm((64,)); a list is a
  * tuple: torch.cat([a, b], 1), LayerNorm([64])) */
 primary:
@@ -277,6 +299,35 @@ primary:
   | '[' exprs ']'   { $$ = mk(E_TUPLE, L(@1)); $$->args = (Arg **)$2.v; $$->nargs = $2.n; nest(P, $$); }
   | '[' exprs ',' ']'
                     { $$ = mk(E_TUPLE, L(@1)); $$->args = (Arg **)$2.v; $$->nargs = $2.n; nest(P, $$); }
+  | primary '.' IDENT '(' args ')'
+                    { List l = {0}; push(&l, mkarg(NULL, $1->loc, $1));
+                      for (int k = 0; k < $5.n; k++) push(&l, $5.v[k]);
+                      $$ = mk(E_CALL, L(@3)); $$->s = $3; $$->written = util_fmt(".%s", $3);
+                      $$->args = (Arg **)l.v; $$->nargs = l.n; nest(P, $$); }
+  | primary '[' subs ']'
+                    { $$ = mk(E_INDEX, L(@2)); $$->a = $1; $$->args = (Arg **)$3.v; $$->nargs = $3.n; nest(P, $$); }
+  | primary '[' subs ',' ']'
+                    { $$ = mk(E_INDEX, L(@2)); $$->a = $1; $$->args = (Arg **)$3.v; $$->nargs = $3.n; nest(P, $$); }
+  ;
+
+/* subs: sub { ',' sub }; sub: expr | [expr] ':' [expr] [':' [expr]] | '...'
+ * (Python's subscripts: x[:, -1], x[..., :k], x[:, ::2], x[:, None]) */
+subs:
+    sub             { $$ = (List){0}; push(&$$, mkarg(NULL, $1->loc, $1)); }
+  | subs ',' sub    { $$ = $1; push(&$$, mkarg(NULL, $3->loc, $3)); }
+  ;
+
+sub:
+    expr
+  | oexpr ':' oexpr { $$ = mk(E_SLICE, $1 ? $1->loc : L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
+  | oexpr ':' oexpr ':' oexpr
+                    { $$ = mk(E_SLICE, $1 ? $1->loc : L(@2)); $$->a = $1; $$->b = $3; $$->c = $5; nest(P, $$); }
+  | ELLIPSIS        { $$ = mk(E_ELLIPSIS, L(@1)); }
+  ;
+
+oexpr:
+    %empty          { $$ = NULL; }
+  | expr
   ;
 
 exprs:

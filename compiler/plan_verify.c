@@ -178,7 +178,7 @@ static int legal_member(const Checker *c, const Group *gr, int id)
             || (n->op == OP_ALLREDUCE && n->in[0] == gr->anchor);
     case G_POOL:    /* rule pool-chain: a pool gradient's elementwise chain */
         return k == K_EW && ir_same_shape(&n->shape, space);
-    case G_STATE: case G_COMM: case G_NORM:
+    case G_STATE: case G_COMM: case G_NORM: case G_TENSOR:
         return 0;
     }
     return 0;
@@ -186,7 +186,7 @@ static int legal_member(const Checker *c, const Group *gr, int id)
 
 static const OpKind anchor_kind[] = {
     [G_MATMUL] = K_MATMUL, [G_ROW] = K_ROW, [G_CONV] = K_CONV, [G_CHAN] = K_CHAN,
-    [G_POOL] = K_POOL, [G_STATE] = K_STATE, [G_COMM] = K_COMM, [G_NORM] = K_NORM,
+    [G_POOL] = K_POOL, [G_STATE] = K_STATE, [G_COMM] = K_COMM, [G_NORM] = K_NORM, [G_TENSOR] = K_TENSOR,
 };
 
 static void check_fusions(Checker *c)
@@ -197,7 +197,8 @@ static void check_fusions(Checker *c)
         if (gr->nnodes < 1)
             continue;
         int anchored = gr->kind == G_MATMUL || gr->kind == G_ROW || gr->kind == G_CONV || gr->kind == G_CHAN
-                    || gr->kind == G_POOL || gr->kind == G_STATE || gr->kind == G_COMM || gr->kind == G_NORM;
+                    || gr->kind == G_POOL || gr->kind == G_STATE || gr->kind == G_COMM || gr->kind == G_NORM
+                    || gr->kind == G_TENSOR;
         if (anchored && (!member(gr, gr->anchor) || op_kind[nd(c, gr->anchor)->op] != anchor_kind[gr->kind])) {
             fail(c, i, "its anchor %%%d is not one of its nodes of the group's kind", gr->anchor);
             continue;

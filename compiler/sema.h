@@ -145,7 +145,25 @@ const char *layer_act_fn_of(const char *layer);   /* LeakyReLU -> leaky_relu, or
 int layer_act_call(const Expr *e, int k, const Expr **input, ActArgs *out);
 Val layer_act(Sema *S, ActArgs p, Val x, Loc loc);
 
+/* The layers and activations index a value's rows as its batch: 1 when
+ * x's batch is its first dimension (or x is poisoned), else reported. */
+int layer_batch_first(Val x, const char *what, Loc loc);
+/* ---- methods.c: tensor functions and methods of any rank (meth_) -------- */
+int meth_handles(const char *name);         /* sum, mean, permute, chunk, ... (and those refused with a reason) */
+const char *meth_list(void);                /* the supported ones, sorted, one line */
+Val meth_call(Sema *S, const Expr *e);
+/* a, b = torch.chunk(x, 2, 1): the n tensors of e into out; 0 after reporting */
+int meth_unpack(Sema *S, const Expr *e, Val *out, int n);
+Val meth_index(Sema *S, const Expr *e);     /* x[:, -1], x[..., :k], x[:, None] */
+/* a op b broadcast (op: a BC_ op), sym the operator for messages */
+Val meth_broadcast(Sema *S, Op op, Val a, Val b, const char *sym, Loc loc);
+/* t[0..n) joined along dimension d (not the batch's); where[k]: t[k]'s expression */
+Val meth_cat(Sema *S, const Expr *e, const Val *t, int n, int d, const Expr *const *where);
 /* ---- forward.c --------------------------------------------------------- */
+Val fwd_eval(Sema *S, const Expr *e);       /* a tensor expression of forward */
+/* A size in a shape: an integer (-1 gives -2, inferred), or x.size(d) (the
+ * batch's: DIM_N); 0 after reporting */
+int fwd_size(Sema *S, const Expr *e, int64_t *d);
 /* Checks one model, building its graph in g: IMAGES, LABELS, its
  * parameters in declaration order, then forward. Returns the logits. */
 Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn);

@@ -1,0 +1,235 @@
+/* emit_tensor.c: the kernels of the ops over tensors of any rank
+ * (K_TENSOR, tensor.c), one per node, for both targets from one text.
+ *
+ * Each kernel runs over the elements of its result, the batch's extent n
+ * wherever the batch's dimension is: an element's index e is decoded into
+ * the result's coordinates i0, i1, ..., and each operand is read at its
+ * base plus the coordinates times its strides. Broadcasting (stride 0),
+ * permutations (the strides permuted) and slices (a base and a stepped
+ * stride) are only strides, so no copy precedes these kernels. A
+ * reduction's result element then loops over the reduced coordinates in
+ * order: sums in double, one order on both targets (deterministic, and
+ * within float rounding of PyTorch's). The targets supply the outer loop:
+ * OpenMP over the elements on the CPU, a grid-stride loop on the GPU. */
+#include <string.h>
+
+#include "cddpc.h"
+
+#define THREADS 256
+
+/* The product of s's dimensions from `from` on, as a C expression. */
+static char *extent(const Shape *s, int from)
+{
+    int64_t c = 1;
+    int batch = 0;
+    for (int i = from; i < s->rank; i++)
+        if (s->d[i] == DIM_N)
+            batch = 1;
+        else
+            c *= s->d[i];
+    return batch ? util_fmt("(int64_t)%lld * n", (long long)c) : util_fmt("(int64_t)%lld", (long long)c);
+}
+
+/* s's contiguous stride of dimension d */
+static char *stride(const Shape *s, int d) { return extent(s, d + 1); }
+
+/* "i<d> * stride" terms of an operand read at the result's coordinates:
+ * st[d] the operand's stride for result dimension d, NULL for none */
+static char *offset(const char *base, char *const *st, int rank)
+{
+    char *o = util_strdup(base ? base : "0");
+    for (int d = 0; d < rank; d++)
+        if (st[d])
+            o = util_fmt("%s + i%d * %s", o, d, st[d]);
+    return o;
+}
+
+/* An operand of shape x broadcast to the result's shape s: its offset */
+static char *broadcast_at(const Shape *x, const Shape *s)
+{
+    char *st[MAX_RANK] = {0};
+    for (int d = 0; d < s->rank; d++) {
+        const int j = d - (s->rank - x->rank);
+        if (j >= 0 && x->d[j] != 1)
+            st[d] = stride(x, j);
+    }
+    return offset(NULL, st, s->rank);
+}
+
+/* The decode of element e of shape s into i0 ... (dimensions of extent 1
+ * are 0 and not named), into the caller's scope. */
+static void decode(FILE *f, const Shape *s, const char *e, const char *ind)
+{
+    fprintf(f, "%sint64_t r_ = %s;\n", ind, e);
+    for (int d = s->rank - 1; d >= 0; d--) {
+        if (s->d[d] == 1) {
+            fprintf(f, "%sconst int64_t i%d = 0;\n", ind, d);
+            continue;
+        }
+        const char *ext = ex_dim(s->d[d]);
+        if (d == 0)
+            fprintf(f, "%sconst int64_t i0 = r_;\n", ind);
+        else
+            fprintf(f, "%sconst int64_t i%d = r_ %% %s;\n%sr_ /= %s;\n", ind, d, ext, ind, ext);
+    }
+    fprintf(f, "%s(void)r_;\n", ind);
+}
+
+/* formula with $k replaced by v<k> and $c by the node's ten.scale */
+static char *expand(const Node *n)
+{
+    const char *p = op_formula[n->op];
+    char *out = util_strdup("");
+    for (; *p; p++) {
+        if (p[0] == '$' && p[1] >= '0' && p[1] <= '9')
+            out = util_fmt("%sv%c", out, *++p);
+        else if (p[0] == '$' && p[1] == 'c')
+            out = util_fmt("%s%s", out, util_cfloat(n->ten.scale)), p++;
+        else
+            out = util_fmt("%s%c", out, *p);
+    }
+    return out;
+}
+
+/* The body of element e (coordinates decoded) of node n. */
+static void body(const Emit *m, const Node *n, const char *ind)
+{
+    FILE *f = m->f;
+    const Shape *s = &n->shape;
+    const int x = plan_source(m->p, n->in[0]);
+    const Shape *xs = &ex_node(m, n->in[0])->shape;
+    switch (n->op) {
+    case OP_T_PERMUTE: {
+        char *st[MAX_RANK];
+        for (int d = 0; d < s->rank; d++)
+            st[d] = xs->d[n->ten.perm[d]] == 1 ? NULL : stride(xs, n->ten.perm[d]);
+        fprintf(f, "%sb%d[e] = b%d[%s];\n", ind, n->id, x, offset(NULL, st, s->rank));
+        return;
+    }
+    case OP_T_SLICE: {
+        char *st[MAX_RANK];
+        const int a = n->ten.axis;
+        for (int d = 0; d < s->rank; d++)
+            st[d] = s->d[d] == 1 ? NULL : d == a ? util_fmt("%lld * %s", (long long)n->ten.step, stride(xs, d))
+                                               : stride(xs, d);
+        fprintf(f, "%sb%d[e] = b%d[%s];\n", ind, n->id, x,
+                offset(util_fmt("%lld * %s", (long long)n->ten.start, stride(xs, a)), st, s->rank));
+        return;
+    }
+    case OP_T_PAD: {    /* s the sliced tensor's shape, xs the slice's */
+        const int a = n->ten.axis;
+        char *st[MAX_RANK];
+        for (int d = 0; d < s->rank; d++)
+            st[d] = d == a || xs->d[d] == 1 ? NULL : stride(xs, d);
+        fprintf(f, "%sconst int64_t k_ = i%d - %lld;\n", ind, a, (long long)n->ten.start);
+        fprintf(f, "%sb%d[e] = k_ >= 0 && k_ %% %lld == 0 && k_ / %lld < %lld ? b%d[%s + k_ / %lld * %s] : 0.0f;\n", ind,
+                n->id, (long long)n->ten.step, (long long)n->ten.step, (long long)xs->d[a], x,
+                offset(NULL, st, s->rank), (long long)n->ten.step, stride(xs, a));
+        return;
+    }
+    case OP_T_CAT: {
+        const int a = n->ten.axis, y = plan_source(m->p, n->in[1]);
+        const Shape *ys = &ex_node(m, n->in[1])->shape;
+        char *sa[MAX_RANK], *sb[MAX_RANK];
+        for (int d = 0; d < s->rank; d++) {
+            sa[d] = d == a || xs->d[d] == 1 ? NULL : stride(xs, d);
+            sb[d] = d == a || ys->d[d] == 1 ? NULL : stride(ys, d);
+        }
+        fprintf(f, "%sb%d[e] = i%d < %lld ? b%d[%s + i%d * %s] : b%d[%s + (i%d - %lld) * %s];\n", ind, n->id, a,
+                (long long)xs->d[a], x, offset(NULL, sa, s->rank), a, stride(xs, a), y, offset(NULL, sb, s->rank), a,
+                (long long)xs->d[a], stride(ys, a));
+        return;
+    }
+    default:
+        break;
+    }
+    if (ten_is_reduction(n->op)) {
+        /* the kept coordinates index x; the reduced ones loop, in order */
+        char *st[MAX_RANK];
+        int red[MAX_RANK], nred = 0;
+        for (int d = 0; d < s->rank; d++) {
+            st[d] = (n->ten.axes & (1u << d)) || xs->d[d] == 1 ? NULL : stride(xs, d);
+            if (n->ten.axes & (1u << d))
+                red[nred++] = d;
+        }
+        Shape rs = {nred, {0}};
+        for (int k = 0; k < nred; k++)
+            rs.d[k] = xs->d[red[k]];
+        fprintf(f, "%sconst int64_t o_ = %s;\n", ind, offset(NULL, st, s->rank));
+        const int mx = n->op == OP_T_AMAX || n->op == OP_T_AMIN;
+        if (mx)
+            fprintf(f, "%sfloat acc = %s;\n", ind, n->op == OP_T_AMAX ? "-INFINITY" : "INFINITY");
+        else
+            fprintf(f, "%sdouble acc = 0.0;\n", ind);
+        if (n->op == OP_T_COUNT_EQ)
+            fprintf(f, "%sconst float y_ = b%d[e];\n", ind, plan_source(m->p, n->in[1]));
+        fprintf(f, "%sfor (int64_t k = 0; k < %s; k++) {\n", ind, extent(&rs, 0));
+        const char *in2 = util_fmt("%s    ", ind);
+        fprintf(f, "%sint64_t q_ = k, o2_ = o_;\n", in2);
+        for (int k = nred - 1; k >= 0; k--) {
+            const char *ext = ex_dim(rs.d[k]);
+            fprintf(f, "%so2_ += q_ %% %s * %s;\n%sq_ /= %s;\n", in2, ext, stride(xs, red[k]), in2, ext);
+        }
+        fprintf(f, "%sconst float v = b%d[o2_];\n", in2, x);
+        switch (n->op) {
+        case OP_T_AMAX: fprintf(f, "%sacc = v > acc || v != v ? v : acc;\n", in2); break;  /* NaN wins, as torch */
+        case OP_T_AMIN: fprintf(f, "%sacc = v < acc || v != v ? v : acc;\n", in2); break;
+        case OP_T_COUNT_EQ: fprintf(f, "%sacc += v == y_ ? 1.0 : 0.0;\n", in2); break;
+        default: fprintf(f, "%sacc += (double)v;\n", in2); break;
+        }
+        fprintf(f, "%s}\n", ind);
+        if (n->op == OP_T_MEAN)
+            fprintf(f, "%sb%d[e] = (float)(acc / (double)(%s));\n", ind, n->id, extent(&rs, 0));
+        else
+            fprintf(f, "%sb%d[e] = (float)acc;\n", ind, n->id);
+        return;
+    }
+    /* broadcast elementwise: each operand at its broadcast offset */
+    for (int k = 0; k < n->nin; k++)
+        fprintf(f, "%sconst float v%d = b%d[%s];\n", ind, k, plan_source(m->p, n->in[k]),
+                broadcast_at(&ex_node(m, n->in[k])->shape, s));
+    fprintf(f, "%sb%d[e] = %s;\n", ind, n->id, expand(n));
+}
+
+/* A reduction's work per result element (for OpenMP's threshold) */
+static char *work(const Node *n, const Shape *xs)
+{
+    if (!ten_is_reduction(n->op))
+        return extent(&n->shape, 0);
+    return extent(xs, 0);
+}
+
+void emit_tensor_c(const Emit *m)
+{
+    FILE *f = m->f;
+    const Node *n = ex_node(m, m->gr->anchor);
+    fprintf(f, "    const int64_t total = %s;\n", extent(&n->shape, 0));
+    fprintf(f, "    #pragma omp parallel for schedule(static) if (%s >= 65536)\n", work(n, &ex_node(m, n->in[0])->shape));
+    fprintf(f, "    for (int64_t e = 0; e < total; e++) {\n");
+    decode(f, &n->shape, "e", "        ");
+    body(m, n, "        ");
+    fprintf(f, "    }\n");
+}
+
+void emit_tensor_cuda(const Emit *m, rt_cuda_launch *L)
+{
+    FILE *f = m->f;
+    const Node *n = ex_node(m, m->gr->anchor);
+    fprintf(f, "    const int64_t total = %s;\n", extent(&n->shape, 0));
+    fprintf(f, "    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;"
+               " e += (int64_t)gridDim.x * blockDim.x) {\n");
+    decode(f, &n->shape, "e", "        ");
+    body(m, n, "        ");
+    fprintf(f, "    }\n");
+    /* a thread an element, for the largest batch */
+    const int64_t per = ir_row_elems(&n->shape);
+    L->block[0] = THREADS;
+    if (ir_batched(&n->shape)) {
+        L->gmul[0] = per;
+        L->gdiv[0] = THREADS;
+    } else {
+        L->gfix[0] = (unsigned)((per + THREADS - 1) / THREADS);
+    }
+}
+
+int emit_tensor_ten_is_reduction(Op op) { return ten_is_reduction(op); }

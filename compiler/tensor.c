@@ -1,0 +1,155 @@
+/* tensor.c: the shape rules of the ops over tensors of any rank (K_TENSOR,
+ * ops.def), shared by the front end (which checks a model's shapes with
+ * them before it builds a node), autodiff (which builds the gradients
+ * with them) and the verifier (which checks every node against them).
+ *
+ * The batch is the dimension DIM_N, wherever it is: a permutation may move
+ * it, and these ops index every layout through strides. Broadcasting is
+ * PyTorch's: shapes aligned at their last dimension, a 1 (or a missing
+ * leading dimension) stretches to the other's extent; the batch only
+ * meets the batch or a 1. */
+#include "cddpc.h"
+
+int ten_broadcast(const Shape *a, const Shape *b, Shape *out)
+{
+    const int r = a->rank > b->rank ? a->rank : b->rank;
+    Shape s = {r, {0}};
+    for (int i = 0; i < r; i++) {
+        const int ia = i - (r - a->rank), ib = i - (r - b->rank);
+        const int64_t x = ia >= 0 ? a->d[ia] : 1, y = ib >= 0 ? b->d[ib] : 1;
+        if (x == y || y == 1)
+            s.d[i] = x;
+        else if (x == 1)
+            s.d[i] = y;
+        else
+            return 0;
+    }
+    if (out)
+        *out = s;
+    return 1;
+}
+
+Shape ten_reduced(const Shape *x, unsigned axes)
+{
+    Shape s = *x;
+    for (int i = 0; i < s.rank; i++)
+        if (axes & (1u << i))
+            s.d[i] = 1;
+    return s;
+}
+
+Shape ten_dropped(const Shape *x, unsigned axes)
+{
+    Shape s = {0, {0}};
+    for (int i = 0; i < x->rank; i++)
+        if (!(axes & (1u << i)))
+            s.d[s.rank++] = x->d[i];
+    return s;
+}
+
+int64_t ten_slice_len(int64_t start, int64_t stop, int64_t step)
+{
+    return stop <= start ? 0 : (stop - start + step - 1) / step;
+}
+
+/* The axes of `to` a gradient sums over to give `from`'s, which
+ * broadcasts (aligned at the last dimension) to `to`: those `from` lacks,
+ * and those it holds as a 1 where `to` does not. */
+unsigned ten_stretched(const Shape *from, const Shape *to)
+{
+    unsigned axes = 0;
+    for (int i = 0; i < to->rank; i++) {
+        const int j = i - (to->rank - from->rank);
+        if (j < 0 || (from->d[j] == 1 && to->d[i] != 1))
+            axes |= 1u << i;
+    }
+    return axes;
+}
+
+/* A reshape is a view of the same layout when it keeps the batch's place
+ * among the elements: as many elements before it and after it. */
+int ten_view_ok(const Shape *from, const Shape *to)
+{
+    const int bf = ir_batch_dim(from), bt = ir_batch_dim(to);
+    if ((bf < 0) != (bt < 0))
+        return 0;
+    int64_t before_f = 1, before_t = 1;
+    for (int i = 0; i < bf; i++)
+        before_f *= from->d[i];
+    for (int i = 0; i < bt; i++)
+        before_t *= to->d[i];
+    return before_f == before_t && ir_row_elems(from) == ir_row_elems(to);
+}
+
+int ten_is_reduction(Op op)
+{
+    return op == OP_T_SUM || op == OP_T_MEAN || op == OP_T_AMAX || op == OP_T_AMIN || op == OP_T_COUNT_EQ;
+}
+
+static const Shape *in_shape(const Graph *g, const Node *n, int k) { return &g->n[n->in[k]]->shape; }
+
+const char *ten_verify(const Graph *g, const Node *n)
+{
+    const Shape *s = &n->shape, *x = in_shape(g, n, 0);
+    switch (n->op) {
+    case OP_BC_ADD: case OP_BC_SUB: case OP_BC_MUL: case OP_BC_DIV: case OP_BC_DIV_GRAD: case OP_BC_MAX_GRAD:
+        for (int k = 0; k < n->nin; k++) {
+            Shape b;
+            if (!ten_broadcast(in_shape(g, n, k), s, &b) || !ir_same_shape(&b, s))
+                return "an operand does not broadcast to the result";
+        }
+        return NULL;
+    case OP_BC_COPY: case OP_BC_SCALE: {
+        Shape b;
+        return ten_broadcast(x, s, &b) && ir_same_shape(&b, s) ? NULL : "the operand does not broadcast to the result";
+    }
+    case OP_T_SUM: case OP_T_MEAN: case OP_T_AMAX: case OP_T_AMIN: case OP_T_COUNT_EQ: {
+        if (!n->ten.axes || n->ten.axes >> x->rank)
+            return "no reduced dimension, or one past the rank";
+        const Shape r = ten_reduced(x, n->ten.axes);
+        if (!ir_same_shape(&r, s))
+            return "a reduction keeps the reduced dimensions as 1s";
+        if (n->op == OP_T_COUNT_EQ && !ir_same_shape(in_shape(g, n, 1), s))
+            return "count_eq compares with the reduction's result";
+        return NULL;
+    }
+    case OP_T_PERMUTE: {
+        unsigned seen = 0;
+        if (s->rank != x->rank)
+            return "a permutation keeps the rank";
+        for (int d = 0; d < s->rank; d++) {
+            const int p = n->ten.perm[d];
+            if (p < 0 || p >= x->rank || (seen & (1u << p)) || s->d[d] != x->d[p])
+                return "not a permutation of the input's dimensions";
+            seen |= 1u << p;
+        }
+        return NULL;
+    }
+    case OP_T_SLICE: case OP_T_PAD: {
+        const Shape *big = n->op == OP_T_SLICE ? x : s, *small = n->op == OP_T_SLICE ? s : x;
+        const int a = n->ten.axis;
+        if (big->rank != small->rank || a < 0 || a >= big->rank || big->d[a] == DIM_N || n->ten.step < 1
+            || n->ten.start < 0)
+            return "a slice along a dimension of the same rank, not the batch's";
+        for (int d = 0; d < big->rank; d++)
+            if (d != a && big->d[d] != small->d[d])
+                return "a slice changes only its own dimension";
+        if (small->d[a] < 1 || n->ten.start + (small->d[a] - 1) * n->ten.step >= big->d[a])
+            return "the slice runs past its dimension";
+        return NULL;
+    }
+    case OP_T_CAT: {
+        const Shape *b = in_shape(g, n, 1);
+        const int a = n->ten.axis;
+        if (x->rank != s->rank || b->rank != s->rank || a < 0 || a >= s->rank || s->d[a] == DIM_N
+            || s->d[a] != x->d[a] + b->d[a])
+            return "cat joins two tensors of one rank along a dimension not the batch's";
+        for (int d = 0; d < s->rank; d++)
+            if (d != a && (x->d[d] != s->d[d] || b->d[d] != s->d[d]))
+                return "cat's operands differ beside its dimension";
+        return NULL;
+    }
+    default:
+        return "not a tensor op";
+    }
+}
