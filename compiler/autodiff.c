@@ -40,7 +40,7 @@ static void accumulate(Ad *a, int x, int c)
     }
     const Node *xn = a->g->n[x];
     /* the elementwise add's rows are the batch's: elsewhere, the tensor op */
-    a->grad[x] = bwd(a, ir_batch_dim(&xn->shape) > 0 ? OP_BC_ADD : OP_ADD, 2, (int[]){a->grad[x], c}, &xn->shape, xn);
+    a->grad[x] = bwd(a, ten_batch_dim(&xn->shape) > 0 ? OP_BC_ADD : OP_ADD, 2, (int[]){a->grad[x], c}, &xn->shape, xn);
 }
 
 static const Shape *shape_of(Ad *a, int id) { return &a->g->n[id]->shape; }

@@ -198,7 +198,6 @@ int64_t ir_numel(const Shape *s, int64_t n);/* elements with batch n */
 /* A pool op's or its gradient's pooled input x and output y; 1 for a gradient */
 int ir_pool_io(const Graph *g, const Node *n, const Shape **x, const Shape **y);
 int ir_batched(const Shape *s);             /* has a batch dimension, wherever it is */
-int ir_batch_dim(const Shape *s);           /* its index, or -1 */
 int ir_same_shape(const Shape *a, const Shape *b);
 char *ir_shape_str(const Shape *s);         /* "[N, 1, 28, 28]" */
 void ir_dump(FILE *f, const Graph *g);
@@ -208,6 +207,7 @@ int ir_verify(const Graph *g, const char *after);
 int ir_opt_slots(const Graph *g);       /* optimizer state: floats per parameter float */
 
 /* ---- tensor.c: shape rules of the ops over tensors of any rank -------- */
+int ten_batch_dim(const Shape *s);          /* the batch's dimension, or -1 */
 int ten_broadcast(const Shape *a, const Shape *b, Shape *out);  /* PyTorch's broadcast; 0: incompatible */
 Shape ten_reduced(const Shape *x, unsigned axes);   /* the axes (bits) kept as 1s */
 Shape ten_dropped(const Shape *x, unsigned axes);   /* the axes removed (keepdim = False) */

@@ -232,6 +232,27 @@ int ex_smoothing(const Emit *m)
     return 0;
 }
 
+/* The loads formula() names: operand k of node n read outside the group
+ * is held in a{n}_{k}. GCC 12 at -O3 with AVX turns a load that only one
+ * arm of a ?: reads (relu_grad's "$1 > 0 ? $0 : 0") into masked loads, and
+ * for an unrolled [R, C] loop pairs two vectors' loads with one vector's
+ * mask: half the gradient lost (tests/ir/vector_select.sh). A load made
+ * before the select is a plain load and a blend. */
+static int named_load(const Emit *m, const Node *n, int k)
+{
+    return n->op != OP_BN_APPLY && op_kind[n->op] == K_EW && !ex_in_group(m, n->in[k]);
+}
+
+static void load_operands(const Emit *m, const Node *n, const Shape *space, const char *ind)
+{
+    const char *fm = op_formula[n->op];
+    for (int k = 0; k < n->nin; k++) {
+        char ph[3] = {'$', (char)('0' + k), 0}, at[3] = {'@', (char)('0' + k), 0};
+        if (named_load(m, n, k) && fm && (strstr(fm, ph) || strstr(fm, at)))
+            fprintf(m->f, "%sconst float a%d_%d = %s;\n", ind, n->id, k, ex_operand(m, n->in[k], space));
+    }
+}
+
 static char *formula(const Emit *m, const Node *n, const Shape *space)
 {
     int ce = n->op == OP_CE_LOSS || n->op == OP_CE_GRAD;
@@ -243,7 +264,7 @@ static char *formula(const Emit *m, const Node *n, const Shape *space)
         if ((*c == '$' || *c == '@') && c[1] >= '0' && c[1] < '0' + n->nin) {
             int k = c[1] - '0';
             if (!ops[k])
-                ops[k] = ex_operand(m, n->in[k], space);
+                ops[k] = named_load(m, n, k) ? util_fmt("a%d_%d", n->id, k) : ex_operand(m, n->in[k], space);
             piece = *c == '@' && !n->keep_f32 ? ex_round(m, ops[k]) : ops[k];
             c++;
         } else if (*c == '$' && c[1] == 'p') {
@@ -418,6 +439,7 @@ void ex_element(const Emit *m, const Shape *space, int load, const char *load_ex
         }
         /* low precision: every elementwise result is a bf16/fp16 tensor in
          * torch, except inside the ops autocast runs in float */
+        load_operands(m, n, space, ind);
         char *v = ex_ew_expr(m, n, space);
         fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, n->keep_f32 ? v : ex_round(m, v));
         if (plan_uses_outside(m->p, n->id) || gr->gemm_out == n->id)

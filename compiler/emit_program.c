@@ -266,7 +266,9 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     for (int i = 0; i < g->nparam; i++) {
         const Node *n = g->n[g->params[i]];
         fprintf(f, "    {%s, %d, {", c_string(n->name), n->shape.rank);
-        for (int k = 0; k < MAX_RANK; k++)
+        if (n->shape.rank > RT_PARAM_RANK)
+            diag_ice("emit: parameter %s has %d dimensions", n->name, n->shape.rank);
+        for (int k = 0; k < RT_PARAM_RANK; k++)
             fprintf(f, "%s%lld", k ? ", " : "", (long long)(k < n->shape.rank ? n->shape.d[k] : 0));
         int gk = g->grad[i] >= 0 ? train->group_of[g->grad[i]] : -1;
         fprintf(f, "}, %lld, %lld, %lld, %d, %d, %d},\n", (long long)train->param_off[i],

@@ -116,15 +116,21 @@ static void body(const Emit *m, const Node *n, const char *ind)
                 offset(util_fmt("%lld * %s", (long long)n->ten.start, stride(xs, a)), st, s->rank));
         return;
     }
+    /* pad and cat load from an index that is in range either way, then
+     * select: a load under a ?: becomes a masked load, which GCC 12 can
+     * pair with the wrong mask (emit_expr.c: named_load) */
     case OP_T_PAD: {    /* s the sliced tensor's shape, xs the slice's */
         const int a = n->ten.axis;
         char *st[MAX_RANK];
         for (int d = 0; d < s->rank; d++)
             st[d] = d == a || xs->d[d] == 1 ? NULL : stride(xs, d);
+        const long long step = n->ten.step;
         fprintf(f, "%sconst int64_t k_ = i%d - %lld;\n", ind, a, (long long)n->ten.start);
-        fprintf(f, "%sb%d[e] = k_ >= 0 && k_ %% %lld == 0 && k_ / %lld < %lld ? b%d[%s + k_ / %lld * %s] : 0.0f;\n", ind,
-                n->id, (long long)n->ten.step, (long long)n->ten.step, (long long)xs->d[a], x,
-                offset(NULL, st, s->rank), (long long)n->ten.step, stride(xs, a));
+        fprintf(f, "%sconst int in_ = k_ >= 0 && k_ %% %lld == 0 && k_ / %lld < %lld;\n", ind, step, step,
+                (long long)xs->d[a]);
+        fprintf(f, "%sconst float v_ = b%d[%s + (in_ ? k_ / %lld : 0) * %s];\n", ind, x, offset(NULL, st, s->rank),
+                step, stride(xs, a));
+        fprintf(f, "%sb%d[e] = in_ ? v_ : 0.0f;\n", ind, n->id);
         return;
     }
     case OP_T_CAT: {
@@ -135,9 +141,13 @@ static void body(const Emit *m, const Node *n, const char *ind)
             sa[d] = d == a || xs->d[d] == 1 ? NULL : stride(xs, d);
             sb[d] = d == a || ys->d[d] == 1 ? NULL : stride(ys, d);
         }
-        fprintf(f, "%sb%d[e] = i%d < %lld ? b%d[%s + i%d * %s] : b%d[%s + (i%d - %lld) * %s];\n", ind, n->id, a,
-                (long long)xs->d[a], x, offset(NULL, sa, s->rank), a, stride(xs, a), y, offset(NULL, sb, s->rank), a,
-                (long long)xs->d[a], stride(ys, a));
+        const long long la = (long long)xs->d[a];
+        fprintf(f, "%sconst int first_ = i%d < %lld;\n", ind, a, la);
+        fprintf(f, "%sconst float va_ = b%d[%s + (first_ ? i%d : 0) * %s];\n", ind, x, offset(NULL, sa, s->rank), a,
+                stride(xs, a));
+        fprintf(f, "%sconst float vb_ = b%d[%s + (first_ ? 0 : i%d - %lld) * %s];\n", ind, y,
+                offset(NULL, sb, s->rank), a, la, stride(ys, a));
+        fprintf(f, "%sb%d[e] = first_ ? va_ : vb_;\n", ind, n->id);
         return;
     }
     default:

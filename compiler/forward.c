@@ -138,35 +138,6 @@ static Val eval_flatten(Sema *S, const Expr *e)
     return layer_flatten(S, x, e->loc);
 }
 
-/* One dimension of view's shape: an integer (-1: inferred), or
- * x.size(d) / size(x, d), a dimension of a value (x.size(0) is the batch,
- * DIM_N). Returns 0 after reporting. */
-static int view_dim(Sema *S, const Expr *e, int64_t *d)
-{
-    if (e->kind == E_CALL && strcmp(e->s, "size") == 0) {
-        static const char *const names[] = {"input", "dim"};
-        const Sig sig = {"size", names, 2, 2, 2};
-        Expr *a[2];
-        int64_t k;
-        if (!arg_bind(e, &sig, a))
-            return 0;
-        Val x = eval(S, a[0]);
-        if (x.id < 0 || !arg_int(a[1], "the dimension", -x.s.rank, x.s.rank - 1, &k))
-            return 0;
-        *d = x.s.d[k < 0 ? k + x.s.rank : k];
-        return 1;
-    }
-    if (!arg_int(e, "a dimension", -1, MAX_DIM, d))
-        return 0;
-    if (*d == 0) {
-        diag_error(e->loc, "a dimension must be positive or -1, got 0");
-        return 0;
-    }
-    *d = *d == -1 ? -2 : *d;   /* -2: inferred (DIM_N is -1) */
-    return 1;
-}
-
-int fwd_size(Sema *S, const Expr *e, int64_t *d) { return view_dim(S, e, d); }
 
 /* x.view(shape), x.reshape(shape), view(x, ...): a new shape of the same
  * elements, the batch first: x.view(-1, 784), x.view(x.size(0), -1). The
@@ -199,7 +170,7 @@ static Val eval_view(Sema *S, const Expr *e)
             ok = 0;
             continue;
         }
-        if (!view_dim(S, dims[i]->val, &s.d[i])) {
+        if (!meth_size(S, dims[i]->val, &s.d[i])) {
             ok = 0;
             continue;
         }
@@ -446,7 +417,7 @@ static Operand arith(Sema *S, Operand a, ExprKind k, Operand b, Loc loc)
     if (!a.is_const && !b.is_const) {
         /* one shape, the batch first: the elementwise ops (fused); else
          * broadcast (tensor.c) */
-        if (k != E_DIV && ir_same_shape(&a.v.s, &b.v.s) && ir_batch_dim(&a.v.s) <= 0) {
+        if (k != E_DIV && ir_same_shape(&a.v.s, &b.v.s) && ten_batch_dim(&a.v.s) <= 0) {
             r.v = layer_node(S, k == E_ADD ? OP_ADD : k == E_SUB ? OP_SUB : OP_MUL, a.v.id, b.v.id, a.v.s, loc);
             return r;
         }
@@ -516,8 +487,6 @@ static Val eval_arith(Sema *S, const Expr *e)
     return acc.v;
 }
 
-Val fwd_eval(Sema *S, const Expr *e) { return eval(S, e); }
-
 /* A tensor expression of forward. */
 static Val eval(Sema *S, const Expr *e)
 {
@@ -547,8 +516,8 @@ static Val eval(Sema *S, const Expr *e)
     case E_INDEX:
         return meth_index(S, e);
     case E_MATMUL:
-        fwd_eval(S, e->a);
-        fwd_eval(S, e->b);
+        eval(S, e->a);
+        eval(S, e->b);
         diag_error(e->loc, "'@' (a matrix product between activations) is not supported yet; Linear layers "
                    "multiply by their weights");
         return POISON;
@@ -679,7 +648,7 @@ static Val run_body(Sema *S, const Forward *f)
 
 Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn)
 {
-    Sema S = {.g = g, .m = m, .decls = m->layers, .sync_bn = sync_bn};
+    Sema S = {.g = g, .m = m, .decls = m->layers, .sync_bn = sync_bn, .eval = eval};
     const Forward *f = m->nfwd ? m->fwd[0] : NULL;
     if (!f)
         diag_error(m->loc, "model '%s' has no forward(x: f32[N, ...]) { ... }", m->name);

@@ -168,15 +168,7 @@ int ir_pool_tiles(const Shape *x, const Shape *y, const Window *w)
         && x->d[2] == y->d[2] * w->sh && x->d[3] == y->d[3] * w->sw;
 }
 
-int ir_batch_dim(const Shape *s)
-{
-    for (int i = 0; i < s->rank; i++)
-        if (s->d[i] == DIM_N)
-            return i;
-    return -1;
-}
-
-int ir_batched(const Shape *s) { return ir_batch_dim(s) >= 0; }
+int ir_batched(const Shape *s) { return ten_batch_dim(s) >= 0; }
 
 /* Saturates at INT64_MAX: a bad model's shape (Conv2d(1, 2^24, 1,
  * padding = 2^24) gives [N, 2^24, 2^25, 2^25]) passes 2^63 before the

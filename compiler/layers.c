@@ -234,7 +234,7 @@ static Layer *make_act(const Expr *e, const char *prefix, const char *what)
  * the node (its gradient node copies them). */
 int layer_batch_first(Val x, const char *what, Loc loc)
 {
-    const int b = ir_batch_dim(&x.s);
+    const int b = ten_batch_dim(&x.s);
     if (x.id < 0 || b <= 0)
         return 1;
     diag_error(loc, "%s of %s, whose batch is dimension %d, is not supported yet: the layers and activations "

@@ -52,6 +52,34 @@ static int refuse_batch(const Val *x, int d, const char *fn, Loc loc)
     return 0;
 }
 
+/* One dimension of view's shape: an integer (-1: inferred), or
+ * x.size(d) / size(x, d), a dimension of a value (x.size(0) is the batch,
+ * DIM_N). Returns 0 after reporting. */
+int meth_size(Sema *S, const Expr *e, int64_t *d)
+{
+    if (e->kind == E_CALL && strcmp(e->s, "size") == 0) {
+        static const char *const names[] = {"input", "dim"};
+        const Sig sig = {"size", names, 2, 2, 2};
+        Expr *a[2];
+        int64_t k;
+        if (!arg_bind(e, &sig, a))
+            return 0;
+        Val x = S->eval(S, a[0]);
+        if (x.id < 0 || !arg_int(a[1], "the dimension", -x.s.rank, x.s.rank - 1, &k))
+            return 0;
+        *d = x.s.d[k < 0 ? k + x.s.rank : k];
+        return 1;
+    }
+    if (!arg_int(e, "a dimension", -1, MAX_DIM, d))
+        return 0;
+    if (*d == 0) {
+        diag_error(e->loc, "a dimension must be positive or -1, got 0");
+        return 0;
+    }
+    *d = *d == -1 ? -2 : *d;   /* -2: inferred (DIM_N is -1) */
+    return 1;
+}
+
 /* ---- reductions -------------------------------------------------------- */
 
 /* x.sum(dim, keepdim = False), torch.mean(x, dim = (2, 3)), torch.amax(x, -1) */
@@ -63,7 +91,7 @@ static Val reduce(Sema *S, const Expr *e, Op op)
     int keep = 0;
     if (!arg_bind(e, &sig, a))
         return POISON;
-    Val x = fwd_eval(S, a[0]);
+    Val x = S->eval(S, a[0]);
     if (a[2] && !arg_bool(a[2], "keepdim", &keep))
         return POISON;
     if (x.id < 0)
@@ -101,7 +129,7 @@ static Val permute(Sema *S, const Expr *e)
         diag_error(e->loc, "%s expects a tensor and its dimensions in their new order", fname(e));
         return POISON;
     }
-    Val x = fwd_eval(S, e->args[0]->val);
+    Val x = S->eval(S, e->args[0]->val);
     if (x.id < 0)
         return POISON;
     const Arg *const *dims = (const Arg *const *)e->args + 1;
@@ -146,7 +174,7 @@ static Val transpose(Sema *S, const Expr *e)
     Expr *a[3];
     if (!arg_bind(e, &sig, a))
         return POISON;
-    Val x = fwd_eval(S, a[0]);
+    Val x = S->eval(S, a[0]);
     int d0, d1;
     if (x.id < 0 || !dim_arg(a[1], x.s.rank, 0, &d0) || !dim_arg(a[2], x.s.rank, 0, &d1))
         return POISON;
@@ -171,7 +199,7 @@ static Val unsqueeze(Sema *S, const Expr *e)
     Expr *a[2];
     if (!arg_bind(e, &sig, a))
         return POISON;
-    Val x = fwd_eval(S, a[0]);
+    Val x = S->eval(S, a[0]);
     int d;
     if (x.id < 0 || !dim_arg(a[1], x.s.rank, 1, &d))
         return POISON;
@@ -193,7 +221,7 @@ static Val squeeze(Sema *S, const Expr *e)
     Expr *a[2];
     if (!arg_bind(e, &sig, a))
         return POISON;
-    Val x = fwd_eval(S, a[0]);
+    Val x = S->eval(S, a[0]);
     int d = -1;
     if (x.id < 0 || (a[1] && !dim_arg(a[1], x.s.rank, 0, &d)))
         return POISON;
@@ -212,7 +240,7 @@ static Val expand(Sema *S, const Expr *e)
         diag_error(e->loc, "%s expects a tensor and the sizes", fname(e));
         return POISON;
     }
-    Val x = fwd_eval(S, e->args[0]->val);
+    Val x = S->eval(S, e->args[0]->val);
     if (x.id < 0)
         return POISON;
     const Arg *const *dims = (const Arg *const *)e->args + 1;
@@ -230,7 +258,7 @@ static Val expand(Sema *S, const Expr *e)
     for (int k = 0; k < n; k++) {
         const int j = k - (n - x.s.rank);
         int64_t v;
-        if (!fwd_size(S, dims[k]->val, &v))
+        if (!meth_size(S, dims[k]->val, &v))
             return POISON;
         const int64_t have = j >= 0 ? x.s.d[j] : 1;
         if (v == -2 && j >= 0)
@@ -306,7 +334,7 @@ static int split_pieces(Sema *S, const Expr *e, Val *out, int max)
     Expr *a[3];
     if (!arg_bind(e, &sig, a))
         return 0;
-    Val x = fwd_eval(S, a[0]);
+    Val x = S->eval(S, a[0]);
     int d = 0;
     const Expr *dim = unbind ? a[1] : a[2];
     if (x.id < 0 || (dim && !dim_arg(dim, x.s.rank, 0, &d)))
@@ -399,7 +427,7 @@ static Val stack(Sema *S, const Expr *e)
     int ok = 1, d = 0;
     for (int k = 0; k < n; k++) {
         where[k] = a[0]->args[k]->val;
-        t[k] = fwd_eval(S, where[k]);
+        t[k] = S->eval(S, where[k]);
         ok &= t[k].id >= 0;
     }
     if (!ok || (a[1] && !dim_arg(a[1], t[0].s.rank, 1, &d)))
@@ -438,7 +466,7 @@ static Val stack(Sema *S, const Expr *e)
  * dimension only as a whole (:). */
 Val meth_index(Sema *S, const Expr *e)
 {
-    Val x = fwd_eval(S, e->a);
+    Val x = S->eval(S, e->a);
     if (x.id < 0)
         return POISON;
     int nreal = 0, ell = -1;
@@ -526,8 +554,9 @@ Val meth_broadcast(Sema *S, Op op, Val a, Val b, const char *sym, Loc loc)
 {
     Shape s;
     if (!ten_broadcast(&a.s, &b.s, &s)) {
-        diag_error(loc, "cannot broadcast %s %s %s (PyTorch's rules: aligned at the last dimension, each pair "
-                   "equal or one of them 1)", ir_shape_str(&a.s), sym, ir_shape_str(&b.s));
+        diag_error(loc, "cannot %s tensors of shapes that do not broadcast: %s %s %s (PyTorch's rules: aligned at "
+                   "the last dimension, each pair equal or one of them 1)", op == OP_BC_ADD ? "add" : op == OP_BC_SUB
+                   ? "subtract" : op == OP_BC_MUL ? "multiply" : "divide", ir_shape_str(&a.s), sym, ir_shape_str(&b.s));
         return POISON;
     }
     if (s.rank > MAX_RANK) {
@@ -585,7 +614,7 @@ Val meth_call(Sema *S, const Expr *e)
         static const char *const names[] = {"input"};
         const Sig sig = {fname(e), names, 1, 1, 1};
         Expr *a[1];
-        return arg_bind(e, &sig, a) ? fwd_eval(S, a[0]) : POISON;
+        return arg_bind(e, &sig, a) ? S->eval(S, a[0]) : POISON;
     }
     if (is_split(s)) {
         diag_error(e->loc, "%s gives a tuple: unpack it (a, b = %s(...))", fname(e), fname(e));

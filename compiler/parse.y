@@ -392,11 +392,13 @@ static int starts_expr(yysymbol_kind_t k)
         || k == YYSYMBOL_TRUE || k == YYSYMBOL_FALSE || !strcmp(s, "'('") || !strcmp(s, "'['") || !strcmp(s, "'-'");
 }
 
-/* Whether k is a binary operator: + - * / // */
+/* Whether k is a binary operator (+ - * / // @) or continues a value (.
+ * and [, a method or a subscript): listed as one, "an operator" */
 static int is_operator(yysymbol_kind_t k)
 {
     const char *s = yysymbol_name(k);
-    return k == YYSYMBOL_FDIV || !strcmp(s, "'+'") || !strcmp(s, "'-'") || !strcmp(s, "'*'") || !strcmp(s, "'/'");
+    return k == YYSYMBOL_FDIV || !strcmp(s, "'+'") || !strcmp(s, "'-'") || !strcmp(s, "'*'") || !strcmp(s, "'/'")
+        || !strcmp(s, "'@'") || !strcmp(s, "'.'") || !strcmp(s, "'['");
 }
 
 /* `unexpected '}', expected identifier or 'return'`: the offending token,
@@ -422,7 +424,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, Pars
     const char *names[YYNTOKENS + 1];
     if (expr)
         names[m++] = "expression";
-    /* The five arithmetic operators are listed as one, last. */
+    /* The operators are listed as one, last. */
     int op = 0;
     for (int i = 0; i < n; i++)
         if (is_operator(exp[i]))

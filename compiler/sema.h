@@ -111,6 +111,7 @@ typedef struct Sema {
     Var *vars;
     int nvars;
     int sync_bn;            /* the train block's sync_batchnorm */
+    struct Val (*eval)(struct Sema *S, const Expr *e);  /* forward's expressions: methods.c's operands */
 } Sema;
 
 /* Index of a layer type by name (Linear, ReLU, ...), or -1. */
@@ -159,11 +160,10 @@ Val meth_index(Sema *S, const Expr *e);     /* x[:, -1], x[..., :k], x[:, None] 
 Val meth_broadcast(Sema *S, Op op, Val a, Val b, const char *sym, Loc loc);
 /* t[0..n) joined along dimension d (not the batch's); where[k]: t[k]'s expression */
 Val meth_cat(Sema *S, const Expr *e, const Val *t, int n, int d, const Expr *const *where);
-/* ---- forward.c --------------------------------------------------------- */
-Val fwd_eval(Sema *S, const Expr *e);       /* a tensor expression of forward */
 /* A size in a shape: an integer (-1 gives -2, inferred), or x.size(d) (the
  * batch's: DIM_N); 0 after reporting */
-int fwd_size(Sema *S, const Expr *e, int64_t *d);
+int meth_size(Sema *S, const Expr *e, int64_t *d);
+/* ---- forward.c --------------------------------------------------------- */
 /* Checks one model, building its graph in g: IMAGES, LABELS, its
  * parameters in declaration order, then forward. Returns the logits. */
 Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn);

@@ -10,6 +10,34 @@
  * meets the batch or a 1. */
 #include "cddpc.h"
 
+int ten_batch_dim(const Shape *s)
+{
+    for (int i = 0; i < s->rank; i++)
+        if (s->d[i] == DIM_N)
+            return i;
+    return -1;
+}
+
+static int same(const Shape *a, const Shape *b)
+{
+    if (a->rank != b->rank)
+        return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->d[i] != b->d[i])
+            return 0;
+    return 1;
+}
+
+/* the product of dims [from, to), the batch's left out */
+static int64_t elems(const Shape *s, int from, int to)
+{
+    int64_t e = 1;
+    for (int i = from; i < to; i++)
+        if (s->d[i] != DIM_N)
+            e *= s->d[i];
+    return e;
+}
+
 int ten_broadcast(const Shape *a, const Shape *b, Shape *out)
 {
     const int r = a->rank > b->rank ? a->rank : b->rank;
@@ -70,15 +98,11 @@ unsigned ten_stretched(const Shape *from, const Shape *to)
  * among the elements: as many elements before it and after it. */
 int ten_view_ok(const Shape *from, const Shape *to)
 {
-    const int bf = ir_batch_dim(from), bt = ir_batch_dim(to);
+    const int bf = ten_batch_dim(from), bt = ten_batch_dim(to);
     if ((bf < 0) != (bt < 0))
         return 0;
-    int64_t before_f = 1, before_t = 1;
-    for (int i = 0; i < bf; i++)
-        before_f *= from->d[i];
-    for (int i = 0; i < bt; i++)
-        before_t *= to->d[i];
-    return before_f == before_t && ir_row_elems(from) == ir_row_elems(to);
+    return elems(from, 0, bf < 0 ? 0 : bf) == elems(to, 0, bt < 0 ? 0 : bt)
+        && elems(from, 0, from->rank) == elems(to, 0, to->rank);
 }
 
 int ten_is_reduction(Op op)
@@ -95,21 +119,21 @@ const char *ten_verify(const Graph *g, const Node *n)
     case OP_BC_ADD: case OP_BC_SUB: case OP_BC_MUL: case OP_BC_DIV: case OP_BC_DIV_GRAD: case OP_BC_MAX_GRAD:
         for (int k = 0; k < n->nin; k++) {
             Shape b;
-            if (!ten_broadcast(in_shape(g, n, k), s, &b) || !ir_same_shape(&b, s))
+            if (!ten_broadcast(in_shape(g, n, k), s, &b) || !same(&b, s))
                 return "an operand does not broadcast to the result";
         }
         return NULL;
     case OP_BC_COPY: case OP_BC_SCALE: {
         Shape b;
-        return ten_broadcast(x, s, &b) && ir_same_shape(&b, s) ? NULL : "the operand does not broadcast to the result";
+        return ten_broadcast(x, s, &b) && same(&b, s) ? NULL : "the operand does not broadcast to the result";
     }
     case OP_T_SUM: case OP_T_MEAN: case OP_T_AMAX: case OP_T_AMIN: case OP_T_COUNT_EQ: {
         if (!n->ten.axes || n->ten.axes >> x->rank)
             return "no reduced dimension, or one past the rank";
         const Shape r = ten_reduced(x, n->ten.axes);
-        if (!ir_same_shape(&r, s))
+        if (!same(&r, s))
             return "a reduction keeps the reduced dimensions as 1s";
-        if (n->op == OP_T_COUNT_EQ && !ir_same_shape(in_shape(g, n, 1), s))
+        if (n->op == OP_T_COUNT_EQ && !same(in_shape(g, n, 1), s))
             return "count_eq compares with the reduction's result";
         return NULL;
     }

@@ -182,10 +182,11 @@ typedef struct rt_kernel {
 
 enum { RT_INIT_KAIMING_UNIFORM = 0, RT_INIT_BIAS_UNIFORM = 1, RT_INIT_ZERO = 2, RT_INIT_ONE = 3 };
 
+#define RT_PARAM_RANK 4     /* a parameter's dimensions at most (a convolution's weight) */
 typedef struct rt_param {
     const char *name;       /* PyTorch state_dict name, e.g. "fc1.weight" */
     int rank;
-    int64_t shape[4];
+    int64_t shape[RT_PARAM_RANK];
     int64_t off, numel;     /* in floats, into param/grad/opt */
     int64_t fan_in;         /* for PyTorch's default init bounds */
     int init;               /* RT_INIT_* */

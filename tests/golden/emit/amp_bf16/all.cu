@@ -181,7 +181,8 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
             if (i >= M || j >= N)
                 continue;
             const float v8 = rt_round_bf16(acc[r][c]);
-            const float v9 = rt_round_bf16(v8 + rt_round_bf16(b3[j]));
+            const float a9_1 = b3[j];
+            const float v9 = rt_round_bf16(v8 + rt_round_bf16(a9_1));
             const float v10 = rt_round_bf16(v9 < 0.0f ? 0.0f : v9);
             b10[i * C + j] = v10;
         }
@@ -288,7 +289,8 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             if (i >= M || j >= N)
                 continue;
             const float v11 = rt_round_bf16(acc[r][c]);
-            const float v12 = rt_round_bf16(v11 + rt_round_bf16(b5[j]));
+            const float a12_1 = b5[j];
+            const float v12 = rt_round_bf16(v11 + rt_round_bf16(a12_1));
             const float v13 = rt_round_bf16(v12 < 0.0f ? 0.0f : v12);
             b13[i * C + j] = v13;
         }
@@ -399,7 +401,8 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
             if (i >= M || j >= N)
                 continue;
             const float v14 = rt_round_bf16(acc[r][c]);
-            const float v15 = rt_round_bf16(v14 + rt_round_bf16(b7[j]));
+            const float a15_1 = b7[j];
+            const float v15 = rt_round_bf16(v14 + rt_round_bf16(a15_1));
             b15[i * C + j] = v15;
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
@@ -543,7 +546,8 @@ __device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction
             if (i >= M || j >= N)
                 continue;
             const float v22 = rt_round_bf16(acc[r][c]);
-            const float v24 = rt_round_bf16(b13[i * C + j] > 0.0f ? v22 : 0.0f);
+            const float a24_1 = b13[i * C + j];
+            const float v24 = rt_round_bf16(a24_1 > 0.0f ? v22 : 0.0f);
             b24[i * C + j] = v24;
             red25[c] += v24;
         }
@@ -761,7 +765,8 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
             if (i >= M || j >= N)
                 continue;
             const float v26 = rt_round_bf16(acc[r][c]);
-            const float v28 = rt_round_bf16(b10[i * C + j] > 0.0f ? v26 : 0.0f);
+            const float a28_1 = b10[i * C + j];
+            const float v28 = rt_round_bf16(a28_1 > 0.0f ? v26 : 0.0f);
             b28[i * C + j] = v28;
             red29[c] += v28;
         }
@@ -1156,7 +1161,8 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
             if (i >= M || j >= N)
                 continue;
             const float v8 = rt_round_bf16(acc[r][c]);
-            const float v9 = rt_round_bf16(v8 + rt_round_bf16(b3[j]));
+            const float a9_1 = b3[j];
+            const float v9 = rt_round_bf16(v8 + rt_round_bf16(a9_1));
             const float v10 = rt_round_bf16(v9 < 0.0f ? 0.0f : v9);
             b10[i * C + j] = v10;
         }
@@ -1263,7 +1269,8 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             if (i >= M || j >= N)
                 continue;
             const float v11 = rt_round_bf16(acc[r][c]);
-            const float v12 = rt_round_bf16(v11 + rt_round_bf16(b5[j]));
+            const float a12_1 = b5[j];
+            const float v12 = rt_round_bf16(v11 + rt_round_bf16(a12_1));
             const float v13 = rt_round_bf16(v12 < 0.0f ? 0.0f : v12);
             b13[i * C + j] = v13;
         }
@@ -1373,7 +1380,8 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
             if (i >= M || j >= N)
                 continue;
             const float v14 = rt_round_bf16(acc[r][c]);
-            const float v15 = rt_round_bf16(v14 + rt_round_bf16(b7[j]));
+            const float a15_1 = b7[j];
+            const float v15 = rt_round_bf16(v14 + rt_round_bf16(a15_1));
             b15[i * C + j] = v15;
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */

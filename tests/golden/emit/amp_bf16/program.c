@@ -29,7 +29,8 @@ static void t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue(
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v8 = b10[i * C + j];
-        const float v9 = rt_round_bf16(v8 + rt_round_bf16(b3[j]));
+        const float a9_1 = b3[j];
+        const float v9 = rt_round_bf16(v8 + rt_round_bf16(a9_1));
         const float v10 = rt_round_bf16(v9 < 0.0f ? 0.0f : v9);
         b10[i * C + j] = v10;
     }
@@ -50,7 +51,8 @@ static void t1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v11 = b13[i * C + j];
-        const float v12 = rt_round_bf16(v11 + rt_round_bf16(b5[j]));
+        const float a12_1 = b5[j];
+        const float v12 = rt_round_bf16(v11 + rt_round_bf16(a12_1));
         const float v13 = rt_round_bf16(v12 < 0.0f ? 0.0f : v12);
         b13[i * C + j] = v13;
     }
@@ -75,7 +77,8 @@ static void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduct
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v14 = b15[i * C + j];
-        const float v15 = rt_round_bf16(v14 + rt_round_bf16(b7[j]));
+        const float a15_1 = b7[j];
+        const float v15 = rt_round_bf16(v14 + rt_round_bf16(a15_1));
         b15[i * C + j] = v15;
     }
     {
@@ -125,7 +128,8 @@ static void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
         for (int64_t i = 0; i < R; i++)
         for (int64_t j = jb; j < je; j++) {
             const float v22 = b24[i * C + j];
-            const float v24 = rt_round_bf16(b13[i * C + j] > 0.0f ? v22 : 0.0f);
+            const float a24_1 = b13[i * C + j];
+            const float v24 = rt_round_bf16(a24_1 > 0.0f ? v22 : 0.0f);
             b24[i * C + j] = v24;
             b25[j] += v24;
         }
@@ -162,7 +166,8 @@ static void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
         for (int64_t i = 0; i < R; i++)
         for (int64_t j = jb; j < je; j++) {
             const float v26 = b28[i * C + j];
-            const float v28 = rt_round_bf16(b10[i * C + j] > 0.0f ? v26 : 0.0f);
+            const float a28_1 = b10[i * C + j];
+            const float v28 = rt_round_bf16(a28_1 > 0.0f ? v26 : 0.0f);
             b28[i * C + j] = v28;
             b29[j] += v28;
         }
@@ -232,7 +237,8 @@ static void e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue(
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v8 = b10[i * C + j];
-        const float v9 = rt_round_bf16(v8 + rt_round_bf16(b3[j]));
+        const float a9_1 = b3[j];
+        const float v9 = rt_round_bf16(v8 + rt_round_bf16(a9_1));
         const float v10 = rt_round_bf16(v9 < 0.0f ? 0.0f : v9);
         b10[i * C + j] = v10;
     }
@@ -253,7 +259,8 @@ static void e1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v11 = b13[i * C + j];
-        const float v12 = rt_round_bf16(v11 + rt_round_bf16(b5[j]));
+        const float a12_1 = b5[j];
+        const float v12 = rt_round_bf16(v11 + rt_round_bf16(a12_1));
         const float v13 = rt_round_bf16(v12 < 0.0f ? 0.0f : v12);
         b13[i * C + j] = v13;
     }
@@ -277,7 +284,8 @@ static void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reducti
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v14 = b15[i * C + j];
-        const float v15 = rt_round_bf16(v14 + rt_round_bf16(b7[j]));
+        const float a15_1 = b7[j];
+        const float v15 = rt_round_bf16(v14 + rt_round_bf16(a15_1));
         b15[i * C + j] = v15;
     }
     {

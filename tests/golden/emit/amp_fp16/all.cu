@@ -531,7 +531,8 @@ __device__ __forceinline__ void t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_r
             if (i >= M || j >= N)
                 continue;
             const float v34 = rt_round_fp16(acc[r][c]);
-            const float v35 = rt_round_fp16(v34 + rt_round_fp16(b16[j]));
+            const float a35_1 = b16[j];
+            const float v35 = rt_round_fp16(v34 + rt_round_fp16(a35_1));
             b35[i * C + j] = v35;
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
@@ -1011,7 +1012,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) t20_relu_grad(const rt_exec
         const int64_t i = t / C, j = t - i * C;
         const int64_t jc = j / 100;
         (void)jc;
-        const float v53 = rt_round_fp16(b24[i * C + j] > 0.0f ? b51[i * C + j] : 0.0f);
+        const float a53_0 = b51[i * C + j];
+        const float a53_1 = b24[i * C + j];
+        const float v53 = rt_round_fp16(a53_1 > 0.0f ? a53_0 : 0.0f);
         b53[i * C + j] = v53;
     }
 }
@@ -1538,7 +1541,8 @@ __device__ __forceinline__ void e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
             if (i >= M || j >= N)
                 continue;
             const float v34 = rt_round_fp16(acc[r][c]);
-            const float v35 = rt_round_fp16(v34 + rt_round_fp16(b16[j]));
+            const float a35_1 = b16[j];
+            const float v35 = rt_round_fp16(v34 + rt_round_fp16(a35_1));
             b35[i * C + j] = v35;
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */

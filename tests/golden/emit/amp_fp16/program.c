@@ -422,7 +422,8 @@ static void t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduc
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v34 = b35[i * C + j];
-        const float v35 = rt_round_fp16(v34 + rt_round_fp16(b16[j]));
+        const float a35_1 = b16[j];
+        const float v35 = rt_round_fp16(v34 + rt_round_fp16(a35_1));
         b35[i * C + j] = v35;
     }
     {
@@ -748,7 +749,9 @@ static void t20_relu_grad(rt_exec *e)
     for (int64_t i = 0; i < R; i++)
     for (int64_t jc = 0; jc < 3; jc++)
     for (int64_t j = jc * 100; j < (jc + 1) * 100; j++) {
-        const float v53 = rt_round_fp16(b24[i * C + j] > 0.0f ? b51[i * C + j] : 0.0f);
+        const float a53_0 = b51[i * C + j];
+        const float a53_1 = b24[i * C + j];
+        const float v53 = rt_round_fp16(a53_1 > 0.0f ? a53_0 : 0.0f);
         b53[i * C + j] = v53;
     }
 }
@@ -1222,7 +1225,8 @@ static void e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reducti
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v34 = b35[i * C + j];
-        const float v35 = rt_round_fp16(v34 + rt_round_fp16(b16[j]));
+        const float a35_1 = b16[j];
+        const float v35 = rt_round_fp16(v34 + rt_round_fp16(a35_1));
         b35[i * C + j] = v35;
     }
     {

@@ -110,7 +110,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t2_relu_dropout__ew_chain__
         const int64_t i = t / C, j = t - i * C;
         const int64_t jc = j / 64;
         (void)jc;
-        const float v12 = b11[i * C + j] < 0.0f ? 0.0f : b11[i * C + j];
+        const float a12_0 = b11[i * C + j];
+        const float v12 = a12_0 < 0.0f ? 0.0f : a12_0;
         b12[i * C + j] = v12;
         const float v13 = v12 * (cddp_drop_u(dk13, i * C + j) >= 0.200000003f ? 1.25f : 0.0f);
         b13[i * C + j] = v13;
@@ -209,7 +210,8 @@ __device__ __forceinline__ void t3_mm_nt_bias_add_relu_dropout__epilogue__dropou
             if (i >= M || j >= N)
                 continue;
             const float v15 = acc[r][c];
-            const float v16 = v15 + b5[j];
+            const float a16_1 = b5[j];
+            const float v16 = v15 + a16_1;
             const float v17 = v16 < 0.0f ? 0.0f : v16;
             b17[i * C + j] = v17;
             const float v18 = v17 * (cddp_drop_u(dk18, i * C + j) >= 0.300000012f ? 1.42857146f : 0.0f);
@@ -278,7 +280,8 @@ __device__ __forceinline__ void t4_mm_nt_bias_add_dropout__epilogue_tile(const r
             if (i >= M || j >= N)
                 continue;
             const float v19 = acc[r][c];
-            const float v20 = v19 + b7[j];
+            const float a20_1 = b7[j];
+            const float v20 = v19 + a20_1;
             const float v21 = v20 * (cddp_drop_u(dk21, i * C + j) >= 0.5f ? 2.0f : 0.0f);
             b21[i * C + j] = v21;
         }
@@ -348,7 +351,8 @@ __device__ __forceinline__ void t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
             if (i >= M || j >= N)
                 continue;
             const float v22 = acc[r][c];
-            const float v23 = v22 + b9[j];
+            const float a23_1 = b9[j];
+            const float v23 = v22 + a23_1;
             b23[i * C + j] = v23;
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
@@ -589,7 +593,8 @@ __device__ __forceinline__ void t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilog
                 continue;
             const float v34 = acc[r][c];
             const float v36 = v34 * (cddp_drop_u(dk36, i * C + j) >= 0.300000012f ? 1.42857146f : 0.0f);
-            const float v37 = b17[i * C + j] > 0.0f ? v36 : 0.0f;
+            const float a37_1 = b17[i * C + j];
+            const float v37 = a37_1 > 0.0f ? v36 : 0.0f;
             b37[i * C + j] = v37;
             red38[c] += v37;
         }
@@ -808,8 +813,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) t12_dropout_grad_relu_grad_
         const int64_t i = t / C, j = t - i * C;
         const int64_t jc = j / 64;
         (void)jc;
-        const float v42 = b39[i * C + j] * (cddp_drop_u(dk42, i * C + j) >= 0.200000003f ? 1.25f : 0.0f);
-        const float v43 = b12[i * C + j] > 0.0f ? v42 : 0.0f;
+        const float a42_0 = b39[i * C + j];
+        const float v42 = a42_0 * (cddp_drop_u(dk42, i * C + j) >= 0.200000003f ? 1.25f : 0.0f);
+        const float a43_1 = b12[i * C + j];
+        const float v43 = a43_1 > 0.0f ? v42 : 0.0f;
         b43[i * C + j] = v43;
     }
 }
@@ -1022,7 +1029,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) e2_relu(const rt_exec *__re
         const int64_t i = t / C, j = t - i * C;
         const int64_t jc = j / 64;
         (void)jc;
-        const float v12 = b11[i * C + j] < 0.0f ? 0.0f : b11[i * C + j];
+        const float a12_0 = b11[i * C + j];
+        const float v12 = a12_0 < 0.0f ? 0.0f : a12_0;
         b12[i * C + j] = v12;
     }
 }
@@ -1117,7 +1125,8 @@ __device__ __forceinline__ void e3_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             if (i >= M || j >= N)
                 continue;
             const float v15 = acc[r][c];
-            const float v16 = v15 + b5[j];
+            const float a16_1 = b5[j];
+            const float v16 = v15 + a16_1;
             const float v17 = v16 < 0.0f ? 0.0f : v16;
             b17[i * C + j] = v17;
         }
@@ -1183,7 +1192,8 @@ __device__ __forceinline__ void e4_mm_nt_bias_add__epilogue_tile(const rt_exec *
             if (i >= M || j >= N)
                 continue;
             const float v19 = acc[r][c];
-            const float v20 = v19 + b7[j];
+            const float a20_1 = b7[j];
+            const float v20 = v19 + a20_1;
             b20[i * C + j] = v20;
         }
 }
@@ -1251,7 +1261,8 @@ __device__ __forceinline__ void e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
             if (i >= M || j >= N)
                 continue;
             const float v22 = acc[r][c];
-            const float v23 = v22 + b9[j];
+            const float a23_1 = b9[j];
+            const float v23 = v22 + a23_1;
             b23[i * C + j] = v23;
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */

@@ -105,7 +105,8 @@ static void t2_relu_dropout__ew_chain__dropout(rt_exec *e)
     for (int64_t i = 0; i < R; i++)
     for (int64_t jc = 0; jc < 3; jc++)
     for (int64_t j = jc * 64; j < (jc + 1) * 64; j++) {
-        const float v12 = b11[i * C + j] < 0.0f ? 0.0f : b11[i * C + j];
+        const float a12_0 = b11[i * C + j];
+        const float v12 = a12_0 < 0.0f ? 0.0f : a12_0;
         b12[i * C + j] = v12;
         const float v13 = v12 * (cddp_drop_u(dk13, i * C + j) >= 0.200000003f ? 1.25f : 0.0f);
         b13[i * C + j] = v13;
@@ -129,7 +130,8 @@ static void t3_mm_nt_bias_add_relu_dropout__epilogue__dropout(rt_exec *e)
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v15 = b18[i * C + j];
-        const float v16 = v15 + b5[j];
+        const float a16_1 = b5[j];
+        const float v16 = v15 + a16_1;
         const float v17 = v16 < 0.0f ? 0.0f : v16;
         b17[i * C + j] = v17;
         const float v18 = v17 * (cddp_drop_u(dk18, i * C + j) >= 0.300000012f ? 1.42857146f : 0.0f);
@@ -153,7 +155,8 @@ static void t4_mm_nt_bias_add_dropout__epilogue(rt_exec *e)
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v19 = b21[i * C + j];
-        const float v20 = v19 + b7[j];
+        const float a20_1 = b7[j];
+        const float v20 = v19 + a20_1;
         const float v21 = v20 * (cddp_drop_u(dk21, i * C + j) >= 0.5f ? 2.0f : 0.0f);
         b21[i * C + j] = v21;
     }
@@ -178,7 +181,8 @@ static void t5_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduct
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v22 = b23[i * C + j];
-        const float v23 = v22 + b9[j];
+        const float a23_1 = b9[j];
+        const float v23 = v22 + a23_1;
         b23[i * C + j] = v23;
     }
     {
@@ -267,7 +271,8 @@ static void t8_mm_nn_dropout_grad_relu_grad_sum_rows__epilogue__reduction(rt_exe
         for (int64_t j = jb; j < je; j++) {
             const float v34 = b37[i * C + j];
             const float v36 = v34 * (cddp_drop_u(dk36, i * C + j) >= 0.300000012f ? 1.42857146f : 0.0f);
-            const float v37 = b17[i * C + j] > 0.0f ? v36 : 0.0f;
+            const float a37_1 = b17[i * C + j];
+            const float v37 = a37_1 > 0.0f ? v36 : 0.0f;
             b37[i * C + j] = v37;
             b38[j] += v37;
         }
@@ -321,8 +326,10 @@ static void t12_dropout_grad_relu_grad__ew_chain(rt_exec *e)
     for (int64_t i = 0; i < R; i++)
     for (int64_t jc = 0; jc < 3; jc++)
     for (int64_t j = jc * 64; j < (jc + 1) * 64; j++) {
-        const float v42 = b39[i * C + j] * (cddp_drop_u(dk42, i * C + j) >= 0.200000003f ? 1.25f : 0.0f);
-        const float v43 = b12[i * C + j] > 0.0f ? v42 : 0.0f;
+        const float a42_0 = b39[i * C + j];
+        const float v42 = a42_0 * (cddp_drop_u(dk42, i * C + j) >= 0.200000003f ? 1.25f : 0.0f);
+        const float a43_1 = b12[i * C + j];
+        const float v43 = a43_1 > 0.0f ? v42 : 0.0f;
         b43[i * C + j] = v43;
     }
 }
@@ -537,7 +544,8 @@ static void e2_relu(rt_exec *e)
     for (int64_t i = 0; i < R; i++)
     for (int64_t jc = 0; jc < 3; jc++)
     for (int64_t j = jc * 64; j < (jc + 1) * 64; j++) {
-        const float v12 = b11[i * C + j] < 0.0f ? 0.0f : b11[i * C + j];
+        const float a12_0 = b11[i * C + j];
+        const float v12 = a12_0 < 0.0f ? 0.0f : a12_0;
         b12[i * C + j] = v12;
     }
 }
@@ -557,7 +565,8 @@ static void e3_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v15 = b17[i * C + j];
-        const float v16 = v15 + b5[j];
+        const float a16_1 = b5[j];
+        const float v16 = v15 + a16_1;
         const float v17 = v16 < 0.0f ? 0.0f : v16;
         b17[i * C + j] = v17;
     }
@@ -578,7 +587,8 @@ static void e4_mm_nt_bias_add__epilogue(rt_exec *e)
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v19 = b20[i * C + j];
-        const float v20 = v19 + b7[j];
+        const float a20_1 = b7[j];
+        const float v20 = v19 + a20_1;
         b20[i * C + j] = v20;
     }
 }
@@ -601,7 +611,8 @@ static void e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reducti
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v22 = b23[i * C + j];
-        const float v23 = v22 + b9[j];
+        const float a23_1 = b9[j];
+        const float v23 = v22 + a23_1;
         b23[i * C + j] = v23;
     }
     {

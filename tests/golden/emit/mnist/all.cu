@@ -148,7 +148,8 @@ __device__ __forceinline__ void t0_images_labels_mm_nt_bias_add_relu__data__epil
             if (i >= M || j >= N)
                 continue;
             const float v9 = acc[r][c];
-            const float v10 = v9 + b3[j];
+            const float a10_1 = b3[j];
+            const float v10 = v9 + a10_1;
             const float v11 = v10 < 0.0f ? 0.0f : v10;
             b11[i * C + j] = v11;
         }
@@ -250,7 +251,8 @@ __device__ __forceinline__ void t1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             if (i >= M || j >= N)
                 continue;
             const float v12 = acc[r][c];
-            const float v13 = v12 + b5[j];
+            const float a13_1 = b5[j];
+            const float v13 = v12 + a13_1;
             const float v14 = v13 < 0.0f ? 0.0f : v13;
             b14[i * C + j] = v14;
         }
@@ -320,7 +322,8 @@ __device__ __forceinline__ void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_ro
             if (i >= M || j >= N)
                 continue;
             const float v15 = acc[r][c];
-            const float v16 = v15 + b7[j];
+            const float a16_1 = b7[j];
+            const float v16 = v15 + a16_1;
             b16[i * C + j] = v16;
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
@@ -423,7 +426,8 @@ __device__ __forceinline__ void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction
             if (i >= M || j >= N)
                 continue;
             const float v23 = acc[r][c];
-            const float v25 = b14[i * C + j] > 0.0f ? v23 : 0.0f;
+            const float a25_1 = b14[i * C + j];
+            const float v25 = a25_1 > 0.0f ? v23 : 0.0f;
             b25[i * C + j] = v25;
             red26[c] += v25;
         }
@@ -595,7 +599,8 @@ __device__ __forceinline__ void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction
             if (i >= M || j >= N)
                 continue;
             const float v27 = acc[r][c];
-            const float v29 = b11[i * C + j] > 0.0f ? v27 : 0.0f;
+            const float a29_1 = b11[i * C + j];
+            const float v29 = a29_1 > 0.0f ? v27 : 0.0f;
             b29[i * C + j] = v29;
             red30[c] += v29;
         }
@@ -888,7 +893,8 @@ __device__ __forceinline__ void e0_images_labels_mm_nt_bias_add_relu__data__epil
             if (i >= M || j >= N)
                 continue;
             const float v9 = acc[r][c];
-            const float v10 = v9 + b3[j];
+            const float a10_1 = b3[j];
+            const float v10 = v9 + a10_1;
             const float v11 = v10 < 0.0f ? 0.0f : v10;
             b11[i * C + j] = v11;
         }
@@ -990,7 +996,8 @@ __device__ __forceinline__ void e1_mm_nt_bias_add_relu__epilogue_tile(const rt_e
             if (i >= M || j >= N)
                 continue;
             const float v12 = acc[r][c];
-            const float v13 = v12 + b5[j];
+            const float a13_1 = b5[j];
+            const float v13 = v12 + a13_1;
             const float v14 = v13 < 0.0f ? 0.0f : v13;
             b14[i * C + j] = v14;
         }
@@ -1059,7 +1066,8 @@ __device__ __forceinline__ void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
             if (i >= M || j >= N)
                 continue;
             const float v15 = acc[r][c];
-            const float v16 = v15 + b7[j];
+            const float a16_1 = b7[j];
+            const float v16 = v15 + a16_1;
             b16[i * C + j] = v16;
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */

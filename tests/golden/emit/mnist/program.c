@@ -29,7 +29,8 @@ static void t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue(
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v9 = b11[i * C + j];
-        const float v10 = v9 + b3[j];
+        const float a10_1 = b3[j];
+        const float v10 = v9 + a10_1;
         const float v11 = v10 < 0.0f ? 0.0f : v10;
         b11[i * C + j] = v11;
     }
@@ -50,7 +51,8 @@ static void t1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v12 = b14[i * C + j];
-        const float v13 = v12 + b5[j];
+        const float a13_1 = b5[j];
+        const float v13 = v12 + a13_1;
         const float v14 = v13 < 0.0f ? 0.0f : v13;
         b14[i * C + j] = v14;
     }
@@ -75,7 +77,8 @@ static void t2_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduct
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v15 = b16[i * C + j];
-        const float v16 = v15 + b7[j];
+        const float a16_1 = b7[j];
+        const float v16 = v15 + a16_1;
         b16[i * C + j] = v16;
     }
     {
@@ -125,7 +128,8 @@ static void t3_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
         for (int64_t i = 0; i < R; i++)
         for (int64_t j = jb; j < je; j++) {
             const float v23 = b25[i * C + j];
-            const float v25 = b14[i * C + j] > 0.0f ? v23 : 0.0f;
+            const float a25_1 = b14[i * C + j];
+            const float v25 = a25_1 > 0.0f ? v23 : 0.0f;
             b25[i * C + j] = v25;
             b26[j] += v25;
         }
@@ -162,7 +166,8 @@ static void t5_mm_nn_relu_grad_sum_rows__epilogue__reduction(rt_exec *e)
         for (int64_t i = 0; i < R; i++)
         for (int64_t j = jb; j < je; j++) {
             const float v27 = b29[i * C + j];
-            const float v29 = b11[i * C + j] > 0.0f ? v27 : 0.0f;
+            const float a29_1 = b11[i * C + j];
+            const float v29 = a29_1 > 0.0f ? v27 : 0.0f;
             b29[i * C + j] = v29;
             b30[j] += v29;
         }
@@ -227,7 +232,8 @@ static void e0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue(
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v9 = b11[i * C + j];
-        const float v10 = v9 + b3[j];
+        const float a10_1 = b3[j];
+        const float v10 = v9 + a10_1;
         const float v11 = v10 < 0.0f ? 0.0f : v10;
         b11[i * C + j] = v11;
     }
@@ -248,7 +254,8 @@ static void e1_mm_nt_bias_add_relu__epilogue(rt_exec *e)
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v12 = b14[i * C + j];
-        const float v13 = v12 + b5[j];
+        const float a13_1 = b5[j];
+        const float v13 = v12 + a13_1;
         const float v14 = v13 < 0.0f ? 0.0f : v13;
         b14[i * C + j] = v14;
     }
@@ -272,7 +279,8 @@ static void e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reducti
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v15 = b16[i * C + j];
-        const float v16 = v15 + b7[j];
+        const float a16_1 = b7[j];
+        const float v16 = v15 + a16_1;
         b16[i * C + j] = v16;
     }
     {

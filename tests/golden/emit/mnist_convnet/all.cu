@@ -540,7 +540,8 @@ __device__ __forceinline__ void t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_r
             if (i >= M || j >= N)
                 continue;
             const float v41 = acc[r][c];
-            const float v42 = v41 + b17[j];
+            const float a42_1 = b17[j];
+            const float v42 = v41 + a42_1;
             b42[i * C + j] = v42;
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */
@@ -743,7 +744,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t14_maxpool_dx_relu_grad__p
             for (int64_t kj = 0; kj < KW; kj++) {
                 const int64_t hw = w0 + ki * W + kj, j = jc * H * W + hw;
                 const float v52 = hw == am ? g : 0.0f;
-                const float v53 = b38[i * C + j] > 0.0f ? v52 : 0.0f;
+                const float a53_1 = b38[i * C + j];
+                const float v53 = a53_1 > 0.0f ? v52 : 0.0f;
                 b53[i * C + j] = v53;
             }
     }
@@ -975,7 +977,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) t19_maxpool_dx_relu_grad__p
             for (int64_t kj = 0; kj < KW; kj++) {
                 const int64_t hw = w0 + ki * W + kj, j = jc * H * W + hw;
                 const float v62 = hw == am ? g : 0.0f;
-                const float v63 = b27[i * C + j] > 0.0f ? v62 : 0.0f;
+                const float a63_1 = b27[i * C + j];
+                const float v63 = a63_1 > 0.0f ? v62 : 0.0f;
                 b63[i * C + j] = v63;
             }
     }
@@ -1454,7 +1457,8 @@ __device__ __forceinline__ void e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_al
             if (i >= M || j >= N)
                 continue;
             const float v41 = acc[r][c];
-            const float v42 = v41 + b17[j];
+            const float a42_1 = b17[j];
+            const float v42 = v41 + a42_1;
             b42[i * C + j] = v42;
         }
     __syncthreads();    /* the rows this block stored, seen by all its threads */

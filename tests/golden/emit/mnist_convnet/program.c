@@ -459,7 +459,8 @@ static void t11_mm_nt_bias_add_ce_loss_sum_all_ce_grad_sum_rows__epilogue__reduc
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v41 = b42[i * C + j];
-        const float v42 = v41 + b17[j];
+        const float a42_1 = b17[j];
+        const float v42 = v41 + a42_1;
         b42[i * C + j] = v42;
     }
     {
@@ -549,7 +550,8 @@ static void t14_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
             for (int64_t hw = o0 * SH * W; hw < o1 * SH * W; hw++) {
                 const int64_t j = jc * H * W + hw;
                 const float v52 = gr[hw - o0 * SH * W];
-                const float v53 = b38[i * C + j] > 0.0f ? v52 : 0.0f;
+                const float a53_1 = b38[i * C + j];
+                const float v53 = a53_1 > 0.0f ? v52 : 0.0f;
                 b53[i * C + j] = v53;
             }
         }
@@ -814,7 +816,8 @@ static void t19_maxpool_dx_relu_grad__pool_chain(rt_exec *e)
             for (int64_t hw = o0 * SH * W; hw < o1 * SH * W; hw++) {
                 const int64_t j = jc * H * W + hw;
                 const float v62 = gr[hw - o0 * SH * W];
-                const float v63 = b27[i * C + j] > 0.0f ? v62 : 0.0f;
+                const float a63_1 = b27[i * C + j];
+                const float v63 = a63_1 > 0.0f ? v62 : 0.0f;
                 b63[i * C + j] = v63;
             }
         }
@@ -1277,7 +1280,8 @@ static void e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reducti
     for (int64_t i = 0; i < R; i++)
     for (int64_t j = 0; j < C; j++) {
         const float v41 = b42[i * C + j];
-        const float v42 = v41 + b17[j];
+        const float a42_1 = b17[j];
+        const float v42 = v41 + a42_1;
         b42[i * C + j] = v42;
     }
     {
