@@ -90,7 +90,7 @@ const char *arg_show(const Expr *e)
     case E_CALL: return util_fmt("%s(...)", e->s);
     case E_TUPLE: return "a tuple";
     case E_NEG: return util_fmt("-%s", arg_show(e->a));
-    case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_FDIV:
+    case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_FDIV: case E_POW:
         return util_fmt("%s %s %s", arg_show(e->a), arith_text(e->kind), arg_show(e->b));
     case E_MATMUL: return util_fmt("%s @ %s", arg_show(e->a), arg_show(e->b));
     case E_INDEX: return util_fmt("%s[...]", arg_show(e->a));
@@ -102,7 +102,7 @@ const char *arg_show(const Expr *e)
 
 static const char *arith_text(ExprKind k)
 {
-    return k == E_ADD ? "+" : k == E_SUB ? "-" : k == E_MUL ? "*" : k == E_DIV ? "/" : "//";
+    return k == E_ADD ? "+" : k == E_SUB ? "-" : k == E_MUL ? "*" : k == E_DIV ? "/" : k == E_POW ? "**" : "//";
 }
 
 /* Folds constant arithmetic as Python does: 16 * 5 * 5 and 28 // 2 are
@@ -130,7 +130,20 @@ static int number(const Expr *e, double *f, int64_t *i, int *is_int)
         }
         return r;
     }
-    if (e->kind != E_ADD && e->kind != E_SUB && e->kind != E_MUL && e->kind != E_DIV && e->kind != E_FDIV)
+    /* math.sqrt(d), as attention scales: a method of the name math */
+    if (e->kind == E_CALL && strcmp(e->s, "sqrt") == 0 && e->nargs == 2 && !e->args[1]->key
+        && e->args[0]->val->kind == E_NAME && strcmp(e->args[0]->val->s, "math") == 0) {
+        int r = number(e->args[1]->val, f, i, is_int);
+        if (r == 1 && *f < 0) {
+            diag_error(e->loc, "math.sqrt of a negative number (%g)", *f);
+            return -1;
+        }
+        if (r == 1)
+            *f = sqrt(*f), *is_int = 0, *i = (int64_t)*f;
+        return r;
+    }
+    if (e->kind != E_ADD && e->kind != E_SUB && e->kind != E_MUL && e->kind != E_DIV && e->kind != E_FDIV
+        && e->kind != E_POW)
         return 0;
     double fa, fb;
     int64_t ia, ib;
@@ -143,6 +156,34 @@ static int number(const Expr *e, double *f, int64_t *i, int *is_int)
     if ((e->kind == E_DIV || e->kind == E_FDIV) && fb == 0) {
         diag_error(e->loc, "division by zero");
         return -1;
+    }
+    if (e->kind == E_POW) {     /* int ** non-negative int is an int, as Python's */
+        if (fa < 0 && fb != floor(fb)) {
+            diag_error(e->loc, "a negative number to a fractional power is not a real number");
+            return -1;
+        }
+        if (fa == 0 && fb < 0) {
+            diag_error(e->loc, "division by zero (0 to a negative power)");
+            return -1;
+        }
+        *is_int = ka && kb && ib >= 0;
+        *f = pow(fa, fb);
+        if (!isfinite(*f) || (*is_int && fabs(*f) >= 0x1p63)) {
+            diag_error(e->loc, "number out of range in '**'");
+            return -1;
+        }
+        if (*is_int) {
+            int64_t r = 1;      /* |ia| >= 2 past the range check means ib < 63 */
+            if (ia == 0 || ia == 1 || ia == -1)
+                r = ib == 0 ? 1 : ia == -1 && ib % 2 ? -1 : ia;
+            else
+                for (int64_t k = 0; k < ib; k++)
+                    r *= ia;
+            *i = r, *f = (double)r;
+        } else {
+            *i = fabs(*f) < 0x1p63 ? (int64_t)*f : 0;
+        }
+        return 1;
     }
     *is_int = ka && kb && e->kind != E_DIV;
     if (*is_int) {

@@ -390,6 +390,65 @@ static void rule_t_cat(RULE_ARGS)
     }
 }
 
+/* unary math: dy with the result (exp, sqrt, rsqrt) or the input */
+static int with_ten(Ad *a, Op op, int dy, int x, const Node *n)
+{
+    const int d = bwd(a, op, 2, (int[]){dy, x}, &n->shape, n);
+    return d;
+}
+
+static void rule_t_exp(RULE_ARGS) { accumulate(a, n->in[0], bwd(a, OP_BC_MUL, 2, (int[]){dy, n->id}, &n->shape, n)); }
+static void rule_t_log(RULE_ARGS) { accumulate(a, n->in[0], bwd(a, OP_BC_DIV, 2, (int[]){dy, n->in[0]}, &n->shape, n)); }
+static void rule_t_sqrt(RULE_ARGS) { accumulate(a, n->in[0], with_ten(a, OP_T_SQRT_GRAD, dy, n->id, n)); }
+static void rule_t_rsqrt(RULE_ARGS) { accumulate(a, n->in[0], with_ten(a, OP_T_RSQRT_GRAD, dy, n->id, n)); }
+static void rule_t_abs(RULE_ARGS) { accumulate(a, n->in[0], with_ten(a, OP_T_ABS_GRAD, dy, n->in[0], n)); }
+static void rule_t_pow(RULE_ARGS) { accumulate(a, n->in[0], with_ten(a, OP_T_POW_GRAD, dy, n->in[0], n)); }
+static void rule_t_clamp(RULE_ARGS) { accumulate(a, n->in[0], with_ten(a, OP_T_CLAMP_GRAD, dy, n->in[0], n)); }
+static void rule_t_affine(RULE_ARGS)
+{
+    const int d = bwd(a, OP_T_AFFINE, 1, &dy, &n->shape, n);
+    a->g->n[d]->ten.hi = 0;     /* dy * lo */
+    accumulate(a, n->in[0], d);
+}
+
+/* maximum(x, y): dy where x wins, half of it on a tie (minimum alike) */
+static void rule_t_maximum(RULE_ARGS)
+{
+    const Op g = n->op == OP_T_MAXIMUM ? OP_T_MAXIMUM_GRAD : OP_T_MINIMUM_GRAD;
+    for (int k = 0; k < 2; k++)
+        if (a->needs[n->in[k]]) {
+            const int d = bwd(a, g, 3, (int[]){dy, n->in[k], n->in[1 - k]}, &n->shape, n);
+            accumulate(a, n->in[k], unbroadcast(a, d, shape_of(a, n->in[k]), n));
+        }
+}
+
+/* C = op(A) op(B): each operand's gradient is a product of dC with the
+ * other, oriented as the operand is stored, then summed over the leading
+ * dimensions it was broadcast along */
+static int product(Ad *a, int x, int y, int tx, int ty, const Node *like)
+{
+    Shape s;
+    if (ten_bmm_shape(shape_of(a, x), shape_of(a, y), tx, ty, &s))
+        diag_ice("autodiff: the gradient of bmm %%%d has no shape", like->id);
+    const int d = bwd(a, OP_T_BMM, 2, (int[]){x, y}, &s, like);
+    a->g->n[d]->ten.ta = tx, a->g->n[d]->ten.tb = ty;
+    return d;
+}
+
+static void rule_t_bmm(RULE_ARGS)
+{
+    const int A = n->in[0], B = n->in[1], ta = n->ten.ta, tb = n->ten.tb;
+    if (a->needs[A]) {
+        const int d = !ta ? product(a, dy, B, 0, !tb, n) : tb ? product(a, B, dy, 1, 1, n) : product(a, B, dy, 0, 1, n);
+        accumulate(a, A, unbroadcast(a, d, shape_of(a, A), n));
+    }
+    if (a->needs[B]) {
+        const int d = !tb ? (ta ? product(a, A, dy, 0, 0, n) : product(a, A, dy, 1, 0, n))
+                          : (ta ? product(a, dy, A, 1, 1, n) : product(a, dy, A, 1, 0, n));
+        accumulate(a, B, unbroadcast(a, d, shape_of(a, B), n));
+    }
+}
+
 #define NO_RULE NULL
 #define STOP rule_stop
 #define RULE(x) rule_##x

@@ -129,6 +129,8 @@ typedef struct Node {
             int64_t start, step;    /* T_SLICE, T_PAD: the first index and the step */
             int perm[MAX_RANK];     /* T_PERMUTE: output dimension d is input dimension perm[d] */
             double scale;   /* BC_SCALE: the divisor (a mean's count; -1 negates) */
+            double lo, hi;  /* T_POW: the exponent (lo); T_CLAMP: the bounds; T_AFFINE: x * lo + hi */
+            int ta, tb;     /* T_BMM: the operand is transposed (its last two dimensions) */
         } ten;
         struct {
             double a, b;    /* LEAKY_RELU: negative_slope; ELU: alpha; SOFTPLUS: beta, threshold;
@@ -215,6 +217,7 @@ int64_t ten_slice_len(int64_t start, int64_t stop, int64_t step);  /* elements o
 unsigned ten_stretched(const Shape *from, const Shape *to);       /* the axes a broadcast's gradient sums */
 int ten_view_ok(const Shape *from, const Shape *to); /* a reshape keeping the layout (the batch's place) */
 const char *ten_verify(const Graph *g, const Node *n);  /* NULL, or what is wrong */
+const char *ten_bmm_shape(const Shape *a, const Shape *b, int ta, int tb, Shape *out); /* NULL, or why not */
 int ten_is_reduction(Op op);            /* T_SUM ... T_COUNT_EQ: a result element loops over the reduced ones */
 
 /* ---- front.c: the front end (lex.l, parse.y, then sema.h's files) --- */

@@ -50,7 +50,11 @@ static double node_flops(const Graph *g, const Node *n, int64_t b)
     case K_CHAN:    /* bn_stats: a division per statistic, from the passes' means */
         return op_flops[n->op] * (double)numel(n->op == OP_BN_STATS ? n : g->n[n->in[0]], b);
     case K_POOL: case K_NORM: return op_flops[n->op] * (double)numel(g->n[n->in[0]], b);
-    case K_TENSOR:  /* a reduction per element reduced, the rest per element of the result */
+    case K_TENSOR:  /* a reduction per element reduced, a product per term, the rest per element */
+        if (n->op == OP_T_BMM) {
+            const Shape *a = &g->n[n->in[0]]->shape;
+            return op_flops[n->op] * (double)numel(n, b) * (double)a->d[a->rank - (n->ten.ta ? 2 : 1)];
+        }
         return op_flops[n->op] * (double)numel(ten_is_reduction(n->op) ? g->n[n->in[0]] : n, b);
     case K_DATA: case K_EW: case K_OPT: case K_STATE: case K_COMM:
         return op_flops[n->op] * (double)numel(n, b);

@@ -11,6 +11,7 @@
  * order: sums in double, one order on both targets (deterministic, and
  * within float rounding of PyTorch's). The targets supply the outer loop:
  * OpenMP over the elements on the CPU, a grid-stride loop on the GPU. */
+#include <math.h>
 #include <string.h>
 
 #include "cddpc.h"
@@ -73,9 +74,19 @@ static void decode(FILE *f, const Shape *s, const char *e, const char *ind)
             fprintf(f, "%sconst int64_t i%d = r_ %% %s;\n%sr_ /= %s;\n", ind, d, ext, ind, ext);
     }
     fprintf(f, "%s(void)r_;\n", ind);
+    /* a coordinate no operand reads (broadcast along it, or of extent 1) */
+    for (int d = 0; d < s->rank; d++)
+        fprintf(f, "%s(void)i%d;\n", ind, d);
 }
 
-/* formula with $k replaced by v<k> and $c by the node's ten.scale */
+/* a float constant of the kernel text; clamp's open side is infinite */
+static char *constant(double v)
+{
+    return isinf(v) ? util_strdup(v > 0 ? "INFINITY" : "-INFINITY") : util_cfloat(v);
+}
+
+/* formula with $k replaced by v<k>, $c by the node's ten.scale, $a and $b
+ * by its ten.lo and ten.hi */
 static char *expand(const Node *n)
 {
     const char *p = op_formula[n->op];
@@ -85,6 +96,8 @@ static char *expand(const Node *n)
             out = util_fmt("%sv%c", out, *++p);
         else if (p[0] == '$' && p[1] == 'c')
             out = util_fmt("%s%s", out, util_cfloat(n->ten.scale)), p++;
+        else if (p[0] == '$' && (p[1] == 'a' || p[1] == 'b'))
+            out = util_fmt("%s(%s)", out, constant(p[1] == 'a' ? n->ten.lo : n->ten.hi)), p++;
         else
             out = util_fmt("%s%c", out, *p);
     }
@@ -209,10 +222,79 @@ static char *work(const Node *n, const Shape *xs)
     return extent(xs, 0);
 }
 
+/* ---- T_BMM --------------------------------------------------------------- */
+
+typedef struct {
+    Shape lead;             /* the result's leading (batch) dimensions */
+    const char *offa, *offb;    /* each operand's matrix at the leading coordinates, in elements */
+    int64_t m, n, k;
+    int a, b;               /* the operands' buffers */
+} Bmm;
+
+static Shape leading(const Shape *s)
+{
+    Shape l = *s;
+    l.rank -= 2;
+    return l;
+}
+
+static Bmm bmm_parts(const Emit *m, const Node *n)
+{
+    Bmm v;
+    const Shape *as = &ex_node(m, n->in[0])->shape, *bs = &ex_node(m, n->in[1])->shape;
+    v.lead = leading(&n->shape);
+    v.m = n->shape.d[n->shape.rank - 2], v.n = n->shape.d[n->shape.rank - 1];
+    v.k = as->d[as->rank - (n->ten.ta ? 2 : 1)];
+    const Shape la = leading(as), lb = leading(bs);
+    v.offa = util_fmt("(%s) * %lld", broadcast_at(&la, &v.lead), (long long)(v.m * v.k));
+    v.offb = util_fmt("(%s) * %lld", broadcast_at(&lb, &v.lead), (long long)(v.k * v.n));
+    v.a = plan_source(m->p, n->in[0]), v.b = plan_source(m->p, n->in[1]);
+    return v;
+}
+
+/* CPU: one BLAS product a matrix, the leading coordinates in order */
+static void bmm_c(const Emit *m, const Node *n)
+{
+    FILE *f = m->f;
+    const Bmm v = bmm_parts(m, n);
+    const long long lda = n->ten.ta ? v.m : v.k, ldb = n->ten.tb ? v.k : v.n;
+    fprintf(f, "    const int64_t total = %s;\n", extent(&v.lead, 0));
+    fprintf(f, "    for (int64_t e = 0; e < total; e++) {\n");
+    decode(f, &v.lead, "e", "        ");
+    fprintf(f, "        rt_sgemm(%d, %d, %lld, %lld, %lld, b%d + %s, %lld, b%d + %s, %lld, b%d + e * %lld, %lld);\n",
+            n->ten.ta, n->ten.tb, (long long)v.m, (long long)v.n, (long long)v.k, v.a, v.offa, lda, v.b, v.offb, ldb,
+            n->id, (long long)(v.m * v.n), (long long)v.n);
+    fprintf(f, "    }\n");
+}
+
+/* CUDA: a thread a result element, its k in order (fp32) */
+static void bmm_cuda(const Emit *m, const Node *n)
+{
+    FILE *f = m->f;
+    const Bmm v = bmm_parts(m, n);
+    const long long M = v.m, N = v.n, K = v.k;
+    fprintf(f, "    const int64_t total = %s * %lld;\n", extent(&v.lead, 0), M * N);
+    fprintf(f, "    for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < total;"
+               " x += (int64_t)gridDim.x * blockDim.x) {\n");
+    fprintf(f, "        const int64_t e = x / %lld, r = x %% %lld / %lld, c = x %% %lld;\n", M * N, M * N, N, N);
+    decode(f, &v.lead, "e", "        ");
+    fprintf(f, "        const float *pa = b%d + %s, *pb = b%d + %s;\n", v.a, v.offa, v.b, v.offb);
+    fprintf(f, "        float acc = 0.0f;\n");
+    fprintf(f, "        for (int64_t k = 0; k < %lld; k++)\n", K);
+    fprintf(f, "            acc += pa[%s] * pb[%s];\n", n->ten.ta ? util_fmt("k * %lld + r", M) : util_fmt("r * %lld + k", K),
+            n->ten.tb ? util_fmt("c * %lld + k", K) : util_fmt("k * %lld + c", N));
+    fprintf(f, "        b%d[x] = acc;\n", n->id);
+    fprintf(f, "    }\n");
+}
+
 void emit_tensor_c(const Emit *m)
 {
     FILE *f = m->f;
     const Node *n = ex_node(m, m->gr->anchor);
+    if (n->op == OP_T_BMM) {
+        bmm_c(m, n);
+        return;
+    }
     fprintf(f, "    const int64_t total = %s;\n", extent(&n->shape, 0));
     fprintf(f, "    #pragma omp parallel for schedule(static) if (%s >= 65536)\n", work(n, &ex_node(m, n->in[0])->shape));
     fprintf(f, "    for (int64_t e = 0; e < total; e++) {\n");
@@ -225,12 +307,16 @@ void emit_tensor_cuda(const Emit *m, rt_cuda_launch *L)
 {
     FILE *f = m->f;
     const Node *n = ex_node(m, m->gr->anchor);
-    fprintf(f, "    const int64_t total = %s;\n", extent(&n->shape, 0));
-    fprintf(f, "    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;"
-               " e += (int64_t)gridDim.x * blockDim.x) {\n");
-    decode(f, &n->shape, "e", "        ");
-    body(m, n, "        ");
-    fprintf(f, "    }\n");
+    if (n->op == OP_T_BMM) {
+        bmm_cuda(m, n);
+    } else {
+        fprintf(f, "    const int64_t total = %s;\n", extent(&n->shape, 0));
+        fprintf(f, "    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;"
+                   " e += (int64_t)gridDim.x * blockDim.x) {\n");
+        decode(f, &n->shape, "e", "        ");
+        body(m, n, "        ");
+        fprintf(f, "    }\n");
+    }
     /* a thread an element, for the largest batch */
     const int64_t per = ir_row_elems(&n->shape);
     L->block[0] = THREADS;

@@ -16,9 +16,9 @@ enum { NFUNCTIONS = sizeof functions / sizeof functions[0] };
 
 /* PyTorch functions this compiler does not have (as layers.c's modules) */
 static const char *const torch_functions[] = {
-    "abs", "adaptive_max_pool2d", "batch_norm", "celu", "clamp", "conv2d", "embedding", "exp",
-    "glu", "hardsigmoid", "hardswish", "interpolate", "linear", "log", "logsigmoid", "matmul", "mean", "mish",
-    "normalize", "one_hot", "pad", "prelu", "relu6", "selu", "softmin", "softsign", "sqrt", "stack", "sum",
+    "adaptive_max_pool2d", "batch_norm", "celu", "conv2d", "embedding",
+    "glu", "hardsigmoid", "hardswish", "interpolate", "linear", "logsigmoid", "mish",
+    "normalize", "one_hot", "pad", "prelu", "relu6", "selu", "softmin", "softsign",
     "threshold",
 };
 
@@ -41,15 +41,20 @@ static int is_function(const char *name)
 /* Every function's name, sorted, for "supported functions: ..." */
 static const char *function_list(void)
 {
-    const char *names[64];
+    const char *names[96];
     int n = 0;
     for (int i = 0; i < NFUNCTIONS; i++)
         names[n++] = functions[i];
-    for (int i = 0; n < 64 && layer_act_fn_name(i); i++)
+    for (int i = 0; n < 96 && layer_act_fn_name(i); i++)
         if (*layer_act_fn_name(i))
             names[n++] = layer_act_fn_name(i);
-    for (int i = 0; n < 64 && layer_fn_name(i); i++)
+    for (int i = 0; n < 96 && layer_fn_name(i); i++)
         names[n++] = layer_fn_name(i);
+    /* the functions over any shape: their lists split at the commas */
+    const char *more[2] = {meth_list(), tfn_list()};
+    for (int k = 0; k < 2; k++)
+        for (char *w = strtok(util_strdup(more[k]), ", "); w && n < 96; w = strtok(NULL, ", "))
+            names[n++] = w;
     for (int i = 1; i < n; i++)
         for (int j = i; j > 0 && strcasecmp(names[j - 1], names[j]) > 0; j--) {
             const char *t = names[j];
@@ -294,6 +299,8 @@ static Val eval_call(Sema *S, const Expr *e)
         return eval_dropout(S, e);
     if (li < 0 && meth_handles(e->s))
         return meth_call(S, e);
+    if (li < 0 && tfn_handles(e->s))
+        return tfn_call(S, e);
     if (li < 0 && strcmp(e->s, "flatten") == 0)
         return eval_flatten(S, e);
     if (li < 0 && (strcmp(e->s, "cat") == 0 || strcmp(e->s, "concat") == 0))
@@ -427,8 +434,27 @@ static Operand arith(Sema *S, Operand a, ExprKind k, Operand b, Loc loc)
     }
     double c = a.is_const ? a.c : b.c;
     Val x = a.is_const ? b.v : a.v;
-    if (!arg_float32(loc, "the constant", c) || !layer_batch_first(x, util_fmt("'%s' with a constant", arith_sym(k)), loc))
+    if (!arg_float32(loc, "the constant", c))
         return r;
+    if (ten_batch_dim(&x.s) > 0) {  /* the batch elsewhere: the ops over any layout */
+        if (k == E_DIV && (a.is_const || c == 0)) {
+            diag_error(loc, a.is_const ? "dividing a number by a tensor is not supported" : "division by zero");
+            return r;
+        }
+        if (k == E_DIV) {
+            r.v = layer_node(S, OP_BC_SCALE, x.id, -1, x.s, loc);
+            if (r.v.id >= 0)
+                S->g->n[r.v.id]->ten.scale = c;
+            return r;
+        }
+        r.v = layer_node(S, OP_T_AFFINE, x.id, -1, x.s, loc);
+        if (r.v.id >= 0) {
+            Node *n = S->g->n[r.v.id];
+            n->ten.lo = k == E_MUL ? c : k == E_SUB && a.is_const ? -1 : 1;
+            n->ten.hi = k == E_MUL ? 0 : k == E_SUB && !a.is_const ? -c : c;
+        }
+        return r;
+    }
     switch (k) {
     case E_ADD: r.v = scalar_node(S, OP_AFFINE, x, 1, c, loc); break;
     case E_SUB: r.v = a.is_const ? scalar_node(S, OP_AFFINE, x, -1, c, loc) : scalar_node(S, OP_AFFINE, x, 1, -c, loc);
@@ -515,12 +541,19 @@ static Val eval(Sema *S, const Expr *e)
         return eval_arith(S, e);
     case E_INDEX:
         return meth_index(S, e);
-    case E_MATMUL:
-        eval(S, e->a);
-        eval(S, e->b);
-        diag_error(e->loc, "'@' (a matrix product between activations) is not supported yet; Linear layers "
-                   "multiply by their weights");
-        return POISON;
+    case E_MATMUL: {
+        Val a = eval(S, e->a), b = eval(S, e->b);
+        return tfn_matmul(S, a, b, "'@'", e->loc);
+    }
+    case E_POW: {
+        double c;
+        if (arg_const(e->a, &c) == 1) {
+            diag_error(e->loc, "a number to a tensor's power is not supported (torch.pow(c, x)); exp(x * log(c)) "
+                       "is the same");
+            return POISON;
+        }
+        return tfn_pow(S, eval(S, e->a), e->b, "'**'", e->loc);
+    }
     case E_NEG: {
         /* -x is x * -1 (a constant -3 is not a tensor: reported below) */
         double c;

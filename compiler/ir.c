@@ -497,7 +497,10 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
                      "allreduce keeps the shape of an unbatched value");
     case OP_BC_ADD: case OP_BC_SUB: case OP_BC_MUL: case OP_BC_DIV: case OP_BC_DIV_GRAD: case OP_BC_COPY:
     case OP_BC_SCALE: case OP_BC_MAX_GRAD: case OP_T_SUM: case OP_T_MEAN: case OP_T_AMAX: case OP_T_AMIN:
-    case OP_T_COUNT_EQ: case OP_T_PERMUTE: case OP_T_SLICE: case OP_T_PAD: case OP_T_CAT: {
+    case OP_T_COUNT_EQ: case OP_T_PERMUTE: case OP_T_SLICE: case OP_T_PAD: case OP_T_CAT: case OP_T_EXP:
+    case OP_T_LOG: case OP_T_SQRT: case OP_T_SQRT_GRAD: case OP_T_RSQRT: case OP_T_RSQRT_GRAD: case OP_T_ABS:
+    case OP_T_ABS_GRAD: case OP_T_POW: case OP_T_POW_GRAD: case OP_T_CLAMP: case OP_T_CLAMP_GRAD: case OP_T_AFFINE:
+    case OP_T_MAXIMUM: case OP_T_MINIMUM: case OP_T_MAXIMUM_GRAD: case OP_T_MINIMUM_GRAD: case OP_T_BMM: {
         const char *why = ten_verify(g, n);
         return check(g, n, after, why == NULL, why ? why : "");
     }

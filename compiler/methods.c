@@ -570,7 +570,7 @@ Val meth_broadcast(Sema *S, Op op, Val a, Val b, const char *sym, Loc loc)
 
 static const char *const handled[] = {
     "sum", "mean", "amax", "amin", "permute", "transpose", "unsqueeze", "squeeze", "expand", "contiguous", "stack",
-    "chunk", "split", "unbind", "max", "min", "var", "std", "logsumexp", "norm", "bmm", "matmul", "einsum",
+    "chunk", "split", "unbind", "max", "min", "var", "std", "logsumexp", "norm",
 };
 
 int meth_handles(const char *name)
@@ -623,11 +623,6 @@ Val meth_call(Sema *S, const Expr *e)
     if (strcmp(s, "max") == 0 || strcmp(s, "min") == 0) {
         diag_error(e->loc, "%s is not supported yet (its dim form gives integer indices); torch.a%s(x, dim) gives "
                    "the values", fname(e), s);
-        return POISON;
-    }
-    if (strcmp(s, "bmm") == 0 || strcmp(s, "matmul") == 0 || strcmp(s, "einsum") == 0) {
-        diag_error(e->loc, "%s (a matrix product between activations) is not supported yet; Linear layers multiply "
-                   "by their weights", fname(e));
         return POISON;
     }
     diag_error(e->loc, "%s is not supported yet (the reductions here: sum, mean, amax, amin)", fname(e));

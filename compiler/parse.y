@@ -151,9 +151,10 @@ static Expr *method(Expr *e, const char *name, List args)
 %token MODEL "'model'" FORWARD "'forward'" RETURN "'return'" TRAIN "'train'"
 %token TRUE "'true'" FALSE "'false'"
 %token FDIV "'//'"
+%token POW "'**'"
 %token ELLIPSIS "'...'"
 
-%type <e> expr term unary primary sub oexpr
+%type <e> expr term unary power primary sub oexpr
 %type <arg> arg
 %type <l> args arglist exprs dims stmts titems subs names
 %type <m> model members
@@ -267,10 +268,15 @@ term:
   | term '@' unary  { $$ = mk(E_MATMUL, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
   ;
 
-/* unary: '-' unary | primary */
+/* unary: '-' unary | power; power: primary [ '**' unary ] (Python's: -x ** 2 is -(x ** 2)) */
 unary:
-    primary
+    power
   | '-' unary       { $$ = mk(E_NEG, L(@1)); $$->a = $2; nest(P, $$); }
+  ;
+
+power:
+    primary
+  | primary POW unary { $$ = mk(E_POW, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
   ;
 
 /* primary: INT | FLOAT | STRING | 'true' | 'false' | IDENT | IDENT '(' args ')'
@@ -397,7 +403,7 @@ static int starts_expr(yysymbol_kind_t k)
 static int is_operator(yysymbol_kind_t k)
 {
     const char *s = yysymbol_name(k);
-    return k == YYSYMBOL_FDIV || !strcmp(s, "'+'") || !strcmp(s, "'-'") || !strcmp(s, "'*'") || !strcmp(s, "'/'")
+    return k == YYSYMBOL_FDIV || k == YYSYMBOL_POW || !strcmp(s, "'+'") || !strcmp(s, "'-'") || !strcmp(s, "'*'") || !strcmp(s, "'/'")
         || !strcmp(s, "'@'") || !strcmp(s, "'.'") || !strcmp(s, "'['");
 }
 

@@ -149,6 +149,13 @@ Val layer_act(Sema *S, ActArgs p, Val x, Loc loc);
 /* The layers and activations index a value's rows as its batch: 1 when
  * x's batch is its first dimension (or x is poisoned), else reported. */
 int layer_batch_first(Val x, const char *what, Loc loc);
+/* ---- tensor_fns.c: math and matrix products over any rank (tfn_) -------- */
+int tfn_handles(const char *name);          /* exp, log, pow, clamp, maximum, matmul, einsum, ... */
+const char *tfn_list(void);                 /* the supported ones, sorted, one line */
+Val tfn_call(Sema *S, const Expr *e);
+Val tfn_matmul(Sema *S, Val a, Val b, const char *fn, Loc loc);     /* a @ b */
+Val tfn_pow(Sema *S, Val x, const Expr *exponent, const char *fn, Loc loc);    /* x ** c */
+
 /* ---- methods.c: tensor functions and methods of any rank (meth_) -------- */
 int meth_handles(const char *name);         /* sum, mean, permute, chunk, ... (and those refused with a reason) */
 const char *meth_list(void);                /* the supported ones, sorted, one line */

@@ -8,6 +8,8 @@
  * PyTorch's: shapes aligned at their last dimension, a 1 (or a missing
  * leading dimension) stretches to the other's extent; the batch only
  * meets the batch or a 1. */
+#include <string.h>
+
 #include "cddpc.h"
 
 int ten_batch_dim(const Shape *s)
@@ -110,6 +112,33 @@ int ten_is_reduction(Op op)
     return op == OP_T_SUM || op == OP_T_MEAN || op == OP_T_AMAX || op == OP_T_AMIN || op == OP_T_COUNT_EQ;
 }
 
+/* op(a) . op(b) over the leading dimensions broadcast: NULL and the
+ * result's shape, or why not. Neither matrix holds the batch: it is a
+ * leading dimension (a sample's product), or the product is a Linear. */
+const char *ten_bmm_shape(const Shape *a, const Shape *b, int ta, int tb, Shape *out)
+{
+    if (a->rank < 2 || b->rank < 2)
+        return "both operands need 2 dimensions or more (unsqueeze a vector)";
+    const int64_t m = a->d[a->rank - (ta ? 1 : 2)], ka = a->d[a->rank - (ta ? 2 : 1)];
+    const int64_t kb = b->d[b->rank - (tb ? 1 : 2)], nn = b->d[b->rank - (tb ? 2 : 1)];
+    if (m == DIM_N || ka == DIM_N || kb == DIM_N || nn == DIM_N)
+        return "the batch is one of the matrices' dimensions (a product with a weight is nn.Linear's)";
+    if (ka != kb)
+        return "the inner dimensions differ";
+    Shape la = {a->rank - 2, {0}}, lb = {b->rank - 2, {0}}, l;
+    memcpy(la.d, a->d, sizeof(int64_t) * (size_t)la.rank);
+    memcpy(lb.d, b->d, sizeof(int64_t) * (size_t)lb.rank);
+    if (!ten_broadcast(&la, &lb, &l))
+        return "the leading (batch) dimensions do not broadcast";
+    if (l.rank + 2 > MAX_RANK)
+        return "more dimensions than supported";
+    l.d[l.rank++] = m;
+    l.d[l.rank++] = nn;
+    if (out)
+        *out = l;
+    return NULL;
+}
+
 static const Shape *in_shape(const Graph *g, const Node *n, int k) { return &g->n[n->in[k]]->shape; }
 
 const char *ten_verify(const Graph *g, const Node *n)
@@ -117,12 +146,22 @@ const char *ten_verify(const Graph *g, const Node *n)
     const Shape *s = &n->shape, *x = in_shape(g, n, 0);
     switch (n->op) {
     case OP_BC_ADD: case OP_BC_SUB: case OP_BC_MUL: case OP_BC_DIV: case OP_BC_DIV_GRAD: case OP_BC_MAX_GRAD:
+    case OP_T_MAXIMUM: case OP_T_MINIMUM: case OP_T_MAXIMUM_GRAD: case OP_T_MINIMUM_GRAD:
+    case OP_T_SQRT_GRAD: case OP_T_RSQRT_GRAD: case OP_T_ABS_GRAD: case OP_T_POW_GRAD: case OP_T_CLAMP_GRAD:
         for (int k = 0; k < n->nin; k++) {
             Shape b;
             if (!ten_broadcast(in_shape(g, n, k), s, &b) || !same(&b, s))
                 return "an operand does not broadcast to the result";
         }
         return NULL;
+    case OP_T_EXP: case OP_T_LOG: case OP_T_SQRT: case OP_T_RSQRT: case OP_T_ABS: case OP_T_POW: case OP_T_CLAMP:
+    case OP_T_AFFINE:
+        return same(x, s) ? NULL : "an elementwise function keeps its operand's shape";
+    case OP_T_BMM: {
+        Shape r;
+        const char *why = ten_bmm_shape(x, in_shape(g, n, 1), n->ten.ta, n->ten.tb, &r);
+        return why ? why : same(&r, s) ? NULL : "not the product's shape";
+    }
     case OP_BC_COPY: case OP_BC_SCALE: {
         Shape b;
         return ten_broadcast(x, s, &b) && same(&b, s) ? NULL : "the operand does not broadcast to the result";

@@ -6,7 +6,8 @@
 # and label smoothing, settings.net and amsgrad.net for RMSprop and amsgrad,
 # tests/ddp/syncbn.net for the channel passes split over blocks,
 # loss_*.net for the losses of float targets, norm.net for the row
-# normalizations, tests/ir/pool_chain.net for rule pool-chain; odd.net
+# normalizations, tests/ir/pool_chain.net for rule pool-chain,
+# tests/torch/attn_net.net for the ops over tensors of any rank; odd.net
 # also with rule row-tail off, for the row kernel) with one
 # edit (sed);
 # kernel_check has to fail on every one of them (and pass on the unedited
@@ -217,6 +218,15 @@ MODEL=$HERE/../ir/pool_chain.net
 check 'pool-chain: max pool keeps the smaller element' 's/mx = (v > mx) | (v != v) ? v : mx;/mx = (v < mx) | (v != v) ? v : mx;/' $T
 check 'pool-chain: max pool gradient leaks to the window'"'"'s other elements' 's/hw == am ? g : 0.0f/hw == am ? g : 0.5f * g/' $T
 check 'pool-chain: average pool gradient divided by KH only' 's|g = b\([0-9]*\)\[(pl \* OH + oh) \* OW + ow\] / (float)(KH \* KW)|g = b\1[(pl * OH + oh) * OW + ow] / (float)(KH)|' $T
+# tensors of any rank (emit_tensor.c): products between activations, math
+# (tol 4e-5: a product of two activations sums 16 or 28 terms of up to 1
+# each, which BLAS and the CUDA loop round apart by 1.05e-5)
+MODEL=$HERE/../torch/attn_net.net
+A="$T --tol 4e-5"
+check 'bmm: a^T read as a (the first operand'"'"'s transpose lost)' 's|acc += pa\[k \* 28 + r\]|acc += pa[r * 28 + k]|' $A
+check 'bmm: its sum stops one term short' 's|for (int64_t k = 0; k < 16; k++)|for (int64_t k = 0; k < 15; k++)|' $A
+check 'bc_div_grad: -dy a / b, one division by b short' 's|= -v0 \* ((v1 / v2) / v2);|= -v0 * (v1 / v2);|' $A
+check 'amax keeps the smaller element' 's/acc = v > acc || v != v ? v : acc;/acc = v < acc || v != v ? v : acc;/' $A
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]

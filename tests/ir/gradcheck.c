@@ -316,6 +316,186 @@ static void eval_weighted_ce(const Node *n, double *y, const double *a, int64_t 
     }
 }
 
+/* ---- tensors of any rank: plain index loops over the coordinates ---- */
+
+typedef struct {
+    int rank;
+    int64_t d[MAX_RANK], st[MAX_RANK];
+} Dims;
+
+static Dims dims_of(const Shape *s)
+{
+    Dims v = {s->rank, {0}, {0}};
+    int64_t m = 1;
+    for (int i = s->rank - 1; i >= 0; i--) {
+        v.d[i] = dim(s->d[i]);
+        v.st[i] = m;
+        m *= v.d[i];
+    }
+    return v;
+}
+
+static void coords(const Dims *v, int64_t e, int64_t *c)
+{
+    for (int i = v->rank - 1; i >= 0; i--) {
+        c[i] = e % v->d[i];
+        e /= v->d[i];
+    }
+}
+
+/* the element of x (dims xv) that broadcasts to result coordinates c */
+static int64_t bcast_at(const Dims *xv, const int64_t *c, int rank)
+{
+    int64_t o = 0;
+    for (int j = 0; j < xv->rank; j++)
+        o += (xv->d[j] == 1 ? 0 : c[j + rank - xv->rank]) * xv->st[j];
+    return o;
+}
+
+static double tensor_formula(const Node *n, const double *v)
+{
+    const double lo = n->ten.lo, hi = n->ten.hi;
+    switch (n->op) {
+    case OP_BC_ADD: return v[0] + v[1];
+    case OP_BC_SUB: return v[0] - v[1];
+    case OP_BC_MUL: return v[0] * v[1];
+    case OP_BC_DIV: return v[0] / v[1];
+    case OP_BC_DIV_GRAD: return -v[0] * v[1] / (v[2] * v[2]);
+    case OP_BC_COPY: return v[0];
+    case OP_BC_SCALE: return v[0] / n->ten.scale;
+    case OP_BC_MAX_GRAD: return v[1] == v[2] ? v[0] / v[3] : 0;
+    case OP_T_EXP: return exp(v[0]);
+    case OP_T_LOG: return log(v[0]);
+    case OP_T_SQRT: return sqrt(v[0]);
+    case OP_T_SQRT_GRAD: return v[0] / (2 * v[1]);
+    case OP_T_RSQRT: return 1 / sqrt(v[0]);
+    case OP_T_RSQRT_GRAD: return -0.5 * v[0] * v[1] * v[1] * v[1];
+    case OP_T_ABS: return fabs(v[0]);
+    case OP_T_ABS_GRAD: return v[1] > 0 ? v[0] : v[1] < 0 ? -v[0] : 0;
+    case OP_T_POW: return pow(v[0], lo);
+    case OP_T_POW_GRAD: return v[0] * lo * pow(v[1], lo - 1);
+    case OP_T_CLAMP: return v[0] < lo ? lo : v[0] > hi ? hi : v[0];
+    case OP_T_CLAMP_GRAD: return v[1] >= lo && v[1] <= hi ? v[0] : 0;
+    case OP_T_AFFINE: return v[0] * lo + hi;
+    case OP_T_MAXIMUM: return v[0] > v[1] ? v[0] : v[1];
+    case OP_T_MINIMUM: return v[0] < v[1] ? v[0] : v[1];
+    case OP_T_MAXIMUM_GRAD: return v[1] > v[2] ? v[0] : v[1] == v[2] ? v[0] / 2 : 0;
+    case OP_T_MINIMUM_GRAD: return v[1] < v[2] ? v[0] : v[1] == v[2] ? v[0] / 2 : 0;
+    default:
+        fprintf(stderr, "gradcheck: no formula for %s\n", op_text[n->op]);
+        exit(1);
+    }
+}
+
+static void eval_tensor(const Node *n, double *y)
+{
+    const Dims yv = dims_of(&n->shape);
+    const int64_t total = ir_numel(&n->shape, BATCH);
+    const double *x = val[n->in[0]].v;
+    const Dims xv = dims_of(&g->n[n->in[0]]->shape);
+    int64_t c[MAX_RANK];
+    switch (n->op) {
+    case OP_T_SUM: case OP_T_MEAN: case OP_T_AMAX: case OP_T_AMIN: case OP_T_COUNT_EQ: {
+        const int mx = n->op == OP_T_AMAX, mn = n->op == OP_T_AMIN;
+        for (int64_t e = 0; e < total; e++)
+            y[e] = mx ? -INFINITY : mn ? INFINITY : 0;
+        double count = 1;
+        for (int i = 0; i < xv.rank; i++)
+            if (n->ten.axes & (1u << i))
+                count *= (double)xv.d[i];
+        for (int64_t e = 0; e < ir_numel(&g->n[n->in[0]]->shape, BATCH); e++) {
+            coords(&xv, e, c);
+            int64_t o = 0;
+            for (int i = 0; i < xv.rank; i++)
+                o += (n->ten.axes & (1u << i) ? 0 : c[i]) * yv.st[i];
+            const double v = x[e];
+            if (mx)
+                y[o] = v > y[o] ? v : y[o];
+            else if (mn)
+                y[o] = v < y[o] ? v : y[o];
+            else if (n->op == OP_T_COUNT_EQ)
+                y[o] += v == val[n->in[1]].v[o];
+            else
+                y[o] += n->op == OP_T_MEAN ? v / count : v;
+        }
+        return;
+    }
+    case OP_T_PERMUTE:
+        for (int64_t e = 0; e < total; e++) {
+            coords(&yv, e, c);
+            int64_t o = 0;
+            for (int d = 0; d < yv.rank; d++)
+                o += c[d] * xv.st[n->ten.perm[d]];
+            y[e] = x[o];
+        }
+        return;
+    case OP_T_SLICE:
+        for (int64_t e = 0; e < total; e++) {
+            coords(&yv, e, c);
+            c[n->ten.axis] = n->ten.start + c[n->ten.axis] * n->ten.step;
+            int64_t o = 0;
+            for (int d = 0; d < yv.rank; d++)
+                o += c[d] * xv.st[d];
+            y[e] = x[o];
+        }
+        return;
+    case OP_T_PAD:
+        memset(y, 0, sizeof(double) * (size_t)total);
+        for (int64_t e = 0; e < ir_numel(&g->n[n->in[0]]->shape, BATCH); e++) {
+            coords(&xv, e, c);
+            c[n->ten.axis] = n->ten.start + c[n->ten.axis] * n->ten.step;
+            int64_t o = 0;
+            for (int d = 0; d < yv.rank; d++)
+                o += c[d] * yv.st[d];
+            y[o] = x[e];
+        }
+        return;
+    case OP_T_CAT: {
+        const Dims bv = dims_of(&g->n[n->in[1]]->shape);
+        const int a = n->ten.axis;
+        for (int64_t e = 0; e < total; e++) {
+            coords(&yv, e, c);
+            const int first = c[a] < xv.d[a];
+            if (!first)
+                c[a] -= xv.d[a];
+            int64_t o = 0;
+            for (int d = 0; d < yv.rank; d++)
+                o += c[d] * (first ? xv.st[d] : bv.st[d]);
+            y[e] = first ? x[o] : val[n->in[1]].v[o];
+        }
+        return;
+    }
+    case OP_T_BMM: {
+        const Dims bv = dims_of(&g->n[n->in[1]]->shape);
+        const int r = yv.rank;
+        const int64_t M = yv.d[r - 2], N = yv.d[r - 1], K = xv.d[xv.rank - (n->ten.ta ? 2 : 1)];
+        for (int64_t e = 0; e < total; e++) {
+            coords(&yv, e, c);
+            const int64_t i = c[r - 2], j = c[r - 1];
+            c[r - 2] = c[r - 1] = 0;   /* the leading coordinates; the matrices' below */
+            const int64_t oa = bcast_at(&xv, c, r), ob = bcast_at(&bv, c, r);
+            double s = 0;
+            for (int64_t k = 0; k < K; k++)
+                s += x[oa + (n->ten.ta ? k * M + i : i * K + k)] * val[n->in[1]].v[ob + (n->ten.tb ? j * K + k : k * N + j)];
+            y[e] = s;
+        }
+        return;
+    }
+    default:
+        break;
+    }
+    Dims ov[MAX_IN];
+    for (int k = 0; k < n->nin; k++)
+        ov[k] = dims_of(&g->n[n->in[k]]->shape);
+    for (int64_t e = 0; e < total; e++) {
+        coords(&yv, e, c);
+        double v[MAX_IN];
+        for (int k = 0; k < n->nin; k++)
+            v[k] = val[n->in[k]].v[bcast_at(&ov[k], c, yv.rank)];
+        y[e] = tensor_formula(n, v);
+    }
+}
+
 static void eval_node(int id)
 {
     Node *n = g->n[id];
@@ -486,6 +666,10 @@ static void eval_node(int id)
         eval_bn_pass(n, y);
         break;
     default:
+        if (op_kind[n->op] == K_TENSOR) {
+            eval_tensor(n, y);
+            break;
+        }
         fprintf(stderr, "gradcheck: interpreter lacks %s\n", op_text[n->op]);
         exit(1);
     }
@@ -827,6 +1011,113 @@ static int check_float_loss(Op op, int red, const char *what, double delta, cons
     return check(what, loss, -1, red, ids, 5);
 }
 
+/* ---- tensors of any rank ---------------------------------------------- */
+
+static int t_input(Shape s, int positive)
+{
+    int id = input(ten_batch_dim(&s) >= 0 ? OP_IMAGES : OP_PARAM, s);
+    fill(id);
+    if (positive)   /* log, sqrt, a fractional power: away from 0 */
+        for (int64_t k = 0; k < val[id].n; k++)
+            val[id].v[k] = fabs(val[id].v[k]) + 0.3;
+    return id;
+}
+
+/* y = op(x) with the node's tensor attributes from `t` (a Node carrying them) */
+static int check_t1(const char *what, Op op, Shape sx, Shape sy, const Node *t, int positive)
+{
+    reset();
+    int x = t_input(sx, positive);
+    int y = ir_add(g, op, 1, &x, sy, DT_F32, (Loc){0});
+    if (t)
+        g->n[y]->ten = t->ten;
+    const char *why = ten_verify(g, g->n[y]);
+    if (why) {
+        printf("FAIL %-28s shape rule: %s\n", what, why);
+        return 1;
+    }
+    int w = t_input(sy, 0);
+    return check(what, y, w, RED_SUM, &x, 1);
+}
+
+static int check_t2(const char *what, Op op, Shape sa, Shape sb, Shape sy, const Node *t, int positive_b)
+{
+    reset();
+    int a = t_input(sa, 0), b = t_input(sb, positive_b);
+    int y = ir_add(g, op, 2, (int[]){a, b}, sy, DT_F32, (Loc){0});
+    if (t)
+        g->n[y]->ten = t->ten;
+    const char *why = ten_verify(g, g->n[y]);
+    if (why) {
+        printf("FAIL %-28s shape rule: %s\n", what, why);
+        return 1;
+    }
+    int w = t_input(sy, 0);
+    return check(what, y, w, RED_SUM, (int[]){a, b}, 2);
+}
+
+static Shape sh3(int64_t a, int64_t b, int64_t c) { return ir_shape(3, a, b, c); }
+
+static int check_tensors(void)
+{
+    int fails = 0;
+    Node t;
+    const Shape n34 = sh3(DIM_N, 3, 4);
+    fails += check_t2("bc_add [N,3,1] + [4]", OP_BC_ADD, sh3(DIM_N, 3, 1), ir_shape(1, 4), n34, NULL, 0);
+    fails += check_t2("bc_sub [N,1,4] - [3,1]", OP_BC_SUB, sh3(DIM_N, 1, 4), ir_shape(2, 3, 1), n34, NULL, 0);
+    fails += check_t2("bc_mul [2,N,3] * [N,1]", OP_BC_MUL, sh3(2, DIM_N, 3), ir_shape(2, DIM_N, 1), sh3(2, DIM_N, 3),
+                      NULL, 0);
+    fails += check_t2("bc_div [N,3,4] / [3,1]", OP_BC_DIV, n34, ir_shape(2, 3, 1), n34, NULL, 1);
+    fails += check_t1("bc_copy [N,1,4] -> [N,3,4]", OP_BC_COPY, sh3(DIM_N, 1, 4), n34, NULL, 0);
+    memset(&t, 0, sizeof t);
+    t.ten.axes = 2;
+    fails += check_t1("sum dim 1 [N,3,4]", OP_T_SUM, n34, sh3(DIM_N, 1, 4), &t, 0);
+    t.ten.axes = 6;
+    fails += check_t1("mean dims (1,2) [N,3,4]", OP_T_MEAN, n34, sh3(DIM_N, 1, 1), &t, 0);
+    t.ten.axes = 4;
+    fails += check_t1("amax dim 2 [N,3,4]", OP_T_AMAX, n34, sh3(DIM_N, 3, 1), &t, 0);
+    t.ten.axes = 2;
+    fails += check_t1("amin dim 1 [N,3,4]", OP_T_AMIN, n34, sh3(DIM_N, 1, 4), &t, 0);
+    memset(&t, 0, sizeof t);
+    t.ten.perm[0] = 2, t.ten.perm[1] = 0, t.ten.perm[2] = 1;
+    fails += check_t1("permute (2,0,1) [N,3,4]", OP_T_PERMUTE, n34, sh3(4, DIM_N, 3), &t, 0);
+    memset(&t, 0, sizeof t);
+    t.ten.axis = 1, t.ten.start = 1, t.ten.step = 2;
+    fails += check_t1("slice [:, 1::2] [N,5,4]", OP_T_SLICE, sh3(DIM_N, 5, 4), sh3(DIM_N, 2, 4), &t, 0);
+    memset(&t, 0, sizeof t);
+    t.ten.axis = 1;
+    fails += check_t2("cat dim 1 [N,2,4] [N,3,4]", OP_T_CAT, sh3(DIM_N, 2, 4), n34, sh3(DIM_N, 5, 4), &t, 0);
+    static const struct { const char *what; Op op; double lo, hi; int pos; } un[] = {
+        {"exp [N,3,4]", OP_T_EXP, 0, 0, 0},        {"log [N,3,4]", OP_T_LOG, 0, 0, 1},
+        {"sqrt [N,3,4]", OP_T_SQRT, 0, 0, 1},      {"rsqrt [N,3,4]", OP_T_RSQRT, 0, 0, 1},
+        {"abs [N,3,4]", OP_T_ABS, 0, 0, 0},        {"pow 3 [N,3,4]", OP_T_POW, 3, 0, 0},
+        {"pow 2.5 [N,3,4]", OP_T_POW, 2.5, 0, 1},  {"clamp (-0.5, 0.5)", OP_T_CLAMP, -0.5, 0.5, 0},
+        {"clamp (min 0.2)", OP_T_CLAMP, 0.2, INFINITY, 0}, {"affine_nd x * -1.5 + 0.25", OP_T_AFFINE, -1.5, 0.25, 0},
+    };
+    for (size_t i = 0; i < sizeof un / sizeof *un; i++) {
+        memset(&t, 0, sizeof t);
+        t.ten.lo = un[i].lo, t.ten.hi = un[i].hi;
+        fails += check_t1(un[i].what, un[i].op, n34, n34, &t, un[i].pos);
+    }
+    fails += check_t2("maximum [N,3,4] [4]", OP_T_MAXIMUM, n34, ir_shape(1, 4), n34, NULL, 0);
+    fails += check_t2("minimum [N,3,1] [N,3,4]", OP_T_MINIMUM, sh3(DIM_N, 3, 1), n34, n34, NULL, 0);
+    static const struct { const char *what; int ta, tb; } mm[] = {
+        {"bmm a @ b", 0, 0}, {"bmm a^T @ b", 1, 0}, {"bmm a @ b^T", 0, 1}, {"bmm a^T @ b^T", 1, 1},
+    };
+    for (size_t i = 0; i < sizeof mm / sizeof *mm; i++) {
+        memset(&t, 0, sizeof t);
+        t.ten.ta = mm[i].ta, t.ten.tb = mm[i].tb;
+        fails += check_t2(mm[i].what, OP_T_BMM, mm[i].ta ? sh3(DIM_N, 4, 3) : n34,
+                          mm[i].tb ? sh3(DIM_N, 5, 4) : sh3(DIM_N, 4, 5), sh3(DIM_N, 3, 5), &t, 0);
+    }
+    memset(&t, 0, sizeof t);
+    fails += check_t2("bmm [2,N,3,4] @ [N,4,5]", OP_T_BMM, ir_shape(4, 2, DIM_N, 3, 4), sh3(DIM_N, 4, 5),
+                      ir_shape(4, 2, DIM_N, 3, 5), &t, 0);
+    t.ten.tb = 1;
+    fails += check_t2("bmm [N,3,4] @ w[5,4]^T", OP_T_BMM, n34, ir_shape(2, 5, 4), sh3(DIM_N, 3, 5), &t, 0);
+    return fails;
+}
+
 int main(void)
 {
     int fails = 0;
@@ -844,6 +1135,7 @@ int main(void)
     fails += check_act("affine x * -1.5 + 0.3", OP_AFFINE, -1.5, 0.3);
     fails += check_act("div_scalar x / 4", OP_DIV_SCALAR, 4, 0);
     fails += check_reuse();
+    fails += check_tensors();
     fails += check_act("sigmoid x[N,4]", OP_SIGMOID, 0, 0);
     fails += check_act("silu   x[N,4]", OP_SILU, 0, 0);
     fails += check_act("gelu   x[N,4]", OP_GELU, 0, 0);
