@@ -148,31 +148,29 @@ static void c_alloc(FILE *f, const char *var, const char *rows)
     fprintf(f, "            exit(1);\n        }\n    }\n    float *const %s = %s_buf;\n", var, var);
 }
 
-/* fp32: oneDNN first (rt_dnnl_conv, with the fused bias); the loops below
- * run when the runtime has none or it refuses the geometry. bf16 too
- * (RT_CONV_BF16: bf16 operands, the result rounded; the fused bias added
- * after, as conv_store rounds it), where the CPU has AVX512-BF16. fp16
- * keeps the loops: their rounding is autocast's, operand by operand. Opens
- * a block the caller closes. */
+/* fp32: oneDNN first (rt_dnnl_conv); the loops below run when the runtime
+ * has none or it refuses the geometry. bf16 too (RT_CONV_BF16: bf16
+ * operands, the result rounded), where the CPU has AVX512-BF16. The fused
+ * bias is added after, as conv_store adds (and rounds) it: oneDNN's
+ * avx2 kernels add a bias elsewhere in the sum than its avx512 ones, and a
+ * fused bias must give the bits of bias_add's own kernel (fusion-bits).
+ * fp16 keeps the loops: their rounding is autocast's, operand by operand.
+ * Opens a block the caller closes. */
 static void c_conv_dnnl(const Emit *m, const Node *n, const ConvGeo *c)
 {
     FILE *f = m->f;
-    int b = conv_has_bias(m);
     fprintf(f, "    static rt_dnnl_conv_cache *dnnl;\n");
     fprintf(f, "    const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};\n");
-    fprintf(f, "    if (!rt_dnnl_conv(&dnnl, %s%s, &geo, b%d, b%d, %s, b%d)) {\n",
+    fprintf(f, "    if (!rt_dnnl_conv(&dnnl, %s%s, &geo, b%d, b%d, NULL, b%d)) {\n",
             n->op == OP_CONV2D ? "RT_CONV_FWD" : n->op == OP_CONV2D_DX ? "RT_CONV_DX" : "RT_CONV_DW",
-            m->p->g->prec ? " | RT_CONV_BF16" : "", c->x, c->w,
-            b && n->op == OP_CONV2D && !m->p->g->prec ? util_fmt("b%d", plan_source(m->p, ex_node(m, b)->in[1]))
-                                                       : "NULL",
-            c->y);
+            m->p->g->prec ? " | RT_CONV_BF16" : "", c->x, c->w, c->y);
 }
 
-/* bf16 through oneDNN: the fused bias, added to the rounded products */
+/* through oneDNN: the fused bias, added to the (rounded) products */
 static void c_conv_dnnl_bias(const Emit *m, const Node *n, const ConvGeo *c)
 {
     FILE *f = m->f;
-    if (!m->p->g->prec || n->op != OP_CONV2D || !conv_has_bias(m)) {
+    if (n->op != OP_CONV2D || !conv_has_bias(m)) {
         fprintf(f, "    }\n");
         return;
     }

@@ -38,7 +38,7 @@ static void t1_conv2d_bias_add__conv_bias(rt_exec *e)
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
     static rt_dnnl_conv_cache *dnnl;
     const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
-    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b0, b2, b3, b11)) {
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b0, b2, NULL, b11)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -88,6 +88,11 @@ static void t1_conv2d_bias_add__conv_bias(rt_exec *e)
                 for (int64_t q = 0; q < P; q++)
                     b11[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b3[g * OG + o];
     }
+    } else {
+        #pragma omp parallel for schedule(static) if (n * O * P >= 65536)
+        for (int64_t io = 0; io < n * O; io++)
+            for (int64_t q = 0; q < P; q++)
+                b11[io * P + q] = b11[io * P + q] + b3[io % O];
     }
 }
 
@@ -479,7 +484,7 @@ static void e1_conv2d_bias_add__conv_bias(rt_exec *e)
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
     static rt_dnnl_conv_cache *dnnl;
     const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
-    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b0, b2, b3, b11)) {
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b0, b2, NULL, b11)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -529,6 +534,11 @@ static void e1_conv2d_bias_add__conv_bias(rt_exec *e)
                 for (int64_t q = 0; q < P; q++)
                     b11[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b3[g * OG + o];
     }
+    } else {
+        #pragma omp parallel for schedule(static) if (n * O * P >= 65536)
+        for (int64_t io = 0; io < n * O; io++)
+            for (int64_t q = 0; q < P; q++)
+                b11[io * P + q] = b11[io * P + q] + b3[io % O];
     }
 }
 

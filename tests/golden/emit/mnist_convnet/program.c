@@ -38,7 +38,7 @@ static void t1_conv2d_bias_add__conv_bias(rt_exec *e)
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
     static rt_dnnl_conv_cache *dnnl;
     const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
-    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b0, b2, b3, b19)) {
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b0, b2, NULL, b19)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -88,6 +88,11 @@ static void t1_conv2d_bias_add__conv_bias(rt_exec *e)
                 for (int64_t q = 0; q < P; q++)
                     b19[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b3[g * OG + o];
     }
+    } else {
+        #pragma omp parallel for schedule(static) if (n * O * P >= 65536)
+        for (int64_t io = 0; io < n * O; io++)
+            for (int64_t q = 0; q < P; q++)
+                b19[io * P + q] = b19[io * P + q] + b3[io % O];
     }
 }
 
@@ -247,7 +252,7 @@ static void t6_conv2d_bias_add__conv_bias(rt_exec *e)
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
     static rt_dnnl_conv_cache *dnnl;
     const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
-    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b28, b9, b10, b30)) {
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b28, b9, NULL, b30)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -297,6 +302,11 @@ static void t6_conv2d_bias_add__conv_bias(rt_exec *e)
                 for (int64_t q = 0; q < P; q++)
                     b30[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b10[g * OG + o];
     }
+    } else {
+        #pragma omp parallel for schedule(static) if (n * O * P >= 65536)
+        for (int64_t io = 0; io < n * O; io++)
+            for (int64_t q = 0; q < P; q++)
+                b30[io * P + q] = b30[io * P + q] + b10[io % O];
     }
 }
 
@@ -1020,7 +1030,7 @@ static void e1_conv2d_bias_add__conv_bias(rt_exec *e)
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
     static rt_dnnl_conv_cache *dnnl;
     const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
-    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b0, b2, b3, b19)) {
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b0, b2, NULL, b19)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -1070,6 +1080,11 @@ static void e1_conv2d_bias_add__conv_bias(rt_exec *e)
                 for (int64_t q = 0; q < P; q++)
                     b19[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b3[g * OG + o];
     }
+    } else {
+        #pragma omp parallel for schedule(static) if (n * O * P >= 65536)
+        for (int64_t io = 0; io < n * O; io++)
+            for (int64_t q = 0; q < P; q++)
+                b19[io * P + q] = b19[io * P + q] + b3[io % O];
     }
 }
 
@@ -1149,7 +1164,7 @@ static void e4_conv2d_bias_add__conv_bias(rt_exec *e)
     (void)PH, (void)PW, (void)DH, (void)DW, (void)G, (void)CG, (void)OG, (void)K, (void)P;
     static rt_dnnl_conv_cache *dnnl;
     const rt_conv_geo geo = {n, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G};
-    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b28, b9, b10, b30)) {
+    if (!rt_dnnl_conv(&dnnl, RT_CONV_FWD, &geo, b28, b9, NULL, b30)) {
     const int64_t NP = n * P;
     static float *col_buf;
     static size_t col_cap;
@@ -1199,6 +1214,11 @@ static void e4_conv2d_bias_add__conv_bias(rt_exec *e)
                 for (int64_t q = 0; q < P; q++)
                     b30[(i * O + g * OG + o) * P + q] = out[o * NP + i * P + q] + b10[g * OG + o];
     }
+    } else {
+        #pragma omp parallel for schedule(static) if (n * O * P >= 65536)
+        for (int64_t io = 0; io < n * O; io++)
+            for (int64_t q = 0; q < P; q++)
+                b30[io * P + q] = b30[io * P + q] + b10[io % O];
     }
 }
 
