@@ -93,6 +93,7 @@ const char *arg_show(const Expr *e)
     case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_FDIV: case E_POW:
         return util_fmt("%s %s %s", arg_show(e->a), arith_text(e->kind), arg_show(e->b));
     case E_MATMUL: return util_fmt("%s @ %s", arg_show(e->a), arg_show(e->b));
+    case E_CMP: return util_fmt("%s (a comparison) %s", arg_show(e->a), arg_show(e->b));
     case E_INDEX: return util_fmt("%s[...]", arg_show(e->a));
     case E_SLICE: return "a slice";
     case E_ELLIPSIS: return "...";

@@ -28,6 +28,7 @@ typedef enum {
     E_FDIV,     /* a // b         floor division */
     E_MATMUL,   /* a @ b */
     E_POW,      /* a ** b */
+    E_CMP,      /* a > b, a == b, ...: refused (boolean tensors) */
     E_INDEX,    /* a[args]        args: E_SLICE, E_ELLIPSIS or index expressions */
     E_SLICE,    /* a:b:c          a, b, c, each NULL when left out */
     E_ELLIPSIS, /* ... */

@@ -337,6 +337,11 @@ static void rule_bc_div(RULE_ARGS)
                                         shape_of(a, x[1]), n));
 }
 
+static void rule_bc_scale(RULE_ARGS)
+{
+    accumulate(a, n->in[0], unbroadcast(a, scaled(a, dy, n->ten.scale, &n->shape, n), shape_of(a, n->in[0]), n));
+}
+
 static void rule_bc_copy(RULE_ARGS) { accumulate(a, n->in[0], unbroadcast(a, dy, shape_of(a, n->in[0]), n)); }
 
 /* sum: dy to every element reduced; mean: divided by their count, as

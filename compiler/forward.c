@@ -529,6 +529,12 @@ static Val eval(Sema *S, const Expr *e)
             diag_error(e->loc, "'%s' is a function; call it: %s(x)", e->s, e->s);
             return POISON;
         }
+        const char *dot = strchr(e->s, '.');
+        if (dot && find_layer(S, util_fmt("%.*s", (int)(dot - e->s), e->s)) >= 0) {
+            diag_error(e->loc, "'%s': a layer's parameters are not values in forward yet (a matrix product with a "
+                       "weight is the layer's call)", e->s);
+            return POISON;
+        }
         Near s = arg_near(e->s);
         for (int i = 0; i < S->nvars; i++)
             arg_near_try(&s, S->vars[i].name);
@@ -544,6 +550,16 @@ static Val eval(Sema *S, const Expr *e)
     case E_MATMUL: {
         Val a = eval(S, e->a), b = eval(S, e->b);
         return tfn_matmul(S, a, b, "'@'", e->loc);
+    }
+    case E_CMP: {
+        double c;
+        if (arg_const(e->a, &c) == 0)
+            eval(S, e->a);
+        if (arg_const(e->b, &c) == 0)
+            eval(S, e->b);
+        diag_error(e->loc, "a comparison gives a boolean tensor, not supported yet (with torch.where and "
+                   "masked_fill); clamp, maximum and minimum do what a mask of a bound would");
+        return POISON;
     }
     case E_POW: {
         double c;

@@ -83,6 +83,40 @@ int meth_size(Sema *S, const Expr *e, int64_t *d)
 /* ---- reductions -------------------------------------------------------- */
 
 /* x.sum(dim, keepdim = False), torch.mean(x, dim = (2, 3)), torch.amax(x, -1) */
+/* The reduced dimensions (bits) of x named by dim (an int or a tuple);
+ * 0 after reporting. */
+static unsigned reduce_axes(const Expr *e, const Val *x, const Expr *dim)
+{
+    if (!dim) {
+        diag_error(e->loc, "%s without dim reduces every dimension, the batch's too: name the dimensions (dim = 1, "
+                   "or dim = (1, 2)); the batch is reduced only by the loss", fname(e));
+        return 0;
+    }
+    unsigned axes = 0;
+    const int nd = dim->kind == E_TUPLE ? dim->nargs : 1;
+    for (int k = 0; k < nd; k++) {
+        const Expr *de = dim->kind == E_TUPLE ? dim->args[k]->val : dim;
+        int d;
+        if (!dim_arg(de, x->s.rank, 0, &d) || !refuse_batch(x, d, fname(e), de->loc))
+            return 0;
+        if (axes & (1u << d)) {
+            diag_error(de->loc, "dimension %d appears twice", d);
+            return 0;
+        }
+        axes |= 1u << d;
+    }
+    return axes;
+}
+
+/* op over the axes, the reduced dimensions kept as 1s */
+static Val reduced(Sema *S, Op op, Val x, unsigned axes, Loc loc)
+{
+    Val y = node(S, op, x, POISON, ten_reduced(&x.s, axes), loc);
+    if (y.id >= 0)
+        S->g->n[y.id]->ten.axes = axes;
+    return y;
+}
+
 static Val reduce(Sema *S, const Expr *e, Op op)
 {
     static const char *const names[] = {"input", "dim", "keepdim"};
@@ -96,28 +130,91 @@ static Val reduce(Sema *S, const Expr *e, Op op)
         return POISON;
     if (x.id < 0)
         return POISON;
-    if (!a[1]) {
-        diag_error(e->loc, "%s without dim reduces every dimension, the batch's too: name the dimensions (dim = 1, "
-                   "or dim = (1, 2)); the batch is reduced only by the loss", fname(e));
+    const unsigned axes = reduce_axes(e, &x, a[1]);
+    if (!axes)
+        return POISON;
+    Val y = reduced(S, op, x, axes, e->loc);
+    return keep ? y : view(S, y, ten_dropped(&x.s, axes), e->loc);
+}
+
+static Val unary(Sema *S, Op op, Val x, double lo, Loc loc)
+{
+    Val y = node(S, op, x, POISON, x.s, loc);
+    if (y.id >= 0)
+        S->g->n[y.id]->ten.lo = lo, S->g->n[y.id]->ten.hi = 0;
+    return y;
+}
+
+/* x.var(dim, unbiased = True, keepdim = False, correction = ...), x.std(...):
+ * the two-pass formula, sum((x - mean)^2) / (count - correction), built
+ * from the reductions (their gradients compose to torch's) */
+static Val moments(Sema *S, const Expr *e, int sd)
+{
+    static const char *const names[] = {"input", "dim", "unbiased", "keepdim", "correction"};
+    const Sig sig = {fname(e), names, 5, 4, 1};
+    Expr *a[5];
+    int keep = 0, unbiased = 1;
+    double corr = 1;
+    if (!arg_bind(e, &sig, a))
+        return POISON;
+    Val x = S->eval(S, a[0]);
+    if ((a[2] && !arg_bool(a[2], "unbiased", &unbiased)) || (a[3] && !arg_bool(a[3], "keepdim", &keep)))
+        return POISON;
+    if (a[4] && a[2]) {
+        diag_error(a[4]->loc, "%s takes unbiased or correction, not both", fname(e));
         return POISON;
     }
-    unsigned axes = 0;
-    const int nd = a[1]->kind == E_TUPLE ? a[1]->nargs : 1;
-    for (int k = 0; k < nd; k++) {
-        const Expr *de = a[1]->kind == E_TUPLE ? a[1]->args[k]->val : a[1];
-        int d;
-        if (!dim_arg(de, x.s.rank, 0, &d) || !refuse_batch(&x, d, fname(e), de->loc))
-            return POISON;
-        if (axes & (1u << d)) {
-            diag_error(de->loc, "dimension %d appears twice", d);
-            return POISON;
-        }
-        axes |= 1u << d;
+    if (a[4] && arg_const(a[4], &corr) != 1) {
+        diag_error(a[4]->loc, "correction must be a number");
+        return POISON;
     }
-    Val y = node(S, op, x, POISON, ten_reduced(&x.s, axes), e->loc);
-    if (y.id >= 0)
-        S->g->n[y.id]->ten.axes = axes;
-    return keep ? y : view(S, y, ten_dropped(&x.s, axes), e->loc);
+    if (!a[4])
+        corr = unbiased ? 1 : 0;
+    if (x.id < 0)
+        return POISON;
+    const unsigned axes = reduce_axes(e, &x, a[1]);
+    if (!axes)
+        return POISON;
+    double count = 1;
+    for (int i = 0; i < x.s.rank; i++)
+        if (axes & (1u << i))
+            count *= (double)x.s.d[i];
+    if (count - corr <= 0) {
+        diag_error(e->loc, "%s over %g elements with correction %g divides by %g", fname(e), count, corr,
+                   count - corr);
+        return POISON;
+    }
+    Val d = meth_broadcast(S, OP_BC_SUB, x, reduced(S, OP_T_MEAN, x, axes, e->loc), "-", e->loc);
+    Val v = reduced(S, OP_T_SUM, unary(S, OP_T_POW, d, 2, e->loc), axes, e->loc);
+    v = node(S, OP_BC_SCALE, v, POISON, v.s, e->loc);
+    if (v.id >= 0)
+        S->g->n[v.id]->ten.scale = count - corr;
+    if (sd)
+        v = unary(S, OP_T_SQRT, v, 0, e->loc);
+    return keep ? v : view(S, v, ten_dropped(&x.s, axes), e->loc);
+}
+
+/* torch.logsumexp(x, dim, keepdim): m + log(sum(exp(x - m))), m the
+ * maximum (whose gradient path cancels: softmax(x) reaches x) */
+static Val logsumexp(Sema *S, const Expr *e)
+{
+    static const char *const names[] = {"input", "dim", "keepdim"};
+    const Sig sig = {fname(e), names, 3, 3, 2};
+    Expr *a[3];
+    int keep = 0;
+    if (!arg_bind(e, &sig, a))
+        return POISON;
+    Val x = S->eval(S, a[0]);
+    if ((a[2] && !arg_bool(a[2], "keepdim", &keep)) || x.id < 0)
+        return POISON;
+    const unsigned axes = reduce_axes(e, &x, a[1]);
+    if (!axes)
+        return POISON;
+    Val m = reduced(S, OP_T_AMAX, x, axes, e->loc);
+    Val t = unary(S, OP_T_EXP, meth_broadcast(S, OP_BC_SUB, x, m, "-", e->loc), 0, e->loc);
+    Val v = meth_broadcast(S, OP_BC_ADD, m, unary(S, OP_T_LOG, reduced(S, OP_T_SUM, t, axes, e->loc), 0, e->loc),
+                           "+", e->loc);
+    return keep ? v : view(S, v, ten_dropped(&x.s, axes), e->loc);
 }
 
 /* ---- movement ---------------------------------------------------------- */
@@ -583,8 +680,8 @@ int meth_handles(const char *name)
 
 const char *meth_list(void)
 {
-    return "amax, amin, chunk, contiguous, expand, mean, permute, split, squeeze, stack, sum, transpose, unbind, "
-           "unsqueeze";
+    return "amax, amin, chunk, contiguous, expand, logsumexp, mean, permute, split, squeeze, stack, std, sum, "
+           "transpose, unbind, unsqueeze, var";
 }
 
 Val meth_call(Sema *S, const Expr *e)
@@ -598,6 +695,10 @@ Val meth_call(Sema *S, const Expr *e)
         return reduce(S, e, OP_T_AMAX);
     if (strcmp(s, "amin") == 0)
         return reduce(S, e, OP_T_AMIN);
+    if (strcmp(s, "var") == 0 || strcmp(s, "std") == 0)
+        return moments(S, e, s[0] == 's');
+    if (strcmp(s, "logsumexp") == 0)
+        return logsumexp(S, e);
     if (strcmp(s, "permute") == 0)
         return permute(S, e);
     if (strcmp(s, "transpose") == 0)
@@ -625,6 +726,7 @@ Val meth_call(Sema *S, const Expr *e)
                    "the values", fname(e), s);
         return POISON;
     }
-    diag_error(e->loc, "%s is not supported yet (the reductions here: sum, mean, amax, amin)", fname(e));
+    diag_error(e->loc, "%s is not supported yet (the reductions here: sum, mean, amax, amin, var, std, logsumexp); "
+               "a 2-norm is (x ** 2).sum(dim).sqrt(), whose gradient is NaN where the norm is 0", fname(e));
     return POISON;
 }

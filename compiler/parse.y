@@ -152,6 +152,8 @@ static Expr *method(Expr *e, const char *name, List args)
 %token TRUE "'true'" FALSE "'false'"
 %token FDIV "'//'"
 %token POW "'**'"
+%token <i> AUGEQ "an augmented assignment (+=)"
+%token CMP "a comparison"
 %token ELLIPSIS "'...'"
 
 %type <e> expr term unary power primary sub oexpr
@@ -249,6 +251,12 @@ stmt:
                           $$->name_locs[k] = v->loc;
                       }
                       $$->val = $3; }
+  | IDENT AUGEQ expr
+                    { /* x += r is x = x + r: our values are never updated in place */
+                      Expr *x = mk(E_NAME, L(@1)); x->s = pyname($1); x->written = $1;
+                      Expr *v = mk($2 == '+' ? E_ADD : $2 == '-' ? E_SUB : $2 == '*' ? E_MUL : E_DIV, L(@2));
+                      v->a = x; v->b = $3; nest(P, v);
+                      $$ = util_alloc(sizeof *$$); $$->kind = S_ASSIGN; $$->loc = L(@1); $$->name = $1; $$->val = v; }
   | RETURN expr     { $$ = util_alloc(sizeof *$$); $$->kind = S_RETURN; $$->loc = L(@1); $$->val = $2; }
   ;
 
@@ -256,6 +264,7 @@ stmt:
  * (Python's precedence: unary minus binds tighter than '*'). */
 expr:
     term
+  | expr CMP term   { $$ = mk(E_CMP, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
   | expr '+' term   { $$ = mk(E_ADD, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
   | expr '-' term   { $$ = mk(E_SUB, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
   ;
@@ -403,7 +412,7 @@ static int starts_expr(yysymbol_kind_t k)
 static int is_operator(yysymbol_kind_t k)
 {
     const char *s = yysymbol_name(k);
-    return k == YYSYMBOL_FDIV || k == YYSYMBOL_POW || !strcmp(s, "'+'") || !strcmp(s, "'-'") || !strcmp(s, "'*'") || !strcmp(s, "'/'")
+    return k == YYSYMBOL_FDIV || k == YYSYMBOL_POW || k == YYSYMBOL_CMP || !strcmp(s, "'+'") || !strcmp(s, "'-'") || !strcmp(s, "'*'") || !strcmp(s, "'/'")
         || !strcmp(s, "'@'") || !strcmp(s, "'.'") || !strcmp(s, "'['");
 }
 

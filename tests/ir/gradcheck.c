@@ -1070,6 +1070,9 @@ static int check_tensors(void)
     fails += check_t2("bc_div [N,3,4] / [3,1]", OP_BC_DIV, n34, ir_shape(2, 3, 1), n34, NULL, 1);
     fails += check_t1("bc_copy [N,1,4] -> [N,3,4]", OP_BC_COPY, sh3(DIM_N, 1, 4), n34, NULL, 0);
     memset(&t, 0, sizeof t);
+    t.ten.scale = -3;
+    fails += check_t1("bc_scale [N,1,4] / -3 -> [N,3,4]", OP_BC_SCALE, sh3(DIM_N, 1, 4), n34, &t, 0);
+    memset(&t, 0, sizeof t);
     t.ten.axes = 2;
     fails += check_t1("sum dim 1 [N,3,4]", OP_T_SUM, n34, sh3(DIM_N, 1, 4), &t, 0);
     t.ten.axes = 6;
