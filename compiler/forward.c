@@ -145,9 +145,11 @@ static Val eval_flatten(Sema *S, const Expr *e)
 
 
 /* x.view(shape), x.reshape(shape), view(x, ...): a new shape of the same
- * elements, the batch first: x.view(-1, 784), x.view(x.size(0), -1). The
- * batch size is not known when compiling, so the first dimension must be
- * the batch (x.size(0), or -1 with the rest a sample's elements). */
+ * elements: x.view(-1, 784), x.view(x.size(0), -1), t.view(2, t.size(1),
+ * 6). The batch size is not known when compiling, so the batch is named:
+ * x.size(i) where it is, or -1 first (the rest a sample's elements). A view
+ * keeps as many of a sample's elements before the batch (tensor.c's
+ * ten_view_ok): it never moves data. */
 static Val eval_view(Sema *S, const Expr *e)
 {
     const char *fn = e->written ? e->written : e->s;
@@ -167,7 +169,7 @@ static Val eval_view(Sema *S, const Expr *e)
         return POISON;
     }
     Shape s = {n, {0}};
-    int ok = 1, infer = -1, over = 0;     /* over: three dimensions of 2^24 pass 2^63 */
+    int ok = 1, infer = -1, over = 0, batch = -1;     /* over: three dimensions of 2^24 pass 2^63 */
     int64_t known = 1;
     for (int i = 0; i < n; i++) {
         if (dims[i]->key) {
@@ -184,35 +186,36 @@ static Val eval_view(Sema *S, const Expr *e)
             ok = 0;
         } else if (s.d[i] == -2) {
             infer = i;
-        } else if (s.d[i] == DIM_N && i != 0) {
-            diag_error(dims[i]->val->loc, "the batch dimension must come first");
+        } else if (s.d[i] == DIM_N && batch >= 0) {
+            diag_error(dims[i]->val->loc, "the batch appears twice");
             ok = 0;
-        } else if (i > 0) {
+        } else if (s.d[i] == DIM_N) {
+            batch = i;
+        } else {
             over |= __builtin_mul_overflow(known, s.d[i], &known);
         }
     }
     if (!ok || x.id < 0)
         return POISON;
-    if (x.s.d[0] != DIM_N) {
-        diag_error(e->loc, "%s of %s is not supported: its batch is not its first dimension (permute it back)", fn,
-                   ir_shape_str(&x.s));
+    if (batch < 0 && s.d[0] != -2) {
+        diag_error(dims[0]->val->loc, "the batch's dimension is not in the shape (got %lld first): -1 or x.size(0) "
+                   "first, or x.size(i) where it is (the batch size is not known when compiling)", (long long)s.d[0]);
         return POISON;
     }
-    int64_t per = ir_row_elems(&x.s);
-    if (s.d[0] != DIM_N && s.d[0] != -2) {
-        diag_error(dims[0]->val->loc, "the first dimension must be the batch, -1 or x.size(0), got %lld (the batch "
-                   "size is not known when compiling)", (long long)s.d[0]);
-        return POISON;
-    }
-    if (infer > 0 && !over) {
-        if (s.d[0] == DIM_N && per % known == 0)
-            s.d[infer] = per / known, known = per;
-    }
-    s.d[0] = DIM_N;
+    if (batch < 0)      /* -1 first: the batch */
+        batch = 0, infer = -1;
+    s.d[batch] = DIM_N;
+    const int64_t per = ir_row_elems(&x.s);
+    if (infer >= 0 && !over && known > 0 && per % known == 0)
+        s.d[infer] = per / known, known = per;
     if (over || known != per) {
-        diag_error(e->loc, "%s: a sample of %s has %lld elements, the shape asks for %s (the batch must stay "
-                   "the first dimension)", fn, ir_shape_str(&x.s), (long long)per,
-                   over ? "more than 2^63" : util_fmt("%lld", (long long)known));
+        diag_error(e->loc, "%s: a sample of %s has %lld elements, the shape asks for %s", fn, ir_shape_str(&x.s),
+                   (long long)per, over ? "more than 2^63" : util_fmt("%lld", (long long)known));
+        return POISON;
+    }
+    if (!ten_view_ok(&x.s, &s)) {
+        diag_error(e->loc, "%s of %s as %s would move the batch among the elements (a sample's elements must stay "
+                   "as many before it and after it); permute first", fn, ir_shape_str(&x.s), ir_shape_str(&s));
         return POISON;
     }
     if (ir_same_shape(&s, &x.s))
@@ -576,6 +579,12 @@ static Val eval(Sema *S, const Expr *e)
         if (arg_const(e, &c) != 0)
             break;
         Val x = eval(S, e->a);
+        if (x.id >= 0 && ten_batch_dim(&x.s) > 0) {    /* the batch elsewhere: the op over any layout */
+            Val y = layer_node(S, OP_T_AFFINE, x.id, -1, x.s, e->loc);
+            if (y.id >= 0)
+                S->g->n[y.id]->ten.lo = -1, S->g->n[y.id]->ten.hi = 0;
+            return y;
+        }
         return x.id < 0 ? x : scalar_node(S, OP_AFFINE, x, -1, 0, e->loc);
     }
     default:

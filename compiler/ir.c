@@ -389,6 +389,10 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
     if (bad)
         return bad;
     const Shape *s = &n->shape;
+    /* the kinds that index rows of samples (every kind but the tensor
+     * ops') need the batch first; K_TENSOR indexes any layout */
+    if (op_kind[n->op] != K_TENSOR && n->op != OP_RESHAPE && ten_batch_dim(s) > 0)
+        return check(g, n, after, 0, "the batch is not the first dimension (only the tensor ops index that)");
     switch (n->op) {
     case OP_IMAGES:
         return check(g, n, after, ir_batched(s) && n->dt == DT_F32, "images must be f32[N, ...]");

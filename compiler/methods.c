@@ -529,10 +529,6 @@ static Val stack(Sema *S, const Expr *e)
     }
     if (!ok || (a[1] && !dim_arg(a[1], t[0].s.rank, 1, &d)))
         return POISON;
-    if (!a[1]) {
-        diag_error(e->loc, "%s along dim 0 would stack batches: name the dimension (dim = 1)", fname(e));
-        return POISON;
-    }
     if (t[0].s.rank == MAX_RANK) {
         diag_error(e->loc, "%s: more than %d dimensions are not supported", fname(e), MAX_RANK);
         return POISON;
@@ -543,11 +539,7 @@ static Val stack(Sema *S, const Expr *e)
                        ir_shape_str(&t[0].s));
             return POISON;
         }
-    if (d == 0) {
-        diag_error(a[1]->loc, "%s along dim 0 would stack batches", fname(e));
-        return POISON;
-    }
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < n; k++) {      /* dim 0 too: a new dimension before the batch's */
         Shape s = {t[k].s.rank + 1, {0}};
         for (int i = 0, j = 0; i < s.rank; i++)
             s.d[i] = i == d ? 1 : t[k].s.d[j++];
