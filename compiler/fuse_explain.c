@@ -13,11 +13,13 @@
 #include "fuse.h"
 
 static const char *kind_text[] = {"data", "matmul", "elementwise", "row", "reduction", "optimizer",
-                                  "convolution", "channel", "pooling", "state", "comm", "normalization"};
+                                  "convolution", "channel", "pooling", "state", "comm", "normalization", "tensor"};
+_Static_assert(sizeof kind_text / sizeof *kind_text == G_TENSOR + 1, "a name for every GroupKind");
 
 static const char *op_kind_text[] = {"data", "param", "view", "elementwise", "matmul", "reduction", "row",
                                      "optimizer", "convolution", "channel", "pooling", "state", "comm",
-                                     "normalization"};
+                                     "normalization", "tensor"};
+_Static_assert(sizeof op_kind_text / sizeof *op_kind_text == K_TENSOR + 1, "a name for every OpKind");
 
 static const Node *node(const Plan *p, int id) { return p->g->n[id]; }
 
