@@ -1,0 +1,61 @@
+#!/bin/bash
+# tests/ddp/tensor_ranks.sh PROGRAM DATA: a model of tensors of any rank
+# (tests/torch/attn_net.net: batched products, reductions over dimensions,
+# broadcasts, a batch not first) under data parallelism and resume:
+#   (a) 2 ranks x batch 16 == 1 rank x batch 32 over 40 steps (weights,
+#       step losses, epoch metrics within 1e-5, tests/ddp/compare.py);
+#   (b) stopped by --max-steps at step 25 with a checkpoint and resumed to
+#       step 50: the weights equal the uninterrupted run's bit for bit, on
+#       1 rank and on 2.
+# Skipped (exit 77) when mpirun is missing or the program lacks MPI (then
+# only the 1-rank resume runs).
+. "$(dirname "$0")/../skip.sh"
+prog=$1 data=$2
+PY=/usr/bin/python3
+here=$(cd "$(dirname "$0")" && pwd)
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+fails=0
+ok() { echo "PASS $1"; }
+no() { echo "FAIL $1"; fails=$((fails + 1)); }
+show() { sed 's/^/      /' "$1" | tail -n 20; }
+$PY "$here/../runtime/small_idx.py" "$data" "$t/d" 2000 200 >/dev/null || { echo "FAIL: cannot cut the data set"; exit 1; }
+"$prog" --data "$t/d" --threads 1 --lr 0 --max-steps 1 --save "$t/init.st" >/dev/null 2>&1 || no "the initial weights"
+common="--data $t/d --threads 1 --epochs 1 --shuffle on --seed 4"
+init="--init $t/init.st"
+
+# ---- (b) resume, one rank ------------------------------------------------------
+R=("$prog" $common --batch 32)
+"${R[@]}" $init --max-steps 50 --save "$t/ra.st" >/dev/null 2>&1
+"${R[@]}" $init --max-steps 25 --checkpoint "$t/rck.st" >/dev/null 2>&1
+"${R[@]}" --max-steps 50 --resume "$t/rck.st" --save "$t/rb.st" >"$t/or" 2>&1
+if cmp -s "$t/ra.st" "$t/rb.st"; then
+    ok "1 rank: stopped at step 25 with a checkpoint, resumed to 50: bitwise the uninterrupted run"
+else no "1 rank resumed differs from the uninterrupted run"; show "$t/or"; fi
+
+if ! command -v mpirun >/dev/null 2>&1 || ! strings "$prog" | grep -q MPI_Init_thread; then
+    skip_part "2 ranks (no mpirun, or the program was built without MPI)"
+    skip_end "$fails"
+fi
+export OMPI_MCA_btl=self,vader OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# ---- (a) 2 ranks = 1 rank ------------------------------------------------------------
+"$prog" $common $init --batch 32 --max-steps 40 --save "$t/w1.st" --step-log "$t/s1.csv" --metrics "$t/m1.csv" \
+    >"$t/one.out" 2>&1 || { no "1 rank, batch 32"; show "$t/one.out"; }
+mpirun -np 2 "$prog" $common $init --batch 16 --max-steps 40 --save "$t/w2.st" --step-log "$t/s2.csv" \
+    --metrics "$t/m2.csv" >"$t/two.out" 2>&1 || { no "2 ranks, batch 16"; show "$t/two.out"; }
+if $PY "$here/compare.py" "$t/w1.st" "$t/w2.st" "$t/s1.csv" "$t/s2.csv" "$t/m1.csv" "$t/m2.csv" 1e-5 >"$t/cmp" 2>&1
+then ok "2 ranks x 16 = 1 rank x 32: $(tail -n 1 "$t/cmp")"
+else no "2 ranks x 16 vs 1 rank x 32:"; show "$t/cmp"; fi
+
+# ---- (b) resume, two ranks ------------------------------------------------------------
+P=(mpirun -np 2 "$prog" $common --batch 16)
+"${P[@]}" $init --max-steps 50 --save "$t/pa.st" >/dev/null 2>&1
+"${P[@]}" $init --max-steps 25 --checkpoint "$t/pck.st" >/dev/null 2>&1
+"${P[@]}" --max-steps 50 --resume "$t/pck.st" --save "$t/pb.st" >"$t/op" 2>&1
+if cmp -s "$t/pa.st" "$t/pb.st"; then
+    ok "2 ranks: stopped at step 25, resumed to 50: bitwise the uninterrupted run"
+else no "2 ranks resumed differs from the uninterrupted run"; show "$t/op"; fi
+echo "tensor-ranks: $fails failed"
+[ "$fails" -eq 0 ]
