@@ -194,6 +194,34 @@ static Val moments(Sema *S, const Expr *e, int sd)
     return keep ? v : view(S, v, ten_dropped(&x.s, axes), e->loc);
 }
 
+/* x.norm(p = 2, dim, keepdim), torch.norm, torch.linalg.vector_norm's
+ * 2-norm: sqrt(sum(x * x)), its gradient x / norm and 0 where the norm is
+ * 0, as torch's (the sqrt's ten.lo asks for that) */
+static Val norm(Sema *S, const Expr *e)
+{
+    static const char *const names[] = {"input", "p", "dim", "keepdim"};
+    const Sig sig = {fname(e), names, 4, 3, 1};
+    Expr *a[4];
+    int keep = 0;
+    double p = 2;
+    if (!arg_bind(e, &sig, a))
+        return POISON;
+    Val x = S->eval(S, a[0]);
+    if (a[1] && (arg_const(a[1], &p) != 1 || p != 2)) {
+        diag_error(a[1]->loc, "%s: only p = 2 is supported (a 1-norm is x.abs().sum(dim))", fname(e));
+        return POISON;
+    }
+    if ((a[3] && !arg_bool(a[3], "keepdim", &keep)) || x.id < 0)
+        return POISON;
+    const unsigned axes = reduce_axes(e, &x, a[2]);
+    if (!axes)
+        return POISON;
+    Val v = unary(S, OP_T_SQRT, reduced(S, OP_T_SUM, unary(S, OP_T_POW, x, 2, e->loc), axes, e->loc), 0, e->loc);
+    if (v.id >= 0)
+        S->g->n[v.id]->ten.lo = 1;
+    return keep ? v : view(S, v, ten_dropped(&x.s, axes), e->loc);
+}
+
 /* torch.logsumexp(x, dim, keepdim): m + log(sum(exp(x - m))), m the
  * maximum (whose gradient path cancels: softmax(x) reaches x) */
 static Val logsumexp(Sema *S, const Expr *e)
@@ -672,7 +700,7 @@ int meth_handles(const char *name)
 
 const char *meth_list(void)
 {
-    return "amax, amin, chunk, contiguous, expand, logsumexp, mean, permute, split, squeeze, stack, std, sum, "
+    return "amax, amin, chunk, contiguous, expand, logsumexp, mean, norm, permute, split, squeeze, stack, std, sum, "
            "transpose, unbind, unsqueeze, var";
 }
 
@@ -691,6 +719,8 @@ Val meth_call(Sema *S, const Expr *e)
         return moments(S, e, s[0] == 's');
     if (strcmp(s, "logsumexp") == 0)
         return logsumexp(S, e);
+    if (strcmp(s, "norm") == 0)
+        return norm(S, e);
     if (strcmp(s, "permute") == 0)
         return permute(S, e);
     if (strcmp(s, "transpose") == 0)
@@ -718,7 +748,7 @@ Val meth_call(Sema *S, const Expr *e)
                    "the values", fname(e), s);
         return POISON;
     }
-    diag_error(e->loc, "%s is not supported yet (the reductions here: sum, mean, amax, amin, var, std, logsumexp); "
-               "a 2-norm is (x ** 2).sum(dim).sqrt(), whose gradient is NaN where the norm is 0", fname(e));
+    diag_error(e->loc, "%s is not supported yet (the reductions here: sum, mean, amax, amin, var, std, logsumexp, "
+               "norm)", fname(e));
     return POISON;
 }

@@ -367,7 +367,7 @@ static double tensor_formula(const Node *n, const double *v)
     case OP_T_EXP: return exp(v[0]);
     case OP_T_LOG: return log(v[0]);
     case OP_T_SQRT: return sqrt(v[0]);
-    case OP_T_SQRT_GRAD: return v[0] / (2 * v[1]);
+    case OP_T_SQRT_GRAD: return lo != 0 && v[1] == 0 ? 0 : v[0] / (2 * v[1]);
     case OP_T_RSQRT: return 1 / sqrt(v[0]);
     case OP_T_RSQRT_GRAD: return -0.5 * v[0] * v[1] * v[1] * v[1];
     case OP_T_ABS: return fabs(v[0]);
