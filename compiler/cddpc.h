@@ -200,6 +200,7 @@ int64_t ir_numel(const Shape *s, int64_t n);/* elements with batch n */
 /* A pool op's or its gradient's pooled input x and output y; 1 for a gradient */
 int ir_pool_io(const Graph *g, const Node *n, const Shape **x, const Shape **y);
 int ir_batched(const Shape *s);             /* has a batch dimension, wherever it is */
+int ir_tensor_pointwise(Op op);             /* a K_TENSOR formula at each element (BC_*, exp, ...): rule tensor-chain */
 int ir_same_shape(const Shape *a, const Shape *b);
 char *ir_shape_str(const Shape *s);         /* "[N, 1, 28, 28]" */
 void ir_dump(FILE *f, const Graph *g);
@@ -311,16 +312,16 @@ enum {
     R_DATA = 1 << 0, R_EPILOGUE = 1 << 1, R_EW_CHAIN = 1 << 2, R_REDUCTION = 1 << 3, R_ROW_OPS = 1 << 4,
     R_OPTIMIZER = 1 << 5, R_CHAN_PASS = 1 << 6, R_CONV_BIAS = 1 << 7, R_DROPOUT = 1 << 8, R_ACT_INPUT = 1 << 9,
     R_SIBLINGS = 1 << 10, R_POOL_CHAIN = 1 << 11, R_ROW_TAIL = 1 << 12, R_DATA_PROLOGUE = 1 << 13,
-    R_SUM_IN_PLACE = 1 << 14,
+    R_SUM_IN_PLACE = 1 << 14, R_TENSOR_CHAIN = 1 << 15,
 };
-#define FUSE_NRULES 15
+#define FUSE_NRULES 16
 /* Rule row-tail: the widest rows a GEMM kernel runs its row ops on. The
  * GPU's GEMM tile is 64 columns wide (emit_cuda.c TILE_N), and the tail
  * runs in the block that holds a tile's whole rows. */
 #define ROW_TAIL_MAX_COLS 64
 typedef unsigned FuseLevel;     /* a set of rules */
 #define FUSE_NONE 0u
-#define FUSE_ELEMENTWISE ((FuseLevel)(R_EW_CHAIN | R_DROPOUT | R_ACT_INPUT))
+#define FUSE_ELEMENTWISE ((FuseLevel)(R_EW_CHAIN | R_DROPOUT | R_ACT_INPUT | R_TENSOR_CHAIN))
 #define FUSE_ALL ((FuseLevel)((1u << FUSE_NRULES) - 1))
 typedef struct FuseRule { unsigned bit; const char *name, *what; } FuseRule;
 extern const FuseRule fuse_rule[FUSE_NRULES];

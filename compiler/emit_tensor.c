@@ -85,7 +85,7 @@ static char *constant(double v)
     return isinf(v) ? util_strdup(v > 0 ? "INFINITY" : "-INFINITY") : util_cfloat(v);
 }
 
-/* formula with $k replaced by v<k>, $c by the node's ten.scale, $a and $b
+/* formula with $k replaced by x<k>, $c by the node's ten.scale, $a and $b
  * by its ten.lo and ten.hi */
 static char *expand(const Node *n)
 {
@@ -93,7 +93,7 @@ static char *expand(const Node *n)
     char *out = util_strdup("");
     for (; *p; p++) {
         if (p[0] == '$' && p[1] >= '0' && p[1] <= '9')
-            out = util_fmt("%sv%c", out, *++p);
+            out = util_fmt("%sx%c", out, *++p);
         else if (p[0] == '$' && p[1] == 'c')
             out = util_fmt("%s%s", out, util_cfloat(n->ten.scale)), p++;
         else if (p[0] == '$' && (p[1] == 'a' || p[1] == 'b'))
@@ -116,7 +116,7 @@ static void body(const Emit *m, const Node *n, const char *ind)
         char *st[MAX_RANK];
         for (int d = 0; d < s->rank; d++)
             st[d] = xs->d[n->ten.perm[d]] == 1 ? NULL : stride(xs, n->ten.perm[d]);
-        fprintf(f, "%sb%d[e] = b%d[%s];\n", ind, n->id, x, offset(NULL, st, s->rank));
+        fprintf(f, "%sv%d = b%d[%s];\n", ind, n->id, x, offset(NULL, st, s->rank));
         return;
     }
     case OP_T_SLICE: {
@@ -125,7 +125,7 @@ static void body(const Emit *m, const Node *n, const char *ind)
         for (int d = 0; d < s->rank; d++)
             st[d] = s->d[d] == 1 ? NULL : d == a ? util_fmt("%lld * %s", (long long)n->ten.step, stride(xs, d))
                                                : stride(xs, d);
-        fprintf(f, "%sb%d[e] = b%d[%s];\n", ind, n->id, x,
+        fprintf(f, "%sv%d = b%d[%s];\n", ind, n->id, x,
                 offset(util_fmt("%lld * %s", (long long)n->ten.start, stride(xs, a)), st, s->rank));
         return;
     }
@@ -143,7 +143,7 @@ static void body(const Emit *m, const Node *n, const char *ind)
                 (long long)xs->d[a]);
         fprintf(f, "%sconst float v_ = b%d[%s + (in_ ? k_ / %lld : 0) * %s];\n", ind, x, offset(NULL, st, s->rank),
                 step, stride(xs, a));
-        fprintf(f, "%sb%d[e] = in_ ? v_ : 0.0f;\n", ind, n->id);
+        fprintf(f, "%sv%d = in_ ? v_ : 0.0f;\n", ind, n->id);
         return;
     }
     case OP_T_CAT: {
@@ -160,7 +160,7 @@ static void body(const Emit *m, const Node *n, const char *ind)
                 stride(xs, a));
         fprintf(f, "%sconst float vb_ = b%d[%s + (first_ ? 0 : i%d - %lld) * %s];\n", ind, y,
                 offset(NULL, sb, s->rank), a, la, stride(ys, a));
-        fprintf(f, "%sb%d[e] = first_ ? va_ : vb_;\n", ind, n->id);
+        fprintf(f, "%sv%d = first_ ? va_ : vb_;\n", ind, n->id);
         return;
     }
     default:
@@ -202,16 +202,37 @@ static void body(const Emit *m, const Node *n, const char *ind)
         }
         fprintf(f, "%s}\n", ind);
         if (n->op == OP_T_MEAN)
-            fprintf(f, "%sb%d[e] = (float)(acc / (double)(%s));\n", ind, n->id, extent(&rs, 0));
+            fprintf(f, "%sv%d = (float)(acc / (double)(%s));\n", ind, n->id, extent(&rs, 0));
         else
-            fprintf(f, "%sb%d[e] = (float)acc;\n", ind, n->id);
+            fprintf(f, "%sv%d = (float)acc;\n", ind, n->id);
         return;
     }
-    /* broadcast elementwise: each operand at its broadcast offset */
-    for (int k = 0; k < n->nin; k++)
-        fprintf(f, "%sconst float v%d = b%d[%s];\n", ind, k, plan_source(m->p, n->in[k]),
-                broadcast_at(&ex_node(m, n->in[k])->shape, s));
-    fprintf(f, "%sb%d[e] = %s;\n", ind, n->id, expand(n));
+    /* pointwise: each operand at its broadcast offset, or the value a
+     * member of the kernel computed at this element (rule tensor-chain) */
+    for (int k = 0; k < n->nin; k++) {
+        if (ex_in_group(m, n->in[k]))
+            fprintf(f, "%sconst float x%d = v%d;\n", ind, k, n->in[k]);
+        else
+            fprintf(f, "%sconst float x%d = b%d[%s];\n", ind, k, plan_source(m->p, n->in[k]),
+                    broadcast_at(&ex_node(m, n->in[k])->shape, s));
+    }
+    fprintf(f, "%sv%d = %s;\n", ind, n->id, expand(n));
+}
+
+/* The group's nodes at element e, in order: each value a local v<id>,
+ * stored where something outside the kernel reads it. */
+static void members(const Emit *m, const char *ind)
+{
+    FILE *f = m->f;
+    const char *in2 = util_fmt("%s    ", ind);
+    for (int k = 0; k < m->gr->nnodes; k++) {
+        const Node *n = ex_node(m, m->gr->nodes[k]);
+        fprintf(f, "%sfloat v%d;\n%s{\n", ind, n->id, ind);
+        body(m, n, in2);
+        fprintf(f, "%s}\n", ind);
+        if (plan_uses_outside(m->p, n->id))
+            fprintf(f, "%sb%d[e] = v%d;\n", ind, n->id, n->id);
+    }
 }
 
 /* A reduction's work per result element (for OpenMP's threshold) */
@@ -299,7 +320,7 @@ void emit_tensor_c(const Emit *m)
     fprintf(f, "    #pragma omp parallel for schedule(static) if (%s >= 65536)\n", work(n, &ex_node(m, n->in[0])->shape));
     fprintf(f, "    for (int64_t e = 0; e < total; e++) {\n");
     decode(f, &n->shape, "e", "        ");
-    body(m, n, "        ");
+    members(m, "        ");
     fprintf(f, "    }\n");
 }
 
@@ -314,7 +335,7 @@ void emit_tensor_cuda(const Emit *m, rt_cuda_launch *L)
         fprintf(f, "    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;"
                    " e += (int64_t)gridDim.x * blockDim.x) {\n");
         decode(f, &n->shape, "e", "        ");
-        body(m, n, "        ");
+        members(m, "        ");
         fprintf(f, "    }\n");
     }
     /* a thread an element, for the largest batch */

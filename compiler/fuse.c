@@ -303,6 +303,31 @@ static void absorb_chain(Fuser *f, int grp, int cur, unsigned rule)
     }
 }
 
+/* rule tensor-chain: an op over tensors of any rank (not a product, which
+ * runs as BLAS calls on the CPU) absorbs its single pointwise consumer of
+ * the same shape, and so on: the chain runs in the anchor's loop over its
+ * elements, each value a local, stored only where read outside */
+static void absorb_tensor_chain(Fuser *f, int grp, int anchor)
+{
+    const Node *a = node(f, anchor);
+    if (a->op == OP_T_BMM)
+        return;
+    for (int cur = anchor;;) {
+        if (!fuse_single_consumer(f, cur))
+            return;
+        const int c = fuse_consumer_of(f, cur);
+        const Node *cn = c >= 0 ? node(f, c) : NULL;
+        if (!cn || f->p->group_of[c] >= 0 || !ir_tensor_pointwise(cn->op) || !ir_same_shape(&cn->shape, &a->shape)
+            || !fuse_inputs_ready(f, c, grp))
+            return;
+        for (int j = 0; j < cn->nin; j++)   /* a member's value is read at its own element only */
+            if (f->p->group_of[cn->in[j]] == grp && !ir_same_shape(&node(f, cn->in[j])->shape, &cn->shape))
+                return;
+        add(f, grp, c, R_TENSOR_CHAIN);
+        cur = c;
+    }
+}
+
 static void absorb_reductions(Fuser *f, int grp)
 {
     const Plan *p = f->p;
@@ -457,7 +482,7 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
     case K_STATE:
     case K_COMM:    /* a collective between kernels: its own table entry */
     case K_NORM:    /* whole rows, reduced then rewritten: a kernel of its own */
-    case K_TENSOR:  /* any rank, through strides: a kernel of its own (no fusion yet) */
+    case K_TENSOR:  /* any rank, through strides: its pointwise consumers join it (rule tensor-chain) */
         grp = new_group(f, op_kind[n->op] == K_CONV ? G_CONV : op_kind[n->op] == K_CHAN ? G_CHAN
                         : op_kind[n->op] == K_POOL ? G_POOL : op_kind[n->op] == K_STATE ? G_STATE
                         : op_kind[n->op] == K_NORM ? G_NORM : op_kind[n->op] == K_TENSOR ? G_TENSOR : G_COMM, id);
@@ -470,6 +495,8 @@ static void group_node(Fuser *f, int id, int *data_grp, int *opt_grp /* [nbucket
             add(f, grp, fuse_consumer_of(f, id), R_CONV_BIAS);
         if ((on & R_POOL_CHAIN) && fuse_pool_grad_chains(f, id))
             absorb_chain(f, grp, id, R_POOL_CHAIN);
+        if ((on & R_TENSOR_CHAIN) && op_kind[n->op] == K_TENSOR)
+            absorb_tensor_chain(f, grp, id);
         return;
     }
 }

@@ -170,6 +170,8 @@ int ir_pool_tiles(const Shape *x, const Shape *y, const Window *w)
 
 int ir_batched(const Shape *s) { return ten_batch_dim(s) >= 0; }
 
+int ir_tensor_pointwise(Op op) { return op_kind[op] == K_TENSOR && op_formula[op] != NULL; }
+
 /* Saturates at INT64_MAX: a bad model's shape (Conv2d(1, 2^24, 1,
  * padding = 2^24) gives [N, 2^24, 2^25, 2^25]) passes 2^63 before the
  * front end refuses it as over MAX_DIM, which it then still is. */

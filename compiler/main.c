@@ -28,7 +28,7 @@ static void usage(FILE *f)
             "                     by name: also each kernel's predicted time, the step and an epoch\n"
             "  --fusion LEVEL[,-RULE|,+RULE ...]\n"
             "                     none | elementwise | all (default all), then rules switched off or on\n"
-            "                     (elementwise = ew-chain + dropout; README: Fusion rules):\n");
+            "                     (elementwise = ew-chain + dropout + act-input + tensor-chain; README: Fusion rules):\n");
     /* the rule table's names, so that the list cannot fall behind it */
     int col = 0;
     for (int i = 0; i < FUSE_NRULES; i++) {

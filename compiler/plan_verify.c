@@ -178,7 +178,10 @@ static int legal_member(const Checker *c, const Group *gr, int id)
             || (n->op == OP_ALLREDUCE && n->in[0] == gr->anchor);
     case G_POOL:    /* rule pool-chain: a pool gradient's elementwise chain */
         return k == K_EW && ir_same_shape(&n->shape, space);
-    case G_STATE: case G_COMM: case G_NORM: case G_TENSOR:
+    case G_TENSOR:  /* rule tensor-chain: pointwise ops of the anchor's shape */
+        return ir_tensor_pointwise(n->op) && ir_same_shape(&n->shape, &nd(c, gr->anchor)->shape)
+            && nd(c, gr->anchor)->op != OP_T_BMM;
+    case G_STATE: case G_COMM: case G_NORM:
         return 0;
     }
     return 0;

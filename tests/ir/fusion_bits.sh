@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/ir/fusion_bits.sh CDDPC DATA: fusing the batch-norm channel
+# tests/ir/fusion_bits.sh CDDPC DATA [NET...]: fusing the batch-norm channel
 # results into their pass (fuse.c: chan_pass_result), a convolution's
 # bias into its store (conv_bias_epilogue) and a pooling with the chain
 # before it and its gradient with the chain after it (rule pool-chain,
@@ -7,7 +7,9 @@
 # average pools), the row ops after the GEMM of their logits (rule
 # row-tail) and the batch's gather in the first GEMM (rule data-prologue;
 # both must fire for SimpleNet and for a loss with class weights and label
-# smoothing over 37 classes) changes no bit. The
+# smoothing over 37 classes), and rule tensor-chain (which must fire for
+# tests/torch/attn_net.net: pointwise ops over tensors of any rank joined
+# in one pass) change no bit. The
 # ConvNet with plain and with synced batch norm, a conv model in fp16 (the
 # fused bias rounded as bias_add's own kernel rounds it), pool_chain.net,
 # SimpleNet and loss_weight.net, compiled at
@@ -26,8 +28,12 @@ fails=0
 /usr/bin/python3 "$root/tests/runtime/small_idx.py" "$data" "$t/data" 1024 256 >/dev/null ||
     { echo "FAIL: cannot cut the data set"; exit 1; }
 data=$t/data
-for net in "$root/tests/golden/mnist_convnet.net" "$root/tests/ddp/syncbn.net" "$root/tests/cuda/models/amp_fp16.net" \
-           "$root/tests/ir/pool_chain.net" "$root/models/mnist.net" "$root/tests/cuda/models/loss_weight.net"; do
+# the nets: the arguments after DATA, or the check tier's six (attn_net.net
+# runs in the test tier: fusion-bits-tensor)
+shift 2
+nets=${*:-"$root/tests/golden/mnist_convnet.net $root/tests/ddp/syncbn.net $root/tests/cuda/models/amp_fp16.net
+      $root/tests/ir/pool_chain.net $root/models/mnist.net $root/tests/cuda/models/loss_weight.net"}
+for net in $nets; do
     name=$(basename "$net" .net)
     for lvl in elementwise all; do
         "$cddpc" "$net" --fusion=$lvl -o "$t/$lvl" || { echo "FAIL $name: cddpc --fusion=$lvl"; exit 1; }
@@ -41,6 +47,12 @@ for net in "$root/tests/golden/mnist_convnet.net" "$root/tests/ddp/syncbn.net" "
         pc=$("$cddpc" "$net" --report | grep -c '__pool_chain ')
         if [ "$pc" -lt 4 ]; then
             echo "FAIL $name: $pc kernels of rule pool-chain (want the forward and backward of both pools)"
+            fails=$((fails + 1))
+        fi ;;
+    attn_net)
+        k=$("$cddpc" "$net" --report | grep -c '__tensor_chain ')
+        if [ "$k" -lt 4 ]; then
+            echo "FAIL $name: $k kernels of rule tensor-chain (want 4 or more: exp after a subtract, maximum after a sqrt, ...)"
             fails=$((fails + 1))
         fi ;;
     mnist|loss_weight)
