@@ -211,6 +211,7 @@ int ir_opt_slots(const Graph *g);       /* optimizer state: floats per parameter
 
 /* ---- tensor.c: shape rules of the ops over tensors of any rank -------- */
 int ten_batch_dim(const Shape *s);          /* the batch's dimension, or -1 */
+int ten_same(const Shape *a, const Shape *b);   /* one rank, one extent each (ir_same_shape) */
 int ten_broadcast(const Shape *a, const Shape *b, Shape *out);  /* PyTorch's broadcast; 0: incompatible */
 Shape ten_reduced(const Shape *x, unsigned axes);   /* the axes (bits) kept as 1s */
 Shape ten_dropped(const Shape *x, unsigned axes);   /* the axes removed (keepdim = False) */

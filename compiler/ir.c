@@ -189,15 +189,7 @@ int64_t ir_numel(const Shape *s, int64_t n)
     return ir_row_elems(s) * (ir_batched(s) ? n : 1);
 }
 
-int ir_same_shape(const Shape *a, const Shape *b)
-{
-    if (a->rank != b->rank)
-        return 0;
-    for (int i = 0; i < a->rank; i++)
-        if (a->d[i] != b->d[i])
-            return 0;
-    return 1;
-}
+int ir_same_shape(const Shape *a, const Shape *b) { return ten_same(a, b); }
 
 char *ir_shape_str(const Shape *s)
 {

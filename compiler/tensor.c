@@ -20,7 +20,7 @@ int ten_batch_dim(const Shape *s)
     return -1;
 }
 
-static int same(const Shape *a, const Shape *b)
+int ten_same(const Shape *a, const Shape *b)
 {
     if (a->rank != b->rank)
         return 0;
@@ -150,29 +150,29 @@ const char *ten_verify(const Graph *g, const Node *n)
     case OP_T_SQRT_GRAD: case OP_T_RSQRT_GRAD: case OP_T_ABS_GRAD: case OP_T_POW_GRAD: case OP_T_CLAMP_GRAD:
         for (int k = 0; k < n->nin; k++) {
             Shape b;
-            if (!ten_broadcast(in_shape(g, n, k), s, &b) || !same(&b, s))
+            if (!ten_broadcast(in_shape(g, n, k), s, &b) || !ten_same(&b, s))
                 return "an operand does not broadcast to the result";
         }
         return NULL;
     case OP_T_EXP: case OP_T_LOG: case OP_T_SQRT: case OP_T_RSQRT: case OP_T_ABS: case OP_T_POW: case OP_T_CLAMP:
     case OP_T_AFFINE:
-        return same(x, s) ? NULL : "an elementwise function keeps its operand's shape";
+        return ten_same(x, s) ? NULL : "an elementwise function keeps its operand's shape";
     case OP_T_BMM: {
         Shape r;
         const char *why = ten_bmm_shape(x, in_shape(g, n, 1), n->ten.ta, n->ten.tb, &r);
-        return why ? why : same(&r, s) ? NULL : "not the product's shape";
+        return why ? why : ten_same(&r, s) ? NULL : "not the product's shape";
     }
     case OP_BC_COPY: case OP_BC_SCALE: {
         Shape b;
-        return ten_broadcast(x, s, &b) && same(&b, s) ? NULL : "the operand does not broadcast to the result";
+        return ten_broadcast(x, s, &b) && ten_same(&b, s) ? NULL : "the operand does not broadcast to the result";
     }
     case OP_T_SUM: case OP_T_MEAN: case OP_T_AMAX: case OP_T_AMIN: case OP_T_COUNT_EQ: {
         if (!n->ten.axes || n->ten.axes >> x->rank)
             return "no reduced dimension, or one past the rank";
         const Shape r = ten_reduced(x, n->ten.axes);
-        if (!same(&r, s))
+        if (!ten_same(&r, s))
             return "a reduction keeps the reduced dimensions as 1s";
-        if (n->op == OP_T_COUNT_EQ && !same(in_shape(g, n, 1), s))
+        if (n->op == OP_T_COUNT_EQ && !ten_same(in_shape(g, n, 1), s))
             return "count_eq compares with the reduction's result";
         return NULL;
     }
