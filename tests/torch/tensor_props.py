@@ -11,7 +11,10 @@ amax, amin, var, std, logsumexp; keepdim or not), broadcasting + - * /
 against a reduction of the value, unary math (exp, log, sqrt, rsqrt, abs,
 clamp, **, pow, maximum, minimum, constant arithmetic), cat and stack,
 chunk with tuple unpacking, and matrix products (@, matmul, einsum). The
-same text is a model file line and a Python line. Case k reads the image
+same text is a model file line and a Python line. Also: sums and means
+over tuples of dimensions (negative ones), expand, x[..., k] and x[:, None],
+torch.unbind with its parts recombined, products broadcast over a leading
+dimension. Case k reads the image
 through its own Linear fc<k> (784 -> the chain's first shape) and ends in
 its own head hd<k> (-> 10 logits, summed over the cases, cross-entropy).
 
@@ -21,13 +24,16 @@ its saved weights give each parameter's gradient: (init - final) / lr, at
 lr 1e4 so that the step, not the initial value, fills the float. PyTorch
 in float64 computes the same. Each case must agree: fc<k>.weight's
 gradient (the backward of the whole chain) and hd<k>.weight's (the chain's
-forward values times the loss gradient), each within TOL relative L2; the
-step loss within TOL. TOL is 1e-5: float32 against float64, where the
-chains' sums of up to a few hundred terms round at 1e-7 each.
+forward values times the loss gradient), each within TOL relative L2 (of
+the larger of its norm and a tenth of the model's median: a gradient that
+cancels to 0 in exact arithmetic keeps float32's rounding of its terms);
+the step loss within TOL. TOL is 3e-5: float32 against float64, where the
+chains' sums of up to a few hundred terms round at 1e-7 each (1.2e-5 the
+worst seen over 500 cases, a chain of two products).
 
-A control per model: one case's Python line is changed a little (exp of
-0.999 x, a factor 0.51 for 0.5, a transpose scaled by 1.001); the test
-must tell that gradient apart, or it could not see anything.
+A control per model: one case's first value is bent a little on the
+PyTorch side only (h + 0.05 h^2); the test must tell that gradient apart,
+or it could not see anything.
 """
 import math
 import os
@@ -45,7 +51,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
 from simplenet_ref import read_idx  # noqa: E402
 
-TOL = 1e-5
+TOL = 3e-5      # float32 against float64: 1.2e-5 seen over 500 cases (two products in a chain)
 BATCH = 16
 LR = 1e4
 MAX_ELEMS = 240     # per sample, after every op
@@ -275,8 +281,73 @@ def op_product(c):
         c.emit("torch.einsum(\"bij,bkj->bik\", %s, %s)" % (v, v), c.shape[:-1] + [m])
 
 
+def op_reduce_many(c):
+    """sum or mean over a tuple of dimensions, negative ones too"""
+    cand = non_batch(c)
+    if len(cand) < 2 or len(c.shape) <= 3:
+        return False
+    ds = sorted(c.rng.sample(cand, 2))
+    r = len(c.shape)
+    txt = ", ".join(str(d - r if c.rng.random() < 0.5 else d) for d in ds)
+    fn = c.rng.choice(["sum", "mean"])
+    keep = c.rng.random() < 0.5
+    s = [1 if i in ds else d for i, d in enumerate(c.shape)] if keep else [d for i, d in enumerate(c.shape) if i not in ds]
+    c.emit("%s.%s(dim = (%s), keepdim = %s)" % (c.var, fn, txt, keep), s)
+
+
+def op_expand(c):
+    """a 1 stretched (expand), then used: broadcasting's copy"""
+    cand = [i for i, d in enumerate(c.shape) if d == 1]
+    if not cand or elems(c.shape) * 3 > MAX_ELEMS:
+        return False
+    d = c.rng.choice(cand)
+    s = list(c.shape)
+    s[d] = 3
+    c.emit("%s.expand(%s) * 1.5" % (c.var, ", ".join("-1" if i != d else "3" for i in range(len(s)))), s)
+
+
+def op_ellipsis(c):
+    """x[..., k] and x[:, None]"""
+    if c.shape[-1] == 'N' or len(c.shape) <= 2:
+        return False
+    if c.rng.random() < 0.5:
+        k = c.rng.randint(0, c.shape[-1] - 1)
+        c.emit("%s[..., %d]" % (c.var, k), c.shape[:-1])
+    else:
+        if len(c.shape) >= 6:
+            return False
+        c.emit("%s[:, None]" % c.var, c.shape[:1] + [1] + c.shape[1:])
+
+
+def op_unbind(c):
+    """torch.unbind along a dimension of 2 or 3, the parts recombined"""
+    cand = [i for i in non_batch(c) if c.shape[i] in (2, 3)]
+    if not cand or len(c.shape) <= 2:
+        return False
+    d = c.rng.choice(cand)
+    parts = [c.new() for _ in range(c.shape[d])]
+    c.lines.append("%s = torch.unbind(%s, dim = %d)" % (", ".join(parts), c.var, d))
+    s = c.shape[:d] + c.shape[d + 1:]
+    c.var = parts[0]
+    c.emit(" + ".join("%s * %s" % (p, 1.0 + 0.5 * i) for i, p in enumerate(parts)), s)
+
+
+def op_bcast_product(c):
+    """a product broadcast over leading dimensions: [2, ..., M, K] @ [..., K, M]"""
+    r = len(c.shape)
+    if r < 3 or r >= 6 or c.b() >= r - 2:
+        return False
+    m, k = c.shape[-2], c.shape[-1]
+    if 2 * elems(c.shape) // k * m > MAX_ELEMS:
+        return False
+    v = c.var
+    c.emit("torch.matmul(torch.stack((%s, %s * 0.5), dim = 0), %s.transpose(-2, -1))" % (v, v, v),
+           [2] + c.shape[:-1] + [m])
+
+
 OPS = [op_permute, op_transpose, op_merge, op_split, op_slice, op_index, op_unsqueeze, op_squeeze, op_reduce,
-       op_bcast, op_unary, op_cat, op_chunk, op_product]
+       op_bcast, op_unary, op_cat, op_chunk, op_product, op_reduce_many, op_expand, op_ellipsis, op_unbind,
+       op_bcast_product]
 
 
 def make_case(k, rng):
@@ -357,15 +428,11 @@ class Model(nn.Module):
 
 
 def control_edit(case):
-    """a line of the case changed so that its result differs a little: None if none"""
-    for line in case.lines[1:]:
-        if "torch.exp(" in line:
-            return line, line.replace("torch.exp(", "torch.exp(0.999 * ", 1)
-        if " * 0.5" in line:
-            return line, line.replace(" * 0.5", " * 0.51", 1)
-        if ".transpose(" in line and "@" not in line and "matmul" not in line:
-            return line, line + " * 1.001"
-    return None
+    """the case's first value bent a little in PyTorch only (h + 0.05 h^2):
+    no chain here is blind to that, as one could be to a scale or a shift"""
+    line = case.lines[0]
+    v = line.split(" = ")[0]
+    return line, "%s; %s = %s + 0.05 * %s * %s" % (line, v, v, v, v)
 
 
 def main(argv):
@@ -429,11 +496,16 @@ def main(argv):
         if lerr > TOL:
             print("FAIL %s: step loss %.9g, PyTorch (float64) %.9g: rel err %.2e" % (name, loss_got, loss_ref, lerr))
             fails += 1
+        floor = 0.1 * float(np.median([np.linalg.norm(g["fc%d.weight" % c.k]) for c in cases]))
         for c in cases:
             errs = []
             for p in ("fc%d.weight" % c.k, "hd%d.weight" % c.k):
                 mine = (init[p].astype(np.float64) - got[p].astype(np.float64)) / LR
-                err = np.linalg.norm(mine - g[p]) / max(np.linalg.norm(g[p]), 1e-30)
+                # relative, but a gradient that cancels to (nearly) 0 in
+                # exact arithmetic (x - amax(x) over an expanded copy)
+                # carries float32's rounding of its terms: against a tenth
+                # of the model's median gradient
+                err = np.linalg.norm(mine - g[p]) / max(np.linalg.norm(g[p]), floor)
                 errs.append(err)
             e = max(errs)
             worst = max(worst, e)
@@ -441,23 +513,20 @@ def main(argv):
                 fails += 1
                 print("FAIL case %d of %s: gradient rel L2 %.2e (fc) %.2e (hd):\n    %s" %
                       (c.k, name, errs[0], errs[1], "\n    ".join(c.lines)))
-        # the control: one case's Python changed; its gradients must move
-        for c in cases:
-            edit = control_edit(c)
-            if not edit:
-                continue
-            torch.manual_seed(0)
-            alt = Model(cases, control=edit).double()
-            alt.load_state_dict({k: torch.from_numpy(v).double() for k, v in init.items()})
-            _, ga = grads(alt)
-            p = "fc%d.weight" % c.k
-            mine = (init[p].astype(np.float64) - got[p].astype(np.float64)) / LR
-            if np.linalg.norm(mine - ga[p]) / max(np.linalg.norm(ga[p]), 1e-30) <= TOL:
-                print("FAIL control: case %d of %s with '%s' for '%s' still agrees: the test sees nothing" %
-                      (c.k, name, edit[1], edit[0]))
-                fails += 1
-            controls_seen += 1
-            break
+        # the control: the case with the largest gradient, bent on the
+        # PyTorch side only; its gradient must move past TOL
+        c = max(cases, key=lambda c: np.linalg.norm(g["fc%d.weight" % c.k]))
+        edit = control_edit(c)
+        alt = Model(cases, control=edit).double()
+        alt.load_state_dict({k: torch.from_numpy(v).double() for k, v in init.items()})
+        _, ga = grads(alt)
+        p = "fc%d.weight" % c.k
+        mine = (init[p].astype(np.float64) - got[p].astype(np.float64)) / LR
+        if np.linalg.norm(mine - ga[p]) / max(np.linalg.norm(ga[p]), 1e-30) <= TOL:
+            print("FAIL control: case %d of %s with '%s' for '%s' still agrees: the test sees nothing" %
+                  (c.k, name, edit[1], edit[0]))
+            fails += 1
+        controls_seen += 1
         done += len(cases)
         model_no += 1
     print("tensor_props: %d cases in %d models, worst gradient rel L2 %.2e (tol %.0e), %d controls told apart; %s" %
