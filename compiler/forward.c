@@ -396,6 +396,14 @@ static const char *arith_sym(ExprKind k)
 
 static Val scalar_node(Sema *S, Op op, Val x, double a, double b, Loc loc)
 {
+    if (x.id >= 0 && ten_batch_dim(&x.s) > 0) {     /* the batch elsewhere: the ops over any layout */
+        if (op == OP_AFFINE)
+            return tfn_unary(S, OP_T_AFFINE, x, a, b, loc);
+        Val y = layer_node(S, OP_BC_SCALE, x.id, -1, x.s, loc);     /* OP_DIV_SCALAR: x / a */
+        if (y.id >= 0)
+            S->g->n[y.id]->ten.scale = a;
+        return y;
+    }
     Val y = layer_node(S, op, x.id, -1, x.s, loc);
     if (y.id >= 0) {
         S->g->n[y.id]->act.a = a;
@@ -439,25 +447,6 @@ static Operand arith(Sema *S, Operand a, ExprKind k, Operand b, Loc loc)
     Val x = a.is_const ? b.v : a.v;
     if (!arg_float32(loc, "the constant", c))
         return r;
-    if (ten_batch_dim(&x.s) > 0) {  /* the batch elsewhere: the ops over any layout */
-        if (k == E_DIV && (a.is_const || c == 0)) {
-            diag_error(loc, a.is_const ? "dividing a number by a tensor is not supported" : "division by zero");
-            return r;
-        }
-        if (k == E_DIV) {
-            r.v = layer_node(S, OP_BC_SCALE, x.id, -1, x.s, loc);
-            if (r.v.id >= 0)
-                S->g->n[r.v.id]->ten.scale = c;
-            return r;
-        }
-        r.v = layer_node(S, OP_T_AFFINE, x.id, -1, x.s, loc);
-        if (r.v.id >= 0) {
-            Node *n = S->g->n[r.v.id];
-            n->ten.lo = k == E_MUL ? c : k == E_SUB && a.is_const ? -1 : 1;
-            n->ten.hi = k == E_MUL ? 0 : k == E_SUB && !a.is_const ? -c : c;
-        }
-        return r;
-    }
     switch (k) {
     case E_ADD: r.v = scalar_node(S, OP_AFFINE, x, 1, c, loc); break;
     case E_SUB: r.v = a.is_const ? scalar_node(S, OP_AFFINE, x, -1, c, loc) : scalar_node(S, OP_AFFINE, x, 1, -c, loc);
@@ -579,12 +568,6 @@ static Val eval(Sema *S, const Expr *e)
         if (arg_const(e, &c) != 0)
             break;
         Val x = eval(S, e->a);
-        if (x.id >= 0 && ten_batch_dim(&x.s) > 0) {    /* the batch elsewhere: the op over any layout */
-            Val y = layer_node(S, OP_T_AFFINE, x.id, -1, x.s, e->loc);
-            if (y.id >= 0)
-                S->g->n[y.id]->ten.lo = -1, S->g->n[y.id]->ten.hi = 0;
-            return y;
-        }
         return x.id < 0 ? x : scalar_node(S, OP_AFFINE, x, -1, 0, e->loc);
     }
     default:

@@ -137,14 +137,6 @@ static Val reduce(Sema *S, const Expr *e, Op op)
     return keep ? y : view(S, y, ten_dropped(&x.s, axes), e->loc);
 }
 
-static Val unary(Sema *S, Op op, Val x, double lo, Loc loc)
-{
-    Val y = node(S, op, x, POISON, x.s, loc);
-    if (y.id >= 0)
-        S->g->n[y.id]->ten.lo = lo, S->g->n[y.id]->ten.hi = 0;
-    return y;
-}
-
 /* x.var(dim, unbiased = True, keepdim = False, correction = ...), x.std(...):
  * the two-pass formula, sum((x - mean)^2) / (count - correction), built
  * from the reductions (their gradients compose to torch's) */
@@ -185,12 +177,12 @@ static Val moments(Sema *S, const Expr *e, int sd)
         return POISON;
     }
     Val d = meth_broadcast(S, OP_BC_SUB, x, reduced(S, OP_T_MEAN, x, axes, e->loc), "-", e->loc);
-    Val v = reduced(S, OP_T_SUM, unary(S, OP_T_POW, d, 2, e->loc), axes, e->loc);
+    Val v = reduced(S, OP_T_SUM, tfn_unary(S, OP_T_POW, d, 2, 0, e->loc), axes, e->loc);
     v = node(S, OP_BC_SCALE, v, POISON, v.s, e->loc);
     if (v.id >= 0)
         S->g->n[v.id]->ten.scale = count - corr;
     if (sd)
-        v = unary(S, OP_T_SQRT, v, 0, e->loc);
+        v = tfn_unary(S, OP_T_SQRT, v, 0, 0, e->loc);
     return keep ? v : view(S, v, ten_dropped(&x.s, axes), e->loc);
 }
 
@@ -216,9 +208,8 @@ static Val norm(Sema *S, const Expr *e)
     const unsigned axes = reduce_axes(e, &x, a[2]);
     if (!axes)
         return POISON;
-    Val v = unary(S, OP_T_SQRT, reduced(S, OP_T_SUM, unary(S, OP_T_POW, x, 2, e->loc), axes, e->loc), 0, e->loc);
-    if (v.id >= 0)
-        S->g->n[v.id]->ten.lo = 1;
+    Val sq = reduced(S, OP_T_SUM, tfn_unary(S, OP_T_POW, x, 2, 0, e->loc), axes, e->loc);
+    Val v = tfn_unary(S, OP_T_SQRT, sq, 1, 0, e->loc);     /* lo 1: gradient 0 where the norm is */
     return keep ? v : view(S, v, ten_dropped(&x.s, axes), e->loc);
 }
 
@@ -239,9 +230,9 @@ static Val logsumexp(Sema *S, const Expr *e)
     if (!axes)
         return POISON;
     Val m = reduced(S, OP_T_AMAX, x, axes, e->loc);
-    Val t = unary(S, OP_T_EXP, meth_broadcast(S, OP_BC_SUB, x, m, "-", e->loc), 0, e->loc);
-    Val v = meth_broadcast(S, OP_BC_ADD, m, unary(S, OP_T_LOG, reduced(S, OP_T_SUM, t, axes, e->loc), 0, e->loc),
-                           "+", e->loc);
+    Val t = tfn_unary(S, OP_T_EXP, meth_broadcast(S, OP_BC_SUB, x, m, "-", e->loc), 0, 0, e->loc);
+    Val l = tfn_unary(S, OP_T_LOG, reduced(S, OP_T_SUM, t, axes, e->loc), 0, 0, e->loc);
+    Val v = meth_broadcast(S, OP_BC_ADD, m, l, "+", e->loc);
     return keep ? v : view(S, v, ten_dropped(&x.s, axes), e->loc);
 }
 

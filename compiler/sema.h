@@ -155,6 +155,7 @@ const char *tfn_list(void);                 /* the supported ones, sorted, one l
 Val tfn_call(Sema *S, const Expr *e);
 Val tfn_matmul(Sema *S, Val a, Val b, const char *fn, Loc loc);     /* a @ b */
 Val tfn_pow(Sema *S, Val x, const Expr *exponent, const char *fn, Loc loc);    /* x ** c */
+Val tfn_unary(Sema *S, Op op, Val x, double lo, double hi, Loc loc);   /* a one-operand tensor op, ten.lo/hi set */
 
 /* ---- methods.c: tensor functions and methods of any rank (meth_) -------- */
 int meth_handles(const char *name);         /* sum, mean, permute, chunk, ... (and those refused with a reason) */

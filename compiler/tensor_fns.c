@@ -14,7 +14,7 @@
 
 static const char *fname(const Expr *e) { return e->written ? e->written : e->s; }
 
-static Val unary(Sema *S, Val x, Op op, double lo, double hi, Loc loc)
+Val tfn_unary(Sema *S, Op op, Val x, double lo, double hi, Loc loc)
 {
     if (x.id < 0)
         return x;
@@ -51,8 +51,8 @@ static Val call_unary(Sema *S, const Expr *e, Op op)
         return POISON;
     Val x = S->eval(S, a[0]);
     if (op == OP_T_AFFINE)
-        return unary(S, x, op, -1, 0, e->loc);
-    return unary(S, x, op, op == OP_T_POW ? 2 : 0, 0, e->loc);
+        return tfn_unary(S, op, x, -1, 0, e->loc);
+    return tfn_unary(S, op, x, op == OP_T_POW ? 2 : 0, 0, e->loc);
 }
 
 Val tfn_pow(Sema *S, Val x, const Expr *exponent, const char *fn, Loc loc)
@@ -60,7 +60,7 @@ Val tfn_pow(Sema *S, Val x, const Expr *exponent, const char *fn, Loc loc)
     double c;
     if (!constant(exponent, "exponent", fn, &c) || x.id < 0)
         return POISON;
-    return unary(S, x, OP_T_POW, c, 0, loc);
+    return tfn_unary(S, OP_T_POW, x, c, 0, loc);
 }
 
 /* x.pow(2), torch.pow(x, 0.5) */
@@ -90,7 +90,7 @@ static Val call_clamp(Sema *S, const Expr *e)
         diag_error(e->loc, "%s needs min or max (or both)", fname(e));
         return POISON;
     }
-    return unary(S, x, OP_T_CLAMP, lo, hi, e->loc);
+    return tfn_unary(S, OP_T_CLAMP, x, lo, hi, e->loc);
 }
 
 /* torch.maximum(a, b), torch.minimum(a, b): tensors, broadcast */

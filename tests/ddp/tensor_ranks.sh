@@ -24,14 +24,18 @@ $PY "$here/../runtime/small_idx.py" "$data" "$t/d" 2000 200 >/dev/null || { echo
 common="--data $t/d --threads 1 --epochs 1 --shuffle on --seed 4"
 init="--init $t/init.st"
 
-# ---- (b) resume, one rank ------------------------------------------------------
-R=("$prog" $common --batch 32)
-"${R[@]}" $init --max-steps 50 --save "$t/ra.st" >/dev/null 2>&1
-"${R[@]}" $init --max-steps 25 --checkpoint "$t/rck.st" >/dev/null 2>&1
-"${R[@]}" --max-steps 50 --resume "$t/rck.st" --save "$t/rb.st" >"$t/or" 2>&1
-if cmp -s "$t/ra.st" "$t/rb.st"; then
-    ok "1 rank: stopped at step 25 with a checkpoint, resumed to 50: bitwise the uninterrupted run"
-else no "1 rank resumed differs from the uninterrupted run"; show "$t/or"; fi
+# ---- (b) resume: WHO TAG RUNNER...: 50 steps whole, and 25 + a resume to 50 --------
+resume() {
+    local who=$1 tag=$2
+    shift 2
+    "$@" $init --max-steps 50 --save "$t/${tag}a.st" >/dev/null 2>&1
+    "$@" $init --max-steps 25 --checkpoint "$t/${tag}ck.st" >/dev/null 2>&1
+    "$@" --max-steps 50 --resume "$t/${tag}ck.st" --save "$t/${tag}b.st" >"$t/o$tag" 2>&1
+    if cmp -s "$t/${tag}a.st" "$t/${tag}b.st"; then
+        ok "$who: stopped at step 25 with a checkpoint, resumed to 50: bitwise the uninterrupted run"
+    else no "$who resumed differs from the uninterrupted run"; show "$t/o$tag"; fi
+}
+resume "1 rank" r "$prog" $common --batch 32
 
 if ! command -v mpirun >/dev/null 2>&1 || ! strings "$prog" | grep -q MPI_Init_thread; then
     skip_part "2 ranks (no mpirun, or the program was built without MPI)"
@@ -49,13 +53,6 @@ if $PY "$here/compare.py" "$t/w1.st" "$t/w2.st" "$t/s1.csv" "$t/s2.csv" "$t/m1.c
 then ok "2 ranks x 16 = 1 rank x 32: $(tail -n 1 "$t/cmp")"
 else no "2 ranks x 16 vs 1 rank x 32:"; show "$t/cmp"; fi
 
-# ---- (b) resume, two ranks ------------------------------------------------------------
-P=(mpirun -np 2 "$prog" $common --batch 16)
-"${P[@]}" $init --max-steps 50 --save "$t/pa.st" >/dev/null 2>&1
-"${P[@]}" $init --max-steps 25 --checkpoint "$t/pck.st" >/dev/null 2>&1
-"${P[@]}" --max-steps 50 --resume "$t/pck.st" --save "$t/pb.st" >"$t/op" 2>&1
-if cmp -s "$t/pa.st" "$t/pb.st"; then
-    ok "2 ranks: stopped at step 25, resumed to 50: bitwise the uninterrupted run"
-else no "2 ranks resumed differs from the uninterrupted run"; show "$t/op"; fi
+resume "2 ranks" p mpirun -np 2 "$prog" $common --batch 16
 echo "tensor-ranks: $fails failed"
 [ "$fails" -eq 0 ]

@@ -1023,12 +1023,16 @@ static int t_input(Shape s, int positive)
     return id;
 }
 
-/* y = op(x) with the node's tensor attributes from `t` (a Node carrying them) */
-static int check_t1(const char *what, Op op, Shape sx, Shape sy, const Node *t, int positive)
+/* y = op(inputs) with the node's tensor attributes from `t` (a Node
+ * carrying them, or NULL); the last input positive when asked (log, sqrt,
+ * a divisor) */
+static int check_tn(const char *what, Op op, int nin, const Shape *in, Shape sy, const Node *t, int positive_last)
 {
     reset();
-    int x = t_input(sx, positive);
-    int y = ir_add(g, op, 1, &x, sy, DT_F32, (Loc){0});
+    int x[2];
+    for (int k = 0; k < nin; k++)
+        x[k] = t_input(in[k], positive_last && k == nin - 1);
+    int y = ir_add(g, op, nin, x, sy, DT_F32, (Loc){0});
     if (t)
         g->n[y]->ten = t->ten;
     const char *why = ten_verify(g, g->n[y]);
@@ -1037,23 +1041,17 @@ static int check_t1(const char *what, Op op, Shape sx, Shape sy, const Node *t, 
         return 1;
     }
     int w = t_input(sy, 0);
-    return check(what, y, w, RED_SUM, &x, 1);
+    return check(what, y, w, RED_SUM, x, nin);
+}
+
+static int check_t1(const char *what, Op op, Shape sx, Shape sy, const Node *t, int positive)
+{
+    return check_tn(what, op, 1, &sx, sy, t, positive);
 }
 
 static int check_t2(const char *what, Op op, Shape sa, Shape sb, Shape sy, const Node *t, int positive_b)
 {
-    reset();
-    int a = t_input(sa, 0), b = t_input(sb, positive_b);
-    int y = ir_add(g, op, 2, (int[]){a, b}, sy, DT_F32, (Loc){0});
-    if (t)
-        g->n[y]->ten = t->ten;
-    const char *why = ten_verify(g, g->n[y]);
-    if (why) {
-        printf("FAIL %-28s shape rule: %s\n", what, why);
-        return 1;
-    }
-    int w = t_input(sy, 0);
-    return check(what, y, w, RED_SUM, (int[]){a, b}, 2);
+    return check_tn(what, op, 2, (Shape[]){sa, sb}, sy, t, positive_b);
 }
 
 static Shape sh3(int64_t a, int64_t b, int64_t c) { return ir_shape(3, a, b, c); }
