@@ -90,10 +90,14 @@ const char *arg_show(const Expr *e)
     case E_CALL: return util_fmt("%s(...)", e->s);
     case E_TUPLE: return "a tuple";
     case E_NEG: return util_fmt("-%s", arg_show(e->a));
-    case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_FDIV: case E_POW:
+    case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_FDIV: case E_MOD: case E_POW:
         return util_fmt("%s %s %s", arg_show(e->a), arith_text(e->kind), arg_show(e->b));
     case E_MATMUL: return util_fmt("%s @ %s", arg_show(e->a), arg_show(e->b));
-    case E_CMP: return util_fmt("%s (a comparison) %s", arg_show(e->a), arg_show(e->b));
+    case E_CMP: return util_fmt("%s %s %s", arg_show(e->a), e->i == 'G' ? ">=" : e->i == 'L' ? "<=" : e->i == '=' ? "=="
+                                : e->i == '!' ? "!=" : e->i == '>' ? ">" : "<", arg_show(e->b));
+    case E_AND: return util_fmt("%s & %s", arg_show(e->a), arg_show(e->b));
+    case E_OR: return util_fmt("%s | %s", arg_show(e->a), arg_show(e->b));
+    case E_NOT: return util_fmt("~%s", arg_show(e->a));
     case E_INDEX: return util_fmt("%s[...]", arg_show(e->a));
     case E_SLICE: return "a slice";
     case E_ELLIPSIS: return "...";
@@ -103,7 +107,7 @@ const char *arg_show(const Expr *e)
 
 static const char *arith_text(ExprKind k)
 {
-    return k == E_ADD ? "+" : k == E_SUB ? "-" : k == E_MUL ? "*" : k == E_DIV ? "/" : k == E_POW ? "**" : "//";
+    return k == E_ADD ? "+" : k == E_SUB ? "-" : k == E_MUL ? "*" : k == E_DIV ? "/" : k == E_POW ? "**" : k == E_MOD ? "%" : "//";
 }
 
 /* Folds constant arithmetic as Python does: 16 * 5 * 5 and 28 // 2 are
@@ -131,6 +135,19 @@ static int number(const Expr *e, double *f, int64_t *i, int *is_int)
         }
         return r;
     }
+    /* float('-inf'), math.inf: a mask's fill */
+    if ((e->kind == E_CALL && strcmp(e->s, "float") == 0 && e->nargs == 1 && !e->args[0]->key
+         && e->args[0]->val->kind == E_STR) || (e->kind == E_NAME && strcmp(e->s, "math.inf") == 0)) {
+        const char *t = e->kind == E_NAME ? "inf" : e->args[0]->val->s;
+        const int neg = *t == '-';
+        t += *t == '-' || *t == '+';
+        if (strcmp(t, "inf") != 0 && strcmp(t, "infinity") != 0) {
+            diag_error(e->loc, "float(\"%s\") is not a number here (float('inf') and float('-inf') are)", t);
+            return -1;
+        }
+        *f = neg ? -INFINITY : INFINITY, *is_int = 0, *i = 0;
+        return 1;
+    }
     /* math.sqrt(d), as attention scales: a method of the name math */
     if (e->kind == E_CALL && strcmp(e->s, "sqrt") == 0 && e->nargs == 2 && !e->args[1]->key
         && e->args[0]->val->kind == E_NAME && strcmp(e->args[0]->val->s, "math") == 0) {
@@ -143,7 +160,7 @@ static int number(const Expr *e, double *f, int64_t *i, int *is_int)
             *f = sqrt(*f), *is_int = 0, *i = (int64_t)*f;
         return r;
     }
-    if (e->kind != E_ADD && e->kind != E_SUB && e->kind != E_MUL && e->kind != E_DIV && e->kind != E_FDIV
+    if (e->kind != E_ADD && e->kind != E_SUB && e->kind != E_MUL && e->kind != E_DIV && e->kind != E_FDIV && e->kind != E_MOD
         && e->kind != E_POW)
         return 0;
     double fa, fb;
@@ -154,7 +171,7 @@ static int number(const Expr *e, double *f, int64_t *i, int *is_int)
         return -1;
     if (ra == 0 || rb == 0)
         return 0;
-    if ((e->kind == E_DIV || e->kind == E_FDIV) && fb == 0) {
+    if ((e->kind == E_DIV || e->kind == E_FDIV || e->kind == E_MOD) && fb == 0) {
         diag_error(e->loc, "division by zero");
         return -1;
     }
@@ -194,6 +211,10 @@ static int number(const Expr *e, double *f, int64_t *i, int *is_int)
         case E_ADD: over = __builtin_add_overflow(ia, ib, &r); break;
         case E_SUB: over = __builtin_sub_overflow(ia, ib, &r); break;
         case E_MUL: over = __builtin_mul_overflow(ia, ib, &r); break;
+        case E_MOD:     /* the divisor's sign, as Python's % (C's takes the dividend's) */
+            r = ib == -1 ? 0 : ia % ib;
+            r += r != 0 && (r < 0) != (ib < 0) ? ib : 0;
+            break;
         default:    /* E_FDIV: floor, as Python's // (C's / truncates) */
             over = ia == INT64_MIN && ib == -1;
             r = over ? 0 : ia / ib - ((ia % ib != 0) && ((ia < 0) != (ib < 0)));
@@ -212,6 +233,7 @@ static int number(const Expr *e, double *f, int64_t *i, int *is_int)
     case E_SUB: *f = fa - fb; break;
     case E_MUL: *f = fa * fb; break;
     case E_DIV: *f = fa / fb; break;
+    case E_MOD: *f = fa - fb * floor(fa / fb); break;
     default: *f = floor(fa / fb); break;
     }
     if (!isfinite(*f)) {

@@ -26,9 +26,13 @@ typedef enum {
     E_MUL,      /* a * b */
     E_DIV,      /* a / b          true division, as Python's */
     E_FDIV,     /* a // b         floor division */
+    E_MOD,      /* a % b          Python's remainder (the divisor's sign) */
     E_MATMUL,   /* a @ b */
     E_POW,      /* a ** b */
-    E_CMP,      /* a > b, a == b, ...: refused (boolean tensors) */
+    E_CMP,      /* a > b, a == b, ...: i the operator: '>', 'G' (>=), '<', 'L' (<=), '=' (==), '!' (!=) */
+    E_AND,      /* a & b          logical, of booleans */
+    E_OR,       /* a | b */
+    E_NOT,      /* ~a             a */
     E_INDEX,    /* a[args]        args: E_SLICE, E_ELLIPSIS or index expressions */
     E_SLICE,    /* a:b:c          a, b, c, each NULL when left out */
     E_ELLIPSIS, /* ... */

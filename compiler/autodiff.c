@@ -427,6 +427,38 @@ static void rule_t_maximum(RULE_ARGS)
         }
 }
 
+/* tril / triu: dy where the triangle kept x */
+static void rule_t_tril(RULE_ARGS) { accumulate(a, n->in[0], bwd(a, n->op, 1, &dy, &n->shape, n)); }
+
+/* dy where the mask sends (fill 0 elsewhere): op FILL_IF or KEEP_IF */
+static int masked(Ad *a, Op op, int dy, int mask, const Node *like)
+{
+    const int d = bwd(a, op, 2, (int[]){dy, mask}, &like->shape, like);
+    a->g->n[d]->ten.lo = 0;
+    return d;
+}
+
+/* where(c, x, y): dy to x where c holds, to y elsewhere */
+static void rule_t_where(RULE_ARGS)
+{
+    for (int k = 1; k < 3; k++)
+        if (a->needs[n->in[k]])
+            accumulate(a, n->in[k], unbroadcast(a, masked(a, k == 1 ? OP_T_KEEP_IF : OP_T_FILL_IF, dy, n->in[0], n),
+                                                shape_of(a, n->in[k]), n));
+}
+
+/* masked_fill(x, m, v): dy where x was kept; where(m, x, v) alike */
+static void rule_t_fill_if(RULE_ARGS)
+{
+    accumulate(a, n->in[0], unbroadcast(a, masked(a, n->op, dy, n->in[1], n), shape_of(a, n->in[0]), n));
+}
+
+/* gather: each dy back to the place its index took it from */
+static void rule_t_gather(RULE_ARGS)
+{
+    accumulate(a, n->in[0], bwd(a, OP_T_GATHER_GRAD, 2, (int[]){dy, n->in[1]}, shape_of(a, n->in[0]), n));
+}
+
 /* C = op(A) op(B): each operand's gradient is a product of dC with the
  * other, oriented as the operand is stored, then summed over the leading
  * dimensions it was broadcast along */
@@ -499,6 +531,8 @@ void ad_grad(Graph *g, int y, int dy, const int *wrt, int nwrt, int *out)
         a.grad[i] = -1;
         for (int k = 0; k < g->n[i]->nin; k++)
             a.needs[i] |= a.needs[g->n[i]->in[k]];
+        if (g->n[i]->dt == DT_I64 || g->n[i]->dt == DT_BOOL)
+            a.needs[i] = 0;     /* an index or a mask: no gradient flows through it */
     }
     /* grad[] only ever holds ids of nodes that existed at entry or were
      * created here; it is indexed by pre-existing ids only. */

@@ -53,7 +53,11 @@ typedef enum { K_DATA, K_PARAM, K_VIEW, K_EW, K_MATMUL, K_RED, K_ROW, K_OPT, K_C
 /* ops.def's FUSE and EVAL columns */
 enum { F_EPI = 1, F_CONV_EPI = 2 };
 typedef enum { EV_SAME, EV_VIEW, EV_RUNNING, EV_TRAIN } OpEval;
-typedef enum { DT_F32, DT_I32 } DType;
+/* DT_I64 and DT_BOOL are PyTorch's integer and boolean tensors inside
+ * forward (indices, masks): exact integers held in float slots (every
+ * index the shapes allow is below MAX_DIM = 2^24, where a float is exact),
+ * so every kernel reads one element type; no gradient flows through them. */
+typedef enum { DT_F32, DT_I32, DT_I64, DT_BOOL } DType;
 typedef enum { PH_FWD, PH_LOSS, PH_BWD, PH_OPT } Phase;
 typedef enum { RED_MEAN, RED_SUM, RED_NONE } Reduction;
 
@@ -131,7 +135,9 @@ typedef struct Node {
             double scale;   /* BC_SCALE: the divisor (a mean's count; -1 negates) */
             double lo, hi;  /* T_POW: the exponent (lo); T_CLAMP: the bounds; T_AFFINE: x * lo + hi */
             int ta, tb;     /* T_BMM: the operand is transposed (its last two dimensions) */
-        } ten;
+        } ten;          /* T_FULL: the value (lo); T_ARANGE: lo + hi * i; T_TRIL/TRIU: the diagonal (lo);
+                           T_*C comparisons, T_FILL_IF, T_KEEP_IF: the constant (lo); T_GATHER*: the
+                           dimension (axis); T_ARGMAX/ARGMIN: it as axes */
         struct {
             double a, b;    /* LEAKY_RELU: negative_slope; ELU: alpha; SOFTPLUS: beta, threshold;
                                HARDTANH: min_val, max_val (and their gradients); AFFINE: x * a + b;
@@ -185,6 +191,7 @@ extern const double op_flops[OP_COUNT], op_rd[OP_COUNT], op_wr[OP_COUNT];
 extern const OpEval op_eval[OP_COUNT];
 
 Graph *ir_new(void);
+const char *ir_dtype_text(DType t);     /* "f32", "i64", ... */
 int ir_add(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, Loc loc);
 int ir_param(Graph *g, const char *name, Shape s, int init, int64_t fan_in, Loc loc);
 /* A PyTorch buffer: saved and loaded under its name, never trained. */
@@ -219,6 +226,8 @@ int64_t ten_slice_len(int64_t start, int64_t stop, int64_t step);  /* elements o
 unsigned ten_stretched(const Shape *from, const Shape *to);       /* the axes a broadcast's gradient sums */
 int ten_view_ok(const Shape *from, const Shape *to); /* a reshape keeping the layout (the batch's place) */
 const char *ten_verify(const Graph *g, const Node *n);  /* NULL, or what is wrong */
+const char *ten_dtype_check(const Graph *g, const Node *n); /* NULL, or what is wrong with its dtype */
+DType ten_dtype(const Graph *g, Op op, int nin, const int *in, DType given);   /* PyTorch's promotion */
 const char *ten_bmm_shape(const Shape *a, const Shape *b, int ta, int tb, Shape *out); /* NULL, or why not */
 int ten_is_reduction(Op op);            /* T_SUM ... T_COUNT_EQ: a result element loops over the reduced ones */
 
@@ -655,6 +664,7 @@ void emit_pool_chain_cuda(const Emit *m, rt_cuda_launch *L);
 /* emit_tensor.c: the body of a G_TENSOR kernel (an op over tensors of any rank, tensor.c). */
 void emit_tensor_c(const Emit *m);
 void emit_tensor_cuda(const Emit *m, rt_cuda_launch *L);
+char *emit_tensor_prelude(const char *qual);   /* their helpers (cddp_index), for both preludes */
 /* emit_norm.c: the body of a G_NORM kernel (softmax, log_softmax, layer_norm and their gradients). */
 void emit_norm_c(const Emit *m);
 void emit_norm_cuda(const Emit *m, rt_cuda_launch *L);

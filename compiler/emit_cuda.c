@@ -115,7 +115,7 @@ static const char prelude16[] =
  * freed between compilations, util_free_all). */
 const char *emit_cuda_prelude(int prec)
 {
-    return util_fmt("%s%s%s\n", prelude, prec != RT_PREC_FP32 ? prelude16 : "",
+    return util_fmt("%s%s%s%s\n", prelude, emit_tensor_prelude("__device__ __forceinline__"), prec != RT_PREC_FP32 ? prelude16 : "",
                     CDDP_DROP_RNG_TEXT(__device__ __forceinline__));
 }
 

@@ -248,6 +248,7 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n");
     fprintf(f, "#include \"cddprt.h\"\n");
     fprintf(f, "%s\n", CDDP_DROP_RNG_TEXT(static inline));     /* dropout's random stream */
+    fputs(emit_tensor_prelude("static inline"), f);
     emit_c_kernels(f, train);
     emit_c_kernels(f, eval);
     emit_plan_table(f, train, "train", cp->launch[0]);

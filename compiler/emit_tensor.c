@@ -86,7 +86,8 @@ static char *constant(double v)
 }
 
 /* formula with $k replaced by x<k>, $c by the node's ten.scale, $a and $b
- * by its ten.lo and ten.hi */
+ * by its ten.lo and ten.hi, $q and $r by the last coordinate and the one
+ * before */
 static char *expand(const Node *n)
 {
     const char *p = op_formula[n->op];
@@ -94,6 +95,8 @@ static char *expand(const Node *n)
     for (; *p; p++) {
         if (p[0] == '$' && p[1] >= '0' && p[1] <= '9')
             out = util_fmt("%sx%c", out, *++p);
+        else if (p[0] == '$' && (p[1] == 'q' || p[1] == 'r'))
+            out = util_fmt("%si%d", out, n->shape.rank - (*++p == 'q' ? 1 : 2));
         else if (p[0] == '$' && p[1] == 'c')
             out = util_fmt("%s%s", out, util_cfloat(n->ten.scale)), p++;
         else if (p[0] == '$' && (p[1] == 'a' || p[1] == 'b'))
@@ -102,6 +105,22 @@ static char *expand(const Node *n)
             out = util_fmt("%s%c", out, *p);
     }
     return out;
+}
+
+/* Index tensor ix read where it broadcasts to shape `at` at the element's
+ * coordinates, with `along` for coordinate a, as an int64 within [0, len):
+ * an index out of range is clamped (PyTorch raises; a kernel cannot, and
+ * a read past the source must not happen) */
+static char *index_at(const Emit *m, int ix, const Shape *at, int a, const char *along, int64_t len)
+{
+    const Shape *is = &ex_node(m, ix)->shape;
+    char *o = util_strdup("0");
+    for (int d = 0; d < at->rank; d++) {
+        const int j = d - (at->rank - is->rank);
+        if (j >= 0 && is->d[j] != 1)
+            o = util_fmt("%s + %s * %s", o, d == a ? along : util_fmt("i%d", d), stride(is, j));
+    }
+    return util_fmt("cddp_index(b%d[%s], %lld)", plan_source(m->p, ix), o, (long long)len);
 }
 
 /* The body of element e (coordinates decoded) of node n. */
@@ -163,6 +182,37 @@ static void body(const Emit *m, const Node *n, const char *ind)
         fprintf(f, "%sv%d = first_ ? va_ : vb_;\n", ind, n->id);
         return;
     }
+    case OP_T_GATHER: {     /* x at the result's coordinates, the index's along the axis */
+        const int a = n->ten.axis;
+        char *st[MAX_RANK];
+        for (int d = 0; d < s->rank; d++)
+            st[d] = d == a || xs->d[d] == 1 ? NULL : stride(xs, d);
+        fprintf(f, "%sconst int64_t k_ = %s;\n", ind, index_at(m, n->in[1], s, a, util_fmt("i%d", a), xs->d[a]));
+        fprintf(f, "%sv%d = b%d[%s + k_ * %s];\n", ind, n->id, x, offset(NULL, st, s->rank), stride(xs, a));
+        return;
+    }
+    case OP_T_GATHER_GRAD: {    /* s: the source's shape; xs: dy's, the gather's result */
+        const int a = n->ten.axis;
+        /* a place beyond dy's extent beside the axis was never gathered */
+        char *in_range = util_strdup("1");
+        for (int d = 0; d < s->rank; d++)
+            if (d != a && xs->d[d] != s->d[d])
+                in_range = util_fmt("%s && i%d < %s", in_range, d, ex_dim(xs->d[d]));
+        char *st[MAX_RANK];
+        for (int d = 0; d < s->rank; d++)
+            st[d] = d == a || xs->d[d] == 1 ? NULL : stride(xs, d);
+        /* dy's places along the axis in order, each added where its index
+         * names this one: one order on every run and target, no atomics */
+        fprintf(f, "%sdouble acc = 0.0;\n%sif (%s) {\n", ind, ind, in_range);
+        fprintf(f, "%s    const int64_t o_ = %s;\n", ind, offset(NULL, st, s->rank));
+        fprintf(f, "%s    for (int64_t j_ = 0; j_ < %lld; j_++) {\n", ind, (long long)xs->d[a]);
+        fprintf(f, "%s        const int64_t k_ = %s;\n", ind, index_at(m, n->in[1], xs, a, "j_", s->d[a]));
+        fprintf(f, "%s        const float d_ = b%d[o_ + j_ * %s];\n", ind, x, stride(xs, a));
+        fprintf(f, "%s        acc += k_ == i%d ? (double)d_ : 0.0;\n", ind, a);
+        fprintf(f, "%s    }\n%s}\n", ind, ind);
+        fprintf(f, "%sv%d = (float)acc;\n", ind, n->id);
+        return;
+    }
     default:
         break;
     }
@@ -179,8 +229,10 @@ static void body(const Emit *m, const Node *n, const char *ind)
         for (int k = 0; k < nred; k++)
             rs.d[k] = xs->d[red[k]];
         fprintf(f, "%sconst int64_t o_ = %s;\n", ind, offset(NULL, st, s->rank));
-        const int mx = n->op == OP_T_AMAX || n->op == OP_T_AMIN;
-        if (mx)
+        const int mx = n->op == OP_T_AMAX || n->op == OP_T_AMIN, arg = n->op == OP_T_ARGMAX || n->op == OP_T_ARGMIN;
+        if (arg)    /* torch's: the first extreme, a NaN the first of all */
+            fprintf(f, "%sfloat best_ = 0.0f;\n%sint64_t acc = 0;\n", ind, ind);
+        else if (mx)
             fprintf(f, "%sfloat acc = %s;\n", ind, n->op == OP_T_AMAX ? "-INFINITY" : "INFINITY");
         else
             fprintf(f, "%sdouble acc = 0.0;\n", ind);
@@ -198,6 +250,10 @@ static void body(const Emit *m, const Node *n, const char *ind)
         case OP_T_AMAX: fprintf(f, "%sacc = v > acc || v != v ? v : acc;\n", in2); break;  /* NaN wins, as torch */
         case OP_T_AMIN: fprintf(f, "%sacc = v < acc || v != v ? v : acc;\n", in2); break;
         case OP_T_COUNT_EQ: fprintf(f, "%sacc += v == y_ ? 1.0 : 0.0;\n", in2); break;
+        case OP_T_ARGMAX: case OP_T_ARGMIN:
+            fprintf(f, "%sif (k == 0 || (best_ == best_ && (v != v || v %c best_))) {\n%s    best_ = v;\n"
+                    "%s    acc = k;\n%s}\n", in2, n->op == OP_T_ARGMAX ? '>' : '<', in2, in2, in2);
+            break;
         default: fprintf(f, "%sacc += (double)v;\n", in2); break;
         }
         fprintf(f, "%s}\n", ind);
@@ -347,6 +403,15 @@ void emit_tensor_cuda(const Emit *m, rt_cuda_launch *L)
     } else {
         L->gfix[0] = (unsigned)((per + THREADS - 1) / THREADS);
     }
+}
+
+/* The kernels' helpers, qualified for the target (static inline, or
+ * __device__ __forceinline__): an index held in a float slot as an
+ * in-range int64 (index_at). */
+char *emit_tensor_prelude(const char *qual)
+{
+    return util_fmt("%s int64_t cddp_index(float v, int64_t len)\n{\n"
+                    "    const int64_t k = (int64_t)v;\n    return k < 0 ? 0 : k >= len ? len - 1 : k;\n}\n", qual);
 }
 
 int emit_tensor_ten_is_reduction(Op op) { return ten_is_reduction(op); }

@@ -3,6 +3,7 @@
  * additions, each checked for shape before its node is built (a node is
  * only ever built from checked operands, so the graph is valid whenever no
  * error was reported). */
+#include <math.h>
 #include <string.h>
 #include <strings.h>
 
@@ -41,19 +42,20 @@ static int is_function(const char *name)
 /* Every function's name, sorted, for "supported functions: ..." */
 static const char *function_list(void)
 {
-    const char *names[96];
+    enum { MAXN = 192 };
+    const char *names[MAXN];
     int n = 0;
     for (int i = 0; i < NFUNCTIONS; i++)
         names[n++] = functions[i];
-    for (int i = 0; n < 96 && layer_act_fn_name(i); i++)
+    for (int i = 0; n < MAXN && layer_act_fn_name(i); i++)
         if (*layer_act_fn_name(i))
             names[n++] = layer_act_fn_name(i);
-    for (int i = 0; n < 96 && layer_fn_name(i); i++)
+    for (int i = 0; n < MAXN && layer_fn_name(i); i++)
         names[n++] = layer_fn_name(i);
     /* the functions over any shape: their lists split at the commas */
-    const char *more[2] = {meth_list(), tfn_list()};
-    for (int k = 0; k < 2; k++)
-        for (char *w = strtok(util_strdup(more[k]), ", "); w && n < 96; w = strtok(NULL, ", "))
+    const char *more[3] = {meth_list(), tfn_list(), tint_list()};
+    for (int k = 0; k < 3; k++)
+        for (char *w = strtok(util_strdup(more[k]), ", "); w && n < MAXN; w = strtok(NULL, ", "))
             names[n++] = w;
     for (int i = 1; i < n; i++)
         for (int j = i; j > 0 && strcasecmp(names[j - 1], names[j]) > 0; j--) {
@@ -164,8 +166,10 @@ static Val eval_view(Sema *S, const Expr *e)
         dims = (const Arg *const *)dims[0]->val->args;
         n = dims[0] ? e->args[1]->val->nargs : 0;
     }
-    if (n < 2 || n > MAX_RANK) {
-        diag_error(e->loc, "%s needs 2 to %d dimensions, the batch first, got %d", fn, MAX_RANK, n);
+    const int batched = x.id < 0 || ten_batch_dim(&x.s) >= 0;  /* a constant has no batch */
+    if (n < 2 - !batched || n > MAX_RANK) {
+        diag_error(e->loc, "%s needs %d to %d dimensions%s, got %d", fn, 2 - !batched, MAX_RANK,
+                   batched ? ", the batch first" : "", n);
         return POISON;
     }
     Shape s = {n, {0}};
@@ -197,6 +201,22 @@ static Val eval_view(Sema *S, const Expr *e)
     }
     if (!ok || x.id < 0)
         return POISON;
+    if (!batched) {     /* a constant's view: -1 inferred from its elements */
+        const int64_t all = ir_row_elems(&x.s);
+        if (batch >= 0) {
+            diag_error(dims[batch]->val->loc, "%s of %s, a tensor without the batch, cannot have the batch's size",
+                       fn, ir_shape_str(&x.s));
+            return POISON;
+        }
+        if (infer >= 0 && !over && known > 0 && all % known == 0)
+            s.d[infer] = all / known, known = all;
+        if (over || known != all) {
+            diag_error(e->loc, "%s of %s (%lld elements) as %s", fn, ir_shape_str(&x.s), (long long)all,
+                       ir_shape_str(&s));
+            return POISON;
+        }
+        return ir_same_shape(&s, &x.s) ? x : layer_node(S, OP_RESHAPE, x.id, -1, s, e->loc);
+    }
     if (batch < 0 && s.d[0] != -2) {
         diag_error(dims[0]->val->loc, "the batch's dimension is not in the shape (got %lld first): -1 or x.size(0) "
                    "first, or x.size(i) where it is (the batch size is not known when compiling)", (long long)s.d[0]);
@@ -300,6 +320,8 @@ static Val eval_call(Sema *S, const Expr *e)
     int ok = 1;
     if (li < 0 && strcmp(e->s, "dropout") == 0)
         return eval_dropout(S, e);
+    if (li < 0 && tint_handles(e->s))
+        return tint_call(S, e);
     if (li < 0 && meth_handles(e->s))
         return meth_call(S, e);
     if (li < 0 && tfn_handles(e->s))
@@ -419,8 +441,9 @@ static Operand arith(Sema *S, Operand a, ExprKind k, Operand b, Loc loc)
     Operand r = {0, 0, POISON};
     if (a.is_const && b.is_const) {     /* 2 * 3 * x: (2 * 3) first */
         r.is_const = 1;
-        r.c = k == E_ADD ? a.c + b.c : k == E_SUB ? a.c - b.c : k == E_MUL ? a.c * b.c : a.c / b.c;
-        if ((k == E_DIV || k == E_FDIV) && b.c == 0) {
+        r.c = k == E_ADD ? a.c + b.c : k == E_SUB ? a.c - b.c : k == E_MUL ? a.c * b.c : k == E_DIV ? a.c / b.c
+              : k == E_FDIV ? floor(a.c / b.c) : a.c - b.c * floor(a.c / b.c);
+        if ((k == E_DIV || k == E_FDIV || k == E_MOD) && b.c == 0) {
             diag_error(loc, "division by zero");
             r = (Operand){0, 0, POISON};
         }
@@ -428,14 +451,27 @@ static Operand arith(Sema *S, Operand a, ExprKind k, Operand b, Loc loc)
     }
     if ((!a.is_const && a.v.id < 0) || (!b.is_const && b.v.id < 0))
         return r;
-    if (k == E_FDIV) {
-        diag_error(loc, "'//' of a tensor is not supported (floor division); use '/'");
+    if (k == E_FDIV || k == E_MOD) {
+        /* an index by a whole number: i // 2, i % 2 */
+        const Val x = a.is_const ? b.v : a.v;
+        if (!a.is_const && b.is_const && S->g->n[x.id]->dt == DT_I64 && b.c == floor(b.c) && b.c != 0) {
+            r.v = tfn_unary(S, k == E_FDIV ? OP_T_FLOORDIV_C : OP_T_MOD_C, x, b.c, 0, loc);
+            return r;
+        }
+        diag_error(loc, "'%s' is supported between an i64 tensor and a whole number only (floor division and "
+                   "remainder have no gradient); use '/' for floats", k == E_FDIV ? "//" : "%");
         return r;
     }
     if (!a.is_const && !b.is_const) {
         /* one shape, the batch first: the elementwise ops (fused); else
          * broadcast (tensor.c) */
-        if (k != E_DIV && ir_same_shape(&a.v.s, &b.v.s) && ten_batch_dim(&a.v.s) <= 0) {
+        const DType ta = S->g->n[a.v.id]->dt, tb = S->g->n[b.v.id]->dt;
+        if (ta == DT_BOOL && tb == DT_BOOL && k != E_MUL) {
+            diag_error(loc, "'%s' of two bool tensors is not supported (PyTorch's is a logical or, or an error); "
+                       "use '|', or .long() to count", arith_sym(k));
+            return r;
+        }
+        if (k != E_DIV && ir_same_shape(&a.v.s, &b.v.s) && ten_batch_dim(&a.v.s) <= 0 && ta == DT_F32 && tb == DT_F32) {
             r.v = layer_node(S, k == E_ADD ? OP_ADD : k == E_SUB ? OP_SUB : OP_MUL, a.v.id, b.v.id, a.v.s, loc);
             return r;
         }
@@ -447,6 +483,17 @@ static Operand arith(Sema *S, Operand a, ExprKind k, Operand b, Loc loc)
     Val x = a.is_const ? b.v : a.v;
     if (!arg_float32(loc, "the constant", c))
         return r;
+    const DType tx = S->g->n[x.id]->dt;
+    if (tx != DT_F32 && k != E_DIV) {
+        /* an index or a mask with a number: an i64 while the number is whole
+         * (arange(T) * 2 + 1), a float otherwise, as PyTorch promotes */
+        const double m = k == E_MUL ? c : k == E_SUB && a.is_const ? -1 : 1;
+        const double add = k == E_MUL ? 0 : k == E_SUB && !a.is_const ? -c : c;
+        r.v = tfn_unary(S, OP_T_AFFINE, x, m, add, loc);
+        if (r.v.id >= 0)
+            S->g->n[r.v.id]->dt = c == floor(c) ? DT_I64 : DT_F32;
+        return r;
+    }
     switch (k) {
     case E_ADD: r.v = scalar_node(S, OP_AFFINE, x, 1, c, loc); break;
     case E_SUB: r.v = a.is_const ? scalar_node(S, OP_AFFINE, x, -1, c, loc) : scalar_node(S, OP_AFFINE, x, 1, -c, loc);
@@ -467,7 +514,8 @@ static Operand arith(Sema *S, Operand a, ExprKind k, Operand b, Loc loc)
 
 static int is_arith(const Expr *e)
 {
-    return e->kind == E_ADD || e->kind == E_SUB || e->kind == E_MUL || e->kind == E_DIV || e->kind == E_FDIV;
+    return e->kind == E_ADD || e->kind == E_SUB || e->kind == E_MUL || e->kind == E_DIV || e->kind == E_FDIV
+        || e->kind == E_MOD;
 }
 
 /* An operand: a constant when it folds to one, else a tensor. */
@@ -535,7 +583,7 @@ static Val eval(Sema *S, const Expr *e)
     }
     case E_CALL:
         return eval_call(S, e);
-    case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_FDIV:
+    case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_FDIV: case E_MOD:
         return eval_arith(S, e);
     case E_INDEX:
         return meth_index(S, e);
@@ -543,16 +591,10 @@ static Val eval(Sema *S, const Expr *e)
         Val a = eval(S, e->a), b = eval(S, e->b);
         return tfn_matmul(S, a, b, "'@'", e->loc);
     }
-    case E_CMP: {
-        double c;
-        if (arg_const(e->a, &c) == 0)
-            eval(S, e->a);
-        if (arg_const(e->b, &c) == 0)
-            eval(S, e->b);
-        diag_error(e->loc, "a comparison gives a boolean tensor, not supported yet (with torch.where and "
-                   "masked_fill); clamp, maximum and minimum do what a mask of a bound would");
-        return POISON;
-    }
+    case E_CMP:
+        return tint_compare(S, e);
+    case E_AND: case E_OR: case E_NOT:
+        return tint_logic(S, e);
     case E_POW: {
         double c;
         if (arg_const(e->a, &c) == 1) {
@@ -675,6 +717,8 @@ static Val run_body(Sema *S, const Forward *f)
             if (v.id >= 0 && !(v.s.rank == 2 && v.s.d[0] == DIM_N)) {
                 diag_error(st->val->loc, "forward must return logits [N, C], got %s", ir_shape_str(&v.s));
                 ret = POISON;
+            } else if (!layer_float(S, v, "the loss", st->val->loc)) {
+                ret = POISON;
             }
         } else if (find_layer(S, st->name) >= 0) {
             diag_error(st->loc, "'%s' is a layer; a variable cannot have its name", st->name);
@@ -687,9 +731,45 @@ static Val run_body(Sema *S, const Forward *f)
     return ret;
 }
 
+/* A member that is a tensor: self.mask = torch.tril(torch.ones(T, T)) or
+ * self.register_buffer("mask", ...). Its value is a constant of the
+ * program (no batch); a registered buffer is not written to checkpoints,
+ * as PyTorch's persistent = False (its value is the expression's). */
+static void member_tensor(Sema *S, const LayerDecl *d, const Forward *f)
+{
+    const Expr *e = d->init, *val = e;
+    const char *name = d->name;
+    Loc loc = d->loc;
+    if (!name) {    /* register_buffer(name, tensor, persistent = ...) */
+        static const char *const names[] = {"name", "tensor", "persistent"};
+        const Sig sig = {"register_buffer", names, 3, 2, 2};
+        Expr *a[3];
+        int persistent;
+        if (!arg_bind(e, &sig, a))
+            return;
+        if (a[0]->kind != E_STR) {
+            diag_error(a[0]->loc, "register_buffer's name must be a string");
+            return;
+        }
+        if (a[2] && !arg_bool(a[2], "persistent", &persistent))
+            return;
+        name = a[0]->s, val = a[1], loc = a[0]->loc;
+    }
+    if (find_layer(S, name) >= 0 || find_var(S, name) || (f && strcmp(name, f->param) == 0)) {
+        diag_error(loc, "'%s' is already defined (a layer, a tensor or forward's input)", name);
+        return;
+    }
+    Val v = eval(S, val);
+    if (v.id >= 0 && ten_batch_dim(&v.s) >= 0) {
+        diag_error(val->loc, "a model's tensor cannot have the batch's size (it is fixed before any batch)");
+        v = POISON;
+    }
+    set_var(S, name, v);
+}
+
 Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn)
 {
-    Sema S = {.g = g, .m = m, .decls = m->layers, .sync_bn = sync_bn, .eval = eval};
+    Sema S = {.g = g, .m = m, .sync_bn = sync_bn, .eval = eval};
     const Forward *f = m->nfwd ? m->fwd[0] : NULL;
     if (!f)
         diag_error(m->loc, "model '%s' has no forward(x: f32[N, ...]) { ... }", m->name);
@@ -700,19 +780,36 @@ Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn)
         g->images = ir_add(g, OP_IMAGES, 0, NULL, *in, DT_F32, f->type->loc);
         g->labels = ir_add(g, OP_LABELS, 0, NULL, shape1(DIM_N), DT_I32, f->type->loc);
     }
+    /* the members: layers, then the tensors (buffers and constants), which
+     * are values in forward under their names (self.mask is mask) */
     S.layers = util_alloc(sizeof *S.layers * (size_t)(m->nlayers + 1));
+    S.decls = util_alloc(sizeof *S.decls * (size_t)(m->nlayers + 1));
+    const LayerDecl **consts = util_alloc(sizeof *consts * (size_t)(m->nlayers + 1));
+    int nconst = 0;
     for (int i = 0; i < m->nlayers; i++) {
-        const LayerDecl *d = m->layers[i];
+        LayerDecl *d = m->layers[i];
+        if (tint_is_constant(d->init)) {
+            consts[nconst++] = d;
+            continue;
+        }
+        if (!d->name) {
+            diag_error(d->loc, "%s(...) as a statement of a model is not supported (self.register_buffer(name, "
+                       "tensor) is)", d->init->written ? d->init->written : d->init->s);
+            continue;
+        }
         int prev = find_layer(&S, d->name);
         if (prev >= 0) {
             diag_error(d->loc, "layer '%s' is already defined", d->name);
-            diag_note(m->layers[prev]->loc, "'%s' was first defined here", d->name);
+            diag_note(S.decls[prev]->loc, "'%s' was first defined here", d->name);
         }
         if (f && strcmp(d->name, f->param) == 0)
             diag_error(d->loc, "layer '%s' has the name of forward's input", d->name);
-        S.layers[i] = layer_make(&S, d->init, d->name, d->name);
-        S.nlayers = i + 1;
+        S.decls[S.nlayers] = d;
+        S.layers[S.nlayers] = layer_make(&S, d->init, d->name, d->name);
+        S.nlayers++;
     }
+    for (int i = 0; i < nconst; i++)
+        member_tensor(&S, consts[i], f);
     if (!ok)
         return POISON;
     Val x = {g->images, *in};

@@ -170,6 +170,12 @@ int ir_pool_tiles(const Shape *x, const Shape *y, const Window *w)
 
 int ir_batched(const Shape *s) { return ten_batch_dim(s) >= 0; }
 
+const char *ir_dtype_text(DType t)
+{
+    static const char *const text[] = {"f32", "i32", "i64", "bool"};
+    return text[t];
+}
+
 int ir_tensor_pointwise(Op op) { return op_kind[op] == K_TENSOR && op_formula[op] != NULL; }
 
 /* Saturates at INT64_MAX: a bad model's shape (Conv2d(1, 2^24, 1,
@@ -254,7 +260,7 @@ void ir_dump(FILE *f, const Graph *g)
             fprintf(f, " keep_f32");
         if (n->op == OP_PARAM && n->buffer)
             fprintf(f, " buffer%s", n->i64 ? " i64" : "");
-        fprintf(f, " : %s%s %s", n->dt == DT_I32 ? "i32" : "f32", ir_shape_str(&n->shape), phase_text[n->phase]);
+        fprintf(f, " : %s%s %s", ir_dtype_text(n->dt), ir_shape_str(&n->shape), phase_text[n->phase]);
         if (n->grad_of >= 0)
             fprintf(f, " grad(%%%d)", n->grad_of);
         fprintf(f, "\n");
@@ -387,6 +393,12 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
      * ops') need the batch first; K_TENSOR indexes any layout */
     if (op_kind[n->op] != K_TENSOR && n->op != OP_RESHAPE && ten_batch_dim(s) > 0)
         return check(g, n, after, 0, "the batch is not the first dimension (only the tensor ops index that)");
+    if (op_kind[n->op] == K_TENSOR) {
+        const char *why = ten_verify(g, n);
+        if (!why)
+            why = ten_dtype_check(g, n);
+        return check(g, n, after, why == NULL, why ? why : "");
+    }
     switch (n->op) {
     case OP_IMAGES:
         return check(g, n, after, ir_batched(s) && n->dt == DT_F32, "images must be f32[N, ...]");
@@ -493,16 +505,9 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
     case OP_ALLREDUCE:
         return check(g, n, after, !ir_batched(s) && ir_same_shape(in_shape(g, n, 0), s),
                      "allreduce keeps the shape of an unbatched value");
-    case OP_BC_ADD: case OP_BC_SUB: case OP_BC_MUL: case OP_BC_DIV: case OP_BC_DIV_GRAD: case OP_BC_COPY:
-    case OP_BC_SCALE: case OP_BC_MAX_GRAD: case OP_T_SUM: case OP_T_MEAN: case OP_T_AMAX: case OP_T_AMIN:
-    case OP_T_COUNT_EQ: case OP_T_PERMUTE: case OP_T_SLICE: case OP_T_PAD: case OP_T_CAT: case OP_T_EXP:
-    case OP_T_LOG: case OP_T_SQRT: case OP_T_SQRT_GRAD: case OP_T_RSQRT: case OP_T_RSQRT_GRAD: case OP_T_ABS:
-    case OP_T_ABS_GRAD: case OP_T_POW: case OP_T_POW_GRAD: case OP_T_CLAMP: case OP_T_CLAMP_GRAD: case OP_T_AFFINE:
-    case OP_T_MAXIMUM: case OP_T_MINIMUM: case OP_T_MAXIMUM_GRAD: case OP_T_MINIMUM_GRAD: case OP_T_BMM: {
-        const char *why = ten_verify(g, n);
-        return check(g, n, after, why == NULL, why ? why : "");
-    }
     case OP_COUNT:
+        break;
+    default:    /* the tensor ops: checked above */
         break;
     }
     return check(g, n, after, 0, "unknown op");

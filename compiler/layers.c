@@ -246,7 +246,7 @@ Val layer_act(Sema *S, ActArgs p, Val x, Loc loc)
 {
     if (x.id < 0 || !p.op)
         return x;
-    if (!layer_batch_first(x, op_text[p.op], loc))
+    if (!layer_batch_first(x, op_text[p.op], loc) || !layer_float(S, x, op_text[p.op], loc))
         return POISON;
     Val y = layer_node(S, p.op, x.id, -1, x.s, loc);
     if (y.id >= 0) {
@@ -697,10 +697,22 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
 
 /* ---- forward ----------------------------------------------------------- */
 
+/* The layers and activations compute on floats: an index or a mask is
+ * converted first, as PyTorch asks */
+int layer_float(const Sema *S, Val x, const char *what, Loc loc)
+{
+    const DType t = x.id >= 0 ? S->g->n[x.id]->dt : DT_F32;
+    if (t == DT_F32)
+        return 1;
+    diag_error(loc, "%s expects a float tensor, got %s (.float() converts it)", what, ir_dtype_text(t));
+    return 0;
+}
+
 Val layer_node(Sema *S, Op op, int a, int b, Shape s, Loc loc)
 {
     int in[2] = {a, b};
-    return (Val){ir_add(S->g, op, op_arity[op], in, s, DT_F32, loc), s};
+    const DType dt = a >= 0 && (b >= 0 || op_arity[op] < 2) ? ten_dtype(S->g, op, op_arity[op], in, DT_F32) : DT_F32;
+    return (Val){ir_add(S->g, op, op_arity[op], in, s, dt, loc), s};
 }
 
 /* Dropout with probability p; p == 0 is the identity: no node. */
@@ -876,7 +888,7 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
 {
     if (x.id < 0)
         return x;
-    if (!layer_batch_first(x, l->what, loc))
+    if (!layer_batch_first(x, l->what, loc) || !layer_float(S, x, l->what, loc))
         return POISON;
     switch (l->kind) {
     case LK_LINEAR:

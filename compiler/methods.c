@@ -23,7 +23,7 @@ static Val node(Sema *S, Op op, Val a, Val b, Shape s, Loc loc)
 }
 
 /* x as shape s, a view (s keeps x's layout: tensor.c's ten_view_ok) */
-static Val view(Sema *S, Val x, Shape s, Loc loc)
+Val meth_view(Sema *S, Val x, Shape s, Loc loc)
 {
     if (x.id < 0 || ir_same_shape(&x.s, &s))
         return x;
@@ -134,7 +134,7 @@ static Val reduce(Sema *S, const Expr *e, Op op)
     if (!axes)
         return POISON;
     Val y = reduced(S, op, x, axes, e->loc);
-    return keep ? y : view(S, y, ten_dropped(&x.s, axes), e->loc);
+    return keep ? y : meth_view(S, y, ten_dropped(&x.s, axes), e->loc);
 }
 
 /* x.var(dim, unbiased = True, keepdim = False, correction = ...), x.std(...):
@@ -183,7 +183,7 @@ static Val moments(Sema *S, const Expr *e, int sd)
         S->g->n[v.id]->ten.scale = count - corr;
     if (sd)
         v = tfn_unary(S, OP_T_SQRT, v, 0, 0, e->loc);
-    return keep ? v : view(S, v, ten_dropped(&x.s, axes), e->loc);
+    return keep ? v : meth_view(S, v, ten_dropped(&x.s, axes), e->loc);
 }
 
 /* x.norm(p = 2, dim, keepdim), torch.norm, torch.linalg.vector_norm's
@@ -210,7 +210,7 @@ static Val norm(Sema *S, const Expr *e)
         return POISON;
     Val sq = reduced(S, OP_T_SUM, tfn_unary(S, OP_T_POW, x, 2, 0, e->loc), axes, e->loc);
     Val v = tfn_unary(S, OP_T_SQRT, sq, 1, 0, e->loc);     /* lo 1: gradient 0 where the norm is */
-    return keep ? v : view(S, v, ten_dropped(&x.s, axes), e->loc);
+    return keep ? v : meth_view(S, v, ten_dropped(&x.s, axes), e->loc);
 }
 
 /* torch.logsumexp(x, dim, keepdim): m + log(sum(exp(x - m))), m the
@@ -233,7 +233,7 @@ static Val logsumexp(Sema *S, const Expr *e)
     Val t = tfn_unary(S, OP_T_EXP, meth_broadcast(S, OP_BC_SUB, x, m, "-", e->loc), 0, 0, e->loc);
     Val l = tfn_unary(S, OP_T_LOG, reduced(S, OP_T_SUM, t, axes, e->loc), 0, 0, e->loc);
     Val v = meth_broadcast(S, OP_BC_ADD, m, l, "+", e->loc);
-    return keep ? v : view(S, v, ten_dropped(&x.s, axes), e->loc);
+    return keep ? v : meth_view(S, v, ten_dropped(&x.s, axes), e->loc);
 }
 
 /* ---- movement ---------------------------------------------------------- */
@@ -327,7 +327,7 @@ static Val unsqueeze(Sema *S, const Expr *e)
     Shape s = {x.s.rank + 1, {0}};
     for (int k = 0, j = 0; k < s.rank; k++)
         s.d[k] = k == d ? 1 : x.s.d[j++];
-    return view(S, x, s, e->loc);
+    return meth_view(S, x, s, e->loc);
 }
 
 static Val squeeze(Sema *S, const Expr *e)
@@ -345,7 +345,7 @@ static Val squeeze(Sema *S, const Expr *e)
     for (int k = 0; k < x.s.rank; k++)
         if (x.s.d[k] == 1 && (d < 0 || d == k))
             drop |= 1u << k;
-    return view(S, x, ten_dropped(&x.s, drop), e->loc);
+    return meth_view(S, x, ten_dropped(&x.s, drop), e->loc);
 }
 
 /* x.expand(N, 4, 5) or x.expand(-1, 4, 5): -1 keeps a dimension, a 1
@@ -495,7 +495,7 @@ static int split_pieces(Sema *S, const Expr *e, Val *out, int max)
     for (int k = 0; k < n; k++) {
         out[k] = slice(S, x, d, at, 1, sizes[k], e->loc);
         if (unbind)
-            out[k] = view(S, out[k], ten_dropped(&out[k].s, 1u << d), e->loc);
+            out[k] = meth_view(S, out[k], ten_dropped(&out[k].s, 1u << d), e->loc);
         at += sizes[k];
     }
     return n;
@@ -510,10 +510,14 @@ int meth_unpack(Sema *S, const Expr *e, Val *out, int n)
 {
     if (e->kind == E_CALL && is_split(e->s))
         return split_pieces(S, e, out, n) == n;
-    if (e->kind == E_CALL && (strcmp(e->s, "max") == 0 || strcmp(e->s, "min") == 0))
-        diag_error(e->loc, "tuple unpacking of %s(dim)'s values and indices is not supported yet (indices are "
-                   "integer tensors); torch.a%s(x, dim) gives the values", fname(e), e->s);
-    else if (e->kind == E_CALL && (strcmp(e->s, "size") == 0))
+    if (tint_is_pair(e)) {
+        if (n != 2) {
+            diag_error(e->loc, "%s(x, dim) gives 2 tensors (values, indices), unpacked into %d names", fname(e), n);
+            return 0;
+        }
+        return tint_pair(S, e, out);
+    }
+    if (e->kind == E_CALL && (strcmp(e->s, "size") == 0))
         diag_error(e->loc, "unpacking x.size() into names is not supported yet; write x.size(1) where the size "
                    "goes");
     else if (e->kind == E_NAME && strstr(e->s, ".shape"))
@@ -562,7 +566,7 @@ static Val stack(Sema *S, const Expr *e)
         Shape s = {t[k].s.rank + 1, {0}};
         for (int i = 0, j = 0; i < s.rank; i++)
             s.d[i] = i == d ? 1 : t[k].s.d[j++];
-        t[k] = view(S, t[k], s, e->loc);
+        t[k] = meth_view(S, t[k], s, e->loc);
     }
     return n == 1 ? t[0] : meth_cat(S, e, t, n, d, (const Expr *const *)where);
 }
@@ -574,6 +578,17 @@ static Val stack(Sema *S, const Expr *e)
  * dimension only as a whole (:). */
 Val meth_index(Sema *S, const Expr *e)
 {
+    if (tint_is_pair(e->a)) {   /* x.max(dim = 1)[0]: the values */
+        Val two[2];
+        int64_t k;
+        if (e->nargs != 1 || e->args[0]->val->kind == E_SLICE) {
+            diag_error(e->loc, "%s(dim) gives (values, indices): take one with [0] or [1]", fname(e->a));
+            return POISON;
+        }
+        if (!arg_int(e->args[0]->val, "the element", -2, 1, &k) || !tint_pair(S, e->a, two))
+            return POISON;
+        return two[k < 0 ? k + 2 : k];
+    }
     Val x = S->eval(S, e->a);
     if (x.id < 0)
         return POISON;
@@ -596,6 +611,7 @@ Val meth_index(Sema *S, const Expr *e)
     }
     Shape out = {0, {0}};   /* the result: kept dimensions and None's 1s */
     unsigned drop = 0;      /* x's dimensions an integer index removes */
+    int tensor_index = 0;
     int d = 0;
     for (int k = 0; k < e->nargs; k++) {
         const Expr *s = e->args[k]->val;
@@ -619,6 +635,20 @@ Val meth_index(Sema *S, const Expr *e)
                 return POISON;
             }
             out.d[out.rank++] = DIM_N;
+            d++;
+            continue;
+        }
+        double c;
+        if (s->kind != E_SLICE && arg_const(s, &c) == 0) {     /* x[:, idx]: an i64 tensor */
+            if (tensor_index++) {
+                diag_error(s->loc, "more than one tensor subscript is not supported (they would be read together, "
+                           "as PyTorch's advanced indexing); index one dimension at a time");
+                return POISON;
+            }
+            x = tint_index(S, x, d, s, e->loc);
+            if (x.id < 0)
+                return POISON;
+            out.d[out.rank++] = x.s.d[d];
             d++;
             continue;
         }
@@ -653,7 +683,7 @@ Val meth_index(Sema *S, const Expr *e)
     for (; d < x.s.rank; d++)
         out.d[out.rank++] = x.s.d[d];
     (void)drop;
-    return view(S, x, out, e->loc);
+    return meth_view(S, x, out, e->loc);
 }
 
 /* ---- broadcasting arithmetic ------------------------------------------- */
@@ -678,7 +708,7 @@ Val meth_broadcast(Sema *S, Op op, Val a, Val b, const char *sym, Loc loc)
 
 static const char *const handled[] = {
     "sum", "mean", "amax", "amin", "permute", "transpose", "unsqueeze", "squeeze", "expand", "contiguous", "stack",
-    "chunk", "split", "unbind", "max", "min", "var", "std", "logsumexp", "norm",
+    "chunk", "split", "unbind", "var", "std", "logsumexp", "norm",
 };
 
 int meth_handles(const char *name)
@@ -732,11 +762,6 @@ Val meth_call(Sema *S, const Expr *e)
     }
     if (is_split(s)) {
         diag_error(e->loc, "%s gives a tuple: unpack it (a, b = %s(...))", fname(e), fname(e));
-        return POISON;
-    }
-    if (strcmp(s, "max") == 0 || strcmp(s, "min") == 0) {
-        diag_error(e->loc, "%s is not supported yet (its dim form gives integer indices); torch.a%s(x, dim) gives "
-                   "the values", fname(e), s);
         return POISON;
     }
     diag_error(e->loc, "%s is not supported yet (the reductions here: sum, mean, amax, amin, var, std, logsumexp, "

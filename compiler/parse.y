@@ -153,10 +153,10 @@ static Expr *method(Expr *e, const char *name, List args)
 %token FDIV "'//'"
 %token POW "'**'"
 %token <i> AUGEQ "an augmented assignment (+=)"
-%token CMP "a comparison"
+%token <i> CMP "a comparison"
 %token ELLIPSIS "'...'"
 
-%type <e> expr term unary power primary sub oexpr
+%type <e> expr orx andx arith term unary power primary sub oexpr
 %type <arg> arg
 %type <l> args arglist exprs dims stmts titems subs names
 %type <m> model members
@@ -187,11 +187,17 @@ model:
                       $$->fwd = util_alloc(sizeof *$$->fwd); $$->fwd[0] = $4; $$->nfwd = 1; $$->seq = $7; }
   ;
 
-/* members: { IDENT '=' expr | forward } */
+/* members: { IDENT '=' expr | IDENT '(' args ')' | forward } */
 members:
     %empty          { $$ = util_alloc(sizeof *$$); }
   | members IDENT '=' expr
                     { LayerDecl *d = util_alloc(sizeof *d); d->name = pyname($2); d->loc = L(@2); d->init = $4;
+                      List l = {(void **)$1->layers, $1->nlayers}; push(&l, d);
+                      $$ = $1; $$->layers = (LayerDecl **)l.v; $$->nlayers = l.n; }
+  | members IDENT '(' args ')'
+                    { /* self.register_buffer("mask", torch.tril(...)): a member named by its first argument */
+                      LayerDecl *d = util_alloc(sizeof *d); d->loc = L(@2);
+                      d->init = nest(P, method(mk(E_CALL, L(@2)), $2, $4));
                       List l = {(void **)$1->layers, $1->nlayers}; push(&l, d);
                       $$ = $1; $$->layers = (LayerDecl **)l.v; $$->nlayers = l.n; }
   | members forward { List l = {(void **)$1->fwd, $1->nfwd}; push(&l, $2);
@@ -260,13 +266,29 @@ stmt:
   | RETURN expr     { $$ = util_alloc(sizeof *$$); $$->kind = S_RETURN; $$->loc = L(@1); $$->val = $2; }
   ;
 
-/* expr: term { ('+' | '-') term }; term: unary { ('*' | '/' | '//') unary }
- * (Python's precedence: unary minus binds tighter than '*'). */
+/* expr: orx [ CMP orx ]; orx: andx { '|' andx }; andx: arith { '&' arith };
+ * arith: term { ('+' | '-') term }; term: unary { ('*' | '/' | '//' | '%' | '@') unary }
+ * (Python's precedence: a comparison binds loosest, then '|', '&', '+';
+ * unary minus and '~' bind tighter than '*'). */
 expr:
+    orx
+  | orx CMP orx     { $$ = mk(E_CMP, L(@2)); $$->i = $2; $$->a = $1; $$->b = $3; nest(P, $$); }
+  ;
+
+orx:
+    andx
+  | orx '|' andx    { $$ = mk(E_OR, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
+  ;
+
+andx:
+    arith
+  | andx '&' arith  { $$ = mk(E_AND, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
+  ;
+
+arith:
     term
-  | expr CMP term   { $$ = mk(E_CMP, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
-  | expr '+' term   { $$ = mk(E_ADD, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
-  | expr '-' term   { $$ = mk(E_SUB, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
+  | arith '+' term  { $$ = mk(E_ADD, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
+  | arith '-' term  { $$ = mk(E_SUB, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
   ;
 
 term:
@@ -274,13 +296,15 @@ term:
   | term '*' unary  { $$ = mk(E_MUL, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
   | term '/' unary  { $$ = mk(E_DIV, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
   | term FDIV unary { $$ = mk(E_FDIV, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
+  | term '%' unary  { $$ = mk(E_MOD, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
   | term '@' unary  { $$ = mk(E_MATMUL, L(@2)); $$->a = $1; $$->b = $3; nest(P, $$); }
   ;
 
-/* unary: '-' unary | power; power: primary [ '**' unary ] (Python's: -x ** 2 is -(x ** 2)) */
+/* unary: '-' unary | '~' unary | power; power: primary [ '**' unary ] (Python's: -x ** 2 is -(x ** 2)) */
 unary:
     power
   | '-' unary       { $$ = mk(E_NEG, L(@1)); $$->a = $2; nest(P, $$); }
+  | '~' unary       { $$ = mk(E_NOT, L(@1)); $$->a = $2; nest(P, $$); }
   ;
 
 power:

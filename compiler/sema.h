@@ -149,6 +149,8 @@ Val layer_act(Sema *S, ActArgs p, Val x, Loc loc);
 /* The layers and activations index a value's rows as its batch: 1 when
  * x's batch is its first dimension (or x is poisoned), else reported. */
 int layer_batch_first(Val x, const char *what, Loc loc);
+/* 1 when x is a float tensor (or poisoned), else reported */
+int layer_float(const Sema *S, Val x, const char *what, Loc loc);
 /* ---- tensor_fns.c: math and matrix products over any rank (tfn_) -------- */
 int tfn_handles(const char *name);          /* exp, log, pow, clamp, maximum, matmul, einsum, ... */
 const char *tfn_list(void);                 /* the supported ones, sorted, one line */
@@ -157,7 +159,19 @@ Val tfn_matmul(Sema *S, Val a, Val b, const char *fn, Loc loc);     /* a @ b */
 Val tfn_pow(Sema *S, Val x, const Expr *exponent, const char *fn, Loc loc);    /* x ** c */
 Val tfn_unary(Sema *S, Op op, Val x, double lo, double hi, Loc loc);   /* a one-operand tensor op, ten.lo/hi set */
 
+/* ---- tensor_ints.c: integer and boolean tensors (tint_) ---------------- */
+int tint_handles(const char *name);         /* where, masked_fill, arange, argmax, gather, ones, eq, float, max, ... */
+const char *tint_list(void);                /* the supported ones, sorted, one line */
+Val tint_call(Sema *S, const Expr *e);
+Val tint_compare(Sema *S, const Expr *e);   /* a > b, x == 0, ... (E_CMP) */
+Val tint_logic(Sema *S, const Expr *e);     /* a & b, a | b, ~a of booleans */
+int tint_is_pair(const Expr *e);            /* max / min with a dim: (values, indices) */
+int tint_pair(Sema *S, const Expr *e, Val out[2]);     /* its two tensors; 0 after reporting */
+Val tint_index(Sema *S, Val x, int d, const Expr *ie, Loc loc);    /* x[:, idx]: idx a 1-d i64 tensor */
+int tint_is_constant(const Expr *e);        /* a model member that is a tensor (a buffer), not a layer */
+
 /* ---- methods.c: tensor functions and methods of any rank (meth_) -------- */
+Val meth_view(Sema *S, Val x, Shape s, Loc loc);   /* x as shape s, a view keeping its layout */
 int meth_handles(const char *name);         /* sum, mean, permute, chunk, ... (and those refused with a reason) */
 const char *meth_list(void);                /* the supported ones, sorted, one line */
 Val meth_call(Sema *S, const Expr *e);

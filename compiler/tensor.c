@@ -109,7 +109,8 @@ int ten_view_ok(const Shape *from, const Shape *to)
 
 int ten_is_reduction(Op op)
 {
-    return op == OP_T_SUM || op == OP_T_MEAN || op == OP_T_AMAX || op == OP_T_AMIN || op == OP_T_COUNT_EQ;
+    return op == OP_T_SUM || op == OP_T_MEAN || op == OP_T_AMAX || op == OP_T_AMIN || op == OP_T_COUNT_EQ
+        || op == OP_T_ARGMAX || op == OP_T_ARGMIN;
 }
 
 /* op(a) . op(b) over the leading dimensions broadcast: NULL and the
@@ -141,12 +142,33 @@ const char *ten_bmm_shape(const Shape *a, const Shape *b, int ta, int tb, Shape 
 
 static const Shape *in_shape(const Graph *g, const Node *n, int k) { return &g->n[n->in[k]]->shape; }
 
+/* gather's source (big) and result (small): one rank, the result no
+ * longer than the source beside the gathered dimension, which is not the
+ * batch's; the index broadcasts to the result */
+static const char *gather_shapes(const Shape *big, const Shape *small, const Shape *idx, int a)
+{
+    Shape b;
+    if (big->rank != small->rank || a < 0 || a >= big->rank || big->d[a] == DIM_N || small->d[a] == DIM_N)
+        return "gather along a dimension of one rank, not the batch's";
+    for (int d = 0; d < big->rank; d++)
+        if (d != a && (small->d[d] == DIM_N ? big->d[d] != DIM_N : big->d[d] != DIM_N && small->d[d] > big->d[d]))
+            return "gather's result is longer than its source beside the gathered dimension";
+    return ten_broadcast(idx, small, &b) && ten_same(&b, small) ? NULL : "the index does not broadcast to the result";
+}
+
 const char *ten_verify(const Graph *g, const Node *n)
 {
-    const Shape *s = &n->shape, *x = in_shape(g, n, 0);
+    const Shape *s = &n->shape;
+    if (n->op == OP_T_FULL)
+        return NULL;
+    if (n->op == OP_T_ARANGE)
+        return s->rank == 1 && s->d[0] != DIM_N ? NULL : "arange is one dimension";
+    const Shape *x = in_shape(g, n, 0);
     switch (n->op) {
     case OP_BC_ADD: case OP_BC_SUB: case OP_BC_MUL: case OP_BC_DIV: case OP_BC_DIV_GRAD: case OP_BC_MAX_GRAD:
     case OP_T_MAXIMUM: case OP_T_MINIMUM: case OP_T_MAXIMUM_GRAD: case OP_T_MINIMUM_GRAD:
+    case OP_T_GT: case OP_T_GE: case OP_T_LT: case OP_T_LE: case OP_T_EQ: case OP_T_NE: case OP_T_AND: case OP_T_OR:
+    case OP_T_WHERE: case OP_T_FILL_IF: case OP_T_KEEP_IF:
     case OP_T_SQRT_GRAD: case OP_T_RSQRT_GRAD: case OP_T_ABS_GRAD: case OP_T_POW_GRAD: case OP_T_CLAMP_GRAD:
         for (int k = 0; k < n->nin; k++) {
             Shape b;
@@ -155,8 +177,16 @@ const char *ten_verify(const Graph *g, const Node *n)
         }
         return NULL;
     case OP_T_EXP: case OP_T_LOG: case OP_T_SQRT: case OP_T_RSQRT: case OP_T_ABS: case OP_T_POW: case OP_T_CLAMP:
-    case OP_T_AFFINE:
+    case OP_T_AFFINE: case OP_T_GTC: case OP_T_GEC: case OP_T_LTC: case OP_T_LEC: case OP_T_EQC: case OP_T_NEC:
+    case OP_T_TO_I64: case OP_T_TO_BOOL: case OP_T_TO_F32: case OP_T_FLOORDIV_C: case OP_T_MOD_C:
         return ten_same(x, s) ? NULL : "an elementwise function keeps its operand's shape";
+    case OP_T_TRIL: case OP_T_TRIU:
+        return ten_same(x, s) && s->rank >= 2 && s->d[s->rank - 1] != DIM_N && s->d[s->rank - 2] != DIM_N
+                   ? NULL : "tril and triu keep a shape whose last two dimensions are a matrix";
+    case OP_T_GATHER:
+        return gather_shapes(x, s, in_shape(g, n, 1), n->ten.axis);
+    case OP_T_GATHER_GRAD:
+        return gather_shapes(s, x, in_shape(g, n, 1), n->ten.axis);
     case OP_T_BMM: {
         Shape r;
         const char *why = ten_bmm_shape(x, in_shape(g, n, 1), n->ten.ta, n->ten.tb, &r);
@@ -166,9 +196,12 @@ const char *ten_verify(const Graph *g, const Node *n)
         Shape b;
         return ten_broadcast(x, s, &b) && ten_same(&b, s) ? NULL : "the operand does not broadcast to the result";
     }
-    case OP_T_SUM: case OP_T_MEAN: case OP_T_AMAX: case OP_T_AMIN: case OP_T_COUNT_EQ: {
+    case OP_T_SUM: case OP_T_MEAN: case OP_T_AMAX: case OP_T_AMIN: case OP_T_COUNT_EQ: case OP_T_ARGMAX:
+    case OP_T_ARGMIN: {
         if (!n->ten.axes || n->ten.axes >> x->rank)
             return "no reduced dimension, or one past the rank";
+        if ((n->op == OP_T_ARGMAX || n->op == OP_T_ARGMIN) && (n->ten.axes & (n->ten.axes - 1)))
+            return "argmax and argmin reduce one dimension";
         const Shape r = ten_reduced(x, n->ten.axes);
         if (!ten_same(&r, s))
             return "a reduction keeps the reduced dimensions as 1s";
@@ -215,4 +248,56 @@ const char *ten_verify(const Graph *g, const Node *n)
     default:
         return "not a tensor op";
     }
+}
+
+/* The dtype of op's result from its operands', PyTorch's promotion:
+ * comparisons and logic give a bool, argmax and .long() an i64, division,
+ * means and the float functions a float; the rest the widest of their
+ * value operands (where's and the fills' mask, a gather's index aside):
+ * bool < i64 < f32. The ops with constants of their own (full, arange,
+ * affine, clamp) take `given`, the front end's reading of the constants
+ * (arange(5) is an i64, x * 0.5 a float). */
+DType ten_dtype(const Graph *g, Op op, int nin, const int *in, DType given)
+{
+    switch (op) {
+    case OP_T_GT: case OP_T_GE: case OP_T_LT: case OP_T_LE: case OP_T_EQ: case OP_T_NE: case OP_T_GTC: case OP_T_GEC:
+    case OP_T_LTC: case OP_T_LEC: case OP_T_EQC: case OP_T_NEC: case OP_T_AND: case OP_T_OR: case OP_T_TO_BOOL:
+        return DT_BOOL;
+    case OP_T_ARGMAX: case OP_T_ARGMIN: case OP_T_TO_I64: case OP_T_FLOORDIV_C: case OP_T_MOD_C:
+        return DT_I64;
+    case OP_T_FULL: case OP_T_ARANGE: case OP_T_AFFINE: case OP_T_CLAMP:
+        return given;
+    case OP_T_TO_F32: case OP_BC_DIV: case OP_BC_SCALE: case OP_T_MEAN: case OP_T_EXP: case OP_T_LOG: case OP_T_SQRT:
+    case OP_T_RSQRT: case OP_T_POW: case OP_T_BMM:
+        return DT_F32;
+    default:
+        break;
+    }
+    if (op_kind[op] != K_TENSOR && op != OP_RESHAPE)
+        return DT_F32;
+    const int skip = op == OP_T_WHERE ? 0 : op == OP_T_FILL_IF || op == OP_T_KEEP_IF || op == OP_T_GATHER
+                     || op == OP_T_GATHER_GRAD ? 1 : -1;
+    DType t = DT_BOOL;
+    for (int k = 0; k < nin; k++) {
+        const DType d = k == skip ? DT_BOOL : g->n[in[k]]->dt;
+        if (d == DT_F32 || d == DT_I32)
+            return DT_F32;
+        if (d == DT_I64)
+            t = DT_I64;
+    }
+    return t == DT_BOOL && op == OP_T_SUM ? DT_I64 : t;     /* a sum of booleans counts */
+}
+
+/* NULL, or what is wrong with n's dtype: ten_dtype's, and a mask a bool,
+ * an index an i64 */
+const char *ten_dtype_check(const Graph *g, const Node *n)
+{
+    if (n->dt != ten_dtype(g, n->op, n->nin, n->in, n->dt))
+        return util_fmt("its result is %s, not %s", ir_dtype_text(n->dt),
+                        ir_dtype_text(ten_dtype(g, n->op, n->nin, n->in, n->dt)));
+    const int mask = n->op == OP_T_WHERE ? 0 : n->op == OP_T_FILL_IF || n->op == OP_T_KEEP_IF || n->op == OP_T_GATHER
+                     || n->op == OP_T_GATHER_GRAD ? 1 : -1;
+    if (mask >= 0 && g->n[n->in[mask]]->dt != (n->op == OP_T_GATHER || n->op == OP_T_GATHER_GRAD ? DT_I64 : DT_BOOL))
+        return "a mask is a bool, an index an i64";
+    return NULL;
 }

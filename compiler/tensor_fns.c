@@ -218,15 +218,6 @@ static Val call_einsum(Sema *S, const Expr *e)
 
 static const char *const others[] = {"pow", "clamp", "clip", "maximum", "minimum", "matmul", "bmm", "einsum"};
 
-/* integer and boolean tensors are not here yet: one error each, its
- * arguments unread (they would only add errors of their own) */
-static const char *const later[] = {
-    "where", "masked_fill", "masked_fill_", "arange", "argmax", "argmin", "gather", "index_select", "tril", "triu",
-    "ones", "zeros", "ones_like", "zeros_like", "full", "eq", "ne", "gt", "ge", "lt", "le", "logical_and",
-    "logical_or", "logical_not",
-};
-enum { NLATER = sizeof later / sizeof later[0] };
-
 int tfn_handles(const char *name)
 {
     for (int i = 0; i < NUNARY; i++)
@@ -234,9 +225,6 @@ int tfn_handles(const char *name)
             return 1;
     for (size_t i = 0; i < sizeof others / sizeof *others; i++)
         if (strcmp(others[i], name) == 0)
-            return 1;
-    for (int i = 0; i < NLATER; i++)
-        if (strcmp(later[i], name) == 0)
             return 1;
     return 0;
 }
@@ -249,13 +237,6 @@ const char *tfn_list(void)
 
 Val tfn_call(Sema *S, const Expr *e)
 {
-    for (int i = 0; i < NLATER; i++)
-        if (strcmp(later[i], e->s) == 0) {
-            diag_error(e->loc, "%s is not supported yet: integer and boolean tensors (indices, masks, comparisons, "
-                       "constant tensors) are not here yet; clamp, maximum and minimum do what a mask of a bound "
-                       "would, and amax / amin give a maximum's values", fname(e));
-            return POISON;
-        }
     for (int i = 0; i < NUNARY; i++)
         if (strcmp(unaries[i].name, e->s) == 0)
             return call_unary(S, e, unaries[i].op);
