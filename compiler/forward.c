@@ -181,7 +181,7 @@ static Val eval_view(Sema *S, const Expr *e)
             ok = 0;
             continue;
         }
-        if (!meth_size(S, dims[i]->val, &s.d[i])) {
+        if (!layer_size(S, dims[i]->val, &s.d[i])) {
             ok = 0;
             continue;
         }

@@ -711,8 +711,47 @@ int layer_float(const Sema *S, Val x, const char *what, Loc loc)
 Val layer_node(Sema *S, Op op, int a, int b, Shape s, Loc loc)
 {
     int in[2] = {a, b};
-    const DType dt = a >= 0 && (b >= 0 || op_arity[op] < 2) ? ten_dtype(S->g, op, op_arity[op], in, DT_F32) : DT_F32;
+    const DType dt = (op_kind[op] == K_TENSOR || op == OP_RESHAPE) && a >= 0 && (b >= 0 || op_arity[op] < 2)
+                     ? ten_dtype(S->g, op, op_arity[op], in, DT_F32) : DT_F32;
     return (Val){ir_add(S->g, op, op_arity[op], in, s, dt, loc), s};
+}
+
+/* x as shape s, a view (s keeps x's layout: tensor.c's ten_view_ok) */
+Val layer_view(Sema *S, Val x, Shape s, Loc loc)
+{
+    if (x.id < 0 || ir_same_shape(&x.s, &s))
+        return x;
+    if (!ten_view_ok(&x.s, &s))
+        diag_ice("layers: %s is not a view of %s", ir_shape_str(&s), ir_shape_str(&x.s));
+    return layer_node(S, OP_RESHAPE, x.id, -1, s, loc);
+}
+
+/* One dimension of view's shape: an integer (-1: inferred), or
+ * x.size(d) / size(x, d), a dimension of a value (x.size(0) is the batch,
+ * DIM_N). Returns 0 after reporting. */
+int layer_size(Sema *S, const Expr *e, int64_t *d)
+{
+    if (e->kind == E_CALL && strcmp(e->s, "size") == 0) {
+        static const char *const names[] = {"input", "dim"};
+        const Sig sig = {"size", names, 2, 2, 2};
+        Expr *a[2];
+        int64_t k;
+        if (!arg_bind(e, &sig, a))
+            return 0;
+        Val x = S->eval(S, a[0]);
+        if (x.id < 0 || !arg_int(a[1], "the dimension", -x.s.rank, x.s.rank - 1, &k))
+            return 0;
+        *d = x.s.d[k < 0 ? k + x.s.rank : k];
+        return 1;
+    }
+    if (!arg_int(e, "a dimension", -1, MAX_DIM, d))
+        return 0;
+    if (*d == 0) {
+        diag_error(e->loc, "a dimension must be positive or -1, got 0");
+        return 0;
+    }
+    *d = *d == -1 ? -2 : *d;   /* -2: inferred (DIM_N is -1) */
+    return 1;
 }
 
 /* Dropout with probability p; p == 0 is the identity: no node. */

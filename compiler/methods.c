@@ -22,16 +22,6 @@ static Val node(Sema *S, Op op, Val a, Val b, Shape s, Loc loc)
     return layer_node(S, op, a.id, b.id, s, loc);
 }
 
-/* x as shape s, a view (s keeps x's layout: tensor.c's ten_view_ok) */
-Val meth_view(Sema *S, Val x, Shape s, Loc loc)
-{
-    if (x.id < 0 || ir_same_shape(&x.s, &s))
-        return x;
-    if (!ten_view_ok(&x.s, &s))
-        diag_ice("methods: %s is not a view of %s", ir_shape_str(&s), ir_shape_str(&x.s));
-    return layer_node(S, OP_RESHAPE, x.id, -1, s, loc);
-}
-
 /* A dimension argument of a rank-r tensor, negative from the end (r + 1
  * places for unsqueeze: extra = 1); reported. */
 static int dim_arg(const Expr *e, int rank, int extra, int *d)
@@ -50,34 +40,6 @@ static int refuse_batch(const Val *x, int d, const char *fn, Loc loc)
     diag_error(loc, "%s over dimension %d, the batch, is not supported: it would mix the samples (and make 2 "
                "ranks differ from 1); only the loss, the metrics and batch norm reduce across samples", fn, d);
     return 0;
-}
-
-/* One dimension of view's shape: an integer (-1: inferred), or
- * x.size(d) / size(x, d), a dimension of a value (x.size(0) is the batch,
- * DIM_N). Returns 0 after reporting. */
-int meth_size(Sema *S, const Expr *e, int64_t *d)
-{
-    if (e->kind == E_CALL && strcmp(e->s, "size") == 0) {
-        static const char *const names[] = {"input", "dim"};
-        const Sig sig = {"size", names, 2, 2, 2};
-        Expr *a[2];
-        int64_t k;
-        if (!arg_bind(e, &sig, a))
-            return 0;
-        Val x = S->eval(S, a[0]);
-        if (x.id < 0 || !arg_int(a[1], "the dimension", -x.s.rank, x.s.rank - 1, &k))
-            return 0;
-        *d = x.s.d[k < 0 ? k + x.s.rank : k];
-        return 1;
-    }
-    if (!arg_int(e, "a dimension", -1, MAX_DIM, d))
-        return 0;
-    if (*d == 0) {
-        diag_error(e->loc, "a dimension must be positive or -1, got 0");
-        return 0;
-    }
-    *d = *d == -1 ? -2 : *d;   /* -2: inferred (DIM_N is -1) */
-    return 1;
 }
 
 /* ---- reductions -------------------------------------------------------- */
@@ -134,7 +96,7 @@ static Val reduce(Sema *S, const Expr *e, Op op)
     if (!axes)
         return POISON;
     Val y = reduced(S, op, x, axes, e->loc);
-    return keep ? y : meth_view(S, y, ten_dropped(&x.s, axes), e->loc);
+    return keep ? y : layer_view(S, y, ten_dropped(&x.s, axes), e->loc);
 }
 
 /* x.var(dim, unbiased = True, keepdim = False, correction = ...), x.std(...):
@@ -183,7 +145,7 @@ static Val moments(Sema *S, const Expr *e, int sd)
         S->g->n[v.id]->ten.scale = count - corr;
     if (sd)
         v = tfn_unary(S, OP_T_SQRT, v, 0, 0, e->loc);
-    return keep ? v : meth_view(S, v, ten_dropped(&x.s, axes), e->loc);
+    return keep ? v : layer_view(S, v, ten_dropped(&x.s, axes), e->loc);
 }
 
 /* x.norm(p = 2, dim, keepdim), torch.norm, torch.linalg.vector_norm's
@@ -210,7 +172,7 @@ static Val norm(Sema *S, const Expr *e)
         return POISON;
     Val sq = reduced(S, OP_T_SUM, tfn_unary(S, OP_T_POW, x, 2, 0, e->loc), axes, e->loc);
     Val v = tfn_unary(S, OP_T_SQRT, sq, 1, 0, e->loc);     /* lo 1: gradient 0 where the norm is */
-    return keep ? v : meth_view(S, v, ten_dropped(&x.s, axes), e->loc);
+    return keep ? v : layer_view(S, v, ten_dropped(&x.s, axes), e->loc);
 }
 
 /* torch.logsumexp(x, dim, keepdim): m + log(sum(exp(x - m))), m the
@@ -233,7 +195,7 @@ static Val logsumexp(Sema *S, const Expr *e)
     Val t = tfn_unary(S, OP_T_EXP, meth_broadcast(S, OP_BC_SUB, x, m, "-", e->loc), 0, 0, e->loc);
     Val l = tfn_unary(S, OP_T_LOG, reduced(S, OP_T_SUM, t, axes, e->loc), 0, 0, e->loc);
     Val v = meth_broadcast(S, OP_BC_ADD, m, l, "+", e->loc);
-    return keep ? v : meth_view(S, v, ten_dropped(&x.s, axes), e->loc);
+    return keep ? v : layer_view(S, v, ten_dropped(&x.s, axes), e->loc);
 }
 
 /* ---- movement ---------------------------------------------------------- */
@@ -327,7 +289,7 @@ static Val unsqueeze(Sema *S, const Expr *e)
     Shape s = {x.s.rank + 1, {0}};
     for (int k = 0, j = 0; k < s.rank; k++)
         s.d[k] = k == d ? 1 : x.s.d[j++];
-    return meth_view(S, x, s, e->loc);
+    return layer_view(S, x, s, e->loc);
 }
 
 static Val squeeze(Sema *S, const Expr *e)
@@ -345,7 +307,7 @@ static Val squeeze(Sema *S, const Expr *e)
     for (int k = 0; k < x.s.rank; k++)
         if (x.s.d[k] == 1 && (d < 0 || d == k))
             drop |= 1u << k;
-    return meth_view(S, x, ten_dropped(&x.s, drop), e->loc);
+    return layer_view(S, x, ten_dropped(&x.s, drop), e->loc);
 }
 
 /* x.expand(N, 4, 5) or x.expand(-1, 4, 5): -1 keeps a dimension, a 1
@@ -374,7 +336,7 @@ static Val expand(Sema *S, const Expr *e)
     for (int k = 0; k < n; k++) {
         const int j = k - (n - x.s.rank);
         int64_t v;
-        if (!meth_size(S, dims[k]->val, &v))
+        if (!layer_size(S, dims[k]->val, &v))
             return POISON;
         const int64_t have = j >= 0 ? x.s.d[j] : 1;
         if (v == -2 && j >= 0)
@@ -495,7 +457,7 @@ static int split_pieces(Sema *S, const Expr *e, Val *out, int max)
     for (int k = 0; k < n; k++) {
         out[k] = slice(S, x, d, at, 1, sizes[k], e->loc);
         if (unbind)
-            out[k] = meth_view(S, out[k], ten_dropped(&out[k].s, 1u << d), e->loc);
+            out[k] = layer_view(S, out[k], ten_dropped(&out[k].s, 1u << d), e->loc);
         at += sizes[k];
     }
     return n;
@@ -566,7 +528,7 @@ static Val stack(Sema *S, const Expr *e)
         Shape s = {t[k].s.rank + 1, {0}};
         for (int i = 0, j = 0; i < s.rank; i++)
             s.d[i] = i == d ? 1 : t[k].s.d[j++];
-        t[k] = meth_view(S, t[k], s, e->loc);
+        t[k] = layer_view(S, t[k], s, e->loc);
     }
     return n == 1 ? t[0] : meth_cat(S, e, t, n, d, (const Expr *const *)where);
 }
@@ -683,7 +645,7 @@ Val meth_index(Sema *S, const Expr *e)
     for (; d < x.s.rank; d++)
         out.d[out.rank++] = x.s.d[d];
     (void)drop;
-    return meth_view(S, x, out, e->loc);
+    return layer_view(S, x, out, e->loc);
 }
 
 /* ---- broadcasting arithmetic ------------------------------------------- */

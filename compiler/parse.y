@@ -428,22 +428,24 @@ static int starts_expr(yysymbol_kind_t k)
 {
     const char *s = yysymbol_name(k);
     return k == YYSYMBOL_IDENT || k == YYSYMBOL_INT || k == YYSYMBOL_FLOAT || k == YYSYMBOL_STRING
-        || k == YYSYMBOL_TRUE || k == YYSYMBOL_FALSE || !strcmp(s, "'('") || !strcmp(s, "'['") || !strcmp(s, "'-'");
+        || k == YYSYMBOL_TRUE || k == YYSYMBOL_FALSE || !strcmp(s, "'('") || !strcmp(s, "'['") || !strcmp(s, "'-'")
+        || !strcmp(s, "'~'");
 }
 
-/* Whether k is a binary operator (+ - * / // @) or continues a value (.
+/* Whether k is a binary operator (+ - * / // % @ & | and comparisons) or continues a value (.
  * and [, a method or a subscript): listed as one, "an operator" */
 static int is_operator(yysymbol_kind_t k)
 {
     const char *s = yysymbol_name(k);
     return k == YYSYMBOL_FDIV || k == YYSYMBOL_POW || k == YYSYMBOL_CMP || !strcmp(s, "'+'") || !strcmp(s, "'-'") || !strcmp(s, "'*'") || !strcmp(s, "'/'")
-        || !strcmp(s, "'@'") || !strcmp(s, "'.'") || !strcmp(s, "'['");
+        || !strcmp(s, "'@'") || !strcmp(s, "'.'") || !strcmp(s, "'['") || !strcmp(s, "'%'") || !strcmp(s, "'&'")
+        || !strcmp(s, "'|'");
 }
 
 /* `unexpected '}', expected identifier or 'return'`: the offending token,
  * with its text where that helps, and the tokens that would have fit when
  * there are few enough to be a useful hint. Where any expression fits,
- * "expression" stands for the nine tokens that can start one. */
+ * "expression" stands for the ten tokens that can start one. */
 static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, ParseState *P)
 {
     (void)scanner;

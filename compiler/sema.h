@@ -136,6 +136,10 @@ const char *layer_fn_name(int i);     /* the i-th such function, NULL past the e
 Val layer_node(Sema *S, Op op, int a, int b, Shape s, Loc loc);
 Val layer_dropout(Sema *S, Val x, double p, Loc loc);
 Val layer_flatten(Sema *S, Val x, Loc loc);
+Val layer_view(Sema *S, Val x, Shape s, Loc loc);  /* x as shape s, a view keeping its layout */
+/* A size in a shape: an integer (-1 gives -2, inferred), or x.size(d) (the
+ * batch's: DIM_N); 0 after reporting */
+int layer_size(Sema *S, const Expr *e, int64_t *d);
 int layer_drop_p(const Expr *e, double *p);
 /* The activation functions (F.relu, F.leaky_relu, ...): index of name or
  * -1; the name of index i (NULL past the end); a call's
@@ -171,7 +175,6 @@ Val tint_index(Sema *S, Val x, int d, const Expr *ie, Loc loc);    /* x[:, idx]:
 int tint_is_constant(const Expr *e);        /* a model member that is a tensor (a buffer), not a layer */
 
 /* ---- methods.c: tensor functions and methods of any rank (meth_) -------- */
-Val meth_view(Sema *S, Val x, Shape s, Loc loc);   /* x as shape s, a view keeping its layout */
 int meth_handles(const char *name);         /* sum, mean, permute, chunk, ... (and those refused with a reason) */
 const char *meth_list(void);                /* the supported ones, sorted, one line */
 Val meth_call(Sema *S, const Expr *e);
@@ -182,9 +185,6 @@ Val meth_index(Sema *S, const Expr *e);     /* x[:, -1], x[..., :k], x[:, None] 
 Val meth_broadcast(Sema *S, Op op, Val a, Val b, const char *sym, Loc loc);
 /* t[0..n) joined along dimension d (not the batch's); where[k]: t[k]'s expression */
 Val meth_cat(Sema *S, const Expr *e, const Val *t, int n, int d, const Expr *const *where);
-/* A size in a shape: an integer (-1 gives -2, inferred), or x.size(d) (the
- * batch's: DIM_N); 0 after reporting */
-int meth_size(Sema *S, const Expr *e, int64_t *d);
 /* ---- forward.c --------------------------------------------------------- */
 /* Checks one model, building its graph in g: IMAGES, LABELS, its
  * parameters in declaration order, then forward. Returns the logits. */

@@ -256,7 +256,7 @@ const char *ten_verify(const Graph *g, const Node *n)
  * value operands (where's and the fills' mask, a gather's index aside):
  * bool < i64 < f32. The ops with constants of their own (full, arange,
  * affine, clamp) take `given`, the front end's reading of the constants
- * (arange(5) is an i64, x * 0.5 a float). */
+ * (arange(5) is an i64, x * 0.5 a float). For the tensor ops and reshape. */
 DType ten_dtype(const Graph *g, Op op, int nin, const int *in, DType given)
 {
     switch (op) {
@@ -273,8 +273,6 @@ DType ten_dtype(const Graph *g, Op op, int nin, const int *in, DType given)
     default:
         break;
     }
-    if (op_kind[op] != K_TENSOR && op != OP_RESHAPE)
-        return DT_F32;
     const int skip = op == OP_T_WHERE ? 0 : op == OP_T_FILL_IF || op == OP_T_KEEP_IF || op == OP_T_GATHER
                      || op == OP_T_GATHER_GRAD ? 1 : -1;
     DType t = DT_BOOL;
@@ -293,8 +291,7 @@ DType ten_dtype(const Graph *g, Op op, int nin, const int *in, DType given)
 const char *ten_dtype_check(const Graph *g, const Node *n)
 {
     if (n->dt != ten_dtype(g, n->op, n->nin, n->in, n->dt))
-        return util_fmt("its result is %s, not %s", ir_dtype_text(n->dt),
-                        ir_dtype_text(ten_dtype(g, n->op, n->nin, n->in, n->dt)));
+        return "its dtype is not its operands' promotion (ten_dtype)";
     const int mask = n->op == OP_T_WHERE ? 0 : n->op == OP_T_FILL_IF || n->op == OP_T_KEEP_IF || n->op == OP_T_GATHER
                      || n->op == OP_T_GATHER_GRAD ? 1 : -1;
     if (mask >= 0 && g->n[n->in[mask]]->dt != (n->op == OP_T_GATHER || n->op == OP_T_GATHER_GRAD ? DT_I64 : DT_BOOL))

@@ -153,7 +153,7 @@ static int sizes(Sema *S, const Expr *e, int from, int n, Shape *s)
     s->rank = cnt;
     int batch = 0;
     for (int k = 0; k < cnt; k++) {
-        if (!meth_size(S, v[k], &s->d[k]))
+        if (!layer_size(S, v[k], &s->d[k]))
             return 0;
         if (s->d[k] == -2) {
             diag_error(v[k]->loc, "%s's sizes must be known (-1 is view's)", fname(e));
@@ -278,7 +278,7 @@ static Val call_arange(Sema *S, const Expr *e)
         }
         int64_t sz;
         if (a->val->kind == E_CALL && strcmp(a->val->s, "size") == 0) {
-            if (!meth_size(S, a->val, &sz))
+            if (!layer_size(S, a->val, &sz))
                 return POISON;
             if (sz == DIM_N) {
                 diag_error(a->val->loc, "%s of the batch's size is not supported (a sample's values cannot "
@@ -445,8 +445,8 @@ static int mask_arg(Sema *S, Val m, const Expr *e, const char *fn)
 {
     if (m.id < 0 || dtype(S, m) == DT_BOOL)
         return m.id >= 0;
-    diag_error(e->loc, "%s's mask must be a bool tensor (a comparison), got %s; write %s != 0", fn,
-               ir_dtype_text(dtype(S, m)), arg_show(e));
+    diag_error(e->loc, "%s's mask must be a bool tensor (a comparison), got %s; compare it (mask != 0)", fn,
+               ir_dtype_text(dtype(S, m)));
     return 0;
 }
 
@@ -589,7 +589,7 @@ static Val call_argmax(Sema *S, const Expr *e)
     if (!index_dim(a[1], x, fname(e), &d))
         return POISON;
     Val y = arg_extreme(S, e->s[3] == 'm' && e->s[4] == 'a' ? OP_T_ARGMAX : OP_T_ARGMIN, x, d, e->loc);
-    return keep ? y : meth_view(S, y, ten_dropped(&x.s, 1u << d), e->loc);
+    return keep ? y : layer_view(S, y, ten_dropped(&x.s, 1u << d), e->loc);
 }
 
 /* torch.max(x, dim, keepdim): (values, indices), the values gathered at the
@@ -608,8 +608,8 @@ static int max_pair(Sema *S, const Expr *e, Val out[2])
     Val i = arg_extreme(S, strcmp(e->s, "max") == 0 ? OP_T_ARGMAX : OP_T_ARGMIN, x, d, e->loc);
     Val v = gather(S, x, d, i, i.s, e->loc);
     const Shape dropped = ten_dropped(&x.s, 1u << d);
-    out[0] = keep ? v : meth_view(S, v, dropped, e->loc);
-    out[1] = keep ? i : meth_view(S, i, dropped, e->loc);
+    out[0] = keep ? v : layer_view(S, v, dropped, e->loc);
+    out[1] = keep ? i : layer_view(S, i, dropped, e->loc);
     return out[0].id >= 0 && out[1].id >= 0;
 }
 
@@ -687,7 +687,7 @@ static Val select_rows(Sema *S, Val x, int d, Val i, Loc loc)
     s.d[d] = i.s.d[0];
     for (int k = 0; k < is.rank; k++)
         is.d[k] = k == d ? i.s.d[0] : 1;
-    return gather(S, x, d, meth_view(S, i, is, loc), s, loc);
+    return gather(S, x, d, layer_view(S, i, is, loc), s, loc);
 }
 
 /* torch.index_select(x, dim, index): index a 1-d i64 tensor */

@@ -7,7 +7,8 @@
 # tests/ddp/syncbn.net for the channel passes split over blocks,
 # loss_*.net for the losses of float targets, norm.net for the row
 # normalizations, tests/ir/pool_chain.net for rule pool-chain,
-# tests/torch/attn_net.net for the ops over tensors of any rank; odd.net
+# tests/torch/attn_net.net for the ops over tensors of any rank,
+# tests/torch/mask_net.net for the integer and boolean ones; odd.net
 # also with rule row-tail off, for the row kernel) with one
 # edit (sed);
 # kernel_check has to fail on every one of them (and pass on the unedited
@@ -232,6 +233,15 @@ check 'bmm: its sum stops one term short' 's|for (int64_t k = 0; k < 16; k++)|fo
 check 'bc_div_grad: -dy a / b, one division by b short' 's|= -x0 \* ((x1 / x2) / x2);|= -x0 * (x1 / x2);|' $A
 check 'tensor-chain: a member reads 0 for its predecessor'"'"'s value' '0,/const float x0 = v\([0-9]*\);/s//const float x0 = 0.0f * v\1;/' $A
 check 'amax keeps the smaller element' 's/acc = v > acc || v != v ? v : acc;/acc = v < acc || v != v ? v : acc;/' $A
+# integer and boolean tensors (emit_tensor.c): masks, indices, selections
+MODEL=$HERE/../torch/mask_net.net
+check 'tril: the diagonal dropped from the causal mask' 's/i1 - i0 <= (int64_t)(0.0f)/i1 - i0 < (int64_t)(0.0f)/' $A
+check 'argmax: the smallest element chosen' 's/v != v || v > best_/v != v || v < best_/' $A
+check 'gather: the index read one place on' '0,/cddp_index(b\([0-9]*\)\[\([^]]*\)\], 16)/s//cddp_index(b\1[\2] + 1.0f, 16)/' $A
+check 'gather_grad: dy added at every place, not the indexed one' 's/acc += k_ == i2 ? (double)d_ : 0.0;/acc += (double)d_;/' $A
+check 'where: the branches swapped' 's/= x0 != 0.0f ? x1 : x2;/= x0 != 0.0f ? x2 : x1;/' $A
+check 'keep_if gradient: dy passed where the mask is false' '0,/= x1 != 0.0f ? x0 : (0.0f);/s//= x0;/' $A
+check 'a comparison with a constant reversed' '0,/= x0 > (0.0f) ? 1.0f : 0.0f;/s//= x0 < (0.0f) ? 1.0f : 0.0f;/' $A
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]

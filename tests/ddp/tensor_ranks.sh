@@ -1,7 +1,8 @@
 #!/bin/bash
 # tests/ddp/tensor_ranks.sh PROGRAM DATA: a model of tensors of any rank
 # (tests/torch/attn_net.net: batched products, reductions over dimensions,
-# broadcasts, a batch not first) under data parallelism and resume:
+# broadcasts, a batch not first; tests/torch/mask_net.net: masks, indices,
+# gathers and their scatter-add gradients) under data parallelism and resume:
 #   (a) 2 ranks x batch 16 == 1 rank x batch 32 over 40 steps (weights,
 #       step losses, epoch metrics within 1e-5, tests/ddp/compare.py);
 #   (b) stopped by --max-steps at step 25 with a checkpoint and resumed to

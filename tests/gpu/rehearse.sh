@@ -61,7 +61,7 @@ else
     tail -n 30 $B/logs/convnet.log
 fi
 # nothing the GPU host lacks: no OpenBLAS, MPI or oneDNN symbol or library
-for p in $B/mnist $B/convnet $B/kernel_check $B/kernel_check_convnet $B/kernel_check_convnet_bf16 $B/kernel_check_attn $B/kernel_check_bf16 $B/kernel_check_fp16; do
+for p in $B/mnist $B/convnet $B/kernel_check $B/kernel_check_convnet $B/kernel_check_convnet_bf16 $B/kernel_check_attn $B/kernel_check_mask $B/kernel_check_bf16 $B/kernel_check_fp16; do
     [ -x "$p" ] || { no "$p was not built"; continue; }
     bad=$(nm -u "$p" 2>/dev/null | grep -E ' (dnnl_|MPI_|ompi_|cblas_|openblas_)' | head -n 3 | tr -s ' \n' ' ')
     libs=$(ldd "$p" 2>/dev/null | grep -oE 'lib(dnnl|openblas|blas|mpi)[^ ]*' | tr '\n' ' ')

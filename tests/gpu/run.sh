@@ -17,7 +17,9 @@
 #            time; registers, local and shared memory per kernel in the log
 #   kernels  every CUDA kernel of SimpleNet, the ConvNet and the attention
 #            model (tests/torch/attn_net.net: batched products, reductions
-#            over dimensions, tensor-chain kernels) against its C kernel on
+#            over dimensions, tensor-chain kernels) and the masks model
+#            (tests/torch/mask_net.net: masks, argmax, gathers and their
+#            scatter-add gradients) against its C kernel on
 #            fresh random state with poisoned outputs
 #            (tests/cuda/kc_core.c, tests/gpu/kc_gpu.c): max rel diff
 #   kernels_mma  the same for tests/cuda/models/amp_bf16.net, amp_fp16.net and
@@ -129,7 +131,7 @@ step_build() {
     echo "zlib: $ZWHICH" >"$LOGS/zlib"
     if [ "${CDDP_GPU_REUSE_BUILD:-}" = 1 ] && [ -x $B/cddpc ] && [ -s $B/libcddprt.a ] && [ -x $B/mnist ] &&
         [ -x $B/kernel_check ] && [ -x $B/kernel_check_bf16 ] && [ -x $B/kernel_check_fp16 ] &&
-        [ -x $B/kernel_check_convnet ] && [ -x $B/kernel_check_convnet_bf16 ] && [ -x $B/kernel_check_attn ]; then
+        [ -x $B/kernel_check_convnet ] && [ -x $B/kernel_check_convnet_bf16 ] && [ -x $B/kernel_check_attn ] && [ -x $B/kernel_check_mask ]; then
         detail "the build in $B kept (CDDP_GPU_REUSE_BUILD=1)"
         return 0
     fi
@@ -164,12 +166,13 @@ step_build() {
     build_kc models/mnist_convnet.net $B/emit_convnet $B/kernel_check_convnet & pids+=($!)
     build_kc tests/cuda/models/convnet_bf16.net $B/emit_convnet_bf16 $B/kernel_check_convnet_bf16 & pids+=($!)
     build_kc tests/torch/attn_net.net $B/emit_attn $B/kernel_check_attn & pids+=($!)
+    build_kc tests/torch/mask_net.net $B/emit_mask $B/kernel_check_mask & pids+=($!)
     build_kc tests/cuda/models/amp_bf16.net $B/emit_bf16 $B/kernel_check_bf16 & pids+=($!)
     build_kc tests/cuda/models/amp_fp16.net $B/emit_fp16 $B/kernel_check_fp16 & pids+=($!)
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
     [ $rc -eq 0 ] && [ -x $B/mnist ] || { [ -s "$LOGS/build.detail" ] || detail "cddpc models/mnist.net failed (see logs/build.log)"; return 1; }
     set +x
-    detail "cddpc, libcddprt (no BLAS), SimpleNet, kernel_check (SimpleNet, ConvNet fp32 and bf16, attention, bf16, fp16) on $JOBS cores; $(basename "$CC") $($CC -dumpversion); zlib $ZWHICH"
+    detail "cddpc, libcddprt (no BLAS), SimpleNet, kernel_check (SimpleNet, ConvNet fp32 and bf16, attention, masks and indices, bf16, fp16) on $JOBS cores; $(basename "$CC") $($CC -dumpversion); zlib $ZWHICH"
 }
 
 step_nvrtc() {
@@ -179,13 +182,13 @@ step_nvrtc() {
     return $rc
 }
 
-step_kernels() {   # SimpleNet's, the ConvNet's and the attention model's, fp32
+step_kernels() {   # SimpleNet's, the ConvNet's, the attention model's and the masks', fp32
     local m rc=0 out="" tol
-    for m in "" _convnet _attn; do
+    for m in "" _convnet _attn _mask; do
         # a product of two activations sums 16 or 28 terms of up to 1: the
         # two sides round those apart by 1e-5 (tests/SUITE: cuda-emu-attn)
         tol=""
-        [ "$m" = _attn ] && tol="--tol 4e-5"
+        [ "$m" = _attn ] || [ "$m" = _mask ] && tol="--tol 4e-5"
         $B/kernel_check$m $tol | tee $B/kernels$m.txt
         [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
         out="$out$(tail -1 $B/kernels$m.txt | sed 's/^kernels: //')  "

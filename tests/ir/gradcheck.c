@@ -381,6 +381,9 @@ static double tensor_formula(const Node *n, const double *v)
     case OP_T_MINIMUM: return v[0] < v[1] ? v[0] : v[1];
     case OP_T_MAXIMUM_GRAD: return v[1] > v[2] ? v[0] : v[1] == v[2] ? v[0] / 2 : 0;
     case OP_T_MINIMUM_GRAD: return v[1] < v[2] ? v[0] : v[1] == v[2] ? v[0] / 2 : 0;
+    case OP_T_WHERE: return v[0] != 0 ? v[1] : v[2];
+    case OP_T_FILL_IF: return v[1] != 0 ? lo : v[0];
+    case OP_T_KEEP_IF: return v[1] != 0 ? v[0] : lo;
     default:
         fprintf(stderr, "gradcheck: no formula for %s\n", op_text[n->op]);
         exit(1);
@@ -462,6 +465,34 @@ static void eval_tensor(const Node *n, double *y)
             for (int d = 0; d < yv.rank; d++)
                 o += c[d] * (first ? xv.st[d] : bv.st[d]);
             y[e] = first ? x[o] : val[n->in[1]].v[o];
+        }
+        return;
+    }
+    case OP_T_TRIL: case OP_T_TRIU:
+        for (int64_t e = 0; e < total; e++) {
+            coords(&yv, e, c);
+            const int64_t d = c[yv.rank - 1] - c[yv.rank - 2];
+            y[e] = (n->op == OP_T_TRIL ? d <= n->ten.lo : d >= n->ten.lo) ? x[e] : 0;
+        }
+        return;
+    case OP_T_GATHER: case OP_T_GATHER_GRAD: {
+        /* gather: y at c is x at c with the index's value on the axis;
+         * its gradient: each dy added at the place its index names */
+        const int a = n->ten.axis, grad = n->op == OP_T_GATHER_GRAD;
+        const Node *src = grad ? n : g->n[n->in[0]], *res = grad ? g->n[n->in[0]] : n;
+        const Dims sv = dims_of(&src->shape), rv = dims_of(&res->shape), iv = dims_of(&g->n[n->in[1]]->shape);
+        if (grad)
+            memset(y, 0, sizeof(double) * (size_t)total);
+        for (int64_t e = 0; e < ir_numel(&res->shape, BATCH); e++) {
+            coords(&rv, e, c);
+            const int64_t k = (int64_t)val[n->in[1]].v[bcast_at(&iv, c, rv.rank)];
+            int64_t o = 0;
+            for (int d = 0; d < rv.rank; d++)
+                o += (d == a ? k : c[d]) * sv.st[d];
+            if (grad)
+                y[o] += x[e];
+            else
+                y[e] = x[o];
         }
         return;
     }
@@ -1056,6 +1087,77 @@ static int check_t2(const char *what, Op op, Shape sa, Shape sb, Shape sy, const
 
 static Shape sh3(int64_t a, int64_t b, int64_t c) { return ir_shape(3, a, b, c); }
 
+/* an input that is a mask (0/1, every other element; t DT_BOOL) or an
+ * index (k * 3 + 1 mod range: repeats, so a gather's gradient sums) */
+static int aux(Shape s, DType t, int64_t range)
+{
+    int id = input(ten_batch_dim(&s) >= 0 ? OP_IMAGES : OP_PARAM, s);
+    g->n[id]->dt = t;
+    fill(id);
+    for (int64_t k = 0; k < val[id].n; k++)
+        val[id].v[k] = t == DT_BOOL ? (double)((k * 7 / 3) % 2) : (double)((k * 3 + 1) % range);
+    return id;
+}
+
+/* y = op(inputs) with a mask or an index among them (at position `at`):
+ * the gradients of the others */
+static int check_sel(const char *what, Op op, int nin, const Shape *in, int at, DType t, int64_t range, Shape sy,
+                     const Node *attr)
+{
+    reset();
+    int x[3], wrt[3], nw = 0;
+    for (int k = 0; k < nin; k++) {
+        x[k] = k == at ? aux(in[k], t, range) : t_input(in[k], 0);
+        if (k != at)
+            wrt[nw++] = x[k];
+    }
+    int y = ir_add(g, op, nin, x, sy, DT_F32, (Loc){0});
+    if (attr)
+        g->n[y]->ten = attr->ten;
+    const char *why = ten_verify(g, g->n[y]);
+    if (!why)
+        why = ten_dtype_check(g, g->n[y]);
+    if (why) {
+        printf("FAIL %-28s shape rule: %s\n", what, why);
+        return 1;
+    }
+    int w = t_input(sy, 0);
+    return check(what, y, w, RED_SUM, wrt, nw);
+}
+
+/* the ops that select by a mask or an index (tensor_ints.c) */
+static int check_selections(void)
+{
+    int fails = 0;
+    Node t;
+    const Shape n34 = sh3(DIM_N, 3, 4);
+    memset(&t, 0, sizeof t);
+    fails += check_sel("where c[N,3,1] a[N,3,4] b[4]", OP_T_WHERE, 3, (Shape[]){sh3(DIM_N, 3, 1), n34, ir_shape(1, 4)},
+                       0, DT_BOOL, 2, n34, &t);
+    t.ten.lo = 2.5;
+    fails += check_sel("masked_fill x[N,3,4] m[3,4]", OP_T_FILL_IF, 2, (Shape[]){n34, ir_shape(2, 3, 4)}, 1, DT_BOOL,
+                       2, n34, &t);
+    t.ten.lo = -1;
+    fails += check_sel("keep_if x[N,1,4] m[N,3,4]", OP_T_KEEP_IF, 2, (Shape[]){sh3(DIM_N, 1, 4), n34}, 1, DT_BOOL, 2,
+                       n34, &t);
+    memset(&t, 0, sizeof t);
+    t.ten.lo = 0;
+    fails += check_t1("tril [N,3,4]", OP_T_TRIL, n34, n34, &t, 0);
+    t.ten.lo = -1;
+    fails += check_t1("triu diagonal -1 [2,N,4,3]", OP_T_TRIU, ir_shape(4, 2, DIM_N, 4, 3), ir_shape(4, 2, DIM_N, 4, 3),
+                      &t, 0);
+    memset(&t, 0, sizeof t);
+    t.ten.axis = 2;
+    fails += check_sel("gather x[N,3,5] i[N,3,4] dim 2", OP_T_GATHER, 2, (Shape[]){sh3(DIM_N, 3, 5), n34}, 1, DT_I64,
+                       5, n34, &t);
+    fails += check_sel("gather x[N,4,5] i[N,2,3] dim 2", OP_T_GATHER, 2, (Shape[]){sh3(DIM_N, 4, 5), sh3(DIM_N, 2, 3)},
+                       1, DT_I64, 5, sh3(DIM_N, 2, 3), &t);
+    t.ten.axis = 1;
+    fails += check_sel("index_select x[N,4,3] i[1,6,1] dim 1", OP_T_GATHER, 2, (Shape[]){sh3(DIM_N, 4, 3),
+                       sh3(1, 6, 1)}, 1, DT_I64, 4, sh3(DIM_N, 6, 3), &t);
+    return fails;
+}
+
 static int check_tensors(void)
 {
     int fails = 0;
@@ -1137,6 +1239,7 @@ int main(void)
     fails += check_act("div_scalar x / 4", OP_DIV_SCALAR, 4, 0);
     fails += check_reuse();
     fails += check_tensors();
+    fails += check_selections();
     fails += check_act("sigmoid x[N,4]", OP_SIGMOID, 0, 0);
     fails += check_act("silu   x[N,4]", OP_SILU, 0, 0);
     fails += check_act("gelu   x[N,4]", OP_GELU, 0, 0);

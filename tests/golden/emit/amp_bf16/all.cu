@@ -43,6 +43,11 @@ __device__ __forceinline__ void rt_mma_fp16(float *d, const unsigned *a, const u
 #else
 #define RT_MMA 0
 #endif
+__device__ __forceinline__ int64_t cddp_index(float v, int64_t len)
+{
+    const int64_t k = (int64_t)v;
+    return k < 0 ? 0 : k >= len ? len - 1 : k;
+}
 #ifndef RT_CHECK16
 #define RT_CHECK16(x, back) ((void)0)
 #endif

@@ -43,6 +43,11 @@ __device__ __forceinline__ void rt_mma_fp16(float *d, const unsigned *a, const u
 #else
 #define RT_MMA 0
 #endif
+__device__ __forceinline__ int64_t cddp_index(float v, int64_t len)
+{
+    const int64_t k = (int64_t)v;
+    return k < 0 ? 0 : k >= len ? len - 1 : k;
+}
 __device__ __forceinline__ unsigned long long cddp_mix64(unsigned long long z) { z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL; z ^= z >> 27; z *= 0x94d049bb133111ebULL; return z ^ (z >> 31); } __device__ __forceinline__ unsigned long long cddp_drop_key(unsigned long long seed, int rank, long long step, int node) { unsigned long long h = cddp_mix64(seed ^ 0x6a09e667f3bcc909ULL); h = cddp_mix64(h ^ (unsigned long long)(unsigned)rank); h = cddp_mix64(h ^ (unsigned long long)step); return cddp_mix64(h ^ (unsigned long long)(unsigned)node); } __device__ __forceinline__ float cddp_drop_u(unsigned long long key, long long idx) { unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f; }
 
 /* t0_images_labels_mm_nt_bias_add_relu__data__epilogue__data_prologue: images%0 labels%1 mm_nt%8 bias_add%9 relu%10 */
