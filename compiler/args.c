@@ -110,6 +110,37 @@ static const char *arith_text(ExprKind k)
     return k == E_ADD ? "+" : k == E_SUB ? "-" : k == E_MUL ? "*" : k == E_DIV ? "/" : k == E_POW ? "**" : k == E_MOD ? "%" : "//";
 }
 
+/* The numbers a model's names hold (N, T, C = x.size(); d = C // 4;
+ * x.shape[1]): the model being checked sets the lookup (fwd_model), one
+ * model at a time */
+static int (*names_fn)(void *ctx, const Expr *e, double *f, int *is_int);
+static void *names_ctx;
+
+void arg_names(int (*fn)(void *ctx, const Expr *e, double *f, int *is_int), void *ctx)
+{
+    names_fn = fn;
+    names_ctx = ctx;
+}
+
+static int named(const Expr *e, double *f, int *is_int)
+{
+    if (!names_fn || (e->kind != E_NAME && e->kind != E_INDEX && e->kind != E_CALL))
+        return 0;
+    return names_fn(names_ctx, e, f, is_int);
+}
+
+int arg_size(const Expr *e, int64_t *v)
+{
+    double f;
+    int is_int;
+    const int r = named(e, &f, &is_int);
+    if (r == 2)
+        *v = DIM_N;
+    else if (r == 1 && is_int)
+        *v = (int64_t)f;
+    return r == 1 && !is_int ? 0 : r > 0 ? 1 : r;
+}
+
 /* Folds constant arithmetic as Python does: 16 * 5 * 5 and 28 // 2 are
  * integers, 2 * 1e-3 and 1 / 2 numbers (true division), -(-3) folds.
  * Returns 1 with the value, 0 if e is not a constant (nothing reported),
@@ -117,6 +148,12 @@ static const char *arith_text(ExprKind k)
  * overflow). */
 static int number(const Expr *e, double *f, int64_t *i, int *is_int)
 {
+    const int rn = named(e, f, is_int);
+    if (rn != 0) {      /* a name's number (the batch's size is not known: not a constant) */
+        if (rn == 1)
+            *i = *is_int ? (int64_t)*f : fabs(*f) < 0x1p63 ? (int64_t)*f : 0;
+        return rn == 2 ? 0 : rn;
+    }
     if (e->kind == E_INT || e->kind == E_FLOAT) {
         *f = e->f;
         *i = e->i;
@@ -243,6 +280,12 @@ static int number(const Expr *e, double *f, int64_t *i, int *is_int)
     /* a float's integer part, where int64 holds it (C leaves the rest undefined) */
     *i = fabs(*f) < 0x1p63 ? (int64_t)*f : 0;
     return 1;
+}
+
+int arg_number(const Expr *e, double *v, int *is_int)
+{
+    int64_t i;
+    return number(e, v, &i, is_int);
 }
 
 int arg_const(const Expr *e, double *v)

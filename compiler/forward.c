@@ -85,20 +85,87 @@ static Var *find_var(Sema *S, const char *name)
     return NULL;
 }
 
-static void set_var(Sema *S, const char *name, Val v)
+static Val eval(Sema *S, const Expr *e);
+
+static Var *new_var(Sema *S, const char *name)
 {
     Var *p = find_var(S, name);
-    if (p) {
-        p->v = v;
-        return;
-    }
+    if (p)
+        return p;
     if ((S->nvars & (S->nvars - 1)) == 0)
         S->vars = util_grow(S->vars, sizeof *S->vars * (size_t)S->nvars,
                             sizeof *S->vars * (size_t)(S->nvars ? 2 * S->nvars : 1));
-    S->vars[S->nvars++] = (Var){name, v};
+    S->vars[S->nvars] = (Var){.name = name, .v = POISON};
+    return &S->vars[S->nvars++];
 }
 
-static Val eval(Sema *S, const Expr *e);
+static void set_var(Sema *S, const char *name, Val v)
+{
+    Var *p = new_var(S, name);
+    *p = (Var){.name = name, .v = v};
+}
+
+/* a name of a number, or of the batch's size (size DIM_N) */
+static void set_num(Sema *S, const char *name, double num, int is_int)
+{
+    Var *p = new_var(S, name);
+    *p = (Var){.name = name, .v = POISON, .is_num = 1, .is_int = is_int, .is_batch = is_int && num == DIM_N,
+               .num = num};
+}
+
+/* arg_names' lookup: a name bound to a number; x.shape[d], x.size(d) of a
+ * variable x (any other tensor's size is layer_size's, which evaluates it) */
+static int names_lookup(void *ctx, const Expr *e, double *f, int *is_int)
+{
+    Sema *S = ctx;
+    if (e->kind == E_NAME) {
+        const Var *p = find_var(S, e->s);
+        if (!p || !p->is_num)
+            return 0;
+        *f = p->num, *is_int = p->is_int;
+        return p->is_batch ? 2 : 1;
+    }
+    const Expr *d = NULL;
+    const char *name = NULL;
+    if (e->kind == E_INDEX && e->a->kind == E_NAME && e->nargs == 1 && strlen(e->a->s) > 6
+        && strcmp(e->a->s + strlen(e->a->s) - 6, ".shape") == 0)
+        name = util_fmt("%.*s", (int)strlen(e->a->s) - 6, e->a->s), d = e->args[0]->val;     /* x.shape[1] */
+    else if (e->kind == E_CALL && strcmp(e->s, "size") == 0 && e->nargs == 2 && !e->args[1]->key
+             && e->args[0]->val->kind == E_NAME)
+        name = e->args[0]->val->s, d = e->args[1]->val;
+    const Var *p = name ? find_var(S, name) : NULL;
+    if (!p || p->is_num || p->v.id < 0)
+        return 0;
+    int64_t k;
+    if (!arg_int(d, "the dimension", -p->v.s.rank, p->v.s.rank - 1, &k))
+        return -1;
+    const int64_t v = p->v.s.d[k < 0 ? k + p->v.s.rank : k];
+    *f = (double)v, *is_int = 1;
+    return v == DIM_N ? 2 : 1;
+}
+
+/* N, T, C = x.size() or x.shape: each name bound to its size; 0 after reporting */
+static int unpack_sizes(Sema *S, const Stmt *st)
+{
+    const Expr *e = st->val, *x;
+    if (e->kind == E_CALL && strcmp(e->s, "size") == 0 && e->nargs == 1 && !e->args[0]->key)
+        x = e->args[0]->val;
+    else if (e->kind == E_NAME && strlen(e->s) > 6 && strcmp(e->s + strlen(e->s) - 6, ".shape") == 0)
+        x = &(Expr){.kind = E_NAME, .loc = e->loc, .s = util_fmt("%.*s", (int)strlen(e->s) - 6, e->s)};
+    else
+        return -1;
+    Val v = eval(S, x);
+    if (v.id < 0)
+        return 0;
+    if (v.s.rank != st->nnames) {
+        diag_error(e->loc, "%s has %d dimensions, unpacked into %d names", ir_shape_str(&v.s), v.s.rank, st->nnames);
+        return 0;
+    }
+    for (int k = 0; k < st->nnames; k++)
+        set_num(S, st->names[k], (double)v.s.d[k], 1);
+    return 1;
+}
+
 
 /* dropout(x, p = 0.5): F.dropout(x, p, self.training), i.e. like the
  * Dropout layer, identity in the eval plan. */
@@ -559,6 +626,10 @@ static Val eval(Sema *S, const Expr *e)
     switch (e->kind) {
     case E_NAME: {
         Var *v = find_var(S, e->s);
+        if (v && v->is_num) {
+            diag_error(e->loc, "'%s' is %s, not a tensor", e->s, v->is_batch ? "the batch's size" : "a number");
+            return POISON;
+        }
         if (v)
             return v->v;
         if (find_layer(S, e->s) >= 0) {
@@ -698,6 +769,8 @@ static Val run_body(Sema *S, const Forward *f)
             diag_error(st->loc, "statement after return is never run");
             return POISON;
         }
+        if (st->nnames > 0 && unpack_sizes(S, st) >= 0)     /* N, T, C = x.size() */
+            continue;
         if (st->nnames > 0) {   /* a, b = torch.chunk(x, 2, 1) */
             Val *vs = util_alloc(sizeof *vs * (size_t)st->nnames);
             int ok = meth_unpack(S, st->val, vs, st->nnames);
@@ -707,6 +780,19 @@ static Val run_body(Sema *S, const Forward *f)
                 else
                     set_var(S, st->names[k], ok ? vs[k] : POISON);
             }
+            continue;
+        }
+        double num;
+        int64_t size;
+        if (st->kind == S_ASSIGN && arg_size(st->val, &size) == 1 && size == DIM_N) {     /* B = x.size(0) */
+            set_num(S, st->name, DIM_N, 1);
+            continue;
+        }
+        int is_int;
+        const int nr = st->kind == S_ASSIGN ? arg_number(st->val, &num, &is_int) : 0;
+        if (nr != 0) {      /* hs = C // 4, scale = 1 / math.sqrt(hs): a number */
+            if (nr > 0)
+                set_num(S, st->name, num, is_int);
             continue;
         }
         Val v = st->kind == S_RETURN && is_log_softmax(S, st->val) ? eval_log_softmax(S, st->val)
@@ -767,9 +853,19 @@ static void member_tensor(Sema *S, const LayerDecl *d, const Forward *f)
     set_var(S, name, v);
 }
 
+static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in);
+
 Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn)
 {
     Sema S = {.g = g, .m = m, .sync_bn = sync_bn, .eval = eval};
+    arg_names(names_lookup, &S);
+    Val out = model_body(&S, g, m, in);
+    arg_names(NULL, NULL);      /* S ends here */
+    return out;
+}
+
+static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in)
+{
     const Forward *f = m->nfwd ? m->fwd[0] : NULL;
     if (!f)
         diag_error(m->loc, "model '%s' has no forward(x: f32[N, ...]) { ... }", m->name);
@@ -782,8 +878,8 @@ Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn)
     }
     /* the members: layers, then the tensors (buffers and constants), which
      * are values in forward under their names (self.mask is mask) */
-    S.layers = util_alloc(sizeof *S.layers * (size_t)(m->nlayers + 1));
-    S.decls = util_alloc(sizeof *S.decls * (size_t)(m->nlayers + 1));
+    S->layers = util_alloc(sizeof *S->layers * (size_t)(m->nlayers + 1));
+    S->decls = util_alloc(sizeof *S->decls * (size_t)(m->nlayers + 1));
     const LayerDecl **consts = util_alloc(sizeof *consts * (size_t)(m->nlayers + 1));
     int nconst = 0;
     for (int i = 0; i < m->nlayers; i++) {
@@ -797,35 +893,35 @@ Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn)
                        "tensor) is)", d->init->written ? d->init->written : d->init->s);
             continue;
         }
-        int prev = find_layer(&S, d->name);
+        int prev = find_layer(S, d->name);
         if (prev >= 0) {
             diag_error(d->loc, "layer '%s' is already defined", d->name);
-            diag_note(S.decls[prev]->loc, "'%s' was first defined here", d->name);
+            diag_note(S->decls[prev]->loc, "'%s' was first defined here", d->name);
         }
         if (f && strcmp(d->name, f->param) == 0)
             diag_error(d->loc, "layer '%s' has the name of forward's input", d->name);
-        S.decls[S.nlayers] = d;
-        S.layers[S.nlayers] = layer_make(&S, d->init, d->name, d->name);
-        S.nlayers++;
+        S->decls[S->nlayers] = d;
+        S->layers[S->nlayers] = layer_make(S, d->init, d->name, d->name);
+        S->nlayers++;
     }
     for (int i = 0; i < nconst; i++)
-        member_tensor(&S, consts[i], f);
+        member_tensor(S, consts[i], f);
     if (!ok)
         return POISON;
     Val x = {g->images, *in};
     if (m->seq) {
-        Layer *l = layer_make(&S, m->seq, "", "");
+        Layer *l = layer_make(S, m->seq, "", "");
         if (!l)
             return POISON;
         if (l->kind != LK_SEQUENTIAL)
             l->what = m->seq->s;
-        x = layer_apply(&S, l, x, m->seq->loc, 1);
+        x = layer_apply(S, l, x, m->seq->loc, 1);
         if (x.id >= 0 && !(x.s.rank == 2 && x.s.d[0] == DIM_N)) {
             diag_error(m->seq->loc, "the model must give logits [N, C], got %s", ir_shape_str(&x.s));
             return POISON;
         }
         return x;
     }
-    set_var(&S, f->param, x);
-    return run_body(&S, f);
+    set_var(S, f->param, x);
+    return run_body(S, f);
 }

@@ -731,6 +731,9 @@ Val layer_view(Sema *S, Val x, Shape s, Loc loc)
  * DIM_N). Returns 0 after reporting. */
 int layer_size(Sema *S, const Expr *e, int64_t *d)
 {
+    const int r = arg_size(e, d);     /* a name bound to a size, x.shape[1] */
+    if (r != 0)
+        return r > 0;
     if (e->kind == E_CALL && strcmp(e->s, "size") == 0) {
         static const char *const names[] = {"input", "dim"};
         const Sig sig = {"size", names, 2, 2, 2};

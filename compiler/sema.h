@@ -41,8 +41,15 @@ int arg_num(const Expr *e, const char *what, double *out);
 int arg_float32(Loc loc, const char *what, double v);     /* within float32's normal range or 0, else reported */
 int arg_bool(const Expr *e, const char *what, int *out);
 /* Whether e folds to a number: 1 (in *v), 0 (not a constant), -1 (an
- * error in it, reported: division by zero). */
+ * error in it, reported: division by zero). A size is a number. */
 int arg_const(const Expr *e, double *v);
+int arg_number(const Expr *e, double *v, int *is_int);     /* arg_const, and whether Python's is an int */
+/* Names of numbers: fn(ctx, e, f, is_int) gives 1 and the number e names
+ * (a name bound by N, T, C = x.size() or d = C // 4; x.shape[d] and
+ * x.size(d) of a variable), 2 for the batch's size, 0 if e names none, -1
+ * after reporting. arg_size: 1 and an integer (DIM_N for the batch's). */
+void arg_names(int (*fn)(void *ctx, const Expr *e, double *f, int *is_int), void *ctx);
+int arg_size(const Expr *e, int64_t *v);
 
 /* A callee's parameters: the first npos may be given positionally, the
  * first nreq must be given one way or the other. */
@@ -99,6 +106,10 @@ static const Val POISON = {-1, {0}};
 typedef struct Var {
     const char *name;
     Val v;
+    int is_num;             /* a number (T in N, T, C = x.size(); d = C // 4): num, is_int;
+                               the batch's size: is_batch */
+    int is_int, is_batch;
+    double num;
 } Var;
 
 /* One model being checked. */

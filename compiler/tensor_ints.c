@@ -57,17 +57,13 @@ static int fill_value(const Expr *e, const char *fn, double *v)
     return r == 1 && (isinf(*v) || arg_float32(e->loc, "the value", *v));
 }
 
-/* Whether a constant is written as an integer (arange(5) is an i64 tensor,
- * arange(5.0) a float one): its value is whole and no float literal is in it. */
+/* Whether a constant is an integer as Python has it (arange(5) is an i64
+ * tensor, arange(5.0) a float one); a tensor's size is */
 static int int_written(const Expr *e)
 {
-    if (!e)
-        return 1;
-    if (e->kind == E_FLOAT || (e->kind == E_CALL && strcmp(e->s, "float") == 0) || e->kind == E_DIV)
-        return 0;
-    if (e->kind == E_CALL)
-        return strcmp(e->s, "size") == 0;
-    return int_written(e->a) && int_written(e->b);
+    double v;
+    int is_int;
+    return arg_number(e, &v, &is_int) == 1 && is_int;
 }
 
 /* ---- dtypes ------------------------------------------------------------ */
