@@ -14,7 +14,9 @@ chunk with tuple unpacking, and matrix products (@, matmul, einsum). The
 same text is a model file line and a Python line. Also: sums and means
 over tuples of dimensions (negative ones), expand, x[..., k] and x[:, None],
 torch.unbind with its parts recombined, products broadcast over a leading
-dimension. Case k reads the image
+dimension; masks and indices: torch.where (tensors, a number), masked_fill,
+a comparison as a float, argmax with gather, torch.max(dim)[0], tril,
+index_select by a reversed arange. Case k reads the image
 through its own Linear fc<k> (784 -> the chain's first shape) and ends in
 its own head hd<k> (-> 10 logits, summed over the cases, cross-entropy).
 
@@ -345,9 +347,41 @@ def op_bcast_product(c):
            [2] + c.shape[:-1] + [m])
 
 
+def op_select(c):
+    """masks and indices: where, masked_fill, a comparison as a float,
+    max(dim) and argmax with gather (the gradient to the element chosen),
+    tril, index_select by a reversed arange"""
+    v = c.var
+    t = c.rng.choice([0.1, -0.2, 0.3])
+    forms = [("torch.where(%s > %g, %s, %s * 0.3)" % (v, t, v, v), None),
+             ("%s.masked_fill(%s < %g, -1.5)" % (v, v, t), None),
+             ("torch.where(%s.abs() > %g, %s, 0.25)" % (v, abs(t), v),
+              "torch.where(%s.abs() > %g, %s, torch.tensor(0.25, dtype=%s.dtype))" % (v, abs(t), v, v)),
+             ("%s * (%s > %g).float() + %s" % (v, v, t, v), None)]
+    shape = list(c.shape)
+    cand = non_batch(c, 2)
+    if cand:
+        d = c.rng.choice(cand)
+        L = c.shape[d]
+        forms.append(("torch.gather(%s, %d, %s.argmax(dim = %d, keepdim = True))" % (v, d, v, d), None))
+        forms.append(("%s.index_select(%d, torch.arange(%d, -1, -1))" % (v, d, L - 1), None))
+        forms.append(("torch.max(%s, dim = %d)[0]" % (v, d), None))
+    if len(c.shape) >= 2 and 'N' not in c.shape[-2:]:
+        forms.append(("torch.tril(%s)" % v, None))
+    k = c.rng.randrange(len(forms))
+    expr, py = forms[k]
+    if expr.startswith("torch.gather"):
+        shape[d] = 1
+    elif expr.startswith("torch.max"):
+        del shape[d]
+    c.emit(expr, shape)
+    if py:
+        c.py_fix = (c.lines[-1], c.lines[-1].replace(expr, py))
+
+
 OPS = [op_permute, op_transpose, op_merge, op_split, op_slice, op_index, op_unsqueeze, op_squeeze, op_reduce,
        op_bcast, op_unary, op_cat, op_chunk, op_product, op_reduce_many, op_expand, op_ellipsis, op_unbind,
-       op_bcast_product]
+       op_bcast_product, op_select]
 
 
 def make_case(k, rng):
