@@ -391,6 +391,8 @@ typedef struct Plan {
     Group *groups;
     int ngroups;
     Buf *buf;               /* buf[node] */
+    char *lowp;             /* lowp[node]: under bf16|fp16, an op over tensors of any rank whose value
+                               autocast holds in the low precision (memplan.c: mem_rounded) */
     int64_t act_units, fix_floats;      /* with the GPU's workspaces (mem_plan_gpu) */
     int64_t cpu_act_units, cpu_fix_floats;  /* the C kernels' alone: what a CPU run allocates */
     int64_t fix_zero;       /* fix[0, fix_zero): what a CUDA step zeroes (the rest: weight-gradient partials) */

@@ -107,6 +107,13 @@ static char *expand(const Node *n)
     return out;
 }
 
+/* expr as n stores it: rounded to the plan's precision where autocast
+ * holds n in it (memplan.c: mem_rounded) */
+static char *stored(const Emit *m, const Node *n, char *expr)
+{
+    return mem_rounded(m->p, n->id) ? ex_round(m, expr) : expr;
+}
+
 /* Index tensor ix read where it broadcasts to shape `at` at the element's
  * coordinates, with `along` for coordinate a, as an int64 within [0, len):
  * an index out of range is clamped (PyTorch raises; a kernel cannot, and
@@ -210,7 +217,7 @@ static void body(const Emit *m, const Node *n, const char *ind)
         fprintf(f, "%s        const float d_ = b%d[o_ + j_ * %s];\n", ind, x, stride(xs, a));
         fprintf(f, "%s        acc += k_ == i%d ? (double)d_ : 0.0;\n", ind, a);
         fprintf(f, "%s    }\n%s}\n", ind, ind);
-        fprintf(f, "%sv%d = (float)acc;\n", ind, n->id);
+        fprintf(f, "%sv%d = %s;\n", ind, n->id, stored(m, n, "(float)acc"));
         return;
     }
     default:
@@ -258,9 +265,10 @@ static void body(const Emit *m, const Node *n, const char *ind)
         }
         fprintf(f, "%s}\n", ind);
         if (n->op == OP_T_MEAN)
-            fprintf(f, "%sv%d = (float)(acc / (double)(%s));\n", ind, n->id, extent(&rs, 0));
+            fprintf(f, "%sv%d = %s;\n", ind, n->id, stored(m, n, util_fmt("(float)(acc / (double)(%s))",
+                                                                          extent(&rs, 0))));
         else
-            fprintf(f, "%sv%d = (float)acc;\n", ind, n->id);
+            fprintf(f, "%sv%d = %s;\n", ind, n->id, stored(m, n, "(float)acc"));
         return;
     }
     /* pointwise: each operand at its broadcast offset, or the value a
@@ -272,7 +280,7 @@ static void body(const Emit *m, const Node *n, const char *ind)
             fprintf(f, "%sconst float x%d = b%d[%s];\n", ind, k, plan_source(m->p, n->in[k]),
                     broadcast_at(&ex_node(m, n->in[k])->shape, s));
     }
-    fprintf(f, "%sv%d = %s;\n", ind, n->id, expand(n));
+    fprintf(f, "%sv%d = %s;\n", ind, n->id, stored(m, n, expand(n)));
 }
 
 /* The group's nodes at element e, in order: each value a local v<id>,
@@ -338,9 +346,14 @@ static void bmm_c(const Emit *m, const Node *n)
     fprintf(f, "    const int64_t total = %s;\n", extent(&v.lead, 0));
     fprintf(f, "    for (int64_t e = 0; e < total; e++) {\n");
     decode(f, &v.lead, "e", "        ");
-    fprintf(f, "        rt_sgemm(%d, %d, %lld, %lld, %lld, b%d + %s, %lld, b%d + %s, %lld, b%d + e * %lld, %lld);\n",
-            n->ten.ta, n->ten.tb, (long long)v.m, (long long)v.n, (long long)v.k, v.a, v.offa, lda, v.b, v.offb, ldb,
-            n->id, (long long)(v.m * v.n), (long long)v.n);
+    /* under bf16|fp16 autocast's bmm: operands rounded as read, the
+     * result as stored */
+    fprintf(f, "        %s%d, %d, %lld, %lld, %lld, b%d + %s, %lld, b%d + %s, %lld, b%d + e * %lld, %lld);\n",
+            ex_gemm_call(m), n->ten.ta, n->ten.tb, (long long)v.m, (long long)v.n, (long long)v.k, v.a, v.offa, lda,
+            v.b, v.offb, ldb, n->id, (long long)(v.m * v.n), (long long)v.n);
+    if (mem_rounded(m->p, n->id))
+        fprintf(f, "        for (int64_t i = e * %lld; i < (e + 1) * %lld; i++)\n            b%d[i] = %s;\n",
+                (long long)(v.m * v.n), (long long)(v.m * v.n), n->id, ex_round(m, util_fmt("b%d[i]", n->id)));
     fprintf(f, "    }\n");
 }
 
@@ -355,12 +368,16 @@ static void bmm_cuda(const Emit *m, const Node *n)
                " x += (int64_t)gridDim.x * blockDim.x) {\n");
     fprintf(f, "        const int64_t e = x / %lld, r = x %% %lld / %lld, c = x %% %lld;\n", M * N, M * N, N, N);
     decode(f, &v.lead, "e", "        ");
-    fprintf(f, "        const float *pa = b%d + %s, *pb = b%d + %s;\n", v.a, v.offa, v.b, v.offb);
+    /* an operand in a 16-bit buffer reads as float through its element type */
+    fprintf(f, "        const %s *pa = b%d + %s;\n        const %s *pb = b%d + %s;\n", ex_elem_type(m, n->in[0]), v.a,
+            v.offa, ex_elem_type(m, n->in[1]), v.b, v.offb);
     fprintf(f, "        float acc = 0.0f;\n");
     fprintf(f, "        for (int64_t k = 0; k < %lld; k++)\n", K);
-    fprintf(f, "            acc += pa[%s] * pb[%s];\n", n->ten.ta ? util_fmt("k * %lld + r", M) : util_fmt("r * %lld + k", K),
-            n->ten.tb ? util_fmt("c * %lld + k", K) : util_fmt("k * %lld + c", N));
-    fprintf(f, "        b%d[x] = acc;\n", n->id);
+    const char *ia = n->ten.ta ? util_fmt("k * %lld + r", M) : util_fmt("r * %lld + k", K);
+    const char *ib = n->ten.tb ? util_fmt("c * %lld + k", K) : util_fmt("k * %lld + c", N);
+    fprintf(f, "            acc += %s * %s;\n", ex_round(m, util_fmt("(float)pa[%s]", ia)),
+            ex_round(m, util_fmt("(float)pb[%s]", ib)));
+    fprintf(f, "        b%d[x] = %s;\n", n->id, stored(m, n, "acc"));
     fprintf(f, "    }\n");
 }
 

@@ -138,13 +138,6 @@ Program *front_compile(const char *path, const char *text)
         return NULL;
     }
     build_loss(p, loss_loc);
-    for (int i = 0; i < g->nn && p->train.precision != RT_PREC_FP32; i++)
-        if (op_kind[g->n[i]->op] == K_TENSOR) {
-            /* their rounding as CPU autocast would is not written yet */
-            diag_error(g->n[i]->loc, "%s under precision %s is not supported yet (fp32 only)", op_text[g->n[i]->op],
-                       p->train.precision == RT_PREC_BF16 ? "bf16" : "fp16");
-            break;
-        }
     if (diag_count() > 0)
         return NULL;
     for (int i = 0; i < g->nn; i++)

@@ -58,9 +58,41 @@ static int64_t place(Plan *p, Live *lv, int nlv)
     return top;
 }
 
+/* Which ops over tensors of any rank give a low-precision value, as
+ * torch's type promotion under autocast: a product between activations is
+ * an autocast op (bf16|fp16 operands and result); any other float result
+ * is low precision when every float operand is (bf16 * bf16), and float32
+ * when one is float32 (the images, a parameter, a mask's .float(), a
+ * constant tensor), as PyTorch promotes. Integer and boolean values are
+ * never rounded, nor a count of ties (amax's gradient). In node order, so
+ * each operand is known before its consumer. */
+static void tensor_lowp(Plan *p)
+{
+    const Graph *g = p->g;
+    p->lowp = util_alloc((size_t)g->nn + 1);
+    if (g->prec == RT_PREC_FP32)
+        return;
+    for (int id = 0; id < g->nn; id++) {
+        const Node *n = g->n[id];
+        if (!p->in_plan[id] || op_kind[n->op] != K_TENSOR || n->dt != DT_F32 || n->op == OP_T_COUNT_EQ
+            || n->op == OP_T_TO_F32)
+            continue;
+        int nf = 0, low = 1;
+        for (int k = 0; k < n->nin; k++) {
+            const int src = plan_source(p, n->in[k]);
+            if (g->n[src]->dt != DT_F32)
+                continue;
+            nf++;
+            low &= mem_rounded(p, src);
+        }
+        p->lowp[id] = n->op == OP_T_BMM || (nf > 0 && low);
+    }
+}
+
 void mem_plan(Plan *p)
 {
     Graph *g = p->g;
+    tensor_lowp(p);
     p->buf = util_alloc(sizeof(Buf) * (size_t)g->nn);
     p->param_off = util_alloc(sizeof(int64_t) * (size_t)(g->nparam + 1));
     /* reverse order: each gradient bucket is one contiguous slab range;
@@ -232,6 +264,8 @@ int mem_rounded(const Plan *p, int id)
     const Node *n = g->n[id];
     if (g->prec == RT_PREC_FP32 || n->dt != DT_F32 || n->keep_f32)
         return 0;
+    if (op_kind[n->op] == K_TENSOR)
+        return p->lowp && p->lowp[id];
     switch (n->op) {
     case OP_CONV2D: case OP_CONV2D_DX:
     case OP_CE_GRAD: case OP_MSE_GRAD: case OP_L1_GRAD: case OP_SMOOTH_L1_GRAD: case OP_HUBER_GRAD: case OP_BCE_GRAD:

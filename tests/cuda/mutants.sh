@@ -242,6 +242,17 @@ check 'gather_grad: dy added at every place, not the indexed one' 's/acc += k_ =
 check 'where: the branches swapped' 's/= x0 != 0.0f ? x1 : x2;/= x0 != 0.0f ? x2 : x1;/' $A
 check 'keep_if gradient: dy passed where the mask is false' '0,/= x1 != 0.0f ? x0 : (0.0f);/s//= x0;/' $A
 check 'a comparison with a constant reversed' '0,/= x0 > (0.0f) ? 1.0f : 0.0f;/s//= x0 < (0.0f) ? 1.0f : 0.0f;/' $A
-rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$"
+# the same at precision bf16 (memplan.c: tensor_lowp): autocast's rounding
+NETS="${TMPDIR:-/tmp}/kc_mutant_nets.$$"   # not the work dir, which each check removes
+mkdir -p "$NETS"
+MODEL="$NETS/mask_bf16.net"
+sed 's/^    seed      37$/    seed      37\n    precision bf16/' "$HERE/../torch/mask_net.net" >"$MODEL"
+B="$T --tol 4e-5 --flips 0.001"
+check 'bf16: exp over tensors not rounded as stored' '0,/= rt_round_bf16(expf(x0));/s//= expf(x0);/' $B
+# attention's Gram matrix of the images: float32 operands autocast rounds
+MODEL="$NETS/attn_bf16.net"
+sed 's/^    seed      31$/    seed      31\n    precision bf16/' "$HERE/../torch/attn_net.net" >"$MODEL"
+check 'bf16: a product of float32 activations reads them unrounded' 's/acc += rt_round_bf16((float)pa\[r \* 28 + k\]) \* rt_round_bf16((float)pb\[c \* 28 + k\])/acc += (float)pa[r * 28 + k] * (float)pb[c * 28 + k]/' $B
+rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$" "$NETS"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]
