@@ -357,28 +357,77 @@ static void bmm_c(const Emit *m, const Node *n)
     fprintf(f, "    }\n");
 }
 
-/* CUDA: a thread a result element, its k in order (fp32) */
-static void bmm_cuda(const Emit *m, const Node *n)
+/* CUDA: shared-memory tiles, a T x T tile of one matrix a block (T 64,
+ * 32 or 16 as the matrices are large; 16 x 16 threads, (T/16)^2 outputs
+ * each), 16-deep k slices; blockIdx.x walks the matrices and their column
+ * tiles grid-stride, blockIdx.y the row tiles. Every thread of a block
+ * takes the same matrices, so the barriers are uniform. Under bf16|fp16
+ * the operands are rounded as loaded (autocast's bmm), the result as
+ * stored; fp32 FMA accumulation in k order. */
+static int bmm_tile(const Bmm *v)
+{
+    const int64_t lo = v->m < v->n ? v->m : v->n;
+    return lo >= 48 ? 64 : lo >= 24 ? 32 : 16;
+}
+
+static void bmm_cuda(const Emit *m, const Node *n, rt_cuda_launch *L)
 {
     FILE *f = m->f;
     const Bmm v = bmm_parts(m, n);
     const long long M = v.m, N = v.n, K = v.k;
-    fprintf(f, "    const int64_t total = %s * %lld;\n", extent(&v.lead, 0), M * N);
-    fprintf(f, "    for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < total;"
-               " x += (int64_t)gridDim.x * blockDim.x) {\n");
-    fprintf(f, "        const int64_t e = x / %lld, r = x %% %lld / %lld, c = x %% %lld;\n", M * N, M * N, N, N);
+    const int T = bmm_tile(&v), R = T / 16;
+    const long long ct = (N + T - 1) / T;
+    fprintf(f, "    __shared__ float As[16][%d + 1], Bs[16][%d + 1];\n", T, T);
+    fprintf(f, "    const int64_t total = %s * %lld;   /* matrices x column tiles */\n", extent(&v.lead, 0), ct);
+    fprintf(f, "    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n");
+    fprintf(f, "    const int64_t row0 = (int64_t)blockIdx.y * %d;\n", T);
+    fprintf(f, "    for (int64_t x = blockIdx.x; x < total; x += gridDim.x) {\n");
+    fprintf(f, "        const int64_t e = x / %lld, col0 = x %% %lld * %d;\n", ct, ct, T);
     decode(f, &v.lead, "e", "        ");
-    /* an operand in a 16-bit buffer reads as float through its element type */
     fprintf(f, "        const %s *pa = b%d + %s;\n        const %s *pb = b%d + %s;\n", ex_elem_type(m, n->in[0]), v.a,
             v.offa, ex_elem_type(m, n->in[1]), v.b, v.offb);
-    fprintf(f, "        float acc = 0.0f;\n");
-    fprintf(f, "        for (int64_t k = 0; k < %lld; k++)\n", K);
-    const char *ia = n->ten.ta ? util_fmt("k * %lld + r", M) : util_fmt("r * %lld + k", K);
-    const char *ib = n->ten.tb ? util_fmt("c * %lld + k", K) : util_fmt("k * %lld + c", N);
-    fprintf(f, "            acc += %s * %s;\n", ex_round(m, util_fmt("(float)pa[%s]", ia)),
-            ex_round(m, util_fmt("(float)pb[%s]", ib)));
-    fprintf(f, "        b%d[x] = %s;\n", n->id, stored(m, n, "acc"));
-    fprintf(f, "    }\n");
+    fprintf(f, "        float acc[%d][%d];\n", R, R);
+    fprintf(f, "        for (int r = 0; r < %d; r++)\n            for (int c = 0; c < %d; c++)\n"
+               "                acc[r][c] = 0.0f;\n", R, R);
+    fprintf(f, "        for (int64_t k0 = 0; k0 < %lld; k0 += 16) {\n", K);
+    fprintf(f, "            for (int l = threadIdx.x; l < %d; l += %d) {\n", 16 * T, THREADS);
+    /* consecutive threads walk each operand's contiguous index */
+    if (!n->ten.ta)
+        fprintf(f, "                const int r = l / 16, kk = l %% 16;\n");
+    else
+        fprintf(f, "                const int kk = l / %d, r = l %% %d;\n", T, T);
+    fprintf(f, "                const int64_t gi = row0 + r, gk = k0 + kk;\n");
+    fprintf(f, "                As[kk][r] = gi < %lld && gk < %lld ? %s : 0.0f;\n", M, K,
+            ex_round(m, util_fmt("(float)pa[%s]", n->ten.ta ? util_fmt("gk * %lld + gi", M)
+                                                            : util_fmt("gi * %lld + gk", K))));
+    if (!n->ten.tb)
+        fprintf(f, "                const int kb = l / %d, c = l %% %d;\n", T, T);
+    else
+        fprintf(f, "                const int c = l / 16, kb = l %% 16;\n");
+    fprintf(f, "                const int64_t gj = col0 + c, gkb = k0 + kb;\n");
+    fprintf(f, "                Bs[kb][c] = gj < %lld && gkb < %lld ? %s : 0.0f;\n", N, K,
+            ex_round(m, util_fmt("(float)pb[%s]", n->ten.tb ? util_fmt("gj * %lld + gkb", K)
+                                                            : util_fmt("gkb * %lld + gj", N))));
+    fprintf(f, "            }\n            __syncthreads();\n");
+    fprintf(f, "            for (int kk = 0; kk < 16; kk++)\n");
+    fprintf(f, "                for (int r = 0; r < %d; r++)\n                    for (int c = 0; c < %d; c++)\n", R, R);
+    fprintf(f, "                        acc[r][c] += As[kk][ty + 16 * r] * Bs[kk][tx + 16 * c];\n");
+    fprintf(f, "            __syncthreads();\n        }\n");
+    fprintf(f, "        for (int r = 0; r < %d; r++)\n            for (int c = 0; c < %d; c++) {\n", R, R);
+    fprintf(f, "                const int64_t i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;\n");
+    fprintf(f, "                if (i < %lld && j < %lld)\n", M, N);
+    fprintf(f, "                    b%d[e * %lld + i * %lld + j] = %s;\n", n->id, M * N, N, stored(m, n, "acc[r][c]"));
+    fprintf(f, "            }\n    }\n");
+    /* the grid: every matrix's column tiles at the largest batch, the row tiles */
+    const int64_t per = ir_row_elems(&v.lead) * ct;
+    L->block[0] = THREADS;
+    if (ir_batched(&v.lead)) {
+        L->gmul[0] = per;
+        L->gdiv[0] = 1;
+    } else {
+        L->gfix[0] = (unsigned)per;
+    }
+    L->gfix[1] = (unsigned)((M + T - 1) / T);
 }
 
 void emit_tensor_c(const Emit *m)
@@ -402,15 +451,15 @@ void emit_tensor_cuda(const Emit *m, rt_cuda_launch *L)
     FILE *f = m->f;
     const Node *n = ex_node(m, m->gr->anchor);
     if (n->op == OP_T_BMM) {
-        bmm_cuda(m, n);
-    } else {
-        fprintf(f, "    const int64_t total = %s;\n", extent(&n->shape, 0));
-        fprintf(f, "    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;"
-                   " e += (int64_t)gridDim.x * blockDim.x) {\n");
-        decode(f, &n->shape, "e", "        ");
-        members(m, "        ");
-        fprintf(f, "    }\n");
+        bmm_cuda(m, n, L);
+        return;
     }
+    fprintf(f, "    const int64_t total = %s;\n", extent(&n->shape, 0));
+    fprintf(f, "    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;"
+               " e += (int64_t)gridDim.x * blockDim.x) {\n");
+    decode(f, &n->shape, "e", "        ");
+    members(m, "        ");
+    fprintf(f, "    }\n");
     /* a thread an element, for the largest batch */
     const int64_t per = ir_row_elems(&n->shape);
     L->block[0] = THREADS;

@@ -8,7 +8,8 @@
 # loss_*.net for the losses of float targets, norm.net for the row
 # normalizations, tests/ir/pool_chain.net for rule pool-chain,
 # tests/torch/attn_net.net for the ops over tensors of any rank,
-# tests/torch/mask_net.net for the integer and boolean ones; odd.net
+# tests/torch/mask_net.net for the integer and boolean ones,
+# models/bmm_tiles.net for the products' tiles; odd.net
 # also with rule row-tail off, for the row kernel) with one
 # edit (sed);
 # kernel_check has to fail on every one of them (and pass on the unedited
@@ -228,8 +229,8 @@ check 'pool-chain: average pool gradient divided by KH only' 's|g = b\([0-9]*\)\
 # each, which BLAS and the CUDA loop round apart by 1.05e-5)
 MODEL=$HERE/../torch/attn_net.net
 A="$T --tol 4e-5"
-check 'bmm: a^T read as a (the first operand'"'"'s transpose lost)' 's|acc += pa\[k \* 28 + r\]|acc += pa[r * 28 + k]|' $A
-check 'bmm: its sum stops one term short' 's|for (int64_t k = 0; k < 16; k++)|for (int64_t k = 0; k < 15; k++)|' $A
+check 'bmm: a^T read as a (the first operand'"'"'s transpose lost)' 's|(float)pa\[gk \* 28 + gi\]|(float)pa[gi * 28 + gk]|' $A
+check 'bmm: its sum stops one term short' '0,/gk < 16 ?/s//gk < 15 ?/' $A
 check 'bc_div_grad: -dy a / b, one division by b short' 's|= -x0 \* ((x1 / x2) / x2);|= -x0 * (x1 / x2);|' $A
 check 'tensor-chain: a member reads 0 for its predecessor'"'"'s value' '0,/const float x0 = v\([0-9]*\);/s//const float x0 = 0.0f * v\1;/' $A
 check 'amax keeps the smaller element' 's/acc = v > acc || v != v ? v : acc;/acc = v < acc || v != v ? v : acc;/' $A
@@ -242,6 +243,11 @@ check 'gather_grad: dy added at every place, not the indexed one' 's/acc += k_ =
 check 'where: the branches swapped' 's/= x0 != 0.0f ? x1 : x2;/= x0 != 0.0f ? x2 : x1;/' $A
 check 'keep_if gradient: dy passed where the mask is false' '0,/= x1 != 0.0f ? x0 : (0.0f);/s//= x0;/' $A
 check 'a comparison with a constant reversed' '0,/= x0 > (0.0f) ? 1.0f : 0.0f;/s//= x0 < (0.0f) ? 1.0f : 0.0f;/' $A
+# the products' tiles (emit_tensor.c: bmm_cuda) over several tiles a matrix
+MODEL=$HERE/models/bmm_tiles.net
+C="--sizes 3:3:0,5:4:1 --orders 1 --plan train --tol 4e-5"
+check 'bmm tiles: the k loop stops before its partial last slice' '0,/for (int64_t k0 = 0; k0 < 70; k0 += 16)/s//for (int64_t k0 = 0; k0 < 64; k0 += 16)/' $C
+check 'bmm tiles: the right operand'"'"'s last column tile read as zeros' '0,/Bs\[kb\]\[c\] = gj < 70/s//Bs[kb][c] = gj < 64/' $C
 # the same at precision bf16 (memplan.c: tensor_lowp): autocast's rounding
 NETS="${TMPDIR:-/tmp}/kc_mutant_nets.$$"   # not the work dir, which each check removes
 mkdir -p "$NETS"
@@ -252,7 +258,7 @@ check 'bf16: exp over tensors not rounded as stored' '0,/= rt_round_bf16(expf(x0
 # attention's Gram matrix of the images: float32 operands autocast rounds
 MODEL="$NETS/attn_bf16.net"
 sed 's/^    seed      31$/    seed      31\n    precision bf16/' "$HERE/../torch/attn_net.net" >"$MODEL"
-check 'bf16: a product of float32 activations reads them unrounded' 's/acc += rt_round_bf16((float)pa\[r \* 28 + k\]) \* rt_round_bf16((float)pb\[c \* 28 + k\])/acc += (float)pa[r * 28 + k] * (float)pb[c * 28 + k]/' $B
+check 'bf16: a product of float32 activations reads them unrounded' 's/rt_round_bf16((float)pb\[gj \* 28 + gkb\])/(float)pb[gj * 28 + gkb]/' $B
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$" "$NETS"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]
