@@ -247,10 +247,14 @@ static void body(const Emit *m, const Node *n, const char *ind)
             fprintf(f, "%sconst float y_ = b%d[e];\n", ind, plan_source(m->p, n->in[1]));
         fprintf(f, "%sfor (int64_t k = 0; k < %s; k++) {\n", ind, extent(&rs, 0));
         const char *in2 = util_fmt("%s    ", ind);
-        fprintf(f, "%sint64_t q_ = k, o2_ = o_;\n", in2);
-        for (int k = nred - 1; k >= 0; k--) {
-            const char *ext = ex_dim(rs.d[k]);
-            fprintf(f, "%so2_ += q_ %% %s * %s;\n%sq_ /= %s;\n", in2, ext, stride(xs, red[k]), in2, ext);
+        if (nred == 1) {    /* one axis: a stride, no decode */
+            fprintf(f, "%sconst int64_t o2_ = o_ + k * %s;\n", in2, stride(xs, red[0]));
+        } else {
+            fprintf(f, "%sint64_t q_ = k, o2_ = o_;\n", in2);
+            for (int k = nred - 1; k >= 0; k--) {
+                const char *ext = ex_dim(rs.d[k]);
+                fprintf(f, "%so2_ += q_ %% %s * %s;\n%sq_ /= %s;\n", in2, ext, stride(xs, red[k]), in2, ext);
+            }
         }
         fprintf(f, "%sconst float v = b%d[o2_];\n", in2, x);
         switch (n->op) {
@@ -430,6 +434,10 @@ static void bmm_cuda(const Emit *m, const Node *n, rt_cuda_launch *L)
     L->gfix[1] = (unsigned)((M + T - 1) / T);
 }
 
+/* CPU: the result's rows (every dimension but the last, flattened) over
+ * the threads, then the last dimension as a loop of its own: no index
+ * decode per element, and operands read at a constant stride along it,
+ * which the compiler vectorizes */
 void emit_tensor_c(const Emit *m)
 {
     FILE *f = m->f;
@@ -438,11 +446,24 @@ void emit_tensor_c(const Emit *m)
         bmm_c(m, n);
         return;
     }
-    fprintf(f, "    const int64_t total = %s;\n", extent(&n->shape, 0));
+    const Shape *s = &n->shape;
+    const int last = s->rank - 1;
+    Shape rows = *s;
+    rows.rank = s->rank > 0 ? last : 0;
+    const char *cols = last >= 0 ? ex_dim(s->d[last]) : "1";
+    fprintf(f, "    const int64_t rows = %s;\n", extent(&rows, 0));
     fprintf(f, "    #pragma omp parallel for schedule(static) if (%s >= 65536)\n", work(n, &ex_node(m, n->in[0])->shape));
-    fprintf(f, "    for (int64_t e = 0; e < total; e++) {\n");
-    decode(f, &n->shape, "e", "        ");
-    members(m, "        ");
+    fprintf(f, "    for (int64_t row = 0; row < rows; row++) {\n");
+    decode(f, &rows, "row", "        ");
+    if (last < 0) {
+        fprintf(f, "        const int64_t e = row;\n");
+        members(m, "        ");
+    } else {
+        fprintf(f, "        for (int64_t i%d = 0; i%d < %s; i%d++) {\n", last, last, cols, last);
+        fprintf(f, "            const int64_t e = row * %s + i%d;\n", cols, last);
+        members(m, "            ");
+        fprintf(f, "        }\n");
+    }
     fprintf(f, "    }\n");
 }
 
