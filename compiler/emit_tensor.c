@@ -130,6 +130,39 @@ static char *index_at(const Emit *m, int ix, const Shape *at, int a, const char 
     return util_fmt("cddp_index(b%d[%s], %lld)", plan_source(m->p, ix), o, (long long)len);
 }
 
+static void body(const Emit *m, const Node *n, const char *ind);
+
+/* The group's members k0 .. k1 - 1 at the element (coordinates decoded),
+ * in order: each value a local v<id>, stored at `at` where something
+ * outside the kernel reads it. */
+static void member_range(const Emit *m, int k0, int k1, const char *at, const char *ind)
+{
+    FILE *f = m->f;
+    const char *in2 = util_fmt("%s    ", ind);
+    for (int k = k0; k < k1; k++) {
+        const Node *n = ex_node(m, m->gr->nodes[k]);
+        fprintf(f, "%sfloat v%d;\n%s{\n", ind, n->id, ind);
+        body(m, n, in2);
+        fprintf(f, "%s}\n", ind);
+        if (plan_uses_outside(m->p, n->id))
+            fprintf(f, "%sb%d[%s] = v%d;\n", ind, n->id, at, n->id);
+    }
+}
+
+/* The index in the group of its reduction, the members before it its
+ * prologue (rule tensor-chain); 0 when none or the anchor is one */
+static int prologue_len(const Emit *m)
+{
+    for (int k = 0; k < m->gr->nnodes; k++)
+        if (ten_is_reduction(ex_node(m, m->gr->nodes[k])->op))
+            return k;
+    return 0;
+}
+
+/* The node whose elements the kernel runs over: the reduction after a
+ * prologue, else the anchor */
+static const Node *iter_node(const Emit *m) { return ex_node(m, m->gr->nodes[prologue_len(m)]); }
+
 /* The body of element e (coordinates decoded) of node n. */
 static void body(const Emit *m, const Node *n, const char *ind)
 {
@@ -256,7 +289,26 @@ static void body(const Emit *m, const Node *n, const char *ind)
                 fprintf(f, "%so2_ += q_ %% %s * %s;\n%sq_ /= %s;\n", in2, ext, stride(xs, red[k]), in2, ext);
             }
         }
-        fprintf(f, "%sconst float v = b%d[o2_];\n", in2, x);
+        if (ex_in_group(m, n->in[0])) {
+            /* the prologue at this element of x: its reduced coordinates
+             * named over the kept ones, its values computed here (x's
+             * elements are each visited once, so one stored is stored once) */
+            const char *in3 = util_fmt("%s    ", in2);
+            fprintf(f, "%sfloat v;\n%s{\n", in2, in2);
+            if (nred == 1) {
+                fprintf(f, "%sconst int64_t i%d = k;\n", in3, red[0]);
+            } else {
+                fprintf(f, "%sint64_t c_ = k;\n", in3);
+                for (int k = nred - 1; k >= 0; k--)
+                    fprintf(f, "%sconst int64_t i%d = c_ %% %s;\n%sc_ /= %s;\n", in3, red[k], ex_dim(rs.d[k]), in3,
+                            ex_dim(rs.d[k]));
+                fprintf(f, "%s(void)c_;\n", in3);
+            }
+            member_range(m, 0, prologue_len(m), "o2_", in3);
+            fprintf(f, "%sv = v%d;\n%s}\n", in3, n->in[0], in2);
+        } else {
+            fprintf(f, "%sconst float v = b%d[o2_];\n", in2, x);
+        }
         switch (n->op) {
         case OP_T_AMAX: fprintf(f, "%sacc = v > acc || v != v ? v : acc;\n", in2); break;  /* NaN wins, as torch */
         case OP_T_AMIN: fprintf(f, "%sacc = v < acc || v != v ? v : acc;\n", in2); break;
@@ -287,21 +339,9 @@ static void body(const Emit *m, const Node *n, const char *ind)
     fprintf(f, "%sv%d = %s;\n", ind, n->id, stored(m, n, expand(n)));
 }
 
-/* The group's nodes at element e, in order: each value a local v<id>,
- * stored where something outside the kernel reads it. */
-static void members(const Emit *m, const char *ind)
-{
-    FILE *f = m->f;
-    const char *in2 = util_fmt("%s    ", ind);
-    for (int k = 0; k < m->gr->nnodes; k++) {
-        const Node *n = ex_node(m, m->gr->nodes[k]);
-        fprintf(f, "%sfloat v%d;\n%s{\n", ind, n->id, ind);
-        body(m, n, in2);
-        fprintf(f, "%s}\n", ind);
-        if (plan_uses_outside(m->p, n->id))
-            fprintf(f, "%sb%d[e] = v%d;\n", ind, n->id, n->id);
-    }
-}
+/* The group's nodes at element e from the iteration node on (a prologue
+ * runs inside its reduction's loop) */
+static void members(const Emit *m, const char *ind) { member_range(m, prologue_len(m), m->gr->nnodes, "e", ind); }
 
 /* A reduction's work per result element (for OpenMP's threshold) */
 static char *work(const Node *n, const Shape *xs)
@@ -441,7 +481,7 @@ static void bmm_cuda(const Emit *m, const Node *n, rt_cuda_launch *L)
 void emit_tensor_c(const Emit *m)
 {
     FILE *f = m->f;
-    const Node *n = ex_node(m, m->gr->anchor);
+    const Node *n = iter_node(m);
     if (n->op == OP_T_BMM) {
         bmm_c(m, n);
         return;
@@ -470,7 +510,7 @@ void emit_tensor_c(const Emit *m)
 void emit_tensor_cuda(const Emit *m, rt_cuda_launch *L)
 {
     FILE *f = m->f;
-    const Node *n = ex_node(m, m->gr->anchor);
+    const Node *n = iter_node(m);
     if (n->op == OP_T_BMM) {
         bmm_cuda(m, n, L);
         return;

@@ -303,25 +303,58 @@ static void absorb_chain(Fuser *f, int grp, int cur, unsigned rule)
     }
 }
 
+/* A reduction that can take the chain before it as its prologue: one
+ * input, the chain's last value, of the chain's shape (its elements are
+ * then visited once each, inside the reduction's loop) */
+static int takes_prologue(const Fuser *f, int red, int cur)
+{
+    const Node *r = node(f, red);
+    return ten_is_reduction(r->op) && r->nin == 1 && r->in[0] == cur && ir_same_shape(&node(f, cur)->shape,
+                                                                                       &node(f, r->in[0])->shape);
+}
+
 /* rule tensor-chain: an op over tensors of any rank (not a product, which
  * runs as BLAS calls on the CPU) absorbs its single pointwise consumer of
  * the same shape, and so on: the chain runs in the anchor's loop over its
- * elements, each value a local, stored only where read outside */
+ * elements, each value a local, stored only where read outside. A chain
+ * not begun by a reduction, read by a reduction over its last value,
+ * becomes that reduction's prologue: it runs inside the reduction's loop,
+ * each element computed (and stored, where read outside) where it is
+ * summed, and the chain goes on over the reduction's result. */
 static void absorb_tensor_chain(Fuser *f, int grp, int anchor)
 {
     const Node *a = node(f, anchor);
     if (a->op == OP_T_BMM)
         return;
+    const Shape *shape = &a->shape;     /* the members' shape: the reduction's once one joins */
+    int prologue = !ten_is_reduction(a->op), first = anchor;   /* first: the members outside the loop begin */
     for (int cur = anchor;;) {
-        if (!fuse_single_consumer(f, cur))
+        /* a reduction over the chain takes it as its prologue even beside
+         * other readers: each element is visited once, where it is stored */
+        int c = -1;
+        if (prologue && node(f, cur)->grad_of < 0)
+            for (int k = 0; k < f->p->nuse[cur] && c < 0; k++)
+                if (takes_prologue(f, f->p->cons[cur][k], cur))
+                    c = f->p->cons[cur][k];
+        if (c < 0 && !fuse_single_consumer(f, cur))
             return;
-        const int c = fuse_consumer_of(f, cur);
+        if (c < 0)
+            c = fuse_consumer_of(f, cur);
         const Node *cn = c >= 0 ? node(f, c) : NULL;
-        if (!cn || f->p->group_of[c] >= 0 || !ir_tensor_pointwise(cn->op) || !ir_same_shape(&cn->shape, &a->shape)
+        if (cn && prologue && f->p->group_of[c] < 0 && takes_prologue(f, c, cur) && fuse_inputs_ready(f, c, grp)) {
+            add(f, grp, c, R_TENSOR_CHAIN);
+            shape = &cn->shape;
+            prologue = 0;
+            first = c;
+            cur = c;
+            continue;
+        }
+        if (!cn || f->p->group_of[c] >= 0 || !ir_tensor_pointwise(cn->op) || !ir_same_shape(&cn->shape, shape)
             || !fuse_inputs_ready(f, c, grp))
             return;
-        for (int j = 0; j < cn->nin; j++)   /* a member's value is read at its own element only */
-            if (f->p->group_of[cn->in[j]] == grp && !ir_same_shape(&node(f, cn->in[j])->shape, &cn->shape))
+        for (int j = 0; j < cn->nin; j++)   /* a member's value is read at its own element only, a prologue's not */
+            if (f->p->group_of[cn->in[j]] == grp
+                && (!ir_same_shape(&node(f, cn->in[j])->shape, &cn->shape) || cn->in[j] < first))
                 return;
         add(f, grp, c, R_TENSOR_CHAIN);
         cur = c;

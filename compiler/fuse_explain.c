@@ -165,6 +165,42 @@ static char *why_row_tail(const Fuser *f, int x, int c, int gx)
     return util_strdup("row_tail: the row op starts its own kernel");
 }
 
+/* Rule tensor-chain: pointwise consumers of the kernel's shape, and a
+ * reduction taking the chain before it as its prologue. */
+static char *why_tensor(const Fuser *f, int x, int c, int gx)
+{
+    const Plan *p = f->p;
+    const Node *cn = node(p, c), *a = node(p, p->groups[gx].anchor);
+    if (!(f->rules & R_TENSOR_CHAIN))
+        return util_strdup("rule_off(tensor-chain): the rule is switched off; allow: --fusion=...,+tensor-chain");
+    if (a->op == OP_T_BMM || cn->op == OP_T_BMM)
+        return util_fmt("no_rule(bmm): a product between activations runs as BLAS calls (CPU) or in its own tiles "
+                        "(CUDA), a kernel of its own; allow: %s (not implemented)", a->op == OP_T_BMM
+                        ? "an epilogue in the product's tiles" : "a prologue in the product's operand loads");
+    if (ten_is_reduction(cn->op)) {
+        if (ten_is_reduction(a->op))
+            return util_fmt("one_reduction: %s loops over a reduction's result already; allow: a loop nest of "
+                            "reductions (not implemented)", p->groups[gx].name);
+        if (cn->nin != 1 || cn->in[0] != x)
+            return util_fmt("prologue_operand: %s%%%d reads %s%%%d %s; allow: a prologue through views and beside "
+                            "a second operand (not implemented)", op_text[cn->op], c, op_text[node(p, x)->op], x,
+                            cn->nin != 1 ? "beside a second operand" : "through a view");
+        if (!fuse_single_consumer(f, x))
+            return util_fmt("single_consumer(%s%%%d): %s; allow: the prologue's value stored for its other readers, "
+                            "or recomputed in each (not implemented)", op_text[node(p, x)->op], x, readers(f, x));
+        int late = late_input(f, c, gx);
+        if (late >= 0)
+            return util_fmt("inputs_ready: its input %s%%%d is computed after %s starts", op_text[node(p, late)->op],
+                            late, p->groups[gx].name);
+        return util_strdup("chain_end: the chain stopped before this pair");
+    }
+    if (!ir_tensor_pointwise(cn->op))
+        return util_fmt("no_rule(tensor -> %s): a movement of values (permute, slice, cat, gather) starts its own "
+                        "kernel; allow: reading through it in its consumers' indexing (not implemented)",
+                        op_text[cn->op]);
+    return why_chain(f, x, c, gx, R_TENSOR_CHAIN);
+}
+
 static char *explain_pair(const Fuser *f, int x, int c)
 {
     const Plan *p = f->p;
@@ -232,6 +268,8 @@ static char *explain_pair(const Fuser *f, int x, int c)
         return util_fmt("sum_in_place: %s%%%d does not sum the result of %s alone, which nothing else reads; allow: "
                         "a copy before the sum in the kernel (not implemented)", op_text[cn->op], c, grx->name);
     }
+    if (kc == K_TENSOR && grx->kind == G_TENSOR)
+        return why_tensor(f, x, c, gx);
     return util_fmt("no_rule(%s -> %s): a %s op starts its own kernel; allow: a prologue rule for %s kernels "
                     "(not implemented)", kind_text[grx->kind], op_text[cn->op], op_kind_text[kc], op_kind_text[kc]);
 }

@@ -21,7 +21,7 @@ const FuseRule fuse_rule[FUSE_NRULES] = {
     {R_DATA_PROLOGUE, "data-prologue", "the batch's gather (images normalized, labels) runs in the first GEMM reading the images, as it loads its operand tiles"},
     {R_ROW_TAIL, "row-tail", "the row ops of a narrow GEMM's result (logits of at most 64 classes: softmax + cross-entropy, its gradient, argmax) run after its epilogue in the GEMM's kernel"},
     {R_SUM_IN_PLACE, "sum-in-place", "a sum over the ranks (SyncBatchNorm's) runs in place on the channel pass's result, as its launch's collective: no copy kernel, and on one rank nothing"},
-    {R_TENSOR_CHAIN, "tensor-chain", "an op over tensors of any rank absorbs its pointwise consumers of the same shape (exp after a broadcast subtract, a scale after a product): one pass over the elements"},
+    {R_TENSOR_CHAIN, "tensor-chain", "an op over tensors of any rank absorbs its pointwise consumers of the same shape (exp after a broadcast subtract, a scale after a product): one pass over the elements; a reduction over the chain (its single reader) takes it as its prologue"},
 };
 
 int fuse_rule_bit(const char *name)

@@ -178,9 +178,27 @@ static int legal_member(const Checker *c, const Group *gr, int id)
             || (n->op == OP_ALLREDUCE && n->in[0] == gr->anchor);
     case G_POOL:    /* rule pool-chain: a pool gradient's elementwise chain */
         return k == K_EW && ir_same_shape(&n->shape, space);
-    case G_TENSOR:  /* rule tensor-chain: pointwise ops of the anchor's shape */
-        return ir_tensor_pointwise(n->op) && ir_same_shape(&n->shape, &nd(c, gr->anchor)->shape)
-            && nd(c, gr->anchor)->op != OP_T_BMM;
+    case G_TENSOR: {
+        /* rule tensor-chain: pointwise ops of the anchor's shape, or one
+         * reduction over the chain's last value (not begun by a reduction:
+         * the members before it its prologue), the members after it of
+         * the reduction's shape */
+        const Node *a = nd(c, gr->anchor);
+        if (a->op == OP_T_BMM)
+            return 0;
+        int red = -1;
+        for (int k = 0; k < gr->nnodes; k++)
+            if (gr->nodes[k] != gr->anchor && ten_is_reduction(nd(c, gr->nodes[k])->op)) {
+                if (red >= 0)
+                    return 0;   /* two reductions in one loop */
+                red = gr->nodes[k];
+            }
+        if (ten_is_reduction(n->op))
+            return n->nin == 1 && member(gr, n->in[0]) && !ten_is_reduction(a->op)
+                && ir_same_shape(&nd(c, n->in[0])->shape, &a->shape);
+        return ir_tensor_pointwise(n->op)
+            && ir_same_shape(&n->shape, red >= 0 && n->id > red ? &nd(c, red)->shape : &a->shape);
+    }
     case G_STATE: case G_COMM: case G_NORM:
         return 0;
     }

@@ -234,6 +234,8 @@ check 'bmm: its sum stops one term short' '0,/gk < 16 ?/s//gk < 15 ?/' $A
 check 'bc_div_grad: -dy a / b, one division by b short' 's|= -x0 \* ((x1 / x2) / x2);|= -x0 * (x1 / x2);|' $A
 check 'tensor-chain: a member reads 0 for its predecessor'"'"'s value' '0,/const float x0 = v\([0-9]*\);/s//const float x0 = 0.0f * v\1;/' $A
 check 'amax keeps the smaller element' 's/acc = v > acc || v != v ? v : acc;/acc = v < acc || v != v ? v : acc;/' $A
+check 'a reduction'"'"'s prologue reads its first element throughout' '0,/const int64_t i2 = k;/s//const int64_t i2 = 0;/' $A
+check 'a reduction'"'"'s prologue stores its value at the row'"'"'s first place' '0,/b\([0-9]*\)\[o2_\] = v/s//b\1[o_] = v/' $A
 # integer and boolean tensors (emit_tensor.c): masks, indices, selections
 MODEL=$HERE/../torch/mask_net.net
 check 'tril: the diagonal dropped from the causal mask' 's/i1 - i0 <= (int64_t)(0.0f)/i1 - i0 < (int64_t)(0.0f)/' $A
