@@ -135,7 +135,7 @@ int arg_size(const Expr *e, int64_t *v)
     int is_int;
     const int r = named(e, &f, &is_int);
     if (r == 2)
-        *v = DIM_N;
+        *v = (int64_t)f;    /* DIM_N, or the batch merged (-k) */
     else if (r == 1 && is_int)
         *v = (int64_t)f;
     return r == 1 && !is_int ? 0 : r > 0 ? 1 : r;

@@ -354,7 +354,7 @@ static void rule_t_mean(RULE_ARGS)
     double count = 1;
     for (int i = 0; i < x->rank; i++)
         if (n->ten.axes & (1u << i)) {
-            if (x->d[i] == DIM_N)
+            if (IR_IS_BATCH(x->d[i]))
                 diag_ice("autodiff: mean %%%d over the batch", n->id);
             count *= (double)x->d[i];
         }

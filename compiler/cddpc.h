@@ -62,6 +62,11 @@ typedef enum { PH_FWD, PH_LOSS, PH_BWD, PH_OPT } Phase;
 typedef enum { RED_MEAN, RED_SUM, RED_NONE } Reduction;
 
 #define DIM_N (-1)          /* the symbolic batch dimension */
+/* A dimension holding the batch: DIM_N (the samples), or -k, the batch
+ * merged with the k elements after it (x.view(-1, C) of [N, T, C] gives
+ * [N*T, C], n-major), which the per-row ops take as n*k rows. */
+#define IR_IS_BATCH(d) ((d) < 0)
+static inline int64_t ir_batch_mul(int64_t d) { return d < 0 ? -d : 1; }
 #define MAX_RANK 6
 #define MAX_IN 5
 

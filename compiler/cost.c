@@ -35,7 +35,7 @@ static double node_flops(const Graph *g, const Node *n, int64_t b)
     case K_MATMUL: {
         const Shape *a = &g->n[n->in[0]]->shape;
         int64_t k = n->op == OP_MM_TN ? a->d[0] : a->d[1];
-        return op_flops[n->op] * (double)numel(n, b) * (double)(k == DIM_N ? b : k);
+        return op_flops[n->op] * (double)numel(n, b) * (double)(IR_IS_BATCH(k) ? b * ir_batch_mul(k) : k);
     }
     case K_ROW: {
         int64_t c = g->n[n->in[0]]->shape.d[1];

@@ -123,8 +123,8 @@ const char *emit_cuda_prelude(int prec)
  * nmax when d is the batch. */
 static void grid_dim(rt_cuda_launch *L, int axis, int64_t d, int64_t mul, int64_t per)
 {
-    if (d == DIM_N) {
-        L->gmul[axis] = mul;
+    if (IR_IS_BATCH(d)) {
+        L->gmul[axis] = mul * ir_batch_mul(d);
         L->gdiv[axis] = per;
     } else {
         int64_t g = (d * mul + per - 1) / per;
@@ -479,7 +479,7 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
          * are split; any further ones (a larger --batch) run whole in
          * slice 0, so every batch is right */
         const int64_t kd = as->d[ta ? 0 : 1];
-        if (kd == DIM_N) {    /* a weight gradient: the step's rows in S slices */
+        if (IR_IS_BATCH(kd)) {    /* a weight gradient: the step's rows in S slices */
             fprintf(f, "    /* split-K: slice bz of %d of the batch's rows, whole k-slices */\n", S);
             fprintf(f, "    const int64_t kts = ((K + %d) / %d + %d) / %d * %d;\n", TILE_K - 1, TILE_K, S - 1, S,
                     TILE_K);

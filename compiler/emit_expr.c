@@ -12,7 +12,10 @@
 const Node *ex_node(const Emit *m, int id) { return m->p->g->n[id]; }
 int ex_in_group(const Emit *m, int id) { return m->p->group_of[id] == m->grp; }
 
-char *ex_dim(int64_t d) { return d == DIM_N ? util_strdup("n") : util_fmt("%lld", (long long)d); }
+char *ex_dim(int64_t d)
+{
+    return d == DIM_N ? util_strdup("n") : d < 0 ? util_fmt("(n * %lld)", (long long)-d) : util_fmt("%lld", (long long)d);
+}
 
 /* 16-bit values (Buf.h16) are the CUDA prelude's rt_bf16s / rt_fp16s,
  * which read as float and store a float, so a kernel's text is the same

@@ -87,11 +87,18 @@ static void row_pointers(const Emit *m, const Node *n, const char *ind, const ch
     fprintf(f, "%s%s *const y = b%d + %s * C;\n", ind, ex_elem_type(m, n->id), n->id, i);
 }
 
-static int64_t cols_of(const Emit *m, int id) { return ir_row_elems(&ex_node(m, id)->shape); }
+/* a row's elements: a sample's, or a part of it where the batch is
+ * merged with the rows of [N, T, F] (x.view(-1, F), N*T rows) */
+static int64_t cols_of(const Emit *m, int id)
+{
+    const Shape *s = &ex_node(m, id)->shape;
+    return ir_row_elems(s) / ir_batch_mul(s->d[0]);
+}
 
 static void row_consts(const Emit *m, const Node *n, const char *extra)
 {
-    fprintf(m->f, "    const int64_t C = %lld, CA = %lld", (long long)cols_of(m, n->id), (long long)cols_of(m, n->in[0]));
+    fprintf(m->f, "    const int64_t R = %s, C = %lld, CA = %lld", ex_dim(n->shape.d[0]), (long long)cols_of(m, n->id),
+            (long long)cols_of(m, n->in[0]));
     if (n->nin > 1)
         fprintf(m->f, ", CB = %lld", (long long)cols_of(m, n->in[1]));
     if (n->op == OP_SLICE)
@@ -105,8 +112,8 @@ void emit_norm_c(const Emit *m)
     const Node *n = ex_node(m, m->gr->anchor);
     const NormMath *nm = math_of(n);
     row_consts(m, n, "");
-    fprintf(f, "    #pragma omp parallel for schedule(static) if (n * C >= 65536)\n");
-    fprintf(f, "    for (int64_t i = 0; i < n; i++) {\n");
+    fprintf(f, "    #pragma omp parallel for schedule(static) if (R * C >= 65536)\n");
+    fprintf(f, "    for (int64_t i = 0; i < R; i++) {\n");
     row_pointers(m, n, "        ", "i");
     for (int k = 0; k < nm->npass; k++) {
         const NormPass *ps = &nm->pass[k];
@@ -148,7 +155,7 @@ void emit_norm_cuda(const Emit *m, rt_cuda_launch *L)
     const Node *n = ex_node(m, m->gr->anchor);
     const NormMath *nm = math_of(n);
     row_consts(m, n, ", i = blockIdx.x");
-    fprintf(f, "    if (i >= n)\n        return;    /* uniform per block, before any barrier */\n");
+    fprintf(f, "    if (i >= R)\n        return;    /* uniform per block, before any barrier */\n");
     row_pointers(m, n, "    ", "i");
     for (int k = 0; k < nm->npass; k++) {
         const NormPass *ps = &nm->pass[k];
@@ -164,7 +171,7 @@ void emit_norm_cuda(const Emit *m, rt_cuda_launch *L)
             fprintf(f, "    %s\n", then_text(n, ps->then));
     }
     fprintf(f, "    for (int64_t j = threadIdx.x; j < C; j += blockDim.x)\n        y[j] = %s;\n", nm->out);
-    /* a block per sample, for the largest batch (blocks past n return) */
-    L->gmul[0] = 1;
+    /* a block per row, for the largest batch (blocks past R return) */
+    L->gmul[0] = ir_batch_mul(n->shape.d[0]);
     L->gdiv[0] = 1;
 }

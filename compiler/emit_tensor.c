@@ -24,8 +24,8 @@ static char *extent(const Shape *s, int from)
     int64_t c = 1;
     int batch = 0;
     for (int i = from; i < s->rank; i++)
-        if (s->d[i] == DIM_N)
-            batch = 1;
+        if (IR_IS_BATCH(s->d[i]))
+            batch = 1, c *= ir_batch_mul(s->d[i]);
         else
             c *= s->d[i];
     return batch ? util_fmt("(int64_t)%lld * n", (long long)c) : util_fmt("(int64_t)%lld", (long long)c);
@@ -305,6 +305,7 @@ static void body(const Emit *m, const Node *n, const char *ind)
                 fprintf(f, "%s(void)c_;\n", in3);
             }
             member_range(m, 0, prologue_len(m), "o2_", in3);
+            fprintf(f, "%s(void)o2_;    /* where no prologue value is stored */\n", in3);
             fprintf(f, "%sv = v%d;\n%s}\n", in3, n->in[0], in2);
         } else {
             fprintf(f, "%sconst float v = b%d[o2_];\n", in2, x);

@@ -141,7 +141,7 @@ static int names_lookup(void *ctx, const Expr *e, double *f, int *is_int)
         return -1;
     const int64_t v = p->v.s.d[k < 0 ? k + p->v.s.rank : k];
     *f = (double)v, *is_int = 1;
-    return v == DIM_N ? 2 : 1;
+    return IR_IS_BATCH(v) ? 2 : 1;     /* the batch's, or the batch merged (which layer_size refuses) */
 }
 
 /* N, T, C = x.size() or x.shape: each name bound to its size; 0 after reporting */
@@ -289,10 +289,14 @@ static Val eval_view(Sema *S, const Expr *e)
                    "first, or x.size(i) where it is (the batch size is not known when compiling)", (long long)s.d[0]);
         return POISON;
     }
-    if (batch < 0)      /* -1 first: the batch */
-        batch = 0, infer = -1;
-    s.d[batch] = DIM_N;
     const int64_t per = ir_row_elems(&x.s);
+    if (batch < 0) {    /* -1 first: the batch, merged with what the sample has beyond the rest (N*T rows) */
+        batch = 0, infer = -1;
+        s.d[0] = !over && known > 0 && per % known == 0 && per / known > 1 ? -(per / known) : DIM_N;
+        known *= ir_batch_mul(s.d[0]);
+    } else {
+        s.d[batch] = DIM_N;
+    }
     if (infer >= 0 && !over && known > 0 && per % known == 0)
         s.d[infer] = per / known, known = per;
     if (over || known != per) {
@@ -344,14 +348,14 @@ static Val eval_cat(Sema *S, const Expr *e)
         diag_error(a[1]->loc, "%s: dim %lld is out of range for %s", fn, (long long)dim, ir_shape_str(&t[0].s));
         return POISON;
     }
-    if (t[0].s.d[d] == DIM_N) {
+    if (IR_IS_BATCH(t[0].s.d[d])) {
         diag_error(a[1] ? a[1]->loc : e->loc, "%s along dim %lld, the batch, is not supported%s", fn, (long long)dim,
                    a[1] ? "" : ": write dim = 1 (torch.cat's default, 0, is the batch)");
         return POISON;
     }
     int rows = 1;   /* along dim 1 of batch-first operands: a sample's rows side by side (OP_CAT) */
     for (int k = 0; k < n; k++)
-        rows &= t[k].s.d[0] == DIM_N;
+        rows &= IR_IS_BATCH(t[k].s.d[0]);
     if (d != 1 || !rows) {
         const Expr **where = util_alloc(sizeof *where * (size_t)n);
         for (int k = 0; k < n; k++)

@@ -35,7 +35,7 @@ static char *shape_str(const Shape *s)
 {
     char *t = util_strdup("[");
     for (int i = 0; i < s->rank; i++)
-        t = util_fmt("%s%s%s", t, i ? "," : "", s->d[i] == DIM_N ? "N" : util_fmt("%lld", (long long)s->d[i]));
+        t = util_fmt("%s%s%s", t, i ? "," : "", s->d[i] == DIM_N ? "N" : s->d[i] < 0 ? util_fmt("N*%lld", (long long)-s->d[i]) : util_fmt("%lld", (long long)s->d[i]));
     return util_fmt("%s]", t);
 }
 

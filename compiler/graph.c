@@ -23,6 +23,8 @@ static void shape_text(FILE *f, const Shape *s)
             fputc(',', f);
         if (s->d[i] == DIM_N)
             fputc('N', f);
+        else if (s->d[i] < 0)
+            fprintf(f, "N*%lld", (long long)-s->d[i]);
         else
             fprintf(f, "%lld", (long long)s->d[i]);
     }

@@ -185,7 +185,7 @@ int64_t ir_row_elems(const Shape *s)
 {
     int64_t e = 1;
     for (int i = 0; i < s->rank; i++)
-        if (s->d[i] != DIM_N && __builtin_mul_overflow(e, s->d[i], &e))
+        if (__builtin_mul_overflow(e, IR_IS_BATCH(s->d[i]) ? ir_batch_mul(s->d[i]) : s->d[i], &e))
             return INT64_MAX;
     return e;
 }
@@ -205,6 +205,8 @@ char *ir_shape_str(const Shape *s)
     for (int i = 0; i < s->rank; i++) {
         if (s->d[i] == DIM_N)
             k += (size_t)snprintf(buf + k, sizeof buf - k, "%sN", i ? ", " : "");
+        else if (s->d[i] < 0)
+            k += (size_t)snprintf(buf + k, sizeof buf - k, "%sN*%lld", i ? ", " : "", (long long)-s->d[i]);
         else
             k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%lld", i ? ", " : "", (long long)s->d[i]);
     }

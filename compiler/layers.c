@@ -509,16 +509,16 @@ static Layer *make_softmax(const Expr *e, Op op, const char *prefix, const char 
 {
     static const char *const names[] = {"dim"};
     Expr *a[1];
-    int64_t dim = 0;
+    int64_t dim = 0;    /* 0: not given (the features of [N, F]) */
     const char *type = op == OP_SOFTMAX ? "Softmax" : "LogSoftmax";
     if (!bind_fn(e, type, names, 1, 1, 0, input, a))
         return NULL;
     if (a[0] && !(a[0]->kind == E_NAME && strcmp(a[0]->s, "None") == 0)) {
         if (!arg_int(a[0], "dim", -MAX_RANK, MAX_RANK - 1, &dim))
             return NULL;
-        if (dim != 1 && dim != -1) {
-            diag_error(a[0]->loc, "%s over dim %lld is not supported; only over the features of [N, F] (dim = 1)",
-                       e->written ? e->written : type, (long long)dim);
+        if (dim == 0) {
+            diag_error(a[0]->loc, "%s over dim 0, the batch, is not supported: it would mix the samples",
+                       e->written ? e->written : type);
             return NULL;
         }
     }
@@ -729,11 +729,22 @@ Val layer_view(Sema *S, Val x, Shape s, Loc loc)
 /* One dimension of view's shape: an integer (-1: inferred), or
  * x.size(d) / size(x, d), a dimension of a value (x.size(0) is the batch,
  * DIM_N). Returns 0 after reporting. */
+/* The batch merged with other elements has no size a shape can name
+ * (x.view(x.size(0), ...) of [N*T, C] would be wrong): refused */
+static int merged_size(const Expr *e, int64_t d)
+{
+    if (!IR_IS_BATCH(d) || d == DIM_N)
+        return 1;
+    diag_error(e->loc, "this size is the batch's merged with %lld more (N*%lld): a shape cannot name it; write -1 "
+               "there, or view back to the batch first", (long long)-d, (long long)-d);
+    return 0;
+}
+
 int layer_size(Sema *S, const Expr *e, int64_t *d)
 {
     const int r = arg_size(e, d);     /* a name bound to a size, x.shape[1] */
     if (r != 0)
-        return r > 0;
+        return r > 0 && merged_size(e, *d);
     if (e->kind == E_CALL && strcmp(e->s, "size") == 0) {
         static const char *const names[] = {"input", "dim"};
         const Sig sig = {"size", names, 2, 2, 2};
@@ -745,7 +756,7 @@ int layer_size(Sema *S, const Expr *e, int64_t *d)
         if (x.id < 0 || !arg_int(a[1], "the dimension", -x.s.rank, x.s.rank - 1, &k))
             return 0;
         *d = x.s.d[k < 0 ? k + x.s.rank : k];
-        return 1;
+        return merged_size(e, *d);
     }
     if (!arg_int(e, "a dimension", -1, MAX_DIM, d))
         return 0;
@@ -834,44 +845,76 @@ static Val apply_batchnorm1d(Sema *S, const Layer *l, Val x, Loc loc)
  * normalized per sample, then times the weight and plus the bias per
  * element of the row (elementwise ops, which fuse as any). Fewer trailing
  * dimensions than the sample has would be several rows per sample. */
+/* x [N, ..., F] as rows [N*k, F] of its last f elements (a view: the
+ * batch first), for the layers over the last dimensions, as PyTorch
+ * applies Linear, LayerNorm and softmax to [N, T, F] */
+static Val as_rows(Sema *S, Val x, int64_t f, Loc loc)
+{
+    const int64_t k = ir_row_elems(&x.s) / f;
+    const Shape r = shape2(k > 1 ? -k : DIM_N, f);
+    return ir_same_shape(&r, &x.s) ? x : layer_node(S, OP_RESHAPE, x.id, -1, r, loc);
+}
+
+/* rows y back to x's shape with the last dimension `last` */
+static Val from_rows(Sema *S, Val y, const Shape *x, int64_t last, Loc loc)
+{
+    Shape s = *x;
+    s.d[s.rank - 1] = last;
+    return y.id < 0 || ir_same_shape(&s, &y.s) ? y : layer_node(S, OP_RESHAPE, y.id, -1, s, loc);
+}
+
 static Val apply_layer_norm(Sema *S, const Layer *l, Val x, Loc loc)
 {
-    int same = x.s.rank == l->ns.rank + 1;
-    for (int k = 0; same && k < l->ns.rank; k++)
-        same = x.s.d[k + 1] == l->ns.d[k];
-    if (!same) {
+    /* normalized_shape: the last dimensions of x (all of a sample's, or
+     * the last ones of [N, T, F], each row normalized) */
+    int tail = x.s.rank > l->ns.rank;
+    for (int k = 0; tail && k < l->ns.rank; k++)
+        tail = x.s.d[x.s.rank - l->ns.rank + k] == l->ns.d[k];
+    if (!tail) {
         Shape want = {l->ns.rank + 1, {DIM_N}};
         for (int k = 0; k < l->ns.rank; k++)
             want.d[k + 1] = l->ns.d[k];
-        int tail = x.s.rank > l->ns.rank + 1;
-        for (int k = 0; tail && k < l->ns.rank; k++)
-            tail = x.s.d[x.s.rank - l->ns.rank + k] == l->ns.d[k];
-        diag_error(loc, "%s expects input %s, got %s%s", l->what, ir_shape_str(&want), ir_shape_str(&x.s),
-                   tail ? " (over fewer than all of a sample's dimensions: not supported)" : "");
+        diag_error(loc, "%s expects input %s (or [N, ..., %s), got %s", l->what, ir_shape_str(&want),
+                   ir_shape_str(&l->ns) + 1, ir_shape_str(&x.s));
         return POISON;
     }
-    Shape row = shape2(DIM_N, l->in);
-    Val y = layer_node(S, OP_LAYER_NORM, layer_flatten(S, x, loc).id, -1, row, loc);
+    Val r = as_rows(S, x, l->in, loc);
+    Val y = layer_node(S, OP_LAYER_NORM, r.id, -1, r.s, loc);
     S->g->n[y.id]->bn.eps = l->eps;
     /* the affine is part of torch's layer_norm: float under autocast */
     if (l->w >= 0) {
-        y = layer_node(S, OP_MUL_COLS, y.id, l->w, row, loc);
+        y = layer_node(S, OP_MUL_COLS, y.id, l->w, r.s, loc);
         S->g->n[y.id]->keep_f32 = 1;
     }
     if (l->b >= 0) {
-        y = layer_node(S, OP_BIAS_ADD, y.id, l->b, row, loc);
+        y = layer_node(S, OP_BIAS_ADD, y.id, l->b, r.s, loc);
         S->g->n[y.id]->keep_f32 = 1;
     }
-    return x.s.rank == 2 ? y : layer_node(S, OP_RESHAPE, y.id, -1, x.s, loc);
+    return ir_same_shape(&y.s, &x.s) ? y : layer_node(S, OP_RESHAPE, y.id, -1, x.s, loc);
 }
 
+/* softmax / log_softmax over the last dimension (dim = -1, or 1 of
+ * [N, F]): each row of [N, ..., F] */
 static Val apply_softmax(Sema *S, const Layer *l, Val x, Loc loc)
 {
-    if (x.s.rank != 2) {
-        diag_error(loc, "%s expects input [N, F] (over the features), got %s", l->what, ir_shape_str(&x.s));
+    const int last = x.s.rank - 1;
+    if (l->dim == 0 && x.s.rank != 2) {
+        diag_error(loc, "%s of %s needs its dim (PyTorch's implicit choice for this rank is dimension 1, with a "
+                   "warning); over the last dimension: dim = -1", l->what, ir_shape_str(&x.s));
         return POISON;
     }
-    return layer_node(S, l->op, x.id, -1, x.s, loc);
+    const int d = l->dim < 0 ? l->dim + x.s.rank : l->dim == 0 ? 1 : l->dim;
+    if (d < 0 || d > last) {
+        diag_error(loc, "%s: dim %d is out of range for %s", l->what, l->dim, ir_shape_str(&x.s));
+        return POISON;
+    }
+    if (d != last) {
+        diag_error(loc, "%s over dimension %d of %s is not supported: over the last one only (dim = -1); "
+                   "transpose the dimension last", l->what, d, ir_shape_str(&x.s));
+        return POISON;
+    }
+    Val r = as_rows(S, x, x.s.d[last], loc);
+    return from_rows(S, layer_node(S, l->op, r.id, -1, r.s, loc), &x.s, x.s.d[last], loc);
 }
 
 /* The layers over images [N, C, H, W]: Conv2d, BatchNorm2d, pooling. */
@@ -933,19 +976,21 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
     if (!layer_batch_first(x, l->what, loc) || !layer_float(S, x, l->what, loc))
         return POISON;
     switch (l->kind) {
-    case LK_LINEAR:
-        if (x.s.rank != 2 || x.s.d[1] != l->in) {
+    case LK_LINEAR: {   /* over the last dimension: [N, ..., in] as rows of one product */
+        if (x.s.d[x.s.rank - 1] != l->in) {
             const char *hint = "";
             if (x.s.rank > 2 && ir_row_elems(&x.s) == l->in)
                 hint = in_seq ? "; add Flatten() before it" : "; flatten it first: flatten(x)";
-            diag_error(loc, "%s expects input [N, %lld], got %s%s", l->what, (long long)l->in, ir_shape_str(&x.s),
-                       hint);
+            diag_error(loc, "%s expects input [N, ..., %lld], got %s%s", l->what, (long long)l->in,
+                       ir_shape_str(&x.s), hint);
             return POISON;
         }
-        x = layer_node(S, OP_MM_NT, x.id, l->w, shape2(DIM_N, l->out), loc);
+        Val r = as_rows(S, x, l->in, loc);
+        Val y = layer_node(S, OP_MM_NT, r.id, l->w, shape2(r.s.d[0], l->out), loc);
         if (l->b >= 0)
-            x = layer_node(S, OP_BIAS_ADD, x.id, l->b, x.s, loc);
-        return x;
+            y = layer_node(S, OP_BIAS_ADD, y.id, l->b, y.s, loc);
+        return from_rows(S, y, &x.s, l->out, loc);
+    }
     case LK_ACT:
         return layer_act(S, l->act, x, loc);
     case LK_FLATTEN:

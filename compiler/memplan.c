@@ -219,14 +219,14 @@ void mem_plan_gpu(Plan *p)
         }
         const Shape *s = &g->n[gr->anchor]->shape;
         int64_t cols = s->d[1];
-        const int fixed = s->d[0] != DIM_N;
+        const int fixed = !IR_IS_BATCH(s->d[0]);
         if (!fixed) {
             gr->ws_units = gr->split * cols;
             if (align_up(gr->ws_units) > ws)
                 ws = align_up(gr->ws_units);
             gr->ws_off = align_up(p->act_units);
         }
-        gr->ctr_rows = ((fixed ? s->d[0] : p->batch) + gr->tile_m - 1) / gr->tile_m;
+        gr->ctr_rows = ((fixed ? s->d[0] : p->batch * ir_batch_mul(s->d[0])) + gr->tile_m - 1) / gr->tile_m;
         gr->ctr_n = gr->ctr_rows * ((cols + GPU_TILE_N - 1) / GPU_TILE_N);
         gr->ctr_off = p->fix_floats;
         p->fix_floats = align_up(p->fix_floats + gr->ctr_n);
@@ -240,7 +240,7 @@ void mem_plan_gpu(Plan *p)
             continue;
         }
         const Shape *s = gr->split > 1 ? &g->n[gr->anchor]->shape : NULL;
-        if (!s || s->d[0] == DIM_N)
+        if (!s || IR_IS_BATCH(s->d[0]))
             continue;
         gr->wsf_off = p->fix_floats;
         gr->wsf_n = gr->split * s->d[0] * s->d[1];

@@ -35,7 +35,7 @@ static int dim_arg(const Expr *e, int rank, int extra, int *d)
 
 static int refuse_batch(const Val *x, int d, const char *fn, Loc loc)
 {
-    if (x->s.d[d] != DIM_N)
+    if (!IR_IS_BATCH(x->s.d[d]))
         return 1;
     diag_error(loc, "%s over dimension %d, the batch, is not supported: it would mix the samples (and make 2 "
                "ranks differ from 1); only the loss, the metrics and batch norm reduce across samples", fn, d);
@@ -417,7 +417,7 @@ static int split_pieces(Sema *S, const Expr *e, Val *out, int max)
     const Expr *dim = unbind ? a[1] : a[2];
     if (x.id < 0 || (dim && !dim_arg(dim, x.s.rank, 0, &d)))
         return 0;
-    if (x.s.d[d] == DIM_N) {
+    if (IR_IS_BATCH(x.s.d[d])) {
         diag_error(dim ? dim->loc : e->loc, "%s along dimension %d, the batch, is not supported%s", fname(e), d,
                    dim ? "" : " (PyTorch's default dim is 0: name the dimension)");
         return 0;
@@ -591,7 +591,7 @@ Val meth_index(Sema *S, const Expr *e)
             continue;
         }
         const int64_t L = x.s.d[d];
-        if (L == DIM_N) {
+        if (IR_IS_BATCH(L)) {
             if (s->kind != E_SLICE || s->a || s->b || s->c) {
                 diag_error(s->loc, "indexing dimension %d, the batch, is not supported (only ':' there)", d);
                 return POISON;

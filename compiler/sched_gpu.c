@@ -52,11 +52,11 @@ static int gemm_split_at(const Plan *p, const Group *gr, const GpuTarget *t, int
     /* batch rows (forward, input gradients), K fixed; or a weight
      * gradient: M x N fixed, K the batch (sliced as the train batch would
      * be; a step's own rows are sliced alike at run time) */
-    const int weight = mm->shape.d[0] != DIM_N && K == DIM_N;
-    const int splits = mm->shape.d[1] != DIM_N && (weight || (mm->shape.d[0] == DIM_N && K != DIM_N));
-    *rows = weight ? mm->shape.d[0] : mm->shape.d[0] == DIM_N ? p->batch : mm->shape.d[0];
-    *cols = mm->shape.d[1] == DIM_N ? p->batch : mm->shape.d[1];
-    const int64_t kt = cdiv(K == DIM_N ? p->batch : K, GPU_TILE_K), tiles = cdiv(*rows, 16 * r) * cdiv(*cols, GPU_TILE_N);
+    const int weight = !IR_IS_BATCH(mm->shape.d[0]) && IR_IS_BATCH(K);
+    const int splits = !IR_IS_BATCH(mm->shape.d[1]) && (weight || (IR_IS_BATCH(mm->shape.d[0]) && !IR_IS_BATCH(K)));
+    *rows = weight ? mm->shape.d[0] : IR_IS_BATCH(mm->shape.d[0]) ? p->batch * ir_batch_mul(mm->shape.d[0]) : mm->shape.d[0];
+    *cols = IR_IS_BATCH(mm->shape.d[1]) ? p->batch * ir_batch_mul(mm->shape.d[1]) : mm->shape.d[1];
+    const int64_t kt = cdiv(IR_IS_BATCH(K) ? p->batch * ir_batch_mul(K) : K, GPU_TILE_K), tiles = cdiv(*rows, 16 * r) * cdiv(*cols, GPU_TILE_N);
     if (!splits || tiles < 1 || 4 * tiles > t->sms)
         return 1;
     const int64_t s = t->sms / tiles < kt / SPLIT_MIN_KT ? t->sms / tiles : kt / SPLIT_MIN_KT;

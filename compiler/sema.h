@@ -46,8 +46,9 @@ int arg_const(const Expr *e, double *v);
 int arg_number(const Expr *e, double *v, int *is_int);     /* arg_const, and whether Python's is an int */
 /* Names of numbers: fn(ctx, e, f, is_int) gives 1 and the number e names
  * (a name bound by N, T, C = x.size() or d = C // 4; x.shape[d] and
- * x.size(d) of a variable), 2 for the batch's size, 0 if e names none, -1
- * after reporting. arg_size: 1 and an integer (DIM_N for the batch's). */
+ * x.size(d) of a variable), 2 for the batch's size (f DIM_N, or -k when
+ * merged), 0 if e names none, -1 after reporting. arg_size: 1 and an
+ * integer (the batch's as in a Shape). */
 void arg_names(int (*fn)(void *ctx, const Expr *e, double *f, int *is_int), void *ctx);
 int arg_size(const Expr *e, int64_t *v);
 

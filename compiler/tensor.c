@@ -15,7 +15,7 @@
 int ten_batch_dim(const Shape *s)
 {
     for (int i = 0; i < s->rank; i++)
-        if (s->d[i] == DIM_N)
+        if (IR_IS_BATCH(s->d[i]))
             return i;
     return -1;
 }
@@ -30,13 +30,13 @@ int ten_same(const Shape *a, const Shape *b)
     return 1;
 }
 
-/* the product of dims [from, to), the batch's left out */
+/* the product of dims [from, to) a sample holds: the batch's left out,
+ * the elements merged with it counted */
 static int64_t elems(const Shape *s, int from, int to)
 {
     int64_t e = 1;
     for (int i = from; i < to; i++)
-        if (s->d[i] != DIM_N)
-            e *= s->d[i];
+        e *= IR_IS_BATCH(s->d[i]) ? ir_batch_mul(s->d[i]) : s->d[i];
     return e;
 }
 
@@ -122,7 +122,7 @@ const char *ten_bmm_shape(const Shape *a, const Shape *b, int ta, int tb, Shape 
         return "both operands need 2 dimensions or more (unsqueeze a vector)";
     const int64_t m = a->d[a->rank - (ta ? 1 : 2)], ka = a->d[a->rank - (ta ? 2 : 1)];
     const int64_t kb = b->d[b->rank - (tb ? 1 : 2)], nn = b->d[b->rank - (tb ? 2 : 1)];
-    if (m == DIM_N || ka == DIM_N || kb == DIM_N || nn == DIM_N)
+    if (IR_IS_BATCH(m) || IR_IS_BATCH(ka) || IR_IS_BATCH(kb) || IR_IS_BATCH(nn))
         return "the batch is one of the matrices' dimensions (a product with a weight is nn.Linear's)";
     if (ka != kb)
         return "the inner dimensions differ";
@@ -148,10 +148,11 @@ static const Shape *in_shape(const Graph *g, const Node *n, int k) { return &g->
 static const char *gather_shapes(const Shape *big, const Shape *small, const Shape *idx, int a)
 {
     Shape b;
-    if (big->rank != small->rank || a < 0 || a >= big->rank || big->d[a] == DIM_N || small->d[a] == DIM_N)
+    if (big->rank != small->rank || a < 0 || a >= big->rank || IR_IS_BATCH(big->d[a]) || IR_IS_BATCH(small->d[a]))
         return "gather along a dimension of one rank, not the batch's";
     for (int d = 0; d < big->rank; d++)
-        if (d != a && (small->d[d] == DIM_N ? big->d[d] != DIM_N : big->d[d] != DIM_N && small->d[d] > big->d[d]))
+        if (d != a && (IR_IS_BATCH(small->d[d]) ? big->d[d] != small->d[d]
+                                                : IR_IS_BATCH(big->d[d]) || small->d[d] > big->d[d]))
             return "gather's result is longer than its source beside the gathered dimension";
     return ten_broadcast(idx, small, &b) && ten_same(&b, small) ? NULL : "the index does not broadcast to the result";
 }
@@ -162,7 +163,7 @@ const char *ten_verify(const Graph *g, const Node *n)
     if (n->op == OP_T_FULL)
         return NULL;
     if (n->op == OP_T_ARANGE)
-        return s->rank == 1 && s->d[0] != DIM_N ? NULL : "arange is one dimension";
+        return s->rank == 1 && !IR_IS_BATCH(s->d[0]) ? NULL : "arange is one dimension";
     const Shape *x = in_shape(g, n, 0);
     switch (n->op) {
     case OP_BC_ADD: case OP_BC_SUB: case OP_BC_MUL: case OP_BC_DIV: case OP_BC_DIV_GRAD: case OP_BC_MAX_GRAD:
@@ -181,7 +182,7 @@ const char *ten_verify(const Graph *g, const Node *n)
     case OP_T_TO_I64: case OP_T_TO_BOOL: case OP_T_TO_F32: case OP_T_FLOORDIV_C: case OP_T_MOD_C:
         return ten_same(x, s) ? NULL : "an elementwise function keeps its operand's shape";
     case OP_T_TRIL: case OP_T_TRIU:
-        return ten_same(x, s) && s->rank >= 2 && s->d[s->rank - 1] != DIM_N && s->d[s->rank - 2] != DIM_N
+        return ten_same(x, s) && s->rank >= 2 && !IR_IS_BATCH(s->d[s->rank - 1]) && !IR_IS_BATCH(s->d[s->rank - 2])
                    ? NULL : "tril and triu keep a shape whose last two dimensions are a matrix";
     case OP_T_GATHER:
         return gather_shapes(x, s, in_shape(g, n, 1), n->ten.axis);
@@ -224,7 +225,7 @@ const char *ten_verify(const Graph *g, const Node *n)
     case OP_T_SLICE: case OP_T_PAD: {
         const Shape *big = n->op == OP_T_SLICE ? x : s, *small = n->op == OP_T_SLICE ? s : x;
         const int a = n->ten.axis;
-        if (big->rank != small->rank || a < 0 || a >= big->rank || big->d[a] == DIM_N || n->ten.step < 1
+        if (big->rank != small->rank || a < 0 || a >= big->rank || IR_IS_BATCH(big->d[a]) || n->ten.step < 1
             || n->ten.start < 0)
             return "a slice along a dimension of the same rank, not the batch's";
         for (int d = 0; d < big->rank; d++)
@@ -237,7 +238,7 @@ const char *ten_verify(const Graph *g, const Node *n)
     case OP_T_CAT: {
         const Shape *b = in_shape(g, n, 1);
         const int a = n->ten.axis;
-        if (x->rank != s->rank || b->rank != s->rank || a < 0 || a >= s->rank || s->d[a] == DIM_N
+        if (x->rank != s->rank || b->rank != s->rank || a < 0 || a >= s->rank || IR_IS_BATCH(s->d[a])
             || s->d[a] != x->d[a] + b->d[a])
             return "cat joins two tensors of one rank along a dimension not the batch's";
         for (int d = 0; d < s->rank; d++)

@@ -329,7 +329,7 @@ static Val call_tri(Sema *S, const Expr *e)
     Val x = S->eval(S, a[0]);
     if ((a[1] && !arg_int(a[1], "the diagonal", -MAX_DIM, MAX_DIM, &k)) || x.id < 0)
         return POISON;
-    if (x.s.rank < 2 || x.s.d[x.s.rank - 1] == DIM_N || x.s.d[x.s.rank - 2] == DIM_N) {
+    if (x.s.rank < 2 || IR_IS_BATCH(x.s.d[x.s.rank - 1]) || IR_IS_BATCH(x.s.d[x.s.rank - 2])) {
         diag_error(e->loc, "%s needs a matrix in the last two dimensions (not the batch's), got %s", fname(e),
                    ir_shape_str(&x.s));
         return POISON;
@@ -531,7 +531,7 @@ static int index_dim(const Expr *de, Val x, const char *fn, int *d)
     if (!arg_int(de, "the dimension", -x.s.rank, x.s.rank - 1, &v))
         return 0;
     *d = (int)(v < 0 ? v + x.s.rank : v);
-    if (x.s.d[*d] != DIM_N)
+    if (!IR_IS_BATCH(x.s.d[*d]))
         return 1;
     diag_error(de->loc, "%s over dimension %d, the batch, is not supported: it would mix the samples (and make 2 "
                "ranks differ from 1)", fn, *d);
@@ -666,7 +666,7 @@ static Val call_gather(Sema *S, const Expr *e)
         return POISON;
     }
     for (int k = 0; k < x.s.rank; k++)
-        if (k != d && ((x.s.d[k] == DIM_N) != (i.s.d[k] == DIM_N) || (i.s.d[k] != DIM_N && i.s.d[k] > x.s.d[k]))) {
+        if (k != d && (IR_IS_BATCH(x.s.d[k]) || IR_IS_BATCH(i.s.d[k]) ? x.s.d[k] != i.s.d[k] : i.s.d[k] > x.s.d[k])) {
             diag_error(a[2]->loc, "%s: the index %s is larger than the tensor %s in dimension %d", fname(e),
                        ir_shape_str(&i.s), ir_shape_str(&x.s), k);
             return POISON;
@@ -698,7 +698,7 @@ static Val call_index_select(Sema *S, const Expr *e)
     Val x = S->eval(S, a[0]), i = S->eval(S, a[2]);
     if (x.id < 0 || !index_arg(S, i, a[2], fname(e)) || !index_dim(a[1], x, fname(e), &d))
         return POISON;
-    if (i.s.rank != 1 || i.s.d[0] == DIM_N) {
+    if (i.s.rank != 1 || IR_IS_BATCH(i.s.d[0])) {
         diag_error(a[2]->loc, "%s's index is one dimension, not the batch's (got %s); torch.gather takes one per "
                    "element", fname(e), ir_shape_str(&i.s));
         return POISON;
@@ -711,7 +711,7 @@ Val tint_index(Sema *S, Val x, int d, const Expr *ie, Loc loc)
     Val i = S->eval(S, ie);
     if (!index_arg(S, i, ie, "a subscript"))
         return POISON;
-    if (i.s.rank != 1 || i.s.d[0] == DIM_N) {
+    if (i.s.rank != 1 || IR_IS_BATCH(i.s.d[0])) {
         diag_error(ie->loc, "indexing by a tensor of shape %s is not supported: one 1-d i64 index per subscript "
                    "(torch.gather takes one per element)", ir_shape_str(&i.s));
         return POISON;
