@@ -534,16 +534,16 @@ static Layer *make_softmax(const Expr *e, Op op, const char *prefix, const char 
  * is the same without weight and bias. */
 static Layer *make_layer_norm(Sema *S, const Expr *e, const char *prefix, const char *what, const Expr **input)
 {
-    static const char *const lnames[] = {"normalized_shape", "eps", "elementwise_affine"};
+    static const char *const lnames[] = {"normalized_shape", "eps", "elementwise_affine", "bias"};
     static const char *const fnames[] = {"normalized_shape", "weight", "bias", "eps"};
     Expr *a[4] = {NULL};
-    if (!(input ? bind_fn(e, "layer_norm", fnames, 4, 4, 1, input, a) : bind_fn(e, "LayerNorm", lnames, 3, 3, 1, NULL, a)))
+    if (!(input ? bind_fn(e, "layer_norm", fnames, 4, 4, 1, input, a) : bind_fn(e, "LayerNorm", lnames, 4, 4, 1, NULL, a)))
         return NULL;
     const char *type = e->written ? e->written : input ? "layer_norm" : "LayerNorm";
     Expr *shape = a[0], *eps_e = input ? a[3] : a[1], *affine_e = input ? NULL : a[2];
     int64_t f = 0;
     double eps = 1e-5;
-    int affine = !input, ok = 1;
+    int affine = !input, bias = !input, ok = 1;
     if (input && ((a[1] && !(a[1]->kind == E_NAME && strcmp(a[1]->s, "None") == 0))
                   || (a[2] && !(a[2]->kind == E_NAME && strcmp(a[2]->s, "None") == 0)))) {
         diag_error(e->loc, "%s with a weight or bias tensor is not supported; declare nn.LayerNorm(...) in the model",
@@ -574,6 +574,8 @@ static Layer *make_layer_norm(Sema *S, const Expr *e, const char *prefix, const 
     }
     if (affine_e)
         ok &= arg_bool(affine_e, "elementwise_affine", &affine);
+    if (!input && a[3])     /* torch 2.1's LayerNorm(bias = False), as nanoGPT's */
+        ok &= arg_bool(a[3], "bias", &bias);
     if (!ok)
         return NULL;
     Layer *l = new_layer(LK_LAYERNORM, prefix, what, e->loc);
@@ -583,7 +585,8 @@ static Layer *make_layer_norm(Sema *S, const Expr *e, const char *prefix, const 
     /* weight and bias have normalized_shape's shape, as in the state_dict */
     if (affine) {
         l->w = ir_param(S->g, param_name(prefix, "weight"), ns, RT_INIT_ONE, 0, e->loc);
-        l->b = ir_param(S->g, param_name(prefix, "bias"), ns, RT_INIT_ZERO, 0, e->loc);
+        if (bias)
+            l->b = ir_param(S->g, param_name(prefix, "bias"), ns, RT_INIT_ZERO, 0, e->loc);
     }
     return l;
 }
@@ -840,11 +843,6 @@ static Val apply_batchnorm1d(Sema *S, const Layer *l, Val x, Loc loc)
     return v.id < 0 ? v : layer_node(S, OP_RESHAPE, v.id, -1, x.s, loc);
 }
 
-/* LayerNorm over all of a sample's elements: [N, F] with normalized_shape
- * F, [N, C, H, W] with (C, H, W) (viewed as [N, C*H*W], the same row):
- * normalized per sample, then times the weight and plus the bias per
- * element of the row (elementwise ops, which fuse as any). Fewer trailing
- * dimensions than the sample has would be several rows per sample. */
 /* x [N, ..., F] as rows [N*k, F] of its last f elements (a view: the
  * batch first), for the layers over the last dimensions, as PyTorch
  * applies Linear, LayerNorm and softmax to [N, T, F] */
@@ -863,6 +861,10 @@ static Val from_rows(Sema *S, Val y, const Shape *x, int64_t last, Loc loc)
     return y.id < 0 || ir_same_shape(&s, &y.s) ? y : layer_node(S, OP_RESHAPE, y.id, -1, s, loc);
 }
 
+/* LayerNorm over the last dimensions of a sample: F of [N, F] or of
+ * [N, T, F] (each row), (C, H, W) of [N, C, H, W] (one row): each row
+ * normalized, then times the weight and plus the bias per element of the
+ * row (elementwise ops, which fuse as any). */
 static Val apply_layer_norm(Sema *S, const Layer *l, Val x, Loc loc)
 {
     /* normalized_shape: the last dimensions of x (all of a sample's, or

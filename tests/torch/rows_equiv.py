@@ -8,7 +8,8 @@ network, 100 steps of SGD with momentum from the same weights on the same
 batches: hand-written attention over the image's 28 rows, the way a
 transformer block is written: LayerNorm, the q, k and v Linears and
 F.softmax(dim=-1) on [N, 28, 28] and [N, 28, 16], a residual, an MLP with
-GELU on every row, and x.view(-1, 16) (N*28 rows) through a Linear and back.
+GELU on every row (its LayerNorm without bias, torch 2.1's), and
+x.view(-1, 16) (N*28 rows) through a Linear and back.
 Each layer on [N, T, F] is one product over N*T rows in the program.
 Controls that must not match: softmax over the keys' transpose (the
 scores' dim -2), LayerNorm over the whole sample instead of each row, and
@@ -29,6 +30,18 @@ STEPS = 100
 LR = 0.01
 
 
+class LayerNormNoBias(nn.Module):
+    """torch 2.1's nn.LayerNorm(F, bias=False), which torch 1.13 lacks"""
+
+    def __init__(self, f):
+        super().__init__()
+        self.f = f
+        self.weight = nn.Parameter(torch.ones(f))
+
+    def forward(self, x):
+        return F.layer_norm(x, (self.f,), self.weight)
+
+
 class RowsAttn(nn.Module):
     def __init__(self, variant="same"):
         super().__init__()
@@ -37,7 +50,7 @@ class RowsAttn(nn.Module):
         self.wk = nn.Linear(28, 16)
         self.wv = nn.Linear(28, 16)
         self.proj = nn.Linear(16, 28)
-        self.ln2 = nn.LayerNorm(28)
+        self.ln2 = LayerNormNoBias(28)
         self.fc = nn.Linear(28, 32)
         self.out = nn.Linear(32, 28)
         self.row = nn.Linear(16, 4)
