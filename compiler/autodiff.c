@@ -587,12 +587,21 @@ void ad_train_step(Program *p)
                         t->amsgrad, t->alpha, t->centered};
     g->prec = t->precision;
     g->updates = util_alloc(sizeof(int) * (size_t)(g->nparam + 1));
+    /* a parameter read through a view (Conv1d's weight as 4-d): its
+     * gradient a node of its own, which the slab holds; all before the
+     * first update, which the others may join */
+    for (int i = g->nparam - 1; i >= 0; i--)
+        if (g->grad[i] >= 0 && op_kind[g->n[g->grad[i]]->op] == K_VIEW) {
+            const Node *w = g->n[g->params[i]];
+            g->grad[i] = ir_add(g, OP_BC_COPY, 1, &g->grad[i], w->shape, DT_F32, w->loc);
+            g->n[g->grad[i]]->phase = PH_BWD;
+        }
     for (int i = g->nparam - 1; i >= 0; i--) {
         g->updates[i] = -1;
         int d = g->grad[i], w = g->params[i];
         if (d < 0)
             continue;
-        if (g->n[d]->grad_of >= 0 || op_kind[g->n[d]->op] == K_VIEW || op_kind[g->n[d]->op] == K_PARAM)
+        if (g->n[d]->grad_of >= 0 || op_kind[g->n[d]->op] == K_PARAM)
             diag_ice("autodiff: gradient of %s is not a fresh node", g->n[w]->name);
         g->n[d]->grad_of = w;
         int u = ir_add(g, g->opt_op, 2, (int[]){w, d}, g->n[w]->shape, DT_F32, g->n[w]->loc);

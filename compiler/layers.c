@@ -13,24 +13,29 @@
 /* ---- layers ------------------------------------------------------------ */
 
 /* act: an activation layer's elementwise op (LK_ACT), applied as is; 0 (images,
- * never an activation) for the others, and for Identity, which adds no node */
+ * never an activation) for the others, and for Identity, which adds no node.
+ * one_d: the 1-d family (Conv1d, the 1-d pools), the 2-d layers over
+ * [N, C, 1, L] with [N, C, L] viewed so. */
 static const struct {
     const char *name;
     LayerKind kind;
     Op act;
+    int one_d;
 } layer_types[] = {
-    {"Linear", LK_LINEAR, 0},           {"ReLU", LK_ACT, OP_RELU},
-    {"Tanh", LK_ACT, OP_TANH},          {"Sigmoid", LK_ACT, OP_SIGMOID},
-    {"GELU", LK_ACT, OP_GELU},          {"SiLU", LK_ACT, OP_SILU},
-    {"LeakyReLU", LK_ACT, OP_LEAKY_RELU}, {"ELU", LK_ACT, OP_ELU},
-    {"Softplus", LK_ACT, OP_SOFTPLUS},  {"Hardtanh", LK_ACT, OP_HARDTANH},
-    {"Identity", LK_ACT, 0},            {"Flatten", LK_FLATTEN, 0},
-    {"Sequential", LK_SEQUENTIAL, 0},   {"Conv2d", LK_CONV2D, 0},
-    {"BatchNorm2d", LK_BATCHNORM2D, 0}, {"MaxPool2d", LK_MAXPOOL2D, 0},
-    {"AvgPool2d", LK_AVGPOOL2D, 0},     {"Dropout", LK_DROPOUT, 0},
-    {"BatchNorm1d", LK_BATCHNORM1D, 0}, {"LayerNorm", LK_LAYERNORM, 0},
-    {"AdaptiveAvgPool2d", LK_ADAPTIVEAVGPOOL2D, 0},
-    {"Softmax", LK_SOFTMAX, OP_SOFTMAX}, {"LogSoftmax", LK_SOFTMAX, OP_LOG_SOFTMAX},
+    {"Linear", LK_LINEAR, 0, 0},           {"ReLU", LK_ACT, OP_RELU, 0},
+    {"Tanh", LK_ACT, OP_TANH, 0},          {"Sigmoid", LK_ACT, OP_SIGMOID, 0},
+    {"GELU", LK_ACT, OP_GELU, 0},          {"SiLU", LK_ACT, OP_SILU, 0},
+    {"LeakyReLU", LK_ACT, OP_LEAKY_RELU, 0}, {"ELU", LK_ACT, OP_ELU, 0},
+    {"Softplus", LK_ACT, OP_SOFTPLUS, 0},  {"Hardtanh", LK_ACT, OP_HARDTANH, 0},
+    {"Identity", LK_ACT, 0, 0},            {"Flatten", LK_FLATTEN, 0, 0},
+    {"Sequential", LK_SEQUENTIAL, 0, 0},   {"Conv2d", LK_CONV2D, 0, 0},
+    {"BatchNorm2d", LK_BATCHNORM2D, 0, 0}, {"MaxPool2d", LK_MAXPOOL2D, 0, 0},
+    {"AvgPool2d", LK_AVGPOOL2D, 0, 0},     {"Dropout", LK_DROPOUT, 0, 0},
+    {"BatchNorm1d", LK_BATCHNORM1D, 0, 0}, {"LayerNorm", LK_LAYERNORM, 0, 0},
+    {"AdaptiveAvgPool2d", LK_ADAPTIVEAVGPOOL2D, 0, 0},
+    {"Softmax", LK_SOFTMAX, OP_SOFTMAX, 0}, {"LogSoftmax", LK_SOFTMAX, OP_LOG_SOFTMAX, 0},
+    {"Conv1d", LK_CONV2D, 0, 1},        {"MaxPool1d", LK_MAXPOOL2D, 0, 1},
+    {"AvgPool1d", LK_AVGPOOL2D, 0, 1},  {"AdaptiveAvgPool1d", LK_ADAPTIVEAVGPOOL2D, 0, 1},
 };
 enum { NLAYER_TYPES = sizeof layer_types / sizeof layer_types[0] };
 
@@ -45,9 +50,9 @@ int layer_type(const char *name)
 /* PyTorch modules this compiler does not have: named as such rather than
  * answered with a near name of another layer (SELU is not ELU). */
 static const char *const torch_modules[] = {
-    "AdaptiveMaxPool2d", "AvgPool1d", "BatchNorm3d", "Bilinear", "CELU", "Conv1d", "Conv3d", "ConvTranspose2d",
+    "AdaptiveMaxPool2d", "BatchNorm3d", "Bilinear", "CELU", "Conv3d", "ConvTranspose2d",
     "Dropout2d", "Embedding", "GLU", "GRU", "GroupNorm", "Hardshrink", "Hardsigmoid", "Hardswish", "InstanceNorm2d",
-    "LSTM", "LogSigmoid", "MaxPool1d", "Mish", "MultiheadAttention", "PReLU", "RNN", "RReLU", "ReLU6", "SELU",
+    "LSTM", "LogSigmoid", "Mish", "MultiheadAttention", "PReLU", "RNN", "RReLU", "ReLU6", "SELU",
     "Softmin", "Softshrink", "Softsign", "Tanhshrink", "Threshold", "Transformer", "Unflatten", "Upsample",
     "ZeroPad2d",
 };
@@ -325,13 +330,33 @@ static int get_pair(const Expr *e, const char *what, int64_t lo, int out[2])
     return 1;
 }
 
+/* A window's size as get_pair, or for the 1-d family an integer or (l,)
+ * along the length, h its extent over the height of [N, C, 1, L] (1 for
+ * a kernel, stride or dilation, 0 for padding) */
+static int get_dims(const Expr *e, const char *what, int64_t lo, int one_d, int h, int out[2])
+{
+    if (!one_d)
+        return get_pair(e, what, lo, out);
+    const Expr *x = e->kind == E_TUPLE && e->nargs == 1 ? e->args[0]->val : e;
+    int64_t v;
+    if (x->kind == E_TUPLE) {
+        diag_error(e->loc, "%s must be an integer or (l,), got a tuple of %d", what, x->nargs);
+        return 0;
+    }
+    if (!arg_int(x, what, lo, MAX_DIM, &v))
+        return 0;
+    out[0] = h, out[1] = (int)v;
+    return 1;
+}
+
 /* Conv2d(in_channels, out_channels, kernel_size, stride = 1, padding = 0,
  *        dilation = 1, groups = 1, bias = true) */
-static Layer *make_conv2d(Sema *S, const Expr *e, const char *prefix, const char *what)
+static Layer *make_conv2d(Sema *S, const Expr *e, const char *prefix, const char *what, int one_d)
 {
     static const char *const names[] = {"in_channels", "out_channels", "kernel_size", "stride", "padding",
                                         "dilation", "groups", "bias"};
-    const Sig sig = {"Conv2d", names, 8, 8, 3};
+    const char *type = one_d ? "Conv1d" : "Conv2d";
+    const Sig sig = {type, names, 8, 8, 3};
     Expr *a[8];
     if (!arg_bind(e, &sig, a))
         return NULL;
@@ -339,13 +364,13 @@ static Layer *make_conv2d(Sema *S, const Expr *e, const char *prefix, const char
     int k[2] = {1, 1}, st[2] = {1, 1}, pad[2] = {0, 0}, dil[2] = {1, 1}, bias = 1, ok = 1;
     ok &= arg_int(a[0], "in_channels", 1, MAX_DIM, &in);
     ok &= arg_int(a[1], "out_channels", 1, MAX_DIM, &out);
-    ok &= get_pair(a[2], "kernel_size", 1, k);
+    ok &= get_dims(a[2], "kernel_size", 1, one_d, 1, k);
     if (a[3])
-        ok &= get_pair(a[3], "stride", 1, st);
+        ok &= get_dims(a[3], "stride", 1, one_d, 1, st);
     if (a[4])
-        ok &= get_pair(a[4], "padding", 0, pad);
+        ok &= get_dims(a[4], "padding", 0, one_d, 0, pad);
     if (a[5])
-        ok &= get_pair(a[5], "dilation", 1, dil);
+        ok &= get_dims(a[5], "dilation", 1, one_d, 1, dil);
     if (a[6])
         ok &= arg_int(a[6], "groups", 1, MAX_DIM, &groups);
     if (a[7])
@@ -359,8 +384,8 @@ static Layer *make_conv2d(Sema *S, const Expr *e, const char *prefix, const char
     }
     /* in double: in * k * k * out reaches 2^96 before the check */
     if ((double)(in / groups) * k[0] * k[1] * (double)out > MAX_PARAM_ELEMS) {
-        diag_error(e->loc, "Conv2d(%lld, %lld) has too many weights (the limit is %lld)", (long long)in, (long long)out,
-                   (long long)MAX_PARAM_ELEMS);
+        diag_error(e->loc, "%s(%lld, %lld) has too many weights (the limit is %lld)", type, (long long)in,
+                   (long long)out, (long long)MAX_PARAM_ELEMS);
         return NULL;
     }
     int64_t fan_in = in / groups * k[0] * k[1];
@@ -368,9 +393,11 @@ static Layer *make_conv2d(Sema *S, const Expr *e, const char *prefix, const char
     l->in = in;
     l->out = out;
     l->win = (Window){k[0], k[1], st[0], st[1], pad[0], pad[1], dil[0], dil[1], (int)groups};
-    /* kaiming_uniform(a = sqrt(5)) and the bias both give U(+-1/sqrt(fan_in)) */
-    l->w = ir_param(S->g, param_name(prefix, "weight"), (Shape){4, {out, in / groups, k[0], k[1]}},
-                    RT_INIT_KAIMING_UNIFORM, fan_in, e->loc);
+    l->one_d = one_d;
+    /* kaiming_uniform(a = sqrt(5)) and the bias both give U(+-1/sqrt(fan_in));
+     * Conv1d's weight is [out, in / groups, k] in the state_dict */
+    l->w = ir_param(S->g, param_name(prefix, "weight"), one_d ? (Shape){3, {out, in / groups, k[1]}}
+                    : (Shape){4, {out, in / groups, k[0], k[1]}}, RT_INIT_KAIMING_UNIFORM, fan_in, e->loc);
     if (bias)
         l->b = ir_param(S->g, param_name(prefix, "bias"), shape1(out), RT_INIT_BIAS_UNIFORM, fan_in, e->loc);
     return l;
@@ -457,23 +484,25 @@ static int bind_fn(const Expr *e, const char *fn, const char *const *names, int 
  * AvgPool2d(kernel_size, stride = kernel_size, padding = 0); as functions,
  * F.max_pool2d(x, kernel_size, stride, padding) and F.avg_pool2d (whose
  * stride None is the kernel size too). */
-static Layer *make_pool(const Expr *e, LayerKind kind, const char *prefix, const char *what, const Expr **input)
+static Layer *make_pool(const Expr *e, LayerKind kind, const char *prefix, const char *what, const Expr **input,
+                        int one_d)
 {
     static const char *const names[] = {"kernel_size", "stride", "padding"};
     Expr *a[3];
-    if (!bind_fn(e, kind == LK_MAXPOOL2D ? "MaxPool2d" : "AvgPool2d", names, 3, 3, 1, input, a))
+    if (!bind_fn(e, kind == LK_MAXPOOL2D ? (one_d ? "MaxPool1d" : "MaxPool2d") : (one_d ? "AvgPool1d" : "AvgPool2d"),
+                 names, 3, 3, 1, input, a))
         return NULL;
     if (a[1] && a[1]->kind == E_NAME && strcmp(a[1]->s, "None") == 0)
         a[1] = NULL;
-    int k[2], st[2], pad[2] = {0, 0}, ok = get_pair(a[0], "kernel_size", 1, k);
+    int k[2], st[2], pad[2] = {0, 0}, ok = get_dims(a[0], "kernel_size", 1, one_d, 1, k);
     if (ok) {
         st[0] = k[0];
         st[1] = k[1];
     }
     if (a[1])
-        ok &= get_pair(a[1], "stride", 1, st);
+        ok &= get_dims(a[1], "stride", 1, one_d, 1, st);
     if (a[2])
-        ok &= get_pair(a[2], "padding", 0, pad);
+        ok &= get_dims(a[2], "padding", 0, one_d, 0, pad);
     if (!ok)
         return NULL;
     if (2 * pad[0] > k[0] || 2 * pad[1] > k[1]) {
@@ -483,20 +512,23 @@ static Layer *make_pool(const Expr *e, LayerKind kind, const char *prefix, const
     }
     Layer *l = new_layer(kind, prefix, what, e->loc);
     l->win = (Window){k[0], k[1], st[0], st[1], pad[0], pad[1], 1, 1, 1};
+    l->one_d = one_d;
     return l;
 }
 
 /* AdaptiveAvgPool2d(output_size), F.adaptive_avg_pool2d(x, output_size):
  * an int or a pair; lowered to an average pool when it divides the input
  * (output 1: global average pooling), which is known only when applied. */
-static Layer *make_adaptive_pool(const Expr *e, const char *prefix, const char *what, const Expr **input)
+static Layer *make_adaptive_pool(const Expr *e, const char *prefix, const char *what, const Expr **input, int one_d)
 {
     static const char *const names[] = {"output_size"};
     Expr *a[1];
     int o[2];
-    if (!bind_fn(e, "AdaptiveAvgPool2d", names, 1, 1, 1, input, a) || !get_pair(a[0], "output_size", 1, o))
+    if (!bind_fn(e, one_d ? "AdaptiveAvgPool1d" : "AdaptiveAvgPool2d", names, 1, 1, 1, input, a)
+        || !get_dims(a[0], "output_size", 1, one_d, 1, o))
         return NULL;
     Layer *l = new_layer(LK_ADAPTIVEAVGPOOL2D, prefix, what, e->loc);
+    l->one_d = one_d;
     l->osize[0] = o[0];
     l->osize[1] = o[1];
     return l;
@@ -623,8 +655,8 @@ Layer *layer_make_fn(Sema *S, const Expr *e, const Expr **input)
         if (strcmp(layer_fns[i].fn, e->s) != 0)
             continue;
         switch (layer_fns[i].kind) {
-        case LK_MAXPOOL2D: case LK_AVGPOOL2D: return make_pool(e, layer_fns[i].kind, "", what, input);
-        case LK_ADAPTIVEAVGPOOL2D: return make_adaptive_pool(e, "", what, input);
+        case LK_MAXPOOL2D: case LK_AVGPOOL2D: return make_pool(e, layer_fns[i].kind, "", what, input, 0);
+        case LK_ADAPTIVEAVGPOOL2D: return make_adaptive_pool(e, "", what, input, 0);
         case LK_SOFTMAX: return make_softmax(e, layer_fns[i].op, "", what, input);
         default: return make_layer_norm(S, e, "", what, input);
         }
@@ -684,14 +716,14 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
     case LK_ACT: return make_act(e, prefix, what);
     case LK_FLATTEN: return make_flatten(e, prefix, what);
     case LK_SEQUENTIAL: return make_sequential(S, e, prefix, what);
-    case LK_CONV2D: return make_conv2d(S, e, prefix, what);
+    case LK_CONV2D: return make_conv2d(S, e, prefix, what, layer_types[t].one_d);
     case LK_BATCHNORM2D:
     case LK_BATCHNORM1D: return make_batchnorm(S, e, layer_types[t].kind, prefix, what);
     case LK_MAXPOOL2D:
-    case LK_AVGPOOL2D: return make_pool(e, layer_types[t].kind, prefix, what, NULL);
+    case LK_AVGPOOL2D: return make_pool(e, layer_types[t].kind, prefix, what, NULL, layer_types[t].one_d);
     case LK_DROPOUT: return make_dropout(e, prefix, what);
     case LK_LAYERNORM: return make_layer_norm(S, e, prefix, what, NULL);
-    case LK_ADAPTIVEAVGPOOL2D: return make_adaptive_pool(e, prefix, what, NULL);
+    case LK_ADAPTIVEAVGPOOL2D: return make_adaptive_pool(e, prefix, what, NULL, layer_types[t].one_d);
     case LK_SOFTMAX: return make_softmax(e, layer_types[t].act, prefix, what, NULL);
     }
     diag_ice("layer_make: layer kind %d", layer_types[t].kind);
@@ -919,6 +951,29 @@ static Val apply_softmax(Sema *S, const Layer *l, Val x, Loc loc)
     return from_rows(S, layer_node(S, l->op, r.id, -1, r.s, loc), &x.s, x.s.d[last], loc);
 }
 
+static Val apply_nchw(Sema *S, const Layer *l, Val x, Loc loc);
+
+/* The 1-d family over [N, C, L]: the 2-d layer over [N, C, 1, L] (views),
+ * a Conv1d's weight [out, in / groups, k] read as [out, in / groups, 1, k] */
+static Val apply_1d(Sema *S, const Layer *l, Val x, Loc loc)
+{
+    if (x.s.rank != 3 || (l->kind == LK_CONV2D && x.s.d[1] != l->in)) {
+        if (l->kind == LK_CONV2D)
+            diag_error(loc, "%s expects input [N, %lld, L], got %s", l->what, (long long)l->in, ir_shape_str(&x.s));
+        else
+            diag_error(loc, "%s expects input [N, C, L], got %s", l->what, ir_shape_str(&x.s));
+        return POISON;
+    }
+    Layer l2 = *l;
+    l2.one_d = 0;
+    if (l->kind == LK_CONV2D) {
+        const Shape *w = &S->g->n[l->w]->shape;
+        l2.w = layer_node(S, OP_RESHAPE, l->w, -1, (Shape){4, {w->d[0], w->d[1], 1, w->d[2]}}, loc).id;
+    }
+    Val y = apply_nchw(S, &l2, layer_view(S, x, (Shape){4, {x.s.d[0], x.s.d[1], 1, x.s.d[2]}}, loc), loc);
+    return y.id < 0 ? y : layer_view(S, y, (Shape){3, {y.s.d[0], y.s.d[1], y.s.d[3]}}, loc);
+}
+
 /* The layers over images [N, C, H, W]: Conv2d, BatchNorm2d, pooling. */
 static Val apply_nchw(Sema *S, const Layer *l, Val x, Loc loc)
 {
@@ -1008,7 +1063,7 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
     case LK_MAXPOOL2D:
     case LK_AVGPOOL2D:
     case LK_ADAPTIVEAVGPOOL2D:
-        return apply_nchw(S, l, x, loc);
+        return l->one_d ? apply_1d(S, l, x, loc) : apply_nchw(S, l, x, loc);
     case LK_BATCHNORM1D:
         return apply_batchnorm1d(S, l, x, loc);
     case LK_LAYERNORM:

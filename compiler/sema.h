@@ -87,6 +87,7 @@ typedef struct Layer {
     Window win;             /* Conv2d, pooling */
     double eps, momentum;   /* BatchNorm1d/2d; LayerNorm: eps */
     int osize[2];           /* AdaptiveAvgPool2d: output size (h, w) */
+    int one_d;              /* Conv1d, the 1-d pools: over [N, C, L] as [N, C, 1, L] */
     Shape ns;               /* LayerNorm: normalized_shape (in: its elements) */
     Op op;                  /* Softmax / LogSoftmax: OP_SOFTMAX / OP_LOG_SOFTMAX */
     int dim;                /* Softmax / LogSoftmax: 1 (the features of [N, F]); 0: not given */
