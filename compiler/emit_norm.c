@@ -115,6 +115,18 @@ void emit_norm_c(const Emit *m)
     fprintf(f, "    #pragma omp parallel for schedule(static) if (R * C >= 65536)\n");
     fprintf(f, "    for (int64_t i = 0; i < R; i++) {\n");
     row_pointers(m, n, "        ", "i");
+    if (n->op == OP_SOFTMAX) {
+        /* the exps stored as summed, then scaled: one expf an element (the
+         * same values as recomputing them) */
+        fprintf(f, "        float mx = -INFINITY;\n        for (int64_t j = 0; j < C; j++)\n"
+                   "            mx = a[j] > mx ? a[j] : mx;\n");
+        fprintf(f, "        double se_d = 0.0;\n        for (int64_t j = 0; j < C; j++) {\n"
+                   "            const float t_ = expf(a[j] - mx);\n            y[j] = t_;\n"
+                   "            se_d += (double)t_;\n        }\n");
+        fprintf(f, "        const float se = (float)se_d;\n        for (int64_t j = 0; j < C; j++)\n"
+                   "            y[j] = y[j] / se;\n    }\n");
+        return;
+    }
     for (int k = 0; k < nm->npass; k++) {
         const NormPass *ps = &nm->pass[k];
         if (ps->is_max) {

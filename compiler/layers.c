@@ -253,6 +253,13 @@ Val layer_act(Sema *S, ActArgs p, Val x, Loc loc)
         return x;
     if (!layer_batch_first(x, op_text[p.op], loc) || !layer_float(S, x, op_text[p.op], loc))
         return POISON;
+    const Node *v = S->g->n[x.id];
+    if (v->op == OP_RESHAPE && ten_batch_dim(&S->g->n[v->in[0]]->shape) == 0) {
+        /* elementwise on a view of rows ([N, T, F] of a Linear's [N*T, F]):
+         * on the rows, so it joins their kernel (rule epilogue), then viewed */
+        Val y = layer_act(S, p, (Val){v->in[0], S->g->n[v->in[0]]->shape}, loc);
+        return y.id < 0 ? y : layer_node(S, OP_RESHAPE, y.id, -1, x.s, loc);
+    }
     Val y = layer_node(S, p.op, x.id, -1, x.s, loc);
     if (y.id >= 0) {
         S->g->n[y.id]->act.a = p.a;
@@ -882,7 +889,12 @@ static Val as_rows(Sema *S, Val x, int64_t f, Loc loc)
 {
     const int64_t k = ir_row_elems(&x.s) / f;
     const Shape r = shape2(k > 1 ? -k : DIM_N, f);
-    return ir_same_shape(&r, &x.s) ? x : layer_node(S, OP_RESHAPE, x.id, -1, r, loc);
+    if (ir_same_shape(&r, &x.s))
+        return x;
+    const Node *n = S->g->n[x.id];
+    if (n->op == OP_RESHAPE && ir_same_shape(&S->g->n[n->in[0]]->shape, &r))
+        return (Val){n->in[0], r};      /* a layer's rows viewed back: the rows themselves */
+    return layer_node(S, OP_RESHAPE, x.id, -1, r, loc);
 }
 
 /* rows y back to x's shape with the last dimension `last` */
