@@ -103,6 +103,17 @@ static void rule_conv2d(RULE_ARGS)
         accumulate(a, x[1], bwd(a, OP_CONV2D_DW, 2, (int[]){dy, x[0]}, shape_of(a, x[1]), n));
 }
 
+/* ConvTranspose2d: y = conv2d_dx(u, w), the input gradient of a conv whose
+ * output gradient is u: du = conv2d(dy, w), dw = conv2d_dw(u, dy) */
+static void rule_conv2d_dx(RULE_ARGS)
+{
+    const int *x = n->in;
+    if (a->needs[x[0]])
+        accumulate(a, x[0], bwd(a, OP_CONV2D, 2, (int[]){dy, x[1]}, shape_of(a, x[0]), n));
+    if (a->needs[x[1]])
+        accumulate(a, x[1], bwd(a, OP_CONV2D_DW, 2, (int[]){x[0], dy}, shape_of(a, x[1]), n));
+}
+
 static void rule_bn_apply(RULE_ARGS)
 {
     const int *x = n->in;

@@ -4,6 +4,7 @@
  * equivalent PyTorch module); layer_apply lowers a layer applied to a
  * value to graph nodes (BatchNorm2d's statistics over all ranks under
  * SyncBatchNorm included). */
+#include <math.h>
 #include <string.h>
 #include <strings.h>
 
@@ -36,6 +37,7 @@ static const struct {
     {"Softmax", LK_SOFTMAX, OP_SOFTMAX, 0}, {"LogSoftmax", LK_SOFTMAX, OP_LOG_SOFTMAX, 0},
     {"Conv1d", LK_CONV2D, 0, 1},        {"MaxPool1d", LK_MAXPOOL2D, 0, 1},
     {"AvgPool1d", LK_AVGPOOL2D, 0, 1},  {"AdaptiveAvgPool1d", LK_ADAPTIVEAVGPOOL2D, 0, 1},
+    {"ConvTranspose2d", LK_CONVT2D, 0, 0}, {"Upsample", LK_UPSAMPLE, 0, 0},
 };
 enum { NLAYER_TYPES = sizeof layer_types / sizeof layer_types[0] };
 
@@ -50,10 +52,10 @@ int layer_type(const char *name)
 /* PyTorch modules this compiler does not have: named as such rather than
  * answered with a near name of another layer (SELU is not ELU). */
 static const char *const torch_modules[] = {
-    "AdaptiveMaxPool2d", "BatchNorm3d", "Bilinear", "CELU", "Conv3d", "ConvTranspose2d",
+    "AdaptiveMaxPool2d", "BatchNorm3d", "Bilinear", "CELU", "Conv3d",
     "Dropout2d", "Embedding", "GLU", "GRU", "GroupNorm", "Hardshrink", "Hardsigmoid", "Hardswish", "InstanceNorm2d",
     "LSTM", "LogSigmoid", "Mish", "MultiheadAttention", "PReLU", "RNN", "RReLU", "ReLU6", "SELU",
-    "Softmin", "Softshrink", "Softsign", "Tanhshrink", "Threshold", "Transformer", "Unflatten", "Upsample",
+    "Softmin", "Softshrink", "Softsign", "Tanhshrink", "Threshold", "Transformer", "Unflatten",
     "ZeroPad2d",
 };
 
@@ -410,6 +412,89 @@ static Layer *make_conv2d(Sema *S, const Expr *e, const char *prefix, const char
     return l;
 }
 
+/* ConvTranspose2d(in_channels, out_channels, kernel_size, stride = 1,
+ * padding = 0, output_padding = 0, groups = 1, bias = true, dilation = 1):
+ * the gradient of a Conv2d(out, in) with respect to its input (conv2d_dx),
+ * its weight [in, out / groups, kh, kw] as PyTorch's, whose default init
+ * takes fan_in from dimension 1: (out / groups) kh kw. */
+static Layer *make_convt2d(Sema *S, const Expr *e, const char *prefix, const char *what)
+{
+    static const char *const names[] = {"in_channels", "out_channels", "kernel_size", "stride", "padding",
+                                        "output_padding", "groups", "bias", "dilation"};
+    const Sig sig = {"ConvTranspose2d", names, 9, 9, 3};
+    Expr *a[9];
+    if (!arg_bind(e, &sig, a))
+        return NULL;
+    int64_t in = 0, out = 0, groups = 1;
+    int k[2], st[2] = {1, 1}, pad[2] = {0, 0}, op[2] = {0, 0}, dil[2] = {1, 1}, bias = 1, ok = 1;
+    ok &= arg_int(a[0], "in_channels", 1, MAX_DIM, &in);
+    ok &= arg_int(a[1], "out_channels", 1, MAX_DIM, &out);
+    ok &= get_pair(a[2], "kernel_size", 1, k);
+    if (a[3])
+        ok &= get_pair(a[3], "stride", 1, st);
+    if (a[4])
+        ok &= get_pair(a[4], "padding", 0, pad);
+    if (a[5])
+        ok &= get_pair(a[5], "output_padding", 0, op);
+    if (a[6])
+        ok &= arg_int(a[6], "groups", 1, MAX_DIM, &groups);
+    if (a[7])
+        ok &= arg_bool(a[7], "bias", &bias);
+    if (a[8])
+        ok &= get_pair(a[8], "dilation", 1, dil);
+    if (!ok)
+        return NULL;
+    if (in % groups || out % groups) {
+        diag_error(a[6]->loc, "groups (%lld) must divide in_channels (%lld) and out_channels (%lld)", (long long)groups,
+                   (long long)in, (long long)out);
+        return NULL;
+    }
+    if (op[0] >= st[0] || op[1] >= st[1]) {
+        diag_error(a[5]->loc, "output_padding (%d, %d) must be smaller than the stride (%d, %d)%s", op[0], op[1], st[0],
+                   st[1], dil[0] > 1 || dil[1] > 1 ? " (larger up to the dilation, as PyTorch allows, is not "
+                   "supported)" : "");
+        return NULL;
+    }
+    if ((double)in * (double)(out / groups) * k[0] * k[1] > MAX_PARAM_ELEMS) {
+        diag_error(e->loc, "ConvTranspose2d(%lld, %lld) has too many weights (the limit is %lld)", (long long)in,
+                   (long long)out, (long long)MAX_PARAM_ELEMS);
+        return NULL;
+    }
+    const int64_t fan_in = out / groups * k[0] * k[1];
+    Layer *l = new_layer(LK_CONVT2D, prefix, what, e->loc);
+    l->in = in;
+    l->out = out;
+    l->win = (Window){k[0], k[1], st[0], st[1], pad[0], pad[1], dil[0], dil[1], (int)groups};
+    l->opad[0] = op[0], l->opad[1] = op[1];
+    l->w = ir_param(S->g, param_name(prefix, "weight"), (Shape){4, {in, out / groups, k[0], k[1]}},
+                    RT_INIT_KAIMING_UNIFORM, fan_in, e->loc);
+    if (bias)
+        l->b = ir_param(S->g, param_name(prefix, "bias"), shape1(out), RT_INIT_BIAS_UNIFORM, fan_in, e->loc);
+    return l;
+}
+
+/* The transposed convolution of x [N, in, H, W]: conv2d_dx, its output
+ * (H - 1) s - 2 p + d (k - 1) + output_padding + 1 high (and wide) */
+static Val apply_convt2d(Sema *S, const Layer *l, Val x, Loc loc)
+{
+    if (x.s.rank != 4 || x.s.d[1] != l->in) {
+        diag_error(loc, "%s expects input [N, %lld, H, W], got %s", l->what, (long long)l->in, ir_shape_str(&x.s));
+        return POISON;
+    }
+    const Window *w = &l->win;
+    const int64_t oh = (x.s.d[2] - 1) * w->sh - 2 * w->ph + w->dh * (w->kh - 1) + l->opad[0] + 1;
+    const int64_t ow = (x.s.d[3] - 1) * w->sw - 2 * w->pw + w->dw * (w->kw - 1) + l->opad[1] + 1;
+    const Shape ys = {4, {x.s.d[0], l->out, oh, ow}};
+    if (oh <= 0 || ow <= 0 || ir_row_elems(&ys) > MAX_DIM) {
+        diag_error(loc, "%s of %s gives %s: %s", l->what, ir_shape_str(&x.s), ir_shape_str(&ys),
+                   oh <= 0 || ow <= 0 ? "empty" : util_fmt("too large (the limit is %d elements per sample)", MAX_DIM));
+        return POISON;
+    }
+    Val y = layer_node(S, OP_CONV2D_DX, x.id, l->w, ys, loc);
+    S->g->n[y.id]->win = *w;
+    return l->b >= 0 ? layer_node(S, OP_BIAS_ADD, y.id, l->b, ys, loc) : y;
+}
+
 /* A flag this compiler supports only at PyTorch's default true
  * (BatchNorm's affine and track_running_stats): 0 after reporting. */
 static int only_true(const Expr *e, const char *layer, const char *what)
@@ -541,6 +626,77 @@ static Layer *make_adaptive_pool(const Expr *e, const char *prefix, const char *
     return l;
 }
 
+/* Upsample(size = None, scale_factor = None, mode = 'nearest',
+ * align_corners = None), F.interpolate(x, size, scale_factor, mode,
+ * align_corners): nearest with an integer scale, bilinear (upsample.c) */
+static Layer *make_upsample(const Expr *e, const char *prefix, const char *what, const Expr **input)
+{
+    static const char *const names[] = {"size", "scale_factor", "mode", "align_corners", "recompute_scale_factor"};
+    Expr *a[5] = {NULL};
+    const char *type = input ? "interpolate" : "Upsample";
+    if (!bind_fn(e, type, names, input ? 5 : 4, 2, 0, input, a))
+        return NULL;
+    Layer *l = new_layer(LK_UPSAMPLE, prefix, what, e->loc);
+    if (!a[0] == !a[1]) {
+        diag_error(e->loc, "%s takes size or scale_factor, one of them", e->written ? e->written : type);
+        return NULL;
+    }
+    for (int k = 0; k < 2; k++) {
+        const Expr *v = a[k];
+        if (!v)
+            continue;
+        const int pair = v->kind == E_TUPLE;
+        if (pair && v->nargs != 2) {
+            diag_error(v->loc, "%s must be a number or a pair (h, w) here", names[k]);
+            return NULL;
+        }
+        for (int d = 0; d < 2; d++) {
+            const Expr *x = pair ? v->args[d]->val : v;
+            int64_t sz;
+            if (k == 0 ? !arg_int(x, "size", 1, MAX_DIM, &sz) : !arg_num(x, "scale_factor", &l->scale[d]))
+                return NULL;
+            if (k == 0)
+                l->osize[d] = (int)sz;
+            else if (!(l->scale[d] > 0)) {
+                diag_error(x->loc, "scale_factor must be positive, got %g", l->scale[d]);
+                return NULL;
+            }
+        }
+    }
+    if (a[2]) {
+        const char *m = a[2]->kind == E_STR ? a[2]->s : "";
+        if (strcmp(m, "nearest") != 0 && strcmp(m, "bilinear") != 0) {
+            diag_error(a[2]->loc, "mode %s is not supported (supported: 'nearest', 'bilinear')", arg_show(a[2]));
+            return NULL;
+        }
+        l->bilinear = m[0] == 'b';
+    }
+    if (a[3] && !(a[3]->kind == E_NAME && strcmp(a[3]->s, "None") == 0) && !arg_bool(a[3], "align_corners", &l->align))
+        return NULL;
+    if (l->align && !l->bilinear) {
+        diag_error(a[3]->loc, "align_corners is for bilinear, not nearest (PyTorch refuses it too)");
+        return NULL;
+    }
+    return l;
+}
+
+static Val apply_upsample(Sema *S, const Layer *l, Val x, Loc loc)
+{
+    if (x.s.rank != 4) {
+        diag_error(loc, "%s expects input [N, C, H, W], got %s", l->what, ir_shape_str(&x.s));
+        return POISON;
+    }
+    int64_t o[2];
+    for (int d = 0; d < 2; d++)
+        o[d] = l->scale[d] > 0 ? (int64_t)floor((double)x.s.d[2 + d] * l->scale[d]) : l->osize[d];
+    if (o[0] < 1 || o[1] < 1 || (double)o[0] * (double)o[1] * (double)x.s.d[1] > MAX_DIM) {
+        diag_error(loc, "%s of %s to %lldx%lld: %s", l->what, ir_shape_str(&x.s), (long long)o[0], (long long)o[1],
+                   o[0] < 1 || o[1] < 1 ? "empty" : "too large");
+        return POISON;
+    }
+    return ups_resize(S, x, l->bilinear, o[0], o[1], l->scale[0], l->scale[1], l->align, loc);
+}
+
 /* Softmax(dim = None), LogSoftmax(dim = None), F.softmax(x, dim),
  * F.log_softmax(x, dim): over the features of [N, F] (dim 1 or -1; None is
  * 1 there, as PyTorch's implicit choice for 2-d input). */
@@ -639,6 +795,7 @@ static const struct {
     {"adaptive_avg_pool2d", LK_ADAPTIVEAVGPOOL2D, 0}, {"avg_pool2d", LK_AVGPOOL2D, 0},
     {"layer_norm", LK_LAYERNORM, 0},                  {"log_softmax", LK_SOFTMAX, OP_LOG_SOFTMAX},
     {"max_pool2d", LK_MAXPOOL2D, 0},                  {"softmax", LK_SOFTMAX, OP_SOFTMAX},
+    {"interpolate", LK_UPSAMPLE, 0},
 };
 
 int layer_fn(const char *name)
@@ -665,6 +822,7 @@ Layer *layer_make_fn(Sema *S, const Expr *e, const Expr **input)
         case LK_MAXPOOL2D: case LK_AVGPOOL2D: return make_pool(e, layer_fns[i].kind, "", what, input, 0);
         case LK_ADAPTIVEAVGPOOL2D: return make_adaptive_pool(e, "", what, input, 0);
         case LK_SOFTMAX: return make_softmax(e, layer_fns[i].op, "", what, input);
+        case LK_UPSAMPLE: return make_upsample(e, "", what, input);
         default: return make_layer_norm(S, e, "", what, input);
         }
     }
@@ -724,6 +882,8 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
     case LK_FLATTEN: return make_flatten(e, prefix, what);
     case LK_SEQUENTIAL: return make_sequential(S, e, prefix, what);
     case LK_CONV2D: return make_conv2d(S, e, prefix, what, layer_types[t].one_d);
+    case LK_CONVT2D: return make_convt2d(S, e, prefix, what);
+    case LK_UPSAMPLE: return make_upsample(e, prefix, what, NULL);
     case LK_BATCHNORM2D:
     case LK_BATCHNORM1D: return make_batchnorm(S, e, layer_types[t].kind, prefix, what);
     case LK_MAXPOOL2D:
@@ -1082,6 +1242,10 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
         return apply_layer_norm(S, l, x, loc);
     case LK_SOFTMAX:
         return apply_softmax(S, l, x, loc);
+    case LK_CONVT2D:
+        return apply_convt2d(S, l, x, loc);
+    case LK_UPSAMPLE:
+        return apply_upsample(S, l, x, loc);
     }
     diag_ice("apply: layer kind %d", l->kind);
 }

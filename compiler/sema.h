@@ -67,7 +67,7 @@ int arg_bind(const Expr *call, const Sig *sig, Expr **out);
 /* ---- layers.c ---------------------------------------------------------- */
 typedef enum {
     LK_LINEAR, LK_ACT, LK_FLATTEN, LK_SEQUENTIAL, LK_CONV2D, LK_BATCHNORM2D, LK_MAXPOOL2D, LK_AVGPOOL2D,
-    LK_DROPOUT, LK_BATCHNORM1D, LK_LAYERNORM, LK_ADAPTIVEAVGPOOL2D, LK_SOFTMAX
+    LK_DROPOUT, LK_BATCHNORM1D, LK_LAYERNORM, LK_ADAPTIVEAVGPOOL2D, LK_SOFTMAX, LK_CONVT2D, LK_UPSAMPLE
 } LayerKind;
 
 /* An activation: its op (0: Identity) and parameters (Node.act). */
@@ -88,6 +88,9 @@ typedef struct Layer {
     double eps, momentum;   /* BatchNorm1d/2d; LayerNorm: eps */
     int osize[2];           /* AdaptiveAvgPool2d: output size (h, w) */
     int one_d;              /* Conv1d, the 1-d pools: over [N, C, L] as [N, C, 1, L] */
+    int opad[2];            /* ConvTranspose2d: output_padding (h, w) */
+    double scale[2];        /* Upsample: scale_factor (h, w), or 0 (osize is the size) */
+    int bilinear, align;    /* Upsample: mode bilinear (else nearest), align_corners */
     Shape ns;               /* LayerNorm: normalized_shape (in: its elements) */
     Op op;                  /* Softmax / LogSoftmax: OP_SOFTMAX / OP_LOG_SOFTMAX */
     int dim;                /* Softmax / LogSoftmax: 1 (the features of [N, F]); 0: not given */
@@ -175,6 +178,11 @@ Val tfn_call(Sema *S, const Expr *e);
 Val tfn_matmul(Sema *S, Val a, Val b, const char *fn, Loc loc);     /* a @ b */
 Val tfn_pow(Sema *S, Val x, const Expr *exponent, const char *fn, Loc loc);    /* x ** c */
 Val tfn_unary(Sema *S, Op op, Val x, double lo, double hi, Loc loc);   /* a one-operand tensor op, ten.lo/hi set */
+
+/* ---- upsample.c: nn.Upsample, F.interpolate (ups_) -------------------- */
+/* x [N, C, H, W] to [N, C, oh, ow]: nearest (integer scales) or bilinear;
+ * sh, sw the scale_factor given (PyTorch's source scale is its inverse), or 0 */
+Val ups_resize(Sema *S, Val x, int bilinear, int64_t oh, int64_t ow, double sh, double sw, int align, Loc loc);
 
 /* ---- tensor_ints.c: integer and boolean tensors (tint_) ---------------- */
 int tint_handles(const char *name);         /* where, masked_fill, arange, argmax, gather, ones, eq, float, max, ... */

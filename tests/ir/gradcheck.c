@@ -896,6 +896,24 @@ static int check_conv(const char *what, int64_t C, int64_t H, int64_t W, int64_t
     return check(what, y, seed, RED_SUM, (int[]){x, w, b}, bias ? 3 : 2);
 }
 
+/* ConvTranspose2d: y = conv2d_dx(u, w) over x [N, C, H, W] from u, the
+ * output of a Conv2d(C, O) with window v (so the window fits exactly when
+ * H and W are an output's input) */
+static int check_convt(const char *what, int64_t C, int64_t H, int64_t W, int64_t O, Window v)
+{
+    reset();
+    Shape ys = ir_shape(4, DIM_N, C, H, W), ws = ir_shape(4, O, C / v.groups, v.kh, v.kw);
+    Shape us = ir_shape(4, DIM_N, O, ir_window_out(H, v.kh, v.sh, v.ph, v.dh), ir_window_out(W, v.kw, v.sw, v.pw, v.dw));
+    int u = input(OP_IMAGES, us), w = input(OP_PARAM, ws);
+    fill(u);
+    fill(w);
+    int y = ir_add(g, OP_CONV2D_DX, 2, (int[]){u, w}, ys, DT_F32, (Loc){0});
+    g->n[y]->win = v;
+    int seed = input(OP_IMAGES, ys);
+    fill(seed);
+    return check(what, y, seed, RED_SUM, (int[]){u, w}, 2);
+}
+
 /* Batch norm in train mode: y = bn_apply(x, bn_stats(x, ...), w, b), the
  * statistics from mean_chan and bn_sqdev (summed over the ranks under
  * SyncBatchNorm); the gradient of x goes through the batch mean and
@@ -1257,6 +1275,8 @@ int main(void)
     fails += check_conv("conv2d 3x3 stride 2 pad 1", 3, 7, 6, 4, win(3, 3, 2, 2, 1, 1, 1, 1, 1), 1);
     fails += check_conv("conv2d 3x2 dil 2x1 groups 2", 4, 7, 5, 6, win(3, 2, 1, 2, 2, 1, 2, 1, 2), 0);
     fails += check_conv("conv2d 1x1 groups 3 (depthwise)", 3, 4, 4, 3, win(1, 1, 1, 1, 0, 0, 1, 1, 3), 1);
+    fails += check_convt("conv_transpose2d 3x3 stride 2 pad 1", 2, 7, 6, 3, win(3, 3, 2, 2, 1, 1, 1, 1, 1));
+    fails += check_convt("conv_transpose2d 2x3 dil 2x1 groups 2", 4, 8, 7, 6, win(2, 3, 1, 2, 0, 1, 2, 1, 2));
     fails += check_bn("batchnorm2d train [N,3,4,5]", 3, 4, 5, 1e-5, 0);
     fails += check_bn("batchnorm2d train eps 0.1", 2, 1, 3, 0.1, 0);
     fails += check_bn("syncbatchnorm, 2 equal ranks [N,3,4,5]", 3, 4, 5, 1e-5, 1);
