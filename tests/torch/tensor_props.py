@@ -365,7 +365,8 @@ def op_select(c):
         L = c.shape[d]
         forms.append(("torch.gather(%s, %d, %s.argmax(dim = %d, keepdim = True))" % (v, d, v, d), None))
         forms.append(("%s.index_select(%d, torch.arange(%d, -1, -1))" % (v, d, L - 1), None))
-        forms.append(("torch.max(%s, dim = %d)[0]" % (v, d), None))
+        if len(c.shape) >= 3:   # the chain keeps 2 dimensions or more
+            forms.append(("torch.max(%s, dim = %d)[0]" % (v, d), None))
     if len(c.shape) >= 2 and 'N' not in c.shape[-2:]:
         forms.append(("torch.tril(%s)" % v, None))
     k = c.rng.randrange(len(forms))
