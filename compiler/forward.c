@@ -888,6 +888,12 @@ static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in)
     int nconst = 0;
     for (int i = 0; i < m->nlayers; i++) {
         LayerDecl *d = m->layers[i];
+        double num;
+        int is_int;
+        if (d->name && d->init->kind != E_CALL && arg_number(d->init, &num, &is_int) == 1) {
+            set_num(S, d->name, num, is_int);    /* self.n_head = 4: a number of the model */
+            continue;
+        }
         if (tint_is_constant(d->init)) {
             consts[nconst++] = d;
             continue;
