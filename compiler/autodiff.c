@@ -580,8 +580,9 @@ void ad_train_step(Program *p)
     } else if (p->train.loss == LOSS_BCE_LOGITS) {
         g->correct_sum = ir_add(g, OP_ML_STATS, 2, (int[]){g->logits, g->labels}, ir_shape(2, 3, p->nclass), DT_F32,
                                 loc);
-    } else {
-        g->correct_sum = ir_add(g, OP_REG_STATS, 2, (int[]){g->logits, g->labels}, ir_shape(1, 2), DT_F32, loc);
+    } else {    /* the loss's targets: the labels, or an autoencoder's samples */
+        g->correct_sum = ir_add(g, OP_REG_STATS, 2, (int[]){g->logits, g->n[g->loss]->in[1]}, ir_shape(1, 2),
+                                DT_F32, loc);
     }
     g->n[g->correct_sum]->phase = PH_LOSS;
 

@@ -251,6 +251,7 @@ typedef struct DataCfg {
     const char **targets, **features;   /* csv columns; no features: every other column */
     int ntargets, nfeatures;
     double split;           /* held-out fraction of the training set; 0: none */
+    int target_input;       /* target = input (an autoencoder): the loss compares the output with the sample */
     int norm_auto;          /* normalize = auto */
     int nnorm;              /* 0: none; 1: every element; else per channel or feature */
     double *norm_mean, *norm_std;

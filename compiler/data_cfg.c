@@ -1,7 +1,7 @@
 /* data_cfg.c: the train block's `data`, the source of the samples and
  * targets (README "Data"):
  *
- *   idx("DIR", normalize = ..., split = ...)      mnist(...) is the same
+ *   idx("DIR", normalize = ..., split = ..., target = input)   mnist(...) is the same
  *   npz("FILE.npz", x_train = "x_train", y_train = ..., x_test = ..., y_test = ...,
  *       normalize = ..., split = ...)
  *   csv("TRAIN.csv", test = "TEST.csv", target = "COLUMN" | targets = ["a", "b"],
@@ -143,11 +143,11 @@ void data_cfg_check(DataCfg *d, const Expr *e)
         return;
     }
     /* one signature per source; the path first */
-    static const char *const idx_names[] = {"path", "normalize", "split"};
+    static const char *const idx_names[] = {"path", "normalize", "split", "target"};
     static const char *const npz_names[] = {"path", "normalize", "split", "x_train", "y_train", "x_test", "y_test"};
     static const char *const csv_names[] = {"path",   "normalize", "split",   "test",
                                             "target", "targets",   "features"};
-    const Sig sig = kind == RT_SRC_IDX   ? (Sig){name, idx_names, 3, 1, 1}
+    const Sig sig = kind == RT_SRC_IDX   ? (Sig){name, idx_names, 4, 1, 1}
                     : kind == RT_SRC_NPZ ? (Sig){name, npz_names, 7, 1, 1}
                                          : (Sig){name, csv_names, 7, 1, 1};
     Expr *a[7] = {0};
@@ -167,6 +167,13 @@ void data_cfg_check(DataCfg *d, const Expr *e)
     if (a[2] && arg_num(a[2], "split", &n.split) && !(n.split > 0 && n.split < 1)) {
         diag_error(a[2]->loc, "split is the held-out fraction, in (0, 1), got %s", arg_show(a[2]));
         n.split = 0;
+    }
+    if (kind == RT_SRC_IDX && a[3]) {   /* target = input: an autoencoder's */
+        if (a[3]->kind != E_NAME || strcmp(a[3]->s, "input") != 0)
+            diag_error(a[3]->loc, "%s's target must be input (an autoencoder's: the loss compares the output with "
+                       "the normalized sample), got %s", name, arg_show(a[3]));
+        else
+            n.target_input = 1;
     }
     if (kind == RT_SRC_NPZ)
         for (int i = 0; i < 4; i++)

@@ -114,7 +114,10 @@ static void emit_row(const Emit *m)
     const Group *gr = m->gr;
     const Node *a = ex_node(m, gr->anchor);
     int lg = plan_source(m->p, a->in[0]), lb = plan_source(m->p, a->in[1]);
-    int64_t C = ex_node(m, lg)->shape.d[1];
+    /* a row's columns: the logits' as the loss reads them (a view of a
+     * producer of another shape, [N, 1, 28, 28] read as [N, 784], has them
+     * all), not its producer's dimension 1 */
+    int64_t C = ir_row_elems(&ex_node(m, a->in[0])->shape);
     fprintf(f, "    const int64_t R = n, C = %lld;\n", (long long)C);
     for (int k = 0; k < gr->nnodes; k++) {
         const Node *n = ex_node(m, gr->nodes[k]);

@@ -371,7 +371,7 @@ static void emit_row(const Emit *m, rt_cuda_launch *L)
 {
     FILE *f = m->f;
     const Node *a = ex_node(m, m->gr->anchor);
-    fprintf(f, "    const int64_t C = %lld;\n", (long long)ex_node(m, plan_source(m->p, a->in[0]))->shape.d[1]);
+    fprintf(f, "    const int64_t C = %lld;\n", (long long)ir_row_elems(&ex_node(m, a->in[0])->shape));
     fprintf(f, "    const int RL = 32, live = 1;\n    const int lane = threadIdx.x & 31;\n");
     fprintf(f, "    const int64_t i = (int64_t)blockIdx.x * %d + (threadIdx.x >> 5);\n", ROWS_PER_BLOCK);
     fprintf(f, "    if (i >= n)\n        return;    /* whole warps only: i is uniform per warp */\n");

@@ -804,11 +804,19 @@ static Val run_body(Sema *S, const Forward *f)
         if (st->kind == S_RETURN) {
             ret = v;
             returned = 1;
-            if (v.id >= 0 && !(v.s.rank == 2 && v.s.d[0] == DIM_N)) {
+            const Node *images = v.id >= 0 ? S->g->n[S->g->images] : NULL;
+            if (S->autoenc && v.id >= 0 && (v.s.d[0] != DIM_N || ir_row_elems(&v.s) != ir_row_elems(&images->shape))) {
+                diag_error(st->val->loc, "an autoencoder's forward (target = input) must return [N, ...] with the "
+                           "input's %lld elements a sample, got %s", (long long)ir_row_elems(&images->shape),
+                           ir_shape_str(&v.s));
+                ret = POISON;
+            } else if (!S->autoenc && v.id >= 0 && !(v.s.rank == 2 && v.s.d[0] == DIM_N)) {
                 diag_error(st->val->loc, "forward must return logits [N, C], got %s", ir_shape_str(&v.s));
                 ret = POISON;
             } else if (!layer_float(S, v, "the loss", st->val->loc)) {
                 ret = POISON;
+            } else if (S->autoenc) {
+                ret = layer_flatten(S, v, st->val->loc);
             }
         } else if (find_layer(S, st->name) >= 0) {
             diag_error(st->loc, "'%s' is a layer; a variable cannot have its name", st->name);
@@ -859,9 +867,9 @@ static void member_tensor(Sema *S, const LayerDecl *d, const Forward *f)
 
 static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in);
 
-Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn)
+Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn, int autoenc)
 {
-    Sema S = {.g = g, .m = m, .sync_bn = sync_bn, .eval = eval};
+    Sema S = {.g = g, .m = m, .sync_bn = sync_bn, .autoenc = autoenc, .eval = eval, .upsample = ups_apply};
     arg_names(names_lookup, &S);
     Val out = model_body(&S, g, m, in);
     arg_names(NULL, NULL);      /* S ends here */

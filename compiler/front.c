@@ -34,7 +34,19 @@ static void build_loss(Program *p, Loc loc)
     Op op = ops[t->loss];
     if (t->loss == LOSS_SMOOTH_L1 && t->loss_delta == 0)
         op = OP_L1_LOSS;    /* torch: beta 0 is l1_loss (the formula would divide by 0) */
-    if (t->loss != LOSS_CE) {
+    int target = g->labels;
+    if (t->data.target_input) {
+        /* an autoencoder: the output against the normalized sample, viewed
+         * as [N, elements] as the output is; the labels stay unused */
+        if (t->loss == LOSS_CE || t->loss == LOSS_BCE_LOGITS) {
+            diag_error(loc, "target = input (an autoencoder) needs a loss of float values (mse_loss, l1_loss, "
+                       "smooth_l1_loss, huber_loss), not %s", t->loss == LOSS_CE ? "cross_entropy"
+                       : "binary_cross_entropy_with_logits");
+            return;
+        }
+        target = ir_add(g, OP_RESHAPE, 1, &g->images, shape2(DIM_N, p->nclass), DT_F32, loc);
+        p->target = RT_TGT_INPUT;
+    } else if (t->loss != LOSS_CE) {
         Node *lb = g->n[g->labels];
         lb->dt = DT_F32;
         lb->shape = shape2(DIM_N, p->nclass);
@@ -47,7 +59,7 @@ static void build_loss(Program *p, Loc loc)
     if (t->loss == LOSS_BCE_LOGITS && 3 * p->nclass > RT_METRIC_MAX)    /* TP, FP, FN per output */
         diag_error(loc, "binary_cross_entropy_with_logits: model '%s' has %d outputs, but the evaluation's "
                    "per-output counts (macro-F1) support at most %d", p->model_name, p->nclass, RT_METRIC_MAX / 3);
-    g->loss = ir_add(g, op, 2, (int[]){g->logits, g->labels}, shape1(DIM_N), DT_F32, loc);
+    g->loss = ir_add(g, op, 2, (int[]){g->logits, target}, shape1(DIM_N), DT_F32, loc);
     Node *n = g->n[g->loss];
     n->red = t->reduction;
     n->smooth = t->label_smoothing;
@@ -66,10 +78,18 @@ Program *front_compile(const char *path, const char *text)
 
     /* SyncBatchNorm changes how each BatchNorm2d is built: read it first
      * (check_train reports a bad value later) */
-    int sync_bn = 0;
-    for (int i = 0; f->ntrains > 0 && i < f->trains[0]->nitems; i++)
-        if (strcmp(f->trains[0]->items[i]->key, "sync_batchnorm") == 0 && f->trains[0]->items[i]->val->kind == E_BOOL)
-            sync_bn = (int)f->trains[0]->items[i]->val->i;
+    int sync_bn = 0, autoenc = 0;
+    for (int i = 0; f->ntrains > 0 && i < f->trains[0]->nitems; i++) {
+        const TrainItem *it = f->trains[0]->items[i];
+        if (strcmp(it->key, "sync_batchnorm") == 0 && it->val->kind == E_BOOL)
+            sync_bn = (int)it->val->i;
+        /* data ... target = input: forward returns a sample, not logits */
+        for (int k = 0; strcmp(it->key, "data") == 0 && it->val->kind == E_CALL && k < it->val->nargs; k++) {
+            const Arg *a = it->val->args[k];
+            autoenc |= a->key && strcmp(a->key, "target") == 0 && a->val->kind == E_NAME
+                       && strcmp(a->val->s, "input") == 0;
+        }
+    }
     Graph **graphs = util_alloc(sizeof *graphs * (size_t)(f->nmodels + 1));
     Val *logits = util_alloc(sizeof *logits * (size_t)(f->nmodels + 1));
     Shape *inputs = util_alloc(sizeof *inputs * (size_t)(f->nmodels + 1));
@@ -82,7 +102,7 @@ Program *front_compile(const char *path, const char *text)
                 break;
             }
         graphs[i] = ir_new();
-        logits[i] = fwd_model(graphs[i], m, &inputs[i], sync_bn);
+        logits[i] = fwd_model(graphs[i], m, &inputs[i], sync_bn, autoenc);
     }
     if (f->nmodels == 0)
         diag_error(file_loc, "no model in this file (add 'model NAME { ... }')");

@@ -680,22 +680,6 @@ static Layer *make_upsample(const Expr *e, const char *prefix, const char *what,
     return l;
 }
 
-static Val apply_upsample(Sema *S, const Layer *l, Val x, Loc loc)
-{
-    if (x.s.rank != 4) {
-        diag_error(loc, "%s expects input [N, C, H, W], got %s", l->what, ir_shape_str(&x.s));
-        return POISON;
-    }
-    int64_t o[2];
-    for (int d = 0; d < 2; d++)
-        o[d] = l->scale[d] > 0 ? (int64_t)floor((double)x.s.d[2 + d] * l->scale[d]) : l->osize[d];
-    if (o[0] < 1 || o[1] < 1 || (double)o[0] * (double)o[1] * (double)x.s.d[1] > MAX_DIM) {
-        diag_error(loc, "%s of %s to %lldx%lld: %s", l->what, ir_shape_str(&x.s), (long long)o[0], (long long)o[1],
-                   o[0] < 1 || o[1] < 1 ? "empty" : "too large");
-        return POISON;
-    }
-    return ups_resize(S, x, l->bilinear, o[0], o[1], l->scale[0], l->scale[1], l->align, loc);
-}
 
 /* Softmax(dim = None), LogSoftmax(dim = None), F.softmax(x, dim),
  * F.log_softmax(x, dim): over the features of [N, F] (dim 1 or -1; None is
@@ -1245,7 +1229,7 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
     case LK_CONVT2D:
         return apply_convt2d(S, l, x, loc);
     case LK_UPSAMPLE:
-        return apply_upsample(S, l, x, loc);
+        return S->upsample(S, l, x, loc);
     }
     diag_ice("apply: layer kind %d", l->kind);
 }

@@ -127,7 +127,10 @@ typedef struct Sema {
     Var *vars;
     int nvars;
     int sync_bn;            /* the train block's sync_batchnorm */
+    int autoenc;            /* the data's target = input: forward returns a sample's shape */
     struct Val (*eval)(struct Sema *S, const Expr *e);  /* forward's expressions: methods.c's operands */
+    /* nn.Upsample / F.interpolate applied (upsample.c, above the layers) */
+    struct Val (*upsample)(struct Sema *S, const struct Layer *l, struct Val x, Loc loc);
 } Sema;
 
 /* Index of a layer type by name (Linear, ReLU, ...), or -1. */
@@ -180,9 +183,9 @@ Val tfn_pow(Sema *S, Val x, const Expr *exponent, const char *fn, Loc loc);    /
 Val tfn_unary(Sema *S, Op op, Val x, double lo, double hi, Loc loc);   /* a one-operand tensor op, ten.lo/hi set */
 
 /* ---- upsample.c: nn.Upsample, F.interpolate (ups_) -------------------- */
-/* x [N, C, H, W] to [N, C, oh, ow]: nearest (integer scales) or bilinear;
- * sh, sw the scale_factor given (PyTorch's source scale is its inverse), or 0 */
-Val ups_resize(Sema *S, Val x, int bilinear, int64_t oh, int64_t ow, double sh, double sw, int align, Loc loc);
+/* Upsample layer l applied to x [N, C, H, W]: nearest (integer scales) or
+ * bilinear; Sema.upsample, which the layers call */
+Val ups_apply(Sema *S, const Layer *l, Val x, Loc loc);
 
 /* ---- tensor_ints.c: integer and boolean tensors (tint_) ---------------- */
 int tint_handles(const char *name);         /* where, masked_fill, arange, argmax, gather, ones, eq, float, max, ... */
@@ -208,8 +211,10 @@ Val meth_broadcast(Sema *S, Op op, Val a, Val b, const char *sym, Loc loc);
 Val meth_cat(Sema *S, const Expr *e, const Val *t, int n, int d, const Expr *const *where);
 /* ---- forward.c --------------------------------------------------------- */
 /* Checks one model, building its graph in g: IMAGES, LABELS, its
- * parameters in declaration order, then forward. Returns the logits. */
-Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn);
+ * parameters in declaration order, then forward. Returns the logits
+ * [N, C]; for an autoencoder (autoenc: the data's target = input), the
+ * output of any shape with the sample's elements, as [N, elements]. */
+Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn, int autoenc);
 
 /* ---- train_block.c ----------------------------------------------------- */
 /* The train block: returns the index of its model, or -1. */

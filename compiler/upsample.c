@@ -49,7 +49,7 @@ static Val interp_matrix(Sema *S, int64_t out, int64_t in, double scale, int ali
     return node(S, OP_T_CLAMP, t, POISON, t.s, 0, INFINITY, loc);
 }
 
-Val ups_resize(Sema *S, Val x, int bilinear, int64_t oh, int64_t ow, double sh, double sw, int align, Loc loc)
+static Val resize(Sema *S, Val x, int bilinear, int64_t oh, int64_t ow, double sh, double sw, int align, Loc loc)
 {
     if (x.id < 0)
         return x;
@@ -72,4 +72,21 @@ Val ups_resize(Sema *S, Val x, int bilinear, int64_t oh, int64_t ow, double sh, 
     if (awt.id >= 0)
         S->g->n[awt.id]->ten.perm[0] = 1, S->g->n[awt.id]->ten.perm[1] = 0;
     return tfn_matmul(S, tfn_matmul(S, ah, x, "interpolate", loc), awt, "interpolate", loc);
+}
+
+Val ups_apply(Sema *S, const Layer *l, Val x, Loc loc)
+{
+    if (x.s.rank != 4) {
+        diag_error(loc, "%s expects input [N, C, H, W], got %s", l->what, ir_shape_str(&x.s));
+        return POISON;
+    }
+    int64_t o[2];
+    for (int d = 0; d < 2; d++)
+        o[d] = l->scale[d] > 0 ? (int64_t)floor((double)x.s.d[2 + d] * l->scale[d]) : l->osize[d];
+    if (o[0] < 1 || o[1] < 1 || (double)o[0] * (double)o[1] * (double)x.s.d[1] > MAX_DIM) {
+        diag_error(loc, "%s of %s to %lldx%lld: %s", l->what, ir_shape_str(&x.s), (long long)o[0], (long long)o[1],
+                   o[0] < 1 || o[1] < 1 ? "empty" : "too large");
+        return POISON;
+    }
+    return resize(S, x, l->bilinear, o[0], o[1], l->scale[0], l->scale[1], l->align, loc);
 }

@@ -306,7 +306,10 @@ enum { RT_RED_MEAN = 0, RT_RED_SUM = 1, RT_RED_NONE = 2 };
 enum { RT_SRC_IDX = 0, RT_SRC_NPZ = 1, RT_SRC_CSV = 2 };
 /* What the loss takes: class indices in [0, nclass) (cross_entropy,
  * nll_loss), or nclass floats per sample (regression, 0/1 labels). */
-enum { RT_TGT_CLASS = 0, RT_TGT_FLOAT = 1 };
+/* RT_TGT_INPUT: an autoencoder's (target = input): the loss compares the
+ * output with the normalized sample itself; the data's labels are read as
+ * classes and unused */
+enum { RT_TGT_CLASS = 0, RT_TGT_FLOAT = 1, RT_TGT_INPUT = 2 };
 typedef struct rt_data_src {
     int kind;               /* RT_SRC_* */
     const char *path;       /* idx: the directory; npz: the file; csv: the training file */

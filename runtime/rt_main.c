@@ -374,7 +374,8 @@ static int check_model(const rt_model *m)
     int in_ok = m->in_rank >= 1 && m->in_rank <= 3;
     for (int d = 0; in_ok && d < m->in_rank; d++)
         in_ok = m->in_dim[d] > 0;
-    if (!in_ok || m->nclass <= 0 || (m->target != RT_TGT_CLASS && m->target != RT_TGT_FLOAT)) {
+    if (!in_ok || m->nclass <= 0 || (m->target != RT_TGT_CLASS && m->target != RT_TGT_FLOAT
+                                     && m->target != RT_TGT_INPUT)) {
         rt_err("model '%s' is malformed: bad input shape or class count", name);
         return -1;
     }

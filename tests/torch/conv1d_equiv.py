@@ -13,7 +13,10 @@ Conv1d's weight is [out, in / groups, k] in both state_dicts. A ramp over
 time (+ arange(28) * 0.01) keeps the background rows from giving the max
 pool exact ties (without it both sides agree to 1e-7 for 13 steps, then a
 tie the two convolutions' last bits break differently parts them).
-Controls that must not match: the rows as channels (no transpose), the
+SGD at lr 0.003: at 0.01 the two agree to 2e-7 on AVX-512, but with both
+sides' convolutions at AVX2 (as the suite runs them) they part by 2e-3
+(1e-7 at step 5, 3e-5 at step 20). Controls that must not match: the rows
+as channels (no transpose), the
 second convolution's dilation 1, and MaxPool1d for the AvgPool1d.
 """
 import os
@@ -27,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import equiv  # noqa: E402
 
 STEPS = 100
-LR = 0.01
+LR = 0.003
 
 
 class RowConv(nn.Module):
