@@ -389,6 +389,11 @@ static Val eval_call(Sema *S, const Expr *e)
 {
     int li = find_layer(S, e->s);
     int ok = 1;
+    if (li < 0 && strcmp(e->s, "size") == 0) {
+        diag_error(e->loc, "%s is a number, not a tensor; a size is read from a variable (T = h.size(1), "
+                   "h.shape[1]) and goes into shapes and constant arithmetic", arg_show(e));
+        return POISON;
+    }
     if (li < 0 && strcmp(e->s, "dropout") == 0)
         return eval_dropout(S, e);
     if (li < 0 && tint_handles(e->s))

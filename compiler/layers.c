@@ -412,6 +412,17 @@ static Layer *make_conv2d(Sema *S, const Expr *e, const char *prefix, const char
     return l;
 }
 
+/* The layers over samples (batch norm, convolutions, pools) take the batch
+ * unmerged: rows of N*T (a view merging the batch) would be their samples */
+static int plain_batch(Val x, const char *what, Loc loc)
+{
+    if (x.s.d[0] == DIM_N)
+        return 1;
+    diag_error(loc, "%s of %s, the batch merged with its rows, is not supported: view it back to [N, ...] first",
+               what, ir_shape_str(&x.s));
+    return 0;
+}
+
 /* ConvTranspose2d(in_channels, out_channels, kernel_size, stride = 1,
  * padding = 0, output_padding = 0, groups = 1, bias = true, dilation = 1):
  * the gradient of a Conv2d(out, in) with respect to its input (conv2d_dx),
@@ -477,6 +488,8 @@ static Layer *make_convt2d(Sema *S, const Expr *e, const char *prefix, const cha
  * (H - 1) s - 2 p + d (k - 1) + output_padding + 1 high (and wide) */
 static Val apply_convt2d(Sema *S, const Layer *l, Val x, Loc loc)
 {
+    if (!plain_batch(x, l->what, loc))
+        return POISON;
     if (x.s.rank != 4 || x.s.d[1] != l->in) {
         diag_error(loc, "%s expects input [N, %lld, H, W], got %s", l->what, (long long)l->in, ir_shape_str(&x.s));
         return POISON;
@@ -1015,6 +1028,8 @@ static Val apply_batchnorm(Sema *S, const Layer *l, Val x, Loc loc)
  * are the same, so are its statistics; SyncBatchNorm comes with them). */
 static Val apply_batchnorm1d(Sema *S, const Layer *l, Val x, Loc loc)
 {
+    if (!plain_batch(x, l->what, loc))
+        return POISON;
     if ((x.s.rank != 2 && x.s.rank != 3) || x.s.d[1] != l->in) {
         diag_error(loc, "%s expects input [N, %lld] or [N, %lld, L], got %s%s", l->what, (long long)l->in,
                    (long long)l->in, ir_shape_str(&x.s), x.s.rank == 4 ? " (BatchNorm2d normalizes [N, C, H, W])" : "");
@@ -1113,6 +1128,8 @@ static Val apply_nchw(Sema *S, const Layer *l, Val x, Loc loc);
  * a Conv1d's weight [out, in / groups, k] read as [out, in / groups, 1, k] */
 static Val apply_1d(Sema *S, const Layer *l, Val x, Loc loc)
 {
+    if (!plain_batch(x, l->what, loc))
+        return POISON;
     if (x.s.rank != 3 || (l->kind == LK_CONV2D && x.s.d[1] != l->in)) {
         if (l->kind == LK_CONV2D)
             diag_error(loc, "%s expects input [N, %lld, L], got %s", l->what, (long long)l->in, ir_shape_str(&x.s));
@@ -1133,6 +1150,8 @@ static Val apply_1d(Sema *S, const Layer *l, Val x, Loc loc)
 /* The layers over images [N, C, H, W]: Conv2d, BatchNorm2d, pooling. */
 static Val apply_nchw(Sema *S, const Layer *l, Val x, Loc loc)
 {
+    if (!plain_batch(x, l->what, loc))
+        return POISON;
     int64_t want = l->kind == LK_CONV2D || l->kind == LK_BATCHNORM2D ? l->in : 0;
     if (x.s.rank != 4 || (want && x.s.d[1] != want)) {
         if (want)
