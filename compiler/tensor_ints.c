@@ -129,19 +129,17 @@ static Val call_convert(Sema *S, const Expr *e)
  * from args [from, n) (one tuple, or each), x.size(0) giving the batch */
 static int sizes(Sema *S, const Expr *e, int from, int n, Shape *s)
 {
-    const Expr *const *v;
-    const Expr *one[MAX_RANK];
+    const Expr *v[MAX_RANK];
     int cnt = n - from;
     if (cnt == 1 && e->args[from]->val->kind == E_TUPLE) {
         const Expr *t = e->args[from]->val;
         cnt = t->nargs;
         for (int k = 0; k < cnt && k < MAX_RANK; k++)
-            one[k] = t->args[k]->val;
+            v[k] = t->args[k]->val;
     } else {
         for (int k = 0; k < cnt && k < MAX_RANK; k++)
-            one[k] = e->args[from + k]->val;
+            v[k] = e->args[from + k]->val;
     }
-    v = one;
     if (cnt < 1 || cnt > MAX_RANK) {
         diag_error(e->loc, "%s takes 1 to %d sizes, got %d", fname(e), MAX_RANK, cnt);
         return 0;
@@ -178,9 +176,8 @@ static Val full(Sema *S, Shape s, double v, DType t, Loc loc)
 
 /* the positional sizes and the keywords (dtype, device, requires_grad) of
  * ones / zeros / full; *nsize: the sizes' count */
-static int split_keywords(Sema *S, const Expr *e, int npos_extra, int *nsize, DType *t)
+static int split_keywords(const Expr *e, int npos_extra, int *nsize, DType *t)
 {
-    (void)S;
     int n = 0;
     for (int k = 0; k < e->nargs; k++) {
         const Arg *a = e->args[k];
@@ -215,7 +212,7 @@ static Val call_full(Sema *S, const Expr *e)
     DType t = (DType)-1;
     int n;
     Shape s;
-    if (!split_keywords(S, e, is_full, &n, &t) || !sizes(S, e, 0, n, &s))
+    if (!split_keywords(e, is_full, &n, &t) || !sizes(S, e, 0, n, &s))
         return POISON;
     double v = e->s[0] == 'o';
     if (is_full) {
