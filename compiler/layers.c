@@ -358,6 +358,16 @@ static int get_dims(const Expr *e, const char *what, int64_t lo, int one_d, int 
     return 1;
 }
 
+/* groups divides both channel counts (a convolution's, a transposed one's) */
+static int groups_divide(const Expr *at, int64_t in, int64_t out, int64_t groups)
+{
+    if (in % groups == 0 && out % groups == 0)
+        return 1;
+    diag_error(at->loc, "groups (%lld) must divide in_channels (%lld) and out_channels (%lld)", (long long)groups,
+               (long long)in, (long long)out);
+    return 0;
+}
+
 /* Conv2d(in_channels, out_channels, kernel_size, stride = 1, padding = 0,
  *        dilation = 1, groups = 1, bias = true) */
 static Layer *make_conv2d(Sema *S, const Expr *e, const char *prefix, const char *what, int one_d)
@@ -386,11 +396,8 @@ static Layer *make_conv2d(Sema *S, const Expr *e, const char *prefix, const char
         ok &= arg_bool(a[7], "bias", &bias);
     if (!ok)
         return NULL;
-    if (in % groups || out % groups) {
-        diag_error(a[6]->loc, "groups (%lld) must divide in_channels (%lld) and out_channels (%lld)", (long long)groups,
-                   (long long)in, (long long)out);
+    if (!groups_divide(a[6], in, out, groups))
         return NULL;
-    }
     /* in double: in * k * k * out reaches 2^96 before the check */
     if ((double)(in / groups) * k[0] * k[1] * (double)out > MAX_PARAM_ELEMS) {
         diag_error(e->loc, "%s(%lld, %lld) has too many weights (the limit is %lld)", type, (long long)in,
@@ -455,11 +462,8 @@ static Layer *make_convt2d(Sema *S, const Expr *e, const char *prefix, const cha
         ok &= get_pair(a[8], "dilation", 1, dil);
     if (!ok)
         return NULL;
-    if (in % groups || out % groups) {
-        diag_error(a[6]->loc, "groups (%lld) must divide in_channels (%lld) and out_channels (%lld)", (long long)groups,
-                   (long long)in, (long long)out);
+    if (!groups_divide(a[6], in, out, groups))
         return NULL;
-    }
     if (op[0] >= st[0] || op[1] >= st[1]) {
         diag_error(a[5]->loc, "output_padding (%d, %d) must be smaller than the stride (%d, %d)%s", op[0], op[1], st[0],
                    st[1], dil[0] > 1 || dil[1] > 1 ? " (larger up to the dilation, as PyTorch allows, is not "

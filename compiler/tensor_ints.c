@@ -644,31 +644,39 @@ static Val call_max(Sema *S, const Expr *e)
     return POISON;
 }
 
-/* torch.gather(x, dim, index): index i64 of x's rank, the result its shape */
-static Val call_gather(Sema *S, const Expr *e)
+/* gather's and index_select's (input, dim, index): x, the index i and the
+ * dimension d; 0 after reporting. at: the index's expression. */
+static int index_call(Sema *S, const Expr *e, Val *x, Val *i, int *d, const Expr **at)
 {
     static const char *const names[] = {"input", "dim", "index"};
     const Sig sig = {fname(e), names, 3, 3, 3};
     Expr *a[3];
-    int d;
     if (!arg_bind(e, &sig, a))
+        return 0;
+    *x = S->eval(S, a[0]), *i = S->eval(S, a[2]), *at = a[2];
+    return x->id >= 0 && index_arg(S, *i, a[2], fname(e)) && index_dim(a[1], *x, fname(e), d);
+}
+
+/* torch.gather(x, dim, index): index i64 of x's rank, the result its shape */
+static Val call_gather(Sema *S, const Expr *e)
+{
+    Val x, i;
+    int d;
+    const Expr *at;
+    if (!index_call(S, e, &x, &i, &d, &at))
         return POISON;
-    Val x = S->eval(S, a[0]), i = S->eval(S, a[2]);
-    if (x.id < 0 || !index_arg(S, i, a[2], fname(e)) || !index_dim(a[1], x, fname(e), &d))
-        return POISON;
-    Shape probe = i.s;
     if (i.s.rank != x.s.rank) {
-        diag_error(a[2]->loc, "%s: the index %s and the tensor %s differ in rank", fname(e), ir_shape_str(&i.s),
+        diag_error(at->loc, "%s: the index %s and the tensor %s differ in rank", fname(e), ir_shape_str(&i.s),
                    ir_shape_str(&x.s));
         return POISON;
     }
     for (int k = 0; k < x.s.rank; k++)
         if (k != d && (IR_IS_BATCH(x.s.d[k]) || IR_IS_BATCH(i.s.d[k]) ? x.s.d[k] != i.s.d[k] : i.s.d[k] > x.s.d[k])) {
-            diag_error(a[2]->loc, "%s: the index %s is larger than the tensor %s in dimension %d", fname(e),
+            diag_error(at->loc, "%s: the index %s is larger than the tensor %s in dimension %d", fname(e),
                        ir_shape_str(&i.s), ir_shape_str(&x.s), k);
             return POISON;
         }
-    return gather(S, x, d, i, probe, e->loc);
+    return gather(S, x, d, i, i.s, e->loc);
 }
 
 /* x along d at the 1-d i64 index i: x's shape with i's length there */
@@ -686,17 +694,13 @@ static Val select_rows(Sema *S, Val x, int d, Val i, Loc loc)
 /* torch.index_select(x, dim, index): index a 1-d i64 tensor */
 static Val call_index_select(Sema *S, const Expr *e)
 {
-    static const char *const names[] = {"input", "dim", "index"};
-    const Sig sig = {fname(e), names, 3, 3, 3};
-    Expr *a[3];
+    Val x, i;
     int d;
-    if (!arg_bind(e, &sig, a))
-        return POISON;
-    Val x = S->eval(S, a[0]), i = S->eval(S, a[2]);
-    if (x.id < 0 || !index_arg(S, i, a[2], fname(e)) || !index_dim(a[1], x, fname(e), &d))
+    const Expr *at;
+    if (!index_call(S, e, &x, &i, &d, &at))
         return POISON;
     if (i.s.rank != 1 || IR_IS_BATCH(i.s.d[0])) {
-        diag_error(a[2]->loc, "%s's index is one dimension, not the batch's (got %s); torch.gather takes one per "
+        diag_error(at->loc, "%s's index is one dimension, not the batch's (got %s); torch.gather takes one per "
                    "element", fname(e), ir_shape_str(&i.s));
         return POISON;
     }
