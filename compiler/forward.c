@@ -494,7 +494,10 @@ static const char *arith_sym(ExprKind k)
 
 static Val scalar_node(Sema *S, Op op, Val x, double a, double b, Loc loc)
 {
-    if (x.id >= 0 && ten_batch_dim(&x.s) > 0) {     /* the batch elsewhere: the ops over any layout */
+    /* the batch elsewhere, or the value of an op over tensors of any rank
+     * (a permute, a product's result): the ops over any layout, which join
+     * that op's kernel (rule tensor-chain) instead of a copy kernel before */
+    if (x.id >= 0 && (ten_batch_dim(&x.s) > 0 || op_kind[S->g->n[x.id]->op] == K_TENSOR)) {
         if (op == OP_AFFINE)
             return tfn_unary(S, OP_T_AFFINE, x, a, b, loc);
         Val y = layer_node(S, OP_BC_SCALE, x.id, -1, x.s, loc);     /* OP_DIV_SCALAR: x / a */
