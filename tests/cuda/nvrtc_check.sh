@@ -13,8 +13,10 @@
 #     (default SimpleNet, the ConvNet, and the bf16 and fp16 tensor-core
 #     GEMMs, whose inline mma PTX only ptxas checks); it ends by naming
 #     what it left to --all.
-#   --all (make test, cuda-nvrtc-all): the whole compile of every unit and
-#     kernel file.
+#   --all (make test, cuda-nvrtc-all-1, -2): the whole compile of every unit
+#     and kernel file; --all --part K/M compiles every M-th unit from the
+#     K-th (the suite runs M entries, each within its time budget), part 1
+#     also SimpleNet's kernel files and the planted warning.
 # ptxas -v gives registers, shared memory, stack and spills per kernel;
 # the check fails on any spill or on static shared memory over 48 KiB. A
 # warning planted in a unit must fail the check. Compilations that passed
@@ -23,14 +25,18 @@
 # compiled again. Skips (exit 77) only when the CUDA toolkit is absent.
 set -eu
 . "$(dirname "$0")/toolkit.sh"
-[ $# -ge 1 ] || { echo "usage: $0 CDDPC [--all]" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: $0 CDDPC [--all [--part K/M]]" >&2; exit 2; }
 CDDPC=$1
-ALL=0
+ALL=0 PART=1 PARTS=1
 [ "${2:-}" = --all ] && ALL=1
+if [ "${3:-}" = --part ]; then
+    PART=${4%/*} PARTS=${4#*/}
+    [ "$PART" -ge 1 ] 2>/dev/null && [ "$PART" -le "$PARTS" ] || { echo "$0: --part K/M, 1 <= K <= M" >&2; exit 2; }
+fi
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/tests/cuda
 W=$ROOT/build/tests/cuda/nvrtc
-[ $ALL = 0 ] || W=$W-all
+[ $ALL = 0 ] || W=$W-all-$PART
 CACHE=$ROOT/build/tests/cuda/nvrtc-cache
 CC=${CC:-cc}
 FULL_MODELS=${FULL_MODELS:-mnist mnist_convnet amp_bf16 amp_fp16}
@@ -73,8 +79,13 @@ for spec in "$ROOT"/models/*.net "$HERE"/models/*.net "$ROOT"/tests/torch/attn_n
     "$CDDPC" "$model" $flags --emit cuda "$d"
     echo "$d/all.cu" >> "$W/units"
 done
+if [ "$PARTS" -gt 1 ]; then    # this part's units: every PARTS-th from the PART-th
+    awk -v k="$PART" -v m="$PARTS" '(NR - 1) % m == k - 1' "$W/units" > "$W/units.part"
+    mv "$W/units.part" "$W/units"
+fi
 nunits=$(wc -l < "$W/units")
 ls "$W"/mnist/[et]*.cu > "$W/files"
+[ "$PART" = 1 ] || : > "$W/files"   # SimpleNet's kernel files: part 1's
 nfiles=$(wc -l < "$W/files")
 
 # full NAME: whether unit NAME gets the whole compile at this depth
@@ -108,7 +119,7 @@ done < "$W/units"
 # model (SimpleNet: every kernel kind of an MLP) keeps that promise checked
 depth=--syntax-only
 [ $ALL = 1 ] && depth="--ptxas-info $W/mnist"
-if ! xargs -n 4 -P "$JOBS" "$NV" --arch sm_90 --cache "$CACHE" $depth < "$W/files" > "$W/mnist/nvrtc.out" 2>&1; then
+if ! xargs -r -n 4 -P "$JOBS" "$NV" --arch sm_90 --cache "$CACHE" $depth < "$W/files" > "$W/mnist/nvrtc.out" 2>&1; then
     fail=1
 fi
 grep -v '^ok \|^NVRTC ' "$W/mnist/nvrtc.out" || true
@@ -120,6 +131,7 @@ cp "$W/mnist/all.cu" "$W/planted.cu"
 echo 'extern "C" __global__ void planted(float *x) { int unused; x[0] = 1.0f; }' >> "$W/planted.cu"
 for depth in --syntax-only "--ptxas-info $W"; do
     [ $ALL = 1 ] || [ "$depth" = --syntax-only ] || continue
+    [ "$PART" = 1 ] || continue
     if "$NV" --arch sm_90 $depth "$W/planted.cu" > "$W/planted.out" 2>&1 || ! grep -q 'unused' "$W/planted.out"; then
         echo "FAIL: a warning planted in mnist's all.cu was not reported (${depth%% *}):"
         cat "$W/planted.out"
@@ -170,6 +182,6 @@ fi
 if [ $ALL = 1 ]; then
     echo "nvrtc_check --all: $nunits units and $nfiles kernel files: front end and whole compile clean for sm_80 and sm_90; no spills"
 else
-    echo "not checked here: NVVM and ptxas (the whole compile) for $((nunits - nfull)) of $nunits units and SimpleNet's $nfiles kernel files alone: cuda-nvrtc-all (test tier) does them"
+    echo "not checked here: NVVM and ptxas (the whole compile) for $((nunits - nfull)) of $nunits units and SimpleNet's $nfiles kernel files alone: cuda-nvrtc-all-1 and -2 (test tier) do them"
     echo "nvrtc_check: $nunits units x 2 archs clean in the front end; $nfull compiled whole, no spills"
 fi
