@@ -113,6 +113,13 @@ static void set_num(Sema *S, const char *name, double num, int is_int)
                .num = num};
 }
 
+/* the variable whose shape a name is (x of x.shape), or NULL */
+static const char *shape_of(const char *s)
+{
+    const size_t n = strlen(s);
+    return n > 6 && strcmp(s + n - 6, ".shape") == 0 ? util_fmt("%.*s", (int)n - 6, s) : NULL;
+}
+
 /* arg_names' lookup: a name bound to a number; x.shape[d], x.size(d) of a
  * variable x (any other tensor's size is layer_size's, which evaluates it) */
 static int names_lookup(void *ctx, const Expr *e, double *f, int *is_int)
@@ -127,9 +134,8 @@ static int names_lookup(void *ctx, const Expr *e, double *f, int *is_int)
     }
     const Expr *d = NULL;
     const char *name = NULL;
-    if (e->kind == E_INDEX && e->a->kind == E_NAME && e->nargs == 1 && strlen(e->a->s) > 6
-        && strcmp(e->a->s + strlen(e->a->s) - 6, ".shape") == 0)
-        name = util_fmt("%.*s", (int)strlen(e->a->s) - 6, e->a->s), d = e->args[0]->val;     /* x.shape[1] */
+    if (e->kind == E_INDEX && e->a->kind == E_NAME && e->nargs == 1 && shape_of(e->a->s))
+        name = shape_of(e->a->s), d = e->args[0]->val;     /* x.shape[1] */
     else if (e->kind == E_CALL && strcmp(e->s, "size") == 0 && e->nargs == 2 && !e->args[1]->key
              && e->args[0]->val->kind == E_NAME)
         name = e->args[0]->val->s, d = e->args[1]->val;
@@ -150,8 +156,8 @@ static int unpack_sizes(Sema *S, const Stmt *st)
     const Expr *e = st->val, *x;
     if (e->kind == E_CALL && strcmp(e->s, "size") == 0 && e->nargs == 1 && !e->args[0]->key)
         x = e->args[0]->val;
-    else if (e->kind == E_NAME && strlen(e->s) > 6 && strcmp(e->s + strlen(e->s) - 6, ".shape") == 0)
-        x = &(Expr){.kind = E_NAME, .loc = e->loc, .s = util_fmt("%.*s", (int)strlen(e->s) - 6, e->s)};
+    else if (e->kind == E_NAME && shape_of(e->s))
+        x = &(Expr){.kind = E_NAME, .loc = e->loc, .s = shape_of(e->s)};
     else
         return -1;
     Val v = eval(S, x);

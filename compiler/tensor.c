@@ -251,6 +251,14 @@ const char *ten_verify(const Graph *g, const Node *n)
     }
 }
 
+/* Which operand of op is a mask (where's, the fills') or an index (a
+ * gather's): no value of the result's, so no part of its promotion; -1 none */
+static int mask_operand(Op op)
+{
+    return op == OP_T_WHERE ? 0 : op == OP_T_FILL_IF || op == OP_T_KEEP_IF || op == OP_T_GATHER
+           || op == OP_T_GATHER_GRAD ? 1 : -1;
+}
+
 /* The dtype of op's result from its operands', PyTorch's promotion:
  * comparisons and logic give a bool, argmax and .long() an i64, division,
  * means and the float functions a float; the rest the widest of their
@@ -274,8 +282,7 @@ DType ten_dtype(const Graph *g, Op op, int nin, const int *in, DType given)
     default:
         break;
     }
-    const int skip = op == OP_T_WHERE ? 0 : op == OP_T_FILL_IF || op == OP_T_KEEP_IF || op == OP_T_GATHER
-                     || op == OP_T_GATHER_GRAD ? 1 : -1;
+    const int skip = mask_operand(op);
     DType t = DT_BOOL;
     for (int k = 0; k < nin; k++) {
         const DType d = k == skip ? DT_BOOL : g->n[in[k]]->dt;
@@ -293,8 +300,7 @@ const char *ten_dtype_check(const Graph *g, const Node *n)
 {
     if (n->dt != ten_dtype(g, n->op, n->nin, n->in, n->dt))
         return "its dtype is not its operands' promotion (ten_dtype)";
-    const int mask = n->op == OP_T_WHERE ? 0 : n->op == OP_T_FILL_IF || n->op == OP_T_KEEP_IF || n->op == OP_T_GATHER
-                     || n->op == OP_T_GATHER_GRAD ? 1 : -1;
+    const int mask = mask_operand(n->op);
     if (mask >= 0 && g->n[n->in[mask]]->dt != (n->op == OP_T_GATHER || n->op == OP_T_GATHER_GRAD ? DT_I64 : DT_BOOL))
         return "a mask is a bool, an index an i64";
     return NULL;
