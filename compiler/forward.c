@@ -154,10 +154,11 @@ static int names_lookup(void *ctx, const Expr *e, double *f, int *is_int)
 static int unpack_sizes(Sema *S, const Stmt *st)
 {
     const Expr *e = st->val, *x;
+    Expr name = {.kind = E_NAME, .loc = e->loc};    /* x of x.shape: alive to the end */
     if (e->kind == E_CALL && strcmp(e->s, "size") == 0 && e->nargs == 1 && !e->args[0]->key)
         x = e->args[0]->val;
-    else if (e->kind == E_NAME && shape_of(e->s))
-        x = &(Expr){.kind = E_NAME, .loc = e->loc, .s = shape_of(e->s)};
+    else if (e->kind == E_NAME && (name.s = shape_of(e->s)))
+        x = &name;
     else
         return -1;
     Val v = eval(S, x);
