@@ -23,15 +23,14 @@ Prints the median step time of each and ours / torch (the issue's target:
 at most 0.8 on 1 thread). The load average is printed before and after.
 """
 import argparse
-import csv
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from convnet import ours_step_ms  # noqa: E402  (the program's side is the ConvNet bench's)
 
 CHILD = r"""
 import sys, time
@@ -64,40 +63,21 @@ print((time.perf_counter() - t0) / steps * 1e3)
 """
 
 
-def env_for(threads, torch_side):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    if torch_side:
-        env.update(MKL_NUM_THREADS=str(threads), MALLOC_MMAP_THRESHOLD_=str(1 << 30),
-                   MALLOC_TRIM_THRESHOLD_=str(1 << 30))
-    return env
+def torch_env(threads):
+    return dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+                MKL_NUM_THREADS=str(threads), MALLOC_MMAP_THRESHOLD_=str(1 << 30),
+                MALLOC_TRIM_THRESHOLD_=str(1 << 30))
 
 
 def torch_step_ms(data, steps, threads):
     code = CHILD % {"torch_dir": os.path.join(HERE, "..", "tests", "torch"), "threads": threads, "steps": steps,
                     "data": data}
     r = subprocess.run(["/usr/bin/python3", "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       env=env_for(threads, True))
+                       env=torch_env(threads))
     if r.returncode != 0:
         sys.stdout.write(r.stderr.decode("utf-8", "replace")[-3000:])
         raise RuntimeError("the PyTorch side exited with %d" % r.returncode)
     return float(r.stdout.decode().split()[-1])
-
-
-def ours_step_ms(program, data, steps, threads):
-    work = tempfile.mkdtemp(prefix="cddpc-bench-rows-")
-    try:
-        metrics = os.path.join(work, "m.csv")
-        cmd = [program, "--data", data, "--epochs", "1", "--max-steps", str(steps), "--threads", str(threads),
-               "--metrics", metrics]
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env_for(threads, False))
-        if r.returncode != 0:
-            sys.stdout.write(r.stdout.decode("utf-8", "replace")[-4000:])
-            raise RuntimeError("%s exited with %d" % (" ".join(cmd), r.returncode))
-        with open(metrics, newline="") as f:
-            rows = list(csv.DictReader(f))
-        return float(rows[-1]["seconds"]) / steps * 1e3
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def main():
