@@ -565,6 +565,14 @@ void ad_grad(Graph *g, int y, int dy, const int *wrt, int nwrt, int *out)
         out[i] = a.grad[wrt[i]];
 }
 
+/* a metric's row op reads the labels as the loss does */
+static void loss_attrs(Node *n, const Node *loss)
+{
+    n->counts = loss->counts;
+    n->ignore_on = loss->ignore_on;
+    n->ignore = loss->ignore;
+}
+
 void ad_train_step(Program *p)
 {
     Graph *g = p->g;
@@ -573,10 +581,12 @@ void ad_train_step(Program *p)
     g->n[g->loss_sum]->phase = PH_LOSS;
     /* the evaluation's metric sums follow the task: accuracy of classes,
      * per-output counts of a multi-label classifier, errors of regression */
+    const Node *l = g->n[g->loss];
     if (p->target == RT_TGT_CLASS) {
-        int c = ir_add(g, OP_CORRECT, 2, (int[]){g->logits, g->labels}, ir_shape(1, DIM_N), DT_F32, loc);
+        int c = ir_add(g, OP_CORRECT, 2, (int[]){g->logits, g->labels}, l->shape, DT_F32, loc);
         g->correct_sum = ir_add(g, OP_SUM_ALL, 1, &c, (Shape){0}, DT_F32, loc);
         g->n[c]->phase = PH_LOSS;
+        loss_attrs(g->n[c], l);
     } else if (p->train.loss == LOSS_BCE_LOGITS) {
         g->correct_sum = ir_add(g, OP_ML_STATS, 2, (int[]){g->logits, g->labels}, ir_shape(2, 3, p->nclass), DT_F32,
                                 loc);
@@ -585,6 +595,15 @@ void ad_train_step(Program *p)
                                 DT_F32, loc);
     }
     g->n[g->correct_sum]->phase = PH_LOSS;
+    /* a loss over positions, or one that ignores a target: its mean (the
+     * step's, the epoch's, the accuracy's) divides by the targets counted */
+    if (l->counts) {
+        int c = ir_add(g, OP_COUNTED, 2, (int[]){g->logits, g->labels}, l->shape, DT_F32, loc);
+        g->n[c]->phase = PH_LOSS;
+        loss_attrs(g->n[c], l);
+        g->count_sum = ir_add(g, OP_SUM_ALL, 1, &c, (Shape){0}, DT_F32, loc);
+        g->n[g->count_sum]->phase = PH_LOSS;
+    }
 
     g->grad = util_alloc(sizeof(int) * (size_t)(g->nparam + 1));
     ad_grad(g, g->loss, -1, g->params, g->nparam, g->grad);

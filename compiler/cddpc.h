@@ -128,6 +128,10 @@ typedef struct Node {
             const double *w;    /* BCE_*: pos_weight per output ($w at class j); CE_*: the class
                                    weights (cw in the row kernel); or NULL */
             int nw;
+            int counts;     /* CE_*, CORRECT, COUNTED: the mean divides by the counted targets
+                               (COUNTED's sum), not by the rows */
+            int ignore_on;  /* ... and targets equal to ignore count for nothing */
+            int64_t ignore;
         };
         struct {
             int64_t off;    /* SLICE: the first column of each row taken */
@@ -173,6 +177,8 @@ typedef struct Graph {
                                loss's softmax of log-probabilities is that of the logits) */
     int loss;               /* CE_LOSS (per-sample) node */
     int loss_sum;           /* SUM_ALL node (stat slot) */
+    int count_sum;          /* SUM_ALL of COUNTED: the targets the loss counts (a class loss over
+                               positions, or with ignore_index; its mean's denominator), or -1 */
     int correct_sum;        /* the evaluation's metric sums (stat slots): SUM_ALL of CORRECT, or
                                REG_STATS / ML_STATS for float targets */
     int *grad;              /* grad[param index] = node id of its gradient */
@@ -268,6 +274,9 @@ typedef struct TrainCfg {
     double *loss_w;         /* BCE's pos_weight, cross_entropy's / nll_loss's weight, or NULL */
     int loss_nw;
     int nll;                /* loss nll_loss: the model must return log_softmax (Graph.log_probs) */
+    int has_ignore;         /* cross_entropy / nll_loss(ignore_index = k): targets equal to k count
+                               for nothing (loss, gradient, the mean's count, accuracy) */
+    int64_t ignore_index;
     int optimizer;          /* OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_RMSPROP */
     double lr, momentum, dampening, weight_decay;
     int nesterov;
@@ -299,6 +308,7 @@ typedef struct Program {
     int64_t in_dim[3];
     int target;             /* RT_TGT_*: class indices or float targets (the loss's) */
     int nclass;
+    int64_t positions;      /* class targets per sample: 1, or the positions of [N, T..., C] logits */
 } Program;
 
 /* Parses and checks a model file; on any error prints diagnostics and
@@ -611,6 +621,8 @@ int ex_sum_in_place(const Emit *m);
 /* Whether the group's cross-entropy smooths its labels (needs sx, the row's
  * sum of logits, beside lse) */
 int ex_smoothing(const Emit *m);
+int ex_label_sums(const Emit *m);           /* the batch's label sums a class loss's mean reads */
+char *ex_label_sums_add(const Emit *m, const char *y);
 /* The group's cross-entropy node with class weights, or NULL; then the
  * row kernels declare them (cw, by ex_class_weights_decl), and sum the
  * batch's target weights (sw) and, when it smooths, each row's sum of
@@ -620,7 +632,7 @@ void ex_class_weights_decl(const Emit *m, const char *ind);
 /* The data gather's formulas: a pixel (uint8 expression) normalized as
  * the train block's data says, and the label of batch row i. */
 char *ex_sample(const char *i, const char *k);  /* sample element k of batch row i, normalized */
-char *ex_label(const char *i);                  /* class label of batch row i */
+char *ex_label(const Node *labels, const char *i);                  /* class label of batch row i */
 char *ex_target(const char *i, const char *k);  /* float target k of batch row i */
 /* The row ops of a G_ROW group (cross-entropy, its gradient, argmax, their
  * sums), their formulas from ops.def, inside the target's per-sample code

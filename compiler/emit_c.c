@@ -117,8 +117,9 @@ static void emit_row(const Emit *m)
     /* a row's columns: the logits' as the loss reads them (a view of a
      * producer of another shape, [N, 1, 28, 28] read as [N, 784], has them
      * all), not its producer's dimension 1 */
-    int64_t C = ir_row_elems(&ex_node(m, a->in[0])->shape);
-    fprintf(f, "    const int64_t R = n, C = %lld;\n", (long long)C);
+    const Shape *xs = &ex_node(m, a->in[0])->shape;
+    int64_t C = ir_row_elems(xs) / ir_batch_mul(xs->d[0]);     /* [N*T, C]: rows of positions */
+    fprintf(f, "    const int64_t R = %s, C = %lld;\n", ex_dim(xs->d[0]), (long long)C);
     for (int k = 0; k < gr->nnodes; k++) {
         const Node *n = ex_node(m, gr->nodes[k]);
         if (n->op == OP_SUM_ALL)
@@ -126,9 +127,11 @@ static void emit_row(const Emit *m)
         if (n->op == OP_SUM_ROWS)
             fprintf(f, "    for (int64_t j = 0; j < C; j++) b%d[j] = 0.0f;\n", n->id);
     }
-    if (ex_class_weights(m)) {  /* the batch's sum of target weights, in order */
+    if (ex_class_weights(m))
         ex_class_weights_decl(m, "    ");
-        fprintf(f, "    float sw = 0.0f;\n    for (int64_t i = 0; i < R; i++)\n        sw += cw[b%d[i]];\n", lb);
+    if (ex_label_sums(m)) {     /* the batch's sums of target weights and counts, in order */
+        fprintf(f, "    float sw = 0.0f%s;\n    for (int64_t i = 0; i < R; i++) {\n", ex_label_sums(m) & 2 ? ", sc = 0.0f" : "");
+        fprintf(f, "        const int32_t yk = b%d[i];\n        %s\n    }\n", lb, ex_label_sums_add(m, "yk"));
     }
     fprintf(f, "    for (int64_t i = 0; i < R; i++) {\n");
     fprintf(f, "        const float *x = b%d + i * C;\n", lg);
@@ -174,7 +177,8 @@ static void emit_data(const Emit *m)
     for (int k = 0; k < m->gr->nnodes; k++) {
         const Node *n = ex_node(m, m->gr->nodes[k]);
         if (n->op == OP_LABELS && n->dt == DT_I32) {
-            fprintf(f, "    for (int64_t i = 0; i < n; i++) b%d[i] = %s;\n", n->id, ex_label("i"));
+            fprintf(f, "    for (int64_t i = 0; i < %s; i++) b%d[i] = %s;\n", ex_dim(n->shape.d[0]), n->id,
+                    ex_label(n, "i"));
             continue;
         }
         int64_t row = ir_row_elems(&n->shape);

@@ -218,7 +218,8 @@ static void emit_data(const Emit *m, rt_cuda_launch *L)
         const Node *n = ex_node(m, m->gr->nodes[k]);
         const int64_t r = ir_row_elems(&n->shape);
         if (n->op == OP_LABELS && n->dt == DT_I32) {
-            fprintf(f, "    for (int64_t t = tid; t < n; t += stride)\n        b%d[t] = %s;\n", n->id, ex_label("t"));
+            fprintf(f, "    for (int64_t t = tid; t < %s; t += stride)\n        b%d[t] = %s;\n", ex_dim(n->shape.d[0]),
+                    n->id, ex_label(n, "t"));
             continue;
         }
         if (n->op == OP_IMAGES)
@@ -321,8 +322,8 @@ static char *row_total(const char *ind, const char *v)
 /* Softmax + cross-entropy forward/backward, argmax, their sums and the
  * last bias gradient of sample i, lanes over classes: the row kernel's
  * body and a GEMM's row tail (rule row-tail). In scope: i, lane, RL,
- * live, C, n. */
-static void emit_row_body(const Emit *m, const char *ind)
+ * live, C, n; nrows: the rows' count (the batch's, or its positions'). */
+static void emit_row_body(const Emit *m, const char *ind, const char *nrows)
 {
     FILE *f = m->f;
     const Group *gr = m->gr;
@@ -336,11 +337,16 @@ static void emit_row_body(const Emit *m, const char *ind)
         ex_row_ops(m, &rows);
         return;
     }
-    if (ex_class_weights(m)) {  /* every row's lanes sum the batch's target weights */
+    if (ex_class_weights(m))
         ex_class_weights_decl(m, ind);
-        fprintf(f, "%sfloat sw = 0.0f;\n%sfor (int64_t k = lane; k < n; k += RL)\n%s    sw += cw[b%d[k]];\n", ind, ind,
-                ind, lb);
+    if (ex_label_sums(m)) {     /* every row's lanes sum the batch's target weights and counts */
+        const int sc = ex_label_sums(m) & 2;
+        fprintf(f, "%sfloat sw = 0.0f%s;\n%sfor (int64_t k = lane; k < %s; k += RL) {\n", ind, sc ? ", sc = 0.0f" : "",
+                ind, nrows);
+        fprintf(f, "%s    const int yk = b%d[k];\n%s    %s\n%s}\n", ind, lb, ind, ex_label_sums_add(m, "yk"), ind);
         fputs(row_total(ind, "sw"), f);
+        if (sc)
+            fputs(row_total(ind, "sc"), f);
     }
     fprintf(f, "%sconst %s *x = b%d + i * C;\n%sconst int y = b%d[i];\n", ind, ex_elem_type(m, lg), lg, ind, lb);
     /* argmax ties go to the smaller index, like the C kernel's first max */
@@ -371,12 +377,13 @@ static void emit_row(const Emit *m, rt_cuda_launch *L)
 {
     FILE *f = m->f;
     const Node *a = ex_node(m, m->gr->anchor);
-    fprintf(f, "    const int64_t C = %lld;\n", (long long)ir_row_elems(&ex_node(m, a->in[0])->shape));
+    const Shape *xs = &ex_node(m, a->in[0])->shape;     /* [N*T, C]: rows of positions */
+    fprintf(f, "    const int64_t C = %lld;\n", (long long)(ir_row_elems(xs) / ir_batch_mul(xs->d[0])));
     fprintf(f, "    const int RL = 32, live = 1;\n    const int lane = threadIdx.x & 31;\n");
     fprintf(f, "    const int64_t i = (int64_t)blockIdx.x * %d + (threadIdx.x >> 5);\n", ROWS_PER_BLOCK);
-    fprintf(f, "    if (i >= n)\n        return;    /* whole warps only: i is uniform per warp */\n");
-    emit_row_body(m, "    ");
-    grid_dim(L, 0, DIM_N, 1, ROWS_PER_BLOCK);
+    fprintf(f, "    if (i >= %s)\n        return;    /* whole warps only: i is uniform per warp */\n", ex_dim(xs->d[0]));
+    emit_row_body(m, "    ", ex_dim(xs->d[0]));
+    grid_dim(L, 0, xs->d[0], 1, ROWS_PER_BLOCK);
 }
 
 /* Rule row-tail, after a GEMM tile's epilogue: the block that stored the
@@ -389,7 +396,7 @@ static void emit_row_tail(const Emit *m, int tm)
     fprintf(f, "        const int RL = %d;\n        const int lane = threadIdx.x & (RL - 1);\n", THREADS / tm);
     fprintf(f, "        const int64_t ri = row0 + threadIdx.x / RL;\n        const int live = ri < M;\n");
     fprintf(f, "        const int64_t i = live ? ri : M - 1;\n");
-    emit_row_body(m, "        ");
+    emit_row_body(m, "        ", "M");
     fprintf(f, "    }\n");
 }
 
@@ -504,7 +511,7 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
                 (long long)(TM * r), THREADS);
         if (n->dt == DT_I32)
             fprintf(f, "            const int64_t i = row0 + t;\n            if (i < M)\n                b%d[i] = %s;\n",
-                    n->id, ex_label("i"));
+                    n->id, ex_label(n, "i"));
         else
             fprintf(f, "            const int64_t i = row0 + t / %lld, k = t %% %lld;\n            if (i < M)\n"
                        "                b%d[i * %lld + k] = %s;\n", (long long)r, (long long)r, n->id, (long long)r,
@@ -533,8 +540,12 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
         /* rule data-prologue: the images gathered from the dataset as the
          * tile is loaded; the first column of tiles stores them (every k,
          * over its slices) for the kernels that read them later */
+        /* a product over the rows of [N, T, K] samples (N*T rows): row gi
+         * is part gi % T of sample gi / T */
+        const int64_t P = ir_batch_mul(as->d[0]);
         fprintf(f, "            float a = 0.0f;\n            if (gi < M && gk < K) {\n");
-        fprintf(f, "                a = %s;\n", ex_sample("gi", "gk"));
+        fprintf(f, "                a = %s;\n", P == 1 ? ex_sample("gi", "gk")
+                    : ex_sample(util_fmt("gi / %lld", (long long)P), util_fmt("(gi %% %lld) * %s + gk", (long long)P, lda)));
         fprintf(f, "                if (bx == 0)\n                    b%d[gi * %s + gk] = a;\n            }\n", A, lda);
         fprintf(f, "            As[kk][r] = %s;\n", ex_round(m, "a"));
     } else {

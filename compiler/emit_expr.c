@@ -225,6 +225,44 @@ void ex_class_weights_decl(const Emit *m, const char *ind)
     fprintf(m->f, "};\n");
 }
 
+/* The batch's label sums a class loss's mean divides by: sw, the counted
+ * targets' weights (1 each without cross_entropy(weight)), which the
+ * gradient's mean divides by; sc, the targets counted, which a weighted
+ * loss's stored values are scaled by when the rows are not the count.
+ * Bit 1: the group reads sw, bit 2: sc. */
+int ex_label_sums(const Emit *m)
+{
+    int need = 0;
+    for (int k = 0; k < m->gr->nnodes; k++) {
+        const Node *n = ex_node(m, m->gr->nodes[k]);
+        if (n->op == OP_CE_GRAD && n->red == RED_MEAN && (n->nw || n->counts))
+            need |= 1;
+        if (n->op == OP_CE_LOSS && n->red == RED_MEAN && n->nw)
+            need |= n->counts ? 3 : 1;
+    }
+    return need;
+}
+
+/* whether label y counts (C text), for a node of the loss */
+static char *counted(const Node *n, const char *y)
+{
+    return n->ignore_on ? util_fmt("%s != %lld", y, (long long)n->ignore) : util_strdup("1");
+}
+
+/* The statements adding label y to the sums (ex_label_sums). */
+char *ex_label_sums_add(const Emit *m, const char *y)
+{
+    const Node *n = NULL;
+    for (int k = 0; k < m->gr->nnodes && !n; k++) {
+        const Node *c = ex_node(m, m->gr->nodes[k]);
+        if (c->op == OP_CE_LOSS || c->op == OP_CE_GRAD)
+            n = c;
+    }
+    const int need = ex_label_sums(m);
+    char *add = util_fmt("sw += %s;%s", n->nw ? util_fmt("cw[%s]", y) : "1.0f", need & 2 ? " sc += 1.0f;" : "");
+    return n->ignore_on ? util_fmt("if (%s) { %s }", counted(n, y), add) : add;
+}
+
 int ex_smoothing(const Emit *m)
 {
     for (int k = 0; k < m->gr->nnodes; k++) {
@@ -342,23 +380,33 @@ void ex_row_ops(const Emit *m, const RowTarget *t)
         switch (n->op) {
         case OP_CE_LOSS:
         case OP_CORRECT:
-            fprintf(f, "%sconst float v%d = %s;\n", ind, n->id,
-                    n->op == OP_CE_LOSS && n->nw && n->red == RED_MEAN
-                        ? util_fmt("(%s) * ((float)n / sw)", formula(m, n, NULL)) : formula(m, n, NULL));
+        case OP_COUNTED: {
+            /* a weighted mean's values are scaled so that their sum over
+             * the rows counted, divided by those, is torch's mean over the
+             * weights (the runtime divides by the rows, or by COUNTED's sum) */
+            char *v = n->op == OP_CE_LOSS && n->nw && n->red == RED_MEAN
+                          ? util_fmt("(%s) * (%s / sw)", formula(m, n, NULL), n->counts ? "sc" : "(float)n")
+                          : formula(m, n, NULL);
+            if (n->ignore_on)   /* an ignored target is read nowhere (x[y] would be out of the row) */
+                v = util_fmt("%s ? %s : 0.0f", counted(n, "y"), v);
+            fprintf(f, "%sconst float v%d = %s;\n", ind, n->id, v);
             if (plan_uses_outside(m->p, n->id))
                 fputs(t->store(ind, n->id), f);
             break;
+        }
         case OP_CE_GRAD:
             /* mean: d(sum/n)/dx; sum and none (backward of ones): d(sum)/dx */
             /* fp16: times the loss scale S, the backward of scaler.scale(loss) */
-            /* weighted mean: over the batch's sum of target weights sw */
+            /* weighted mean, or one over the targets counted: over their weights' sum sw */
             fprintf(f, "%sconst float scale%d = %s%s;\n", ind, n->id,
-                    n->red != RED_MEAN ? "1.0f" : n->nw ? "1.0f / sw" : "1.0f / (float)n",
+                    n->red != RED_MEAN ? "1.0f" : n->nw || n->counts ? "1.0f / sw" : "1.0f / (float)n",
                     m->p->g->prec == RT_PREC_FP16 ? " * e->scale" : "");
             fprintf(f, "%s%s\n", ind, t->classes);
             /* softmax in fp32 (autocast's fp32 list); the logits' gradient
              * is stored in the logits' precision */
-            fprintf(f, "%s    const float g = %s;\n", ind, ex_round(m, formula(m, n, NULL)));
+            fprintf(f, "%s    const float g = %s;\n", ind,
+                    n->ignore_on ? util_fmt("%s ? %s : 0.0f", counted(n, "y"), ex_round(m, formula(m, n, NULL)))
+                                 : ex_round(m, formula(m, n, NULL)));
             row_grad_uses(m, t, n);
             break;
         case OP_SUM_ALL:
@@ -453,8 +501,16 @@ void ex_element(const Emit *m, const Shape *space, int load, const char *load_ex
 /* element k of batch row i's sample, scaled and normalized (RT_DATA_FNS) */
 char *ex_sample(const char *i, const char *k) { return util_fmt("rt_sample(e, (int64_t)e->idx[%s], %s)", i, k); }
 
-/* the class label of batch row i */
-char *ex_label(const char *i) { return util_fmt("((const int32_t *)e->y)[e->idx[%s]]", i); }
+/* the class label of row i of the labels node n (a row is a sample, or
+ * one of a sample's P positions: [N*P]) */
+char *ex_label(const Node *n, const char *i)
+{
+    const int64_t P = ir_row_elems(&n->shape);
+    if (P == 1)
+        return util_fmt("((const int32_t *)e->y)[e->idx[%s]]", i);
+    return util_fmt("((const int32_t *)e->y)[(int64_t)e->idx[(%s) / %lld] * %lld + (%s) %% %lld]", i, (long long)P,
+                    (long long)P, i, (long long)P);
+}
 
 /* float target k of batch row i (regression, 0/1 labels) */
 char *ex_target(const char *i, const char *k)

@@ -234,6 +234,8 @@ static void emit_plan_init(FILE *f, const Plan *p, const char *var, const Graph 
         int64_t *r = util_alloc(sizeof(int64_t) * 2 * (size_t)(p->g->nparam + 1));
         zero = util_fmt(", .zero = %s_zero, .nzero = %d%s", var, emit_cuda_zero_ranges(p, r), zero);
     }
+    if (g->count_sum >= 0 && p->in_plan[g->count_sum])
+        zero = util_fmt("%s, .has_count = 1, .count_stat = %lld", zero, (long long)p->buf[g->count_sum].off);
     fprintf(f, "    .%s = {%s_kernels, %d, %lld, %lld, %d, %lld, %d, %s_cuda%s%s},\n", var, var, p->ngroups,
             (long long)p->cpu_act_units, (long long)p->cpu_fix_floats, p->nstat, (long long)p->buf[g->loss_sum].off, cs, var,
             g->n[g->correct_sum]->op == OP_SUM_ALL ? "" : util_fmt(", %d", nm), zero);
@@ -301,6 +303,9 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "    .in_rank = %d, .in_dim = {%lld, %lld, %lld}, .nclass = %d, .target = %d,\n", prog->in_rank,
             (long long)prog->in_dim[0], (long long)prog->in_dim[1], (long long)prog->in_dim[2], prog->nclass,
             prog->target);
+    if (prog->positions > 1 || t->has_ignore)
+        fprintf(f, "    .positions = %lld, .has_ignore = %d, .ignore_index = %lld,\n", (long long)prog->positions,
+                t->has_ignore, (long long)t->ignore_index);
     if (prog->target != RT_TGT_CLASS)   /* classifiers keep the text they had: accuracy is 0 */
         fprintf(f, "    .metrics = %s,\n",
                 t->loss == LOSS_BCE_LOGITS ? "RT_METRICS_MULTILABEL" : "RT_METRICS_REGRESSION");

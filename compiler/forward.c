@@ -766,15 +766,31 @@ static Val eval_log_softmax(Sema *S, const Expr *e)
     if (!arg_bind(e, &sig, a))
         return POISON;
     Val x = eval(S, a[0]);
-    if (a[1] && !arg_int(a[1], "dim", -2, 1, &dim))
+    if (a[1] && !arg_int(a[1], "dim", -MAX_RANK, MAX_RANK - 1, &dim))
         return POISON;
-    if (x.id >= 0 && x.s.rank == 2 && dim != 1 && dim != -1) {
-        diag_error(a[1]->loc, "log_softmax over the batch (dim = %lld) is not supported; use dim = 1",
-                   (long long)dim);
+    if (x.id >= 0 && x.s.rank >= 2 && dim != x.s.rank - 1 && dim != -1) {
+        diag_error(a[1]->loc, "the returned log_softmax must be over the classes, the last dimension (dim = %d), "
+                   "got dim = %lld", x.s.rank - 1, (long long)dim);
         return POISON;
     }
     S->g->log_probs = 1;
     return x;
+}
+
+/* What forward may return: the logits of classes [N, C], or [N, T, C]
+ * with a class at each position, or their rows with the batch merged in
+ * (logits.view(-1, C): [N*T, C]); for a loss of each output, outputs of
+ * any shape with the batch first. */
+int fwd_output_ok(const Shape *s, int elementwise)
+{
+    return s->rank >= 2 && ten_batch_dim(s) == 0 && (s->d[0] == DIM_N || s->rank == 2)
+           && (elementwise || s->rank <= 3);
+}
+
+static const char *output_form(const Sema *S)
+{
+    return S->elementwise ? "outputs [N, ...] (the batch first)"
+                          : "logits [N, C] (or [N, T, C]: classes at each of T positions)";
 }
 
 /* forward's statements, in order; returns the logits or POISON. */
@@ -825,8 +841,8 @@ static Val run_body(Sema *S, const Forward *f)
                            "input's %lld elements a sample, got %s", (long long)ir_row_elems(&images->shape),
                            ir_shape_str(&v.s));
                 ret = POISON;
-            } else if (!S->autoenc && v.id >= 0 && !(v.s.rank == 2 && v.s.d[0] == DIM_N)) {
-                diag_error(st->val->loc, "forward must return logits [N, C], got %s", ir_shape_str(&v.s));
+            } else if (!S->autoenc && v.id >= 0 && !fwd_output_ok(&v.s, S->elementwise)) {
+                diag_error(st->val->loc, "forward must return %s, got %s", output_form(S), ir_shape_str(&v.s));
                 ret = POISON;
             } else if (!layer_float(S, v, "the loss", st->val->loc)) {
                 ret = POISON;
@@ -882,9 +898,10 @@ static void member_tensor(Sema *S, const LayerDecl *d, const Forward *f)
 
 static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in);
 
-Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn, int autoenc)
+Val fwd_model(Graph *g, const Model *m, Shape *in, const FwdCfg *c)
 {
-    Sema S = {.g = g, .m = m, .sync_bn = sync_bn, .autoenc = autoenc, .eval = eval, .upsample = ups_apply};
+    Sema S = {.g = g, .m = m, .sync_bn = c->sync_bn, .autoenc = c->autoenc, .elementwise = c->elementwise,
+              .eval = eval, .upsample = ups_apply};
     arg_names(names_lookup, &S);
     Val out = model_body(&S, g, m, in);
     arg_names(NULL, NULL);      /* S ends here */
@@ -949,8 +966,8 @@ static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in)
         if (l->kind != LK_SEQUENTIAL)
             l->what = m->seq->s;
         x = layer_apply(S, l, x, m->seq->loc, 1);
-        if (x.id >= 0 && !(x.s.rank == 2 && x.s.d[0] == DIM_N)) {
-            diag_error(m->seq->loc, "the model must give logits [N, C], got %s", ir_shape_str(&x.s));
+        if (x.id >= 0 && !fwd_output_ok(&x.s, S->elementwise)) {
+            diag_error(m->seq->loc, "the model must give %s, got %s", output_form(S), ir_shape_str(&x.s));
             return POISON;
         }
         return x;

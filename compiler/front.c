@@ -59,13 +59,69 @@ static void build_loss(Program *p, Loc loc)
     if (t->loss == LOSS_BCE_LOGITS && 3 * p->nclass > RT_METRIC_MAX)    /* TP, FP, FN per output */
         diag_error(loc, "binary_cross_entropy_with_logits: model '%s' has %d outputs, but the evaluation's "
                    "per-output counts (macro-F1) support at most %d", p->model_name, p->nclass, RT_METRIC_MAX / 3);
-    g->loss = ir_add(g, op, 2, (int[]){g->logits, target}, shape1(DIM_N), DT_F32, loc);
+    g->loss = ir_add(g, op, 2, (int[]){g->logits, target}, shape1(g->n[g->logits]->shape.d[0]), DT_F32, loc);
     Node *n = g->n[g->loss];
+    n->counts = t->has_ignore || p->positions > 1;
+    n->ignore_on = t->has_ignore;
+    n->ignore = t->ignore_index;
     n->red = t->reduction;
     n->smooth = t->label_smoothing;
     n->delta = t->loss_delta;
     n->w = t->loss_w;
     n->nw = t->loss_nw;
+}
+
+/* The model's output as the loss reads it. A class loss reads rows of C
+ * logits: [N, C] one per sample, [N, T..., C] (or its rows [N*T, C]) one
+ * per position, viewed as [N*T, C] with labels [N*T] (F.cross_entropy(
+ * logits.view(-1, C), y.view(-1))). The other losses compare every
+ * output with its target, viewed as [N, elements] (their mean is over all
+ * of them, as torch's). */
+static int output_rows(Program *p, const Shape *o, Loc loc)
+{
+    Graph *g = p->g;
+    const int64_t elems = ir_row_elems(o), last = o->d[o->rank - 1];
+    if (p->train.loss != LOSS_CE) {
+        if (elems > INT32_MAX / 4) {
+            diag_error(loc, "model '%s' outputs %lld values a sample: too many for a loss", p->model_name,
+                       (long long)elems);
+            return 0;
+        }
+        p->nclass = (int)elems;
+        p->positions = 1;
+        if (!(o->rank == 2 && o->d[0] == DIM_N))
+            g->logits = ir_add(g, OP_RESHAPE, 1, &g->logits, shape2(DIM_N, elems), DT_F32, loc);
+        return 1;
+    }
+    p->nclass = (int)last;
+    p->positions = elems / last;
+    if (p->positions > 1) {
+        g->logits = ir_add(g, OP_RESHAPE, 1, &g->logits, shape2(-p->positions, last), DT_F32, loc);
+        g->n[g->labels]->shape = shape1(-p->positions);
+    }
+    return 1;
+}
+
+/* What building a model needs of the train block, read before it is
+ * checked (train_check reports a bad value later): SyncBatchNorm changes
+ * how each BatchNorm2d is built; with data ... target = input forward
+ * returns a sample; a loss of each output takes outputs of any shape. */
+static void peek_train(const File *f, FwdCfg *c)
+{
+    *c = (FwdCfg){0};
+    for (int i = 0; f->ntrains > 0 && i < f->trains[0]->nitems; i++) {
+        const TrainItem *it = f->trains[0]->items[i];
+        const Expr *v = it->val;
+        if (strcmp(it->key, "sync_batchnorm") == 0 && v->kind == E_BOOL)
+            c->sync_bn = (int)v->i;
+        for (int k = 0; strcmp(it->key, "data") == 0 && v->kind == E_CALL && k < v->nargs; k++) {
+            const Arg *a = v->args[k];
+            c->autoenc |= a->key && strcmp(a->key, "target") == 0 && a->val->kind == E_NAME
+                          && strcmp(a->val->s, "input") == 0;
+        }
+        if (strcmp(it->key, "loss") == 0 && (v->kind == E_NAME || v->kind == E_CALL))
+            c->elementwise = strcmp(v->s, "cross_entropy") != 0 && strcmp(v->s, "nll_loss") != 0;
+    }
 }
 
 Program *front_compile(const char *path, const char *text)
@@ -76,20 +132,8 @@ Program *front_compile(const char *path, const char *text)
         return NULL;
     Loc file_loc = {path, 0, 0};
 
-    /* SyncBatchNorm changes how each BatchNorm2d is built: read it first
-     * (check_train reports a bad value later) */
-    int sync_bn = 0, autoenc = 0;
-    for (int i = 0; f->ntrains > 0 && i < f->trains[0]->nitems; i++) {
-        const TrainItem *it = f->trains[0]->items[i];
-        if (strcmp(it->key, "sync_batchnorm") == 0 && it->val->kind == E_BOOL)
-            sync_bn = (int)it->val->i;
-        /* data ... target = input: forward returns a sample, not logits */
-        for (int k = 0; strcmp(it->key, "data") == 0 && it->val->kind == E_CALL && k < it->val->nargs; k++) {
-            const Arg *a = it->val->args[k];
-            autoenc |= a->key && strcmp(a->key, "target") == 0 && a->val->kind == E_NAME
-                       && strcmp(a->val->s, "input") == 0;
-        }
-    }
+    FwdCfg fc;
+    peek_train(f, &fc);
     Graph **graphs = util_alloc(sizeof *graphs * (size_t)(f->nmodels + 1));
     Val *logits = util_alloc(sizeof *logits * (size_t)(f->nmodels + 1));
     Shape *inputs = util_alloc(sizeof *inputs * (size_t)(f->nmodels + 1));
@@ -102,7 +146,7 @@ Program *front_compile(const char *path, const char *text)
                 break;
             }
         graphs[i] = ir_new();
-        logits[i] = fwd_model(graphs[i], m, &inputs[i], sync_bn, autoenc);
+        logits[i] = fwd_model(graphs[i], m, &inputs[i], &fc);
     }
     if (f->nmodels == 0)
         diag_error(file_loc, "no model in this file (add 'model NAME { ... }')");
@@ -137,8 +181,9 @@ Program *front_compile(const char *path, const char *text)
     for (int d = 1; d < in->rank; d++)
         p->in_dim[d - 1] = in->d[d];
     p->target = RT_TGT_CLASS;
-    p->nclass = (int)logits[mi].s.d[1];
     g->logits = logits[mi].id;
+    if (!output_rows(p, &logits[mi].s, m->loc))
+        return NULL;
 
     const TrainItem *loss_item = NULL;
     for (int i = 0; i < f->trains[0]->nitems; i++)

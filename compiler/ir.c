@@ -69,7 +69,7 @@ Graph *ir_new(void)
 {
     Graph *g = util_alloc(sizeof *g);
     g->images = g->labels = g->logits = g->loss = -1;
-    g->loss_sum = g->correct_sum = -1;
+    g->loss_sum = g->correct_sum = g->count_sum = -1;
     return g;
 }
 
@@ -230,7 +230,10 @@ void ir_dump(FILE *f, const Graph *g)
                 fprintf(f, "%s%%%d", k ? ", " : "", n->in[k]);
             fprintf(f, ")");
         }
-        if (op_kind[n->op] == K_ROW && n->op != OP_CORRECT && n->op != OP_REG_STATS && n->op != OP_ML_STATS) {
+        if (n->ignore_on && (n->op == OP_CE_LOSS || n->op == OP_CE_GRAD || n->op == OP_CORRECT || n->op == OP_COUNTED))
+            fprintf(f, " ignore_index=%lld", (long long)n->ignore);
+        if (op_kind[n->op] == K_ROW && n->op != OP_CORRECT && n->op != OP_COUNTED && n->op != OP_REG_STATS
+            && n->op != OP_ML_STATS) {
             fprintf(f, " reduction=%s%s", red_text[n->red],
                     n->smooth ? util_fmt(" label_smoothing=%g", n->smooth) : "");
             if (n->op == OP_SMOOTH_L1_LOSS || n->op == OP_SMOOTH_L1_GRAD || n->op == OP_HUBER_LOSS
@@ -437,14 +440,18 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
         const Shape *x = in_shape(g, n, 0);
         return check(g, n, after, x->rank == 2 && col_vec(s, x), "sum_rows: [M, N] -> [N]");
     }
-    case OP_CE_LOSS: case OP_CE_GRAD: case OP_CORRECT: {
+    case OP_CE_LOSS: case OP_CE_GRAD: case OP_CORRECT: case OP_COUNTED: {
+        /* rows of logits (a sample's, or each position's: [N*T, C]), a label a row */
         const Shape *x = in_shape(g, n, 0), *l = in_shape(g, n, 1);
-        bad = check(g, n, after, x->rank == 2 && ir_batched(x) && l->rank == 1 && ir_batched(l)
-                    && g->n[n->in[1]]->dt == DT_I32, "needs logits f32[N, C] and labels i32[N]");
+        bad = check(g, n, after, x->rank == 2 && ten_batch_dim(x) == 0 && l->rank == 1 && l->d[0] == x->d[0]
+                    && g->n[n->in[1]]->dt == DT_I32, "needs logits f32[N, C] and labels i32[N] (rows alike)");
         if (!bad && n->op == OP_CE_GRAD)
             bad = check(g, n, after, ir_same_shape(x, s), "ce_grad has the logits' shape");
         else if (!bad)
-            bad = check(g, n, after, s->rank == 1 && ir_batched(s), "per-sample result must be [N]");
+            bad = check(g, n, after, s->rank == 1 && s->d[0] == x->d[0], "a row's result must be [N]");
+        if (!bad)
+            bad = check(g, n, after, (!n->ignore_on || n->counts) && (n->counts || x->d[0] == DIM_N),
+                        "rows per position or an ignored target count the targets");
         return bad;
     }
     case OP_MSE_LOSS: case OP_L1_LOSS: case OP_SMOOTH_L1_LOSS: case OP_HUBER_LOSS: case OP_BCE_LOSS:

@@ -128,6 +128,7 @@ typedef struct Sema {
     int nvars;
     int sync_bn;            /* the train block's sync_batchnorm */
     int autoenc;            /* the data's target = input: forward returns a sample's shape */
+    int elementwise;        /* the loss compares each output (not a class loss): any [N, ...] */
     struct Val (*eval)(struct Sema *S, const Expr *e);  /* forward's expressions: methods.c's operands */
     /* nn.Upsample / F.interpolate applied (upsample.c, above the layers) */
     struct Val (*upsample)(struct Sema *S, const struct Layer *l, struct Val x, Loc loc);
@@ -210,11 +211,21 @@ Val meth_broadcast(Sema *S, Op op, Val a, Val b, const char *sym, Loc loc);
 /* t[0..n) joined along dimension d (not the batch's); where[k]: t[k]'s expression */
 Val meth_cat(Sema *S, const Expr *e, const Val *t, int n, int d, const Expr *const *where);
 /* ---- forward.c --------------------------------------------------------- */
+/* What the train block says about building a model, read before it is
+ * checked (front.c) */
+typedef struct FwdCfg {
+    int sync_bn;            /* sync_batchnorm: each BatchNorm2d syncs */
+    int autoenc;            /* the data's target = input */
+    int elementwise;        /* a loss of each output (mse_loss, ...), not of classes */
+} FwdCfg;
+
 /* Checks one model, building its graph in g: IMAGES, LABELS, its
  * parameters in declaration order, then forward. Returns the logits
- * [N, C]; for an autoencoder (autoenc: the data's target = input), the
- * output of any shape with the sample's elements, as [N, elements]. */
-Val fwd_model(Graph *g, const Model *m, Shape *in, int sync_bn, int autoenc);
+ * [N, C] or [N, T, C]; outputs [N, ...] for a loss of each output; for
+ * an autoencoder (the data's target = input), the output of any shape
+ * with the sample's elements, as [N, elements]. */
+Val fwd_model(Graph *g, const Model *m, Shape *in, const FwdCfg *c);
+int fwd_output_ok(const Shape *s, int elementwise);     /* a shape forward may return */
 
 /* ---- train_block.c ----------------------------------------------------- */
 /* The train block: returns the index of its model, or -1. */

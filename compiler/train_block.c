@@ -24,14 +24,15 @@ static const struct {
     const char *name;
     int loss;
     const char *arg, *weights; /* its own arguments, or NULL */
+    int ignore;                 /* takes ignore_index */
 } losses[] = {
-    {"binary_cross_entropy_with_logits", LOSS_BCE_LOGITS, NULL, "pos_weight"},
-    {"cross_entropy", LOSS_CE, "label_smoothing", "weight"},
-    {"huber_loss", LOSS_HUBER, "delta", NULL},
-    {"l1_loss", LOSS_L1, NULL, NULL},
-    {"mse_loss", LOSS_MSE, NULL, NULL},
-    {"nll_loss", LOSS_CE, NULL, "weight"},
-    {"smooth_l1_loss", LOSS_SMOOTH_L1, "beta", NULL},
+    {"binary_cross_entropy_with_logits", LOSS_BCE_LOGITS, NULL, "pos_weight", 0},
+    {"cross_entropy", LOSS_CE, "label_smoothing", "weight", 1},
+    {"huber_loss", LOSS_HUBER, "delta", NULL, 0},
+    {"l1_loss", LOSS_L1, NULL, NULL, 0},
+    {"mse_loss", LOSS_MSE, NULL, NULL, 0},
+    {"nll_loss", LOSS_CE, NULL, "weight", 1},
+    {"smooth_l1_loss", LOSS_SMOOTH_L1, "beta", NULL, 0},
 };
 enum { NLOSSES = sizeof losses / sizeof losses[0] };
 
@@ -57,6 +58,22 @@ static void loss_weights(TrainCfg *t, const Expr *e, const char *what)
     }
     t->loss_w = w;
     t->loss_nw = n;
+}
+
+/* ignore_index = k: an integer, as PyTorch's (whose default -100 is a
+ * value no class has: a target out of range is the data's error here
+ * unless the loss names it, rt_data.c says so) */
+static void loss_ignore(TrainCfg *t, const Expr *e)
+{
+    double v;
+    if (!arg_num(e, "ignore_index", &v))
+        return;
+    if (v != (double)(int64_t)v || v < -2147483648.0 || v > 2147483647.0) {
+        diag_error(e->loc, "ignore_index must be an integer (a target value), got %s", arg_show(e));
+        return;
+    }
+    t->has_ignore = 1;
+    t->ignore_index = (int64_t)v;
 }
 
 /* loss NAME(reduction = mean | sum | none, ...): torch.nn.functional's
@@ -85,20 +102,24 @@ static void train_loss(TrainCfg *t, const Expr *e)
     t->nll = strcmp(name, "nll_loss") == 0;
     t->loss_delta = 1.0;    /* smooth_l1's beta and huber's delta default to 1 */
     /* reduction, then the loss's own arguments, in that order */
-    const char *names[3] = {"reduction"};
-    int nnames = 1, at_arg = -1, at_w = -1;
+    const char *names[4] = {"reduction"};
+    int nnames = 1, at_arg = -1, at_w = -1, at_ignore = -1;
     if (losses[k].arg)
         at_arg = nnames, names[nnames++] = losses[k].arg;
     if (losses[k].weights)
         at_w = nnames, names[nnames++] = losses[k].weights;
+    if (losses[k].ignore)
+        at_ignore = nnames, names[nnames++] = "ignore_index";
     const Sig sig = {name, names, nnames, 0, 0};
-    Expr *b[3] = {NULL, NULL, NULL}, *a[2];
+    Expr *b[4] = {NULL, NULL, NULL, NULL}, *a[2];
     if (e->kind == E_CALL && !arg_bind(e, &sig, b))
         return;
     a[0] = b[0];
     a[1] = at_arg > 0 ? b[at_arg] : NULL;
     if (at_w > 0 && b[at_w])
         loss_weights(t, b[at_w], losses[k].weights);
+    if (at_ignore > 0 && b[at_ignore])
+        loss_ignore(t, b[at_ignore]);
     if (a[1] && t->loss == LOSS_CE && arg_num(a[1], "label_smoothing", &t->label_smoothing)
         && !(t->label_smoothing >= 0 && t->label_smoothing <= 1)) {
         diag_error(a[1]->loc, "label_smoothing must be in [0, 1], got %g", t->label_smoothing);

@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RT_ABI_VERSION 11
+#define RT_ABI_VERSION 12
 
 /* Source text of both targets: RT_STR(x) is x after macro expansion, as a
  * string literal (one line), for the text the compiler emits and NVRTC
@@ -281,6 +281,10 @@ typedef struct rt_plan {
      * decisions need after them (cddpc's sched_gpu.c: split-K workspaces,
      * arrival counters, partial sums). 0: the C kernels' sizes. */
     int64_t cuda_act_units, cuda_fix_floats;
+    /* has_count: the loss's mean divides by the targets it counts (a
+     * class loss over positions, or one with ignore_index), whose number
+     * the plan sums into stat slot count_stat; otherwise by the rows */
+    int has_count, count_stat;
 } rt_plan;
 
 static inline int64_t rt_plan_cuda_act(const rt_plan *p)
@@ -394,7 +398,15 @@ typedef struct rt_model {
      * were scheduled for (cddpc --target; "h100" by default): the header
      * says so when the device's name does not hold it. */
     const char *gpu_target;
+    /* class targets per sample (0 or 1: one; T: a label at each of the
+     * positions of [N, T, C] logits, y [N, T]); has_ignore: a label equal
+     * to ignore_index counts for nothing (cross_entropy(ignore_index)) */
+    int64_t positions;
+    int has_ignore, ignore_index;
 } rt_model;
+
+/* The class labels of one sample. */
+static inline int64_t rt_model_positions(const rt_model *m) { return m->positions > 1 ? m->positions : 1; }
 
 /* RT_PARAM_* flags of parameter i of m. */
 static inline int rt_param_flags(const rt_model *m, int i) { return m->param_flags ? m->param_flags[i] : 0; }

@@ -151,8 +151,10 @@ typedef struct cpu_dev {
     int64_t batch;
     int64_t acc;                    /* micro-batches per optimizer step */
     double *steploss, *amp_log;     /* [nbatch] per batch of the epoch; [2 nbatch] (scale, found_inf) */
+    double *stepcount;              /* [nbatch] the counted targets (rt_plan.has_count) */
     double secs;                    /* the epoch's training time */
     double eval[1 + RT_METRIC_MAX];
+    double eval_count;
     int evaluated;
 } cpu_dev;
 
@@ -198,6 +200,7 @@ static int cpu_train(rt_device *d, int64_t b0, int64_t b1, int64_t step0)
         if (last && !c->tin.found_inf)
             e->step++;
         c->steploss[b] = w->stat[c->m->train.loss_stat];
+        c->stepcount[b] = c->m->train.has_count ? w->stat[c->m->train.count_stat] : 0;
     }
     c->secs += rt_now() - t0;
     return 0;
@@ -214,6 +217,7 @@ static int cpu_evaluate(rt_device *d)
     rt_exec *e = &c->e;
     const int64_t lo = c->sh.test_lo, hi = c->sh.test_hi;
     double sums[1 + RT_METRIC_MAX] = {0};   /* loss, then the metric sums */
+    double count = 0;                       /* the targets counted (has_count) */
     const int nm = rt_plan_metrics(&c->m->eval);
     if (rt_coll_bcast_buffers(c->coll, c->m, w->param, NULL) != 0)
         return -1;
@@ -226,10 +230,12 @@ static int cpu_evaluate(rt_device *d)
         e->n = n;
         run_plan(&c->m->eval, e, w->nstat, &c->ein, NULL);
         sums[0] += w->stat[c->m->eval.loss_stat];
+        count += c->m->eval.has_count ? w->stat[c->m->eval.count_stat] : 0;
         for (int k = 0; k < nm; k++)
             sums[1 + k] += w->stat[c->m->eval.correct_stat + k];
     }
     memcpy(c->eval, sums, sizeof sums);
+    c->eval_count = count;
     c->evaluated = 1;
     return 0;
 }
@@ -239,6 +245,7 @@ static int cpu_collect(rt_device *d, int64_t b0, int64_t b1, rt_dev_out *out)
     cpu_dev *c = d->impl;
     for (int64_t b = b0; b < b1; b++) {
         out->loss[b - b0] = c->steploss[b];
+        out->count[b - b0] = c->stepcount[b];
         if (c->amp.on) {
             out->scale[b - b0] = c->amp_log[2 * b];
             out->found[b - b0] = c->amp_log[2 * b + 1];
@@ -246,6 +253,7 @@ static int cpu_collect(rt_device *d, int64_t b0, int64_t b1, rt_dev_out *out)
     }
     for (int k = 0; k < 1 + RT_METRIC_MAX; k++)
         out->eval[k] = c->evaluated ? c->eval[k] : 0;
+    out->eval_count = c->evaluated ? c->eval_count : 0;
     out->secs = c->secs;
     out->amp_scale = c->amp.scale;
     out->amp_tracker = c->amp.tracker;
@@ -298,9 +306,10 @@ int rt_cpu_dev_open(rt_device *dev, const rt_model *m, const rt_opts *o, rt_ws *
     c->batch = o->batch;
     c->sh = rt_loop_shape(o, data->train.n, data->test.n, coll->rank, coll->size);
     c->amp = st->amp;
-    if (!(c->steploss = rt_alloc_n(3 * c->sh.nbatch + 1, sizeof(double), "step losses")))
+    if (!(c->steploss = rt_alloc_n(4 * c->sh.nbatch + 1, sizeof(double), "step losses")))
         return -1;
     c->amp_log = c->steploss + c->sh.nbatch;
+    c->stepcount = c->steploss + 3 * c->sh.nbatch;
     if (o->profile && (rt_prof_init(&c->tprof, m->train.nk) != 0 || rt_prof_init(&c->eprof, m->eval.nk) != 0))
         return -1;
     if (rt_reducer_init(&c->red, m, coll, w->grad, trace) != 0)

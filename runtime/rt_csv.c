@@ -241,6 +241,12 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
         goto out;
     }
     int classes = m->target == RT_TGT_CLASS;
+    if (classes && rt_model_positions(m) > 1) {
+        rt_err("%s: model '%s' classifies each of %lld positions a sample; a csv row holds one class (give the data "
+               "as npz(...) with y of shape [samples, %lld])", path, m->name, (long long)rt_model_positions(m),
+               (long long)rt_model_positions(m));
+        goto out;
+    }
     if (classes && nt != 1) {
         rt_err("%s: %d target columns, but model '%s' trains on one class index per sample", path, nt, m->name);
         goto out;
@@ -406,10 +412,10 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
                        "file's labels are", path, (long long)lines[i], hname, clean(labels[i], cv, sizeof cv));
                 goto out_names;
             }
-            if (!(v >= 0 && v < m->nclass) || v != floor(v)) {
+            if (!rt_label_ok(m, v)) {
                 rt_err("%s: line %lld, column '%s': label %s is out of range for %d classes (integer labels "
-                       "are the class index)", path, (long long)lines[i], hname, clean(labels[i], cv, sizeof cv),
-                       m->nclass);
+                       "are the class index)%s", path, (long long)lines[i], hname, clean(labels[i], cv, sizeof cv),
+                       m->nclass, rt_label_hint(m, v));
                 goto out_names;
             }
             yi[i] = (int32_t)v;

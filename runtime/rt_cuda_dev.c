@@ -114,12 +114,12 @@ typedef struct dev_run {
     CUdeviceptr param, grad, opt, act, fix, stat;
     CUdeviceptr tx, ty, vx, vy, norm;       /* training and test split, normalization */
     CUdeviceptr order[2], vorder;           /* sample orders: train (per slot), test */
-    CUdeviceptr steploss;                   /* double[nbatch] */
+    CUdeviceptr steploss, stepcount;        /* double[nbatch] each */
     CUdeviceptr blocks;                     /* exec train, exec eval, ctl train, ctl eval */
     CUdeviceptr exec_t, exec_v, ctl_t, ctl_v;
     int32_t *h_order[2];                    /* pinned */
     rt_cuda_ctl *h_ctl;                     /* pinned [5]: train slot 0/1, eval, back train, back eval */
-    double *h_steploss;                     /* pinned [nbatch] */
+    double *h_steploss, *h_stepcount;       /* pinned [nbatch] each */
     CUfunction fbegin, fend, fturn;
     /* cddprt_opt_turn (rt_cuda_turn_body), or NULL; turn_now: inside a
      * run's capture, launch the train plan's last kernel as it with
@@ -628,7 +628,7 @@ static void dev_free(dev_run *d)
     free(d->ev_cjoin);
     CUdeviceptr *ptrs[] = {&d->param, &d->grad, &d->opt, &d->act, &d->fix, &d->stat, &d->tx,
                            &d->ty, &d->vx, &d->vy, &d->norm, &d->order[0], &d->order[1], &d->vorder,
-                           &d->steploss, &d->blocks, &d->found, &d->amp_log, &d->lrs[0], &d->lrs[1],
+                           &d->steploss, &d->stepcount, &d->blocks, &d->found, &d->amp_log, &d->lrs[0], &d->lrs[1],
                            &d->accbuf, &d->folds, &d->zranges};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         rt_cuda_free(*ptrs[i]);
@@ -636,6 +636,7 @@ static void dev_free(dev_run *d)
     rt_cuda_host_free(d->h_order[1]);
     rt_cuda_host_free(d->h_ctl);
     rt_cuda_host_free(d->h_steploss);
+    rt_cuda_host_free(d->h_stepcount);
     rt_cuda_host_free(d->h_amp_log);
     rt_cuda_host_free(d->h_lrs[0]);
     rt_cuda_host_free(d->h_lrs[1]);
@@ -740,6 +741,9 @@ static int cuda_collect(rt_device *dv, int64_t b0, int64_t b1, rt_dev_out *out)
              (n == 0 || !CU_CHECK(rt_cu.cuMemcpyDtoHAsync_v2(d->h_steploss,
                                                              d->steploss + (CUdeviceptr)b0 * sizeof(double),
                                                              (size_t)n * sizeof(double), cu->stream))) &&
+             (n == 0 || !d->m->train.has_count ||
+              !CU_CHECK(rt_cu.cuMemcpyDtoHAsync_v2(d->h_stepcount, d->stepcount + (CUdeviceptr)b0 * sizeof(double),
+                                                   (size_t)n * sizeof(double), cu->stream))) &&
              (n == 0 || !d->amp ||
               !CU_CHECK(rt_cu.cuMemcpyDtoHAsync_v2(d->h_amp_log, d->amp_log + (CUdeviceptr)(2 * b0) * sizeof(double),
                                                    (size_t)(2 * n) * sizeof(double), cu->stream)));
@@ -759,12 +763,14 @@ static int cuda_collect(rt_device *dv, int64_t b0, int64_t b1, rt_dev_out *out)
     }
     for (int64_t s = 0; s < n; s++) {
         out->loss[s] = d->h_steploss[s];
+        out->count[s] = d->m->train.has_count ? d->h_stepcount[s] : 0;
         if (d->amp) {
             out->scale[s] = d->h_amp_log[2 * s];
             out->found[s] = d->h_amp_log[2 * s + 1];
         }
     }
     out->eval[0] = end ? bv->loss_sum : 0;
+    out->eval_count = end ? bv->count_sum : 0;
     out->eval[1] = end ? bv->correct_sum : 0;
     for (int k = 1; k < RT_METRIC_MAX; k++)
         out->eval[1 + k] = end ? bv->metric[k] : 0;
@@ -885,6 +891,7 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         dalloc(cu, &d->order[1], per_rank, sizeof(int32_t), "sample order") ||
         dalloc(cu, &d->vorder, nv_mine, sizeof(int32_t), "test order") ||
         dalloc(cu, &d->steploss, nbatch, sizeof(double), "step losses") ||
+        dalloc(cu, &d->stepcount, nbatch, sizeof(double), "step counts") ||
         rt_cuda_alloc(cu, &d->blocks, blocks, "control blocks") ||
         dalloc(cu, &d->found, 1, sizeof(float), "the loss scaler's flag") ||
         dalloc(cu, &d->amp_log, 2 * nbatch, sizeof(double), "the loss scaler's log") ||
@@ -913,6 +920,7 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         rt_cuda_host_alloc(cu, (void **)&d->h_order[1], order_b, "sample order") ||
         rt_cuda_host_alloc(cu, (void **)&d->h_ctl, NCTL * sizeof(rt_cuda_ctl), "control blocks") ||
         rt_cuda_host_alloc(cu, (void **)&d->h_steploss, steps_b, "step losses") ||
+        rt_cuda_host_alloc(cu, (void **)&d->h_stepcount, steps_b, "step counts") ||
         rt_cuda_host_alloc(cu, (void **)&d->h_amp_log, 2 * steps_b, "the loss scaler's log") ||
         rt_cuda_host_alloc(cu, (void **)&d->h_lrs[0], (size_t)nbatch * sizeof(float) + 1, "learning rates") ||
         rt_cuda_host_alloc(cu, (void **)&d->h_lrs[1], (size_t)nbatch * sizeof(float) + 1, "learning rates"))
@@ -958,6 +966,8 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         c->batch = batch;
         c->loss_stat = m->train.loss_stat;
         c->correct_stat = m->train.correct_stat;
+        c->stepcount = d->stepcount;
+        c->count_stat = m->train.has_count ? m->train.count_stat : -1;
         c->train = 1;
         c->lr = o->lr;
         c->amp = d->amp;
@@ -987,6 +997,7 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
     cv->batch = nmax;
     cv->loss_stat = m->eval.loss_stat;
     cv->correct_stat = m->eval.correct_stat;
+    cv->count_stat = m->eval.has_count ? m->eval.count_stat : -1;
     cv->nmetric = rt_plan_metrics(&m->eval);
     cv->lr = o->lr;
     cv->accumulate = 1;

@@ -68,6 +68,12 @@ typedef struct rt_cuda_ctl {
     /* cddprt_opt_turn's blocks done in this step (the last one ends it,
      * then sets it back to 0); the host writes 0 */
     uint64_t turned;
+    /* a loss over counted targets (rt_plan.has_count): count_stat its
+     * slot (-1: none); stepcount device double[steps], each step's count,
+     * or 0; count_sum their sum over the pass */
+    uint64_t stepcount;
+    double count_sum;
+    int64_t count_stat;
 } rt_cuda_ctl;
 
 /* Host view of cddprt::fold: the range of the gradients cddprt_fold
@@ -102,6 +108,9 @@ static const char rt_cuda_kernels_src[] =
     "    long long zero_grad, zero_fix, zero_stat;\n"
     "    const long long *zranges;\n"
     "    unsigned long long turned;\n"
+    "    double *stepcount;\n"
+    "    double count_sum;\n"
+    "    long long count_stat;\n"
     "};\n"
     "struct fold {               /* rt_cuda_fold of rt_cuda_kernels.h */\n"
     "    ctl *c;\n"
@@ -170,6 +179,12 @@ static const char rt_cuda_kernels_src[] =
     "        c->metric[k] += e->stat[c->correct_stat + k];\n"
     "    if (c->steploss)\n"
     "        c->steploss[c->b] = s;\n"
+    "    if (c->count_stat >= 0) {\n"
+    "        const double k = e->stat[c->count_stat];\n"
+    "        c->count_sum += k;\n"
+    "        if (c->stepcount)\n"
+    "            c->stepcount[c->b] = k;\n"
+    "    }\n"
     "    if (c->amp) {       /* torch._amp_update_scale_: rt_amp_rule.h */\n"
     "        if (c->amp_log) {\n"
     "            c->amp_log[2 * c->b] = c->scale;\n"

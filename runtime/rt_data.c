@@ -329,7 +329,7 @@ int rt_data_load(const rt_model *m, const char *path, uint64_t seed, const rt_da
             goto out;
         if (r0)
             printf("split %g: %lld samples held out of %lld%s (seed %llu): train %lld, test %lld\n", s->split,
-                   (long long)d->test.n, (long long)all, d->train.y_float ? "" : ", stratified by class",
+                   (long long)d->test.n, (long long)all, rt_split_stratified(&d->train) ? ", stratified by class" : "",
                    (unsigned long long)seed, (long long)d->train.n, (long long)d->test.n);
     } else if (d->test.n == 0) {
         rt_err("%s: no test set (%s): add split = 0.2 to the data source to hold out a fraction of the training "

@@ -318,23 +318,29 @@ static int read_targets(const rt_model *m, const char *lpath, const idx_file *l,
         out->ysize = k;
         return 0;
     }
-    if (l->type == 0x0D || l->type == 0x0E || k != 1) {
-        rt_err("%s: holds %s targets of %lld per sample, but model '%s' is a classifier (its loss takes one class "
-               "index per sample, an integer IDX type)", lpath, elem_name(l->type), (long long)k, m->name);
+    const int64_t P = rt_model_positions(m);
+    if (l->type == 0x0D || l->type == 0x0E || k != P) {
+        if (P == 1)
+            rt_err("%s: holds %s targets of %lld per sample, but model '%s' is a classifier (its loss takes one "
+                   "class index per sample, an integer IDX type)", lpath, elem_name(l->type), (long long)k, m->name);
+        else
+            rt_err("%s: holds %s targets of %lld per sample, but model '%s' classifies each of %lld positions (its "
+                   "loss takes %lld class indices per sample, an integer IDX type)", lpath, elem_name(l->type),
+                   (long long)k, m->name, (long long)P, (long long)P);
         return -1;
     }
-    int32_t *y = malloc((size_t)l->dims[0] * sizeof *y);
+    int32_t *y = malloc((size_t)(l->dims[0] * P) * sizeof *y);
     if (!y) {
         rt_err("%s: out of memory", lpath);
         return -1;
     }
     out->y = y;
-    out->ysize = 1;
-    for (int64_t i = 0; i < l->dims[0]; i++) {
+    out->ysize = P;
+    for (int64_t i = 0; i < l->dims[0] * P; i++) {
         double v = elem_at(l->raw, l->type, i);
-        if (v < 0 || v >= m->nclass) {
-            rt_err("%s: label %.0f at index %lld is out of range for %d classes", lpath, v, (long long)i,
-                   m->nclass);
+        if (!rt_label_ok(m, v)) {
+            rt_err("%s: label %.0f at index %lld is out of range for %d classes%s", lpath, v, (long long)i,
+                   m->nclass, rt_label_hint(m, v));
             return -1;
         }
         y[i] = (int32_t)v;

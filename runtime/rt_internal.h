@@ -171,6 +171,12 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
  * entry), chosen by seed alone (so alike on every rank), per class for
  * class targets; both keep the file's order. -1 after an error naming path. */
 int rt_split(const char *path, rt_dataset *train, rt_dataset *test, double frac, uint64_t seed);
+int rt_split_stratified(const rt_dataset *s);
+/* Whether v is a class label model m trains on: an index in [0, nclass),
+ * or the loss's ignore_index; and what the message of one that is not
+ * adds (the data readers say where it is). */
+int rt_label_ok(const rt_model *m, double v);
+const char *rt_label_hint(const rt_model *m, double v);
 
 /* ---- rt_bench.c: --bench-kernel -------------------------------------------
  * The name check: 0, or -1 with the message (the train kernels listed). */
@@ -507,9 +513,11 @@ void rt_reducer_fold(rt_reducer *r, const float *acc, float scale);
  * runs steps and evaluations and keeps its state; it implements: */
 typedef struct rt_dev_out {     /* what collect returns */
     double *loss;           /* [b1 - b0]: each step's loss sum, this rank's */
+    double *count;          /* [b1 - b0]: each step's counted targets (rt_plan.has_count), this rank's */
     double *scale, *found;  /* [b1 - b0] fp16: the scale a step ran with, its found_inf */
     double eval[1 + RT_METRIC_MAX]; /* after evaluate: this rank's test loss sum, then its
                                        metric sums (rt_plan_metrics of the eval plan) */
+    double eval_count;      /* after evaluate: this rank's counted test targets (has_count) */
     double secs;            /* training time of the epoch so far (this run) */
     float amp_scale;        /* fp16: GradScaler's state now */
     int64_t amp_tracker, amp_skipped;

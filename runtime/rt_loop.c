@@ -94,6 +94,10 @@ typedef struct loop {
     int64_t per_rank, nbatch, batch, W;
     double *loss, *scale, *found;       /* [nbatch] from collect */
     double *sum;                        /* [nbatch] the step sums over the ranks */
+    /* a loss over counted targets (rt_plan.has_count: positions, an
+     * ignore_index): its mean divides by them, not by the rows */
+    int counts;
+    double *count, *csum;               /* [nbatch] from collect; summed over the ranks */
     int warned_nan;
     /* accumulation: an optimizer step is a group of acc batches (the
      * epoch's last group may be shorter); ranges, --max-steps,
@@ -105,17 +109,44 @@ typedef struct loop {
 /* the first batch of group g of the epoch (nbatch for g = ngroup) */
 static int64_t group_batch(const loop *L, int64_t g) { return g * L->acc < L->nbatch ? g * L->acc : L->nbatch; }
 
-/* The first n step sums of out, summed over the ranks (in place into
- * L->sum), then added in step order to *loss and *rows (rows: batch
- * sizes times W, exact). One all-reduce for all of them. */
+/* The first n step sums of collect (and their counts), summed over the
+ * ranks into L->sum + at (L->csum + at). One all-reduce each. */
+static void sum_steps(loop *L, int64_t at, int64_t n, const char *what)
+{
+    memcpy(L->sum + at, L->loss, (size_t)n * sizeof(double));
+    L->coll->sum_f64(L->coll, L->sum + at, n, what);
+    if (L->counts) {
+        memcpy(L->csum + at, L->count, (size_t)n * sizeof(double));
+        L->coll->sum_f64(L->coll, L->csum + at, n, what);
+    }
+}
+
+/* what the loss of batch bb of the epoch is the mean over, all ranks
+ * together (its sum over the ranks at L->csum[s]): the rows (batch sizes
+ * times W, exact), or the targets counted */
+static double step_rows(const loop *L, int64_t bb, int64_t s)
+{
+    return L->counts ? L->csum[s] : (double)batch_rows(L->per_rank, L->batch, bb) * (double)L->W;
+}
+
+/* The first n step sums of out, summed over the ranks (into L->sum),
+ * then added in step order to *loss and *rows (step_rows). */
 static void add_steps(loop *L, int64_t skip, int64_t n, double *loss, double *rows)
 {
-    memcpy(L->sum, L->loss, (size_t)n * sizeof(double));
-    L->coll->sum_f64(L->coll, L->sum, n, "the epoch's loss all-reduce");
+    sum_steps(L, 0, n, "the epoch's loss all-reduce");
     for (int64_t s = 0; s < n; s++) {
         *loss += L->sum[s];
-        *rows += (double)batch_rows(L->per_rank, L->batch, skip + s) * (double)L->W;
+        *rows += step_rows(L, skip + s, s);
     }
+}
+
+/* the samples of batches [0, b) over all ranks: the epoch's so far */
+static int64_t samples_before(const loop *L, int64_t b)
+{
+    int64_t n = 0;
+    for (int64_t bb = 0; bb < b; bb++)
+        n += batch_rows(L->per_rank, L->batch, bb);
+    return n * L->W;
 }
 
 /* What a checkpoint saves: epoch `epoch` to continue at batch `skip`,
@@ -189,7 +220,7 @@ static void log_steps(loop *L, rt_log *log, const rt_amp *amp, int epoch, int64_
         double sl = 0, rs_ = 0;
         for (int64_t bb = g0; bb < g1; bb++) {
             sl += L->sum[bb - skip];
-            rs_ += (double)batch_rows(L->per_rank, L->batch, bb) * (double)L->W;
+            rs_ += step_rows(L, bb, bb - skip);
         }
         if (!isfinite(sl) && !L->warned_nan) {
             rt_warn("loss is %s at step %lld; training continues", isnan(sl) ? "NaN" : "inf", (long long)step);
@@ -208,15 +239,18 @@ static int save(loop *L, rt_ws *w, const rt_resume *st)
 }
 
 /* The evaluation's sums (every test sample once over the ranks) summed
- * over the ranks: the mean test loss, and the task's metrics in metric. */
+ * over the ranks: the mean test loss, and the task's metrics in metric.
+ * Over counted targets both are means over them. */
 static double eval_result(const rt_model *m, rt_coll *coll, const rt_dev_out *out, int64_t ntest, double metric[2])
 {
     const int nm = rt_plan_metrics(&m->eval);
-    double ev[1 + RT_METRIC_MAX];
+    double ev[2 + RT_METRIC_MAX];
     memcpy(ev, out->eval, (size_t)(1 + nm) * sizeof(double));
-    coll->sum_f64(coll, ev, 1 + nm, "the evaluation's all-reduce");
-    rt_log_metrics(m->metrics, ev, nm > 0, ntest, m->nclass, metric);
-    return ev[0] / (double)ntest;
+    ev[1 + nm] = out->eval_count;
+    coll->sum_f64(coll, ev, 2 + nm, "the evaluation's all-reduce");
+    const double den = m->eval.has_count ? ev[1 + nm] : (double)ntest;
+    rt_log_metrics(m->metrics, ev, nm > 0, (int64_t)den, m->nclass, metric);
+    return ev[0] / den;
 }
 
 int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_device *dev, rt_coll *coll,
@@ -226,8 +260,9 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
     if (rt_sampler_init(&smp, ntrain, coll->rank, coll->size, o->shuffle, o->drop_last, o->seed) != 0)
         return -1;
     const rt_shape shape = rt_loop_shape(o, ntrain, ntest, coll->rank, coll->size);
-    loop L = {m, o, dev, coll, shape.per_rank, shape.nbatch, o->batch, coll->size, NULL, NULL, NULL, NULL, 0,
-              m->accumulate > 1 ? m->accumulate : 1, 0, NULL};
+    loop L = {.m = m, .o = o, .dev = dev, .coll = coll, .per_rank = shape.per_rank, .nbatch = shape.nbatch,
+              .batch = o->batch, .W = coll->size, .acc = m->accumulate > 1 ? m->accumulate : 1,
+              .counts = m->train.has_count};
     L.ngroup = (L.nbatch + L.acc - 1) / L.acc;
     if (shape.per_rank != smp.per_rank) {     /* one formula, two places: say so if they ever part */
         rt_err("the loop's shard (%lld samples) is not the sampler's (%lld)", (long long)shape.per_rank,
@@ -237,7 +272,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
     }
     const int64_t epoch_samples = o->drop_last ? L.nbatch * L.batch : L.per_rank;   /* this rank's */
     int rc = -1;
-    double *buf = rt_alloc_n(4 * L.nbatch + 1, sizeof(double), "step losses");
+    double *buf = rt_alloc_n(6 * L.nbatch + 1, sizeof(double), "step losses");
     L.lr = rt_alloc_n(L.nbatch + 1, sizeof(float), "learning rates");
     if (!buf || !L.lr)
         goto out;
@@ -255,6 +290,8 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
     L.scale = buf + L.nbatch;
     L.found = buf + 2 * L.nbatch;
     L.sum = buf + 3 * L.nbatch;
+    L.count = buf + 4 * L.nbatch;
+    L.csum = buf + 5 * L.nbatch;
     rt_start start;
     rt_start_init(&start, m, rs);
     const rt_amp *amp = &start.amp;         /* the settings; the device keeps the state */
@@ -277,7 +314,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
         const double loss0 = resumed ? rs->loss_sum : 0, rows0 = resumed ? rs->rows : 0;
         const double secs0 = resumed ? rs->secs : 0;
         const int64_t skipped0 = skipped_all, first_step = it;
-        rt_dev_out out = {L.loss, L.scale, L.found, {0, 0}, 0, 0, 0, 0};
+        rt_dev_out out = {.loss = L.loss, .count = L.count, .scale = L.scale, .found = L.found};
         /* each batch's lr: its optimizer step's (the group's) */
         for (int64_t bb = 0; bb < L.nbatch; bb++)
             L.lr[bb] = (float)rt_lr(m, o->lr, epoch, (int64_t)(epoch - 1) * L.ngroup + bb / L.acc, run_steps);
@@ -308,7 +345,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
                  * only known at the epoch's end */
                 if (dev->collect(dev, b - 1, b, &out) != 0)
                     goto out;
-                const int n = batch_rows(L.per_rank, L.batch, b - 1);
+                const double n = L.counts ? L.count[0] : batch_rows(L.per_rank, L.batch, b - 1);
                 int64_t seen = b * L.batch < epoch_samples ? b * L.batch : epoch_samples;
                 rt_log_progress(log, epoch, o->epochs, seen * L.W, epoch_samples * L.W,
                                 rt_step_loss(m, L.loss[0], n), b == L.nbatch);
@@ -333,9 +370,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
                 if ((dev->async || o->steplog_path) && b < L.nbatch && dev->collect(dev, logged, b, &out) != 0)
                     goto out;
                 if (o->steplog_path && b < L.nbatch) {
-                    memcpy(L.sum, L.loss, (size_t)(b - logged) * sizeof(double));
-                    coll->sum_f64(coll, L.sum, b - logged, "the step log's all-reduce");
-                    memmove(L.sum + (logged - skip), L.sum, (size_t)(b - logged) * sizeof(double));
+                    sum_steps(&L, logged - skip, b - logged, "the step log's all-reduce");
                     memmove(L.scale + (logged - skip), L.scale, (size_t)(b - logged) * sizeof(double));
                     memmove(L.found + (logged - skip), L.found, (size_t)(b - logged) * sizeof(double));
                     log_steps(&L, log, amp, epoch, skip, logged, b, first_step);
@@ -384,7 +419,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
         add_steps(&L, skip, done, &loss_sum, &rows);
         log_steps(&L, log, amp, epoch, skip, logged, b, first_step);
         if (!each_step && done > 0) {
-            const double rs_ = (double)batch_rows(L.per_rank, L.batch, b - 1) * (double)L.W;
+            const double rs_ = step_rows(&L, b - 1, done - 1);
             int64_t seen = b * L.batch < epoch_samples ? b * L.batch : epoch_samples;
             rt_log_progress(log, epoch, o->epochs, seen * L.W, epoch_samples * L.W,
                             rt_step_loss(m, L.sum[done - 1], rs_), 1);
@@ -397,7 +432,7 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
         rt_log_scaler(log, amp->on ? out.amp_scale : 1.0, skipped_all - skipped0, skipped_all);
         /* the lr of the epoch's last step (a step schedule changes it every step) */
         rt_log_epoch(log, epoch, o->epochs, rows > 0 ? loss_sum / rows : NAN, test_loss, metric, secs,
-                     (int64_t)rows, L.lr[b > 0 ? b - 1 : 0]);
+                     samples_before(&L, b), L.lr[b > 0 ? b - 1 : 0]);
         if (o->ckpt_path) {
             /* the next epoch, or where --max-steps stopped this one */
             rt_resume st = position(epoch + 1, it, 0, 0, 0, 0, &out, amp);
@@ -445,8 +480,8 @@ int rt_loop_evaluate(const rt_model *m, const rt_opts *o, rt_device *dev, rt_col
     if (!lr)
         goto out;
     double t0 = rt_now();
-    double loss[1], scale[1], found[1];
-    rt_dev_out out = {loss, scale, found, {0, 0}, 0, 0, 0, 0};
+    double loss[1], count[1], scale[1], found[1];
+    rt_dev_out out = {.loss = loss, .count = count, .scale = scale, .found = found};
     if (dev->begin_epoch(dev, 1, smp.shard, lr, 0) != 0 || dev->evaluate(dev) != 0 ||
         dev->collect(dev, 0, 0, &out) != 0)
         goto out;

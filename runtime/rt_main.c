@@ -348,6 +348,8 @@ static int check_model(const rt_model *m)
                  p->fix_floats >= 0 && p->loss_stat >= 0 && p->loss_stat < p->nstat &&
                  p->correct_stat >= -1 && p->correct_stat < p->nstat && p->nmetric >= 0 &&
                  rt_plan_metrics(p) <= RT_METRIC_MAX && p->correct_stat + rt_plan_metrics(p) <= p->nstat &&
+                 (!p->has_count || (p->count_stat >= 0 && p->count_stat < p->nstat)) && m->positions >= 0 &&
+                 (m->positions <= 1 || m->target == RT_TGT_CLASS) &&
                  m->metrics >= RT_METRICS_ACCURACY && m->metrics <= RT_METRICS_MULTILABEL;
         for (int k = 0; ok && k < p->nk; k++)
             ok = p->k[k].fn != NULL;

@@ -461,10 +461,15 @@ static int to_set(const rt_model *m, const char *path, const char *xn, const npy
         return -1;
     }
     int64_t ny = y->count / n;
+    const int64_t P = rt_model_positions(m);
     if (m->target == RT_TGT_CLASS) {
-        if (ny != 1) {
-            rt_err("%s: %s has shape %s, but model '%s' trains on one class index per sample", path, yn,
-                   shape_str(y, a, sizeof a), m->name);
+        if (ny != P) {
+            if (P == 1)
+                rt_err("%s: %s has shape %s, but model '%s' trains on one class index per sample", path, yn,
+                       shape_str(y, a, sizeof a), m->name);
+            else
+                rt_err("%s: %s has shape %s, but model '%s' trains on a class index at each of %lld positions a "
+                       "sample", path, yn, shape_str(y, a, sizeof a), m->name, (long long)P);
             return -1;
         }
         if (y->kind == 'f') {
@@ -472,7 +477,7 @@ static int to_set(const rt_model *m, const char *path, const char *xn, const npy
                    yn, dtype_name(y), m->name);
             return -1;
         }
-    } else if (ny != m->nclass || y->rank > 2) {
+    } else if (ny != m->nclass) {
         rt_err("%s: %s has shape %s, but model '%s' outputs %d value%s per sample", path, yn,
                shape_str(y, a, sizeof a), m->name, m->nclass, m->nclass == 1 ? "" : "s");
         return -1;
@@ -481,7 +486,7 @@ static int to_set(const rt_model *m, const char *path, const char *xn, const npy
     out->x_u8 = x->kind == 'u' && x->size == 1;
     size_t xe = (size_t)(n * out->xsize);
     out->x = malloc(xe * (out->x_u8 ? 1 : sizeof(float)));
-    out->ysize = m->target == RT_TGT_CLASS ? 1 : ny;
+    out->ysize = m->target == RT_TGT_CLASS ? P : ny;
     out->y_float = m->target != RT_TGT_CLASS;
     out->y = malloc((size_t)(n * out->ysize) * (out->y_float ? sizeof(float) : sizeof(int32_t)));
     if (!out->x || !out->y) {
@@ -512,9 +517,12 @@ static int to_set(const rt_model *m, const char *path, const char *xn, const npy
             }
             ((float *)out->y)[i] = f;
         } else {
-            if (!(v >= 0 && v < m->nclass)) {
-                rt_err("%s: %s sample %lld: label %.0f is out of range for %d classes", path, yn, (long long)i, v,
-                       m->nclass);
+            if (!rt_label_ok(m, v)) {
+                char pos[48] = "";
+                if (P > 1)
+                    snprintf(pos, sizeof pos, ", position %lld", (long long)(i % P));
+                rt_err("%s: %s sample %lld%s: label %.0f is out of range for %d classes%s", path, yn,
+                       (long long)(i / P), pos, v, m->nclass, rt_label_hint(m, v));
                 goto fail;
             }
             ((int32_t *)out->y)[i] = (int32_t)v;

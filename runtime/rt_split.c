@@ -1,7 +1,8 @@
 /* rt_split.c: the held-out split (split = F) when the data has no test
  * set. The choice depends on the run's seed alone, so every rank holds
  * out the same samples; for class targets each class gives the same
- * fraction (rounded per class), as sklearn's train_test_split(stratify=y).
+ * fraction (rounded per class), as sklearn's train_test_split(stratify=y)
+ * (one label a sample; labels per position are held out as samples).
  * Both parts keep the file's order. */
 #include "rt_internal.h"
 #include <math.h>
@@ -33,6 +34,18 @@ static int gather(const rt_dataset *s, const uint8_t *take, int want, int64_t co
     return 0;
 }
 
+/* Stratified by class: one class label a sample, none of them ignored
+ * (ignore_index), so each names a class. */
+int rt_split_stratified(const rt_dataset *s)
+{
+    if (s->y_float || s->ysize != 1)
+        return 0;
+    for (int64_t i = 0; i < s->n; i++)
+        if (((const int32_t *)s->y)[i] < 0)
+            return 0;
+    return 1;
+}
+
 int rt_split(const char *path, rt_dataset *train, rt_dataset *test, double frac, uint64_t seed)
 {
     int64_t n = train->n;
@@ -42,7 +55,8 @@ int rt_split(const char *path, rt_dataset *train, rt_dataset *test, double frac,
     }
     int64_t nclass = 1;     /* the readers checked every label is in [0, the model's classes) */
     const int32_t *y = train->y;
-    if (!train->y_float)
+    const int strat = rt_split_stratified(train);
+    if (strat)
         for (int64_t i = 0; i < n; i++)
             if ((int64_t)y[i] + 1 > nclass)
                 nclass = (int64_t)y[i] + 1;
@@ -57,11 +71,11 @@ int rt_split(const char *path, rt_dataset *train, rt_dataset *test, double frac,
         return -1;
     }
     for (int64_t i = 0; i < n; i++)
-        start[(train->y_float ? 0 : y[i]) + 1]++;
+        start[(strat ? y[i] : 0) + 1]++;
     for (int64_t c = 0; c < nclass; c++)
         start[c + 1] += start[c];
     for (int64_t i = 0, *fill = start; i < n; i++)
-        idx[fill[train->y_float ? 0 : y[i]]++] = i;
+        idx[fill[strat ? y[i] : 0]++] = i;
     for (int64_t c = nclass; c > 0; c--)     /* fill moved each start to the next group's */
         start[c] = start[c - 1];
     start[0] = 0;

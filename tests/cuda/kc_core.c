@@ -7,7 +7,8 @@
  *   +-1/sqrt(fan_in) as PyTorch initializes them (so rounding in long dot
  *   products is that of training), a variance buffer positive, a counter
  *   a count; grad, fix and stat zero (the runtime zeroes them before a
- *   plan); a random uint8 dataset, labels below nclass, random batch
+ *   plan); a random uint8 dataset, labels below nclass (a quarter of them
+ *   ignore_index where the loss has one), random batch
  *   indices. Then for each kernel k in plan order:
  *     1. the C kernel on S gives R; the act and fix elements it changed
  *        are its outputs;
@@ -583,7 +584,7 @@ static void dims_for(kc_dims *d, int nmax)
     d->stat = nstat > 0 ? nstat : 1;
     d->nsample = nmax + 13; /* samples in the dataset: idx draws from more than a batch */
     d->x_bytes = d->nsample * in_elems() * 4;   /* room for float samples */
-    d->y_bytes = d->nsample * (M->target == RT_TGT_FLOAT ? M->nclass : 1) * 4;
+    d->y_bytes = d->nsample * (M->target == RT_TGT_FLOAT ? M->nclass : rt_model_positions(M)) * 4;
     d->norm_bytes = 2 * norm_channels() * 4;
     d->nidx = nmax;
 }
@@ -706,7 +707,7 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
     /* the data set: uint8 samples at even sizes, float ones at odd (both
      * of rt_sample's paths); class labels or float targets as the loss
      * takes; a random normalization per channel */
-    const int64_t x_size = in_elems(), y_size = M->target == RT_TGT_FLOAT ? M->nclass : 1;
+    const int64_t x_size = in_elems(), y_size = M->target == RT_TGT_FLOAT ? M->nclass : rt_model_positions(M);
     const int nnorm = norm_channels(), x_u8 = nmax % 2 == 0;
     uint8_t *xs = xcalloc((size_t)d.x_bytes, 1);
     void *ys = xcalloc((size_t)d.y_bytes, 1);
@@ -723,6 +724,8 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
             ((float *)ys)[i] = (float)(rnd() >> 63);    /* 0/1: fits BCE as well as regression */
         else
             ((int32_t *)ys)[i] = (int32_t)(rnd() % (uint64_t)M->nclass);
+        if (M->has_ignore && rnd() % 4 == 0)    /* a target the loss ignores, one in four */
+            ((int32_t *)ys)[i] = M->ignore_index;
     }
     for (int c = 0; c < nnorm; c++) {
         norm[c] = (float)((double)(rnd() >> 11) * 0x1p-53 - 0.5);

@@ -9,6 +9,7 @@
 # normalizations, tests/ir/pool_chain.net for rule pool-chain,
 # tests/torch/attn_net.net for the ops over tensors of any rank,
 # tests/torch/mask_net.net for the integer and boolean ones,
+# tests/torch/pos_net.net for a loss over positions,
 # models/bmm_tiles.net for the products' tiles; odd.net
 # also with rule row-tail off, for the row kernel) with one
 # edit (sed);
@@ -245,6 +246,14 @@ check 'gather_grad: dy added at every place, not the indexed one' 's/acc += k_ =
 check 'where: the branches swapped' 's/= x0 != 0.0f ? x1 : x2;/= x0 != 0.0f ? x2 : x1;/' $A
 check 'keep_if gradient: dy passed where the mask is false' '0,/= x1 != 0.0f ? x0 : (0.0f);/s//= x0;/' $A
 check 'a comparison with a constant reversed' '0,/= x0 > (0.0f) ? 1.0f : 0.0f;/s//= x0 < (0.0f) ? 1.0f : 0.0f;/' $A
+# a class loss over positions with ignore_index (emit_expr.c: ex_row_ops,
+# ex_label; emit_cuda.c: the data prologue over rows of samples)
+MODEL=$HERE/../torch/pos_net.net
+P="--sizes 19:19:0,37:22:3 --tol 4e-5"
+check 'positions: the ignored targets counted in the mean'"'"'s denominator' 's/if (yk != -100) { sw += 1.0f; }/sw += 1.0f;/' $P
+check 'positions: the ignored targets counted' 's/= y != -100 ? 1.0f : 0.0f;/= 1.0f;/' $P
+check 'positions: a row'"'"'s label read from the next position' 's/e->idx\[(i) \/ 28\] \* 28 + (i) % 28\]/e->idx[(i) \/ 28] * 28 + ((i) + 1) % 28]/' $P
+check 'positions: the data prologue gathers a row from the wrong place' 's/(gi % 28) \* 28 + gk/(gi % 28) * 27 + gk/' $P
 # the products' tiles (emit_tensor.c: bmm_cuda) over several tiles a matrix
 MODEL=$HERE/models/bmm_tiles.net
 C="--sizes 3:3:0,5:4:1 --orders 1 --plan train --tol 4e-5"

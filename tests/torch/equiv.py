@@ -67,10 +67,12 @@ def read_csv(path):
 
 
 def run(argv, name, label, make_model, steps, lr, controls, main_variant="same", loss_fn=cross_entropy,
-        control_rule="either", doc=""):
+        control_rule="either", doc="", targets=None):
     """argv: PROGRAM DATA_DIR. make_model(variant) builds the oracle's
-    network; controls: (variant, what) pairs that must not match. Returns
-    the exit status."""
+    network; controls: (variant, what) pairs that must not match.
+    targets(images_u8, labels_u8) -> int64 array: the program's targets
+    made from the data set's (then both train on an npz of the images and
+    those). Returns the exit status."""
     if len(argv) != 2:
         sys.stderr.write(doc)
         return 2
@@ -83,10 +85,19 @@ def run(argv, name, label, make_model, steps, lr, controls, main_variant="same",
     st.save(init_path, init_sd)
     Xu8 = read_idx(os.path.join(data_dir, "train-images-idx3-ubyte.gz"))
     Yu8 = read_idx(os.path.join(data_dir, "train-labels-idx1-ubyte.gz"))
+    data = data_dir
+    if targets is not None:
+        n = steps * BATCH
+        Xt, Yt = read_idx(os.path.join(data_dir, "t10k-images-idx3-ubyte.gz")), \
+            read_idx(os.path.join(data_dir, "t10k-labels-idx1-ubyte.gz"))
+        Yu8 = targets(Xu8[:n], Yu8[:n])
+        data = os.path.join(work, "data.npz")
+        np.savez(data, x_train=Xu8[:n].reshape(-1, 1, 28, 28), y_train=Yu8,
+                 x_test=Xt[:1000].reshape(-1, 1, 28, 28), y_test=targets(Xt[:1000], Yt[:1000]))
     X, Y = normalize(Xu8[:steps * BATCH]), torch.from_numpy(Yu8[:steps * BATCH].astype(np.int64))
 
     steps_csv, final = os.path.join(work, "steps.csv"), os.path.join(work, "final.st")
-    cmd = [program, "--data", data_dir, "--init", init_path, "--shuffle", "off", "--epochs", "1",
+    cmd = [program, "--data", data, "--init", init_path, "--shuffle", "off", "--epochs", "1",
            "--max-steps", str(steps), "--batch", str(BATCH), "--lr", str(lr), "--threads", "1",
            "--step-log", steps_csv, "--save", final]
     print("%s: %s" % (name, " ".join(cmd)))
