@@ -5,7 +5,9 @@
 # loop, the kernels executed by the CUDA emulator). tests/torch/loss_mlp.net
 # is compiled with huber_loss (metrics MSE, MAE) and with
 # binary_cross_entropy_with_logits and a pos_weight (accuracy per label,
-# macro-F1: 3 K sums carried by the eval control block across its steps);
+# macro-F1: 3 K sums carried by the eval control block across its steps),
+# and a cross_entropy over 4 positions with ignore_index (the step and
+# test means over the counted targets: ctl.stepcount, ctl.count_sum);
 # two epochs on data written here as float IDX must match the CPU run of
 # the same program: step losses, every column of --metrics, the saved
 # weights. Skips (exit 77) only without the CUDA toolkit or g++.
@@ -31,19 +33,45 @@ A = r.standard_normal((8, 3))
 def idx(path, a, code, dt):
     with open(path, "wb") as f:
         f.write(bytes([0, 0, code, a.ndim]) + b"".join(struct.pack(">I", d) for d in a.shape) + a.astype(dt).tobytes())
-for kind in ("reg", "bin"):
+for kind in ("reg", "bin", "pos"):
     os.makedirs(os.path.join(sys.argv[1], kind))
+B = r.standard_normal((8, 5))
 for pre, n in (("train", 200), ("t10k", 100)):
     x = r.standard_normal((n, 8))
     z = x @ A
     for kind, y, code, dt in (("reg", 2 * np.tanh(z), 0x0E, ">f8"), ("bin", z + r.standard_normal((n, 3)) > 0.5, 0x08, ">u1")):
         idx(os.path.join(sys.argv[1], kind, pre + "-images-idx3-ubyte"), x, 0x0D, ">f4")
         idx(os.path.join(sys.argv[1], kind, pre + "-labels-idx1-ubyte"), y, code, dt)
+    # a class at each of 4 positions, about a quarter of them -100 (ignored)
+    xp = r.standard_normal((n, 4, 8))
+    yp = np.where(np.abs(xp[:, :, 0]) < 0.3, -100, (xp @ B).argmax(2))
+    idx(os.path.join(sys.argv[1], "pos", pre + "-images-idx3-ubyte"), xp, 0x0D, ">f4")
+    idx(os.path.join(sys.argv[1], "pos", pre + "-labels-idx1-ubyte"), yp, 0x09, ">i1")
 P
+cat >"$TMP/pos.net" <<'N'
+model PosMlp {
+    self.fc1 = nn.Linear(8, 16)
+    self.fc2 = nn.Linear(16, 5)
+    forward(x: f32[N, 4, 8]) {
+        h = F.relu(self.fc1(x))
+        return self.fc2(h + h.mean(1, keepdim = True))
+    }
+}
+train {
+    model     PosMlp
+    data      idx("data", normalize = (0.0, 1.0))
+    loss      cross_entropy(ignore_index = -100)
+    optimizer sgd(lr = 0.1, momentum = 0.9)
+    batch     32
+    epochs    2
+    seed      5
+}
+N
 fails=0
-for loss in "huber_loss(delta = 0.5)" "binary_cross_entropy_with_logits(reduction = sum, pos_weight = [1.0, 2.0, 0.5])"; do
+for loss in "huber_loss(delta = 0.5)" "binary_cross_entropy_with_logits(reduction = sum, pos_weight = [1.0, 2.0, 0.5])" pos; do
   kind=reg; [ "${loss#binary}" != "$loss" ] && kind=bin
-  sed "s|    loss      mse_loss(reduction = mean)|    loss      $loss|" "$ROOT/tests/torch/loss_mlp.net" >"$TMP/$kind.net"
+  [ "$loss" = pos ] && kind=pos
+  [ $kind = pos ] || sed "s|    loss      mse_loss(reduction = mean)|    loss      $loss|" "$ROOT/tests/torch/loss_mlp.net" >"$TMP/$kind.net"
   "$CDDPC" "$TMP/$kind.net" -o "$TMP/prog_$kind" || { echo "FAIL: cddpc $kind"; exit 1; }
   R=("$TMP/prog_$kind" --data "$TMP/$kind" --batch 32 --threads 1 --epochs 2 --lr 0.01)
   export CDDP_LIBCUDA=$FAKE
@@ -79,7 +107,8 @@ w = max([rel(float(a["loss"]), float(b["loss"])) for a, b in zip(sc, sh)] or [9.
 if len(sc) != len(sh) or len(sc) != 14 or not w <= 1e-4:
     fail.append("step losses: %d on the device, %d on the cpu, max rel diff %.2e" % (len(sc), len(sh), w))
 mc, mh = list(csv.DictReader(open(t + "/mc.csv"))), list(csv.DictReader(open(t + "/mh.csv")))
-cols = ["train_loss", "test_loss"] + (["test_mse", "test_mae"] if kind == "reg" else ["test_label_acc", "test_macro_f1"])
+cols = ["train_loss", "test_loss"] + {"reg": ["test_mse", "test_mae"], "bin": ["test_label_acc", "test_macro_f1"],
+                                      "pos": ["test_acc"]}[kind]
 if len(mc) != 2 or len(mh) != 2 or any(c not in mc[0] for c in cols):
     fail.append("--metrics: %d rows on the device, %d on the cpu, columns %s" % (len(mc), len(mh), list(mc[0]) if mc else []))
 else:
