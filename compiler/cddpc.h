@@ -426,6 +426,11 @@ typedef struct Plan {
  * running statistics there). */
 int plan_nin(const Plan *p, const Node *n);
 Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots);
+/* The two plans of a training program: the train step's (the loss and
+ * count sums, the effects, every update) and the evaluation's (the loss,
+ * metric and count sums) */
+Plan *plan_train(Graph *g);
+Plan *plan_eval(Graph *g);
 int plan_uses_outside(const Plan *p, int node);   /* used by another group, a root, or read back by a row tail */
 int plan_source(const Plan *p, int node);         /* through views to the producer */
 int plan_in_row_tail(const Plan *p, int node);    /* rule row-tail: a row op (or its sum) after a GEMM's epilogue */

@@ -51,22 +51,7 @@ int pipeline_compile(const PipelineOptions *o, const char *text, const char *out
     if (dumping(o, "autodiff"))
         ir_dump(stdout, g);
 
-    int nroots = 0, *roots = util_alloc(sizeof(int) * (size_t)(g->nparam + g->neffects + 3));
-    roots[nroots++] = g->loss_sum;
-    if (g->count_sum >= 0)
-        roots[nroots++] = g->count_sum;
-    for (int i = 0; i < g->neffects; i++)
-        roots[nroots++] = g->effects[i];
-    for (int i = g->nparam - 1; i >= 0; i--)
-        if (g->updates[i] >= 0)
-            roots[nroots++] = g->updates[i];
-    Plan *train = plan_new(g, "train", roots, nroots);
-    int eroots[3] = {g->loss_sum}, neroots = 1;
-    if (g->correct_sum >= 0)
-        eroots[neroots++] = g->correct_sum;
-    if (g->count_sum >= 0)
-        eroots[neroots++] = g->count_sum;
-    Plan *eval = plan_new(g, "eval", eroots, neroots);
+    Plan *train = plan_train(g), *eval = plan_eval(g);
 
     fuse_plan(train, o->fusion);
     fuse_plan(eval, o->fusion);

@@ -52,6 +52,30 @@ Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots)
     return p;
 }
 
+Plan *plan_train(Graph *g)
+{
+    int nroots = 0, *roots = util_alloc(sizeof(int) * (size_t)(g->nparam + g->neffects + 3));
+    roots[nroots++] = g->loss_sum;
+    if (g->count_sum >= 0)
+        roots[nroots++] = g->count_sum;
+    for (int i = 0; i < g->neffects; i++)
+        roots[nroots++] = g->effects[i];
+    for (int i = g->nparam - 1; i >= 0; i--)
+        if (g->updates[i] >= 0)
+            roots[nroots++] = g->updates[i];
+    return plan_new(g, "train", roots, nroots);
+}
+
+Plan *plan_eval(Graph *g)
+{
+    int roots[3] = {g->loss_sum}, nroots = 1;
+    if (g->correct_sum >= 0)
+        roots[nroots++] = g->correct_sum;
+    if (g->count_sum >= 0)
+        roots[nroots++] = g->count_sum;
+    return plan_new(g, "eval", roots, nroots);
+}
+
 /* Dropout is the identity when evaluating (as nn.Dropout in eval mode):
  * the eval plan aliases it to its input instead of running a copy. An
  * all-reduce in its operand's kernel (rule sum-in-place) sums that operand

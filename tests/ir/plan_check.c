@@ -56,15 +56,7 @@ static char *slurp(const char *path)
 
 static Plan *train_plan(Program *prog, FuseLevel level)
 {
-    Graph *g = prog->g;
-    int nroots = 0, *roots = util_alloc(sizeof(int) * (size_t)(g->nparam + g->neffects + 2));
-    roots[nroots++] = g->loss_sum;
-    for (int i = 0; i < g->neffects; i++)
-        roots[nroots++] = g->effects[i];
-    for (int i = g->nparam - 1; i >= 0; i--)
-        if (g->updates[i] >= 0)
-            roots[nroots++] = g->updates[i];
-    Plan *p = plan_new(g, "train", roots, nroots);
+    Plan *p = plan_train(prog->g);
     fuse_plan(p, level);
     p->batch = prog->train.batch;   /* as pipeline.c: the GPU's split-K scratch is planned too */
     mem_plan(p);
@@ -239,7 +231,8 @@ static void check_model(const char *path)
     /* an illegal fusion: the logits' bias_add (elementwise) moved into the
      * loss kernel (row ops), which reads it: order still fine */
     q = copy(p);
-    int row = find_group(q, G_ROW), logits = g->n[q->groups[row].anchor]->in[0];
+    /* (the logits' producer: [N, T, C] logits reach the loss through a view) */
+    int row = find_group(q, G_ROW), logits = plan_source(q, g->n[q->groups[row].anchor]->in[0]);
     unplant(q, logits);
     plant(q, row, logits);
     expect(plan_verify_groups, q, "cannot be fused", path, "an elementwise op in a row kernel");
