@@ -3,7 +3,10 @@
  *
  *   idx("DIR", normalize = ..., split = ..., target = input)   mnist(...) is the same
  *   npz("FILE.npz", x_train = "x_train", y_train = ..., x_test = ..., y_test = ...,
- *       normalize = ..., split = ...)
+ *       normalize = ..., split = ..., target = input)
+ *
+ * target = input (an autoencoder): the loss compares the output with the
+ * normalized sample; no labels file or y arrays are read.
  *   csv("TRAIN.csv", test = "TEST.csv", target = "COLUMN" | targets = ["a", "b"],
  *       features = ["f1", ...], normalize = ..., split = ...)
  *
@@ -144,13 +147,14 @@ void data_cfg_check(DataCfg *d, const Expr *e)
     }
     /* one signature per source; the path first */
     static const char *const idx_names[] = {"path", "normalize", "split", "target"};
-    static const char *const npz_names[] = {"path", "normalize", "split", "x_train", "y_train", "x_test", "y_test"};
+    static const char *const npz_names[] = {"path",   "normalize", "split",  "x_train",
+                                            "y_train", "x_test",   "y_test", "target"};
     static const char *const csv_names[] = {"path",   "normalize", "split",   "test",
                                             "target", "targets",   "features"};
     const Sig sig = kind == RT_SRC_IDX   ? (Sig){name, idx_names, 4, 1, 1}
-                    : kind == RT_SRC_NPZ ? (Sig){name, npz_names, 7, 1, 1}
+                    : kind == RT_SRC_NPZ ? (Sig){name, npz_names, 8, 1, 1}
                                          : (Sig){name, csv_names, 7, 1, 1};
-    Expr *a[7] = {0};
+    Expr *a[8] = {0};
     if (!arg_bind(e, &sig, a))
         return;
     DataCfg n = *d;
@@ -168,12 +172,16 @@ void data_cfg_check(DataCfg *d, const Expr *e)
         diag_error(a[2]->loc, "split is the held-out fraction, in (0, 1), got %s", arg_show(a[2]));
         n.split = 0;
     }
-    if (kind == RT_SRC_IDX && a[3]) {   /* target = input: an autoencoder's */
-        if (a[3]->kind != E_NAME || strcmp(a[3]->s, "input") != 0)
-            diag_error(a[3]->loc, "%s's target must be input (an autoencoder's: the loss compares the output with "
-                       "the normalized sample), got %s", name, arg_show(a[3]));
+    const Expr *tgt = kind == RT_SRC_IDX ? a[3] : kind == RT_SRC_NPZ ? a[7] : NULL;
+    if (tgt) {      /* target = input: an autoencoder's (no labels are read) */
+        if (tgt->kind != E_NAME || strcmp(tgt->s, "input") != 0)
+            diag_error(tgt->loc, "%s's target must be input (an autoencoder's: the loss compares the output with "
+                       "the normalized sample), got %s", name, arg_show(tgt));
         else
             n.target_input = 1;
+        if (kind == RT_SRC_NPZ && (a[4] || a[6]))
+            diag_error((a[4] ? a[4] : a[6])->loc, "target = input reads no y arrays: leave out %s",
+                       a[4] ? "y_train" : "y_test");
     }
     if (kind == RT_SRC_NPZ)
         for (int i = 0; i < 4; i++)

@@ -1,5 +1,6 @@
 /* rt_dataset.c: what every reader and the loader share about a data set:
- * dims in messages, the model's input size, freeing a set. */
+ * dims in messages, the model's input size, an autoencoder's targets,
+ * freeing a set. */
 #include "rt_internal.h"
 #include <stdlib.h>
 #include <string.h>
@@ -43,4 +44,15 @@ void rt_dataset_free(rt_dataset *s)
     free(s->x);
     free(s->y);
     memset(s, 0, sizeof *s);
+}
+
+int rt_dataset_no_targets(rt_dataset *s, int64_t n, const char *path)
+{
+    s->ysize = 1;
+    s->y_float = 0;
+    if (!(s->y = calloc((size_t)(n > 0 ? n : 1), sizeof(int32_t)))) {
+        rt_err("%s: out of memory for %lld samples", path, (long long)n);
+        return -1;
+    }
+    return 0;
 }

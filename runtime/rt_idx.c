@@ -361,7 +361,8 @@ int rt_idx_load(const rt_model *m, const char *dir, const char *prefix, rt_datas
     if (find_file(dir, name, ipath, sizeof ipath) != 0)
         return -1;
     snprintf(name, sizeof name, "%s-labels-idx1-ubyte", prefix);
-    if (find_file(dir, name, lpath, sizeof lpath) != 0)
+    const int labels = m->target != RT_TGT_INPUT;  /* an autoencoder's targets are its samples */
+    if (labels && find_file(dir, name, lpath, sizeof lpath) != 0)
         return -1;
 
     if (read_idx(ipath, 4, "image", &img) != 0)
@@ -387,6 +388,12 @@ int rt_idx_load(const rt_model *m, const char *dir, const char *prefix, rt_datas
     }
     free(img.raw);
     img.raw = NULL;
+    if (!labels) {
+        if (rt_dataset_no_targets(out, img.dims[0], ipath) != 0)
+            goto fail;
+        out->n = img.dims[0];
+        return 0;
+    }
     if (read_idx(lpath, 2, "label", &lab) != 0)
         goto fail;
     if (img.dims[0] != lab.dims[0]) {

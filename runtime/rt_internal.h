@@ -147,6 +147,10 @@ const char *rt_data_dims(const rt_dataset *s, char *buf, size_t cap);
 const char *rt_model_dims(const rt_model *m, char *buf, size_t cap);
 int64_t rt_model_in_elems(const rt_model *m);
 void rt_dataset_free(rt_dataset *s);
+/* An autoencoder's set (target = input): the loss reads the samples
+ * themselves; y is n zero labels nothing reads, so the sets look alike
+ * to the split, the sampler and the devices. */
+int rt_dataset_no_targets(rt_dataset *s, int64_t n, const char *path);
 
 /* ---- the readers: each fills one set, checked against the model ---------
  * rt_idx.c: DIR/<prefix>-images-idx3-ubyte[.gz] and the matching labels */

@@ -443,7 +443,7 @@ static int to_set(const rt_model *m, const char *path, const char *xn, const npy
         rt_err("%s: %s has %lld samples (expected 1 to %d)", path, xn, (long long)n, INT32_MAX);
         return -1;
     }
-    if (y->rank < 1 || y->shape[0] != n) {
+    if (y && (y->rank < 1 || y->shape[0] != n)) {
         rt_err("%s: %s has shape %s but %s has %lld samples (counts must match)", path, yn,
                shape_str(y, a, sizeof a), xn, (long long)n);
         return -1;
@@ -460,9 +460,9 @@ static int to_set(const rt_model *m, const char *path, const char *xn, const npy
                rt_model_dims(m, c, sizeof c));
         return -1;
     }
-    int64_t ny = y->count / n;
-    const int64_t P = rt_model_positions(m);
-    if (m->target == RT_TGT_CLASS) {
+    const int64_t ny = y ? y->count / n : 0, P = rt_model_positions(m);
+    if (!y) {       /* target = input: the samples are the targets */
+    } else if (m->target == RT_TGT_CLASS) {
         if (ny != P) {
             if (P == 1)
                 rt_err("%s: %s has shape %s, but model '%s' trains on one class index per sample", path, yn,
@@ -486,9 +486,14 @@ static int to_set(const rt_model *m, const char *path, const char *xn, const npy
     out->x_u8 = x->kind == 'u' && x->size == 1;
     size_t xe = (size_t)(n * out->xsize);
     out->x = malloc(xe * (out->x_u8 ? 1 : sizeof(float)));
-    out->ysize = m->target == RT_TGT_CLASS ? P : ny;
-    out->y_float = m->target != RT_TGT_CLASS;
-    out->y = malloc((size_t)(n * out->ysize) * (out->y_float ? sizeof(float) : sizeof(int32_t)));
+    if (!y) {
+        if (rt_dataset_no_targets(out, n, path) != 0)
+            goto fail;
+    } else {
+        out->ysize = m->target == RT_TGT_CLASS ? P : ny;
+        out->y_float = m->target != RT_TGT_CLASS;
+        out->y = malloc((size_t)(n * out->ysize) * (out->y_float ? sizeof(float) : sizeof(int32_t)));
+    }
     if (!out->x || !out->y) {
         rt_err("%s: out of memory for %lld samples", path, (long long)n);
         goto fail;
@@ -506,7 +511,7 @@ static int to_set(const rt_model *m, const char *path, const char *xn, const npy
             }
             ((float *)out->x)[i] = f;
         }
-    for (int64_t i = 0; i < n * out->ysize; i++) {
+    for (int64_t i = 0; y && i < n * out->ysize; i++) {
         double v = npy_get(y, i);
         if (out->y_float) {
             float f = (float)v;
@@ -567,21 +572,23 @@ int rt_npz_parse(const rt_model *m, const char *path, const uint8_t *buf, size_t
     memset(a, 0, sizeof a);
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
+    /* an autoencoder's targets are its samples: no y arrays are read */
+    const int ys = m->target != RT_TGT_INPUT;
     for (int i = 0; i < 4; i++)
-        if ((have[i] = get_array(path, buf, len, nm[i], &a[i])) < 0)
+        if ((i % 2 == 0 || ys) && (have[i] = get_array(path, buf, len, nm[i], &a[i])) < 0)
             goto out;
     for (int i = 0; i < 2; i++)
-        if (!have[i]) {
+        if (!have[i] && (i == 0 || ys)) {
             rt_err("%s: has no array '%s' (np.savez(..., %s=...))", path, nm[i], nm[i]);
             goto out;
         }
-    if (have[2] != have[3]) {
+    if (ys && have[2] != have[3]) {
         rt_err("%s: has array '%s' but not '%s': give both test arrays, or neither (and split)", path,
                nm[have[2] ? 2 : 3], nm[have[2] ? 3 : 2]);
         goto out;
     }
-    if (to_set(m, path, nm[0], &a[0], nm[1], &a[1], train) != 0 ||
-        (have[2] && to_set(m, path, nm[2], &a[2], nm[3], &a[3], test) != 0))
+    if (to_set(m, path, nm[0], &a[0], nm[1], ys ? &a[1] : NULL, train) != 0 ||
+        (have[2] && to_set(m, path, nm[2], &a[2], nm[3], ys ? &a[3] : NULL, test) != 0))
         goto out;
     if (have[2] && test->xsize == train->xsize && test->x_u8 != train->x_u8) {
         rt_err("%s: %s is %s but %s is %s: save both with one dtype", path, nm[0], dtype_name(&a[0]), nm[2],

@@ -6,7 +6,8 @@ usage: autoenc_equiv.py PROGRAM DATA_DIR
 As attn_equiv.py (the driver is equiv.py): PyTorch trains the same
 network, 100 steps of SGD with momentum from the same weights on the same
 batches, the loss F.mse_loss(model(x), x) on the normalized images (the
-program's data has target = input: no targets). The network: strided
+program's data has target = input: no targets; its data directory holds
+the images alone, no labels files). The network: strided
 Conv2d down to 7x7, ConvTranspose2d (output_padding 1) and a nearest
 Upsample back to 28x28. Every one of a sample's 784 outputs enters the
 loss (the program's loss rows read the output as [N, 784], a view of the
@@ -62,7 +63,7 @@ def main(argv):
     return equiv.run(argv, "autoenc_equiv", "an autoencoder on target = input", ConvAE, STEPS, LR,
                      (("shift", "the loss against the image shifted by a pixel"),
                       ("pad", "the last convolution without padding, padded back")),
-                     loss_fn=squared, doc=__doc__)
+                     loss_fn=squared, doc=__doc__, labels=False)
 
 
 if __name__ == "__main__":

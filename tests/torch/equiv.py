@@ -67,12 +67,13 @@ def read_csv(path):
 
 
 def run(argv, name, label, make_model, steps, lr, controls, main_variant="same", loss_fn=cross_entropy,
-        control_rule="either", doc="", targets=None):
+        control_rule="either", doc="", targets=None, labels=True):
     """argv: PROGRAM DATA_DIR. make_model(variant) builds the oracle's
     network; controls: (variant, what) pairs that must not match.
     targets(images_u8, labels_u8) -> int64 array: the program's targets
     made from the data set's (then both train on an npz of the images and
-    those). Returns the exit status."""
+    those). labels=False: the program's data directory holds the images
+    alone (an autoencoder reads no labels). Returns the exit status."""
     if len(argv) != 2:
         sys.stderr.write(doc)
         return 2
@@ -94,6 +95,11 @@ def run(argv, name, label, make_model, steps, lr, controls, main_variant="same",
         data = os.path.join(work, "data.npz")
         np.savez(data, x_train=Xu8[:n].reshape(-1, 1, 28, 28), y_train=Yu8,
                  x_test=Xt[:1000].reshape(-1, 1, 28, 28), y_test=targets(Xt[:1000], Yt[:1000]))
+    if not labels:
+        data = os.path.join(work, "images")
+        os.mkdir(data)
+        for f in ("train-images-idx3-ubyte.gz", "t10k-images-idx3-ubyte.gz"):
+            os.symlink(os.path.join(data_dir, f), os.path.join(data, f))
     X, Y = normalize(Xu8[:steps * BATCH]), torch.from_numpy(Yu8[:steps * BATCH].astype(np.int64))
 
     steps_csv, final = os.path.join(work, "steps.csv"), os.path.join(work, "final.st")
