@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""An autoencoder on an npz of samples alone (target = input: no y arrays).
+"""Losses of each output on any shape, from npz: an autoencoder on the
+samples alone (target = input: no y arrays) and a huber_loss on
+[N, 4, 2] outputs against y arrays of that shape.
 
-usage: autoenc_npz.py CDDPC
+usage: npz_shapes.py CDDPC
 
 scikit-learn's digits (data/sklearn/digits.npz) rewritten with x_train and
 x_test only, the values scaled to [0, 1]: a 64-16-64 MLP autoencoder
@@ -11,7 +13,11 @@ on F.mse_loss(model(x), x): every step's loss within 1e-4 relative, the
 parameters within 1e-4 relative L2. Then `--evaluate` reports the
 reconstruction loss of the saved weights, which must equal PyTorch's mean
 squared error over the test set; and the same file with a y_train array
-named in the model is refused at compile time.
+named in the model is refused at compile time. Last, a network returning
+[N, 4, 2] trains 30 steps with huber_loss(delta = 0.5) against npz
+targets y of shape [N, 4, 2] (2 * tanh of a fixed projection of x):
+PyTorch's F.huber_loss(out, y, delta=0.5), the mean over all 8 outputs,
+within the same tolerances.
 """
 import os
 import re
@@ -49,6 +55,33 @@ train {
 }
 """
 
+HUBER = """
+model Head {
+    self.fc = nn.Linear(64, 8)
+    forward(x: f32[N, 1, 8, 8]) {
+        return self.fc(x.view(x.size(0), 64)).view(-1, 4, 2)
+    }
+}
+train {
+    model     Head
+    data      npz("%s")
+    loss      huber_loss(delta = 0.5)
+    optimizer sgd(lr = %g, momentum = 0.9)
+    batch     %d
+    epochs    1
+    shuffle   false
+}
+"""
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 8)
+
+    def forward(self, x):
+        return self.fc(x.view(x.size(0), 64)).view(-1, 4, 2)
+
 
 class AE(nn.Module):
     def __init__(self):
@@ -68,7 +101,7 @@ def main(argv):
     root = os.path.join(HERE, "..", "..")
     d = np.load(os.path.join(root, "data", "sklearn", "digits.npz"))
     xtr, xte = d["x_train"] / 16.0, d["x_test"] / 16.0
-    work = tempfile.mkdtemp(prefix="cddpc-autoenc-npz-")
+    work = tempfile.mkdtemp(prefix="cddpc-npz-shapes-")
     data = os.path.join(work, "x.npz")
     np.savez(data, x_train=xtr.astype(np.float32), x_test=xte.astype(np.float32))
     fails = []
@@ -90,7 +123,7 @@ def main(argv):
     r = subprocess.run([cddpc, net, "-o", prog], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if r.returncode != 0:
         print(r.stdout.decode())
-        print("autoenc_npz: FAIL: cddpc exited with %d" % r.returncode)
+        print("npz_shapes: FAIL: cddpc exited with %d" % r.returncode)
         return 1
     torch.manual_seed(3)
     torch.set_num_threads(1)
@@ -99,7 +132,7 @@ def main(argv):
     st.save(init, {k: v.detach().numpy().copy() for k, v in model.state_dict().items()})
     got, final, out = train(prog, init, STEPS)
     if got is None:
-        print("autoenc_npz: FAIL: %s" % out)
+        print("npz_shapes: FAIL: %s" % out)
         return 1
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
     ref = []
@@ -126,10 +159,47 @@ def main(argv):
     print("--evaluate: %s; PyTorch's test mse %.6f" % (m.group(0) if m else text.strip()[-200:], want))
     if r.returncode != 0 or not m or abs(float(m.group(1)) - want) > 1e-5 * max(1.0, want) + 5e-7:
         fails.append("--evaluate does not report the reconstruction loss")
+    # huber_loss on [N, 4, 2] against y arrays of that shape
+    proj = np.random.default_rng(4).standard_normal((64, 8)) / 4.0
+    ytr = (2 * np.tanh(xtr.reshape(-1, 64) @ proj)).reshape(-1, 4, 2).astype(np.float32)
+    yte = (2 * np.tanh(xte.reshape(-1, 64) @ proj)).reshape(-1, 4, 2).astype(np.float32)
+    data2 = os.path.join(work, "xy.npz")
+    np.savez(data2, x_train=xtr.astype(np.float32), y_train=ytr, x_test=xte.astype(np.float32), y_test=yte)
+    net2 = os.path.join(work, "h.net")
+    with open(net2, "w") as f:
+        f.write(HUBER % (data2, LR, BATCH))
+    prog2 = os.path.join(work, "h")
+    r = subprocess.run([cddpc, net2, "-o", prog2], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        print(r.stdout.decode())
+        fails.append("cddpc refused huber_loss on [N, 4, 2]")
+    else:
+        torch.manual_seed(5)
+        hm = Head()
+        init2 = os.path.join(work, "init2.st")
+        st.save(init2, {k: v.detach().numpy().copy() for k, v in hm.state_dict().items()})
+        got, final2, out = train(prog2, init2, STEPS)
+        opt = torch.optim.SGD(hm.parameters(), lr=LR, momentum=0.9)
+        ref = []
+        for x, y in file_order(X, torch.from_numpy(ytr), BATCH, STEPS):
+            opt.zero_grad()
+            loss = F.huber_loss(hm(x), y, delta=0.5)
+            loss.backward()
+            opt.step()
+            ref.append(loss.item())
+        if got is None:
+            fails.append("huber_loss on [N, 4, 2]: %s" % out)
+        else:
+            lw, pw = rel_errors(got, ref, st.load(final2), {k: v.detach().numpy().astype(np.float64)
+                                                            for k, v in hm.state_dict().items()})
+            print("huber_loss on [N, 4, 2] outputs and targets: %d steps, losses %.4f .. %.4f; step loss rel err "
+                  "%.2e, params rel L2 %.2e (tol 1e-4)" % (STEPS, got[0], got[-1], lw, pw))
+            if not (lw <= 1e-4 and pw <= 1e-4):
+                fails.append("huber_loss on [N, 4, 2] does not train as PyTorch's")
     if fails:
-        print("autoenc_npz: FAIL: %s (work dir %s)" % ("; ".join(fails), work))
+        print("npz_shapes: FAIL: %s (work dir %s)" % ("; ".join(fails), work))
         return 1
-    print("autoenc_npz: PASS")
+    print("npz_shapes: PASS")
     return 0
 
 
