@@ -316,6 +316,37 @@ static void eval_weighted_ce(const Node *n, double *y, const double *a, int64_t 
     }
 }
 
+/* cross_entropy over R rows (a sample's positions) with ignore_index, as
+ * torch defines it: row i's loss -log p[y_i] where y_i counts, 0 where it
+ * is ignored; the mean divides by the rows counted. The loss node holds
+ * each row's loss; the gradient node d(mean)/dx: (p_j - [j = y]) / count
+ * on the counted rows, 0 on the others. */
+static int counted_rows(const Node *n, int64_t R)
+{
+    int c = 0;
+    for (int64_t i = 0; i < R; i++)
+        c += !n->ignore_on || lab[i] != n->ignore;
+    return c;
+}
+
+static void eval_counted_ce(const Node *n, double *y, const double *a, int64_t C, int64_t R)
+{
+    const int cnt = counted_rows(n, R);
+    for (int64_t i = 0; i < R; i++) {
+        const double *x = a + i * C;
+        const int in = !n->ignore_on || lab[i] != n->ignore;
+        double mx = x[0], se = 0;
+        for (int64_t j = 1; j < C; j++) mx = x[j] > mx ? x[j] : mx;
+        for (int64_t j = 0; j < C; j++) se += exp(x[j] - mx);
+        double lse = mx + log(se);
+        if (n->op == OP_CE_LOSS)
+            y[i] = in ? lse - x[lab[i]] : 0;
+        else
+            for (int64_t j = 0; j < C; j++)
+                y[i * C + j] = in ? (exp(x[j] - lse) - (j == lab[i])) * (n->red == RED_MEAN ? 1.0 / cnt : 1.0) : 0;
+    }
+}
+
 /* ---- tensors of any rank: plain index loops over the coordinates ---- */
 
 typedef struct {
@@ -641,6 +672,10 @@ static void eval_node(int id)
             eval_weighted_ce(n, y, a, C);
             break;
         }
+        if (n->counts) {
+            eval_counted_ce(n, y, a, C, ir_numel(sa, BATCH) / C);
+            break;
+        }
         for (int64_t i = 0; i < BATCH; i++) {
             const double *x = a + i * C;
             double mx = x[0], se = 0;
@@ -736,13 +771,16 @@ static void fill(int id)
     }
 }
 
-/* L = sum(w * y) for a seed w, or the reduced loss for a CE_LOSS node. */
+/* L = sum(w * y) for a seed w, or the reduced loss for a CE_LOSS node
+ * (over positions: the mean over the rows counted). */
 static double objective(int y, int w, int red)
 {
     eval_all();
     double L = 0;
     for (int64_t k = 0; k < val[y].n; k++)
         L += (w >= 0 ? val[w].v[k] : 1.0) * val[y].v[k];
+    if (red == RED_MEAN && g->n[y]->counts)
+        return L / counted_rows(g->n[y], val[y].n);
     return red == RED_MEAN ? L / BATCH : L;
 }
 
@@ -1032,6 +1070,34 @@ static int check_network_w(int red, const char *what, double smooth, const doubl
 
 static int check_network(int red, const char *what, double smooth) { return check_network_w(red, what, smooth, NULL); }
 
+/* The network above with logits for 2 positions a sample, [N, 2, 4]
+ * viewed as [N*2, 4] rows, labels [N*2] with two ignored (-100). */
+static int check_positions(int red, const char *what)
+{
+    reset();
+    int x = input(OP_IMAGES, ir_shape(3, DIM_N, 2, 3));
+    int l = ir_add(g, OP_LABELS, 0, NULL, ir_shape(1, -2), DT_I32, (Loc){0});
+    int w1 = input(OP_PARAM, ir_shape(2, 5, 6)), b1 = input(OP_PARAM, ir_shape(1, 5));
+    int w2 = input(OP_PARAM, ir_shape(2, 8, 5)), b2 = input(OP_PARAM, ir_shape(1, 8));
+    int ids[] = {x, w1, b1, w2, b2};
+    for (int i = 0; i < 5; i++)
+        fill(ids[i]);
+    static int labels[2 * BATCH] = {2, -100, 0, 3, -100, 1};
+    lab = labels;
+    int f = ir_add(g, OP_RESHAPE, 1, &x, ir_shape(2, DIM_N, 6), DT_F32, (Loc){0});
+    int h = ir_add(g, OP_MM_NT, 2, (int[]){f, w1}, ir_shape(2, DIM_N, 5), DT_F32, (Loc){0});
+    h = ir_add(g, OP_BIAS_ADD, 2, (int[]){h, b1}, ir_shape(2, DIM_N, 5), DT_F32, (Loc){0});
+    h = ir_add(g, OP_RELU, 1, &h, ir_shape(2, DIM_N, 5), DT_F32, (Loc){0});
+    int z = ir_add(g, OP_MM_NT, 2, (int[]){h, w2}, ir_shape(2, DIM_N, 8), DT_F32, (Loc){0});
+    z = ir_add(g, OP_BIAS_ADD, 2, (int[]){z, b2}, ir_shape(2, DIM_N, 8), DT_F32, (Loc){0});
+    z = ir_add(g, OP_RESHAPE, 1, &z, ir_shape(2, -2, 4), DT_F32, (Loc){0});
+    int loss = ir_add(g, OP_CE_LOSS, 2, (int[]){z, l}, ir_shape(1, -2), DT_F32, (Loc){0});
+    g->n[loss]->red = red;
+    g->n[loss]->counts = g->n[loss]->ignore_on = 1;
+    g->n[loss]->ignore = -100;
+    return check(what, loss, -1, red, ids, 5);
+}
+
 /* The network above with a loss of float targets [N, 4] seeding itself. */
 static int check_float_loss(Op op, int red, const char *what, double delta, const double *w)
 {
@@ -1295,6 +1361,8 @@ int main(void)
     fails += check_layer_norm("layer_norm [N,5] eps 0.5 affine", 5, 0.5, 1);
     fails += check_layer_norm_chw("layer_norm (C,H,W) [N,2,3,2] affine", 2, 3, 2);
     fails += check_network(RED_MEAN, "ce_loss mean (2-layer net)", 0);
+    fails += check_positions(RED_MEAN, "ce_loss mean over positions, ignore_index");
+    fails += check_positions(RED_SUM, "ce_loss sum over positions, ignore_index");
     fails += check_network(RED_MEAN, "ce_loss mean label_smoothing 0.1", 0.1);
     fails += check_network(RED_SUM, "ce_loss sum label_smoothing 0.3", 0.3);
     fails += check_network(RED_SUM, "ce_loss sum (2-layer net)", 0);
