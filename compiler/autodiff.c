@@ -470,6 +470,11 @@ static void rule_t_gather(RULE_ARGS)
     accumulate(a, n->in[0], bwd(a, OP_T_GATHER_GRAD, 2, (int[]){dy, n->in[1]}, shape_of(a, n->in[0]), n));
 }
 
+static void rule_t_embed(RULE_ARGS)
+{
+    accumulate(a, n->in[0], bwd(a, OP_T_EMBED_GRAD, 2, (int[]){dy, n->in[1]}, shape_of(a, n->in[0]), n));
+}
+
 /* C = op(A) op(B): each operand's gradient is a product of dC with the
  * other, oriented as the operand is stored, then summed over the leading
  * dimensions it was broadcast along */

@@ -102,6 +102,7 @@ typedef struct Node {
     int param;              /* PARAM: index into Graph.params */
     int init;               /* PARAM: RT_INIT_* */
     int64_t fan_in;         /* PARAM: for default init */
+    int64_t zero_row;       /* PARAM, init RT_INIT_NORMAL: 1 + a row kept 0 (an embedding's padding_idx), 0 none */
     int grad_of;            /* node whose final gradient this is, or -1 */
     int bucket;             /* PARAM: gradient bucket (bucket.c), -1 for buffers */
     int buffer;             /* PARAM: a buffer (batch norm statistics): never trained */
@@ -249,7 +250,7 @@ enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2, OPT_RMSPROP = 3 };
 enum { LOSS_CE = 0, LOSS_MSE, LOSS_L1, LOSS_SMOOTH_L1, LOSS_HUBER, LOSS_BCE_LOGITS };
 /* The train block's data source (data_cfg.c; the runtime's rt_data_src). */
 typedef struct DataCfg {
-    int kind;               /* RT_SRC_IDX, RT_SRC_NPZ, RT_SRC_CSV */
+    int kind;               /* RT_SRC_IDX, RT_SRC_NPZ, RT_SRC_CSV, RT_SRC_TEXT */
     const char *path;       /* idx: the directory; npz: the file; csv: the training file */
     const char *test;       /* csv: the test file, or NULL */
     const char *arrays[4];  /* npz: x_train, y_train, x_test, y_test (narrays 4), or none (0) */
@@ -259,8 +260,11 @@ typedef struct DataCfg {
     double split;           /* held-out fraction of the training set; 0: none */
     int target_input;       /* target = input (an autoencoder): the loss compares the output with the sample */
     int norm_auto;          /* normalize = auto */
+    int norm_given;         /* the file says normalize (the defaults aside) */
     int nnorm;              /* 0: none; 1: every element; else per channel or feature */
     double *norm_mean, *norm_std;
+    int64_t block;          /* text: tokens a window */
+    int vocab_bytes;        /* text: vocab = bytes */
     Loc loc;
 } DataCfg;
 
@@ -309,6 +313,8 @@ typedef struct Program {
     int target;             /* RT_TGT_*: class indices or float targets (the loss's) */
     int nclass;
     int64_t positions;      /* class targets per sample: 1, or the positions of [N, T..., C] logits */
+    int64_t in_vocab;       /* tokens (forward(idx: i64[...])): each must be < this (the embeddings'
+                               rows); 0: float samples */
 } Program;
 
 /* Parses and checks a model file; on any error prints diagnostics and

@@ -9,6 +9,8 @@
  * normalized sample; no labels file or y arrays are read.
  *   csv("TRAIN.csv", test = "TEST.csv", target = "COLUMN" | targets = ["a", "b"],
  *       features = ["f1", ...], normalize = ..., split = ...)
+ *   text("FILE", block = T, split = F, vocab = chars | bytes)   a character model's
+ *       windows of T + 1 tokens (runtime/rt_text.c); split holds out the file's tail
  *
  * normalize is (mean, std), ([m1, m2, ...], [s1, s2, ...]) per channel or
  * feature, or auto (measured on the training set by the program). The
@@ -19,8 +21,8 @@
 #include "sema.h"
 #include "cddprt.h"         /* RT_SRC_* */
 
-static const char *const source_names[] = {"csv", "idx", "mnist", "npz"};
-#define NSOURCES 4
+static const char *const source_names[] = {"csv", "idx", "mnist", "npz", "text"};
+#define NSOURCES 5
 
 /* a string argument, or NULL (reported) */
 static const char *str_arg(const Expr *e, const char *what)
@@ -86,6 +88,7 @@ static void normalize_arg(DataCfg *d, const Expr *e)
 {
     if (e->kind == E_NAME && strcmp(e->s, "auto") == 0) {
         d->norm_auto = 1;
+        d->norm_given = 1;
         d->nnorm = 0;
         return;
     }
@@ -108,9 +111,27 @@ static void normalize_arg(DataCfg *d, const Expr *e)
             return;
         }
     d->norm_auto = 0;
+    d->norm_given = 1;
     d->nnorm = nm;
     d->norm_mean = m;
     d->norm_std = s;
+}
+
+/* text(..., block = B, vocab = chars | bytes): B tokens a window,
+ * required (the model's T) */
+static void text_args(DataCfg *n, const Expr *e, const Expr *block, const Expr *vocab)
+{
+    if (!block)
+        diag_error(e->loc, "text needs block = T, the tokens a window (forward's i64[N, T])");
+    else
+        arg_int(block, "block", 1, MAX_DIM, &n->block);
+    if (vocab) {
+        const char *v = vocab->kind == E_NAME || vocab->kind == E_STR ? vocab->s : "";
+        if (strcmp(v, "chars") != 0 && strcmp(v, "bytes") != 0)
+            diag_error(vocab->loc, "vocab must be chars (the file's characters, sorted) or bytes (256), got %s",
+                       arg_show(vocab));
+        n->vocab_bytes = strcmp(v, "bytes") == 0;
+    }
 }
 
 void data_cfg_default(DataCfg *d)
@@ -133,16 +154,20 @@ void data_cfg_check(DataCfg *d, const Expr *e)
         kind = RT_SRC_NPZ;
     else if (!strcmp(name, "csv"))
         kind = RT_SRC_CSV;
+    else if (!strcmp(name, "text"))
+        kind = RT_SRC_TEXT;
     if (kind < 0) {
         Near s = arg_near(name);
         for (int i = 0; i < NSOURCES; i++)
             arg_near_try(&s, source_names[i]);
-        diag_error(e->loc, "unknown data source '%s'%s (supported: csv, idx, mnist, npz)", name, arg_near_hint(&s));
+        diag_error(e->loc, "unknown data source '%s'%s (supported: csv, idx, mnist, npz, text)", name,
+                   arg_near_hint(&s));
         return;
     }
     if (e->kind == E_NAME) {
         diag_error(e->loc, "%s needs its path: %s(\"%s\")", name, name,
-                   kind == RT_SRC_IDX ? "data/mnist" : kind == RT_SRC_NPZ ? "data.npz" : "train.csv");
+                   kind == RT_SRC_IDX ? "data/mnist" : kind == RT_SRC_NPZ ? "data.npz"
+                   : kind == RT_SRC_TEXT ? "data/kjv.txt" : "train.csv");
         return;
     }
     /* one signature per source; the path first */
@@ -151,8 +176,10 @@ void data_cfg_check(DataCfg *d, const Expr *e)
                                             "y_train", "x_test",   "y_test", "target"};
     static const char *const csv_names[] = {"path",   "normalize", "split",   "test",
                                             "target", "targets",   "features"};
+    static const char *const text_names[] = {"path", "normalize", "split", "block", "vocab"};
     const Sig sig = kind == RT_SRC_IDX   ? (Sig){name, idx_names, 4, 1, 1}
                     : kind == RT_SRC_NPZ ? (Sig){name, npz_names, 8, 1, 1}
+                    : kind == RT_SRC_TEXT ? (Sig){name, text_names, 5, 1, 1}
                                          : (Sig){name, csv_names, 7, 1, 1};
     Expr *a[8] = {0};
     if (!arg_bind(e, &sig, a))
@@ -191,6 +218,8 @@ void data_cfg_check(DataCfg *d, const Expr *e)
         for (int i = 0; i < 4; i++)
             if (!n.arrays[i])
                 n.arrays[i] = npz_names[3 + i];
+    if (kind == RT_SRC_TEXT)
+        text_args(&n, e, a[3], a[4]);
     if (kind == RT_SRC_CSV) {
         if (a[3] && (n.test = str_arg(a[3], "test")) && n.split > 0)
             diag_error(a[2]->loc, "split holds out part of the training file, but test names a test file: "

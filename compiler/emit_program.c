@@ -129,9 +129,11 @@ static void emit_data_src(FILE *f, const DataCfg *d)
     fprintf(f, "             .arrays = %s, .targets = %s, .ntargets = %d, .features = %s, .nfeatures = %d,\n",
             d->narrays ? "data_arrays" : "NULL", d->ntargets ? "data_targets" : "NULL", d->ntargets,
             d->nfeatures ? "data_features" : "NULL", d->nfeatures);
-    fprintf(f, "             .split = %.17g, .norm_auto = %d, .nnorm = %d, .norm_mean = %s, .norm_std = %s},\n",
+    fprintf(f, "             .split = %.17g, .norm_auto = %d, .nnorm = %d, .norm_mean = %s, .norm_std = %s%s},\n",
             d->split, d->norm_auto, d->nnorm, d->nnorm ? "data_norm_mean" : "NULL",
-            d->nnorm ? "data_norm_std" : "NULL");
+            d->nnorm ? "data_norm_std" : "NULL",
+            d->kind == RT_SRC_TEXT ? util_fmt(", .block = %lld, .vocab_bytes = %d", (long long)d->block,
+                                              d->vocab_bytes) : "");
 }
 
 /* Gradient buckets of the train plan: slab range, the kernel after which
@@ -274,8 +276,9 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
         for (int k = 0; k < RT_PARAM_RANK; k++)
             fprintf(f, "%s%lld", k ? ", " : "", (long long)(k < n->shape.rank ? n->shape.d[k] : 0));
         int gk = g->grad[i] >= 0 ? train->group_of[g->grad[i]] : -1;
-        fprintf(f, "}, %lld, %lld, %lld, %d, %d, %d},\n", (long long)train->param_off[i],
-                (long long)ir_numel(&n->shape, 1), (long long)n->fan_in, n->init, n->bucket, gk);
+        fprintf(f, "}, %lld, %lld, %lld, %d, %d, %d%s},\n", (long long)train->param_off[i],
+                (long long)ir_numel(&n->shape, 1), (long long)n->fan_in, n->init, n->bucket, gk,
+                n->zero_row ? util_fmt(", %lld", (long long)n->zero_row) : "");
     }
     fprintf(f, "};\n");
     fprintf(f, "\nstatic const int param_flags[] = {");
@@ -303,6 +306,8 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "    .in_rank = %d, .in_dim = {%lld, %lld, %lld}, .nclass = %d, .target = %d,\n", prog->in_rank,
             (long long)prog->in_dim[0], (long long)prog->in_dim[1], (long long)prog->in_dim[2], prog->nclass,
             prog->target);
+    if (prog->in_vocab)
+        fprintf(f, "    .in_vocab = %lld,\n", (long long)prog->in_vocab);
     if (prog->positions > 1 || t->has_ignore)
         fprintf(f, "    .positions = %lld, .has_ignore = %d, .ignore_index = %lld,\n", (long long)prog->positions,
                 t->has_ignore, (long long)t->ignore_index);

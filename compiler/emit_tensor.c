@@ -253,6 +253,23 @@ static void body(const Emit *m, const Node *n, const char *ind)
         fprintf(f, "%sv%d = %s;\n", ind, n->id, stored(m, n, "(float)acc"));
         return;
     }
+    case OP_T_EMBED: {      /* the weight's row the index names (clamped, as index_at) */
+        const int64_t V = xs->d[0], D = xs->d[1];
+        fprintf(f, "%sconst int64_t k_ = cddp_index(b%d[e / %lld], %lld);\n", ind, plan_source(m->p, n->in[1]),
+                (long long)D, (long long)V);
+        fprintf(f, "%sv%d = b%d[k_ * %lld + e %% %lld];\n", ind, n->id, x, (long long)D, (long long)D);
+        return;
+    }
+    case OP_T_EMBED_GRAD: { /* element (v, c): the positions whose index is v, in order */
+        const int64_t V = s->d[0], D = s->d[1];
+        fprintf(f, "%sdouble acc = 0.0;\n", ind);
+        fprintf(f, "%sif (i0 != %lld)\n", ind, (long long)n->ten.lo);   /* padding_idx's row: none */
+        fprintf(f, "%s    for (int64_t p_ = 0; p_ < %s; p_++)\n", ind, extent(&ex_node(m, n->in[1])->shape, 0));
+        fprintf(f, "%s        acc += cddp_index(b%d[p_], %lld) == i0 ? (double)b%d[p_ * %lld + i1] : 0.0;\n", ind,
+                plan_source(m->p, n->in[1]), (long long)V, x, (long long)D);
+        fprintf(f, "%sv%d = %s;\n", ind, n->id, stored(m, n, "(float)acc"));
+        return;
+    }
     default:
         break;
     }
@@ -479,12 +496,39 @@ static void bmm_cuda(const Emit *m, const Node *n, rt_cuda_launch *L)
  * the threads, then the last dimension as a loop of its own: no index
  * decode per element, and operands read at a constant stride along it,
  * which the compiler vectorizes */
+/* CPU: an embedding's gradient as a scatter in the positions' order, a
+ * row of dy added to the row its index names, in double (the sums, and
+ * so the bits, of the CUDA kernel's loop over the positions), O(P D)
+ * rather than the element loop's O(V D P) */
+static void embed_grad_c(const Emit *m, const Node *n)
+{
+    FILE *f = m->f;
+    const int64_t V = n->shape.d[0], D = n->shape.d[1];
+    const int ix = plan_source(m->p, n->in[1]), dy = plan_source(m->p, n->in[0]);
+    fprintf(f, "    double *acc = calloc((size_t)%lld, sizeof(double));\n", (long long)(V * D));
+    fprintf(f, "    if (!acc)\n        abort();    /* %lld doubles */\n", (long long)(V * D));
+    fprintf(f, "    const int64_t P = %s;\n", extent(&ex_node(m, n->in[1])->shape, 0));
+    fprintf(f, "    for (int64_t p_ = 0; p_ < P; p_++) {\n");
+    fprintf(f, "        double *r_ = acc + cddp_index(b%d[p_], %lld) * %lld;\n", ix, (long long)V, (long long)D);
+    fprintf(f, "        const float *d_ = b%d + p_ * %lld;\n", dy, (long long)D);
+    fprintf(f, "        for (int64_t c = 0; c < %lld; c++)\n            r_[c] += (double)d_[c];\n", (long long)D);
+    fprintf(f, "    }\n");
+    fprintf(f, "    for (int64_t e = 0; e < %lld; e++)\n", (long long)(V * D));
+    fprintf(f, "        b%d[e] = e / %lld == %lld ? 0.0f : %s;\n", n->id, (long long)D, (long long)n->ten.lo,
+            stored(m, n, "(float)acc[e]"));
+    fprintf(f, "    free(acc);\n");
+}
+
 void emit_tensor_c(const Emit *m)
 {
     FILE *f = m->f;
     const Node *n = iter_node(m);
     if (n->op == OP_T_BMM) {
         bmm_c(m, n);
+        return;
+    }
+    if (n->op == OP_T_EMBED_GRAD) {
+        embed_grad_c(m, n);
         return;
     }
     const Shape *s = &n->shape;

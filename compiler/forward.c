@@ -710,11 +710,13 @@ static Val eval(Sema *S, const Expr *e)
 }
 
 /* The input type f32[N, d1, ...]: returns 0 after reporting. */
-static int check_input(const TypeExpr *t, Shape *s)
+/* forward's input type: f32 samples, or i64 tokens (an embedding's index) */
+static int check_input(const TypeExpr *t, Shape *s, DType *dt)
 {
     int ok = 1;
-    if (strcmp(t->dtype, "f32") != 0) {
-        diag_error(t->loc, "the input must be f32, got '%s'", t->dtype);
+    *dt = strcmp(t->dtype, "i64") == 0 ? DT_I64 : DT_F32;
+    if (strcmp(t->dtype, "f32") != 0 && strcmp(t->dtype, "i64") != 0) {
+        diag_error(t->loc, "the input must be f32 (samples) or i64 (tokens), got '%s'", t->dtype);
         ok = 0;
     }
     if (t->ndims < 2 || t->ndims > MAX_RANK) {
@@ -915,9 +917,10 @@ static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in)
         diag_error(m->loc, "model '%s' has no forward(x: f32[N, ...]) { ... }", m->name);
     for (int i = 1; i < m->nfwd; i++)
         diag_error(m->fwd[i]->loc, "model '%s' has more than one forward", m->name);
-    int ok = f && check_input(f->type, in);
+    DType in_dt = DT_F32;
+    int ok = f && check_input(f->type, in, &in_dt);
     if (ok) {
-        g->images = ir_add(g, OP_IMAGES, 0, NULL, *in, DT_F32, f->type->loc);
+        g->images = ir_add(g, OP_IMAGES, 0, NULL, *in, in_dt, f->type->loc);
         g->labels = ir_add(g, OP_LABELS, 0, NULL, shape1(DIM_N), DT_I32, f->type->loc);
     }
     /* the members: layers, then the tensors (buffers and constants), which

@@ -124,6 +124,59 @@ static void peek_train(const File *f, FwdCfg *c)
     }
 }
 
+/* forward(idx: i64[...]): tokens. The largest one the program takes is
+ * the smallest vocabulary of the embeddings that read the input (through
+ * views); 2^24 (a float slot's exact integers) where none does. The data
+ * is taken as it is: normalize does not apply. */
+static int token_input(Program *p, Loc loc)
+{
+    const Graph *g = p->g;
+    if (g->n[g->images]->dt != DT_I64)
+        return 1;
+    DataCfg *d = &p->train.data;
+    if (d->norm_given || d->norm_auto) {
+        diag_error(d->loc, "normalize does not apply to tokens (forward's input is i64): leave it out");
+        return 0;
+    }
+    if (d->target_input) {
+        diag_error(d->loc, "target = input needs float samples, but forward's input is i64 (tokens)");
+        return 0;
+    }
+    (void)loc;
+    d->nnorm = 0;
+    p->in_vocab = MAX_DIM;
+    for (int i = 0; i < g->nn; i++) {
+        const Node *n = g->n[i];
+        int src = n->op == OP_T_EMBED ? n->in[1] : -1;
+        while (src >= 0 && g->n[src]->op == OP_RESHAPE)
+            src = g->n[src]->in[0];
+        if (src == g->images && g->n[n->in[0]]->shape.d[0] < p->in_vocab)
+            p->in_vocab = g->n[n->in[0]]->shape.d[0];
+    }
+    return 1;
+}
+
+/* text(..., block = T): windows of T tokens, a target at each position:
+ * forward(idx: i64[N, T]) returning [N, T, V] with a class loss */
+static int text_data(const Program *p, const Shape *in)
+{
+    const DataCfg *d = &p->train.data;
+    if (d->kind != RT_SRC_TEXT)
+        return 1;
+    const long long T = (long long)d->block;
+    if (p->g->n[p->g->images]->dt != DT_I64 || in->rank != 2 || in->d[1] != d->block) {
+        diag_error(d->loc, "text(block = %lld) gives windows of %lld tokens: forward's input must be i64[N, %lld], "
+                   "got %s%s", T, T, T, p->g->n[p->g->images]->dt == DT_I64 ? "i64" : "f32", ir_shape_str(in));
+        return 0;
+    }
+    if (p->train.loss != LOSS_CE || p->positions != d->block) {
+        diag_error(d->loc, "text(block = %lld) gives a target at each of %lld positions: forward must return "
+                   "logits [N, %lld, V] and the loss be cross_entropy (or nll_loss)", T, T, T);
+        return 0;
+    }
+    return 1;
+}
+
 Program *front_compile(const char *path, const char *text)
 {
     diag_source(path, text);
@@ -182,7 +235,7 @@ Program *front_compile(const char *path, const char *text)
         p->in_dim[d - 1] = in->d[d];
     p->target = RT_TGT_CLASS;
     g->logits = logits[mi].id;
-    if (!output_rows(p, &logits[mi].s, m->loc))
+    if (!output_rows(p, &logits[mi].s, m->loc) || !token_input(p, f->trains[0]->loc) || !text_data(p, in))
         return NULL;
 
     const TrainItem *loss_item = NULL;

@@ -406,7 +406,8 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
     }
     switch (n->op) {
     case OP_IMAGES:
-        return check(g, n, after, ir_batched(s) && n->dt == DT_F32, "images must be f32[N, ...]");
+        return check(g, n, after, ir_batched(s) && (n->dt == DT_F32 || n->dt == DT_I64),
+                     "images must be f32[N, ...] (samples) or i64[N, ...] (tokens)");
     case OP_LABELS:
         return check(g, n, after, ir_batched(s) && ((s->rank == 1 && n->dt == DT_I32) || (s->rank == 2 && n->dt == DT_F32)),
                      "labels must be i32[N] (classes) or f32[N, K] (float targets)");

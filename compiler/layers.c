@@ -38,6 +38,7 @@ static const struct {
     {"Conv1d", LK_CONV2D, 0, 1},        {"MaxPool1d", LK_MAXPOOL2D, 0, 1},
     {"AvgPool1d", LK_AVGPOOL2D, 0, 1},  {"AdaptiveAvgPool1d", LK_ADAPTIVEAVGPOOL2D, 0, 1},
     {"ConvTranspose2d", LK_CONVT2D, 0, 0}, {"Upsample", LK_UPSAMPLE, 0, 0},
+    {"Embedding", LK_EMBEDDING, 0, 0},
 };
 enum { NLAYER_TYPES = sizeof layer_types / sizeof layer_types[0] };
 
@@ -53,7 +54,7 @@ int layer_type(const char *name)
  * answered with a near name of another layer (SELU is not ELU). */
 static const char *const torch_modules[] = {
     "AdaptiveMaxPool2d", "BatchNorm3d", "Bilinear", "CELU", "Conv3d",
-    "Dropout2d", "Embedding", "GLU", "GRU", "GroupNorm", "Hardshrink", "Hardsigmoid", "Hardswish", "InstanceNorm2d",
+    "Dropout2d", "GLU", "GRU", "GroupNorm", "Hardshrink", "Hardsigmoid", "Hardswish", "InstanceNorm2d",
     "LSTM", "LogSigmoid", "Mish", "MultiheadAttention", "PReLU", "RNN", "RReLU", "ReLU6", "SELU",
     "Softmin", "Softshrink", "Softsign", "Tanhshrink", "Threshold", "Transformer", "Unflatten",
     "ZeroPad2d",
@@ -893,6 +894,7 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
     case LK_LAYERNORM: return make_layer_norm(S, e, prefix, what, NULL);
     case LK_ADAPTIVEAVGPOOL2D: return make_adaptive_pool(e, prefix, what, NULL, layer_types[t].one_d);
     case LK_SOFTMAX: return make_softmax(e, layer_types[t].act, prefix, what, NULL);
+    case LK_EMBEDDING: return emb_make(S, e, prefix, what);
     }
     diag_ice("layer_make: layer kind %d", layer_types[t].kind);
 }
@@ -1209,6 +1211,8 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
 {
     if (x.id < 0)
         return x;
+    if (l->kind == LK_EMBEDDING)    /* an integer index, with the batch or without */
+        return emb_apply(S, l, x, loc);
     if (!layer_batch_first(x, l->what, loc) || !layer_float(S, x, l->what, loc))
         return POISON;
     switch (l->kind) {
@@ -1253,6 +1257,8 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
         return apply_convt2d(S, l, x, loc);
     case LK_UPSAMPLE:
         return S->upsample(S, l, x, loc);
+    case LK_EMBEDDING:
+        break;
     }
     diag_ice("apply: layer kind %d", l->kind);
 }

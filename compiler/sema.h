@@ -67,7 +67,8 @@ int arg_bind(const Expr *call, const Sig *sig, Expr **out);
 /* ---- layers.c ---------------------------------------------------------- */
 typedef enum {
     LK_LINEAR, LK_ACT, LK_FLATTEN, LK_SEQUENTIAL, LK_CONV2D, LK_BATCHNORM2D, LK_MAXPOOL2D, LK_AVGPOOL2D,
-    LK_DROPOUT, LK_BATCHNORM1D, LK_LAYERNORM, LK_ADAPTIVEAVGPOOL2D, LK_SOFTMAX, LK_CONVT2D, LK_UPSAMPLE
+    LK_DROPOUT, LK_BATCHNORM1D, LK_LAYERNORM, LK_ADAPTIVEAVGPOOL2D, LK_SOFTMAX, LK_CONVT2D, LK_UPSAMPLE,
+    LK_EMBEDDING
 } LayerKind;
 
 /* An activation: its op (0: Identity) and parameters (Node.act). */
@@ -81,7 +82,9 @@ typedef struct Layer {
     const char *name;       /* state_dict prefix: "fc1", "layers.0", "0", "" */
     const char *what;       /* in messages: "fc1", "layers.0", "layer 0" */
     Loc loc;                /* its constructor */
-    int64_t in, out;        /* Linear: features; Conv2d: channels; BatchNorm1d/2d: in; LayerNorm: in */
+    int64_t in, out;        /* Linear: features; Conv2d: channels; BatchNorm1d/2d: in; LayerNorm: in;
+                               Embedding: num_embeddings, embedding_dim */
+    int64_t pad;            /* Embedding: padding_idx, -1 none */
     int w, b;               /* Linear, Conv2d, BatchNorm2d: PARAM nodes; b -1 without bias */
     int rm, rv, nbt;        /* BatchNorm2d: running_mean, running_var, num_batches_tracked */
     Window win;             /* Conv2d, pooling */
@@ -182,6 +185,10 @@ Val tfn_call(Sema *S, const Expr *e);
 Val tfn_matmul(Sema *S, Val a, Val b, const char *fn, Loc loc);     /* a @ b */
 Val tfn_pow(Sema *S, Val x, const Expr *exponent, const char *fn, Loc loc);    /* x ** c */
 Val tfn_unary(Sema *S, Op op, Val x, double lo, double hi, Loc loc);   /* a one-operand tensor op, ten.lo/hi set */
+
+/* ---- embedding.c: nn.Embedding (emb_) ---------------------------------- */
+Layer *emb_make(Sema *S, const Expr *e, const char *prefix, const char *what);
+Val emb_apply(Sema *S, const Layer *l, Val idx, Loc loc);
 
 /* ---- upsample.c: nn.Upsample, F.interpolate (ups_) -------------------- */
 /* Upsample layer l applied to x [N, C, H, W]: nearest (integer scales) or

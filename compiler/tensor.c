@@ -157,6 +157,19 @@ static const char *gather_shapes(const Shape *big, const Shape *small, const Sha
     return ten_broadcast(idx, small, &b) && ten_same(&b, small) ? NULL : "the index does not broadcast to the result";
 }
 
+/* an embedding's weight [V, D], its index and its result [index..., D] */
+static const char *embed_shapes(const Shape *w, const Shape *idx, const Shape *y)
+{
+    if (w->rank != 2 || IR_IS_BATCH(w->d[0]) || IR_IS_BATCH(w->d[1]))
+        return "an embedding's weight is a matrix [V, D]";
+    if (idx->rank + 1 != y->rank || y->d[y->rank - 1] != w->d[1])
+        return "an embedding's result is its index's shape and the weight's rows' D";
+    for (int d = 0; d < idx->rank; d++)
+        if (idx->d[d] != y->d[d])
+            return "an embedding's result is its index's shape and the weight's rows' D";
+    return NULL;
+}
+
 const char *ten_verify(const Graph *g, const Node *n)
 {
     const Shape *s = &n->shape;
@@ -188,6 +201,10 @@ const char *ten_verify(const Graph *g, const Node *n)
         return gather_shapes(x, s, in_shape(g, n, 1), n->ten.axis);
     case OP_T_GATHER_GRAD:
         return gather_shapes(s, x, in_shape(g, n, 1), n->ten.axis);
+    case OP_T_EMBED:        /* weight [V, D], index [...] -> [..., D] */
+        return embed_shapes(x, in_shape(g, n, 1), s);
+    case OP_T_EMBED_GRAD:   /* dy [..., D], index -> [V, D] */
+        return embed_shapes(s, in_shape(g, n, 1), x);
     case OP_T_BMM: {
         Shape r;
         const char *why = ten_bmm_shape(x, in_shape(g, n, 1), n->ten.ta, n->ten.tb, &r);
@@ -256,7 +273,7 @@ const char *ten_verify(const Graph *g, const Node *n)
 static int mask_operand(Op op)
 {
     return op == OP_T_WHERE ? 0 : op == OP_T_FILL_IF || op == OP_T_KEEP_IF || op == OP_T_GATHER
-           || op == OP_T_GATHER_GRAD ? 1 : -1;
+           || op == OP_T_GATHER_GRAD || op == OP_T_EMBED || op == OP_T_EMBED_GRAD ? 1 : -1;
 }
 
 /* The dtype of op's result from its operands', PyTorch's promotion:
@@ -301,7 +318,9 @@ const char *ten_dtype_check(const Graph *g, const Node *n)
     if (n->dt != ten_dtype(g, n->op, n->nin, n->in, n->dt))
         return "its dtype is not its operands' promotion (ten_dtype)";
     const int mask = mask_operand(n->op);
-    if (mask >= 0 && g->n[n->in[mask]]->dt != (n->op == OP_T_GATHER || n->op == OP_T_GATHER_GRAD ? DT_I64 : DT_BOOL))
+    const int index = n->op == OP_T_GATHER || n->op == OP_T_GATHER_GRAD || n->op == OP_T_EMBED
+                      || n->op == OP_T_EMBED_GRAD;
+    if (mask >= 0 && g->n[n->in[mask]]->dt != (index ? DT_I64 : DT_BOOL))
         return "a mask is a bool, an index an i64";
     return NULL;
 }

@@ -180,7 +180,8 @@ typedef struct rt_kernel {
     double flops[2], bytes[2];
 } rt_kernel;
 
-enum { RT_INIT_KAIMING_UNIFORM = 0, RT_INIT_BIAS_UNIFORM = 1, RT_INIT_ZERO = 2, RT_INIT_ONE = 3 };
+enum { RT_INIT_KAIMING_UNIFORM = 0, RT_INIT_BIAS_UNIFORM = 1, RT_INIT_ZERO = 2, RT_INIT_ONE = 3,
+       RT_INIT_NORMAL = 4 };  /* NORMAL: N(0, 1), nn.Embedding's */
 
 #define RT_PARAM_RANK 4     /* a parameter's dimensions at most (a convolution's weight) */
 typedef struct rt_param {
@@ -192,6 +193,8 @@ typedef struct rt_param {
     int init;               /* RT_INIT_* */
     int bucket;             /* gradient bucket (rt_model.buckets) */
     int grad_kernel;        /* train kernel after which its gradient is complete, -1 */
+    int64_t zero_row;       /* RT_INIT_NORMAL: 1 + a row (of shape[0]) left 0, an embedding's
+                               padding_idx; 0 none */
 } rt_param;
 
 /* rt_model.param_flags: a buffer (PyTorch's register_buffer: batch norm's
@@ -307,7 +310,7 @@ enum { RT_RED_MEAN = 0, RT_RED_SUM = 1, RT_RED_NONE = 2 };
 
 /* The train block's `data` (README "Data"): where the samples and targets
  * come from, and how the samples are normalized. --data replaces path. */
-enum { RT_SRC_IDX = 0, RT_SRC_NPZ = 1, RT_SRC_CSV = 2 };
+enum { RT_SRC_IDX = 0, RT_SRC_NPZ = 1, RT_SRC_CSV = 2, RT_SRC_TEXT = 3 };
 /* What the loss takes: class indices in [0, nclass) (cross_entropy,
  * nll_loss), or nclass floats per sample (regression, 0/1 labels). */
 /* RT_TGT_INPUT: an autoencoder's (target = input): the loss compares the
@@ -327,6 +330,8 @@ typedef struct rt_data_src {
     int norm_auto;          /* normalize = auto: mean and std per channel from the training set */
     int nnorm;              /* 0: no normalization; 1: every element; else per channel/feature */
     const float *norm_mean, *norm_std; /* [nnorm] */
+    int64_t block;          /* text: tokens a window (the model's T) */
+    int vocab_bytes;        /* text: vocab = bytes (256), else the file's characters */
 } rt_data_src;
 enum { RT_SCHED_NONE = 0, RT_SCHED_STEP = 1, RT_SCHED_COSINE = 2, RT_SCHED_MULTISTEP = 3, RT_SCHED_EXPONENTIAL = 4,
        RT_SCHED_WARMUP_COSINE = 5, RT_SCHED_ONECYCLE = 6 };
@@ -403,6 +408,10 @@ typedef struct rt_model {
      * to ignore_index counts for nothing (cross_entropy(ignore_index)) */
     int64_t positions;
     int has_ignore, ignore_index;
+    /* forward(idx: i64[...]): the input is tokens, each an integer in
+     * [0, in_vocab) (the embeddings' rows), read as they are: no scaling,
+     * no normalization. 0: float samples. */
+    int64_t in_vocab;
 } rt_model;
 
 /* The class labels of one sample. */

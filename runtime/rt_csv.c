@@ -163,7 +163,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 
 void rt_classes_free(rt_classes *c)
 {
-    for (int i = 0; i < c->n; i++)
+    for (int i = 0; c->name && i < c->n; i++)    /* a bytes vocabulary counts 256 and names none */
         free(c->name[i]);
     free(c->name);
     memset(c, 0, sizeof *c);

@@ -98,7 +98,8 @@ static int set_norm(const rt_model *m, const rt_data_saved *sv, rt_data *d)
 
 /* What --save keeps about the data, so an evaluation uses the same
  * numbers: normalize = auto's means and stds ("data.mean.C",
- * "data.std.C", exact as %a) and a csv target's labels ("data.class.I"). */
+ * "data.std.C", exact as %a), a csv target's labels ("data.class.I") and
+ * a text's characters ("data.vocab.I", token I). */
 static int set_meta(const rt_model *m, rt_data *d)
 {
     int nn = m->data.norm_auto ? d->norm_n : 0, nc = d->classes.n;
@@ -109,7 +110,8 @@ static int set_meta(const rt_model *m, rt_data *d)
                         "maps the labels again, in sorted order)", d->classes.name[i], sizeof d->meta->val - 1);
             nc = 0;
         }
-    int n = 2 * nn + nc;
+    const int nv = d->vocab.name ? d->vocab.n : 0;   /* text: the characters of the tokens */
+    int n = 2 * nn + nc + nv;
     if (!n)
         return 0;
     d->meta = calloc((size_t)n, sizeof *d->meta);
@@ -123,9 +125,12 @@ static int set_meta(const rt_model *m, rt_data *d)
         if (i < 2 * nn) {
             snprintf(k, 32, "data.%s.%d", i < nn ? "mean" : "std", i % nn);
             snprintf(d->meta[i].val, sizeof d->meta[i].val, "%a", (double)d->norm[i]);
-        } else {
+        } else if (i < 2 * nn + nc) {
             snprintf(k, 32, "data.class.%d", i - 2 * nn);
             snprintf(d->meta[i].val, sizeof d->meta[i].val, "%s", d->classes.name[i - 2 * nn]);
+        } else {
+            snprintf(k, 32, "data.vocab.%d", i - 2 * nn - nc);
+            snprintf(d->meta[i].val, sizeof d->meta[i].val, "%s", d->vocab.name[i - 2 * nn - nc]);
         }
         d->meta[i].key = k;
     }
@@ -319,6 +324,9 @@ int rt_data_load(const rt_model *m, const char *path, uint64_t seed, const rt_da
                 printf(" %d = %s%s", i, d->classes.name[i], i + 1 < d->classes.n ? "," : "");
             printf("\n");
         }
+    } else if (s->kind == RT_SRC_TEXT) {
+        if (rt_text_load(m, path, d) != 0)     /* its split is the file's tail, taken there */
+            goto out;
     } else {
         rt_err("%s: unknown data source kind %d", path, s->kind);
         goto out;
@@ -337,7 +345,7 @@ int rt_data_load(const rt_model *m, const char *path, uint64_t seed, const rt_da
                s->kind == RT_SRC_IDX ? "no t10k-images-idx3-ubyte[.gz]"
                : s->kind == RT_SRC_NPZ ? "no x_test and y_test arrays" : "csv(..., test = \"TEST.csv\")");
         goto out;
-    } else if (s->split > 0 && r0)
+    } else if (s->split > 0 && r0 && s->kind != RT_SRC_TEXT)
         rt_warn("%s: has a test set, so split = %g is not used", where, s->split);
     if (d->test.xsize != d->train.xsize || d->test.x_u8 != d->train.x_u8) {
         rt_err("%s: the test samples (%s) differ from the training samples in size or type", where,
@@ -376,6 +384,7 @@ void rt_data_free(rt_data *d)
     rt_dataset_free(&d->test);
     free(d->norm);
     rt_classes_free(&d->classes);
+    rt_classes_free(&d->vocab);
     if (d->meta)
         free((char *)d->meta[0].key);   /* one block holds every key */
     free(d->meta);

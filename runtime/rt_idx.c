@@ -379,11 +379,12 @@ int rt_idx_load(const rt_model *m, const char *dir, const char *prefix, rt_datas
                rt_data_dims(out, a, sizeof a), m->name, rt_model_dims(m, b, sizeof b));
         goto fail;
     }
-    if (img.type == 0x08) {
+    if (img.type == 0x08 && !m->in_vocab) {     /* tokens are taken as they are */
         out->x = img.raw;
         out->x_u8 = 1;
         img.raw = NULL;
-    } else if (!(out->x = to_float(ipath, &img))) {
+    } else if (!(out->x = to_float(ipath, &img)) || rt_tokens_check(m, ipath, "images", out->x, img.dims[0],
+                                                                     out->xsize) != 0) {
         goto fail;
     }
     free(img.raw);

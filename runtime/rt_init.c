@@ -5,7 +5,8 @@
  *           with gain = sqrt(2/(1+a^2)) = sqrt(1/3), so bound = 1/sqrt(fan_in)
  *   bias:   uniform(-1/sqrt(fan_in), 1/sqrt(fan_in))
  * so both kinds draw from U(-1/sqrt(fan_in), 1/sqrt(fan_in)); BatchNorm's
- * weight is ONE and its bias ZERO. The distribution matches PyTorch; the
+ * weight is ONE and its bias ZERO; nn.Embedding's weight is N(0, 1) with
+ * padding_idx's row zero. The distribution matches PyTorch; the
  * exact values cannot (different generator), which is why --init exists. */
 #include "rt_internal.h"
 #include <math.h>
@@ -25,6 +26,21 @@ void rt_init_params(const rt_model *m, float *param, uint64_t seed)
             double b = p->fan_in > 0 ? 1.0 / sqrt((double)p->fan_in) : 0.0;
             for (int64_t k = 0; k < p->numel; k++)
                 x[k] = (float)(b * (2.0 * rt_rng_uniform(&r) - 1.0));
+            break;
+        }
+        case RT_INIT_NORMAL: {     /* nn.Embedding: normal_(0, 1), padding_idx's row zeroed */
+            rt_rng r;
+            rt_rng_init(&r, seed, rt_hash_str(p->name));
+            for (int64_t k = 0; k < p->numel; k++) {
+                /* Box-Muller, one normal per pair of uniforms */
+                const double u1 = 1.0 - rt_rng_uniform(&r), u2 = rt_rng_uniform(&r);
+                x[k] = (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+            }
+            if (p->zero_row > 0) {
+                const int64_t row = p->numel / p->shape[0];
+                for (int64_t k = 0; k < row; k++)
+                    x[(p->zero_row - 1) * row + k] = 0.0f;
+            }
             break;
         }
         case RT_INIT_ONE:

@@ -110,6 +110,7 @@ typedef struct rt_data {
     int64_t norm_div;       /* elements per channel of a sample */
     float *norm;            /* [2 * norm_n]: mean, then std */
     rt_classes classes;     /* csv: the labels of a non-numeric target; n = 0 otherwise */
+    rt_classes vocab;       /* text: token i's characters (name NULL for vocab = bytes); n = 0 otherwise */
     struct rt_st_kv *meta;  /* what --save keeps about the data: normalize = auto's
                                numbers, a csv target's labels (rt_st_save_kv) */
     int nmeta;
@@ -164,6 +165,8 @@ const char *rt_data_show(const char *s, size_t n, char *buf, size_t cap);
  * y_test (m->data.arrays' names); test->n = 0 when the file has none.
  * rt_npz_parse reads the file's bytes (the fuzz harness's entry). */
 int rt_npz_load(const rt_model *m, const char *path, rt_dataset *train, rt_dataset *test);
+/* text("FILE", block, split, vocab): d's train and test windows and its vocabulary (rt_text.c) */
+int rt_text_load(const rt_model *m, const char *path, struct rt_data *d);
 int rt_npz_parse(const rt_model *m, const char *path, const uint8_t *buf, size_t len, rt_dataset *train,
                  rt_dataset *test);
 /* rt_csv.c: one csv file. fit: a training file, whose non-numeric labels
@@ -181,6 +184,10 @@ int rt_split_stratified(const rt_dataset *s);
  * adds (the data readers say where it is). */
 int rt_label_ok(const rt_model *m, double v);
 const char *rt_label_hint(const rt_model *m, double v);
+/* A token model's samples (rt_model.in_vocab): every value an integer in
+ * [0, in_vocab), else -1 after a message naming path, what and where. */
+int rt_tokens_check(const rt_model *m, const char *path, const char *what, const float *x, int64_t n,
+                    int64_t xsize);
 
 /* ---- rt_bench.c: --bench-kernel -------------------------------------------
  * The name check: 0, or -1 with the message (the train kernels listed). */

@@ -483,7 +483,7 @@ static int to_set(const rt_model *m, const char *path, const char *xn, const npy
         return -1;
     }
     out->n = n;
-    out->x_u8 = x->kind == 'u' && x->size == 1;
+    out->x_u8 = x->kind == 'u' && x->size == 1 && !m->in_vocab;   /* tokens are taken as they are */
     size_t xe = (size_t)(n * out->xsize);
     out->x = malloc(xe * (out->x_u8 ? 1 : sizeof(float)));
     if (!y) {
@@ -511,6 +511,8 @@ static int to_set(const rt_model *m, const char *path, const char *xn, const npy
             }
             ((float *)out->x)[i] = f;
         }
+    if (!out->x_u8 && rt_tokens_check(m, path, xn, out->x, n, out->xsize) != 0)
+        goto fail;
     for (int64_t i = 0; y && i < n * out->ysize; i++) {
         double v = npy_get(y, i);
         if (out->y_float) {

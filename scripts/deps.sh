@@ -16,6 +16,7 @@ PKGS=(
   chromium python3-pil                    # tests/cli/plot.sh renders the loss-curve SVG and reads its pixels
   graphviz                                # dot: cddpc --graph FILE.svg draws the fused graph; tests/ir/graph_dot.sh parses the DOT
   clang libclang-rt-dev                   # libFuzzer and the sanitizers' runtimes: tests/fuzz (make fuzz-frontend, SUITE fuzz-replay)
+  bible-kjv                               # the King James Bible, the character language models' corpus (scripts/data.sh: data/kjv.txt)
 )
 
 die() { echo "deps.sh: error: $*" >&2; exit 1; }

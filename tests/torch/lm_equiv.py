@@ -1,0 +1,155 @@
+#!/usr/bin/python3
+"""PyTorch equivalence tests for character language models on text data.
+
+usage: lm_equiv.py PROGRAM TEXT MODEL     MODEL: bigram | tokmlp
+
+The program (tests/torch/lm_MODEL.net, data text(TEXT, block = 64,
+split = 0.1)) trains 100 steps of batch 32 from PyTorch's own initial
+weights with --shuffle off; PyTorch trains the same network on the same
+windows, cut as nanoGPT's shakespeare_char prepare.py cuts its data: the
+vocabulary the sorted set of the text's characters, window i the tokens
+[64 i, 64 i + 65), x its first 64 and y the next ones, the loss
+F.cross_entropy(logits.view(-1, V), y.view(-1)). Every step's loss must
+agree to 1e-4 relative, the final parameters to 1e-4 relative L2 (the
+driver is equiv.py's comparison). Controls that must not match: the
+targets not shifted (each position predicting itself) and, for tokmlp,
+the position embedding of the positions reversed; for bigram, the loss of
+the last position alone.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import st  # noqa: E402
+
+STEPS, BATCH, BLOCK, MOMENTUM = 100, 32, 64, 0.9
+TOL = 1e-4
+
+
+class Bigram(nn.Module):
+    def __init__(self, V, variant):
+        super().__init__()
+        self.table = nn.Embedding(V, V)
+
+    def forward(self, idx):
+        return self.table(idx)
+
+
+class TokMLP(nn.Module):
+    def __init__(self, V, variant):
+        super().__init__()
+        self.wte = nn.Embedding(V, 32)
+        self.wpe = nn.Embedding(BLOCK, 32)
+        self.fc = nn.Linear(32, 64)
+        self.head = nn.Linear(64, V)
+        self.variant = variant
+
+    def forward(self, idx):
+        B, T = idx.size()
+        pos = torch.arange(T)
+        if self.variant == "reversed":
+            pos = pos.flip(0)
+        x = self.wte(idx) + self.wpe(pos)
+        return self.head(F.relu(self.fc(x)))
+
+
+MODELS = {"bigram": (Bigram, 0.5, "last"), "tokmlp": (TokMLP, 0.1, "reversed")}
+
+
+def windows(path, n):
+    text = open(path, encoding="utf-8").read()
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    data = torch.tensor([stoi[c] for c in text[:n * BLOCK + 1]], dtype=torch.long)
+    x = torch.stack([data[i * BLOCK:i * BLOCK + BLOCK] for i in range(n)])
+    y = torch.stack([data[i * BLOCK + 1:i * BLOCK + BLOCK + 1] for i in range(n)])
+    return x, y, len(chars)
+
+
+def oracle(make, V, init_sd, X, Y, lr, variant):
+    model = make(V, variant)
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in init_sd.items()})
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM)
+    losses = []
+    for s in range(STEPS):
+        x, y = X[s * BATCH:(s + 1) * BATCH], Y[s * BATCH:(s + 1) * BATCH]
+        if variant == "unshifted":
+            y = x
+        opt.zero_grad()
+        out = model(x)
+        V_ = out.size(-1)
+        if variant == "last":
+            loss = F.cross_entropy(out[:, -1, :], y[:, -1])
+        else:
+            loss = F.cross_entropy(out.view(-1, V_), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses
+
+
+def main(argv):
+    if len(argv) != 3 or argv[2] not in MODELS:
+        sys.stderr.write(__doc__)
+        return 2
+    program, text, which = os.path.abspath(argv[0]), os.path.abspath(argv[1]), argv[2]
+    make, lr, control = MODELS[which]
+    torch.set_num_threads(1)
+    torch.manual_seed(5)
+    X, Y, V = windows(text, STEPS * BATCH)
+    work = tempfile.mkdtemp(prefix="cddpc-lm-equiv-")
+    init_sd = {k: v.detach().numpy().copy() for k, v in make(V, "same").state_dict().items()}
+    init = os.path.join(work, "init.safetensors")
+    st.save(init, init_sd)
+    steps_csv, final = os.path.join(work, "steps.csv"), os.path.join(work, "final.st")
+    cmd = [program, "--data", text, "--init", init, "--shuffle", "off", "--max-steps", str(STEPS), "--batch",
+           str(BATCH), "--lr", str(lr), "--threads", "1", "--step-log", steps_csv, "--save", final]
+    print("lm_equiv %s: %s" % (which, " ".join(cmd)))
+    sys.stdout.flush()
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+    if r.returncode != 0:
+        sys.stdout.write(r.stdout.decode("utf-8", "replace")[-3000:])
+        print("lm_equiv %s: FAIL: the program exited with %d" % (which, r.returncode))
+        return 1
+    import csv
+    with open(steps_csv, newline="") as f:
+        got = [float(row["loss"]) for row in csv.DictReader(f)]
+    got_sd = st.load(final)
+
+    def compare(ref_sd, ref):
+        if len(got) != len(ref):
+            return float("inf"), float("inf")
+        lw = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
+        pw = max(np.linalg.norm(got_sd[k].astype(np.float64) - ref_sd[k]) / np.linalg.norm(ref_sd[k])
+                 for k in ref_sd)
+        return lw, pw
+
+    fails = []
+    lw, pw = compare(*oracle(make, V, init_sd, X, Y, lr, "same"))
+    print("%s: %d steps, losses %.4f .. %.4f; worst step loss rel err %.2e, final params rel L2 %.2e (tol %.0e)"
+          % (which, STEPS, got[0], got[-1], lw, pw, TOL))
+    if not (lw <= TOL and pw <= TOL):
+        fails.append("the program does not train as PyTorch's network does")
+    for variant, what in (("unshifted", "the targets not shifted"),
+                          (control, "the loss of the last position alone" if control == "last"
+                           else "the position embedding of the positions reversed")):
+        l2, p2 = compare(*oracle(make, V, init_sd, X, Y, lr, variant))
+        print("control, %s: loss rel err %.2e, params rel L2 %.2e (one must exceed its tol)" % (what, l2, p2))
+        if l2 <= TOL and p2 <= TOL:
+            fails.append("the program also matches PyTorch with %s" % what)
+    if fails:
+        print("lm_equiv %s: FAIL: %s (work dir %s)" % (which, "; ".join(fails), work))
+        return 1
+    print("lm_equiv %s: PASS: losses and parameters equal PyTorch's within 1e-4 over %d steps" % (which, STEPS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
