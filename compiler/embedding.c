@@ -82,8 +82,7 @@ Val emb_apply(Sema *S, const Layer *l, Val idx, Loc loc)
     }
     Shape s = idx.s;
     s.d[s.rank++] = l->out;
-    Val y = layer_node(S, OP_T_EMBED, l->w, idx.id, s, loc);
-    if (y.id >= 0)
-        S->g->n[y.id]->ten.lo = (double)l->pad;
-    return y;
+    const int y = ir_add(S->g, OP_T_EMBED, 2, (int[]){l->w, idx.id}, s, DT_F32, loc);
+    S->g->n[y]->ten.lo = (double)l->pad;
+    return (Val){y, s};
 }

@@ -260,6 +260,8 @@ char *ex_label_sums_add(const Emit *m, const char *y)
     }
     const int need = ex_label_sums(m);
     char *add = util_fmt("sw += %s;%s", n->nw ? util_fmt("cw[%s]", y) : "1.0f", need & 2 ? " sc += 1.0f;" : "");
+    if (!n->nw && !n->ignore_on)    /* every row counts 1: the label is not read */
+        add = util_fmt("%s (void)%s;", add, y);
     return n->ignore_on ? util_fmt("if (%s) { %s }", counted(n, y), add) : add;
 }
 

@@ -276,11 +276,19 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
         for (int k = 0; k < RT_PARAM_RANK; k++)
             fprintf(f, "%s%lld", k ? ", " : "", (long long)(k < n->shape.rank ? n->shape.d[k] : 0));
         int gk = g->grad[i] >= 0 ? train->group_of[g->grad[i]] : -1;
-        fprintf(f, "}, %lld, %lld, %lld, %d, %d, %d%s},\n", (long long)train->param_off[i],
-                (long long)ir_numel(&n->shape, 1), (long long)n->fan_in, n->init, n->bucket, gk,
-                n->zero_row ? util_fmt(", %lld", (long long)n->zero_row) : "");
+        fprintf(f, "}, %lld, %lld, %lld, %d, %d, %d},\n", (long long)train->param_off[i],
+                (long long)ir_numel(&n->shape, 1), (long long)n->fan_in, n->init, n->bucket, gk);
     }
     fprintf(f, "};\n");
+    int zero_rows = 0;
+    for (int i = 0; i < g->nparam; i++)
+        zero_rows |= g->n[g->params[i]]->zero_row > 0;
+    if (zero_rows) {    /* an embedding's padding_idx row: its init leaves it 0 */
+        fprintf(f, "\nstatic const int64_t param_zero_row[] = {");
+        for (int i = 0; i < g->nparam; i++)
+            fprintf(f, "%s%lld", i ? ", " : "", (long long)g->n[g->params[i]]->zero_row);
+        fprintf(f, "};\n");
+    }
     fprintf(f, "\nstatic const int param_flags[] = {");
     for (int i = 0; i < g->nparam; i++) {
         const Node *n = g->n[g->params[i]];
@@ -308,6 +316,11 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
             prog->target);
     if (prog->in_vocab)
         fprintf(f, "    .in_vocab = %lld,\n", (long long)prog->in_vocab);
+    for (int i = 0; i < g->nparam; i++)
+        if (g->n[g->params[i]]->zero_row > 0) {
+            fprintf(f, "    .param_zero_row = param_zero_row,\n");
+            break;
+        }
     if (prog->positions > 1 || t->has_ignore)
         fprintf(f, "    .positions = %lld, .has_ignore = %d, .ignore_index = %lld,\n", (long long)prog->positions,
                 t->has_ignore, (long long)t->ignore_index);

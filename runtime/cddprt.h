@@ -193,8 +193,6 @@ typedef struct rt_param {
     int init;               /* RT_INIT_* */
     int bucket;             /* gradient bucket (rt_model.buckets) */
     int grad_kernel;        /* train kernel after which its gradient is complete, -1 */
-    int64_t zero_row;       /* RT_INIT_NORMAL: 1 + a row (of shape[0]) left 0, an embedding's
-                               padding_idx; 0 none */
 } rt_param;
 
 /* rt_model.param_flags: a buffer (PyTorch's register_buffer: batch norm's
@@ -412,6 +410,9 @@ typedef struct rt_model {
      * [0, in_vocab) (the embeddings' rows), read as they are: no scaling,
      * no normalization. 0: float samples. */
     int64_t in_vocab;
+    /* [nparam], or NULL: for an RT_INIT_NORMAL parameter, 1 + a row (of
+     * shape[0]) its init leaves 0, an embedding's padding_idx; 0 none */
+    const int64_t *param_zero_row;
 } rt_model;
 
 /* The class labels of one sample. */

@@ -36,10 +36,11 @@ void rt_init_params(const rt_model *m, float *param, uint64_t seed)
                 const double u1 = 1.0 - rt_rng_uniform(&r), u2 = rt_rng_uniform(&r);
                 x[k] = (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
             }
-            if (p->zero_row > 0) {
+            const int64_t zr = m->param_zero_row ? m->param_zero_row[i] : 0;
+            if (zr > 0) {
                 const int64_t row = p->numel / p->shape[0];
                 for (int64_t k = 0; k < row; k++)
-                    x[(p->zero_row - 1) * row + k] = 0.0f;
+                    x[(zr - 1) * row + k] = 0.0f;
             }
             break;
         }

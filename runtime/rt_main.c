@@ -335,7 +335,8 @@ static int check_model(const rt_model *m)
             n *= p->shape[k];
         if (!p->name || p->rank < 0 || p->rank > 4 || n != p->numel || p->off < 0 ||
             p->numel < 0 || p->off > m->param_floats - p->numel || p->init < 0 ||
-            p->init > RT_INIT_NORMAL || p->zero_row < 0 || (p->zero_row > 0 && p->zero_row > p->shape[0])) {
+            p->init > RT_INIT_NORMAL || (m->param_zero_row && (m->param_zero_row[i] < 0 ||
+                                                             m->param_zero_row[i] > p->shape[0]))) {
             rt_err("model '%s' is malformed: parameter %d (%s) is inconsistent", name, i,
                    p->name ? p->name : "?");
             return -1;

@@ -62,6 +62,7 @@ case $jobs in ''|*[!0-9]*|0) echo "suite.sh: -j wants a positive number, got '$j
 export PY=${PY:-/usr/bin/python3}
 export FASHION=${FASHION:-data/fashion-mnist}
 export MNIST=${MNIST:-data/mnist}
+export KJV=${KJV:-data/kjv.txt}
 export ROOT
 
 # OpenBLAS 0.3.21 reads some newer x86 CPUs (a Sapphire Rapids VM) as

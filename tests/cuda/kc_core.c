@@ -708,7 +708,7 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
      * of rt_sample's paths); class labels or float targets as the loss
      * takes; a random normalization per channel */
     const int64_t x_size = in_elems(), y_size = M->target == RT_TGT_FLOAT ? M->nclass : rt_model_positions(M);
-    const int nnorm = norm_channels(), x_u8 = nmax % 2 == 0;
+    const int nnorm = norm_channels(), x_u8 = nmax % 2 == 0 && !M->in_vocab;
     uint8_t *xs = xcalloc((size_t)d.x_bytes, 1);
     void *ys = xcalloc((size_t)d.y_bytes, 1);
     float *norm = xcalloc((size_t)d.norm_bytes, 1);
@@ -716,6 +716,8 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
     for (int64_t i = 0; i < d.nsample * x_size; i++) {
         if (x_u8)
             xs[i] = (uint8_t)(rnd() >> 56);
+        else if (M->in_vocab)   /* tokens: an embedding's rows */
+            ((float *)xs)[i] = (float)(rnd() % (uint64_t)M->in_vocab);
         else
             ((float *)xs)[i] = (float)((double)(rnd() >> 11) * 0x1p-53 * 4.0 - 2.0);
     }
@@ -727,9 +729,9 @@ static int run_size(const rt_plan *p, const char *which, const int *fn, size3 sz
         if (M->has_ignore && rnd() % 4 == 0)    /* a target the loss ignores, one in four */
             ((int32_t *)ys)[i] = M->ignore_index;
     }
-    for (int c = 0; c < nnorm; c++) {
-        norm[c] = (float)((double)(rnd() >> 11) * 0x1p-53 - 0.5);
-        norm[nnorm + c] = (float)(0.25 + (double)(rnd() >> 11) * 0x1p-53);
+    for (int c = 0; c < nnorm; c++) {   /* tokens are taken as they are: (0, 1) */
+        norm[c] = M->in_vocab ? 0.0f : (float)((double)(rnd() >> 11) * 0x1p-53 - 0.5);
+        norm[nnorm + c] = M->in_vocab ? 1.0f : (float)(0.25 + (double)(rnd() >> 11) * 0x1p-53);
     }
     for (int64_t i = 0; i < d.nidx; i++)
         idx[i] = (int32_t)(rnd() % (uint64_t)d.nsample);

@@ -9,7 +9,8 @@
 # normalizations, tests/ir/pool_chain.net for rule pool-chain,
 # tests/torch/attn_net.net for the ops over tensors of any rank,
 # tests/torch/mask_net.net for the integer and boolean ones,
-# tests/torch/pos_net.net for a loss over positions,
+# tests/torch/pos_net.net for a loss over positions, lm_tokmlp.net for
+# the embeddings,
 # models/bmm_tiles.net for the products' tiles; odd.net
 # also with rule row-tail off, for the row kernel) with one
 # edit (sed);
@@ -254,6 +255,11 @@ check 'positions: the ignored targets counted in the mean'"'"'s denominator' 's/
 check 'positions: the ignored targets counted' 's/= y != -100 ? 1.0f : 0.0f;/= 1.0f;/' $P
 check 'positions: a row'"'"'s label read from the next position' 's/e->idx\[(i) \/ 28\] \* 28 + (i) % 28\]/e->idx[(i) \/ 28] * 28 + ((i) + 1) % 28]/' $P
 check 'positions: the data prologue gathers a row from the wrong place' 's/(gi % 28) \* 28 + gk/(gi % 28) * 27 + gk/' $P
+# token models (emit_tensor.c: T_EMBED, T_EMBED_GRAD)
+MODEL=$HERE/../torch/lm_tokmlp.net
+check 'embedding: the next token'"'"'s row looked up' '0,/cddp_index(b0\[e \/ 32\], 73)/s//cddp_index(b0[e \/ 32] + 1.0f, 73)/' $P
+check 'embedding grad: every position'"'"'s dy added to every row' 's/acc += cddp_index(b0\[p_\], 73) == i0 ? (double)\(b[0-9]*\[p_ \* 32 + i1\]\) : 0.0;/acc += (double)\1;/' $P
+check 'embedding grad: the last position left out' 's/for (int64_t p_ = 0; p_ < (int64_t)64 \* n; p_++)/for (int64_t p_ = 0; p_ < (int64_t)64 * n - 1; p_++)/' $P
 # the products' tiles (emit_tensor.c: bmm_cuda) over several tiles a matrix
 MODEL=$HERE/models/bmm_tiles.net
 C="--sizes 3:3:0,5:4:1 --orders 1 --plan train --tol 4e-5"

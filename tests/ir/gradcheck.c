@@ -527,6 +527,24 @@ static void eval_tensor(const Node *n, double *y)
         }
         return;
     }
+    case OP_T_EMBED: case OP_T_EMBED_GRAD: {
+        /* nn.Embedding: y's row p is the weight's row idx[p]; its gradient
+         * adds dy's row p to row idx[p], padding_idx's row (ten.lo) none */
+        const int grad = n->op == OP_T_EMBED_GRAD;
+        const int64_t D = n->shape.d[n->shape.rank - 1], P = val[n->in[1]].n;
+        if (grad)
+            memset(y, 0, sizeof(double) * (size_t)total);
+        for (int64_t p = 0; p < P; p++) {
+            const int64_t k = (int64_t)val[n->in[1]].v[p];
+            for (int64_t c2 = 0; c2 < D; c2++) {
+                if (grad && k != (int64_t)n->ten.lo)
+                    y[k * D + c2] += x[p * D + c2];
+                else if (!grad)
+                    y[p * D + c2] = x[k * D + c2];
+            }
+        }
+        return;
+    }
     case OP_T_BMM: {
         const Dims bv = dims_of(&g->n[n->in[1]]->shape);
         const int r = yv.rank;
@@ -1239,6 +1257,16 @@ static int check_selections(void)
     t.ten.axis = 1;
     fails += check_sel("index_select x[N,4,3] i[1,6,1] dim 1", OP_T_GATHER, 2, (Shape[]){sh3(DIM_N, 4, 3),
                        sh3(1, 6, 1)}, 1, DT_I64, 4, sh3(DIM_N, 6, 3), &t);
+    /* nn.Embedding(5, 3): tokens [N, 4] (repeating: rows get several dy),
+     * positions [4] (no batch). (padding_idx's row gets no gradient by
+     * PyTorch's definition, not by the derivative: torch-equiv-lm-tokmlp) */
+    memset(&t, 0, sizeof t);
+    t.ten.lo = -1;
+    fails += check_sel("embedding w[5,3] i[N,4]", OP_T_EMBED, 2, (Shape[]){ir_shape(2, 5, 3),
+                       ir_shape(2, DIM_N, 4)}, 1, DT_I64, 5, sh3(DIM_N, 4, 3), &t);
+    fails += check_sel("embedding w[6,3] i[4] (arange)", OP_T_EMBED, 2, (Shape[]){ir_shape(2, 6, 3),
+                       ir_shape(1, 4)}, 1, DT_I64, 6, ir_shape(2, 4, 3), &t);
+
     return fails;
 }
 

@@ -13,8 +13,9 @@ F.cross_entropy(logits.view(-1, V), y.view(-1)). Every step's loss must
 agree to 1e-4 relative, the final parameters to 1e-4 relative L2 (the
 driver is equiv.py's comparison). Controls that must not match: the
 targets not shifted (each position predicting itself) and, for tokmlp,
-the position embedding of the positions reversed; for bigram, the loss of
-the last position alone.
+the position embedding of the positions reversed and the token
+embedding's padding_idx row (0, the newline) trained; for bigram, the
+loss of the last position alone.
 """
 import os
 import subprocess
@@ -45,7 +46,7 @@ class Bigram(nn.Module):
 class TokMLP(nn.Module):
     def __init__(self, V, variant):
         super().__init__()
-        self.wte = nn.Embedding(V, 32)
+        self.wte = nn.Embedding(V, 32, padding_idx=None if variant == "trained_pad" else 0)
         self.wpe = nn.Embedding(BLOCK, 32)
         self.fc = nn.Linear(32, 64)
         self.head = nn.Linear(64, V)
@@ -137,9 +138,12 @@ def main(argv):
           % (which, STEPS, got[0], got[-1], lw, pw, TOL))
     if not (lw <= TOL and pw <= TOL):
         fails.append("the program does not train as PyTorch's network does")
-    for variant, what in (("unshifted", "the targets not shifted"),
-                          (control, "the loss of the last position alone" if control == "last"
-                           else "the position embedding of the positions reversed")):
+    controls = [("unshifted", "the targets not shifted"),
+                (control, "the loss of the last position alone" if control == "last"
+                 else "the position embedding of the positions reversed")]
+    if which == "tokmlp":
+        controls.append(("trained_pad", "padding_idx's row trained"))
+    for variant, what in controls:
         l2, p2 = compare(*oracle(make, V, init_sd, X, Y, lr, variant))
         print("control, %s: loss rel err %.2e, params rel L2 %.2e (one must exceed its tol)" % (what, l2, p2))
         if l2 <= TOL and p2 <= TOL:
