@@ -327,6 +327,8 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     if (prog->target != RT_TGT_CLASS)   /* classifiers keep the text they had: accuracy is 0 */
         fprintf(f, "    .metrics = %s,\n",
                 t->loss == LOSS_BCE_LOGITS ? "RT_METRICS_MULTILABEL" : "RT_METRICS_REGRESSION");
+    else if (prog->in_vocab && prog->positions > 1)     /* a language model: perplexity, tokens a second */
+        fprintf(f, "    .metrics = RT_METRICS_TOKENS,\n");
     emit_data_src(f, &t->data);
     fprintf(f, "    .reduction = %d,\n    .lr = %s, .momentum = %s, .dampening = %s, .weight_decay = %s,\n",
             t->reduction, util_cfloat(t->lr), util_cfloat(t->momentum), util_cfloat(t->dampening),

@@ -301,7 +301,7 @@ static inline int64_t rt_plan_cuda_fix(const rt_plan *p)
  * (one sum, the correct predictions); regression: sums of squared and
  * absolute errors (MSE, MAE); multi-label: each output's TP, FP, FN
  * (accuracy per label, macro-F1). At most RT_METRIC_MAX sums. */
-enum { RT_METRICS_ACCURACY = 0, RT_METRICS_REGRESSION = 1, RT_METRICS_MULTILABEL = 2 };
+enum { RT_METRICS_ACCURACY = 0, RT_METRICS_REGRESSION = 1, RT_METRICS_MULTILABEL = 2, RT_METRICS_TOKENS = 3 };
 #define RT_METRIC_MAX 384
 
 enum { RT_RED_MEAN = 0, RT_RED_SUM = 1, RT_RED_NONE = 2 };

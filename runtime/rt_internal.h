@@ -334,10 +334,12 @@ typedef struct rt_log {
     rt_live_plot *plot;     /* --plot */
     const char *title;      /* the picture's title */
     int task;               /* RT_METRICS_*: the evaluation's two numbers and their names */
+    int64_t per_sample;     /* RT_METRICS_TOKENS: tokens a sample (tokens per second) */
 } rt_log;
 
-/* task: RT_METRICS_*, the metrics the epoch's line and CSV row report */
-int rt_log_open(rt_log *l, const rt_opts *o, int scaler, int task);
+/* task: RT_METRICS_*, the metrics the epoch's line and CSV row report;
+ * per_sample: a language model's tokens a sample (RT_METRICS_TOKENS) */
+int rt_log_open(rt_log *l, const rt_opts *o, int scaler, int task, int64_t per_sample);
 /* The evaluation's numbers from its sums over the test set (loss, then the
  * metric sums; ntest samples of nclass outputs): accuracy (out[1] NaN);
  * regression MSE and MAE over every element; multi-label accuracy per

@@ -42,13 +42,14 @@ static FILE *open_csv(const char *path, const char *header)
 
 /* the metrics' CSV columns and epoch-line names per task (RT_METRICS_*) */
 static const char *const metric_cols[][2] = {{"test_acc", NULL}, {"test_mse", "test_mae"},
-                                               {"test_label_acc", "test_macro_f1"}};
-static const char *const plot_names[] = {"test accuracy", "test MAE", "test macro-F1"};
+                                               {"test_label_acc", "test_macro_f1"}, {"test_ppl", "test_acc"}};
+static const char *const plot_names[] = {"test accuracy", "test MAE", "test macro-F1", "test accuracy"};
 
-int rt_log_open(rt_log *l, const rt_opts *o, int scaler, int task)
+int rt_log_open(rt_log *l, const rt_opts *o, int scaler, int task, int64_t per_sample)
 {
     memset(l, 0, sizeof *l);
     l->task = task;
+    l->per_sample = per_sample > 0 ? per_sample : 1;
     /* Only rank 0 reports: the others log nothing, draw no bar, print no
      * epoch line (the numbers are global, the same on every rank). */
     if (rt_world.rank != 0)
@@ -59,8 +60,13 @@ int rt_log_open(rt_log *l, const rt_opts *o, int scaler, int task)
     l->steplog_path = o->steplog_path;
     const char *const *mc = metric_cols[task];
     char head[256];
-    snprintf(head, sizeof head, "epoch,train_loss,test_loss,%s%s%s,seconds,images_per_s,%slr", mc[0], mc[1] ? "," : "",
-             mc[1] ? mc[1] : "", scaler ? "loss_scale,skipped," : "");
+    if (task == RT_METRICS_TOKENS)  /* a language model's: perplexities beside the losses, tokens a second */
+        snprintf(head, sizeof head, "epoch,train_loss,train_ppl,test_loss,test_ppl,test_acc,seconds,tokens_per_s,%slr",
+                 scaler ? "loss_scale,skipped," : "");
+    else
+        snprintf(head, sizeof head, "epoch,train_loss,test_loss,%s%s%s,seconds,images_per_s,%slr", mc[0],
+                 mc[1] ? "," : "", mc[1] ? mc[1] : "", scaler ? "loss_scale,skipped," : "");
+    const int tok = task == RT_METRICS_TOKENS;
     /* Opened before training so a bad path fails in a second, not after
      * an hour of training. */
     if (o->metrics_path && !(l->metrics = open_csv(o->metrics_path, head)))
@@ -70,7 +76,9 @@ int rt_log_open(rt_log *l, const rt_opts *o, int scaler, int task)
     l->title = rt_prog;         /* the model name once the program sets it */
     if (o->steplog_path &&
         !((l->rows = malloc(ROWS_MAX)) &&
-          (l->steplog = open_csv(o->steplog_path, scaler ? "step,epoch,loss,scale,found_inf,lr" : "step,epoch,loss,lr")))) {
+          (l->steplog = open_csv(o->steplog_path, scaler ? (tok ? "step,epoch,loss,ppl,scale,found_inf,lr"
+                                                                : "step,epoch,loss,scale,found_inf,lr")
+                                                         : tok ? "step,epoch,loss,ppl,lr" : "step,epoch,loss,lr")))) {
         if (!l->rows)
             rt_err("out of memory");
         free(l->rows);
@@ -116,11 +124,13 @@ void rt_log_step(rt_log *l, int64_t step, int epoch, double loss, double scale, 
     rt_live_plot_step(l->plot, step, epoch, loss);
     if (!l->steplog)
         return;
-    char row[160];
+    char row[192], ppl[40] = "";
+    if (l->task == RT_METRICS_TOKENS)   /* the step's perplexity, exp of its per-token loss */
+        snprintf(ppl, sizeof ppl, ",%.9g", unsign_nan(exp(loss)));
     int n = found_inf < 0
-                ? snprintf(row, sizeof row, "%lld,%d,%.9g,%.9g\n", (long long)step, epoch, unsign_nan(loss), lr)
-                : snprintf(row, sizeof row, "%lld,%d,%.9g,%.9g,%d,%.9g\n", (long long)step, epoch,
-                           unsign_nan(loss), scale, found_inf, lr);
+                ? snprintf(row, sizeof row, "%lld,%d,%.9g%s,%.9g\n", (long long)step, epoch, unsign_nan(loss), ppl, lr)
+                : snprintf(row, sizeof row, "%lld,%d,%.9g%s,%.9g,%d,%.9g\n", (long long)step, epoch,
+                           unsign_nan(loss), ppl, scale, found_inf, lr);
     if (l->rows_len + (size_t)n > ROWS_MAX)
         flush_steps(l);
     memcpy(l->rows + l->rows_len, row, (size_t)n);
@@ -172,6 +182,9 @@ void rt_log_metrics(int task, const double *sums, int has_metric, int64_t ntest,
     if (task == RT_METRICS_REGRESSION) {
         out[0] = sums[1] / elems;
         out[1] = sums[2] / elems;
+    } else if (task == RT_METRICS_TOKENS) {
+        out[0] = exp(sums[0] / n);      /* n: the test tokens counted */
+        out[1] = sums[1] / n;
     } else if (task == RT_METRICS_MULTILABEL) {
         const double *tp = sums + 1, *fp = tp + nclass, *fn = fp + nclass;
         double wrong = 0, f1 = 0;
@@ -192,12 +205,16 @@ void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss, double te
     train_loss = unsign_nan(train_loss);
     test_loss = unsign_nan(test_loss);
     const double m0 = unsign_nan(metric[0]), m1 = unsign_nan(metric[1]);
-    double ips = seconds > 0 ? (double)images / seconds : 0.0;
+    double ips = seconds > 0 ? (double)images * (double)l->per_sample / seconds : 0.0;
     bar_clear(l);
     if (rt_world.rank != 0)
         return;
     const char *const *mc = metric_cols[l->task];
-    if (l->task == RT_METRICS_ACCURACY)
+    const int tok = l->task == RT_METRICS_TOKENS;
+    if (tok)
+        printf("epoch %d/%d  train_loss %.4f  train_ppl %.3f  test_loss %.4f  test_ppl %.3f  test_acc %.4f  %.2f s  "
+               "%.0f tok/s\n", epoch, epochs, train_loss, unsign_nan(exp(train_loss)), test_loss, m0, m1, seconds, ips);
+    else if (l->task == RT_METRICS_ACCURACY)
         printf("epoch %d/%d  train_loss %.4f  test_loss %.4f  test_acc %.4f  %.2f s  %.0f img/s\n",
                epoch, epochs, train_loss, test_loss, m0, seconds, ips);
     else
@@ -212,7 +229,9 @@ void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss, double te
     rt_live_plot_epoch(l->plot, epoch, train_loss, test_loss, l->task == RT_METRICS_ACCURACY ? m0 : m1, l->title);
     if (l->metrics) {
         char row[320];
-        int n = snprintf(row, sizeof row, "%d,%.9g,%.9g,%.9g", epoch, train_loss, test_loss, m0);
+        int n = tok ? snprintf(row, sizeof row, "%d,%.9g,%.9g,%.9g,%.9g", epoch, train_loss,
+                               unsign_nan(exp(train_loss)), test_loss, m0)
+                    : snprintf(row, sizeof row, "%d,%.9g,%.9g,%.9g", epoch, train_loss, test_loss, m0);
         if (mc[1])
             n += snprintf(row + n, sizeof row - (size_t)n, ",%.9g", m1);
         n += snprintf(row + n, sizeof row - (size_t)n, ",%.9g,%.9g", seconds, ips);

@@ -351,7 +351,7 @@ static int check_model(const rt_model *m)
                  rt_plan_metrics(p) <= RT_METRIC_MAX && p->correct_stat + rt_plan_metrics(p) <= p->nstat &&
                  (!p->has_count || (p->count_stat >= 0 && p->count_stat < p->nstat)) && m->positions >= 0 &&
                  (m->positions <= 1 || m->target == RT_TGT_CLASS) &&
-                 m->metrics >= RT_METRICS_ACCURACY && m->metrics <= RT_METRICS_MULTILABEL;
+                 m->metrics >= RT_METRICS_ACCURACY && m->metrics <= RT_METRICS_TOKENS;
         for (int k = 0; ok && k < p->nk; k++)
             ok = p->k[k].fn != NULL;
         if (!ok) {
@@ -538,7 +538,8 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         (r0 && o.save_path && rt_st_check_writable(o.save_path)) ||
         (r0 && o.trace_path && rt_st_check_writable(o.trace_path)) ||
         (r0 && o.ckpt_path && rt_st_check_writable(o.ckpt_path)) ||
-        (r0 && o.plot_path && rt_st_check_writable(o.plot_path)) || rt_log_open(&log, &o, m->precision == RT_PREC_FP16, m->metrics) != 0) {
+        (r0 && o.plot_path && rt_st_check_writable(o.plot_path)) || rt_log_open(&log, &o, m->precision == RT_PREC_FP16, m->metrics,
+                                                         rt_model_positions(m)) != 0) {
         rt_gpu_close(gpu);
         return 1;
     }

@@ -161,7 +161,7 @@ static void run(run_out *r, const rt_opts *o0, const rt_resume *rs, int async, i
     w.param = param;
     w.opt = opt;
     fflush(stdout);
-    if (rt_log_open(&log, &o, 0, RT_METRICS_ACCURACY) != 0) {
+    if (rt_log_open(&log, &o, 0, RT_METRICS_ACCURACY, 1) != 0) {
         r->rc = -1;
         return;
     }
