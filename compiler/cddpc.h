@@ -103,6 +103,8 @@ typedef struct Node {
     int init;               /* PARAM: RT_INIT_* */
     int64_t fan_in;         /* PARAM: for default init */
     int64_t zero_row;       /* PARAM, init RT_INIT_NORMAL: 1 + a row kept 0 (an embedding's padding_idx), 0 none */
+    double init_a, init_b;  /* PARAM: RT_INIT_NORMAL's mean and std (0, 0: N(0, 1)), RT_INIT_UNIFORM's
+                               bounds, RT_INIT_CONST's value (a) */
     int grad_of;            /* node whose final gradient this is, or -1 */
     int bucket;             /* PARAM: gradient bucket (bucket.c), -1 for buffers */
     int buffer;             /* PARAM: a buffer (batch norm statistics): never trained */
@@ -172,6 +174,11 @@ typedef struct Graph {
     int nn, cap;
     int *params;            /* PARAM node ids, in declaration order */
     int nparam;
+    /* tied parameters (params.c): aliases[k] is another state_dict name of
+     * PARAM node alias_of[k] (self.lm_head.weight = self.wte.weight) */
+    const char **aliases;
+    int *alias_of;
+    int naliases;
     int images, labels;     /* data nodes */
     int logits;             /* model output */
     int log_probs;          /* forward returns log_softmax(logits); logits is its operand (the
@@ -206,6 +213,9 @@ Graph *ir_new(void);
 const char *ir_dtype_text(DType t);     /* "f32", "i64", ... */
 int ir_add(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, Loc loc);
 int ir_param(Graph *g, const char *name, Shape s, int init, int64_t fan_in, Loc loc);
+/* PARAM node `from` becomes a name of PARAM node `to` (a tie): out of
+ * Graph.params, into Graph.aliases */
+void ir_alias(Graph *g, int from, int to);
 /* A PyTorch buffer: saved and loaded under its name, never trained. */
 int ir_buffer(Graph *g, const char *name, Shape s, int init, int i64, Loc loc);
 void ir_effect(Graph *g, int id);

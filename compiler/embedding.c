@@ -63,6 +63,7 @@ Layer *emb_make(Sema *S, const Expr *e, const char *prefix, const char *what)
     l->b = -1;
     l->w = ir_param(S->g, *prefix ? util_fmt("%s.weight", prefix) : "weight", shape2(V, D), RT_INIT_NORMAL, 0, e->loc);
     S->g->n[l->w]->zero_row = pad + 1;
+    S->g->n[l->w]->init_b = 1;      /* N(0, 1) */
     return l;
 }
 

@@ -243,6 +243,55 @@ static void emit_plan_init(FILE *f, const Plan *p, const char *var, const Graph 
             g->n[g->correct_sum]->op == OP_SUM_ALL ? "" : util_fmt(", %d", nm), zero);
 }
 
+/* the parameter table: each PARAM node, then each tied weight's other
+ * name (an alias: its target's slab range, RT_PARAM_ALIAS); the optional
+ * tables beside it (an embedding's padding row, init arguments) */
+static void emit_params(FILE *f, const Graph *g, const Plan *train)
+{
+    const int np = g->nparam + g->naliases;
+    fprintf(f, "\nstatic const rt_param params[] = {\n");
+    for (int i = 0; i < np; i++) {
+        const int alias = i >= g->nparam, t = alias ? g->n[g->alias_of[i - g->nparam]]->param : i;
+        const Node *n = g->n[g->params[t]];
+        fprintf(f, "    {%s, %d, {", c_string(alias ? g->aliases[i - g->nparam] : n->name), n->shape.rank);
+        if (n->shape.rank > RT_PARAM_RANK)
+            diag_ice("emit: parameter %s has %d dimensions", n->name, n->shape.rank);
+        for (int k = 0; k < RT_PARAM_RANK; k++)
+            fprintf(f, "%s%lld", k ? ", " : "", (long long)(k < n->shape.rank ? n->shape.d[k] : 0));
+        int gk = !alias && g->grad[i] >= 0 ? train->group_of[g->grad[i]] : -1;
+        fprintf(f, "}, %lld, %lld, %lld, %d, %d, %d},\n", (long long)train->param_off[t],
+                (long long)ir_numel(&n->shape, 1), (long long)n->fan_in, n->init, alias ? -1 : n->bucket, gk);
+    }
+    fprintf(f, "};\n");
+    int zero_rows = 0, init_args = 0;
+    for (int i = 0; i < g->nparam; i++) {
+        const Node *n = g->n[g->params[i]];
+        zero_rows |= n->zero_row > 0;
+        init_args |= n->init == RT_INIT_NORMAL || n->init == RT_INIT_UNIFORM || n->init == RT_INIT_CONST;
+    }
+    if (zero_rows) {    /* an embedding's padding_idx row: its init leaves it 0 */
+        fprintf(f, "\nstatic const int64_t param_zero_row[] = {");
+        for (int i = 0; i < np; i++)
+            fprintf(f, "%s%lld", i ? ", " : "", i < g->nparam ? (long long)g->n[g->params[i]]->zero_row : 0LL);
+        fprintf(f, "};\n");
+    }
+    if (init_args) {    /* NORMAL's mean and std, UNIFORM's bounds, CONST's value */
+        fprintf(f, "\nstatic const double param_init[] = {");
+        for (int i = 0; i < np; i++) {
+            const Node *n = i < g->nparam ? g->n[g->params[i]] : NULL;
+            fprintf(f, "%s%.17g, %.17g", i ? ", " : "", n ? n->init_a : 0.0, n ? n->init_b : 0.0);
+        }
+        fprintf(f, "};\n");
+    }
+    fprintf(f, "\nstatic const int param_flags[] = {");
+    for (int i = 0; i < np; i++) {
+        const Node *n = i < g->nparam ? g->n[g->params[i]] : NULL;
+        fprintf(f, "%s%s", i ? ", " : "", !n ? "RT_PARAM_ALIAS" : !n->buffer ? "0"
+                : n->i64 ? "RT_PARAM_BUFFER | RT_PARAM_I64" : "RT_PARAM_BUFFER");
+    }
+    fprintf(f, "%s};\n", np ? "" : "0");
+}
+
 static void emit_source(FILE *f, const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
                         const CudaProgram *cp)
 {
@@ -267,34 +316,7 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
         s += k;
     }
     fprintf(f, "    ;\n");
-    fprintf(f, "\nstatic const rt_param params[] = {\n");
-    for (int i = 0; i < g->nparam; i++) {
-        const Node *n = g->n[g->params[i]];
-        fprintf(f, "    {%s, %d, {", c_string(n->name), n->shape.rank);
-        if (n->shape.rank > RT_PARAM_RANK)
-            diag_ice("emit: parameter %s has %d dimensions", n->name, n->shape.rank);
-        for (int k = 0; k < RT_PARAM_RANK; k++)
-            fprintf(f, "%s%lld", k ? ", " : "", (long long)(k < n->shape.rank ? n->shape.d[k] : 0));
-        int gk = g->grad[i] >= 0 ? train->group_of[g->grad[i]] : -1;
-        fprintf(f, "}, %lld, %lld, %lld, %d, %d, %d},\n", (long long)train->param_off[i],
-                (long long)ir_numel(&n->shape, 1), (long long)n->fan_in, n->init, n->bucket, gk);
-    }
-    fprintf(f, "};\n");
-    int zero_rows = 0;
-    for (int i = 0; i < g->nparam; i++)
-        zero_rows |= g->n[g->params[i]]->zero_row > 0;
-    if (zero_rows) {    /* an embedding's padding_idx row: its init leaves it 0 */
-        fprintf(f, "\nstatic const int64_t param_zero_row[] = {");
-        for (int i = 0; i < g->nparam; i++)
-            fprintf(f, "%s%lld", i ? ", " : "", (long long)g->n[g->params[i]]->zero_row);
-        fprintf(f, "};\n");
-    }
-    fprintf(f, "\nstatic const int param_flags[] = {");
-    for (int i = 0; i < g->nparam; i++) {
-        const Node *n = g->n[g->params[i]];
-        fprintf(f, "%s%s", i ? ", " : "", !n->buffer ? "0" : n->i64 ? "RT_PARAM_BUFFER | RT_PARAM_I64" : "RT_PARAM_BUFFER");
-    }
-    fprintf(f, "%s};\n", g->nparam ? "" : "0");
+    emit_params(f, g, train);
     emit_buckets(f, train);
     emit_data_tables(f, &t->data);
     if (t->sched_n > 0) {
@@ -306,7 +328,7 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "\nstatic const rt_model cddp_model = {\n");
     fprintf(f, "    .abi = RT_ABI_VERSION,\n    .name = %s,\n    .source = %s,\n", c_string(prog->model_name),
             c_string(src_path));
-    fprintf(f, "    .params = params,\n    .nparam = %d,\n    .param_floats = %lld,\n", g->nparam,
+    fprintf(f, "    .params = params,\n    .nparam = %d,\n    .param_floats = %lld,\n", g->nparam + g->naliases,
             (long long)train->param_floats);
     fprintf(f, "    .opt_floats = %lld,\n", (long long)(ir_opt_slots(prog->g) * train->param_floats));
     emit_plan_init(f, train, "train", g);
@@ -321,6 +343,13 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
             fprintf(f, "    .param_zero_row = param_zero_row,\n");
             break;
         }
+    for (int i = 0; i < g->nparam; i++) {
+        const int k = g->n[g->params[i]]->init;
+        if (k == RT_INIT_NORMAL || k == RT_INIT_UNIFORM || k == RT_INIT_CONST) {
+            fprintf(f, "    .param_init = param_init,\n");
+            break;
+        }
+    }
     if (prog->positions > 1 || t->has_ignore)
         fprintf(f, "    .positions = %lld, .has_ignore = %d, .ignore_index = %lld,\n", (long long)prog->positions,
                 t->has_ignore, (long long)t->ignore_index);

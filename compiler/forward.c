@@ -890,7 +890,7 @@ static void member_tensor(Sema *S, const LayerDecl *d, const Forward *f)
         diag_error(loc, "'%s' is already defined (a layer, a tensor or forward's input)", name);
         return;
     }
-    Val v = eval(S, val);
+    Val v = prm_is_parameter(val) ? prm_parameter(S, d) : eval(S, val);
     if (v.id >= 0 && ten_batch_dim(&v.s) >= 0) {
         diag_error(val->loc, "a model's tensor cannot have the batch's size (it is fixed before any batch)");
         v = POISON;
@@ -899,6 +899,26 @@ static void member_tensor(Sema *S, const LayerDecl *d, const Forward *f)
 }
 
 static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in);
+
+/* the parameter ids of layer l and of the layers inside it, for a tie */
+static void layer_params(Layer *l, int ***w, int *n)
+{
+    *w = util_grow(*w, sizeof **w * (size_t)*n, sizeof **w * (size_t)(*n + 2));
+    (*w)[(*n)++] = &l->w;
+    (*w)[(*n)++] = &l->b;
+    for (int k = 0; k < l->nkids; k++)
+        layer_params(l->kids[k], w, n);
+}
+
+/* self.lm_head.weight = self.wte.weight */
+static void tie(Sema *S, const LayerDecl *d)
+{
+    int **w = NULL, n = 0;
+    for (int i = 0; i < S->nlayers; i++)
+        if (S->layers[i])
+            layer_params(S->layers[i], &w, &n);
+    prm_tie(S, d, w, n);
+}
 
 Val fwd_model(Graph *g, const Model *m, Shape *in, const FwdCfg *c)
 {
@@ -928,7 +948,8 @@ static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in)
     S->layers = util_alloc(sizeof *S->layers * (size_t)(m->nlayers + 1));
     S->decls = util_alloc(sizeof *S->decls * (size_t)(m->nlayers + 1));
     const LayerDecl **consts = util_alloc(sizeof *consts * (size_t)(m->nlayers + 1));
-    int nconst = 0;
+    const LayerDecl **later = util_alloc(sizeof *later * (size_t)(m->nlayers + 1));
+    int nconst = 0, nlater = 0;
     for (int i = 0; i < m->nlayers; i++) {
         LayerDecl *d = m->layers[i];
         double num;
@@ -937,7 +958,12 @@ static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in)
             set_num(S, d->name, num, is_int);    /* self.n_head = 4: a number of the model */
             continue;
         }
-        if (tint_is_constant(d->init)) {
+        /* nn.init statements and ties: once the parameters exist, in file order */
+        if ((!d->name && prm_is_init(d->init)) || prm_is_tie(d)) {
+            later[nlater++] = d;
+            continue;
+        }
+        if (tint_is_constant(d->init) || (d->name && prm_is_parameter(d->init))) {
             consts[nconst++] = d;
             continue;
         }
@@ -959,6 +985,11 @@ static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in)
     }
     for (int i = 0; i < nconst; i++)
         member_tensor(S, consts[i], f);
+    for (int i = 0; i < nlater; i++)
+        if (later[i]->name)
+            tie(S, later[i]);
+        else
+            prm_init(S, later[i]->init);
     if (!ok)
         return POISON;
     Val x = {g->images, *in};

@@ -113,6 +113,29 @@ int ir_param(Graph *g, const char *name, Shape s, int init, int64_t fan_in, Loc 
     return id;
 }
 
+void ir_alias(Graph *g, int from, int to)
+{
+    int k = 0;
+    for (int i = 0; i < g->nparam; i++)
+        if (g->params[i] != from) {
+            g->params[k] = g->params[i];
+            g->n[g->params[k]]->param = k;
+            k++;
+        }
+    g->nparam = k;
+    /* the old node reads as its target's (a PARAM no kernel reads) */
+    g->n[from]->param = g->n[to]->param;
+    for (int i = 0; i < g->naliases; i++)     /* a name tied before now follows the new target */
+        if (g->alias_of[i] == from)
+            g->alias_of[i] = to;
+    g->aliases = util_grow(g->aliases, sizeof *g->aliases * (size_t)g->naliases,
+                           sizeof *g->aliases * (size_t)(g->naliases + 1));
+    g->alias_of = util_grow(g->alias_of, sizeof *g->alias_of * (size_t)g->naliases,
+                            sizeof *g->alias_of * (size_t)(g->naliases + 1));
+    g->aliases[g->naliases] = g->n[from]->name;
+    g->alias_of[g->naliases++] = to;
+}
+
 int ir_buffer(Graph *g, const char *name, Shape s, int init, int i64, Loc loc)
 {
     int id = ir_param(g, name, s, init, 0, loc);

@@ -186,6 +186,15 @@ Val tfn_matmul(Sema *S, Val a, Val b, const char *fn, Loc loc);     /* a @ b */
 Val tfn_pow(Sema *S, Val x, const Expr *exponent, const char *fn, Loc loc);    /* x ** c */
 Val tfn_unary(Sema *S, Op op, Val x, double lo, double hi, Loc loc);   /* a one-operand tensor op, ten.lo/hi set */
 
+/* ---- params.c: nn.Parameter, nn.init statements, weight tying (prm_) --- */
+int prm_is_parameter(const Expr *e);
+int prm_is_init(const Expr *e);
+int prm_is_tie(const LayerDecl *d);
+Val prm_parameter(Sema *S, const LayerDecl *d);     /* its PARAM node, the tensor forward reads */
+void prm_init(Sema *S, const Expr *e);
+/* layer_w: the layers' parameter ids (Layer.w, .b), repointed where they were the tied one */
+void prm_tie(Sema *S, const LayerDecl *d, int *const *layer_w, int nw);
+
 /* ---- embedding.c: nn.Embedding (emb_) ---------------------------------- */
 Layer *emb_make(Sema *S, const Expr *e, const char *prefix, const char *what);
 Val emb_apply(Sema *S, const Layer *l, Val idx, Loc loc);

@@ -180,8 +180,11 @@ typedef struct rt_kernel {
     double flops[2], bytes[2];
 } rt_kernel;
 
+/* NORMAL: N(mean, std), nn.Embedding's N(0, 1) unless rt_model.param_init
+ * says; CONST and UNIFORM take their value and bounds from param_init (the
+ * model body's nn.init statements and nn.Parameter values) */
 enum { RT_INIT_KAIMING_UNIFORM = 0, RT_INIT_BIAS_UNIFORM = 1, RT_INIT_ZERO = 2, RT_INIT_ONE = 3,
-       RT_INIT_NORMAL = 4 };  /* NORMAL: N(0, 1), nn.Embedding's */
+       RT_INIT_NORMAL = 4, RT_INIT_CONST = 5, RT_INIT_UNIFORM = 6 };
 
 #define RT_PARAM_RANK 4     /* a parameter's dimensions at most (a convolution's weight) */
 typedef struct rt_param {
@@ -201,7 +204,10 @@ typedef struct rt_param {
  * update it in place. An I64 buffer (num_batches_tracked) is held as a
  * float in the slab (exact to 2^24) and is int64 in safetensors files, as
  * PyTorch stores it. */
-enum { RT_PARAM_BUFFER = 1, RT_PARAM_I64 = 2 };
+/* RT_PARAM_ALIAS: another name of an earlier parameter (a tied weight:
+ * the same off and numel), saved and loaded under it, not initialized,
+ * counted or given optimizer state of its own */
+enum { RT_PARAM_BUFFER = 1, RT_PARAM_I64 = 2, RT_PARAM_ALIAS = 4 };
 
 /* A gradient bucket: one contiguous range of the grad slab, all-reduced as
  * one message once train kernel `ready` has run; optimizer kernel `opt`
@@ -413,6 +419,9 @@ typedef struct rt_model {
     /* [nparam], or NULL: for an RT_INIT_NORMAL parameter, 1 + a row (of
      * shape[0]) its init leaves 0, an embedding's padding_idx; 0 none */
     const int64_t *param_zero_row;
+    /* [2 nparam], or NULL: parameter i's init arguments (a, b): NORMAL's
+     * mean and std, UNIFORM's bounds, CONST's value a */
+    const double *param_init;
 } rt_model;
 
 /* The class labels of one sample. */

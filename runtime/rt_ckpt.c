@@ -91,8 +91,8 @@ static int ck_build(const rt_model *m, ck_model *c)
                     ? (int)(m->opt_floats / m->param_floats) : -1;
     /* buffers (batch norm statistics) are never updated: no state */
     int trained = 0;
-    for (int i = 0; i < m->nparam; i++)
-        trained += !(rt_param_flags(m, i) & RT_PARAM_BUFFER);
+    for (int i = 0; i < m->nparam; i++)     /* a tied weight's state is its target's */
+        trained += !(rt_param_flags(m, i) & (RT_PARAM_BUFFER | RT_PARAM_ALIAS));
     int extra = nslot >= 0 ? trained * nslot : 1;
     c->np = m->nparam + extra;
     c->p = calloc((size_t)c->np + 1, sizeof *c->p);
@@ -118,7 +118,7 @@ static int ck_build(const rt_model *m, ck_model *c)
     }
     for (int s = 0; s < nslot; s++)
         for (int i = 0; i < m->nparam; i++) {
-            if (rt_param_flags(m, i) & RT_PARAM_BUFFER)
+            if (rt_param_flags(m, i) & (RT_PARAM_BUFFER | RT_PARAM_ALIAS))
                 continue;
             const rt_param *p = &m->params[i];
             rt_param *q = &c->p[k];

@@ -16,6 +16,9 @@ void rt_init_params(const rt_model *m, float *param, uint64_t seed)
     for (int i = 0; i < m->nparam; i++) {
         const rt_param *p = &m->params[i];
         float *x = param + p->off;
+        const double *ab = m->param_init ? m->param_init + 2 * i : NULL;
+        if (rt_param_flags(m, i) & RT_PARAM_ALIAS)     /* a tied weight: its target's init */
+            continue;
         switch (p->init) {
         case RT_INIT_KAIMING_UNIFORM:
         case RT_INIT_BIAS_UNIFORM: {
@@ -31,10 +34,11 @@ void rt_init_params(const rt_model *m, float *param, uint64_t seed)
         case RT_INIT_NORMAL: {     /* nn.Embedding: normal_(0, 1), padding_idx's row zeroed */
             rt_rng r;
             rt_rng_init(&r, seed, rt_hash_str(p->name));
+            const double mean = ab ? ab[0] : 0.0, sd = ab ? ab[1] : 1.0;
             for (int64_t k = 0; k < p->numel; k++) {
                 /* Box-Muller, one normal per pair of uniforms */
                 const double u1 = 1.0 - rt_rng_uniform(&r), u2 = rt_rng_uniform(&r);
-                x[k] = (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+                x[k] = (float)(mean + sd * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
             }
             const int64_t zr = m->param_zero_row ? m->param_zero_row[i] : 0;
             if (zr > 0) {
@@ -44,6 +48,17 @@ void rt_init_params(const rt_model *m, float *param, uint64_t seed)
             }
             break;
         }
+        case RT_INIT_UNIFORM: {    /* uniform_(a, b) and the bounds xavier's and kaiming's give */
+            rt_rng r;
+            rt_rng_init(&r, seed, rt_hash_str(p->name));
+            for (int64_t k = 0; k < p->numel; k++)
+                x[k] = (float)(ab[0] + (ab[1] - ab[0]) * rt_rng_uniform(&r));
+            break;
+        }
+        case RT_INIT_CONST:
+            for (int64_t k = 0; k < p->numel; k++)
+                x[k] = (float)ab[0];
+            break;
         case RT_INIT_ONE:
             for (int64_t k = 0; k < p->numel; k++)
                 x[k] = 1.0f;

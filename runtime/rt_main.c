@@ -335,8 +335,9 @@ static int check_model(const rt_model *m)
             n *= p->shape[k];
         if (!p->name || p->rank < 0 || p->rank > 4 || n != p->numel || p->off < 0 ||
             p->numel < 0 || p->off > m->param_floats - p->numel || p->init < 0 ||
-            p->init > RT_INIT_NORMAL || (m->param_zero_row && (m->param_zero_row[i] < 0 ||
-                                                             m->param_zero_row[i] > p->shape[0]))) {
+            p->init > RT_INIT_UNIFORM || (m->param_zero_row && (m->param_zero_row[i] < 0 ||
+                                                              m->param_zero_row[i] > p->shape[0])) ||
+            ((p->init == RT_INIT_CONST || p->init == RT_INIT_UNIFORM) && !m->param_init)) {
             rt_err("model '%s' is malformed: parameter %d (%s) is inconsistent", name, i,
                    p->name ? p->name : "?");
             return -1;
@@ -609,8 +610,9 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
      * num_batches_tracked) apart; param_floats also counts the slab's
      * alignment padding, which is no one's parameter */
     int64_t nparam = 0, nbuffer = 0;
-    for (int i = 0; i < m->nparam; i++)
-        *(rt_param_flags(m, i) & RT_PARAM_BUFFER ? &nbuffer : &nparam) += m->params[i].numel;
+    for (int i = 0; i < m->nparam; i++)     /* a tied weight counted once, as PyTorch's parameters() */
+        if (!(rt_param_flags(m, i) & RT_PARAM_ALIAS))
+            *(rt_param_flags(m, i) & RT_PARAM_BUFFER ? &nbuffer : &nparam) += m->params[i].numel;
     char buffers[64] = "";
     if (nbuffer)
         snprintf(buffers, sizeof buffers, " (+ %lld buffer values)", (long long)nbuffer);

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch equivalence tests for character language models on text data.
 
-usage: lm_equiv.py PROGRAM TEXT MODEL     MODEL: bigram | tokmlp
+usage: lm_equiv.py PROGRAM TEXT MODEL     MODEL: bigram | tokmlp | bengio
 
 The program (tests/torch/lm_MODEL.net, data text(TEXT, block = 64,
 split = 0.1)) trains 100 steps of batch 32 from PyTorch's own initial
@@ -15,7 +15,12 @@ driver is equiv.py's comparison). Controls that must not match: the
 targets not shifted (each position predicting itself) and, for tokmlp,
 the position embedding of the positions reversed and the token
 embedding's padding_idx row (0, the newline) trained; for bigram, the
-loss of the last position alone.
+loss of the last position alone; for bengio (an output layer tied to the
+embedding, an nn.Parameter position table, nn.init statements), the
+output layer untied (its own copy of the embedding's initial weight) and
+the position table left out. The program's --init file holds both names
+of the tied weight, as PyTorch's state_dict lists them, and its --save
+file too, equal.
 """
 import os
 import subprocess
@@ -61,7 +66,31 @@ class TokMLP(nn.Module):
         return self.head(F.relu(self.fc(x)))
 
 
-MODELS = {"bigram": (Bigram, 0.5, "last"), "tokmlp": (TokMLP, 0.1, "reversed")}
+class Bengio(nn.Module):
+    """the last 8 characters' embeddings concatenated at each position, an
+    output layer tied to the embedding, a learned position table"""
+
+    def __init__(self, V, variant):
+        super().__init__()
+        self.wte = nn.Embedding(V, 24)
+        self.pos = nn.Parameter(torch.zeros(1, BLOCK, 24))
+        self.hidden = nn.Linear(8 * 24, 96)
+        self.proj = nn.Linear(96, 24)
+        self.lm_head = nn.Linear(24, V, bias=False)
+        nn.init.normal_(self.pos, mean=0.0, std=0.02)
+        nn.init.zeros_(self.hidden.bias)
+        self.variant = variant
+        if variant != "untied":
+            self.lm_head.weight = self.wte.weight
+
+    def forward(self, idx):
+        x = self.wte(idx) + (0 if self.variant == "nopos" else self.pos)
+        p = F.pad(x, (0, 0, 7, 0))
+        c = torch.cat([p[:, k:k + BLOCK] for k in range(8)], dim=-1)
+        return self.lm_head(self.proj(torch.tanh(self.hidden(c))))
+
+
+MODELS = {"bigram": (Bigram, 0.5, "last"), "tokmlp": (TokMLP, 0.1, "reversed"), "bengio": (Bengio, 0.05, "untied")}
 
 
 def windows(path, n):
@@ -76,7 +105,7 @@ def windows(path, n):
 
 def oracle(make, V, init_sd, X, Y, lr, variant):
     model = make(V, variant)
-    model.load_state_dict({k: torch.from_numpy(v) for k, v in init_sd.items()})
+    model.load_state_dict({k: torch.from_numpy(v).clone() for k, v in init_sd.items()})
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM)
     losses = []
     for s in range(STEPS):
@@ -133,6 +162,9 @@ def main(argv):
         return lw, pw
 
     fails = []
+    if which == "bengio" and not ("lm_head.weight" in got_sd and np.array_equal(got_sd["lm_head.weight"],
+                                                                               got_sd["wte.weight"])):
+        fails.append("the saved file lacks the tied weight's second name, or its two names differ")
     lw, pw = compare(*oracle(make, V, init_sd, X, Y, lr, "same"))
     print("%s: %d steps, losses %.4f .. %.4f; worst step loss rel err %.2e, final params rel L2 %.2e (tol %.0e)"
           % (which, STEPS, got[0], got[-1], lw, pw, TOL))
@@ -143,6 +175,9 @@ def main(argv):
                  else "the position embedding of the positions reversed")]
     if which == "tokmlp":
         controls.append(("trained_pad", "padding_idx's row trained"))
+    if which == "bengio":
+        controls[1] = ("untied", "the output layer untied (its own copy of the embedding)")
+        controls.append(("nopos", "without the position table"))
     for variant, what in controls:
         l2, p2 = compare(*oracle(make, V, init_sd, X, Y, lr, variant))
         print("control, %s: loss rel err %.2e, params rel L2 %.2e (one must exceed its tol)" % (what, l2, p2))
