@@ -101,6 +101,7 @@ const char *arg_show(const Expr *e)
     case E_INDEX: return util_fmt("%s[...]", arg_show(e->a));
     case E_SLICE: return "a slice";
     case E_ELLIPSIS: return "...";
+    case E_COMP: return "a list comprehension";
     }
     return "?";
 }

@@ -36,6 +36,7 @@ typedef enum {
     E_INDEX,    /* a[args]        args: E_SLICE, E_ELLIPSIS or index expressions */
     E_SLICE,    /* a:b:c          a, b, c, each NULL when left out */
     E_ELLIPSIS, /* ... */
+    E_COMP,     /* [a for s in b]  a list comprehension: a the element, s the name, b range(n) */
 } ExprKind;
 
 /* One argument: `key = val`, or positional when key is NULL. */
@@ -74,7 +75,7 @@ typedef struct TypeExpr {
     int ndims;
 } TypeExpr;
 
-typedef enum { S_ASSIGN, S_RETURN } StmtKind;
+typedef enum { S_ASSIGN, S_RETURN, S_FOR } StmtKind;
 
 typedef struct Stmt {
     StmtKind kind;
@@ -83,7 +84,9 @@ typedef struct Stmt {
     const char **names;     /* S_ASSIGN to a tuple (a, b = ...): its names, name NULL */
     Loc *name_locs;
     int nnames;
-    Expr *val;
+    Expr *val;              /* S_FOR: what it iterates (a ModuleList, Sequential); name the variable */
+    struct Stmt **body;     /* S_FOR: the statements it repeats, unrolled */
+    int nbody;
 } Stmt;
 
 /* forward(x: T) { body }. The Sequential form `model M(x: T) = e` has the
@@ -108,6 +111,11 @@ typedef struct LayerDecl {
 typedef struct Model {
     Loc loc;                /* the model's name */
     const char *name;
+    /* model Block(n_embd, n_head = 4) { ... }: a block, made inside another
+     * model with these arguments (numbers); nparams -1: no parameter list */
+    const char **params;
+    Expr **defaults;        /* [nparams]: NULL where none */
+    int nparams;
     LayerDecl **layers;
     int nlayers;
     Forward **fwd;          /* all forward()s written; sema wants exactly one */

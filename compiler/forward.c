@@ -795,16 +795,22 @@ static const char *output_form(const Sema *S)
                           : "logits [N, C] (or [N, T, C]: classes at each of T positions)";
 }
 
-/* forward's statements, in order; returns the logits or POISON. */
-static Val run_body(Sema *S, const Forward *f)
+static void run_for(Sema *S, const Stmt *st, Val *ret, int *returned);
+
+/* statements in order (forward's, a for loop's); *ret and *returned: the
+ * return's value once one ran */
+static void run_stmts(Sema *S, Stmt *const *body, int n, Val *ret, int *returned)
 {
-    Val ret = POISON;
-    int returned = 0;
-    for (int i = 0; i < f->nbody; i++) {
-        const Stmt *st = f->body[i];
-        if (returned) {
+    for (int i = 0; i < n; i++) {
+        const Stmt *st = body[i];
+        if (*returned) {
             diag_error(st->loc, "statement after return is never run");
-            return POISON;
+            *ret = POISON;
+            return;
+        }
+        if (st->kind == S_FOR) {
+            run_for(S, st, ret, returned);
+            continue;
         }
         if (st->nnames > 0 && unpack_sizes(S, st) >= 0)     /* N, T, C = x.size() */
             continue;
@@ -834,29 +840,173 @@ static Val run_body(Sema *S, const Forward *f)
         }
         Val v = st->kind == S_RETURN && is_log_softmax(S, st->val) ? eval_log_softmax(S, st->val)
                 : eval(S, st->val);
-        if (st->kind == S_RETURN) {
-            ret = v;
-            returned = 1;
+        if (st->kind == S_RETURN && S->module) {    /* a block's: what its caller takes */
+            *ret = v;
+            *returned = 1;
+        } else if (st->kind == S_RETURN) {
+            Val ret_ = v;
+            *returned = 1;
             const Node *images = v.id >= 0 ? S->g->n[S->g->images] : NULL;
             if (S->autoenc && v.id >= 0 && (v.s.d[0] != DIM_N || ir_row_elems(&v.s) != ir_row_elems(&images->shape))) {
                 diag_error(st->val->loc, "an autoencoder's forward (target = input) must return [N, ...] with the "
                            "input's %lld elements a sample, got %s", (long long)ir_row_elems(&images->shape),
                            ir_shape_str(&v.s));
-                ret = POISON;
+                ret_ = POISON;
             } else if (!S->autoenc && v.id >= 0 && !fwd_output_ok(&v.s, S->elementwise)) {
                 diag_error(st->val->loc, "forward must return %s, got %s", output_form(S), ir_shape_str(&v.s));
-                ret = POISON;
+                ret_ = POISON;
             } else if (!layer_float(S, v, "the loss", st->val->loc)) {
-                ret = POISON;
+                ret_ = POISON;
             } else if (S->autoenc) {
-                ret = layer_flatten(S, v, st->val->loc);
+                ret_ = layer_flatten(S, v, st->val->loc);
             }
+            *ret = ret_;
         } else if (find_layer(S, st->name) >= 0) {
             diag_error(st->loc, "'%s' is a layer; a variable cannot have its name", st->name);
         } else {
             set_var(S, st->name, v);
         }
     }
+}
+
+/* for block in self.h { ... }: the body once per layer of a ModuleList
+ * (or Sequential), the name bound to the layer while it runs: unrolled
+ * at compile time, so each block is its own kernels */
+static void run_for(Sema *S, const Stmt *st, Val *ret, int *returned)
+{
+    const int li = st->val->kind == E_NAME ? find_layer(S, st->val->s) : -1;
+    const Layer *list = li >= 0 ? S->layers[li] : NULL;
+    if (!list || (list->kind != LK_LIST && list->kind != LK_SEQUENTIAL)) {
+        diag_error(st->val->loc, "a for loop iterates a ModuleList (or a Sequential) of the model, such as "
+                   "for block in self.h, got %s", arg_show(st->val));
+        return;
+    }
+    if (find_layer(S, st->name) >= 0 || find_var(S, st->name)) {
+        diag_error(st->loc, "the loop's name '%s' is already a layer or a variable", st->name);
+        return;
+    }
+    LayerDecl *d = util_alloc(sizeof *d);
+    d->name = st->name;
+    d->loc = st->loc;
+    S->layers = util_grow(S->layers, sizeof *S->layers * (size_t)S->nlayers,
+                          sizeof *S->layers * (size_t)(S->nlayers + 1));
+    S->decls = util_grow(S->decls, sizeof *S->decls * (size_t)S->nlayers, sizeof *S->decls * (size_t)(S->nlayers + 1));
+    const int at = S->nlayers++;
+    S->decls[at] = d;
+    for (int k = 0; k < list->nkids && !*returned; k++) {
+        S->layers[at] = list->kids[k];
+        run_stmts(S, st->body, st->nbody, ret, returned);
+    }
+    S->nlayers--;       /* the name ends with the loop */
+}
+
+int fwd_is_block(const Model *m)
+{
+    return m->nparams >= 0 || (m->nfwd > 0 && !m->fwd[0]->type);
+}
+
+static const Model *find_block(const Sema *S, const char *name)
+{
+    for (int i = 0; S->file && i < S->file->nmodels; i++)
+        if (strcmp(S->file->models[i]->name, name) == 0)
+            return S->file->models[i];
+    return NULL;
+}
+
+static Layer *make_block(Sema *S, const Expr *e, const char *prefix, const char *what);
+static Val apply_block(Sema *S, const Layer *l, Val x, Loc loc);
+static void members(Sema *S, const Model *m, const Forward *f);
+static Val run_body(Sema *S, const Forward *f);
+
+/* a Sema for a model of the file: the top model's, or a block's */
+static Sema sema_for(const Sema *from, const Model *m)
+{
+    return (Sema){.g = from->g, .m = m, .sync_bn = from->sync_bn, .autoenc = from->autoenc,
+                  .elementwise = from->elementwise, .file = from->file, .eval = eval, .upsample = ups_apply,
+                  .find_block = find_block, .make_block = make_block, .apply_block = apply_block};
+}
+
+/* Block(n_embd = 64): the block's members made under prefix, its
+ * constructor's numbers bound from the call (the caller's names) or its
+ * defaults (the block's own, an earlier argument's name among them) */
+static Layer *make_block(Sema *S, const Expr *e, const char *prefix, const char *what)
+{
+    const Model *m = find_block(S, e->s);
+    if (!fwd_is_block(m) || m->seq || m->nfwd != 1) {
+        diag_error(e->loc, "model '%s' is not a block another model can make: give it a forward(x) whose input "
+                   "has no type, or a constructor list (model %s(n) { ... })", m->name, m->name);
+        return NULL;
+    }
+    if (S->depth >= 16) {
+        diag_error(e->loc, "blocks nested more than 16 deep (does '%s' make itself?)", m->name);
+        return NULL;
+    }
+    const int np = m->nparams > 0 ? m->nparams : 0;
+    int nreq = 0;
+    while (nreq < np && !m->defaults[nreq])
+        nreq++;
+    const Sig sig = {m->name, m->params, np, np, nreq};
+    Expr **a = util_alloc(sizeof *a * (size_t)(np + 1));
+    if (!arg_bind(e, &sig, a))
+        return NULL;
+    Sema *C = util_alloc(sizeof *C);
+    *C = sema_for(S, m);
+    C->prefix = prefix;
+    C->module = 1;
+    C->depth = S->depth + 1;
+    int ok = 1;
+    for (int k = 0; k < np && ok; k++) {
+        double v;
+        int is_int;
+        if (!a[k])      /* a default: in the block's own names */
+            arg_names(names_lookup, C);
+        const Expr *val = a[k] ? a[k] : m->defaults[k];
+        if (arg_number(val, &v, &is_int) != 1) {
+            diag_error(val->loc, "%s's argument %s must be a number, got %s", m->name, m->params[k], arg_show(val));
+            ok = 0;
+        } else {
+            set_num(C, m->params[k], v, is_int);
+        }
+        arg_names(names_lookup, S);
+    }
+    if (!ok)
+        return NULL;
+    arg_names(names_lookup, C);
+    members(C, m, m->fwd[0]);
+    arg_names(names_lookup, S);
+    Layer *l = util_alloc(sizeof *l);
+    l->kind = LK_BLOCK;
+    l->name = prefix;
+    l->what = what;
+    l->loc = e->loc;
+    l->w = l->b = -1;
+    l->inst = C;
+    return l;
+}
+
+/* block(x): its forward over x in its own names; the values it makes are
+ * dropped after (a block called twice shares its parameters, as PyTorch's) */
+static Val apply_block(Sema *S, const Layer *l, Val x, Loc loc)
+{
+    (void)loc;
+    Sema *C = l->inst;
+    const Forward *f = C->m->fwd[0];
+    const int nvars = C->nvars;
+    arg_names(names_lookup, C);
+    set_var(C, f->param, x);
+    Val y = run_body(C, f);
+    C->nvars = nvars;
+    arg_names(names_lookup, S);
+    return y;
+}
+
+/* forward's statements, in order; returns the logits (a block: its
+ * value) or POISON */
+static Val run_body(Sema *S, const Forward *f)
+{
+    Val ret = POISON;
+    int returned = 0;
+    run_stmts(S, f->body, f->nbody, &ret, &returned);
     if (!returned)
         diag_error(f->end, "forward of '%s' does not return a value (add 'return ...')", S->m->name);
     return ret;
@@ -900,51 +1050,20 @@ static void member_tensor(Sema *S, const LayerDecl *d, const Forward *f)
 
 static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in);
 
-/* the parameter ids of layer l and of the layers inside it, for a tie */
-static void layer_params(Layer *l, int ***w, int *n)
+static void tie(Sema *S, const LayerDecl *d);
+
+/* name under the block's prefix (a top model's: as it is) */
+static const char *prefixed(const Sema *S, const char *name)
 {
-    *w = util_grow(*w, sizeof **w * (size_t)*n, sizeof **w * (size_t)(*n + 2));
-    (*w)[(*n)++] = &l->w;
-    (*w)[(*n)++] = &l->b;
-    for (int k = 0; k < l->nkids; k++)
-        layer_params(l->kids[k], w, n);
+    return S->prefix && *S->prefix ? util_fmt("%s.%s", S->prefix, name) : name;
 }
 
-/* self.lm_head.weight = self.wte.weight */
-static void tie(Sema *S, const LayerDecl *d)
+/* A model's members: layers (under S's prefix), numbers, then the
+ * tensors (buffers, constants, Parameters), which are values in forward
+ * under their names (self.mask is mask), then its nn.init statements and
+ * ties in file order. f: its forward, or NULL. */
+static void members(Sema *S, const Model *m, const Forward *f)
 {
-    int **w = NULL, n = 0;
-    for (int i = 0; i < S->nlayers; i++)
-        if (S->layers[i])
-            layer_params(S->layers[i], &w, &n);
-    prm_tie(S, d, w, n);
-}
-
-Val fwd_model(Graph *g, const Model *m, Shape *in, const FwdCfg *c)
-{
-    Sema S = {.g = g, .m = m, .sync_bn = c->sync_bn, .autoenc = c->autoenc, .elementwise = c->elementwise,
-              .eval = eval, .upsample = ups_apply};
-    arg_names(names_lookup, &S);
-    Val out = model_body(&S, g, m, in);
-    arg_names(NULL, NULL);      /* S ends here */
-    return out;
-}
-
-static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in)
-{
-    const Forward *f = m->nfwd ? m->fwd[0] : NULL;
-    if (!f)
-        diag_error(m->loc, "model '%s' has no forward(x: f32[N, ...]) { ... }", m->name);
-    for (int i = 1; i < m->nfwd; i++)
-        diag_error(m->fwd[i]->loc, "model '%s' has more than one forward", m->name);
-    DType in_dt = DT_F32;
-    int ok = f && check_input(f->type, in, &in_dt);
-    if (ok) {
-        g->images = ir_add(g, OP_IMAGES, 0, NULL, *in, in_dt, f->type->loc);
-        g->labels = ir_add(g, OP_LABELS, 0, NULL, shape1(DIM_N), DT_I32, f->type->loc);
-    }
-    /* the members: layers, then the tensors (buffers and constants), which
-     * are values in forward under their names (self.mask is mask) */
     S->layers = util_alloc(sizeof *S->layers * (size_t)(m->nlayers + 1));
     S->decls = util_alloc(sizeof *S->decls * (size_t)(m->nlayers + 1));
     const LayerDecl **consts = util_alloc(sizeof *consts * (size_t)(m->nlayers + 1));
@@ -980,7 +1099,7 @@ static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in)
         if (f && strcmp(d->name, f->param) == 0)
             diag_error(d->loc, "layer '%s' has the name of forward's input", d->name);
         S->decls[S->nlayers] = d;
-        S->layers[S->nlayers] = layer_make(S, d->init, d->name, d->name);
+        S->layers[S->nlayers] = layer_make(S, d->init, prefixed(S, d->name), prefixed(S, d->name));
         S->nlayers++;
     }
     for (int i = 0; i < nconst; i++)
@@ -990,6 +1109,54 @@ static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in)
             tie(S, later[i]);
         else
             prm_init(S, later[i]->init);
+}
+
+
+/* the parameter ids of layer l and of the layers inside it, for a tie */
+static void layer_params(Layer *l, int ***w, int *n)
+{
+    *w = util_grow(*w, sizeof **w * (size_t)*n, sizeof **w * (size_t)(*n + 2));
+    (*w)[(*n)++] = &l->w;
+    (*w)[(*n)++] = &l->b;
+    for (int k = 0; k < l->nkids; k++)
+        layer_params(l->kids[k], w, n);
+}
+
+/* self.lm_head.weight = self.wte.weight */
+static void tie(Sema *S, const LayerDecl *d)
+{
+    int **w = NULL, n = 0;
+    for (int i = 0; i < S->nlayers; i++)
+        if (S->layers[i])
+            layer_params(S->layers[i], &w, &n);
+    prm_tie(S, d, w, n);
+}
+
+Val fwd_model(Graph *g, const Model *m, Shape *in, const FwdCfg *c)
+{
+    const Sema top = {.g = g, .sync_bn = c->sync_bn, .autoenc = c->autoenc, .elementwise = c->elementwise,
+                      .file = c->file};
+    Sema S = sema_for(&top, m);
+    arg_names(names_lookup, &S);
+    Val out = model_body(&S, g, m, in);
+    arg_names(NULL, NULL);      /* S ends here */
+    return out;
+}
+
+static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in)
+{
+    const Forward *f = m->nfwd ? m->fwd[0] : NULL;
+    if (!f)
+        diag_error(m->loc, "model '%s' has no forward(x: f32[N, ...]) { ... }", m->name);
+    for (int i = 1; i < m->nfwd; i++)
+        diag_error(m->fwd[i]->loc, "model '%s' has more than one forward", m->name);
+    DType in_dt = DT_F32;
+    int ok = f && check_input(f->type, in, &in_dt);
+    if (ok) {
+        g->images = ir_add(g, OP_IMAGES, 0, NULL, *in, in_dt, f->type->loc);
+        g->labels = ir_add(g, OP_LABELS, 0, NULL, shape1(DIM_N), DT_I32, f->type->loc);
+    }
+    members(S, m, f);
     if (!ok)
         return POISON;
     Val x = {g->images, *in};

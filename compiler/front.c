@@ -187,6 +187,7 @@ Program *front_compile(const char *path, const char *text)
 
     FwdCfg fc;
     peek_train(f, &fc);
+    fc.file = f;
     Graph **graphs = util_alloc(sizeof *graphs * (size_t)(f->nmodels + 1));
     Val *logits = util_alloc(sizeof *logits * (size_t)(f->nmodels + 1));
     Shape *inputs = util_alloc(sizeof *inputs * (size_t)(f->nmodels + 1));
@@ -199,6 +200,10 @@ Program *front_compile(const char *path, const char *text)
                 break;
             }
         graphs[i] = ir_new();
+        if (fwd_is_block(m)) {      /* made inside other models, not alone */
+            logits[i] = POISON;
+            continue;
+        }
         logits[i] = fwd_model(graphs[i], m, &inputs[i], &fc);
     }
     if (f->nmodels == 0)
@@ -221,6 +226,13 @@ Program *front_compile(const char *path, const char *text)
     /* The input type says how to view each sample; whether the data's
      * samples have that many values is the runtime's check, at load. */
     const Model *m = f->models[mi];
+    if (fwd_is_block(m)) {
+        diag_error(f->trains[0]->loc, "model '%s' is a block (%s): it is made inside another model, which the "
+                   "train block names", m->name, m->nparams >= 0 ? "it has a constructor list" : "its forward's "
+                   "input has no type");
+        diag_note(m->loc, "'%s' is here", m->name);
+        return NULL;
+    }
     const Shape *in = &inputs[mi];
     Graph *g = graphs[mi];
     if (!reads_param(g, logits[mi].id)) {

@@ -38,7 +38,7 @@ static const struct {
     {"Conv1d", LK_CONV2D, 0, 1},        {"MaxPool1d", LK_MAXPOOL2D, 0, 1},
     {"AvgPool1d", LK_AVGPOOL2D, 0, 1},  {"AdaptiveAvgPool1d", LK_ADAPTIVEAVGPOOL2D, 0, 1},
     {"ConvTranspose2d", LK_CONVT2D, 0, 0}, {"Upsample", LK_UPSAMPLE, 0, 0},
-    {"Embedding", LK_EMBEDDING, 0, 0},
+    {"Embedding", LK_EMBEDDING, 0, 0},     {"ModuleList", LK_LIST, 0, 0},
 };
 enum { NLAYER_TYPES = sizeof layer_types / sizeof layer_types[0] };
 
@@ -855,6 +855,40 @@ static Layer *make_sequential(Sema *S, const Expr *e, const char *prefix, const 
 }
 
 /* A layer constructor: Linear(...), ReLU(), Sequential(...), ... */
+/* nn.ModuleList([a, b, ...]) or ([Block() for _ in range(n)]): layers
+ * named prefix.0, prefix.1, ..., iterated by forward's for loops */
+static Layer *make_list(Sema *S, const Expr *e, const char *prefix, const char *what)
+{
+    if (e->nargs != 1 || e->args[0]->key
+        || (e->args[0]->val->kind != E_TUPLE && e->args[0]->val->kind != E_COMP)) {
+        diag_error(e->loc, "ModuleList takes one list of layers: ModuleList([Block() for _ in range(n)]) or "
+                   "ModuleList([a, b])");
+        return NULL;
+    }
+    const Expr *v = e->args[0]->val;
+    int64_t n = v->kind == E_TUPLE ? v->nargs : 0;
+    if (v->kind == E_COMP) {
+        const Expr *r = v->b;
+        if (r->kind != E_CALL || strcmp(r->s, "range") != 0 || r->nargs != 1 || r->args[0]->key) {
+            diag_error(r->loc, "a ModuleList's comprehension iterates range(n), got %s", arg_show(r));
+            return NULL;
+        }
+        if (!arg_int(r->args[0]->val, "the number of layers", 0, 4096, &n))
+            return NULL;
+    }
+    Layer *l = new_layer(LK_LIST, prefix, what, e->loc);
+    l->kids = util_alloc(sizeof *l->kids * (size_t)(n + 1));
+    for (int64_t k = 0; k < n; k++) {
+        const Expr *item = v->kind == E_TUPLE ? v->args[k]->val : v->a;
+        const char *kp = *prefix ? util_fmt("%s.%lld", prefix, (long long)k) : util_fmt("%lld", (long long)k);
+        Layer *kid = layer_make(S, item, kp, util_fmt("%s[%lld]", what, (long long)k));
+        if (!kid)
+            return NULL;
+        l->kids[l->nkids++] = kid;
+    }
+    return l;
+}
+
 Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
 {
     if (e->kind == E_NAME && layer_type(e->s) >= 0) {
@@ -866,6 +900,8 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
         return NULL;
     }
     int t = layer_type(e->s);
+    if (t < 0 && S->find_block && S->find_block(S, e->s))     /* a block of the file: Block(n_embd = 64) */
+        return S->make_block(S, e, prefix, what);
     if (t < 0) {
         /* nn.LSTM: a PyTorch module we do not have, said plainly (no guess) */
         if ((e->written && e->written != e->s) || layer_torch_module(e->s)) {
@@ -895,6 +931,8 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
     case LK_ADAPTIVEAVGPOOL2D: return make_adaptive_pool(e, prefix, what, NULL, layer_types[t].one_d);
     case LK_SOFTMAX: return make_softmax(e, layer_types[t].act, prefix, what, NULL);
     case LK_EMBEDDING: return emb_make(S, e, prefix, what);
+    case LK_LIST: return make_list(S, e, prefix, what);
+    case LK_BLOCK: break;
     }
     diag_ice("layer_make: layer kind %d", layer_types[t].kind);
 }
@@ -1213,6 +1251,13 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
         return x;
     if (l->kind == LK_EMBEDDING)    /* an integer index, with the batch or without */
         return emb_apply(S, l, x, loc);
+    if (l->kind == LK_BLOCK)        /* its forward takes what it is given */
+        return S->apply_block(S, l, x, loc);
+    if (l->kind == LK_LIST) {
+        diag_error(loc, "%s is a ModuleList: iterate it (for block in self.%s: x = block(x)), or make it a "
+                   "Sequential to call it", l->what, l->what);
+        return POISON;
+    }
     if (!layer_batch_first(x, l->what, loc) || !layer_float(S, x, l->what, loc))
         return POISON;
     switch (l->kind) {
@@ -1257,7 +1302,7 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
         return apply_convt2d(S, l, x, loc);
     case LK_UPSAMPLE:
         return S->upsample(S, l, x, loc);
-    case LK_EMBEDDING:
+    case LK_EMBEDDING: case LK_BLOCK: case LK_LIST:
         break;
     }
     diag_ice("apply: layer kind %d", l->kind);

@@ -21,7 +21,12 @@
 #include "sema.h"
 #include "cddprt.h"         /* RT_INIT_* */
 
-static const char *self_less(const char *s) { return strncmp(s, "self.", 5) == 0 ? s + 5 : s; }
+/* a member's state_dict name: without self., under the block's prefix */
+static const char *self_less_in(const Sema *S, const char *s)
+{
+    s = strncmp(s, "self.", 5) == 0 ? s + 5 : s;
+    return S->prefix && *S->prefix ? util_fmt("%s.%s", S->prefix, s) : s;
+}
 
 int prm_is_parameter(const Expr *e) { return e && e->kind == E_CALL && strcmp(e->s, "Parameter") == 0; }
 
@@ -118,7 +123,7 @@ Val prm_parameter(Sema *S, const LayerDecl *d)
                    (long long)MAX_PARAM_ELEMS);
         return POISON;
     }
-    const int p = ir_param(S->g, d->name, s, RT_INIT_ZERO, 0, d->loc);
+    const int p = ir_param(S->g, self_less_in(S, d->name), s, RT_INIT_ZERO, 0, d->loc);
     if (fn == 1)
         set_init(S->g->n[p], RT_INIT_CONST, scale, 0);
     else if (fn == 2)
@@ -191,7 +196,7 @@ void prm_init(Sema *S, const Expr *e0)
                    arg_show(a[0]));
         return;
     }
-    const char *name = self_less(a[0]->s);
+    const char *name = self_less_in(S, a[0]->s);
     const int p = find_param(S->g, name);
     if (p < 0 || S->g->n[p]->buffer) {
         diag_error(a[0]->loc, "%s: '%s' is not a parameter of this model (a layer's is named as its state_dict "
@@ -257,7 +262,7 @@ void prm_init(Sema *S, const Expr *e0)
  * that read A's read B's. layer_w: the layers' parameter ids to repoint. */
 void prm_tie(Sema *S, const LayerDecl *d, int *const *layer_w, int nw)
 {
-    const char *lhs = d->name, *rhs = self_less(d->init->s);
+    const char *lhs = self_less_in(S, d->name), *rhs = self_less_in(S, d->init->s);
     Graph *g = S->g;
     const int l = find_param(g, lhs), r = find_param(g, rhs);
     if (l < 0 || r < 0) {

@@ -148,7 +148,7 @@ static Expr *method(Expr *e, const char *name, List args)
 %token <s> STRING "string"
 %token <i> INT "integer"
 %token <f> FLOAT "number"
-%token MODEL "'model'" FORWARD "'forward'" RETURN "'return'" TRAIN "'train'"
+%token MODEL "'model'" FORWARD "'forward'" RETURN "'return'" TRAIN "'train'" FOR "'for'" IN "'in'"
 %token TRUE "'true'" FALSE "'false'"
 %token FDIV "'//'"
 %token POW "'**'"
@@ -158,9 +158,9 @@ static Expr *method(Expr *e, const char *name, List args)
 
 %type <e> expr orx andx arith term unary power primary sub oexpr
 %type <arg> arg
-%type <l> args arglist exprs dims stmts titems subs names
+%type <l> args arglist exprs dims stmts titems subs names mparams
 %type <m> model members
-%type <fwd> forward input
+%type <fwd> forward input tinput
 %type <type> type
 %type <dim> dim
 %type <stmt> stmt
@@ -181,9 +181,18 @@ file:
 /* model: 'model' IDENT '{' members '}'
  *      | 'model' IDENT '(' input ')' '=' expr      (Sequential form) */
 model:
-    MODEL IDENT '{' members '}'     { $$ = $4; $$->name = $2; $$->loc = L(@2); }
-  | MODEL IDENT '(' input ')' '=' expr
-                    { $$ = util_alloc(sizeof *$$); $$->name = $2; $$->loc = L(@2);
+    MODEL IDENT '{' members '}'     { $$ = $4; $$->name = $2; $$->loc = L(@2); $$->nparams = -1; }
+  | MODEL IDENT '(' mparams ')' '{' members '}'
+                    { $$ = $7; $$->name = $2; $$->loc = L(@2); $$->nparams = $4.n;
+                      $$->params = util_alloc(sizeof *$$->params * (size_t)($4.n + 1));
+                      $$->defaults = util_alloc(sizeof *$$->defaults * (size_t)($4.n + 1));
+                      for (int k = 0; k < $4.n; k++) {
+                          const Arg *a = $4.v[k];
+                          $$->params[k] = a->key;
+                          $$->defaults[k] = a->val;
+                      } }
+  | MODEL IDENT '(' tinput ')' '=' expr
+                    { $$ = util_alloc(sizeof *$$); $$->name = $2; $$->loc = L(@2); $$->nparams = -1;
                       $$->fwd = util_alloc(sizeof *$$->fwd); $$->fwd[0] = $4; $$->nfwd = 1; $$->seq = $7; }
   ;
 
@@ -204,14 +213,30 @@ members:
                       $$ = $1; $$->fwd = (Forward **)l.v; $$->nfwd = l.n; }
   ;
 
+/* mparams: [ IDENT [ '=' expr ] { ',' IDENT [ '=' expr ] } ]   (a block's constructor) */
+mparams:
+    %empty          { $$ = (List){0}; }
+  | IDENT           { $$ = (List){0}; push(&$$, mkarg($1, L(@1), NULL)); }
+  | IDENT '=' expr  { $$ = (List){0}; push(&$$, mkarg($1, L(@1), $3)); }
+  | mparams ',' IDENT
+                    { $$ = $1; push(&$$, mkarg($3, L(@3), NULL)); }
+  | mparams ',' IDENT '=' expr
+                    { $$ = $1; push(&$$, mkarg($3, L(@3), $5)); }
+  ;
+
 /* forward: 'forward' '(' input ')' '{' { stmt } '}' */
 forward:
     FORWARD '(' input ')' '{' stmts '}'
                     { $$ = $3; $$->loc = L(@1); $$->body = (Stmt **)$6.v; $$->nbody = $6.n; $$->end = L(@7); }
   ;
 
-/* input: IDENT ':' type */
+/* input: IDENT ':' type | IDENT   (a block's forward takes what its caller gives) */
 input:
+    tinput
+  | IDENT           { $$ = util_alloc(sizeof *$$); $$->loc = L(@1); $$->param = $1; $$->param_loc = L(@1); }
+  ;
+
+tinput:
     IDENT ':' type  { $$ = util_alloc(sizeof *$$); $$->loc = L(@1); $$->param = $1; $$->param_loc = L(@1);
                       $$->type = $3; }
   ;
@@ -264,6 +289,12 @@ stmt:
                       v->a = x; v->b = $3; nest(P, v);
                       $$ = util_alloc(sizeof *$$); $$->kind = S_ASSIGN; $$->loc = L(@1); $$->name = $1; $$->val = v; }
   | RETURN expr     { $$ = util_alloc(sizeof *$$); $$->kind = S_RETURN; $$->loc = L(@1); $$->val = $2; }
+  | FOR IDENT IN expr '{' stmts '}'
+                    { $$ = util_alloc(sizeof *$$); $$->kind = S_FOR; $$->loc = L(@1); $$->name = $2; $$->val = $4;
+                      $$->body = (Stmt **)$6.v; $$->nbody = $6.n; }
+  | FOR IDENT IN expr ':' stmt
+                    { $$ = util_alloc(sizeof *$$); $$->kind = S_FOR; $$->loc = L(@1); $$->name = $2; $$->val = $4;
+                      $$->body = util_alloc(sizeof *$$->body); $$->body[0] = $6; $$->nbody = 1; }
   ;
 
 /* expr: orx [ CMP orx ]; orx: andx { '|' andx }; andx: arith { '&' arith };
@@ -336,6 +367,8 @@ primary:
                       for (int k = 0; k < $4.n; k++) push(&l, $4.v[k]);
                       $$->args = (Arg **)l.v; $$->nargs = l.n; nest(P, $$); }
   | '[' exprs ']'   { $$ = mk(E_TUPLE, L(@1)); $$->args = (Arg **)$2.v; $$->nargs = $2.n; nest(P, $$); }
+  | '[' expr FOR IDENT IN expr ']'
+                    { $$ = mk(E_COMP, L(@1)); $$->a = $2; $$->s = $4; $$->b = $6; nest(P, $$); }
   | '[' exprs ',' ']'
                     { $$ = mk(E_TUPLE, L(@1)); $$->args = (Arg **)$2.v; $$->nargs = $2.n; nest(P, $$); }
   | primary '.' IDENT '(' args ')'

@@ -68,7 +68,7 @@ int arg_bind(const Expr *call, const Sig *sig, Expr **out);
 typedef enum {
     LK_LINEAR, LK_ACT, LK_FLATTEN, LK_SEQUENTIAL, LK_CONV2D, LK_BATCHNORM2D, LK_MAXPOOL2D, LK_AVGPOOL2D,
     LK_DROPOUT, LK_BATCHNORM1D, LK_LAYERNORM, LK_ADAPTIVEAVGPOOL2D, LK_SOFTMAX, LK_CONVT2D, LK_UPSAMPLE,
-    LK_EMBEDDING
+    LK_EMBEDDING, LK_BLOCK, LK_LIST
 } LayerKind;
 
 /* An activation: its op (0: Identity) and parameters (Node.act). */
@@ -99,8 +99,9 @@ typedef struct Layer {
     int dim;                /* Softmax / LogSoftmax: 1 (the features of [N, F]); 0: not given */
     double p;               /* Dropout */
     ActArgs act;            /* an activation (ReLU, GELU, ...): its op and parameters */
-    struct Layer **kids;    /* Sequential */
+    struct Layer **kids;    /* Sequential, ModuleList */
     int nkids;
+    struct Sema *inst;      /* a block: its members and numbers, its forward run there */
 } Layer;
 
 /* A value in forward: a node and its shape; id -1 once an error poisoned it. */
@@ -132,6 +133,17 @@ typedef struct Sema {
     int sync_bn;            /* the train block's sync_batchnorm */
     int autoenc;            /* the data's target = input: forward returns a sample's shape */
     int elementwise;        /* the loss compares each output (not a class loss): any [N, ...] */
+    /* blocks: a model made inside another (model Block(n) { ... }) is a
+     * Sema of its own over the same graph, its parameters named under
+     * prefix ("h.0.attn"); module: this is one (its forward returns what
+     * its caller takes); file: where blocks are found; depth: nesting */
+    const File *file;
+    const char *prefix;
+    int module, depth;
+    /* forward.c's, for layers.c: a block named name, and one made / applied */
+    const Model *(*find_block)(const struct Sema *S, const char *name);
+    struct Layer *(*make_block)(struct Sema *S, const Expr *e, const char *prefix, const char *what);
+    struct Val (*apply_block)(struct Sema *S, const struct Layer *l, struct Val x, Loc loc);
     struct Val (*eval)(struct Sema *S, const Expr *e);  /* forward's expressions: methods.c's operands */
     /* nn.Upsample / F.interpolate applied (upsample.c, above the layers) */
     struct Val (*upsample)(struct Sema *S, const struct Layer *l, struct Val x, Loc loc);
@@ -230,6 +242,7 @@ Val meth_cat(Sema *S, const Expr *e, const Val *t, int n, int d, const Expr *con
 /* What the train block says about building a model, read before it is
  * checked (front.c) */
 typedef struct FwdCfg {
+    const File *file;       /* the blocks a model may make */
     int sync_bn;            /* sync_batchnorm: each BatchNorm2d syncs */
     int autoenc;            /* the data's target = input */
     int elementwise;        /* a loss of each output (mse_loss, ...), not of classes */
@@ -242,6 +255,9 @@ typedef struct FwdCfg {
  * with the sample's elements, as [N, elements]. */
 Val fwd_model(Graph *g, const Model *m, Shape *in, const FwdCfg *c);
 int fwd_output_ok(const Shape *s, int elementwise);     /* a shape forward may return */
+/* a block, made only inside another model: a constructor list, or an
+ * untyped forward input */
+int fwd_is_block(const Model *m);
 
 /* ---- train_block.c ----------------------------------------------------- */
 /* The train block: returns the index of its model, or -1. */

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch equivalence tests for character language models on text data.
 
-usage: lm_equiv.py PROGRAM TEXT MODEL     MODEL: bigram | tokmlp | bengio
+usage: lm_equiv.py PROGRAM TEXT MODEL     MODEL: bigram | tokmlp | bengio | blocks
 
 The program (tests/torch/lm_MODEL.net, data text(TEXT, block = 64,
 split = 0.1)) trains 100 steps of batch 32 from PyTorch's own initial
@@ -18,7 +18,10 @@ embedding's padding_idx row (0, the newline) trained; for bigram, the
 loss of the last position alone; for bengio (an output layer tied to the
 embedding, an nn.Parameter position table, nn.init statements), the
 output layer untied (its own copy of the embedding's initial weight) and
-the position table left out. The program's --init file holds both names
+the position table left out; for blocks (a block model of the file
+with a constructor, n_layer of them in an nn.ModuleList looped over in
+forward, parameters named h.0.fc.weight as PyTorch nests them), the last
+block left out of the loop. The program's --init file holds both names
 of the tied weight, as PyTorch's state_dict lists them, and its --save
 file too, equal.
 """
@@ -90,7 +93,40 @@ class Bengio(nn.Module):
         return self.lm_head(self.proj(torch.tanh(self.hidden(c))))
 
 
-MODELS = {"bigram": (Bigram, 0.5, "last"), "tokmlp": (TokMLP, 0.1, "reversed"), "bengio": (Bengio, 0.05, "untied")}
+class MLPBlock(nn.Module):
+    def __init__(self, n_embd, hidden=64):
+        super().__init__()
+        self.ln = nn.LayerNorm(n_embd)
+        self.fc = nn.Linear(n_embd, hidden)
+        self.proj = nn.Linear(hidden, n_embd)
+
+    def forward(self, x):
+        return x + self.proj(F.gelu(self.fc(self.ln(x))))
+
+
+class Blocks(nn.Module):
+    """n_layer blocks in a ModuleList, looped over in forward"""
+
+    def __init__(self, V, variant):
+        super().__init__()
+        self.n_layer = 3
+        self.wte = nn.Embedding(V, 32)
+        self.wpe = nn.Embedding(BLOCK, 32)
+        self.h = nn.ModuleList([MLPBlock(32) for _ in range(self.n_layer)])
+        self.ln_f = nn.LayerNorm(32)
+        self.head = nn.Linear(32, V)
+        self.variant = variant
+
+    def forward(self, idx):
+        B, T = idx.size()
+        x = self.wte(idx) + self.wpe(torch.arange(T))
+        for block in (self.h[:2] if self.variant == "two" else self.h):
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+MODELS = {"bigram": (Bigram, 0.5, "last"), "tokmlp": (TokMLP, 0.1, "reversed"), "bengio": (Bengio, 0.05, "untied"),
+          "blocks": (Blocks, 0.1, "two")}
 
 
 def windows(path, n):
@@ -157,7 +193,7 @@ def main(argv):
         if len(got) != len(ref):
             return float("inf"), float("inf")
         lw = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
-        pw = max(np.linalg.norm(got_sd[k].astype(np.float64) - ref_sd[k]) / np.linalg.norm(ref_sd[k])
+        pw = max(np.linalg.norm(got_sd[k].astype(np.float64) - ref_sd[k]) / max(np.linalg.norm(ref_sd[k]), 1e-12)
                  for k in ref_sd)
         return lw, pw
 
@@ -175,6 +211,8 @@ def main(argv):
                  else "the position embedding of the positions reversed")]
     if which == "tokmlp":
         controls.append(("trained_pad", "padding_idx's row trained"))
+    if which == "blocks":
+        controls[1] = ("two", "the last block left out of the loop")
     if which == "bengio":
         controls[1] = ("untied", "the output layer untied (its own copy of the embedding)")
         controls.append(("nopos", "without the position table"))
