@@ -77,6 +77,20 @@ static int find_layer(const Sema *S, const char *name)
     return -1;
 }
 
+/* a layer by its name, or by a path through ModuleDicts
+ * (transformer.h), or NULL */
+static const Layer *layer_at(const Sema *S, const char *path)
+{
+    const int li = find_layer(S, path);
+    if (li >= 0)
+        return S->layers[li];
+    const char *dot = strrchr(path, '.');
+    if (!dot)
+        return NULL;
+    const Layer *d = layer_at(S, util_fmt("%.*s", (int)(dot - path), path));
+    return d ? layer_dict_kid(d, dot + 1) : NULL;
+}
+
 static Var *find_var(Sema *S, const char *name)
 {
     for (int i = 0; i < S->nvars; i++)
@@ -394,6 +408,18 @@ static Val eval_cat(Sema *S, const Expr *e)
 /* callee(x): a layer of the model, or a function. */
 static Val eval_call(Sema *S, const Expr *e)
 {
+    /* self.transformer.wte(idx): reads as wte(transformer, idx), a method
+     * of its receiver; a ModuleDict's layer is the call */
+    if (e->nargs == 2 && !e->args[0]->key && !e->args[1]->key && e->args[0]->val->kind == E_NAME) {
+        const Layer *d = layer_at(S, e->args[0]->val->s);
+        const Layer *kid = d && d->kind == LK_DICT ? layer_dict_kid(d, e->s) : NULL;
+        if (kid)
+            return layer_apply(S, kid, eval(S, e->args[1]->val), e->loc, 0);
+        if (d && d->kind == LK_DICT) {
+            diag_error(e->loc, "%s has no layer '%s'", d->what, e->s);
+            return POISON;
+        }
+    }
     int li = find_layer(S, e->s);
     int ok = 1;
     if (li < 0 && strcmp(e->s, "size") == 0) {
@@ -874,8 +900,7 @@ static void run_stmts(Sema *S, Stmt *const *body, int n, Val *ret, int *returned
  * at compile time, so each block is its own kernels */
 static void run_for(Sema *S, const Stmt *st, Val *ret, int *returned)
 {
-    const int li = st->val->kind == E_NAME ? find_layer(S, st->val->s) : -1;
-    const Layer *list = li >= 0 ? S->layers[li] : NULL;
+    const Layer *list = st->val->kind == E_NAME ? layer_at(S, st->val->s) : NULL;
     if (!list || (list->kind != LK_LIST && list->kind != LK_SEQUENTIAL)) {
         diag_error(st->val->loc, "a for loop iterates a ModuleList (or a Sequential) of the model, such as "
                    "for block in self.h, got %s", arg_show(st->val));
@@ -1120,6 +1145,9 @@ static void layer_params(Layer *l, int ***w, int *n)
     (*w)[(*n)++] = &l->b;
     for (int k = 0; k < l->nkids; k++)
         layer_params(l->kids[k], w, n);
+    for (int k = 0; l->inst && k < l->inst->nlayers; k++)     /* a block's own layers */
+        if (l->inst->layers[k])
+            layer_params(l->inst->layers[k], w, n);
 }
 
 /* self.lm_head.weight = self.wte.weight */

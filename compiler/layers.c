@@ -39,6 +39,7 @@ static const struct {
     {"AvgPool1d", LK_AVGPOOL2D, 0, 1},  {"AdaptiveAvgPool1d", LK_ADAPTIVEAVGPOOL2D, 0, 1},
     {"ConvTranspose2d", LK_CONVT2D, 0, 0}, {"Upsample", LK_UPSAMPLE, 0, 0},
     {"Embedding", LK_EMBEDDING, 0, 0},     {"ModuleList", LK_LIST, 0, 0},
+    {"ModuleDict", LK_DICT, 0, 0},
 };
 enum { NLAYER_TYPES = sizeof layer_types / sizeof layer_types[0] };
 
@@ -889,6 +890,48 @@ static Layer *make_list(Sema *S, const Expr *e, const char *prefix, const char *
     return l;
 }
 
+/* nn.ModuleDict(dict(wte = ..., h = ...)): layers named prefix.wte, ...,
+ * reached as self.NAME.wte(x) and iterated as self.NAME.h */
+static Layer *make_dict(Sema *S, const Expr *e, const char *prefix, const char *what)
+{
+    const Expr *d = e->nargs == 1 && !e->args[0]->key ? e->args[0]->val : NULL;
+    if (!d || d->kind != E_CALL || strcmp(d->s, "dict") != 0) {
+        diag_error(e->loc, "ModuleDict takes dict(name = layer, ...): ModuleDict(dict(wte = nn.Embedding(V, C)))");
+        return NULL;
+    }
+    Layer *l = new_layer(LK_DICT, prefix, what, e->loc);
+    l->kids = util_alloc(sizeof *l->kids * (size_t)(d->nargs + 1));
+    for (int k = 0; k < d->nargs; k++) {
+        const Arg *a = d->args[k];
+        if (!a->key) {
+            diag_error(a->val->loc, "dict's entries are named: dict(wte = nn.Embedding(V, C), ...)");
+            return NULL;
+        }
+        for (int j = 0; j < k; j++)
+            if (strcmp(d->args[j]->key, a->key) == 0) {
+                diag_error(a->key_loc, "'%s' is in the dict twice", a->key);
+                return NULL;
+            }
+        const char *kp = *prefix ? util_fmt("%s.%s", prefix, a->key) : a->key;
+        Layer *kid = layer_make(S, a->val, kp, util_fmt("%s.%s", what, a->key));
+        if (!kid)
+            return NULL;
+        l->kids[l->nkids++] = kid;
+    }
+    return l;
+}
+
+const Layer *layer_dict_kid(const Layer *dict, const char *key)
+{
+    const size_t n = strlen(dict->name);
+    for (int k = 0; dict->kind == LK_DICT && k < dict->nkids; k++) {
+        const char *kn = dict->kids[k]->name;
+        if (strcmp(n ? kn + n + 1 : kn, key) == 0)
+            return dict->kids[k];
+    }
+    return NULL;
+}
+
 Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
 {
     if (e->kind == E_NAME && layer_type(e->s) >= 0) {
@@ -932,6 +975,7 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
     case LK_SOFTMAX: return make_softmax(e, layer_types[t].act, prefix, what, NULL);
     case LK_EMBEDDING: return emb_make(S, e, prefix, what);
     case LK_LIST: return make_list(S, e, prefix, what);
+    case LK_DICT: return make_dict(S, e, prefix, what);
     case LK_BLOCK: break;
     }
     diag_ice("layer_make: layer kind %d", layer_types[t].kind);
@@ -1253,9 +1297,12 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
         return emb_apply(S, l, x, loc);
     if (l->kind == LK_BLOCK)        /* its forward takes what it is given */
         return S->apply_block(S, l, x, loc);
-    if (l->kind == LK_LIST) {
-        diag_error(loc, "%s is a ModuleList: iterate it (for block in self.%s: x = block(x)), or make it a "
-                   "Sequential to call it", l->what, l->what);
+    if (l->kind == LK_LIST || l->kind == LK_DICT) {
+        if (l->kind == LK_LIST)
+            diag_error(loc, "%s is a ModuleList: iterate it (for block in self.%s: x = block(x)), or make it a "
+                       "Sequential to call it", l->what, l->what);
+        else
+            diag_error(loc, "%s is a ModuleDict: call one of its layers (self.%s.NAME(x))", l->what, l->what);
         return POISON;
     }
     if (!layer_batch_first(x, l->what, loc) || !layer_float(S, x, l->what, loc))
@@ -1302,7 +1349,7 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
         return apply_convt2d(S, l, x, loc);
     case LK_UPSAMPLE:
         return S->upsample(S, l, x, loc);
-    case LK_EMBEDDING: case LK_BLOCK: case LK_LIST:
+    case LK_EMBEDDING: case LK_BLOCK: case LK_LIST: case LK_DICT:
         break;
     }
     diag_ice("apply: layer kind %d", l->kind);

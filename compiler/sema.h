@@ -68,7 +68,7 @@ int arg_bind(const Expr *call, const Sig *sig, Expr **out);
 typedef enum {
     LK_LINEAR, LK_ACT, LK_FLATTEN, LK_SEQUENTIAL, LK_CONV2D, LK_BATCHNORM2D, LK_MAXPOOL2D, LK_AVGPOOL2D,
     LK_DROPOUT, LK_BATCHNORM1D, LK_LAYERNORM, LK_ADAPTIVEAVGPOOL2D, LK_SOFTMAX, LK_CONVT2D, LK_UPSAMPLE,
-    LK_EMBEDDING, LK_BLOCK, LK_LIST
+    LK_EMBEDDING, LK_BLOCK, LK_LIST, LK_DICT
 } LayerKind;
 
 /* An activation: its op (0: Identity) and parameters (Node.act). */
@@ -103,6 +103,9 @@ typedef struct Layer {
     int nkids;
     struct Sema *inst;      /* a block: its members and numbers, its forward run there */
 } Layer;
+
+/* kid `key` of a ModuleDict (its kids' names are the dict's plus ".key"), or NULL */
+const Layer *layer_dict_kid(const Layer *dict, const char *key);
 
 /* A value in forward: a node and its shape; id -1 once an error poisoned it. */
 typedef struct Val {

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch equivalence tests for character language models on text data.
 
-usage: lm_equiv.py PROGRAM TEXT MODEL     MODEL: bigram | tokmlp | bengio | blocks
+usage: lm_equiv.py PROGRAM TEXT MODEL     MODEL: bigram | tokmlp | bengio | blocks | dict
 
 The program (tests/torch/lm_MODEL.net, data text(TEXT, block = 64,
 split = 0.1)) trains 100 steps of batch 32 from PyTorch's own initial
@@ -21,7 +21,10 @@ output layer untied (its own copy of the embedding's initial weight) and
 the position table left out; for blocks (a block model of the file
 with a constructor, n_layer of them in an nn.ModuleList looped over in
 forward, parameters named h.0.fc.weight as PyTorch nests them), the last
-block left out of the loop. The program's --init file holds both names
+block left out of the loop; for dict (nanoGPT's layout without
+attention: a ModuleDict of the embeddings, the blocks and the last
+LayerNorm, the head tied as nanoGPT ties it), the head untied. The
+program's --init file holds both names
 of the tied weight, as PyTorch's state_dict lists them, and its --save
 file too, equal.
 """
@@ -125,8 +128,30 @@ class Blocks(nn.Module):
         return self.head(self.ln_f(x))
 
 
+class DictLM(nn.Module):
+    """nanoGPT's layout without attention: a ModuleDict, blocks, a tied head"""
+
+    def __init__(self, V, variant):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(V, 32),
+            wpe=nn.Embedding(BLOCK, 32),
+            h=nn.ModuleList([MLPBlock(32) for _ in range(2)]),
+            ln_f=nn.LayerNorm(32)))
+        self.lm_head = nn.Linear(32, V, bias=False)
+        if variant != "untied":
+            self.transformer.wte.weight = self.lm_head.weight
+
+    def forward(self, idx):
+        B, T = idx.size()
+        x = self.transformer.wte(idx) + self.transformer.wpe(torch.arange(T))
+        for block in self.transformer.h:
+            x = block(x)
+        return self.lm_head(self.transformer.ln_f(x))
+
+
 MODELS = {"bigram": (Bigram, 0.5, "last"), "tokmlp": (TokMLP, 0.1, "reversed"), "bengio": (Bengio, 0.05, "untied"),
-          "blocks": (Blocks, 0.1, "two")}
+          "blocks": (Blocks, 0.1, "two"), "dict": (DictLM, 0.1, "untied")}
 
 
 def windows(path, n):
@@ -198,8 +223,9 @@ def main(argv):
         return lw, pw
 
     fails = []
-    if which == "bengio" and not ("lm_head.weight" in got_sd and np.array_equal(got_sd["lm_head.weight"],
-                                                                               got_sd["wte.weight"])):
+    tied = {"bengio": ("lm_head.weight", "wte.weight"), "dict": ("lm_head.weight", "transformer.wte.weight")}
+    if which in tied and not (all(k in got_sd for k in tied[which]) and
+                              np.array_equal(got_sd[tied[which][0]], got_sd[tied[which][1]])):
         fails.append("the saved file lacks the tied weight's second name, or its two names differ")
     lw, pw = compare(*oracle(make, V, init_sd, X, Y, lr, "same"))
     print("%s: %d steps, losses %.4f .. %.4f; worst step loss rel err %.2e, final params rel L2 %.2e (tol %.0e)"
@@ -213,8 +239,9 @@ def main(argv):
         controls.append(("trained_pad", "padding_idx's row trained"))
     if which == "blocks":
         controls[1] = ("two", "the last block left out of the loop")
-    if which == "bengio":
+    if which in ("bengio", "dict"):
         controls[1] = ("untied", "the output layer untied (its own copy of the embedding)")
+    if which == "bengio":
         controls.append(("nopos", "without the position table"))
     for variant, what in controls:
         l2, p2 = compare(*oracle(make, V, init_sd, X, Y, lr, variant))
