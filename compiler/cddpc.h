@@ -447,6 +447,8 @@ Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots);
  * metric and count sums) */
 Plan *plan_train(Graph *g);
 Plan *plan_eval(Graph *g);
+/* forward alone to the logits, for generating text (a language model's) */
+Plan *plan_predict(Graph *g);
 int plan_uses_outside(const Plan *p, int node);   /* used by another group, a root, or read back by a row tail */
 int plan_source(const Plan *p, int node);         /* through views to the producer */
 int plan_in_row_tail(const Plan *p, int node);    /* rule row-tail: a row op (or its sum) after a GEMM's epilogue */
@@ -727,7 +729,7 @@ char *emit_cuda_pair_name(const Plan *p, int grp);     /* that kernel's name */
  * gradient is stored whole by its kernel each step. */
 int emit_cuda_zero_ranges(const Plan *p, int64_t *r);
 /* emit_program.c: the program's source, compiled and linked to out_path */
-int emit_program(const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
-                 const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir);
+int emit_program(const Program *prog, const Plan *train, const Plan *eval, const Plan *predict,
+                 const char *src_path, const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir);
 
 #endif

@@ -292,8 +292,35 @@ static void emit_params(FILE *f, const Graph *g, const Plan *train)
     fprintf(f, "%s};\n", np ? "" : "0");
 }
 
-static void emit_source(FILE *f, const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
-                        const CudaProgram *cp)
+/* A language model's forward alone (--generate, on the CPU): its C
+ * kernels and an rt_plan of them; the logits' buffer (an ACT one) where
+ * the runtime reads them */
+static void emit_predict(FILE *f, const Plan *p)
+{
+    emit_c_kernels(f, p);
+    fprintf(f, "\nstatic const rt_kernel predict_kernels[] = {\n");
+    for (int i = 0; i < p->ngroups; i++)
+        fprintf(f, "    {%s, \"%s\", %d, {0, 0}, {0, 0}},\n", p->groups[i].name, p->groups[i].name,
+                group_phase(p, &p->groups[i]));
+    fprintf(f, "};\n");
+    fprintf(f, "\nstatic const rt_plan predict_plan = {.k = predict_kernels, .nk = %d, .act_units = %lld, "
+               ".fix_floats = %lld, .nstat = %d, .correct_stat = -1};\n",
+            p->ngroups, (long long)p->cpu_act_units, (long long)p->cpu_fix_floats, p->nstat);
+}
+
+/* where predict's logits are: their buffer's offset in act units */
+static int64_t predict_out(const Plan *p)
+{
+    int root = p->g->logits;
+    while (p->g->n[root]->op == OP_RESHAPE)
+        root = p->g->n[root]->in[0];
+    if (p->buf[root].cls != B_ACT)
+        diag_ice("emit: the predict plan's logits are not an activation buffer");
+    return p->buf[root].off;
+}
+
+static void emit_source(FILE *f, const Program *prog, const Plan *train, const Plan *eval, const Plan *predict,
+                        const char *src_path, const CudaProgram *cp)
 {
     const Graph *g = prog->g;
     const TrainCfg *t = &prog->train;
@@ -306,6 +333,8 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     emit_c_kernels(f, eval);
     emit_plan_table(f, train, "train", cp->launch[0]);
     emit_plan_table(f, eval, "eval", cp->launch[1]);
+    if (predict)
+        emit_predict(f, predict);
     fprintf(f, "\nstatic const char cuda_src[] =\n");
     for (const char *s = cp->text; *s;) {   /* one literal per line keeps it readable */
         const char *nl = strchr(s, '\n');
@@ -338,6 +367,8 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
             prog->target);
     if (prog->in_vocab)
         fprintf(f, "    .in_vocab = %lld,\n", (long long)prog->in_vocab);
+    if (predict)
+        fprintf(f, "    .predict = &predict_plan, .predict_out = %lld,\n", (long long)predict_out(predict));
     for (int i = 0; i < g->nparam; i++)
         if (g->n[g->params[i]]->zero_row > 0) {
             fprintf(f, "    .param_zero_row = param_zero_row,\n");
@@ -565,8 +596,8 @@ static int write_cuda_dir(const char *dir, const Plan *const plans[2], const Cud
     return rc;
 }
 
-int emit_program(const Program *prog, const Plan *train, const Plan *eval, const char *src_path,
-                 const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir)
+int emit_program(const Program *prog, const Plan *train, const Plan *eval, const Plan *predict,
+                 const char *src_path, const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir)
 {
     const Plan *const plans[2] = {train, eval};
     CudaProgram cp = cuda_program(plans);
@@ -577,7 +608,7 @@ int emit_program(const Program *prog, const Plan *train, const Plan *eval, const
     FILE *f = open_memstream(&text, &len);
     if (!f)
         diag_ice("open_memstream failed");
-    emit_source(f, prog, train, eval, src_path, &cp);
+    emit_source(f, prog, train, eval, predict, src_path, &cp);
     fclose(f);
     if (emit_c_dir) {
         if (make_dir(emit_c_dir) != 0 || write_file(util_fmt("%s/program.c", emit_c_dir), text) != 0)

@@ -52,6 +52,13 @@ int pipeline_compile(const PipelineOptions *o, const char *text, const char *out
         ir_dump(stdout, g);
 
     Plan *train = plan_train(g), *eval = plan_eval(g);
+    /* a language model's forward alone, for --generate (CPU) */
+    Plan *predict = prog->in_vocab && prog->positions > 1 ? plan_predict(g) : NULL;
+    if (predict) {
+        fuse_plan(predict, o->fusion);
+        predict->batch = 1;
+        mem_plan(predict);
+    }
 
     fuse_plan(train, o->fusion);
     fuse_plan(eval, o->fusion);
@@ -111,7 +118,7 @@ int pipeline_compile(const PipelineOptions *o, const char *text, const char *out
         }
     }
 
-    if (emit_program(prog, train, eval, o->input, out, o->emit_c_dir, o->emit_cuda_dir) != 0)
+    if (emit_program(prog, train, eval, predict, o->input, out, o->emit_c_dir, o->emit_cuda_dir) != 0)
         return 1;
     return 0;
 }

@@ -66,6 +66,14 @@ Plan *plan_train(Graph *g)
     return plan_new(g, "train", roots, nroots);
 }
 
+Plan *plan_predict(Graph *g)
+{
+    int root = g->logits;
+    while (g->n[root]->op == OP_RESHAPE)    /* the logits' producer: what a kernel stores */
+        root = g->n[root]->in[0];
+    return plan_new(g, "predict", &root, 1);
+}
+
 Plan *plan_eval(Graph *g)
 {
     int roots[3] = {g->loss_sum}, nroots = 1;

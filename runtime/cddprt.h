@@ -422,6 +422,10 @@ typedef struct rt_model {
     /* [2 nparam], or NULL: parameter i's init arguments (a, b): NORMAL's
      * mean and std, UNIFORM's bounds, CONST's value a */
     const double *param_init;
+    /* a language model's forward alone (--generate, CPU kernels), or
+     * NULL; its logits at act + predict_out * nmax, [nmax * T, nclass] */
+    const rt_plan *predict;
+    int64_t predict_out;
 } rt_model;
 
 /* The class labels of one sample. */

@@ -46,12 +46,21 @@ typedef struct rt_opts {
     const char *plot_path;  /* --plot FILE.svg: the loss curve, redrawn every epoch (rank 0) */
     const char *bench_kernel; /* --bench-kernel NAME|all: time kernels alone, no training */
     const char *eval_path;  /* --evaluate FILE: the test set through FILE's parameters, no training */
+    /* --generate N --load FILE [--prompt S --temperature X --top-k K]:
+     * a language model writes N tokens after the prompt (rt_gen.c) */
+    int64_t generate;
+    const char *gen_weights, *prompt;
+    double temperature;
+    int top_k;
     /* not an option: what the data load keeps for --save and --checkpoint
      * (rt_data.meta: normalize = auto's numbers, a csv's classes) */
     const struct rt_st_kv *data_meta;
     int ndata_meta;
 } rt_opts;
 
+
+/* rt_gen.c: --generate, through rt_model.predict on the CPU with param */
+int rt_generate(const rt_model *m, const rt_opts *o, const float *param);
 
 /* ---- rt_util.c: memory, messages, the clock (uses no other runtime file) -- */
 /* 64-byte aligned, zeroed; NULL (after an rt_err) if it cannot. Never

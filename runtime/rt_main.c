@@ -29,7 +29,8 @@ enum { OPT_DATA, OPT_DEVICE, OPT_THREADS, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_SEE
        OPT_SHUFFLE, OPT_DROP_LAST, OPT_MAX_STEPS, OPT_INIT, OPT_SAVE, OPT_METRICS,
        OPT_STEP_LOG, OPT_PROFILE, OPT_NO_CACHE, OPT_TRACE, OPT_COMM_TIMEOUT, OPT_HELP,
        OPT_VERSION, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME, OPT_PLOT, OPT_BENCH_KERNEL,
-       OPT_PEAK_GFLOPS, OPT_PEAK_GBS, OPT_EVALUATE };
+       OPT_PEAK_GFLOPS, OPT_PEAK_GBS, OPT_EVALUATE, OPT_GENERATE, OPT_LOAD, OPT_PROMPT, OPT_TEMPERATURE,
+       OPT_TOP_K };
 
 static const struct { const char *name; int id; int takes_value; } options[] = {
     {"data", OPT_DATA, 1},       {"device", OPT_DEVICE, 1},     {"threads", OPT_THREADS, 1},
@@ -42,6 +43,8 @@ static const struct { const char *name; int id; int takes_value; } options[] = {
     {"checkpoint", OPT_CHECKPOINT, 1}, {"checkpoint-every", OPT_CHECKPOINT_EVERY, 1},
     {"resume", OPT_RESUME, 1},   {"plot", OPT_PLOT, 1},   {"bench-kernel", OPT_BENCH_KERNEL, 1},
     {"peak-gflops", OPT_PEAK_GFLOPS, 1}, {"peak-gbs", OPT_PEAK_GBS, 1}, {"evaluate", OPT_EVALUATE, 1},
+    {"generate", OPT_GENERATE, 1}, {"load", OPT_LOAD, 1}, {"prompt", OPT_PROMPT, 1},
+    {"temperature", OPT_TEMPERATURE, 1}, {"top-k", OPT_TOP_K, 1},
 };
 
 static void usage(const rt_model *m, const rt_opts *d)
@@ -72,6 +75,10 @@ static void usage(const rt_model *m, const rt_opts *d)
            "  --evaluate FILE       no training: the test set through the parameters of FILE\n"
            "                        (--save or --checkpoint), normalized and labelled as the\n"
            "                        training run saved it (normalize = auto, a csv's classes)\n"
+           "  --generate N          a language model writes N tokens after --prompt S (the CPU);\n"
+           "                        --load FILE: the weights (--save's or a --checkpoint, their\n"
+           "                        vocabulary); --temperature X (default 1; 0: greedy), --top-k K\n"
+           "                        (default 0: all), --seed N\n"
            "  --metrics FILE        per-epoch CSV: epoch,train_loss,test_loss,test_acc,"
            "seconds,images_per_s\n"
            "                        (fp16 models: ,loss_scale,skipped),lr; written after every epoch\n"
@@ -263,6 +270,27 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
         case OPT_RESUME: o->resume_path = v; break;
         case OPT_PLOT: o->plot_path = v; break;
         case OPT_EVALUATE: o->eval_path = v; break;
+        case OPT_LOAD: o->gen_weights = v; break;
+        case OPT_PROMPT: o->prompt = v; break;
+        case OPT_GENERATE:
+            if (parse_int(name, v, 1, 1000000, &x))
+                return 2;
+            o->generate = x;
+            break;
+        case OPT_TOP_K:
+            if (parse_int(name, v, 0, INT_MAX, &x))
+                return 2;
+            o->top_k = (int)x;
+            break;
+        case OPT_TEMPERATURE: {
+            char *end;
+            errno = 0;
+            double d = strtod(v, &end);
+            if (*end || end == v || !isfinite(d) || d < 0 || errno == ERANGE)
+                return bad_arg("--temperature: expected a non-negative number (0: greedy), got '%s'", v);
+            o->temperature = d;
+            break;
+        }
         case OPT_BENCH_KERNEL:
             if (rt_bench_check_name(m, v) != 0)
                 return 2;
@@ -296,6 +324,10 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
         }
         }
     }
+    if ((o->prompt || o->gen_weights || o->top_k || o->temperature != defaults.temperature) && !o->generate)
+        return bad_arg("--prompt, --load, --temperature and --top-k go with --generate N");
+    if (o->generate && !o->gen_weights)
+        return bad_arg("--generate N needs the trained weights: --load FILE (--save's or a --checkpoint)");
     if (o->ckpt_every && !o->ckpt_path)
         return bad_arg("--checkpoint-every needs --checkpoint FILE (where to write)");
     if (o->init_path && o->resume_path)
@@ -399,6 +431,7 @@ static void defaults_from_model(const rt_model *m, rt_opts *o)
     o->shuffle = m->shuffle != 0;
     o->drop_last = m->drop_last != 0;
     o->comm_timeout = 300;
+    o->temperature = 1.0;   /* --generate: draws from the softmax itself; 0 is greedy */
 }
 
 /* OpenMP wait policy. The kernels mix OpenMP loops with OpenBLAS calls,
@@ -535,6 +568,14 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
     /* Cheap checks first: a typo in a path should cost a second, not a
      * data load and a training run. */
     int r0 = rt_world.rank == 0;    /* only rank 0 writes files */
+    if (o.generate) {       /* writing text: the weights, no data (the CPU, one sequence) */
+        rt_gpu_close(gpu);
+        if (rt_ws_alloc_params(m, &w) != 0 || rt_st_load(m, o.gen_weights, w.param) != 0)
+            return 1;
+        rc = rt_generate(m, &o, w.param) != 0;
+        rt_ws_free(&w);
+        return rc;
+    }
     if (rt_data_check_path(m, o.data_dir) != 0 ||
         (r0 && o.save_path && rt_st_check_writable(o.save_path)) ||
         (r0 && o.trace_path && rt_st_check_writable(o.trace_path)) ||

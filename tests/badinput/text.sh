@@ -6,7 +6,8 @@
 # byte offset), a block longer than the text, more characters than the
 # model's embeddings have rows, no split, a split that leaves a set empty;
 # an npz of tokens out of the vocabulary (the sample and position named),
-# and labels of -100 without ignore_index (PyTorch's default named). A
+# and labels of -100 without ignore_index (PyTorch's default named);
+# --generate without --load, and a prompt outside the vocabulary. A
 # text of one line of UTF-8 with a non-ASCII character trains (vocabulary
 # by code point), as does vocab = bytes on bytes that are not UTF-8.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -90,5 +91,15 @@ PY
 net n8 73 8 'npz("x")' || exit 1
 bad "$TMP/tok_bad.npz" "x_train sample 5, position 3: token 80 is not in [0, 73)" "$TMP/n8" --data "$TMP/tok_bad.npz"
 bad "$TMP/lab_ignored.npz" "label -100 is out of range for 73 classes (PyTorch's cross_entropy skips targets of -100" "$TMP/n8" --data "$TMP/lab_ignored.npz"
+# --generate's own mistakes: no weights; weights of another vocabulary's model
+"$TMP/t8" --generate 5 --prompt "In" >"$TMP/out" 2>&1
+if [ $? -eq 2 ] && grep -q -- "--generate N needs the trained weights: --load FILE" "$TMP/out"
+then pass "--generate without --load: $(head -n 1 "$TMP/out")"
+else fail "--generate without --load:"; sed 's/^/      /' "$TMP/out"; fi
+"$TMP/t8" --data "$TMP/utf8.txt" --threads 1 --max-steps 2 --save "$TMP/t8.st" >/dev/null 2>&1
+"$TMP/t8" --generate 5 --load "$TMP/t8.st" --prompt "Zebra" >"$TMP/out" 2>&1
+if [ $? -eq 1 ] && grep -q "the character at byte 0 ('Zebr') is not in the model's vocabulary" "$TMP/out"
+then pass "a prompt outside the vocabulary: $(head -n 1 "$TMP/out")"
+else fail "a prompt outside the vocabulary:"; sed 's/^/      /' "$TMP/out"; fi
 echo "text: $passes passed, $fails failed"
 [ $fails -eq 0 ]
