@@ -646,6 +646,8 @@ int ex_sum_in_place(const Emit *m);
 int ex_smoothing(const Emit *m);
 int ex_label_sums(const Emit *m);           /* the batch's label sums a class loss's mean reads */
 char *ex_label_sums_add(const Emit *m, const char *y);
+int ex_label_sums_rows(const Emit *m);      /* the sums are the rows themselves: no loop */
+int ex_reads_label(const Emit *m);          /* a row op of the group reads the label */
 /* The group's cross-entropy node with class weights, or NULL; then the
  * row kernels declare them (cw, by ex_class_weights_decl), and sum the
  * batch's target weights (sw) and, when it smooths, each row's sum of

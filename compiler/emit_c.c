@@ -129,7 +129,9 @@ static void emit_row(const Emit *m)
     }
     if (ex_class_weights(m))
         ex_class_weights_decl(m, "    ");
-    if (ex_label_sums(m)) {     /* the batch's sums of target weights and counts, in order */
+    if (ex_label_sums(m) && ex_label_sums_rows(m)) {    /* every row counts 1 */
+        fprintf(f, "    const float sw = (float)R%s;\n", ex_label_sums(m) & 2 ? ", sc = (float)R" : "");
+    } else if (ex_label_sums(m)) {     /* the batch's sums of target weights and counts, in order */
         fprintf(f, "    float sw = 0.0f%s;\n    for (int64_t i = 0; i < R; i++) {\n", ex_label_sums(m) & 2 ? ", sc = 0.0f" : "");
         fprintf(f, "        const int32_t yk = b%d[i];\n        %s\n    }\n", lb, ex_label_sums_add(m, "yk"));
     }
@@ -154,7 +156,7 @@ static void emit_row(const Emit *m)
     else if (ex_smoothing(m))
         fprintf(f, "        float sx = 0.0f;\n        for (int64_t j = 0; j < C; j++) sx += x[j];\n");
     ex_row_ops(m, &rows);
-    fprintf(f, "        (void)am;\n        (void)lse;\n    }\n");
+    fprintf(f, "        (void)am;\n        (void)lse;\n%s    }\n", ex_reads_label(m) ? "" : "        (void)y;\n");
     row_stats_out(m);
 }
 

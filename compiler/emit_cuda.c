@@ -339,7 +339,10 @@ static void emit_row_body(const Emit *m, const char *ind, const char *nrows)
     }
     if (ex_class_weights(m))
         ex_class_weights_decl(m, ind);
-    if (ex_label_sums(m)) {     /* every row's lanes sum the batch's target weights and counts */
+    if (ex_label_sums(m) && ex_label_sums_rows(m)) {    /* every row counts 1 */
+        fprintf(f, "%sconst float sw = (float)(%s)%s;\n", ind, nrows,
+                ex_label_sums(m) & 2 ? util_fmt(", sc = (float)(%s)", nrows) : "");
+    } else if (ex_label_sums(m)) {     /* every row's lanes sum the batch's target weights and counts */
         const int sc = ex_label_sums(m) & 2;
         fprintf(f, "%sfloat sw = 0.0f%s;\n%sfor (int64_t k = lane; k < %s; k += RL) {\n", ind, sc ? ", sc = 0.0f" : "",
                 ind, nrows);
@@ -361,6 +364,8 @@ static void emit_row_body(const Emit *m, const char *ind, const char *nrows)
             ind);
     fputs(row_total(ind, "se"), f);
     fprintf(f, "%sconst float lse = mx + logf(se);\n%s(void)am;\n%s(void)lse;\n", ind, ind, ind);
+    if (!ex_reads_label(m))     /* a kernel of COUNTED alone: every row counts */
+        fprintf(f, "%s(void)y;\n", ind);
     if (ex_smoothing(m) && ex_class_weights(m)) {
         fprintf(f, "%sfloat swx = 0.0f;\n%sfor (int64_t j = lane; j < C; j += RL)\n%s    swx += cw[j] * x[j];\n", ind,
                 ind, ind);

@@ -260,9 +260,30 @@ char *ex_label_sums_add(const Emit *m, const char *y)
     }
     const int need = ex_label_sums(m);
     char *add = util_fmt("sw += %s;%s", n->nw ? util_fmt("cw[%s]", y) : "1.0f", need & 2 ? " sc += 1.0f;" : "");
-    if (!n->nw && !n->ignore_on)    /* every row counts 1: the label is not read */
-        add = util_fmt("%s (void)%s;", add, y);
     return n->ignore_on ? util_fmt("if (%s) { %s }", counted(n, y), add) : add;
+}
+
+/* whether a row op of the group reads the row's label y (COUNTED alone,
+ * without ignore_index, does not) */
+int ex_reads_label(const Emit *m)
+{
+    for (int k = 0; k < m->gr->nnodes; k++) {
+        const Node *c = ex_node(m, m->gr->nodes[k]);
+        if (c->op == OP_CE_LOSS || c->op == OP_CE_GRAD || c->op == OP_CORRECT || (c->op == OP_COUNTED && c->ignore_on))
+            return 1;
+    }
+    return 0;
+}
+
+/* every row counts 1 (no weights, no ignore_index): the sums are the rows */
+int ex_label_sums_rows(const Emit *m)
+{
+    for (int k = 0; k < m->gr->nnodes; k++) {
+        const Node *c = ex_node(m, m->gr->nodes[k]);
+        if ((c->op == OP_CE_LOSS || c->op == OP_CE_GRAD) && (c->nw || c->ignore_on))
+            return 0;
+    }
+    return 1;
 }
 
 int ex_smoothing(const Emit *m)

@@ -176,6 +176,9 @@ const char *rt_data_show(const char *s, size_t n, char *buf, size_t cap);
 int rt_npz_load(const rt_model *m, const char *path, rt_dataset *train, rt_dataset *test);
 /* text("FILE", block, split, vocab): d's train and test windows and its vocabulary (rt_text.c) */
 int rt_text_load(const rt_model *m, const char *path, struct rt_data *d);
+/* the same on a file's bytes (the fuzz harness's way in); d's sets and
+ * vocabulary are its own on success, free with rt_data_free's parts */
+int rt_text_parse(const rt_model *m, const char *path, const uint8_t *buf, size_t len, struct rt_data *d);
 int rt_npz_parse(const rt_model *m, const char *path, const uint8_t *buf, size_t len, rt_dataset *train,
                  rt_dataset *test);
 /* rt_csv.c: one csv file. fit: a training file, whose non-numeric labels

@@ -142,16 +142,23 @@ static int windows(const int32_t *t, int64_t B, int64_t w0, int64_t w1, const ch
 
 int rt_text_load(const rt_model *m, const char *path, rt_data *d)
 {
+    uint8_t *buf;
+    size_t len;
+    if (rt_data_read_file(path, &buf, &len) != 0)
+        return -1;
+    const int rc = rt_text_parse(m, path, buf, len, d);
+    free(buf);
+    return rc;
+}
+
+int rt_text_parse(const rt_model *m, const char *path, const uint8_t *buf, size_t len, rt_data *d)
+{
     const int64_t B = m->data.block;
     if (!m->in_vocab || B < 1 || rt_model_in_elems(m) != B || rt_model_positions(m) != B) {
         rt_err("model '%s' is malformed: text data needs an input of i64[N, %lld] and a target at each position",
                m->name, (long long)B);
         return -1;
     }
-    uint8_t *buf;
-    size_t len;
-    if (rt_data_read_file(path, &buf, &len) != 0)
-        return -1;
     int32_t *t = NULL;
     int64_t L = 0;
     int rc = -1;
@@ -201,7 +208,6 @@ int rt_text_load(const rt_model *m, const char *path, rt_data *d)
     }
     rc = 0;
 out:
-    free(buf);
     free(t);
     return rc;
 }

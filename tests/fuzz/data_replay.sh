@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/fuzz/data_replay.sh DIR: the data readers' fuzz harnesses (DIR/npz,
-# DIR/csv, DIR/idx, DIR/st: build/fuzz-data) over their seeds (tests/fuzz/data_seeds/NAME)
+# DIR/csv, DIR/idx, DIR/st, DIR/text: build/fuzz-data) over their seeds (tests/fuzz/data_seeds/NAME)
 # and kept findings (tests/fuzz/data_findings/NAME), each input once, no
 # fuzzing: an input that once crashed a reader, tripped a sanitizer or hung
 # must not do it again. Fails when a harness fails or did not run every input.
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.." || exit 2
 tmp=$(mktemp -d) || exit 2
 trap 'rm -rf "$tmp"' EXIT INT TERM
 total=0
-for n in npz csv idx st; do
+for n in npz csv idx st text; do
     find "tests/fuzz/data_seeds/$n" "tests/fuzz/data_findings/$n" -type f 2>/dev/null | sort >"$tmp/$n.inputs"
     k=$(wc -l <"$tmp/$n.inputs")
     xargs "$bins/$n" -timeout=10 -rss_limit_mb=2048 <"$tmp/$n.inputs" >"$tmp/$n.log" 2>&1

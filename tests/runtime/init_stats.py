@@ -8,7 +8,9 @@ before its first step (--lr 0 --max-steps 1 --save): nn.Embedding's N(0, 1)
 with padding_idx's row 0, nn.init.normal_ (mean 0.5, std 0.1),
 xavier_uniform_ (gain 2), kaiming_uniform_ (fan_out, relu), uniform_,
 constant_, zeros_, nn.Parameter of torch.randn(...) * 0.02 and of
-torch.ones, and Linear's default. Each tensor is checked against the
+torch.ones, Linear's default, and init statements inside a block model
+(each of a Sequential's two instances initialized by them: how "every
+Linear" is written). Each tensor is checked against the
 distribution torch.nn.init defines (its bounds from torch's own
 formulas): a constant exactly; a uniform tensor inside its bounds and
 reaching within 2% of them, its mean within 5 standard errors of the
@@ -29,7 +31,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import st  # noqa: E402
 
 NET = """
+model Blk(n) {
+    self.fc = nn.Linear(n, n)
+    nn.init.normal_(self.fc.weight, std = 0.02)
+    nn.init.zeros_(self.fc.bias)
+    forward(x) {
+        return self.fc(x)
+    }
+}
 model Inits {
+    self.body = nn.Sequential(Blk(256), Blk(256))
     self.emb = nn.Embedding(500, 64, padding_idx = 3)
     self.a = nn.Linear(256, 512)
     self.b = nn.Linear(512, 384)
@@ -45,7 +56,7 @@ model Inits {
     nn.init.uniform_(self.d.weight, a = -0.3, b = 0.1)
 
     forward(idx: i64[N, 4]) {
-        h = (self.emb(idx) + self.p).view(-1, 256)
+        h = self.body((self.emb(idx) + self.p).view(-1, 256))
         return self.d(self.c(self.b(self.a(h)))) * self.q
     }
 }
@@ -125,6 +136,9 @@ def main(argv):
     db = 1 / math.sqrt(128)     # Linear's default bias bound
     report("d.bias", bool(np.all(np.abs(w["d.bias"]) <= db)), "inside +-%.5f (Linear's default)" % db)
     normal("p", w["p"], 0.0, 0.02)
+    for k in range(2):      # an init statement of a block: every instance's
+        normal("body.%d.fc.weight" % k, w["body.%d.fc.weight" % k], 0.0, 0.02)
+        const("body.%d.fc.bias" % k, w["body.%d.fc.bias" % k], 0.0)
     const("q", w["q"], 1.0)
     if fails:
         print("init_stats: FAIL: %s (work dir %s)" % (", ".join(fails), work))
