@@ -128,7 +128,7 @@ static void peek_train(const File *f, FwdCfg *c)
  * the smallest vocabulary of the embeddings that read the input (through
  * views); 2^24 (a float slot's exact integers) where none does. The data
  * is taken as it is: normalize does not apply. */
-static int token_input(Program *p, Loc loc)
+static int token_input(Program *p)
 {
     const Graph *g = p->g;
     if (g->n[g->images]->dt != DT_I64)
@@ -142,7 +142,6 @@ static int token_input(Program *p, Loc loc)
         diag_error(d->loc, "target = input needs float samples, but forward's input is i64 (tokens)");
         return 0;
     }
-    (void)loc;
     d->nnorm = 0;
     p->in_vocab = MAX_DIM;
     for (int i = 0; i < g->nn; i++) {
@@ -247,7 +246,7 @@ Program *front_compile(const char *path, const char *text)
         p->in_dim[d - 1] = in->d[d];
     p->target = RT_TGT_CLASS;
     g->logits = logits[mi].id;
-    if (!output_rows(p, &logits[mi].s, m->loc) || !token_input(p, f->trains[0]->loc) || !text_data(p, in))
+    if (!output_rows(p, &logits[mi].s, m->loc) || !token_input(p) || !text_data(p, in))
         return NULL;
 
     const TrainItem *loss_item = NULL;

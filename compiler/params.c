@@ -206,6 +206,11 @@ void prm_init(Sema *S, const Expr *e0)
     Node *n = S->g->n[p];
     double x = 0, y = 1, fi, fo;
     fans(&n->shape, &fi, &fo);
+    if (k >= 5 && n->shape.rank < 2) {      /* as torch: no fans of a vector */
+        diag_error(a[0]->loc, "%s needs a tensor of 2 or more dimensions (its fans), but '%s' is %s", e->written,
+                   name, ir_shape_str(&n->shape));
+        return;
+    }
     switch (k) {
     case 0:     /* normal_(mean = 0, std = 1) */
         if ((a[1] && !arg_num(a[1], "mean", &x)) || (a[2] && !arg_num(a[2], "std", &y)))

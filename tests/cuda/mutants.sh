@@ -255,6 +255,9 @@ check 'positions: the ignored targets counted in the mean'"'"'s denominator' 's/
 check 'positions: the ignored targets counted' 's/= y != -100 ? 1.0f : 0.0f;/= 1.0f;/' $P
 check 'positions: a row'"'"'s label read from the next position' 's/e->idx\[(i) \/ 28\] \* 28 + (i) % 28\]/e->idx[(i) \/ 28] * 28 + ((i) + 1) % 28]/' $P
 check 'positions: the data prologue gathers a row from the wrong place' 's/(gi % 28) \* 28 + gk/(gi % 28) * 27 + gk/' $P
+MODEL=$HERE/../torch/pos_weight_net.net
+check 'positions with class weights: the counted positions'"'"' weights summed without the ignored test' 's/if (yk != -100) { sw += cw\[yk\]; sc += 1.0f; }/sw += cw[yk < 0 ? 0 : yk]; if (yk != -100) { sc += 1.0f; }/' $P
+check 'positions with class weights: a loss scaled by the rows, not the counted ones' 's/(cw\[y\] \* (lse - x\[y\])) \* (sc \/ sw)/(cw[y] * (lse - x[y])) * ((float)(n * 28) \/ sw)/' $P
 # token models (emit_tensor.c: T_EMBED, T_EMBED_GRAD)
 MODEL=$HERE/../torch/lm_tokmlp.net
 check 'embedding: the next token'"'"'s row looked up' '0,/cddp_index(b0\[e \/ 32\], 73)/s//cddp_index(b0[e \/ 32] + 1.0f, 73)/' $P

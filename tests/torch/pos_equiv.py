@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch equivalence test for a loss over positions (tests/torch/pos_net.net).
 
-usage: pos_equiv.py PROGRAM DATA_DIR
+usage: pos_equiv.py [--weighted] PROGRAM DATA_DIR
 
 As rows_equiv.py (the driver is equiv.py), on targets made from the data
 set: each of an image's 28 rows is labelled with the digit's class where
@@ -49,7 +49,16 @@ class RowTagger(nn.Module):
         return self.out(F.relu(h))
 
 
+WEIGHTS = None     # pos_weight_net.net's class weights (--weighted)
+
+
 def loss_fn(out, y, variant):
+    if WEIGHTS is not None:     # the mean over the counted positions' weights
+        w = torch.tensor(WEIGHTS)
+        if variant == "plain":
+            return F.cross_entropy(out.view(-1, 10), y.view(-1), weight=w, ignore_index=IGNORE, reduction="sum") / \
+                (y != IGNORE).sum()
+        return F.cross_entropy(out.view(-1, 10), y.view(-1), weight=w, ignore_index=IGNORE)
     if variant == "class0":
         return F.cross_entropy(out.view(-1, 10), y.view(-1).clamp(min=0))
     if variant == "all":
@@ -63,6 +72,12 @@ def loss_fn(out, y, variant):
 
 
 def main(argv):
+    global WEIGHTS
+    if argv and argv[0] == "--weighted":
+        WEIGHTS = [1.0, 2.0, 0.5, 1.5, 1.0, 0.25, 3.0, 1.0, 0.75, 2.0]
+        return equiv.run(argv[1:], "pos_equiv", "weighted cross_entropy over positions, ignore_index", RowTagger,
+                         STEPS, LR, (("plain", "the weighted sum over the count of positions, not their weights"),),
+                         loss_fn=loss_fn, targets=row_targets, doc=__doc__)
     return equiv.run(argv, "pos_equiv", "cross_entropy over positions, ignore_index", RowTagger, STEPS, LR,
                      (("class0", "the ignored rows taken as class 0"),
                       ("all", "the mean over all positions"),
