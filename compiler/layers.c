@@ -954,6 +954,8 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
         Near s = arg_near(e->s);
         for (int i = 0; i < NLAYER_TYPES; i++)
             arg_near_try(&s, layer_types[i].name);
+        for (int i = 0; S->file && i < S->file->nmodels; i++)     /* a block of the file, misspelt */
+            arg_near_try(&s, S->file->models[i]->name);
         diag_error(e->loc, "unknown layer '%s'%s (supported layers: %s)", e->s, arg_near_hint(&s), layer_list());
         return NULL;
     }
