@@ -82,6 +82,28 @@ static int share_operand(const Plan *p, const Group *a, const Group *b)
     return 0;
 }
 
+/* the buffers a GEMM group's epilogue reads besides its product's */
+static int epilogue_loads(const Plan *p, const Group *gr)
+{
+    int seen[8], n = 0;
+    for (int k = 0; k < gr->nnodes; k++) {
+        const Node *m = p->g->n[gr->nodes[k]];
+        if (m->id == gr->anchor)
+            continue;
+        for (int j = 0; j < plan_nin(p, m); j++) {
+            const int src = plan_source(p, m->in[j]);
+            int inside = 0;
+            for (int q = 0; q < gr->nnodes && !inside; q++)
+                inside = gr->nodes[q] == src;
+            for (int q = 0; q < n && !inside; q++)
+                inside = seen[q] == src;
+            if (!inside && p->buf[src].cls != B_NONE && n < 8)
+                seen[n++] = src;
+        }
+    }
+    return n;
+}
+
 /* Groups i and i + 1 may run as one launch. */
 static int siblings(const Plan *p, int i)
 {
@@ -89,6 +111,14 @@ static int siblings(const Plan *p, int i)
     /* two split-K parts would share the plan's one act workspace; a weight
      * gradient's partials have a fix range of their own (accesses) */
     if (a->kind != G_MATMUL || b->kind != G_MATMUL || (a->ws_units > 0 && b->ws_units > 0) || !share_operand(p, a, b))
+        return 0;
+    /* The pair kernel holds both bodies' registers: an epilogue loading
+     * two buffers of its own (a residual's add and tanh_grad's output,
+     * models/char_lm.net) spilled 8 bytes at the launch bounds' 128
+     * registers under ptxas, where one (relu_grad's, dropout_grad and
+     * relu_grad's: SimpleNet, dropout.net) does not: such a GEMM launches
+     * alone. */
+    if (epilogue_loads(p, a) > 1 || epilogue_loads(p, b) > 1)
         return 0;
     Access ra = {0}, wa = {0}, rb = {0}, wb = {0};
     accesses(p, a, &ra, &wa);
