@@ -311,9 +311,7 @@ static void emit_predict(FILE *f, const Plan *p)
 /* where predict's logits are: their buffer's offset in act units */
 static int64_t predict_out(const Plan *p)
 {
-    int root = p->g->logits;
-    while (p->g->n[root]->op == OP_RESHAPE)
-        root = p->g->n[root]->in[0];
+    const int root = plan_source(p, p->g->logits);
     if (p->buf[root].cls != B_ACT)
         diag_ice("emit: the predict plan's logits are not an activation buffer");
     return p->buf[root].off;

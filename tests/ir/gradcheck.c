@@ -1058,31 +1058,38 @@ static int check_layer_norm_chw(const char *what, int64_t C, int64_t H, int64_t 
     return check(what, y, seed, RED_SUM, (int[]){x, w, b}, 3);
 }
 
-/* Two layers, ReLU, cross-entropy: the loss seeds itself. */
-static int check_network_w(int red, const char *what, double smooth, const double *w)
+/* Two layers and ReLU from images [N, 2, 3] to logits [N, classes], its
+ * inputs and parameters in ids[0..5), filled */
+static int two_layers(int64_t classes, int *ids)
 {
-    reset();
     int x = input(OP_IMAGES, ir_shape(3, DIM_N, 2, 3));
-    int l = ir_add(g, OP_LABELS, 0, NULL, ir_shape(1, DIM_N), DT_I32, (Loc){0});
     int w1 = input(OP_PARAM, ir_shape(2, 5, 6)), b1 = input(OP_PARAM, ir_shape(1, 5));
-    int w2 = input(OP_PARAM, ir_shape(2, 4, 5)), b2 = input(OP_PARAM, ir_shape(1, 4));
-    int ids[] = {x, w1, b1, w2, b2};
+    int w2 = input(OP_PARAM, ir_shape(2, classes, 5)), b2 = input(OP_PARAM, ir_shape(1, classes));
+    const int in[] = {x, w1, b1, w2, b2};
     for (int i = 0; i < 5; i++)
-        fill(ids[i]);
-    static int labels[BATCH] = {2, 0, 3};
-    lab = labels;
+        fill(ids[i] = in[i]);
     int f = ir_add(g, OP_RESHAPE, 1, &x, ir_shape(2, DIM_N, 6), DT_F32, (Loc){0});
     int h = ir_add(g, OP_MM_NT, 2, (int[]){f, w1}, ir_shape(2, DIM_N, 5), DT_F32, (Loc){0});
     h = ir_add(g, OP_BIAS_ADD, 2, (int[]){h, b1}, ir_shape(2, DIM_N, 5), DT_F32, (Loc){0});
     h = ir_add(g, OP_RELU, 1, &h, ir_shape(2, DIM_N, 5), DT_F32, (Loc){0});
-    int z = ir_add(g, OP_MM_NT, 2, (int[]){h, w2}, ir_shape(2, DIM_N, 4), DT_F32, (Loc){0});
-    z = ir_add(g, OP_BIAS_ADD, 2, (int[]){z, b2}, ir_shape(2, DIM_N, 4), DT_F32, (Loc){0});
+    int z = ir_add(g, OP_MM_NT, 2, (int[]){h, w2}, ir_shape(2, DIM_N, classes), DT_F32, (Loc){0});
+    return ir_add(g, OP_BIAS_ADD, 2, (int[]){z, b2}, ir_shape(2, DIM_N, classes), DT_F32, (Loc){0});
+}
+
+/* Two layers, ReLU, cross-entropy: the loss seeds itself. */
+static int check_network_w(int red, const char *what, double smooth, const double *w)
+{
+    reset();
+    int ids[5];
+    int z = two_layers(4, ids);
+    int l = ir_add(g, OP_LABELS, 0, NULL, ir_shape(1, DIM_N), DT_I32, (Loc){0});
+    static int labels[BATCH] = {2, 0, 3};
+    lab = labels;
     int loss = ir_add(g, OP_CE_LOSS, 2, (int[]){z, l}, ir_shape(1, DIM_N), DT_F32, (Loc){0});
     g->n[loss]->red = red;
     g->n[loss]->smooth = smooth;
     g->n[loss]->w = w;
     g->n[loss]->nw = w ? 4 : 0;
-    (void)l;
     return check(what, loss, -1, red, ids, 5);
 }
 
@@ -1093,21 +1100,11 @@ static int check_network(int red, const char *what, double smooth) { return chec
 static int check_positions(int red, const char *what)
 {
     reset();
-    int x = input(OP_IMAGES, ir_shape(3, DIM_N, 2, 3));
+    int ids[5];
+    int z = two_layers(8, ids);
     int l = ir_add(g, OP_LABELS, 0, NULL, ir_shape(1, -2), DT_I32, (Loc){0});
-    int w1 = input(OP_PARAM, ir_shape(2, 5, 6)), b1 = input(OP_PARAM, ir_shape(1, 5));
-    int w2 = input(OP_PARAM, ir_shape(2, 8, 5)), b2 = input(OP_PARAM, ir_shape(1, 8));
-    int ids[] = {x, w1, b1, w2, b2};
-    for (int i = 0; i < 5; i++)
-        fill(ids[i]);
     static int labels[2 * BATCH] = {2, -100, 0, 3, -100, 1};
     lab = labels;
-    int f = ir_add(g, OP_RESHAPE, 1, &x, ir_shape(2, DIM_N, 6), DT_F32, (Loc){0});
-    int h = ir_add(g, OP_MM_NT, 2, (int[]){f, w1}, ir_shape(2, DIM_N, 5), DT_F32, (Loc){0});
-    h = ir_add(g, OP_BIAS_ADD, 2, (int[]){h, b1}, ir_shape(2, DIM_N, 5), DT_F32, (Loc){0});
-    h = ir_add(g, OP_RELU, 1, &h, ir_shape(2, DIM_N, 5), DT_F32, (Loc){0});
-    int z = ir_add(g, OP_MM_NT, 2, (int[]){h, w2}, ir_shape(2, DIM_N, 8), DT_F32, (Loc){0});
-    z = ir_add(g, OP_BIAS_ADD, 2, (int[]){z, b2}, ir_shape(2, DIM_N, 8), DT_F32, (Loc){0});
     z = ir_add(g, OP_RESHAPE, 1, &z, ir_shape(2, -2, 4), DT_F32, (Loc){0});
     int loss = ir_add(g, OP_CE_LOSS, 2, (int[]){z, l}, ir_shape(1, -2), DT_F32, (Loc){0});
     g->n[loss]->red = red;
