@@ -502,6 +502,20 @@ static void rule_t_bmm(RULE_ARGS)
     }
 }
 
+/* attention: each operand's gradient a kernel of its own that recomputes
+ * the probabilities from the forward's log-sum-exps (emit_attn.c); the
+ * mask has none (attention.c refuses one computed from parameters) */
+static void rule_t_attn(RULE_ARGS)
+{
+    const int in[6] = {dy, n->in[0], n->in[1], n->in[2], n->id, n->attn.mask ? n->in[3] : -1};
+    static const Op grads[3] = {OP_T_ATTN_DQ, OP_T_ATTN_DK, OP_T_ATTN_DV};
+    if (n->attn.mask && a->needs[n->in[3]])
+        diag_ice("autodiff: attention %%%d's mask depends on a parameter", n->id);
+    for (int k = 0; k < 3; k++)
+        if (a->needs[n->in[k]])
+            accumulate(a, n->in[k], bwd(a, grads[k], n->attn.mask ? 6 : 5, in, shape_of(a, n->in[k]), n));
+}
+
 #define NO_RULE NULL
 #define STOP rule_stop
 #define RULE(x) rule_##x

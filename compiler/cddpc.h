@@ -68,7 +68,7 @@ typedef enum { RED_MEAN, RED_SUM, RED_NONE } Reduction;
 #define IR_IS_BATCH(d) ((d) < 0)
 static inline int64_t ir_batch_mul(int64_t d) { return d < 0 ? -d : 1; }
 #define MAX_RANK 6
-#define MAX_IN 5
+#define MAX_IN 6
 
 typedef struct Shape {
     int rank;
@@ -151,6 +151,12 @@ typedef struct Node {
                            T_*C comparisons, T_FILL_IF, T_KEEP_IF: the constant (lo); T_GATHER*: the
                            dimension (axis); T_ARGMAX/ARGMIN: it as axes */
         struct {
+            double scale;   /* T_ATTN*: the scores' factor (1 / sqrt(E) unless given) */
+            int causal;     /* ... key j > query i takes no part (is_causal) */
+            int mask;       /* ... the last input is a mask: ATTN_MASK_BOOL or ATTN_MASK_ADD; 0 none
+                               (the op then has one input fewer) */
+        } attn;
+        struct {
             double a, b;    /* LEAKY_RELU: negative_slope; ELU: alpha; SOFTPLUS: beta, threshold;
                                HARDTANH: min_val, max_val (and their gradients); AFFINE: x * a + b;
                                DIV_SCALAR: x / a */
@@ -193,11 +199,14 @@ typedef struct Graph {
     int *updates;           /* updates[param index] = its SGD node, or -1 */
     Op opt_op;              /* the update nodes' op: OP_SGD, OP_SGD_MOMENTUM, OP_ADAM, OP_ADAMW, OP_RMSPROP */
     OptHyper opt;
+    int decay_dim;          /* 0: opt.weight_decay on every parameter; 2: only on those of rank >= 2
+                               (decay = "dim>=2": nanoGPT's two groups; ir_param_decays) */
     int prec;               /* RT_PREC_*: the kernels round to bf16 / fp16 where autocast stores it */
     int nbuckets;
     int *effects;           /* in-place buffer updates the train plan must run */
     int neffects;
     int ndropout;           /* DROPOUT nodes so far: the next one's drop_key */
+    unsigned fusion;        /* the fusion rules on: the front end reads R_ATTENTION's */
 } Graph;
 
 /* ops.def's columns, indexed by Op */
@@ -226,6 +235,13 @@ int ir_dropout(Graph *g, int x, double p, Loc loc);
 Shape ir_shape_a(int rank, const int64_t *d);
 int64_t ir_row_elems(const Shape *s);       /* a sample's elements: the dims' product but the batch's */
 int64_t ir_numel(const Shape *s, int64_t n);/* elements with batch n */
+/* Floats an op's buffer holds after its values, per sample (of the batch
+ * its shape has, or in all when it has none): T_ATTN's log-sum-exp of each
+ * query row. 0 for the rest. */
+int64_t ir_extra_elems(const Node *n);
+int ir_is_attention(Op op);     /* T_ATTN and its gradients */
+/* Node.attn.mask: what the attention's mask input is */
+enum { ATTN_MASK_BOOL = 1, ATTN_MASK_ADD = 2 };
 /* A pool op's or its gradient's pooled input x and output y; 1 for a gradient */
 int ir_pool_io(const Graph *g, const Node *n, const Shape **x, const Shape **y);
 int ir_batched(const Shape *s);             /* has a batch dimension, wherever it is */
@@ -237,6 +253,8 @@ void ir_dump(FILE *f, const Graph *g);
  * problems and prints each (compiler bug if non-zero after a pass). */
 int ir_verify(const Graph *g, const char *after);
 int ir_opt_slots(const Graph *g);       /* optimizer state: floats per parameter float */
+/* Whether the update of PARAM node id applies the weight decay (Graph.decay_dim) */
+int ir_param_decays(const Graph *g, int id);
 
 /* ---- tensor.c: shape rules of the ops over tensors of any rank -------- */
 int ten_batch_dim(const Shape *s);          /* the batch's dimension, or -1 */
@@ -250,6 +268,10 @@ int ten_view_ok(const Shape *from, const Shape *to); /* a reshape keeping the la
 const char *ten_verify(const Graph *g, const Node *n);  /* NULL, or what is wrong */
 const char *ten_dtype_check(const Graph *g, const Node *n); /* NULL, or what is wrong with its dtype */
 DType ten_dtype(const Graph *g, Op op, int nin, const int *in, DType given);   /* PyTorch's promotion */
+/* scaled dot-product attention: q [.., L, E], k [.., S, E], v [.., S, Ev]
+ * (one set of leading dimensions), mask NULL or broadcast to [.., L, S]:
+ * NULL and *out [.., L, Ev], or why not */
+const char *ten_attn_shape(const Shape *q, const Shape *k, const Shape *v, const Shape *mask, Shape *out);
 const char *ten_bmm_shape(const Shape *a, const Shape *b, int ta, int tb, Shape *out); /* NULL, or why not */
 int ten_is_reduction(Op op);            /* T_SUM ... T_COUNT_EQ: a result element loops over the reduced ones */
 
@@ -298,6 +320,7 @@ typedef struct TrainCfg {
     int amsgrad;                /* adam, adamw */
     double alpha;               /* rmsprop */
     int centered;               /* rmsprop */
+    int decay_dim;              /* decay = "all" (0) or "dim>=2" (2): which parameters weight_decay shrinks */
     int sched;              /* RT_SCHED_*: the lr per epoch or per optimizer step */
     double step_size, gamma, t_max, eta_min;
     double sched_v[RT_SCHED_MAX_V];  /* the newer schedules' arguments, as rt_model.sched_v */
@@ -330,7 +353,7 @@ typedef struct Program {
 /* Parses and checks a model file; on any error prints diagnostics and
  * returns NULL. The graph holds the forward pass, IMAGES/LABELS and the
  * per-sample CE_LOSS (g->loss), with g->logits set. */
-Program *front_compile(const char *path, const char *text);
+Program *front_compile(const char *path, const char *text, unsigned fusion);   /* fusion: the rules on (attention's is decided here) */
 
 /* ---- autodiff.c ------------------------------------------------------- */
 /* Appends d(y)/d(wrt[i]) given the seed gradient node dy (NULL: y is a
@@ -354,9 +377,9 @@ enum {
     R_DATA = 1 << 0, R_EPILOGUE = 1 << 1, R_EW_CHAIN = 1 << 2, R_REDUCTION = 1 << 3, R_ROW_OPS = 1 << 4,
     R_OPTIMIZER = 1 << 5, R_CHAN_PASS = 1 << 6, R_CONV_BIAS = 1 << 7, R_DROPOUT = 1 << 8, R_ACT_INPUT = 1 << 9,
     R_SIBLINGS = 1 << 10, R_POOL_CHAIN = 1 << 11, R_ROW_TAIL = 1 << 12, R_DATA_PROLOGUE = 1 << 13,
-    R_SUM_IN_PLACE = 1 << 14, R_TENSOR_CHAIN = 1 << 15,
+    R_SUM_IN_PLACE = 1 << 14, R_TENSOR_CHAIN = 1 << 15, R_ATTENTION = 1 << 16,
 };
-#define FUSE_NRULES 16
+#define FUSE_NRULES 17
 /* Rule row-tail: the widest rows a GEMM kernel runs its row ops on. The
  * GPU's GEMM tile is 64 columns wide (emit_cuda.c TILE_N), and the tail
  * runs in the block that holds a tile's whole rows. */
@@ -682,11 +705,12 @@ typedef struct GemmParts { Group data, gemm, tail; } GemmParts;
 void ex_gemm_parts(const Emit *m, GemmParts *v);
 /* Slab ranges an optimizer group updates, merged where only alignment
  * padding (zero in param, grad and opt: updating it is a no-op) separates
- * them; returns how many, ranges in lo[], hi[] (capacity gr->nnodes). */
-int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi);
+ * them and both decay alike; returns how many, ranges in lo[], hi[] and
+ * whether each applies the weight decay in decay[] (capacity gr->nnodes). */
+int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi, int *decay);
 /* The update (g->opt_op) of slab element k (w, g, lr and the prelude's
- * names in scope); closes the loop. */
-void ex_opt_body(FILE *f, const Graph *g, int cuda);   /* cuda: NVRTC's text (it contracts a*b+c) */
+ * names in scope), with the weight decay when decay; closes the loop. */
+void ex_opt_body(FILE *f, const Graph *g, int cuda, int decay);   /* cuda: NVRTC's text (it contracts a*b+c) */
 /* Declarations the update loops read (w, g, lr, and the optimizer's). */
 void ex_opt_prelude(FILE *f, const Graph *g, int64_t param_floats);
 const char *ex_opt_names(const Graph *g); /* the slots' names in PyTorch's optimizer state, or NULL */
@@ -710,6 +734,29 @@ void emit_pool_chain_cuda(const Emit *m, rt_cuda_launch *L);
 void emit_tensor_c(const Emit *m);
 void emit_tensor_cuda(const Emit *m, rt_cuda_launch *L);
 char *emit_tensor_prelude(const char *qual);   /* their helpers (cddp_index), for both preludes */
+/* ... shared with emit_attn.c: shape s's element count (the batch's n in
+ * it), operand x broadcast to s read at coordinates i0, i1, ..., and the
+ * decode of element e of s into those coordinates */
+char *emit_tensor_extent(const Shape *s);
+char *emit_tensor_broadcast_at(const Shape *x, const Shape *s);
+void emit_tensor_decode(FILE *f, const Shape *s, const char *e, const char *ind);
+/* emit_attn.c: scaled dot-product attention's C kernels (T_ATTN*: a
+ * G_TENSOR group of one node), and the geometry both targets' share: q
+ * [.., L, E], k [.., S, E], v [.., S, Ev], the leading dimensions `lead`
+ * (H matrices, the batch's n among them), o [.., L, Ev] with lse [.., L]
+ * after it in the attention's buffer */
+typedef struct AttnGeo {
+    const Node *at;         /* the attention node (the group's, or a gradient's in[4]) */
+    Shape lead, sc;         /* the leading dimensions; the scores' shape [.., L, S] */
+    int64_t L, S, E, Ev;
+    int64_t qb;             /* the CPU kernels' query rows a block */
+    int q, k, v, o, dy, mask;   /* buffers (plan_source); dy, mask -1 when none */
+    int rank;               /* the scores' rank: coordinates i<rank-2> (query), i<rank-1> (key) */
+} AttnGeo;
+AttnGeo attn_geometry(const Emit *m, const Node *n);
+void emit_attn_c(const Emit *m);
+/* emit_attn_cuda.c: its CUDA kernels */
+void emit_attn_cuda(const Emit *m, const Node *n, rt_cuda_launch *L);   /* n: the group's node */
 /* emit_norm.c: the body of a G_NORM kernel (softmax, log_softmax, layer_norm and their gradients). */
 void emit_norm_c(const Emit *m);
 void emit_norm_cuda(const Emit *m, rt_cuda_launch *L);

@@ -51,6 +51,17 @@ static double node_flops(const Graph *g, const Node *n, int64_t b)
         return op_flops[n->op] * (double)numel(n->op == OP_BN_STATS ? n : g->n[n->in[0]], b);
     case K_POOL: case K_NORM: return op_flops[n->op] * (double)numel(g->n[n->in[0]], b);
     case K_TENSOR:  /* a reduction per element reduced, a product per term, the rest per element */
+        if (n->op == OP_T_ATTN || n->op == OP_T_ATTN_DQ || n->op == OP_T_ATTN_DK || n->op == OP_T_ATTN_DV) {
+            /* per (query, key) pair: the score's product (2 E), the
+             * probability (5), then the value's product (2 Ev) forward;
+             * the gradients recompute the score and add theirs */
+            const Node *at = n->op == OP_T_ATTN ? n : g->n[n->in[4]];
+            const Shape *q = &g->n[at->in[0]]->shape, *k = &g->n[at->in[1]]->shape;
+            const double E = (double)q->d[q->rank - 1], Ev = (double)at->shape.d[at->shape.rank - 1];
+            const double pairs = (double)numel(at, b) / Ev * (double)k->d[k->rank - 2];
+            const double per = n->op == OP_T_ATTN || n->op == OP_T_ATTN_DV ? 2 * E + 2 * Ev + 5 : 4 * E + 2 * Ev + 5;
+            return pairs * per;
+        }
         if (n->op == OP_T_BMM) {
             const Shape *a = &g->n[n->in[0]]->shape;
             return op_flops[n->op] * (double)numel(n, b) * (double)a->d[a->rank - (n->ten.ta ? 2 : 1)];

@@ -194,11 +194,11 @@ static void emit_data(const Emit *m)
 }
 
 /* the optimizer's update over slab elements [lo, hi) */
-static void emit_opt_loop(FILE *f, const Graph *g, int64_t lo, int64_t hi)
+static void emit_opt_loop(FILE *f, const Graph *g, int64_t lo, int64_t hi, int decay)
 {
     fprintf(f, "    #pragma omp parallel for simd schedule(static) if (%lld >= 65536)\n", (long long)(hi - lo));
     fprintf(f, "    for (int64_t k = %lld; k < %lld; k++) {\n", (long long)lo, (long long)hi);
-    ex_opt_body(f, g, 0);
+    ex_opt_body(f, g, 0, decay);
 }
 
 static void emit_opt(const Emit *m)
@@ -208,9 +208,10 @@ static void emit_opt(const Emit *m)
     ex_opt_prelude(f, g, m->p->param_floats);
     int64_t *lo = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
     int64_t *hi = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
-    int nr = ex_opt_ranges(m, lo, hi);
+    int *decay = util_alloc(sizeof(int) * (size_t)m->gr->nnodes);
+    int nr = ex_opt_ranges(m, lo, hi, decay);
     for (int r = 0; r < nr; r++)
-        emit_opt_loop(f, g, lo[r], hi[r]);
+        emit_opt_loop(f, g, lo[r], hi[r], decay[r]);
 }
 
 /* A sum over the ranks: the input copied to the node's own buffer, then
@@ -250,7 +251,7 @@ void emit_c_kernels(FILE *f, const Plan *p)
         case G_CONV: case G_CHAN: case G_POOL: case G_STATE: emit_nchw_c(&m); break;
         case G_COMM: emit_comm(&m); break;
         case G_NORM: emit_norm_c(&m); break;
-        case G_TENSOR: emit_tensor_c(&m); break;
+        case G_TENSOR: ir_is_attention(m.p->g->n[m.gr->anchor]->op) ? emit_attn_c(&m) : emit_tensor_c(&m); break;
         }
         const int sum = ex_sum_in_place(&m);
         if (sum >= 0)   /* rule sum-in-place: over the ranks, once the kernel's result is whole */

@@ -665,7 +665,8 @@ static void emit_opt(const Emit *m, rt_cuda_launch *L)
     const Graph *g = m->p->g;
     int64_t *lo = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
     int64_t *hi = util_alloc(sizeof(int64_t) * (size_t)m->gr->nnodes);
-    int nr = ex_opt_ranges(m, lo, hi);
+    int *decay = util_alloc(sizeof(int) * (size_t)m->gr->nnodes);
+    int nr = ex_opt_ranges(m, lo, hi, decay);
     /* torch.optim.SGD / Adam / AdamW, as the C kernel; alignment gaps hold zeros */
     ex_opt_prelude(f, g, m->p->param_floats);
     fprintf(f, "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n");
@@ -674,7 +675,7 @@ static void emit_opt(const Emit *m, rt_cuda_launch *L)
         most = hi[r] - lo[r] > most ? hi[r] - lo[r] : most;
         fprintf(f, "    for (int64_t k = %lld + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < %lld; k += stride) {\n",
                 (long long)lo[r], (long long)hi[r]);
-        ex_opt_body(f, g, 1);
+        ex_opt_body(f, g, 1, decay[r]);
     }
     int64_t blocks = (most + THREADS - 1) / THREADS;
     L->gfix[0] = (unsigned)(blocks < 1 ? 1 : blocks > 8192 ? 8192 : blocks);
@@ -828,7 +829,8 @@ char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *L)
     case G_CONV: case G_CHAN: case G_POOL: case G_STATE: emit_nchw_cuda(&m, L); break;
     case G_COMM: emit_comm(&m, L); break;
     case G_NORM: emit_norm_cuda(&m, L); break;
-    case G_TENSOR: emit_tensor_cuda(&m, L); break;
+    case G_TENSOR: ir_is_attention(m.p->g->n[m.gr->anchor]->op) ? emit_attn_cuda(&m, m.p->g->n[m.gr->anchor], L)
+                                                                   : emit_tensor_cuda(&m, L); break;
     }
     fprintf(f, "}\n");
     if (m.gr->kind == G_MATMUL) {

@@ -587,29 +587,33 @@ int ex_has_row_reduction(const Emit *m)
     return 0;
 }
 
-int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi)
+int ex_opt_ranges(const Emit *m, int64_t *lo, int64_t *hi, int *decay)
 {
     int nr = 0;
     for (int k = 0; k < m->gr->nnodes; k++) {
-        const Buf *b = &m->p->buf[ex_node(m, m->gr->nodes[k])->in[0]];
+        const int w = ex_node(m, m->gr->nodes[k])->in[0];
+        const Buf *b = &m->p->buf[w];
         int at = nr;        /* insertion sort by offset */
         while (at > 0 && lo[at - 1] > b->off) {
             lo[at] = lo[at - 1];
             hi[at] = hi[at - 1];
+            decay[at] = decay[at - 1];
             at--;
         }
         lo[at] = b->off;
         hi[at] = b->off + b->size;
+        decay[at] = ir_param_decays(m->p->g, w);
         nr++;
     }
     int out = 0;
     for (int r = 0; r < nr; r++) {
-        if (out > 0 && mem_align(hi[out - 1]) == lo[r]) {
+        if (out > 0 && mem_align(hi[out - 1]) == lo[r] && decay[out - 1] == decay[r]) {
             hi[out - 1] = hi[r];
             continue;
         }
         lo[out] = lo[r];
         hi[out] = hi[r];
+        decay[out] = decay[r];
         out++;
     }
     return out;
@@ -685,11 +689,11 @@ static void opt_grad(FILE *f, const Graph *g)
 
 /* torch.optim.SGD: weight decay, then momentum (the buffer is the gradient
  * itself on the first step), then the nesterov look-ahead; p -= lr * d. */
-static void sgd_body(FILE *f, const Graph *g)
+static void sgd_body(FILE *f, const Graph *g, int decay)
 {
     const OptHyper *o = &g->opt;
     opt_grad(f, g);
-    if (o->weight_decay != 0.0)
+    if (decay)
         fprintf(f, "        d += %s * w[k];\n", util_cfloat(o->weight_decay));
     if (g->opt_op == OP_SGD_MOMENTUM) {
         fprintf(f, "        mb[k] = first ? d : %s * mb[k] + %s * d;\n", util_cfloat(o->momentum),
@@ -705,13 +709,13 @@ static void sgd_body(FILE *f, const Graph *g)
 /* torch.optim.Adam (weight decay added to the gradient) or AdamW
  * (decoupled: the weight shrinks by lr * wd first): exp_avg and
  * exp_avg_sq, then p -= step_size * m / (sqrt(v) / sqrt(bc2) + eps). */
-static void adam_body(FILE *f, const Graph *g)
+static void adam_body(FILE *f, const Graph *g, int decay)
 {
     const OptHyper *o = &g->opt;
     opt_grad(f, g);
-    if (o->weight_decay != 0.0 && g->opt_op == OP_ADAMW)
+    if (decay && g->opt_op == OP_ADAMW)
         fprintf(f, "        w[k] *= 1.0f - lr * %s;\n", util_cfloat(o->weight_decay));
-    else if (o->weight_decay != 0.0)
+    else if (decay)
         fprintf(f, "        d += %s * w[k];\n", util_cfloat(o->weight_decay));
     fprintf(f, "        m1[k] = m1[k] * %s + d * %s;\n", util_cfloat(o->beta1), util_cfloat(1.0 - o->beta1));
     fprintf(f, "        m2[k] = m2[k] * %s + d * d * %s;\n", util_cfloat(o->beta2), util_cfloat(1.0 - o->beta2));
@@ -728,11 +732,11 @@ static void adam_body(FILE *f, const Graph *g)
  * averages with alpha; avg = sqrt(square_avg - grad_avg^2) + eps; with
  * momentum, buf = momentum * buf + d / avg and p -= lr * buf (the buffers
  * start at zero), else p -= lr * d / avg. */
-static void rmsprop_body(FILE *f, const Graph *g, int cuda)
+static void rmsprop_body(FILE *f, const Graph *g, int cuda, int decay)
 {
     const OptHyper *o = &g->opt;
     opt_grad(f, g);
-    if (o->weight_decay != 0.0)
+    if (decay)
         fprintf(f, "        d += %s * w[k];\n", util_cfloat(o->weight_decay));
     fprintf(f, "        sa[k] = sa[k] * %s + d * d * %s;\n", util_cfloat(o->alpha), util_cfloat(1.0 - o->alpha));
     if (o->centered) {
@@ -753,12 +757,14 @@ static void rmsprop_body(FILE *f, const Graph *g, int cuda)
     }
 }
 
-void ex_opt_body(FILE *f, const Graph *g, int cuda)
+/* decay: ex_opt_ranges' flag of the range (weight_decay != 0 and the
+ * parameters in decay = "..."'s group) */
+void ex_opt_body(FILE *f, const Graph *g, int cuda, int decay)
 {
     if (g->opt_op == OP_ADAM || g->opt_op == OP_ADAMW)
-        adam_body(f, g);
+        adam_body(f, g, decay);
     else if (g->opt_op == OP_RMSPROP)
-        rmsprop_body(f, g, cuda);
+        rmsprop_body(f, g, cuda, decay);
     else
-        sgd_body(f, g);
+        sgd_body(f, g, decay);
 }

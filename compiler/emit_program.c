@@ -267,7 +267,8 @@ static void emit_params(FILE *f, const Graph *g, const Plan *train)
     for (int i = 0; i < g->nparam; i++) {
         const Node *n = g->n[g->params[i]];
         zero_rows |= n->zero_row > 0;
-        init_args |= n->init == RT_INIT_NORMAL || n->init == RT_INIT_UNIFORM || n->init == RT_INIT_CONST;
+        init_args |= n->init == RT_INIT_NORMAL || n->init == RT_INIT_UNIFORM || n->init == RT_INIT_CONST
+                     || n->init == RT_INIT_COPY;
     }
     if (zero_rows) {    /* an embedding's padding_idx row: its init leaves it 0 */
         fprintf(f, "\nstatic const int64_t param_zero_row[] = {");
@@ -374,7 +375,7 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
         }
     for (int i = 0; i < g->nparam; i++) {
         const int k = g->n[g->params[i]]->init;
-        if (k == RT_INIT_NORMAL || k == RT_INIT_UNIFORM || k == RT_INIT_CONST) {
+        if (k == RT_INIT_NORMAL || k == RT_INIT_UNIFORM || k == RT_INIT_CONST || k == RT_INIT_COPY) {
             fprintf(f, "    .param_init = param_init,\n");
             break;
         }

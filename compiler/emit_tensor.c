@@ -587,3 +587,7 @@ char *emit_tensor_prelude(const char *qual)
 }
 
 int emit_tensor_ten_is_reduction(Op op) { return ten_is_reduction(op); }
+
+char *emit_tensor_extent(const Shape *s) { return extent(s, 0); }
+char *emit_tensor_broadcast_at(const Shape *x, const Shape *s) { return broadcast_at(x, s); }
+void emit_tensor_decode(FILE *f, const Shape *s, const char *e, const char *ind) { decode(f, s, e, ind); }

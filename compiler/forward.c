@@ -12,7 +12,8 @@
 /* Functions callable in forward besides the activations (layers.c's
  * table: relu, tanh, sigmoid, gelu, ...) and the layers applied at once
  * (layers.c's: max_pool2d, softmax, layer_norm, ...). */
-static const char *const functions[] = {"flatten", "dropout", "view", "reshape", "cat"};
+static const char *const functions[] = {"flatten", "dropout", "view", "reshape", "cat",
+                                        "scaled_dot_product_attention"};
 enum { NFUNCTIONS = sizeof functions / sizeof functions[0] };
 
 /* PyTorch functions this compiler does not have (as layers.c's modules) */
@@ -89,6 +90,16 @@ static const Layer *layer_at(const Sema *S, const char *path)
         return NULL;
     const Layer *d = layer_at(S, util_fmt("%.*s", (int)(dot - path), path));
     return d ? layer_dict_kid(d, dot + 1) : NULL;
+}
+
+/* e calls one of the attention modules (transformer.c), or NULL */
+static const Layer *xf_callee(const Sema *S, const Expr *e)
+{
+    if (!e || e->kind != E_CALL)
+        return NULL;
+    const int li = find_layer(S, e->s);
+    const Layer *l = li >= 0 ? S->layers[li] : NULL;
+    return l && (l->kind == LK_MHA || l->kind == LK_ENC_LAYER || l->kind == LK_ENCODER) ? l : NULL;
 }
 
 static Var *find_var(Sema *S, const char *name)
@@ -422,6 +433,11 @@ static Val eval_call(Sema *S, const Expr *e)
     }
     int li = find_layer(S, e->s);
     int ok = 1;
+    const Layer *xl = xf_callee(S, e);
+    if (xl) {   /* an encoder called with its masks; attention's tuple without unpacking is refused there */
+        Val out[2];
+        return xf_call(S, xl, e, out, xl->kind == LK_MHA ? 1 : 1, (int[]){1, 0}) ? out[0] : POISON;
+    }
     if (li < 0 && strcmp(e->s, "size") == 0) {
         diag_error(e->loc, "%s is a number, not a tensor; a size is read from a variable (T = h.size(1), "
                    "h.shape[1]) and goes into shapes and constant arithmetic", arg_show(e));
@@ -429,6 +445,8 @@ static Val eval_call(Sema *S, const Expr *e)
     }
     if (li < 0 && strcmp(e->s, "dropout") == 0)
         return eval_dropout(S, e);
+    if (li < 0 && strcmp(e->s, "scaled_dot_product_attention") == 0)
+        return attn_sdpa(S, e);
     if (li < 0 && tint_handles(e->s))
         return tint_call(S, e);
     if (li < 0 && meth_handles(e->s))
@@ -701,8 +719,18 @@ static Val eval(Sema *S, const Expr *e)
         return eval_call(S, e);
     case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_FDIV: case E_MOD:
         return eval_arith(S, e);
-    case E_INDEX:
+    case E_INDEX: {
+        const Layer *xl = xf_callee(S, e->a);
+        int64_t k;
+        if (xl && xl->kind == LK_MHA && e->nargs == 1 && e->args[0]->val->kind != E_SLICE) {  /* attn(...)[0] */
+            Val out[2];
+            if (!arg_int(e->args[0]->val, "the element", -2, 1, &k))
+                return POISON;
+            k = k < 0 ? k + 2 : k;
+            return xf_call(S, xl, e->a, out, 2, (int[]){1, k == 1}) ? out[k] : POISON;
+        }
         return meth_index(S, e);
+    }
     case E_MATMUL: {
         Val a = eval(S, e->a), b = eval(S, e->b);
         return tfn_matmul(S, a, b, "'@'", e->loc);
@@ -842,7 +870,14 @@ static void run_stmts(Sema *S, Stmt *const *body, int n, Val *ret, int *returned
             continue;
         if (st->nnames > 0) {   /* a, b = torch.chunk(x, 2, 1) */
             Val *vs = util_alloc(sizeof *vs * (size_t)st->nnames);
-            int ok = meth_unpack(S, st->val, vs, st->nnames);
+            const Layer *xl = xf_callee(S, st->val);
+            int ok;
+            if (xl) {           /* out, w = self.attn(x, x, x): the weights only where named */
+                const int want[2] = {1, st->nnames > 1 && strcmp(st->names[1], "_") != 0};
+                ok = xf_call(S, xl, st->val, vs, st->nnames, want);
+            } else {
+                ok = meth_unpack(S, st->val, vs, st->nnames);
+            }
             for (int k = 0; k < st->nnames; k++) {
                 if (find_layer(S, st->names[k]) >= 0)
                     diag_error(st->name_locs[k], "'%s' is a layer; a variable cannot have its name", st->names[k]);
@@ -948,7 +983,8 @@ static Sema sema_for(const Sema *from, const Model *m)
 {
     return (Sema){.g = from->g, .m = m, .sync_bn = from->sync_bn, .autoenc = from->autoenc,
                   .elementwise = from->elementwise, .file = from->file, .eval = eval, .upsample = ups_apply,
-                  .find_block = find_block, .make_block = make_block, .apply_block = apply_block};
+                  .find_block = find_block, .make_block = make_block, .apply_block = apply_block,
+                  .make_xf = xf_make, .apply_xf = xf_apply};
 }
 
 /* Block(n_embd = 64): the block's members made under prefix, its

@@ -176,7 +176,7 @@ static int text_data(const Program *p, const Shape *in)
     return 1;
 }
 
-Program *front_compile(const char *path, const char *text)
+Program *front_compile(const char *path, const char *text, unsigned fusion)
 {
     diag_source(path, text);
     File *f = parse_file(path, text);
@@ -199,6 +199,7 @@ Program *front_compile(const char *path, const char *text)
                 break;
             }
         graphs[i] = ir_new();
+        graphs[i]->fusion = fusion;
         if (fwd_is_block(m)) {      /* made inside other models, not alone */
             logits[i] = POISON;
             continue;

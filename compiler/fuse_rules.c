@@ -22,6 +22,7 @@ const FuseRule fuse_rule[FUSE_NRULES] = {
     {R_ROW_TAIL, "row-tail", "the row ops of a narrow GEMM's result (logits of at most 64 classes: softmax + cross-entropy, its gradient, argmax) run after its epilogue in the GEMM's kernel"},
     {R_SUM_IN_PLACE, "sum-in-place", "a sum over the ranks (SyncBatchNorm's) runs in place on the channel pass's result, as its launch's collective: no copy kernel, and on one rank nothing"},
     {R_TENSOR_CHAIN, "tensor-chain", "an op over tensors of any rank absorbs its pointwise consumers of the same shape (exp after a broadcast subtract, a scale after a product): one pass over the elements; a reduction over the chain (its single reader) takes it as its prologue"},
+    {R_ATTENTION, "attention", "scaled dot-product attention is one kernel per (batch, head, query block) with an online softmax, its gradients recompute the probabilities from the stored log-sum-exps: the L x S scores are never stored (off: the product, scale, mask, softmax and product PyTorch's math path runs)"},
 };
 
 int fuse_rule_bit(const char *name)

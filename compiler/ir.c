@@ -75,7 +75,9 @@ Graph *ir_new(void)
 
 int ir_add(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, Loc loc)
 {
-    if (nin != op_arity[op])
+    /* the attention ops' mask is optional: their last input */
+    const int optional = ir_is_attention(op);
+    if (nin != op_arity[op] && !(optional && nin == op_arity[op] - 1))
         diag_ice("ir_add: %s takes %d inputs, got %d", op_text[op], op_arity[op], nin);
     if (g->nn == g->cap) {
         int cap = g->cap ? 2 * g->cap : 64;
@@ -216,6 +218,18 @@ int64_t ir_row_elems(const Shape *s)
 int64_t ir_numel(const Shape *s, int64_t n)
 {
     return ir_row_elems(s) * (ir_batched(s) ? n : 1);
+}
+
+int ir_is_attention(Op op)
+{
+    return op == OP_T_ATTN || op == OP_T_ATTN_DQ || op == OP_T_ATTN_DK || op == OP_T_ATTN_DV;
+}
+
+int64_t ir_extra_elems(const Node *n)
+{
+    if (n->op != OP_T_ATTN)
+        return 0;
+    return ir_row_elems(&n->shape) / n->shape.d[n->shape.rank - 1];
 }
 
 int ir_same_shape(const Shape *a, const Shape *b) { return ten_same(a, b); }
@@ -563,4 +577,12 @@ int ir_opt_slots(const Graph *g)
     case OP_RMSPROP: return 1 + (g->opt.momentum > 0) + !!g->opt.centered;
     default: return 0;
     }
+}
+
+/* decay = "dim>=2" (Graph.decay_dim 2): nanoGPT's two parameter groups
+ * (weight decay on the weights of Linear, Embedding, Conv; none on biases,
+ * norms' weights and other vectors); decay = "all" (0): every parameter. */
+int ir_param_decays(const Graph *g, int id)
+{
+    return g->opt.weight_decay != 0.0 && g->n[id]->shape.rank >= g->decay_dim;
 }

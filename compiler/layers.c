@@ -39,7 +39,8 @@ static const struct {
     {"AvgPool1d", LK_AVGPOOL2D, 0, 1},  {"AdaptiveAvgPool1d", LK_ADAPTIVEAVGPOOL2D, 0, 1},
     {"ConvTranspose2d", LK_CONVT2D, 0, 0}, {"Upsample", LK_UPSAMPLE, 0, 0},
     {"Embedding", LK_EMBEDDING, 0, 0},     {"ModuleList", LK_LIST, 0, 0},
-    {"ModuleDict", LK_DICT, 0, 0},
+    {"ModuleDict", LK_DICT, 0, 0},         {"MultiheadAttention", LK_MHA, 0, 0},
+    {"TransformerEncoderLayer", LK_ENC_LAYER, 0, 0}, {"TransformerEncoder", LK_ENCODER, 0, 0},
 };
 enum { NLAYER_TYPES = sizeof layer_types / sizeof layer_types[0] };
 
@@ -56,7 +57,7 @@ int layer_type(const char *name)
 static const char *const torch_modules[] = {
     "AdaptiveMaxPool2d", "BatchNorm3d", "Bilinear", "CELU", "Conv3d",
     "Dropout2d", "GLU", "GRU", "GroupNorm", "Hardshrink", "Hardsigmoid", "Hardswish", "InstanceNorm2d",
-    "LSTM", "LogSigmoid", "Mish", "MultiheadAttention", "PReLU", "RNN", "RReLU", "ReLU6", "SELU",
+    "LSTM", "LogSigmoid", "Mish", "PReLU", "RNN", "RReLU", "ReLU6", "SELU",
     "Softmin", "Softshrink", "Softsign", "Tanhshrink", "Threshold", "Transformer", "Unflatten",
     "ZeroPad2d",
 };
@@ -106,6 +107,29 @@ static Layer *new_layer(LayerKind kind, const char *prefix, const char *what, Lo
 
 Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what);
 
+Layer *layer_new_linear(Sema *S, const char *prefix, const char *what, int64_t in, int64_t out, int bias, Loc loc)
+{
+    Layer *l = new_layer(LK_LINEAR, prefix, what, loc);
+    l->in = in;
+    l->out = out;
+    l->w = ir_param(S->g, param_name(prefix, "weight"), shape2(out, in), RT_INIT_KAIMING_UNIFORM, in, loc);
+    if (bias)
+        l->b = ir_param(S->g, param_name(prefix, "bias"), shape1(out), RT_INIT_BIAS_UNIFORM, in, loc);
+    return l;
+}
+
+Layer *layer_new_norm(Sema *S, const char *prefix, const char *what, int64_t f, double eps, int bias, Loc loc)
+{
+    Layer *l = new_layer(LK_LAYERNORM, prefix, what, loc);
+    l->in = f;
+    l->ns = shape1(f);
+    l->eps = eps;
+    l->w = ir_param(S->g, param_name(prefix, "weight"), l->ns, RT_INIT_ONE, 0, loc);
+    if (bias)
+        l->b = ir_param(S->g, param_name(prefix, "bias"), l->ns, RT_INIT_ZERO, 0, loc);
+    return l;
+}
+
 /* Linear(in_features, out_features, bias = true) */
 static Layer *make_linear(Sema *S, const Expr *e, const char *prefix, const char *what)
 {
@@ -127,13 +151,7 @@ static Layer *make_linear(Sema *S, const Expr *e, const char *prefix, const char
                    (long long)out, (long long)MAX_PARAM_ELEMS);
         return NULL;
     }
-    Layer *l = new_layer(LK_LINEAR, prefix, what, e->loc);
-    l->in = in;
-    l->out = out;
-    l->w = ir_param(S->g, param_name(prefix, "weight"), shape2(out, in), RT_INIT_KAIMING_UNIFORM, in, e->loc);
-    if (bias)
-        l->b = ir_param(S->g, param_name(prefix, "bias"), shape1(out), RT_INIT_BIAS_UNIFORM, in, e->loc);
-    return l;
+    return layer_new_linear(S, prefix, what, in, out, bias, e->loc);
 }
 
 /* The activations' parameters as PyTorch names them, with its defaults;
@@ -978,6 +996,7 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
     case LK_EMBEDDING: return emb_make(S, e, prefix, what);
     case LK_LIST: return make_list(S, e, prefix, what);
     case LK_DICT: return make_dict(S, e, prefix, what);
+    case LK_MHA: case LK_ENC_LAYER: case LK_ENCODER: return S->make_xf(S, e, layer_types[t].kind, prefix, what);
     case LK_BLOCK: break;
     }
     diag_ice("layer_make: layer kind %d", layer_types[t].kind);
@@ -1212,6 +1231,14 @@ static Val apply_softmax(Sema *S, const Layer *l, Val x, Loc loc)
     return from_rows(S, layer_node(S, l->op, r.id, -1, r.s, loc), &x.s, x.s.d[last], loc);
 }
 
+Val layer_softmax(Sema *S, Val x, Loc loc)
+{
+    if (x.id < 0 || !layer_batch_first(x, "softmax", loc))
+        return POISON;
+    Val r = as_rows(S, x, x.s.d[x.s.rank - 1], loc);
+    return from_rows(S, layer_node(S, OP_SOFTMAX, r.id, -1, r.s, loc), &x.s, x.s.d[x.s.rank - 1], loc);
+}
+
 static Val apply_nchw(Sema *S, const Layer *l, Val x, Loc loc);
 
 /* The 1-d family over [N, C, L]: the 2-d layer over [N, C, 1, L] (views),
@@ -1299,6 +1326,8 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
         return emb_apply(S, l, x, loc);
     if (l->kind == LK_BLOCK)        /* its forward takes what it is given */
         return S->apply_block(S, l, x, loc);
+    if (l->kind == LK_MHA || l->kind == LK_ENC_LAYER || l->kind == LK_ENCODER)
+        return S->apply_xf(S, l, x, loc);
     if (l->kind == LK_LIST || l->kind == LK_DICT) {
         if (l->kind == LK_LIST)
             diag_error(loc, "%s is a ModuleList: iterate it (for block in self.%s: x = block(x)), or make it a "
@@ -1351,7 +1380,7 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
         return apply_convt2d(S, l, x, loc);
     case LK_UPSAMPLE:
         return S->upsample(S, l, x, loc);
-    case LK_EMBEDDING: case LK_BLOCK: case LK_LIST: case LK_DICT:
+    case LK_EMBEDDING: case LK_BLOCK: case LK_LIST: case LK_DICT: case LK_MHA: case LK_ENC_LAYER: case LK_ENCODER:
         break;
     }
     diag_ice("apply: layer kind %d", l->kind);

@@ -74,8 +74,11 @@ static void tensor_lowp(Plan *p)
         return;
     for (int id = 0; id < g->nn; id++) {
         const Node *n = g->n[id];
+        /* attention and its gradients: computed and stored in float (its
+         * log-sum-exps beside its values) */
         if (!p->in_plan[id] || op_kind[n->op] != K_TENSOR || n->dt != DT_F32 || n->op == OP_T_COUNT_EQ
-            || n->op == OP_T_TO_F32)
+            || n->op == OP_T_TO_F32 || n->op == OP_T_ATTN || n->op == OP_T_ATTN_DQ || n->op == OP_T_ATTN_DK
+            || n->op == OP_T_ATTN_DV)
             continue;
         int nf = 0, low = 1;
         for (int k = 0; k < n->nin; k++) {
@@ -161,7 +164,7 @@ void mem_plan(Plan *p)
             int needed = plan_uses_outside(p, id) || (grp >= 0 && p->groups[grp].gemm_out == id);
             if (!needed)
                 continue;
-            Live l = {id, align_up(ir_row_elems(&n->shape)), grp, last[id]};
+            Live l = {id, align_up(ir_row_elems(&n->shape) + ir_extra_elems(n)), grp, last[id]};
             if (ir_batched(&n->shape)) {
                 b->cls = B_ACT;
                 act[nact++] = l;

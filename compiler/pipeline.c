@@ -35,7 +35,7 @@ static void verify_plans(const Plan *train, const Plan *eval, const char *after,
 int pipeline_compile(const PipelineOptions *o, const char *text, const char *out, const int64_t *batches, int nbatch,
                      StudyCost *costs)
 {
-    Program *prog = front_compile(o->input, text);
+    Program *prog = front_compile(o->input, text, o->fusion);
     if (!prog)
         return 1;
     Graph *g = prog->g;
@@ -44,6 +44,7 @@ int pipeline_compile(const PipelineOptions *o, const char *text, const char *out
         ir_dump(stdout, g);
 
     ad_train_step(prog);
+    g->decay_dim = prog->train.decay_dim;   /* decay = "dim>=2" (train_block.c) */
     if (o->bucket_mb > 0)
         prog->train.bucket_mb = o->bucket_mb;
     bucket_plan(g, 1.0, prog->train.bucket_mb);

@@ -6,6 +6,24 @@
 
 #include "cddpc.h"
 
+/* decay = "dim>=2": the optimizer's two groups, as nanoGPT's
+ * configure_optimizers counts them (named_parameters(): a tied weight
+ * once, no buffers) */
+static void plan_report_decay(FILE *f, const Graph *g)
+{
+    int nt[2] = {0, 0};
+    long long np[2] = {0, 0};
+    for (int i = 0; i < g->nparam; i++) {
+        if (g->n[g->params[i]]->buffer)     /* batch norms' statistics: not parameters */
+            continue;
+        const int d = ir_param_decays(g, g->params[i]);
+        nt[d]++;
+        np[d] += (long long)ir_numel(&g->n[g->params[i]]->shape, 1);
+    }
+    fprintf(f, "  weight decay %g (decay = \"dim>=%d\"): %d tensors, %lld parameters; none on %d tensors, %lld "
+               "parameters\n", g->opt.weight_decay, g->decay_dim, nt[1], np[1], nt[0], np[0]);
+}
+
 void plan_report(FILE *f, const Plan *p, int64_t batch, CostTarget t)
 {
     fprintf(f, "plan %s (batch %lld, %s cost model): %d kernels\n", p->name, (long long)batch,
@@ -48,6 +66,8 @@ void plan_report(FILE *f, const Plan *p, int64_t batch, CostTarget t)
         fprintf(f, "  16-bit on the GPU (%s): %d of %d activation buffers (the others hold unrounded values)\n",
                 p->g->prec == RT_PREC_BF16 ? "bf16" : "fp16", n16, nact);
     }
+    if (!strcmp(p->name, "train") && p->g->decay_dim && p->g->opt.weight_decay != 0.0)
+        plan_report_decay(f, p->g);
     if (!strcmp(p->name, "train"))
         plan_dump_buckets(f, p);
 }

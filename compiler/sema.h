@@ -68,7 +68,7 @@ int arg_bind(const Expr *call, const Sig *sig, Expr **out);
 typedef enum {
     LK_LINEAR, LK_ACT, LK_FLATTEN, LK_SEQUENTIAL, LK_CONV2D, LK_BATCHNORM2D, LK_MAXPOOL2D, LK_AVGPOOL2D,
     LK_DROPOUT, LK_BATCHNORM1D, LK_LAYERNORM, LK_ADAPTIVEAVGPOOL2D, LK_SOFTMAX, LK_CONVT2D, LK_UPSAMPLE,
-    LK_EMBEDDING, LK_BLOCK, LK_LIST, LK_DICT
+    LK_EMBEDDING, LK_BLOCK, LK_LIST, LK_DICT, LK_MHA, LK_ENC_LAYER, LK_ENCODER
 } LayerKind;
 
 /* An activation: its op (0: Identity) and parameters (Node.act). */
@@ -102,6 +102,12 @@ typedef struct Layer {
     struct Layer **kids;    /* Sequential, ModuleList */
     int nkids;
     struct Sema *inst;      /* a block: its members and numbers, its forward run there */
+    /* transformer.c: MultiheadAttention (in: embed_dim; w, b: in_proj_weight, in_proj_bias; kids[0]
+     * out_proj; p: the attention's dropout), TransformerEncoderLayer (kids: self_attn, linear1,
+     * linear2, norm1, norm2; p, act), TransformerEncoder (kids: the layers, then its norm) */
+    struct {
+        int heads, batch_first, norm_first, norm;
+    } xf;
 } Layer;
 
 /* kid `key` of a ModuleDict (its kids' names are the dict's plus ".key"), or NULL */
@@ -150,6 +156,9 @@ typedef struct Sema {
     struct Val (*eval)(struct Sema *S, const Expr *e);  /* forward's expressions: methods.c's operands */
     /* nn.Upsample / F.interpolate applied (upsample.c, above the layers) */
     struct Val (*upsample)(struct Sema *S, const struct Layer *l, struct Val x, Loc loc);
+    /* PyTorch's attention modules made and applied (transformer.c, above the layers) */
+    struct Layer *(*make_xf)(struct Sema *S, const Expr *e, LayerKind kind, const char *prefix, const char *what);
+    struct Val (*apply_xf)(struct Sema *S, const struct Layer *l, struct Val x, Loc loc);
 } Sema;
 
 /* Index of a layer type by name (Linear, ReLU, ...), or -1. */
@@ -174,6 +183,10 @@ const char *layer_fn_name(int i);     /* the i-th such function, NULL past the e
 Val layer_node(Sema *S, Op op, int a, int b, Shape s, Loc loc);
 Val layer_dropout(Sema *S, Val x, double p, Loc loc);
 Val layer_flatten(Sema *S, Val x, Loc loc);
+Val layer_softmax(Sema *S, Val x, Loc loc);         /* softmax over the last dimension */
+/* a Linear(in, out, bias) and a LayerNorm(f, eps, bias) made for a module of PyTorch's (transformer.c) */
+Layer *layer_new_linear(Sema *S, const char *prefix, const char *what, int64_t in, int64_t out, int bias, Loc loc);
+Layer *layer_new_norm(Sema *S, const char *prefix, const char *what, int64_t f, double eps, int bias, Loc loc);
 Val layer_view(Sema *S, Val x, Shape s, Loc loc);  /* x as shape s, a view keeping its layout */
 /* A size in a shape: an integer (-1 gives -2, inferred), or x.size(d) (the
  * batch's: DIM_N); 0 after reporting */
@@ -200,6 +213,25 @@ Val tfn_call(Sema *S, const Expr *e);
 Val tfn_matmul(Sema *S, Val a, Val b, const char *fn, Loc loc);     /* a @ b */
 Val tfn_pow(Sema *S, Val x, const Expr *exponent, const char *fn, Loc loc);    /* x ** c */
 Val tfn_unary(Sema *S, Op op, Val x, double lo, double hi, Loc loc);   /* a one-operand tensor op, ten.lo/hi set */
+
+/* ---- transformer.c: nn.MultiheadAttention, nn.TransformerEncoderLayer,
+ * nn.TransformerEncoder (xf_) -------------------------------------------- */
+Layer *xf_make(Sema *S, const Expr *e, LayerKind kind, const char *prefix, const char *what);
+Val xf_apply(Sema *S, const Layer *l, Val x, Loc loc);     /* called with the input alone */
+/* e calls layer l with its arguments: out[0..n) its results (n: what the
+ * caller takes: 1, or 2 for MultiheadAttention's (output, weights); want[1]
+ * 0: the weights are not used); 0 after reporting */
+int xf_call(Sema *S, const Layer *l, const Expr *e, Val *out, int n, const int *want);
+
+/* ---- attention.c: scaled dot-product attention (attn_) ----------------- */
+typedef struct AttnArgs {
+    Val q, k, v, mask;      /* mask: when mask_kind */
+    int mask_kind;          /* ATTN_MASK_BOOL, ATTN_MASK_ADD, 0 none */
+    int causal;
+    double scale, dropout;  /* dropout on the probabilities, in training */
+} AttnArgs;
+Val attn_apply(Sema *S, const AttnArgs *a, Loc loc);   /* fused (rule attention) or written out */
+Val attn_sdpa(Sema *S, const Expr *e);                 /* F.scaled_dot_product_attention(...) */
 
 /* ---- params.c: nn.Parameter, nn.init statements, weight tying (prm_) --- */
 int prm_is_parameter(const Expr *e);

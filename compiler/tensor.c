@@ -170,6 +170,44 @@ static const char *embed_shapes(const Shape *w, const Shape *idx, const Shape *y
     return NULL;
 }
 
+const char *ten_attn_shape(const Shape *q, const Shape *k, const Shape *v, const Shape *mask, Shape *out)
+{
+    const int r = q->rank;
+    if (r < 2 || k->rank != r || v->rank != r)
+        return "query, key and value have one rank, at least 2";
+    for (int d = 0; d < r - 2; d++)
+        if (q->d[d] != k->d[d] || q->d[d] != v->d[d])
+            return "query, key and value differ in a leading dimension";
+    for (int d = r - 2; d < r; d++)
+        if (IR_IS_BATCH(q->d[d]) || IR_IS_BATCH(k->d[d]) || IR_IS_BATCH(v->d[d]))
+            return "the positions and features cannot be the batch's dimension";
+    if (k->d[r - 1] != q->d[r - 1])
+        return "the key's features differ from the query's";
+    if (v->d[r - 2] != k->d[r - 2])
+        return "the value's positions differ from the key's";
+    *out = *q;
+    out->d[r - 1] = v->d[r - 1];
+    if (mask) {
+        Shape sc = *q, b;
+        sc.d[r - 1] = k->d[r - 2];
+        if (!ten_broadcast(mask, &sc, &b) || !ten_same(&b, &sc))
+            return "the mask does not broadcast to the scores [.., L, S]";
+    }
+    return NULL;
+}
+
+/* an attention gradient's operands: dy, q, k, v, the attention, a mask */
+static const char *attn_grad_shapes(const Graph *g, const Node *n)
+{
+    const Node *at = g->n[n->in[4]];
+    if (at->op != OP_T_ATTN || at->in[0] != n->in[1] || at->in[1] != n->in[2] || at->in[2] != n->in[3])
+        return "an attention's gradient reads that attention and its q, k, v";
+    if (!ten_same(in_shape(g, n, 0), &at->shape))
+        return "dy is not the attention's shape";
+    const int which = n->op == OP_T_ATTN_DQ ? 1 : n->op == OP_T_ATTN_DK ? 2 : 3;
+    return ten_same(&n->shape, in_shape(g, n, which)) ? NULL : "a gradient has its operand's shape";
+}
+
 const char *ten_verify(const Graph *g, const Node *n)
 {
     const Shape *s = &n->shape;
@@ -205,6 +243,17 @@ const char *ten_verify(const Graph *g, const Node *n)
         return embed_shapes(x, in_shape(g, n, 1), s);
     case OP_T_EMBED_GRAD:   /* dy [..., D], index -> [V, D] */
         return embed_shapes(s, in_shape(g, n, 1), x);
+    case OP_T_ATTN: {
+        Shape r;
+        if (n->nin != (n->attn.mask ? 4 : 3))
+            return "an attention has a mask input exactly when attn.mask says";
+        const char *why = ten_attn_shape(x, in_shape(g, n, 1), in_shape(g, n, 2),
+                                         n->attn.mask ? in_shape(g, n, 3) : NULL, &r);
+        return why ? why : ten_same(&r, s) ? NULL : "not the attention's shape";
+    }
+    case OP_T_ATTN_DQ: case OP_T_ATTN_DK: case OP_T_ATTN_DV:
+        return n->nin != (n->attn.mask ? 6 : 5) ? "an attention gradient has a mask input exactly when attn.mask says"
+                                                 : attn_grad_shapes(g, n);
     case OP_T_BMM: {
         Shape r;
         const char *why = ten_bmm_shape(x, in_shape(g, n, 1), n->ten.ta, n->ten.tb, &r);
@@ -294,7 +343,8 @@ DType ten_dtype(const Graph *g, Op op, int nin, const int *in, DType given)
     case OP_T_FULL: case OP_T_ARANGE: case OP_T_AFFINE: case OP_T_CLAMP:
         return given;
     case OP_T_TO_F32: case OP_BC_DIV: case OP_BC_SCALE: case OP_T_MEAN: case OP_T_EXP: case OP_T_LOG: case OP_T_SQRT:
-    case OP_T_RSQRT: case OP_T_POW: case OP_T_BMM:
+    case OP_T_RSQRT: case OP_T_POW: case OP_T_BMM: case OP_T_ATTN: case OP_T_ATTN_DQ: case OP_T_ATTN_DK:
+    case OP_T_ATTN_DV:
         return DT_F32;
     default:
         break;

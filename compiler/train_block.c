@@ -158,13 +158,32 @@ static int num_at_least(const Expr *e, const char *what, double lo, int open, do
     return 1;
 }
 
-/* adam / adamw(lr, betas, eps, weight_decay, amsgrad), torch.optim.Adam's
+/* decay = "all" | "dim>=2": the parameters weight_decay applies to, all
+ * of them (torch.optim's default) or those of 2 or more dimensions
+ * (nanoGPT's configure_optimizers: the weights of Linear, Embedding and
+ * Conv decay, biases, norms' weights and other vectors do not). Either is
+ * accepted with no weight decay, where it changes nothing. */
+static void opt_decay(TrainCfg *t, const Expr *e)
+{
+    if ((e->kind == E_STR || e->kind == E_NAME) && strcmp(e->s, "all") == 0) {
+        t->decay_dim = 0;
+        return;
+    }
+    if (e->kind == E_STR && strcmp(e->s, "dim>=2") == 0) {
+        t->decay_dim = 2;
+        return;
+    }
+    diag_error(e->loc, "decay must be \"all\" (the default: every parameter) or \"dim>=2\" (parameters of 2 or "
+               "more dimensions: weights, not biases or norms' weights, as nanoGPT's two groups), got %s", arg_show(e));
+}
+
+/* adam / adamw(lr, betas, eps, weight_decay, amsgrad, decay), torch.optim.Adam's
  * and AdamW's, with their defaults (AdamW decays by 0.01 unless told). */
 static void train_adam(TrainCfg *t, const Expr *e, int which)
 {
-    static const char *const names[] = {"lr", "betas", "eps", "weight_decay", "amsgrad"};
-    const Sig sig = {which == OPT_ADAM ? "adam" : "adamw", names, 5, 1, 0};
-    Expr *a[5] = {NULL};
+    static const char *const names[] = {"lr", "betas", "eps", "weight_decay", "amsgrad", "decay"};
+    const Sig sig = {which == OPT_ADAM ? "adam" : "adamw", names, 6, 1, 0};
+    Expr *a[6] = {NULL};
     if (e->kind == E_CALL && !arg_bind(e, &sig, a))
         return;
     t->optimizer = which;
@@ -197,16 +216,18 @@ static void train_adam(TrainCfg *t, const Expr *e, int which)
         num_at_least(a[3], "weight_decay", 0, 0, &t->weight_decay);
     if (a[4])
         arg_bool(a[4], "amsgrad", &t->amsgrad);
+    if (a[5])
+        opt_decay(t, a[5]);
 }
 
-/* rmsprop(lr, alpha, eps, weight_decay, momentum, centered):
+/* rmsprop(lr, alpha, eps, weight_decay, momentum, centered, decay):
  * torch.optim.RMSprop's arguments and defaults (lr 0.01, alpha 0.99,
  * eps 1e-8). */
 static void train_rmsprop(TrainCfg *t, const Expr *e)
 {
-    static const char *const names[] = {"lr", "alpha", "eps", "weight_decay", "momentum", "centered"};
-    const Sig sig = {"rmsprop", names, 6, 1, 0};
-    Expr *a[6] = {NULL};
+    static const char *const names[] = {"lr", "alpha", "eps", "weight_decay", "momentum", "centered", "decay"};
+    const Sig sig = {"rmsprop", names, 7, 1, 0};
+    Expr *a[7] = {NULL};
     if (e->kind == E_CALL && !arg_bind(e, &sig, a))
         return;
     t->optimizer = OPT_RMSPROP;
@@ -226,10 +247,12 @@ static void train_rmsprop(TrainCfg *t, const Expr *e)
         num_at_least(a[4], "momentum", 0, 0, &t->momentum);
     if (a[5])
         arg_bool(a[5], "centered", &t->centered);
+    if (a[6])
+        opt_decay(t, a[6]);
 }
 
-/* sgd(lr, momentum, dampening, weight_decay, nesterov), torch.optim.SGD's;
- * adam(...), adamw(...), rmsprop(...). */
+/* sgd(lr, momentum, dampening, weight_decay, nesterov, decay),
+ * torch.optim.SGD's; adam(...), adamw(...), rmsprop(...). */
 static void train_optimizer(TrainCfg *t, const Expr *e)
 {
     const char *name = callee(e, "optimizer");
@@ -252,9 +275,9 @@ static void train_optimizer(TrainCfg *t, const Expr *e)
                    arg_near_hint(&s));
         return;
     }
-    static const char *const names[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
-    const Sig sig = {"sgd", names, 5, 1, 0};
-    Expr *a[5] = {NULL};
+    static const char *const names[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov", "decay"};
+    const Sig sig = {"sgd", names, 6, 1, 0};
+    Expr *a[6] = {NULL};
     if (e->kind == E_CALL && !arg_bind(e, &sig, a))
         return;
     t->optimizer = 0;
@@ -270,6 +293,8 @@ static void train_optimizer(TrainCfg *t, const Expr *e)
     if (a[4] && arg_bool(a[4], "nesterov", &t->nesterov) && t->nesterov
         && (t->momentum <= 0 || t->dampening != 0))
         diag_error(a[4]->loc, "nesterov needs momentum > 0 and dampening = 0");
+    if (a[5])
+        opt_decay(t, a[5]);
 }
 
 /* multistep(milestones, gamma = 0.1): MultiStepLR, stepped once an
@@ -534,6 +559,8 @@ static const char *moved_hint(const char *key, const Near *s)
         {"learning_rate", "; the learning rate is set in the optimizer: optimizer sgd(lr = 0.01)"},
         {"momentum", "; momentum is set in the optimizer: optimizer sgd(lr = 0.01, momentum = 0.9)"},
         {"weight_decay", "; weight decay is set in the optimizer: optimizer sgd(lr = 0.01, weight_decay = 1e-4)"},
+        {"decay", "; the parameters weight decay applies to are set in the optimizer: "
+                  "optimizer adamw(weight_decay = 0.1, decay = \"dim>=2\")"},
         {"batch_size", "; did you mean 'batch'?"},
         {"num_epochs", "; did you mean 'epochs'?"},
         {"dataset", "; did you mean 'data'?"},

@@ -184,7 +184,9 @@ typedef struct rt_kernel {
  * says; CONST and UNIFORM take their value and bounds from param_init (the
  * model body's nn.init statements and nn.Parameter values) */
 enum { RT_INIT_KAIMING_UNIFORM = 0, RT_INIT_BIAS_UNIFORM = 1, RT_INIT_ZERO = 2, RT_INIT_ONE = 3,
-       RT_INIT_NORMAL = 4, RT_INIT_CONST = 5, RT_INIT_UNIFORM = 6 };
+       RT_INIT_NORMAL = 4, RT_INIT_CONST = 5, RT_INIT_UNIFORM = 6, RT_INIT_COPY = 7 };
+/* RT_INIT_COPY: the value parameter param_init[2 i] (an earlier one) starts with: the layers
+   nn.TransformerEncoder deep-copies from one */
 
 #define RT_PARAM_RANK 4     /* a parameter's dimensions at most (a convolution's weight) */
 typedef struct rt_param {
@@ -488,6 +490,10 @@ static inline const char *rt_cuda_turn_body(const rt_plan *p)
  * blocked loop. Kernels call this for every matrix product. */
 void rt_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
               int64_t ldb, float *c, int64_t ldc);
+/* C[m, n] += op(A) . op(B): rt_sgemm with beta = 1 (the attention
+ * gradients sum a head's query blocks into it) */
+void rt_sgemm_acc(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                  int64_t ldb, float *c, int64_t ldc);
 /* rt_sgemm as autocast runs a matrix product in low precision (prec
  * RT_PREC_BF16 / FP16): both operands rounded as read, fp32 accumulation,
  * the result rounded as stored (unless prec has RT_PREC_KEEP_C). */

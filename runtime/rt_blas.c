@@ -24,6 +24,15 @@ void rt_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, i
                 b, (int)ldb, 0.0f, c, (int)ldc);
 }
 
+void rt_sgemm_acc(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                  int64_t ldb, float *c, int64_t ldc)
+{
+    if (m == 0 || n == 0 || k == 0)
+        return;
+    cblas_sgemm(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, 1.0f, a, (int)lda,
+                b, (int)ldb, 1.0f, c, (int)ldc);
+}
+
 char *openblas_get_corename(void);
 
 /* OpenBLAS 0.3.21 (Debian 12's) has no entry for newer Xeons' CPUID models
@@ -53,12 +62,12 @@ int rt_blas_core_env(void)
     return 0;
 }
 
-void rt_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-              int64_t ldb, float *c, int64_t ldc)
+static void gemm_loop(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                      int64_t ldb, float *c, int64_t ldc, int acc)
 {
     for (int64_t i = 0; i < m; i++) {
         float *ci = c + i * ldc;
-        for (int64_t j = 0; j < n; j++)
+        for (int64_t j = 0; j < n && !acc; j++)
             ci[j] = 0.0f;
         for (int64_t p = 0; p < k; p++) {
             float av = ta ? a[p * lda + i] : a[i * lda + p];
@@ -70,6 +79,18 @@ void rt_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, i
                     ci[j] += av * b[p * ldb + j];
         }
     }
+}
+
+void rt_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+              int64_t ldb, float *c, int64_t ldc)
+{
+    gemm_loop(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, 0);
+}
+
+void rt_sgemm_acc(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                  int64_t ldb, float *c, int64_t ldc)
+{
+    gemm_loop(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, 1);
 }
 #endif
 

@@ -10,6 +10,7 @@
  * exact values cannot (different generator), which is why --init exists. */
 #include "rt_internal.h"
 #include <math.h>
+#include <string.h>
 
 void rt_init_params(const rt_model *m, float *param, uint64_t seed)
 {
@@ -55,6 +56,9 @@ void rt_init_params(const rt_model *m, float *param, uint64_t seed)
                 x[k] = (float)(ab[0] + (ab[1] - ab[0]) * rt_rng_uniform(&r));
             break;
         }
+        case RT_INIT_COPY:         /* rt_main checked: an earlier parameter of the same size */
+            memcpy(x, param + m->params[(int)ab[0]].off, sizeof(float) * (size_t)p->numel);
+            break;
         case RT_INIT_CONST:
             for (int64_t k = 0; k < p->numel; k++)
                 x[k] = (float)ab[0];

@@ -367,9 +367,11 @@ static int check_model(const rt_model *m)
             n *= p->shape[k];
         if (!p->name || p->rank < 0 || p->rank > 4 || n != p->numel || p->off < 0 ||
             p->numel < 0 || p->off > m->param_floats - p->numel || p->init < 0 ||
-            p->init > RT_INIT_UNIFORM || (m->param_zero_row && (m->param_zero_row[i] < 0 ||
-                                                              m->param_zero_row[i] > p->shape[0])) ||
-            ((p->init == RT_INIT_CONST || p->init == RT_INIT_UNIFORM) && !m->param_init)) {
+            p->init > RT_INIT_COPY || (m->param_zero_row && (m->param_zero_row[i] < 0 ||
+                                                           m->param_zero_row[i] > p->shape[0])) ||
+            ((p->init == RT_INIT_CONST || p->init == RT_INIT_UNIFORM || p->init == RT_INIT_COPY) && !m->param_init) ||
+            (p->init == RT_INIT_COPY && !(m->param_init[2 * i] >= 0 && m->param_init[2 * i] < i &&
+                                          m->params[(int)m->param_init[2 * i]].numel == p->numel))) {
             rt_err("model '%s' is malformed: parameter %d (%s) is inconsistent", name, i,
                    p->name ? p->name : "?");
             return -1;

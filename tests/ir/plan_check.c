@@ -130,7 +130,7 @@ static void swap_groups(Plan *q, int a, int b)
 
 static void check_model(const char *path)
 {
-    Program *prog = front_compile(path, slurp(path));
+    Program *prog = front_compile(path, slurp(path), FUSE_ALL);
     if (!prog) {
         printf("FAIL %s: does not compile\n", path);
         failures++;
