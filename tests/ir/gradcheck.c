@@ -421,8 +421,94 @@ static double tensor_formula(const Node *n, const double *v)
     }
 }
 
+/* Scaled dot-product attention and its gradients from their definitions,
+ * in double: per leading coordinate the scores s = q k^T scale (masked),
+ * p their softmax; the forward p v; the gradients, with dS = p (dO v^T -
+ * rowsum(dO o)): dq = dS k scale, dk = dS^T q scale, dv = p^T dO */
+static void eval_attention(const Node *n, double *y)
+{
+    const int grad = n->op != OP_T_ATTN, b = grad ? 1 : 0;
+    const Node *at = grad ? g->n[n->in[4]] : n;
+    const Shape *qs = &g->n[n->in[b]]->shape, *ks = &g->n[n->in[b + 1]]->shape;
+    const int r = qs->rank;
+    const int64_t L = qs->d[r - 2], E = qs->d[r - 1], S = ks->d[r - 2], Ev = at->shape.d[r - 1];
+    const int64_t H = ir_numel(qs, BATCH) / (L * E);
+    const double *q = val[n->in[b]].v, *k = val[n->in[b + 1]].v, *v = val[n->in[b + 2]].v;
+    const double *dO = grad ? val[n->in[0]].v : NULL, *m = at->attn.mask ? val[n->in[grad ? 5 : 3]].v : NULL;
+    Shape scs = *qs;
+    scs.d[r - 1] = S;
+    const Dims scv = dims_of(&scs), mv = m ? dims_of(&g->n[n->in[grad ? 5 : 3]]->shape) : scv;
+    double *p = malloc(sizeof(double) * (size_t)(L * S)), *ds = malloc(sizeof(double) * (size_t)(L * S));
+    double *o = malloc(sizeof(double) * (size_t)(L * Ev));
+    memset(y, 0, sizeof(double) * (size_t)ir_numel(&n->shape, BATCH));
+    int64_t c[MAX_RANK];
+    for (int64_t e = 0; e < H; e++) {
+        for (int64_t i = 0; i < L; i++) {
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < S; j++) {
+                double z = 0;
+                for (int64_t a = 0; a < E; a++)
+                    z += q[(e * L + i) * E + a] * k[(e * S + j) * E + a];
+                z *= at->attn.scale;
+                coords(&scv, (e * L + i) * S + j, c);
+                const double mk = m ? m[bcast_at(&mv, c, r)] : 1;
+                if ((at->attn.causal && j > i) || (at->attn.mask == ATTN_MASK_BOOL && mk == 0))
+                    z = -INFINITY;
+                else if (at->attn.mask == ATTN_MASK_ADD)
+                    z += mk;
+                p[i * S + j] = z;
+                mx = z > mx ? z : mx;
+            }
+            for (int64_t j = 0; j < S; j++)
+                sum += (p[i * S + j] = exp(p[i * S + j] - mx));
+            for (int64_t j = 0; j < S; j++)
+                p[i * S + j] /= sum;
+            for (int64_t a = 0; a < Ev; a++) {
+                double acc = 0;
+                for (int64_t j = 0; j < S; j++)
+                    acc += p[i * S + j] * v[(e * S + j) * Ev + a];
+                o[i * Ev + a] = acc;
+            }
+        }
+        if (!grad) {
+            memcpy(y + e * L * Ev, o, sizeof(double) * (size_t)(L * Ev));
+            continue;
+        }
+        for (int64_t i = 0; i < L; i++) {
+            double D = 0;
+            for (int64_t a = 0; a < Ev; a++)
+                D += dO[(e * L + i) * Ev + a] * o[i * Ev + a];
+            for (int64_t j = 0; j < S; j++) {
+                double dp = 0;
+                for (int64_t a = 0; a < Ev; a++)
+                    dp += dO[(e * L + i) * Ev + a] * v[(e * S + j) * Ev + a];
+                ds[i * S + j] = p[i * S + j] * (dp - D) * at->attn.scale;
+            }
+        }
+        for (int64_t i = 0; i < L; i++)
+            for (int64_t j = 0; j < S; j++) {
+                if (n->op == OP_T_ATTN_DQ)
+                    for (int64_t a = 0; a < E; a++)
+                        y[(e * L + i) * E + a] += ds[i * S + j] * k[(e * S + j) * E + a];
+                else if (n->op == OP_T_ATTN_DK)
+                    for (int64_t a = 0; a < E; a++)
+                        y[(e * S + j) * E + a] += ds[i * S + j] * q[(e * L + i) * E + a];
+                else
+                    for (int64_t a = 0; a < Ev; a++)
+                        y[(e * S + j) * Ev + a] += p[i * S + j] * dO[(e * L + i) * Ev + a];
+            }
+    }
+    free(p);
+    free(ds);
+    free(o);
+}
+
 static void eval_tensor(const Node *n, double *y)
 {
+    if (ir_is_attention(n->op)) {
+        eval_attention(n, y);
+        return;
+    }
     const Dims yv = dims_of(&n->shape);
     const int64_t total = ir_numel(&n->shape, BATCH);
     const double *x = val[n->in[0]].v;
@@ -1159,7 +1245,7 @@ static int t_input(Shape s, int positive)
 static int check_tn(const char *what, Op op, int nin, const Shape *in, Shape sy, const Node *t, int positive_last)
 {
     reset();
-    int x[2];
+    int x[4];
     for (int k = 0; k < nin; k++)
         x[k] = t_input(in[k], positive_last && k == nin - 1);
     int y = ir_add(g, op, nin, x, sy, DT_F32, (Loc){0});
@@ -1204,7 +1290,7 @@ static int check_sel(const char *what, Op op, int nin, const Shape *in, int at, 
                      const Node *attr)
 {
     reset();
-    int x[3], wrt[3], nw = 0;
+    int x[4], wrt[4], nw = 0;
     for (int k = 0; k < nin; k++) {
         x[k] = k == at ? aux(in[k], t, range) : t_input(in[k], 0);
         if (k != at)
@@ -1222,6 +1308,34 @@ static int check_sel(const char *what, Op op, int nin, const Shape *in, int at, 
     }
     int w = t_input(sy, 0);
     return check(what, y, w, RED_SUM, wrt, nw);
+}
+
+/* scaled dot-product attention (attention.c): q, k and v differentiated,
+ * with no mask, causal (a row with one key: T = 1), a bool mask over
+ * [L, S] and an additive one per batch, the batch among the leading
+ * dimensions or not first, S != L and Ev != E */
+static int check_attention(void)
+{
+    int fails = 0;
+    Node t;
+    memset(&t, 0, sizeof t);
+    const Shape q = ir_shape(4, DIM_N, 2, 3, 4), k = ir_shape(4, DIM_N, 2, 5, 4), v = ir_shape(4, DIM_N, 2, 5, 3);
+    const Shape y = ir_shape(4, DIM_N, 2, 3, 3);
+    t.attn.scale = 0.5;
+    fails += check_tn("attention q[N,2,3,4] k,v[N,2,5,*]", OP_T_ATTN, 3, (Shape[]){q, k, v}, y, &t, 0);
+    t.attn.causal = 1;
+    fails += check_tn("attention causal [2,N,4,4]", OP_T_ATTN, 3, (Shape[]){ir_shape(4, 2, DIM_N, 4, 4),
+                      ir_shape(4, 2, DIM_N, 4, 4), ir_shape(4, 2, DIM_N, 4, 2)}, ir_shape(4, 2, DIM_N, 4, 2), &t, 0);
+    fails += check_tn("attention causal T=1", OP_T_ATTN, 3, (Shape[]){sh3(DIM_N, 1, 4), sh3(DIM_N, 1, 4),
+                      sh3(DIM_N, 1, 2)}, sh3(DIM_N, 1, 2), &t, 0);
+    t.attn.causal = 0;
+    t.attn.mask = ATTN_MASK_BOOL;
+    fails += check_sel("attention bool mask [3,5]", OP_T_ATTN, 4, (Shape[]){q, k, v, ir_shape(2, 3, 5)}, 3, DT_BOOL,
+                       2, y, &t);
+    t.attn.mask = ATTN_MASK_ADD;
+    fails += check_sel("attention float mask [N,1,3,5]", OP_T_ATTN, 4, (Shape[]){q, k, v, ir_shape(4, DIM_N, 1, 3, 5)},
+                       3, DT_F32, 5, y, &t);
+    return fails;
 }
 
 /* the ops that select by a mask or an index (tensor_ints.c) */
@@ -1349,6 +1463,7 @@ int main(void)
     fails += check_reuse();
     fails += check_tensors();
     fails += check_selections();
+    fails += check_attention();
     fails += check_act("sigmoid x[N,4]", OP_SIGMOID, 0, 0);
     fails += check_act("silu   x[N,4]", OP_SILU, 0, 0);
     fails += check_act("gelu   x[N,4]", OP_GELU, 0, 0);

@@ -1,8 +1,13 @@
 #!/usr/bin/python3
 """Generated text against PyTorch's, token for token.
 
-usage: lm_generate.py PROGRAM TEXT
+usage: lm_generate.py PROGRAM TEXT [MODEL]      MODEL: bengio (the default) | gpt
 
+gpt: tests/torch/gpt_net.net (nanoGPT's model, causal attention over a
+window of 32) against gpt_equiv.py's GPT, which runs on the context as it
+is (up to 32 tokens), as nanoGPT's generate() does; the program trains
+1500 steps at --lr 0.01 first (its greedy text then has words: "the
+there thean"). bengio:
 tests/torch/lm_bengio.net (compiled as PROGRAM: each position sees its
 last 8 characters, so the text depends on the context) trains 300 steps on TEXT
 and saves its weights (with the vocabulary in the file's metadata); then
@@ -47,13 +52,19 @@ N = 100
 
 
 def main(argv):
-    if len(argv) != 2:
+    if len(argv) not in (2, 3) or (len(argv) == 3 and argv[2] not in ("bengio", "gpt")):
         sys.stderr.write(__doc__)
         return 2
     program, text = os.path.abspath(argv[0]), os.path.abspath(argv[1])
+    which = argv[2] if len(argv) == 3 else "bengio"
+    if which == "gpt":
+        import gpt_equiv
+        make, block, steps, lr = gpt_equiv.GPT, gpt_equiv.BLOCK, 1500, ["--lr", "0.01"]
+    else:
+        make, block, steps, lr = Shorter, BLOCK, 300, []
     work = tempfile.mkdtemp(prefix="cddpc-lm-generate-")
     weights = os.path.join(work, "w.st")
-    r = subprocess.run([program, "--data", text, "--max-steps", "300", "--threads", "2", "--save", weights],
+    r = subprocess.run([program, "--data", text, "--max-steps", str(steps), "--threads", "2", "--save", weights] + lr,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
     if r.returncode != 0:
         print(r.stdout.decode()[-2000:])
@@ -62,7 +73,7 @@ def main(argv):
     chars = sorted(set(open(text, encoding="utf-8").read()))
     stoi = {c: i for i, c in enumerate(chars)}
     torch.set_num_threads(1)
-    model = Shorter(len(chars), "same")
+    model = make(len(chars), "same")
     model.load_state_dict({k: torch.from_numpy(v) for k, v in st.load(weights).items()})
     model.eval()
 
@@ -72,7 +83,7 @@ def main(argv):
         return out.returncode, out.stdout.decode("utf-8", "replace").rstrip("\n")
 
     fails = []
-    long_prompt = open(text, encoding="utf-8").read()[1000:1000 + BLOCK + 30]
+    long_prompt = open(text, encoding="utf-8").read()[1000:1000 + block + 30]
     for prompt in ("In the beginning God", long_prompt):
         idx = [stoi[c] for c in prompt]
         rc, got = ours(prompt, N, ["--temperature", "0"])
@@ -82,7 +93,7 @@ def main(argv):
         produced, ties, restarts = got[len(prompt):], 0, 0
         with torch.no_grad():
             for k in range(N):
-                logits = model(torch.tensor([idx[-BLOCK:]]))[0, -1]
+                logits = model(torch.tensor([idx[-block:]]))[0, -1]
                 top = torch.topk(logits, 2)
                 want = int(top.indices[0])
                 have = stoi.get(produced[k]) if k < len(produced) else None
@@ -110,9 +121,9 @@ def main(argv):
     if a != b or a == c or len(a) != len("And the LORD") + 80:
         fails.append("sampling is not repeatable with a seed, or not moved by it")
     if fails:
-        print("lm_generate: FAIL: %s (work dir %s)" % ("; ".join(fails), work))
+        print("lm_generate %s: FAIL: %s (work dir %s)" % (which, "; ".join(fails), work))
         return 1
-    print("lm_generate: PASS")
+    print("lm_generate %s: PASS" % which)
     return 0
 
 
