@@ -651,6 +651,11 @@ int ex_act_io(const Emit *m, int64_t *out);
 char *ex_round_operand(const Emit *m, int id, const char *expr);
 char *ex_operand(const Emit *m, int x, const Shape *space);   /* v<x> or b<x>[...] at (i, j) */
 char *ex_ew_expr(const Emit *m, const Node *n, const Shape *space);
+/* The C target's vectorizable cddp_erff and cddp_expf (GELU's formulas and
+ * attention's probabilities use them): ex_uses_fast_math(op) for each op
+ * that does; the prelude defining them, for programs with such an op */
+int ex_uses_fast_math(Op op);
+const char *ex_fast_math_prelude(void);
 char *ex_chan_index(const Shape *space, const char *ind);   /* `const int64_t jc = j / (H*W);` over images */
 /* The per-element body of elementwise kernels and GEMM epilogues, both
  * targets: at (i, j) of space, the anchor loaded as v<load> (load_expr;

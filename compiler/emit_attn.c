@@ -106,7 +106,7 @@ static void probabilities(FILE *f, const Emit *m, const AttnGeo *g, int ds, cons
     fprintf(f, "%s    for (int64_t i%d = 0; i%d < sk_; i%d++) {\n", ind, kj, kj, kj);
     fprintf(f, "%s        float z_ = s_[r_ * %lld + i%d] * %s;\n", ind, S, kj, util_cfloat(g->at->attn.scale));
     mask_score(f, m, g, util_fmt("%s        ", ind));
-    fprintf(f, "%s        const float p_ = expf(z_ - l_);\n", ind);
+    fprintf(f, "%s        const float p_ = cddp_expf(z_ - l_);\n", ind);
     if (ds)
         fprintf(f, "%s        s_[r_ * %lld + i%d] = p_ * (d_[r_ * %lld + i%d] - D_) * %s;\n", ind, S, kj, S, kj,
                 util_cfloat(g->at->attn.scale));
@@ -174,10 +174,12 @@ static void forward_c(const Emit *m, const Node *n, const AttnGeo *g)
     fprintf(f, "                    mx_ = z_ > mx_ || z_ != z_ ? z_ : mx_;\n");
     fprintf(f, "                }\n");
     /* every key masked: the maximum is -inf and the row NaN, as PyTorch's */
+    /* the exponentials in a loop of their own, which vectorizes; the
+     * sum after it in order */
+    fprintf(f, "                for (int64_t j_ = 0; j_ < sk_; j_++)\n");
+    fprintf(f, "                    x_[j_] = cddp_expf(x_[j_] - mx_);\n");
     fprintf(f, "                float sum_ = 0.0f;\n");
-    fprintf(f, "                for (int64_t j_ = 0; j_ < sk_; j_++) {\n");
-    fprintf(f, "                    x_[j_] = expf(x_[j_] - mx_);\n                    sum_ += x_[j_];\n");
-    fprintf(f, "                }\n");
+    fprintf(f, "                for (int64_t j_ = 0; j_ < sk_; j_++)\n                    sum_ += x_[j_];\n");
     fprintf(f, "                const float inv_ = 1.0f / sum_;\n");
     fprintf(f, "                for (int64_t j_ = 0; j_ < sk_; j_++)\n                    x_[j_] *= inv_;\n");
     fprintf(f, "                lse_[e * %lld + i%d] = mx_ + logf(sum_);\n", L, qi);
@@ -207,6 +209,8 @@ static void dkv_c(const Emit *m, const Node *n, const AttnGeo *g)
     FILE *f = m->f;
     const int dk = n->op == OP_T_ATTN_DK;
     const long long L = g->L, S = g->S, QB = g->qb, W = dk ? g->E : g->Ev;
+    if (!dk)        /* dv = p^T dO: the probabilities need no v */
+        fprintf(f, "    (void)b%d;\n", g->v);
     open_tasks(f, g, 0, dk);
     fprintf(f, "            float *const out_ = b%d + e * %lld;\n", n->id, S * W);
     fprintf(f, "            memset(out_, 0, sizeof(float) * %lld);\n", S * W);

@@ -328,6 +328,11 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "#include \"cddprt.h\"\n");
     fprintf(f, "%s\n", CDDP_DROP_RNG_TEXT(static inline));     /* dropout's random stream */
     fputs(emit_tensor_prelude("static inline"), f);
+    for (int i = 0; i < g->nn; i++)
+        if (ex_uses_fast_math(g->n[i]->op)) {
+            fputs(ex_fast_math_prelude(), f);
+            break;
+        }
     emit_c_kernels(f, train);
     emit_c_kernels(f, eval);
     emit_plan_table(f, train, "train", cp->launch[0]);
