@@ -753,6 +753,7 @@ void emit_tensor_decode(FILE *f, const Shape *s, const char *e, const char *ind)
 typedef struct AttnGeo {
     const Node *at;         /* the attention node (the group's, or a gradient's in[4]) */
     Shape lead, sc;         /* the leading dimensions; the scores' shape [.., L, S] */
+    Shape ms;               /* the mask's shape as the attention reads it */
     int64_t L, S, E, Ev;
     int64_t qb;             /* the CPU kernels' query rows a block */
     int q, k, v, o, dy, mask;   /* buffers (plan_source); dy, mask -1 when none */

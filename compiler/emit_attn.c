@@ -52,18 +52,20 @@ AttnGeo attn_geometry(const Emit *m, const Node *n)
     g.o = grad ? plan_source(m->p, n->in[4]) : n->id;
     g.dy = grad ? plan_source(m->p, n->in[0]) : -1;
     g.mask = g.at->attn.mask ? plan_source(m->p, n->in[grad ? 5 : 3]) : -1;
+    if (g.at->attn.mask)    /* the shape the attention reads it as (a view's, not its source's) */
+        g.ms = ex_node(m, n->in[grad ? 5 : 3])->shape;
     g.qb = block_rows(g.L, g.S, g.E, g.Ev);
     return g;
 }
 
 /* The scores' masking of z_ at query i<r-2>, key i<r-1> */
-static void mask_score(FILE *f, const Emit *m, const AttnGeo *g, const char *ind)
+static void mask_score(FILE *f, const AttnGeo *g, const char *ind)
 {
     const int qi = g->rank - 2, kj = g->rank - 1;
     if (g->at->attn.causal)
         fprintf(f, "%sif (i%d > i%d)\n%s    z_ = -INFINITY;\n", ind, kj, qi, ind);
     if (g->mask >= 0) {
-        const char *at = emit_tensor_broadcast_at(&ex_node(m, g->mask)->shape, &g->sc);
+        const char *at = emit_tensor_broadcast_at(&g->ms, &g->sc);
         if (g->at->attn.mask == ATTN_MASK_BOOL)
             fprintf(f, "%sif (b%d[%s] == 0.0f)\n%s    z_ = -INFINITY;\n", ind, g->mask, at, ind);
         else
@@ -85,7 +87,7 @@ static void keys(FILE *f, const AttnGeo *g, const char *ind)
 /* s_ (nr_ x sk_, row stride S) := the probabilities of the block's rows
  * recomputed from lse_; with dy, then ds = p (dO v^T - D) * scale, dO v^T
  * computed into d_ first */
-static void probabilities(FILE *f, const Emit *m, const AttnGeo *g, int ds, const char *ind)
+static void probabilities(FILE *f, const AttnGeo *g, int ds, const char *ind)
 {
     const long long L = g->L, S = g->S, E = g->E, Ev = g->Ev;
     const int qi = g->rank - 2, kj = g->rank - 1;
@@ -105,7 +107,7 @@ static void probabilities(FILE *f, const Emit *m, const AttnGeo *g, int ds, cons
     }
     fprintf(f, "%s    for (int64_t i%d = 0; i%d < sk_; i%d++) {\n", ind, kj, kj, kj);
     fprintf(f, "%s        float z_ = s_[r_ * %lld + i%d] * %s;\n", ind, S, kj, util_cfloat(g->at->attn.scale));
-    mask_score(f, m, g, util_fmt("%s        ", ind));
+    mask_score(f, g, util_fmt("%s        ", ind));
     fprintf(f, "%s        const float p_ = cddp_expf(z_ - l_);\n", ind);
     if (ds)
         fprintf(f, "%s        s_[r_ * %lld + i%d] = p_ * (d_[r_ * %lld + i%d] - D_) * %s;\n", ind, S, kj, S, kj,
@@ -169,7 +171,7 @@ static void forward_c(const Emit *m, const Node *n, const AttnGeo *g)
     fprintf(f, "                float mx_ = -INFINITY;\n");
     fprintf(f, "                for (int64_t i%d = 0; i%d < sk_; i%d++) {\n", kj, kj, kj);
     fprintf(f, "                    float z_ = x_[i%d] * %s;\n", kj, util_cfloat(g->at->attn.scale));
-    mask_score(f, m, g, "                    ");
+    mask_score(f, g, "                    ");
     fprintf(f, "                    x_[i%d] = z_;\n", kj);
     fprintf(f, "                    mx_ = z_ > mx_ || z_ != z_ ? z_ : mx_;\n");
     fprintf(f, "                }\n");
@@ -197,7 +199,7 @@ static void dq_c(const Emit *m, const Node *n, const AttnGeo *g)
     open_tasks(f, g, 1, 1);
     fprintf(f, "            const int64_t nr_ = %lld - r0_ < %lld ? %lld - r0_ : %lld;\n", L, QB, L, QB);
     keys(f, g, "            ");
-    probabilities(f, m, g, 1, "            ");
+    probabilities(f, g, 1, "            ");
     fprintf(f, "            rt_sgemm(0, 0, nr_, %lld, sk_, s_, %lld, b%d + e * %lld, %lld, b%d + (e * %lld + r0_) * %lld, "
                "%lld);\n", E, S, g->k, S * E, E, n->id, L, E, E);
     close_tasks(f);
@@ -217,7 +219,7 @@ static void dkv_c(const Emit *m, const Node *n, const AttnGeo *g)
     fprintf(f, "            for (int64_t r0_ = 0; r0_ < %lld; r0_ += %lld) {\n", L, QB);
     fprintf(f, "                const int64_t nr_ = %lld - r0_ < %lld ? %lld - r0_ : %lld;\n", L, QB, L, QB);
     keys(f, g, "                ");
-    probabilities(f, m, g, dk, "                ");
+    probabilities(f, g, dk, "                ");
     if (dk)
         fprintf(f, "                rt_sgemm_acc(1, 0, sk_, %lld, nr_, s_, %lld, b%d + (e * %lld + r0_) * %lld, %lld, "
                    "out_, %lld);\n", W, S, g->q, L, W, W, W);

@@ -42,7 +42,7 @@
  * as the C kernel's. */
 #include <stdio.h>
 
-#include "emit_attn.h"
+#include "cddpc.h"
 
 #define NT 128              /* threads a block */
 #define SMEM (40 * 1024)    /* static shared memory budget, bytes */
@@ -78,18 +78,16 @@ static Lay layout(const AttnGeo *g, int a_e, int a_v, int per, int scores)
 
 /* the score z_ of query i<rank-2>, key i<rank-1> from the dot product d_:
  * scaled, then masked (the mask read only for a live row) */
-static void score(FILE *f, const Emit *m, const Node *n, const AttnGeo *g, const char *live, const char *ind)
+static void score(FILE *f, const AttnGeo *g, const char *live, const char *ind)
 {
     const int qi = g->rank - 2, kj = g->rank - 1;
     fprintf(f, "%sfloat z_ = d_ * %s;\n", ind, util_cfloat(g->at->attn.scale));
     if (g->at->attn.causal)
         fprintf(f, "%sif (i%d > i%d)\n%s    z_ = -INFINITY;\n", ind, kj, qi, ind);
     if (g->mask >= 0) {
-        /* indexed by the shape the attention reads, which a view (a
-         * reshape: [N, T] viewed as [N, 1, 1, T]) gives its source's
-         * buffer, not by the source's own shape */
-        const Shape *ms = &ex_node(m, n->in[n->op == OP_T_ATTN ? 3 : 5])->shape;
-        const char *at = emit_tensor_broadcast_at(ms, &g->sc);
+        /* indexed by the shape the attention reads (AttnGeo.ms: a view's,
+         * [N, T] viewed as [N, 1, 1, T], not its source's) */
+        const char *at = emit_tensor_broadcast_at(&g->ms, &g->sc);
         if (g->at->attn.mask == ATTN_MASK_BOOL)
             fprintf(f, "%sif (%s && (float)b%d[%s] == 0.0f)\n%s    z_ = -INFINITY;\n", ind, live, g->mask, at, ind);
         else
@@ -219,7 +217,7 @@ static void forward_cuda(const Emit *m, const Node *n, const AttnGeo *g, rt_cuda
     fprintf(f, "                if ((j_ & %d) == sub_) {\n", T - 1);
     fprintf(f, "                    const int64_t i%d = k0_ + j_;\n", kj);
     fprintf(f, "                    (void)i%d;\n", kj);
-    score(f, m, n, g, "live_", "                    ");
+    score(f, g, "live_", "                    ");
     fprintf(f, "                    ps_[row_][j_] = z_;\n");
     fprintf(f, "                }\n            }\n");
     fprintf(f, "            __syncwarp();   /* the row's scores, from its threads */\n");
@@ -304,7 +302,7 @@ static void dq_cuda(const Emit *m, const Node *n, const AttnGeo *g, rt_cuda_laun
     row_sum(f, &y, "d_,g_", "                ");
     fprintf(f, "                const int64_t i%d = k0_ + j_;\n", kj);
     fprintf(f, "                (void)i%d;\n", kj);
-    score(f, m, n, g, "live_", "                ");
+    score(f, g, "live_", "                ");
     fprintf(f, "                const float p_ = expf(z_ - l_);\n");
     fprintf(f, "                const float s_ = p_ * (g_ - D_) * %s;\n", util_cfloat(g->at->attn.scale));
     fprintf(f, "                for (int u_ = 0; u_ < %d; u_++)\n", y.ne);
@@ -377,7 +375,7 @@ static void dkv_cuda(const Emit *m, const Node *n, const AttnGeo *g, rt_cuda_lau
         fprintf(f, "                    g_ += v_[u_] * ys_[a_][sub_ + %d * u_];\n", T);
     }
     row_sum(f, &y, dk ? "d_,g_" : "d_", "                ");
-    score(f, m, n, g, "live_", "                ");
+    score(f, g, "live_", "                ");
     fprintf(f, "                const float p_ = expf(z_ - ls_[a_]);\n");
     if (dk) {
         fprintf(f, "                const float s_ = p_ * (g_ - dd_[a_]) * %s;\n", util_cfloat(g->at->attn.scale));

@@ -118,7 +118,7 @@ int ex_act_io(const Emit *m, int64_t *out)
                 at++;
             if (at == n) {
                 int64_t *e = out + RT_ACT_FIELDS * n++;
-                e[0] = b->off, e[1] = b->size, e[2] = ir_row_elems(&ex_node(m, id)->shape), e[3] = 0;
+                e[0] = b->off, e[1] = b->size, e[2] = ir_row_elems(&ex_node(m, id)->shape) + ir_extra_elems(ex_node(m, id)), e[3] = 0;
             }
             out[RT_ACT_FIELDS * at + 3] |= fl;
         }

@@ -61,6 +61,15 @@ static char *broadcast_at(const Shape *x, const Shape *s)
  * are 0 and not named), into the caller's scope. */
 static void decode(FILE *f, const Shape *s, const char *e, const char *ind)
 {
+    int any = 0;     /* a dimension to decode: else no r_ (NVRTC warns of one set and never read) */
+    for (int d = 0; d < s->rank; d++)
+        any |= s->d[d] != 1;
+    if (!any) {
+        for (int d = 0; d < s->rank; d++)
+            fprintf(f, "%sconst int64_t i%d = 0;\n%s(void)i%d;\n", ind, d, ind, d);
+        fprintf(f, "%s(void)(%s);\n", ind, e);
+        return;
+    }
     fprintf(f, "%sint64_t r_ = %s;\n", ind, e);
     for (int d = s->rank - 1; d >= 0; d--) {
         if (s->d[d] == 1) {

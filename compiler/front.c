@@ -98,6 +98,8 @@ static int output_rows(Program *p, const Shape *o, Loc loc)
     if (p->positions > 1) {
         g->logits = ir_add(g, OP_RESHAPE, 1, &g->logits, shape2(-p->positions, last), DT_F32, loc);
         g->n[g->labels]->shape = shape1(-p->positions);
+    } else if (!(o->rank == 2 && o->d[0] == DIM_N)) {   /* [N, 1, C]: one position (text(block = 1)) */
+        g->logits = ir_add(g, OP_RESHAPE, 1, &g->logits, shape2(DIM_N, last), DT_F32, loc);
     }
     return 1;
 }

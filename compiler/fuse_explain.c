@@ -305,4 +305,18 @@ void fuse_explain(FILE *out, Plan *p, FuseLevel rules)
         }
     }
     fprintf(out, "  %d producer-consumer pairs in different kernels\n", npairs);
+    for (int i = 0; i < p->norder; i++) {
+        const Node *n = g->n[p->order[i]];
+        if (n->op != OP_T_ATTN)
+            continue;
+        const Shape *k = &g->n[n->in[1]]->shape;
+        Shape sc = n->shape;
+        sc.d[sc.rank - 1] = k->d[k->rank - 2];
+        fprintf(out, "  attention%%%d (%s): rule attention: softmax(q k^T * %.4g%s%s) v in one kernel per (matrix, "
+                "block of query rows), its scores %s never stored (each row's log-sum-exp is: the gradients "
+                "recompute the probabilities); CPU: BLAS products on a block's scratch, GPU: an online softmax over "
+                "key tiles in shared memory\n", n->id, p->groups[p->group_of[n->id]].name, n->attn.scale,
+                n->attn.causal ? ", causal" : "", n->attn.mask == ATTN_MASK_BOOL ? " + bool mask"
+                : n->attn.mask == ATTN_MASK_ADD ? " + float mask" : "", shape_str(&sc));
+    }
 }

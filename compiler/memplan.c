@@ -223,8 +223,8 @@ void mem_plan_gpu(Plan *p)
         const Shape *s = &g->n[gr->anchor]->shape;
         int64_t cols = s->d[1];
         const int fixed = !IR_IS_BATCH(s->d[0]);
-        if (!fixed) {
-            gr->ws_units = gr->split * cols;
+        if (!fixed) {   /* per sample: its rows' partials ([N*T, cols] has T rows a sample) */
+            gr->ws_units = gr->split * cols * ir_batch_mul(s->d[0]);
             if (align_up(gr->ws_units) > ws)
                 ws = align_up(gr->ws_units);
             gr->ws_off = align_up(p->act_units);

@@ -11,7 +11,8 @@
 # tests/torch/mask_net.net for the integer and boolean ones,
 # tests/torch/pos_net.net for a loss over positions, lm_tokmlp.net for
 # the embeddings,
-# models/bmm_tiles.net for the products' tiles; odd.net
+# models/bmm_tiles.net for the products' tiles, models/attn_causal.net,
+# attn_masks.net and attn_odd.net for scaled dot-product attention; odd.net
 # also with rule row-tail off, for the row kernel) with one
 # edit (sed);
 # kernel_check has to fail on every one of them (and pass on the unedited
@@ -279,6 +280,39 @@ check 'bf16: exp over tensors not rounded as stored' '0,/= rt_round_bf16(expf(x0
 MODEL="$NETS/attn_bf16.net"
 sed 's/^    seed      31$/    seed      31\n    precision bf16/' "$HERE/../torch/attn_net.net" >"$MODEL"
 check 'bf16: a product of float32 activations reads them unrounded' 's/rt_round_bf16((float)pb\[gj \* 28 + gkb\])/(float)pb[gj * 28 + gkb]/' $B
+# scaled dot-product attention (emit_attn_cuda.c): FlashAttention-style
+# kernels over tiles, which kernel_check holds to the C ones (emit_attn.c).
+# attn_causal.net: 64 positions (two tiles of 32), heads of 16 causal
+# (scale 0.25) and of 8 unmasked (scale 0.5)
+MODEL=$HERE/models/attn_causal.net
+S='--sizes 19:19:0,37:22:3 --orders 1 --plan train'
+check 'attention: the causal mask takes the diagonal too (j >= i left out)' 's/if (i3 > i2)/if (i3 >= i2)/' $S
+check 'attention dk: the causal diagonal one key late (key i + 1 seen)' '/_attention_dk: /,/^}/s/if (i3 > i2)/if (i3 > i2 + 1)/' $S
+check 'attention: causal key tiles stop one key before the block'"'"'s last query' 's/const int64_t kend_ = q0_ + 32 < 64 ? q0_ + 32 : 64;/const int64_t kend_ = q0_ + 31 < 64 ? q0_ + 31 : 64;/' $S
+check 'attention dk, dv: causal query tiles from one past the block'"'"'s first key' 's/for (int64_t r0_ = k0_; r0_ < 64; r0_ += 32)/for (int64_t r0_ = k0_ + 1; r0_ < 64; r0_ += 32)/' $S
+check 'attention: online softmax, the accumulator not rescaled' 's/acc_\[u_\] \*= al_;/;/' $S
+check 'attention: online softmax, the running sum not rescaled' 's/l_ \*= al_;/;/' $S
+check 'attention dq: D_i not subtracted (ds = p dO.v scale)' 's/const float s_ = p_ \* (g_ - D_) \*/const float s_ = p_ * g_ */' $S
+check 'attention dk: ds without the scale' 's/const float s_ = p_ \* (g_ - dd_\[a_\]) \* [0-9.]*f;/const float s_ = p_ * (g_ - dd_[a_]);/' $S
+check 'attention: lse stored 1e-3 high' 's/m_ + logf(l_);/m_ + logf(l_) + 1e-3f;/' $S
+check 'attention: lse without the maximum (log l alone)' 's/: m_ + logf(l_);/: logf(l_);/' $S
+check 'attention dk, dv: every query of a tile reads the tile'"'"'s first lse' 's/ls_\[t_\] = t_ < nq_ ? lse_\[e \* 64 + r0_ + t_\]/ls_[t_] = t_ < nq_ ? lse_[e * 64 + r0_]/' $S
+check 'attention: a row'"'"'s dot products summed over 2 of its 4 threads' 's/for (int o_ = 1; o_ < 4; o_ <<= 1)/for (int o_ = 1; o_ < 2; o_ <<= 1)/' $S
+check 'attention: no __syncwarp between a row'"'"'s scores and their reads' 's|__syncwarp();   /\* the row.s scores, from its threads \*/||' --sizes 19:19:0,37:22:3 --orders 2 --plan train
+check 'attention: no barrier before the next tile is staged' 's|__syncthreads();   /\* the previous tile read \*/||' --sizes 19:19:0,37:22:3 --orders 2 --plan train
+# attn_masks.net: 17 positions (a partial tile), a bool band, a float mask, a
+# bool mask per sample [N, 1, 1, T]
+MODEL=$HERE/models/attn_masks.net
+check 'attention: the bool band read transposed' 's/(float)\(b[0-9]*\)\[0 + i2 \* (int64_t)17 + i3 \* (int64_t)1\] == 0.0f/(float)\1[0 + i3 * (int64_t)17 + i2 * (int64_t)1] == 0.0f/' $S
+check 'attention: a sample'"'"'s key mask read from sample 0'"'"'s' 's/(float)\(b[0-9]*\)\[0 + i0 \* (int64_t)17 + i3 \* (int64_t)1\] == 0.0f/(float)\1[0 + i3 * (int64_t)1] == 0.0f/' $S
+check 'attention dq, dk, dv: the float mask not added (the forward adds it)' '/_attention_d[qkv]: /,/^}/s/z_ += (float)/z_ += 0.0f * (float)/' $S
+check 'attention: a partial key tile'"'"'s last key staged as zeros' 's/ks_\[j_\]\[c_\] = j_ < nk_ /ks_[j_][c_] = j_ < nk_ - 1 /' $S
+# attn_odd.net: queries and keys 6 wide, values 10 (4 threads a row), a
+# head 128 wide (8 threads a row)
+MODEL=$HERE/models/attn_odd.net
+check 'attention: E = 6, a row'"'"'s query dims past 4 dropped' 's/q_\[u_\] = live_ \&\& c_ < 6 /q_[u_] = live_ \&\& c_ < 4 /' $S
+check 'attention: Ev = 10, the outputs past 8 not stored' '/_attention: /,/^}/s/if (c_ < 10)/if (c_ < 8)/' $S
+check 'attention: E = 128, a row of 8 threads summed over 4' 's/for (int o_ = 1; o_ < 8; o_ <<= 1)/for (int o_ = 1; o_ < 4; o_ <<= 1)/' $S
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$" "$NETS"
 echo "mutants: $caught caught, $missed missed"
 [ "$missed" -eq 0 ]
