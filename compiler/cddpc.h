@@ -240,6 +240,10 @@ int64_t ir_numel(const Shape *s, int64_t n);/* elements with batch n */
  * query row. 0 for the rest. */
 int64_t ir_extra_elems(const Node *n);
 int ir_is_attention(Op op);     /* T_ATTN and its gradients */
+/* One element space for elementwise kernels: the same shape, or the batch
+ * first in both and the same elements a sample in the same order with the
+ * same last dimension ([N*T, C], a Linear's rows, and [N, T, C]) */
+int ir_same_elements(const Shape *a, const Shape *b);
 /* Node.attn.mask: what the attention's mask input is */
 enum { ATTN_MASK_BOOL = 1, ATTN_MASK_ADD = 2 };
 /* A pool op's or its gradient's pooled input x and output y; 1 for a gradient */

@@ -133,6 +133,8 @@ char *ex_operand(const Emit *m, int x, const Shape *space)
         return util_fmt("v%d", x);
     const Shape *s = &ex_node(m, x)->shape;
     int src = plan_source(m->p, x);
+    if (ex_in_group(m, src))    /* a view of the group's value (fuse.c: through a view) is that value */
+        return util_fmt("v%d", src);
     /* same elements in the same row-major order (a view counts) */
     if (ir_batched(s) == ir_batched(space) && ir_row_elems(s) == ir_row_elems(space))
         return util_fmt("b%d[i * C + j]", src);

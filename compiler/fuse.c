@@ -87,7 +87,7 @@ int fuse_inputs_ready(const Fuser *f, int c, int grp)
     const Node *n = node(f, c);
     for (int j = 0; j < plan_nin(f->p, n); j++) {
         int x = n->in[j];
-        if (f->p->group_of[x] == grp)
+        if (f->p->group_of[x] == grp || f->p->group_of[plan_source(f->p, x)] == grp)  /* or a view of a member */
             continue;
         if (plan_source(f->p, x) >= gr->nodes[0] && node(f, x)->op != OP_PARAM)
             return 0;
@@ -98,8 +98,10 @@ int fuse_inputs_ready(const Fuser *f, int c, int grp)
 /* c iterates over the same elements as x (no broadcast of the result). */
 int fuse_same_space(const Fuser *f, int c, int x)
 {
+    /* after a product, its rows read through a view: the residual add of [N, T, C] after a Linear's [N*T, C] */
+    const Shape *cs = &node(f, c)->shape, *xs = &node(f, x)->shape;
     return (op_fuse[node(f, c)->op] & F_EPI) && !plan_is_view(f->p, c)
-        && ir_same_shape(&node(f, c)->shape, &node(f, x)->shape);
+        && (ir_same_shape(cs, xs) || (op_kind[node(f, x)->op] == K_MATMUL && ir_same_elements(cs, xs)));
 }
 
 /* A reduction may join the group computing its input when it reduces that
@@ -291,6 +293,10 @@ static void absorb_chain(Fuser *f, int grp, int cur, unsigned rule)
     for (;;) {
         int single = fuse_single_consumer(f, cur);
         int c = single ? fuse_consumer_of(f, cur) : (f->rules & R_DROPOUT) ? fuse_dropout_consumer(f, cur) : -1;
+        /* through a view that is its value's only reader: a Linear's rows
+         * [N*T, C] viewed back as [N, T, C], then the residual add */
+        if (c >= 0 && single && plan_is_view(f->p, c) && fuse_single_consumer(f, c))
+            c = fuse_consumer_of(f, c);
         unsigned extra = R_DROPOUT;
         if (c < 0 && !single && (f->rules & R_ACT_INPUT)) {
             c = fuse_act_consumer(f, cur);

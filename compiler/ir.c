@@ -220,6 +220,12 @@ int64_t ir_numel(const Shape *s, int64_t n)
     return ir_row_elems(s) * (ir_batched(s) ? n : 1);
 }
 
+int ir_same_elements(const Shape *a, const Shape *b)
+{
+    return ir_same_shape(a, b) || (a->rank >= 2 && b->rank >= 2 && IR_IS_BATCH(a->d[0]) && IR_IS_BATCH(b->d[0])
+                                   && a->d[a->rank - 1] == b->d[b->rank - 1] && ir_row_elems(a) == ir_row_elems(b));
+}
+
 int ir_is_attention(Op op)
 {
     return op == OP_T_ATTN || op == OP_T_ATTN_DQ || op == OP_T_ATTN_DK || op == OP_T_ATTN_DV;

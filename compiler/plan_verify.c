@@ -165,7 +165,9 @@ static int legal_member(const Checker *c, const Group *gr, int id)
         if (gr->kind == G_MATMUL && k == K_ROW)
             return gr->row_anchor >= 0 && member(gr, n->in[0]) && ir_same_shape(&nd(c, n->in[0])->shape, space)
                 && space->rank == 2 && space->d[1] <= ROW_TAIL_MAX_COLS;
-        return (k == K_EW && ir_same_shape(&n->shape, space)) || k == K_RED
+        /* a product's epilogue may read its rows through a view ([N*T, C] as [N, T, C]) */
+        return (k == K_EW && (gr->kind == G_MATMUL ? ir_same_elements(&n->shape, space) : ir_same_shape(&n->shape, space)))
+            || k == K_RED
             || (gr->kind == G_EW && (n->op == OP_MAXPOOL || n->op == OP_AVGPOOL) && member(gr, n->in[0])
                 && gr->nodes[gr->nnodes - 1] == id);
     case G_ROW:
