@@ -333,6 +333,7 @@ typedef struct TrainCfg {
     int accumulate;         /* micro-batches per optimizer step (1: none) */
     int batch, epochs, shuffle, drop_last;
     uint64_t seed;
+    int64_t max_steps;      /* max_steps N: the run stops after N optimizer steps; 0 none */
     int sync_bn;            /* SyncBatchNorm: batch statistics over all ranks */
     double bucket_mb;       /* gradient bucket size after the first (1 MB) */
     int precision;          /* RT_PREC_*: fp32, or autocast-like bf16 / fp16 */

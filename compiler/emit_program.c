@@ -400,6 +400,8 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     fprintf(f, "    .nesterov = %d,\n    .batch = %d, .epochs = %d, .shuffle = %d, .drop_last = %d,\n", t->nesterov,
             t->batch, t->epochs, t->shuffle, t->drop_last);
     fprintf(f, "    .seed = %lluull,\n", (unsigned long long)t->seed);
+    if (t->max_steps > 0)
+        fprintf(f, "    .max_steps = %lld,\n", (long long)t->max_steps);
     fprintf(f, "    .cuda_src = cuda_src,\n    .buckets = buckets,\n    .nbuckets = %d,\n", g->nbuckets);
     fprintf(f, "    .bucket_mb = %.17g,\n    .param_flags = param_flags,\n", t->bucket_mb);
     /* the state's names in checkpoints, PyTorch's */

@@ -566,6 +566,7 @@ static const char *moved_hint(const char *key, const Near *s)
         {"dataset", "; did you mean 'data'?"},
         {"clip_grad_norm_", "; did you mean 'clip_grad_norm'?"},
         {"max_norm", "; gradient clipping is set as clip_grad_norm 1.0"},
+        {"max_iters", "; did you mean 'max_steps'?"},
         {"gradient_accumulation_steps", "; did you mean 'accumulate'?"},
         {"accumulation_steps", "; did you mean 'accumulate'?"},
         {"lr_scheduler", "; did you mean 'schedule'?"},
@@ -629,6 +630,15 @@ static void key_epochs(TrainCtx *c, const Expr *v)
         c->t->epochs = (int)n;
 }
 
+/* max_steps N: stop after N optimizer steps (nanoGPT's max_iters), the
+ * epoch's loss and the test pass then as after --max-steps */
+static void key_max_steps(TrainCtx *c, const Expr *v)
+{
+    int64_t n;
+    if (arg_int(v, "max_steps", 1, INT64_MAX, &n))
+        c->t->max_steps = n;
+}
+
 static void key_seed(TrainCtx *c, const Expr *v)
 {
     int64_t n;
@@ -679,7 +689,7 @@ static const struct {
     {"shuffle", key_shuffle},     {"seed", key_seed},           {"drop_last", key_drop_last},
     {"bucket_mb", key_bucket_mb}, {"schedule", key_schedule},   {"sync_batchnorm", key_sync_batchnorm},
     {"precision", key_precision}, {"scaler", key_scaler},
-    {"clip_grad_norm", key_clip_grad_norm}, {"accumulate", key_accumulate},
+    {"clip_grad_norm", key_clip_grad_norm}, {"accumulate", key_accumulate}, {"max_steps", key_max_steps},
 };
 enum { NTRAIN_KEYS = sizeof train_keys / sizeof train_keys[0] };
 

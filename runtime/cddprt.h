@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RT_ABI_VERSION 12
+#define RT_ABI_VERSION 13
 
 /* Source text of both targets: RT_STR(x) is x after macro expansion, as a
  * string literal (one line), for the text the compiler emits and NVRTC
@@ -367,6 +367,7 @@ typedef struct rt_model {
     int nesterov;
     int batch, epochs, shuffle, drop_last;
     uint64_t seed;
+    int64_t max_steps;      /* optimizer steps the run stops after (nanoGPT's max_iters); 0: the epochs' */
     /* CUDA C of every kernel of both plans, for NVRTC (see "CUDA device"
      * below); it declares rt_exec itself with this header's layout. */
     const char *cuda_src;

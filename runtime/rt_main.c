@@ -430,6 +430,7 @@ static void defaults_from_model(const rt_model *m, rt_opts *o)
     o->batch = m->batch > 0 ? m->batch : 64;
     o->lr = m->lr >= 0 && isfinite(m->lr) ? m->lr : 0.01f;
     o->seed = m->seed;
+    o->max_steps = m->max_steps > 0 ? m->max_steps : 0;
     o->shuffle = m->shuffle != 0;
     o->drop_last = m->drop_last != 0;
     o->comm_timeout = 300;
@@ -663,12 +664,16 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         printf("model %s: %lld parameters%s  test %lld  batch %d  threads %d  device %s%s%s  evaluating %s\n",
                m->name, (long long)nparam, buffers, (long long)test->n, o.batch, o.threads, devname, ranks,
                precs[m->precision >= 0 && m->precision <= 2 ? m->precision : 0], o.eval_path);
-    else if (r0)
-        printf("model %s: %lld parameters%s  train %lld  test %lld  batch %d  lr %g  epochs %d"
+    else if (r0) {
+        char steps[40] = "";
+        if (o.max_steps)
+            snprintf(steps, sizeof steps, "  max_steps %lld", (long long)o.max_steps);
+        printf("model %s: %lld parameters%s  train %lld  test %lld  batch %d  lr %g  epochs %d%s"
                "  seed %llu  threads %d  device %s%s%s\n", m->name, (long long)nparam, buffers,
                (long long)train->n, (long long)test->n, o.batch, (double)o.lr, o.epochs,
-               (unsigned long long)o.seed, o.threads, devname, ranks,
+               steps, (unsigned long long)o.seed, o.threads, devname, ranks,
                precs[m->precision >= 0 && m->precision <= 2 ? m->precision : 0]);
+    }
     fflush(stdout);
     if (rs.active && r0)
         printf("resuming from %s: epoch %d, %lld batches of it done, %lld steps in all\n",

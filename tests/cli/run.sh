@@ -74,6 +74,18 @@ run --seed 7 --save "$t/a.st" && run --seed 7 --save "$t/b.st" && run --seed 8 -
 if cmp -s "$t/a.st" "$t/b.st" && ! cmp -s "$t/a.st" "$t/c.st"; then ok "seeded runs are bit-identical"
 else no "seeded runs are bit-identical (and seeds differ)"; fi
 
+# ---- max_steps in the train block (nanoGPT's max_iters): the run stops there,
+# --max-steps overrides it ----------------------------------------------------
+sed 's/^\(    seed .*\)$/\1\n    max_steps 7/' models/mnist.net > "$t/steps.net"
+if "$cddpc" "$t/steps.net" -o "$t/steps" >/dev/null 2>&1 \
+    && "$t/steps" --data "$data" --threads 1 --step-log "$t/s7.csv" >"$t/s7.out" 2>&1 \
+    && "$t/steps" --data "$data" --threads 1 --max-steps 3 --step-log "$t/s3.csv" >/dev/null 2>&1 \
+    && [ "$(tail -n +2 "$t/s7.csv" | wc -l)" -eq 7 ] && [ "$(tail -n +2 "$t/s3.csv" | wc -l)" -eq 3 ] \
+    && grep -q "max_steps 7" "$t/s7.out"; then ok "train block max_steps 7 stops at 7 steps, --max-steps 3 at 3"
+else no "train block max_steps 7 stops at 7 steps, --max-steps 3 at 3"; fi
+sed 's/^\(    seed .*\)$/\1\n    max_iters 7/' models/mnist.net > "$t/iters.net"
+expect 1 "did you mean 'max_steps'" "cddpc: max_iters suggests max_steps" -- "$cddpc" "$t/iters.net" -o "$t/x"
+
 # ---- drop_last and the exact epoch mean ---------------------------------------
 # With batch 96 the training set leaves a partial last batch. train_loss must
 # be the per-sample mean: sum(batch mean * batch size) / samples.
