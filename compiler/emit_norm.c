@@ -134,9 +134,15 @@ void emit_norm_c(const Emit *m)
             fprintf(f, "        for (int64_t j = 0; j < C; j++)\n            %s = a[j] > %s ? a[j] : %s;\n", ps->acc,
                     ps->acc, ps->acc);
         } else {
-            fprintf(f, "        double %s_d = 0.0;\n", ps->acc);
-            fprintf(f, "        for (int64_t j = 0; j < C; j++)\n            %s_d += (double)(%s);\n", ps->acc, ps->term);
-            fprintf(f, "        const float %s = (float)%s_d;\n", ps->acc, ps->acc);
+            /* eight running sums (j mod 8), added in a fixed tree: eight
+             * chains of dependent adds instead of one (a row's sum was
+             * the latency of C double adds), the same order every run */
+            fprintf(f, "        double %s_d[8] = {0};\n", ps->acc);
+            fprintf(f, "        for (int64_t j = 0; j < C; j++)\n            %s_d[j & 7] += (double)(%s);\n", ps->acc,
+                    ps->term);
+            fprintf(f, "        const float %s = (float)(((%s_d[0] + %s_d[1]) + (%s_d[2] + %s_d[3])) + ((%s_d[4] + %s_d[5]) + "
+                       "(%s_d[6] + %s_d[7])));\n", ps->acc, ps->acc, ps->acc, ps->acc, ps->acc, ps->acc, ps->acc,
+                    ps->acc, ps->acc);
         }
         if (ps->then)
             fprintf(f, "        %s\n", then_text(n, ps->then));
