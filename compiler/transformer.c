@@ -4,8 +4,9 @@
  *   nn.MultiheadAttention(embed_dim, num_heads, dropout = 0, bias = True,
  *       batch_first = False): in_proj_weight [3E, E] (xavier_uniform_),
  *       in_proj_bias (zeros), out_proj (a Linear, its bias zeroed); called
- *       attn(query, key, value, attn_mask = None, need_weights = True,
- *       is_causal = False) -> (output, weights averaged over the heads)
+ *       attn(query, key, value, key_padding_mask = None, need_weights =
+ *       True, attn_mask = None, is_causal = False) -> (output, weights
+ *       averaged over the heads)
  *   nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward = 2048,
  *       dropout = 0.1, activation = "relu", layer_norm_eps = 1e-5,
  *       batch_first = False, norm_first = False, bias = True)
@@ -239,7 +240,8 @@ Layer *xf_make(Sema *S, const Expr *e, LayerKind kind, const char *prefix, const
 /* ---- forward ----------------------------------------------------------- */
 
 typedef struct {
-    Val mask;               /* as given (MultiheadAttention's meaning), or id -1 */
+    Val mask;               /* attn_mask [L, S] as given (MultiheadAttention's meaning), or id -1 */
+    Val pad;                /* key_padding_mask [N, S], a bool true where a key is padding, or id -1 */
     int causal;
 } Masking;
 
@@ -312,18 +314,31 @@ static Val mha_forward(Sema *S, const Layer *l, Val q, Val k, Val v, const Maski
                   .causal = mk->causal, .scale = 1.0 / sqrt((double)(E / H)), .dropout = l->p};
     if (a.q.id < 0 || a.k.id < 0 || a.v.id < 0)
         return POISON;
-    if (mk->mask.id >= 0 && !mk->causal) {
-        if (S->g->n[mk->mask.id]->dt == DT_BOOL) {     /* true: may not attend; SDPA's: takes part */
-            a.mask = layer_node(S, OP_T_EQC, mk->mask.id, -1, mk->mask.s, loc);
-            a.mask_kind = ATTN_MASK_BOOL;
+    const int64_t L = a.q.s.d[2], Sk = a.k.s.d[2];
+    Val masked = POISON;    /* a bool, true where a query may not attend */
+    if (mk->mask.id >= 0 && !mk->causal && S->g->n[mk->mask.id]->dt == DT_BOOL)
+        masked = mk->mask;
+    else if (mk->mask.id >= 0 && !mk->causal) {
+        a.mask = mk->mask;
+        a.mask_kind = ATTN_MASK_ADD;
+    }
+    if (mk->pad.id >= 0) {  /* [N, S] as [N, 1, 1, S]: a padded key is no query's */
+        Val p = layer_node(S, OP_RESHAPE, mk->pad.id, -1, (Shape){4, {mk->pad.s.d[0], 1, 1, Sk}}, loc);
+        if (a.mask_kind == ATTN_MASK_ADD) {     /* a float mask: -inf added at the padded keys */
+            Shape full = {4, {p.s.d[0], 1, L, Sk}};
+            Val e = layer_node(S, OP_BC_COPY, a.mask.id, -1, full, loc);
+            a.mask = layer_node(S, OP_T_FILL_IF, e.id, p.id, full, loc);
+            S->g->n[a.mask.id]->ten.lo = -INFINITY;
         } else {
-            a.mask = mk->mask;
-            a.mask_kind = ATTN_MASK_ADD;
+            masked = masked.id < 0 ? p : meth_broadcast(S, OP_T_OR, masked, p, "|", loc);
         }
+    }
+    if (masked.id >= 0) {   /* SDPA's bool mask takes part where true */
+        a.mask = layer_node(S, OP_T_EQC, masked.id, -1, masked.s, loc);
+        a.mask_kind = ATTN_MASK_BOOL;
     }
     if (want_w) {   /* the averaged weights, written out (the fused kernel keeps no probabilities) */
         AttnArgs b = a;
-        const int64_t L = a.q.s.d[2], Sk = a.k.s.d[2];
         Shape ss = {4, {a.q.s.d[0], H, L, Sk}};
         /* softmax(q k^T scale + mask) as attention.c's written-out path, then the mean over the heads */
         Val s = layer_node(S, OP_T_BMM, a.q.id, a.k.id, ss, loc);
@@ -335,7 +350,8 @@ static Val mha_forward(Sema *S, const Layer *l, Val q, Val k, Val v, const Maski
             S->g->n[s.id]->ten.lo = -INFINITY;
         } else if (b.mask_kind == ATTN_MASK_ADD) {
             s = layer_node(S, OP_BC_ADD, s.id, b.mask.id, ss, loc);
-        } else if (b.causal) {
+        }
+        if (b.causal) {
             const Shape ls = {2, {L, Sk}};
             int ones = ir_add(S->g, OP_T_FULL, 0, NULL, ls, DT_BOOL, loc);
             S->g->n[ones]->ten.lo = 1;
@@ -426,7 +442,7 @@ Val xf_apply(Sema *S, const Layer *l, Val x, Loc loc)
                    "or self.%s(x, x, x)[0]", l->what, l->what, l->what);
         return POISON;
     }
-    const Masking mk = {POISON, 0};
+    const Masking mk = {POISON, POISON, 0};
     return encode(S, l, x, &mk, loc);
 }
 
@@ -450,12 +466,17 @@ int xf_call(Sema *S, const Layer *l, const Expr *e, Val *out, int n, const int *
         return 0;
     }
     const int pad = is_mha ? 3 : 2, maski = is_mha ? 5 : 1, causali = is_mha ? 7 : 3;
+    Masking mk = {POISON, POISON, 0};
     if (!is_none(a[pad])) {
-        diag_error(a[pad]->loc, "%s: a key padding mask is not supported yet (pad to full windows, or pass an "
-                   "attn_mask)", l->what);
-        return 0;
+        mk.pad = S->eval(S, a[pad]);
+        if (mk.pad.id < 0)
+            return 0;
+        if (mk.pad.s.rank != 2 || mk.pad.s.d[0] != DIM_N || S->g->n[mk.pad.id]->dt != DT_BOOL) {
+            diag_error(a[pad]->loc, "%s: the key padding mask must be a bool [N, S] (true: a padded key), got %s %s",
+                       l->what, ir_dtype_text(S->g->n[mk.pad.id]->dt), ir_shape_str(&mk.pad.s));
+            return 0;
+        }
     }
-    Masking mk = {POISON, 0};
     if (a[causali] && !arg_bool(a[causali], "is_causal", &mk.causal))
         return 0;
     if (!is_none(a[maski])) {
