@@ -94,7 +94,7 @@ static const char *param_name(const char *prefix, const char *leaf)
     return *prefix ? util_fmt("%s.%s", prefix, leaf) : leaf;
 }
 
-static Layer *new_layer(LayerKind kind, const char *prefix, const char *what, Loc loc)
+Layer *layer_new(LayerKind kind, const char *prefix, const char *what, Loc loc)
 {
     Layer *l = util_alloc(sizeof *l);
     l->kind = kind;
@@ -109,7 +109,7 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what);
 
 Layer *layer_new_linear(Sema *S, const char *prefix, const char *what, int64_t in, int64_t out, int bias, Loc loc)
 {
-    Layer *l = new_layer(LK_LINEAR, prefix, what, loc);
+    Layer *l = layer_new(LK_LINEAR, prefix, what, loc);
     l->in = in;
     l->out = out;
     l->w = ir_param(S->g, param_name(prefix, "weight"), shape2(out, in), RT_INIT_KAIMING_UNIFORM, in, loc);
@@ -120,7 +120,7 @@ Layer *layer_new_linear(Sema *S, const char *prefix, const char *what, int64_t i
 
 Layer *layer_new_norm(Sema *S, const char *prefix, const char *what, int64_t f, double eps, int bias, Loc loc)
 {
-    Layer *l = new_layer(LK_LAYERNORM, prefix, what, loc);
+    Layer *l = layer_new(LK_LAYERNORM, prefix, what, loc);
     l->in = f;
     l->ns = shape1(f);
     l->eps = eps;
@@ -252,7 +252,7 @@ static Layer *make_act(const Expr *e, const char *prefix, const char *what)
     ActArgs p;
     if (!act_args(e, k, NULL, &p))
         return NULL;
-    Layer *l = new_layer(LK_ACT, prefix, what, e->loc);
+    Layer *l = layer_new(LK_ACT, prefix, what, e->loc);
     l->act = p;
     return l;
 }
@@ -306,7 +306,7 @@ static Layer *make_flatten(const Expr *e, const char *prefix, const char *what)
         diag_error(e->loc, "Flatten supports only start_dim = 1, end_dim = -1 (flattening all but the batch)");
         return NULL;
     }
-    return new_layer(LK_FLATTEN, prefix, what, e->loc);
+    return layer_new(LK_FLATTEN, prefix, what, e->loc);
 }
 
 /* Dropout's p: a number in [0, 1) (1 would scale by 1/0). */
@@ -333,7 +333,7 @@ static Layer *make_dropout(const Expr *e, const char *prefix, const char *what)
     int inplace;
     if (!arg_bind(e, &sig, a) || (a[0] && !layer_drop_p(a[0], &p)) || (a[1] && !arg_bool(a[1], "inplace", &inplace)))
         return NULL;
-    Layer *l = new_layer(LK_DROPOUT, prefix, what, e->loc);
+    Layer *l = layer_new(LK_DROPOUT, prefix, what, e->loc);
     l->p = p;
     return l;
 }
@@ -425,7 +425,7 @@ static Layer *make_conv2d(Sema *S, const Expr *e, const char *prefix, const char
         return NULL;
     }
     int64_t fan_in = in / groups * k[0] * k[1];
-    Layer *l = new_layer(LK_CONV2D, prefix, what, e->loc);
+    Layer *l = layer_new(LK_CONV2D, prefix, what, e->loc);
     l->in = in;
     l->out = out;
     l->win = (Window){k[0], k[1], st[0], st[1], pad[0], pad[1], dil[0], dil[1], (int)groups};
@@ -496,7 +496,7 @@ static Layer *make_convt2d(Sema *S, const Expr *e, const char *prefix, const cha
         return NULL;
     }
     const int64_t fan_in = out / groups * k[0] * k[1];
-    Layer *l = new_layer(LK_CONVT2D, prefix, what, e->loc);
+    Layer *l = layer_new(LK_CONVT2D, prefix, what, e->loc);
     l->in = in;
     l->out = out;
     l->win = (Window){k[0], k[1], st[0], st[1], pad[0], pad[1], dil[0], dil[1], (int)groups};
@@ -576,7 +576,7 @@ static Layer *make_batchnorm(Sema *S, const Expr *e, LayerKind kind, const char 
     }
     if (!ok)
         return NULL;
-    Layer *l = new_layer(kind, prefix, what, e->loc);
+    Layer *l = layer_new(kind, prefix, what, e->loc);
     l->in = c;
     l->eps = eps;
     l->momentum = momentum;
@@ -639,7 +639,7 @@ static Layer *make_pool(const Expr *e, LayerKind kind, const char *prefix, const
                    k[1]);
         return NULL;
     }
-    Layer *l = new_layer(kind, prefix, what, e->loc);
+    Layer *l = layer_new(kind, prefix, what, e->loc);
     l->win = (Window){k[0], k[1], st[0], st[1], pad[0], pad[1], 1, 1, 1};
     l->one_d = one_d;
     return l;
@@ -656,7 +656,7 @@ static Layer *make_adaptive_pool(const Expr *e, const char *prefix, const char *
     if (!bind_fn(e, one_d ? "AdaptiveAvgPool1d" : "AdaptiveAvgPool2d", names, 1, 1, 1, input, a)
         || !get_dims(a[0], "output_size", 1, one_d, 1, o))
         return NULL;
-    Layer *l = new_layer(LK_ADAPTIVEAVGPOOL2D, prefix, what, e->loc);
+    Layer *l = layer_new(LK_ADAPTIVEAVGPOOL2D, prefix, what, e->loc);
     l->one_d = one_d;
     l->osize[0] = o[0];
     l->osize[1] = o[1];
@@ -673,7 +673,7 @@ static Layer *make_upsample(const Expr *e, const char *prefix, const char *what,
     const char *type = input ? "interpolate" : "Upsample";
     if (!bind_fn(e, type, names, input ? 5 : 4, 2, 0, input, a))
         return NULL;
-    Layer *l = new_layer(LK_UPSAMPLE, prefix, what, e->loc);
+    Layer *l = layer_new(LK_UPSAMPLE, prefix, what, e->loc);
     if (!a[0] == !a[1]) {
         diag_error(e->loc, "%s takes size or scale_factor, one of them", e->written ? e->written : type);
         return NULL;
@@ -738,7 +738,7 @@ static Layer *make_softmax(const Expr *e, Op op, const char *prefix, const char 
             return NULL;
         }
     }
-    Layer *l = new_layer(LK_SOFTMAX, prefix, what, e->loc);
+    Layer *l = layer_new(LK_SOFTMAX, prefix, what, e->loc);
     l->op = op;
     l->dim = (int)dim;
     return l;
@@ -794,7 +794,7 @@ static Layer *make_layer_norm(Sema *S, const Expr *e, const char *prefix, const 
         ok &= arg_bool(a[3], "bias", &bias);
     if (!ok)
         return NULL;
-    Layer *l = new_layer(LK_LAYERNORM, prefix, what, e->loc);
+    Layer *l = layer_new(LK_LAYERNORM, prefix, what, e->loc);
     l->in = f;
     l->ns = ns;
     l->eps = eps;
@@ -853,7 +853,7 @@ Layer *layer_make_fn(Sema *S, const Expr *e, const Expr **input)
 /* Sequential(layer, ...): children are named by index, as in PyTorch. */
 static Layer *make_sequential(Sema *S, const Expr *e, const char *prefix, const char *what)
 {
-    Layer *l = new_layer(LK_SEQUENTIAL, prefix, what, e->loc);
+    Layer *l = layer_new(LK_SEQUENTIAL, prefix, what, e->loc);
     l->kids = util_alloc(sizeof *l->kids * (size_t)(e->nargs + 1));
     int ok = 1;
     for (int i = 0; i < e->nargs; i++) {
@@ -895,7 +895,7 @@ static Layer *make_list(Sema *S, const Expr *e, const char *prefix, const char *
         if (!arg_int(r->args[0]->val, "the number of layers", 0, 4096, &n))
             return NULL;
     }
-    Layer *l = new_layer(LK_LIST, prefix, what, e->loc);
+    Layer *l = layer_new(LK_LIST, prefix, what, e->loc);
     l->kids = util_alloc(sizeof *l->kids * (size_t)(n + 1));
     for (int64_t k = 0; k < n; k++) {
         const Expr *item = v->kind == E_TUPLE ? v->args[k]->val : v->a;
@@ -917,7 +917,7 @@ static Layer *make_dict(Sema *S, const Expr *e, const char *prefix, const char *
         diag_error(e->loc, "ModuleDict takes dict(name = layer, ...): ModuleDict(dict(wte = nn.Embedding(V, C)))");
         return NULL;
     }
-    Layer *l = new_layer(LK_DICT, prefix, what, e->loc);
+    Layer *l = layer_new(LK_DICT, prefix, what, e->loc);
     l->kids = util_alloc(sizeof *l->kids * (size_t)(d->nargs + 1));
     for (int k = 0; k < d->nargs; k++) {
         const Arg *a = d->args[k];

@@ -184,6 +184,7 @@ Val layer_node(Sema *S, Op op, int a, int b, Shape s, Loc loc);
 Val layer_dropout(Sema *S, Val x, double p, Loc loc);
 Val layer_flatten(Sema *S, Val x, Loc loc);
 Val layer_softmax(Sema *S, Val x, Loc loc);         /* softmax over the last dimension */
+Layer *layer_new(LayerKind kind, const char *prefix, const char *what, Loc loc);   /* no parameters yet */
 /* a Linear(in, out, bias) and a LayerNorm(f, eps, bias) made for a module of PyTorch's (transformer.c) */
 Layer *layer_new_linear(Sema *S, const char *prefix, const char *what, int64_t in, int64_t out, int bias, Loc loc);
 Layer *layer_new_norm(Sema *S, const char *prefix, const char *what, int64_t f, double eps, int bias, Loc loc);

@@ -36,12 +36,7 @@ static const char *child(const char *prefix, const char *leaf)
 
 static Layer *new_xf(LayerKind kind, const char *prefix, const char *what, Loc loc, int nkids)
 {
-    Layer *l = util_alloc(sizeof *l);
-    l->kind = kind;
-    l->name = prefix;
-    l->what = what;
-    l->loc = loc;
-    l->w = l->b = -1;
+    Layer *l = layer_new(kind, prefix, what, loc);
     l->kids = util_alloc(sizeof *l->kids * (size_t)(nkids > 0 ? nkids : 1));
     l->nkids = nkids;
     return l;
