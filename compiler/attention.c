@@ -12,7 +12,6 @@
  * as PyTorch's math path computes it: a product, the scale, the mask, a
  * softmax over the last dimension, dropout, a product. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "sema.h"
@@ -126,13 +125,12 @@ Val attn_sdpa(Sema *S, const Expr *e)
                        "one (added to the scores) is; .bool() converts", fname(e));
             ok = 0;
         }
-        char *seen = util_alloc((size_t)S->g->nn);
+        char *seen = util_alloc((size_t)S->g->nn);     /* util's: freed with the rest at exit */
         if (ok && trained(S->g, a.mask.id, seen)) {
             diag_error(x[3]->loc, "%s's attn_mask is computed from trained parameters: a mask with a gradient is "
                        "not supported", fname(e));
             ok = 0;
         }
-        free(seen);
     }
     if (x[4] && !arg_num(x[4], "dropout_p", &a.dropout)) {
         ok = 0;
