@@ -339,14 +339,17 @@ const char *ex_fast_math_prelude(void)
      * cannot vectorize: GELU's erff was a quarter of a transformer's CPU
      * step). cddp_expf: Cephes' expf, n = round(x / ln 2), a degree-5
      * polynomial of the rest, times 2^n in two factors (no overflow before
-     * inf), 0 below the smallest normal's exponent; within 1e-7 relative.
+     * inf), 0 below the smallest normal's exponent, NaN kept; x clamped
+     * first so that n converts (an infinity or NaN to int is undefined:
+     * UBSan caught -inf's masked scores); within 1e-7 relative.
      * cddp_erff: Abramowitz and Stegun 7.1.26, the formula PyTorch's
      * vectorized CPU erf computes (GELU's), within 3e-7 absolute. The same
      * code runs scalar and vector, so an element's value does not depend on
      * where the loop's vector part ends. */
     return "static inline float cddp_expf(float x)\n{\n"
-           "    const float n = rintf(x * 1.44269504088896341f);\n"
-           "    float r = fmaf(n, -0.693359375f, x);\n"
+           "    const float xc = fminf(fmaxf(x, -88.0f), 88.5f);   /* n finite and in [-127, 128]: no overflow */\n"
+           "    const float n = rintf(xc * 1.44269504088896341f);\n"
+           "    float r = fmaf(n, -0.693359375f, xc);\n"
            "    r = fmaf(n, 2.12194440e-4f, r);\n"
            "    float p = 1.9875691500e-4f;\n"
            "    p = fmaf(p, r, 1.3981999507e-3f);\n"
@@ -355,12 +358,12 @@ const char *ex_fast_math_prelude(void)
            "    p = fmaf(p, r, 1.6666665459e-1f);\n"
            "    p = fmaf(p, r, 5.0000001201e-1f);\n"
            "    const float y = fmaf(p * r, r, r) + 1.0f;\n"
-           "    const int32_t h = (int32_t)n >> 1;\n"
+           "    const int32_t h = (int32_t)n / 2;\n"
            "    const int32_t b1 = (h + 127) << 23, b2 = ((int32_t)n - h + 127) << 23;\n"
            "    float s1, s2;\n"
            "    memcpy(&s1, &b1, 4);\n"
            "    memcpy(&s2, &b2, 4);\n"
-           "    return x < -87.3365447f ? 0.0f : x > 88.7228391f ? INFINITY : y * s1 * s2;\n}\n"
+           "    return x != x ? x : x < -87.3365447f ? 0.0f : x > 88.7228391f ? INFINITY : y * s1 * s2;\n}\n"
            "static inline float cddp_erff(float x)\n{\n"
            "    const float a = fabsf(x);\n"
            "    const float t = 1.0f / fmaf(0.3275911f, a, 1.0f);\n"
