@@ -118,13 +118,15 @@ static void probabilities(FILE *f, const AttnGeo *g, int ds, const char *ind)
 }
 
 /* the tasks' loop: over (matrix, block) when `blocks`, else over the
- * matrices with the blocks inside; scratch s_ (and d_) per thread */
-static void open_tasks(FILE *f, const AttnGeo *g, int blocks, int scratch2)
+ * matrices with the blocks inside; scratch s_ (and d_) per thread; the
+ * forward writes lse_, the gradients read it */
+static void open_tasks(FILE *f, const AttnGeo *g, int blocks, int scratch2, int writes_lse)
 {
     const long long L = g->L, S = g->S, QB = g->qb;
     fprintf(f, "    const int64_t H_ = %s;   /* the matrices */\n", emit_tensor_extent(&g->lead));
     fprintf(f, "    const int64_t nb_ = %lld;   /* query blocks of %lld rows */\n", (L + QB - 1) / QB, QB);
-    fprintf(f, "    const float *const lse_ = b%d + H_ * %lld;   /* after the values */\n", g->o, L * g->Ev);
+    fprintf(f, "    %sfloat *const lse_ = b%d + H_ * %lld;   /* after the values */\n", writes_lse ? "" : "const ",
+            g->o, L * g->Ev);
     fprintf(f, "    #pragma omp parallel if (H_ * nb_ > 1)\n    {\n");
     fprintf(f, "        float *const s_ = malloc(sizeof(float) * %lld);\n", QB * S * (scratch2 ? 2 : 1));
     fprintf(f, "        if (!s_)\n            abort();\n");
@@ -151,17 +153,8 @@ static void forward_c(const Emit *m, const Node *n, const AttnGeo *g)
     FILE *f = m->f;
     const long long L = g->L, S = g->S, E = g->E, Ev = g->Ev, QB = g->qb;
     const int qi = g->rank - 2, kj = g->rank - 1;
-    fprintf(f, "    const int64_t H_ = %s;   /* the matrices */\n", emit_tensor_extent(&g->lead));
-    fprintf(f, "    const int64_t nb_ = %lld;   /* query blocks of %lld rows */\n", (L + QB - 1) / QB, QB);
-    fprintf(f, "    float *const lse_ = b%d + H_ * %lld;   /* after the values */\n", n->id, L * Ev);
-    fprintf(f, "    #pragma omp parallel if (H_ * nb_ > 1)\n    {\n");
-    fprintf(f, "        float *const s_ = malloc(sizeof(float) * %lld);\n", QB * S);
-    fprintf(f, "        if (!s_)\n            abort();\n");
-    fprintf(f, "        #pragma omp for schedule(static)\n");
-    fprintf(f, "        for (int64_t t_ = 0; t_ < H_ * nb_; t_++) {\n");
-    fprintf(f, "            const int64_t e = t_ / nb_, r0_ = t_ %% nb_ * %lld;\n", QB);
+    open_tasks(f, g, 1, 0, 1);
     fprintf(f, "            const int64_t nr_ = %lld - r0_ < %lld ? %lld - r0_ : %lld;\n", L, QB, L, QB);
-    emit_tensor_decode(f, &g->lead, "e", "            ");
     keys(f, g, "            ");
     fprintf(f, "            rt_sgemm(0, 1, nr_, sk_, %lld, b%d + (e * %lld + r0_) * %lld, %lld, b%d + e * %lld, %lld, "
                "s_, %lld);\n", E, g->q, L, E, E, g->k, S * E, E, S);
@@ -196,7 +189,7 @@ static void dq_c(const Emit *m, const Node *n, const AttnGeo *g)
 {
     FILE *f = m->f;
     const long long L = g->L, S = g->S, E = g->E, QB = g->qb;
-    open_tasks(f, g, 1, 1);
+    open_tasks(f, g, 1, 1, 0);
     fprintf(f, "            const int64_t nr_ = %lld - r0_ < %lld ? %lld - r0_ : %lld;\n", L, QB, L, QB);
     keys(f, g, "            ");
     probabilities(f, g, 1, "            ");
@@ -213,7 +206,7 @@ static void dkv_c(const Emit *m, const Node *n, const AttnGeo *g)
     const long long L = g->L, S = g->S, QB = g->qb, W = dk ? g->E : g->Ev;
     if (!dk)        /* dv = p^T dO: the probabilities need no v */
         fprintf(f, "    (void)b%d;\n", g->v);
-    open_tasks(f, g, 0, dk);
+    open_tasks(f, g, 0, dk, 0);
     fprintf(f, "            float *const out_ = b%d + e * %lld;\n", n->id, S * W);
     fprintf(f, "            memset(out_, 0, sizeof(float) * %lld);\n", S * W);
     fprintf(f, "            for (int64_t r0_ = 0; r0_ < %lld; r0_ += %lld) {\n", L, QB);

@@ -472,6 +472,8 @@ int xf_call(Sema *S, const Layer *l, const Expr *e, Val *out, int n, const int *
             return 0;
         }
     }
+    /* PyTorch's MultiheadAttention asks for the mask beside the is_causal
+     * hint; taking the hint alone is kinder */
     if (a[causali] && !arg_bool(a[causali], "is_causal", &mk.causal))
         return 0;
     if (!is_none(a[maski])) {
@@ -483,8 +485,6 @@ int xf_call(Sema *S, const Layer *l, const Expr *e, Val *out, int n, const int *
                        ir_shape_str(&mk.mask.s));
             return 0;
         }
-    } else if (mk.causal && is_mha) {
-        /* PyTorch asks for the mask with the hint; taking the hint alone is kinder */
     }
     if (!is_mha) {
         out[0] = encode(S, l, S->eval(S, a[0]), &mk, e->loc);

@@ -26,12 +26,9 @@ each within 1e-3 of PyTorch's. Controls that must not match: attention
 not causal, and a causal mask one key too wide (each query also sees the
 next position: the off-by-one a mask can have).
 """
-import csv
 import math
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import torch
@@ -39,7 +36,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import st  # noqa: E402
+import lm_equiv  # noqa: E402
 
 STEPS, BATCH, BLOCK = 100, 12, 32
 TOL = 1e-4
@@ -136,16 +133,6 @@ MODELS = {"gpt": (GPT, gpt_recipe, [("full", "attention not causal"),
                                     ("wide", "a causal mask one key too wide")])}
 
 
-def windows(path, n):
-    text = open(path, encoding="utf-8").read()
-    chars = sorted(set(text))
-    stoi = {c: i for i, c in enumerate(chars)}
-    data = torch.tensor([stoi[c] for c in text[:n * BLOCK + 1]], dtype=torch.long)
-    x = torch.stack([data[i * BLOCK:i * BLOCK + BLOCK] for i in range(n)])
-    y = torch.stack([data[i * BLOCK + 1:i * BLOCK + BLOCK + 1] for i in range(n)])
-    return x, y, len(chars)
-
-
 def oracle(make, recipe, V, init_sd, X, Y, variant):
     model = make(V, variant)
     model.load_state_dict({k: torch.from_numpy(v).clone() for k, v in init_sd.items()})
@@ -173,38 +160,24 @@ def main(argv):
     make, recipe, controls = MODELS[which]
     torch.set_num_threads(1)
     torch.manual_seed(11)
-    X, Y, V = windows(text, STEPS * BATCH)
-    work = tempfile.mkdtemp(prefix="cddpc-gpt-equiv-")
+    X, Y, V = lm_equiv.windows(text, STEPS * BATCH, BLOCK)
     init_sd = {k: v.detach().numpy().copy() for k, v in make(V, "same").state_dict().items()}
-    init = os.path.join(work, "init.safetensors")
-    st.save(init, init_sd)
-    steps_csv, final = os.path.join(work, "steps.csv"), os.path.join(work, "final.st")
-    cmd = [program, "--data", text, "--init", init, "--shuffle", "off", "--max-steps", str(STEPS), "--batch",
-           str(BATCH), "--threads", "1", "--step-log", steps_csv, "--save", final]
-    print("gpt_equiv %s: %s" % (which, " ".join(cmd)))
-    sys.stdout.flush()
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
-    if r.returncode != 0:
-        sys.stdout.write(r.stdout.decode("utf-8", "replace")[-3000:])
-        print("gpt_equiv %s: FAIL: the program exited with %d" % (which, r.returncode))
+    ran = lm_equiv.run_program("gpt_equiv %s" % which, program, text, init_sd,
+                               ["--max-steps", str(STEPS), "--batch", str(BATCH)])
+    if not ran:
         return 1
-    with open(steps_csv, newline="") as f:
-        got = [float(row["loss"]) for row in csv.DictReader(f)]
-    got_sd = st.load(final)
+    got, got_sd, work = ran
+
+    def key_third(k, a, b):
+        """the key's third of c_attn's bias: compared absolutely (see above)"""
+        if not k.endswith("c_attn.bias"):
+            return 0.0, a, b
+        C = b.shape[0] // 3
+        return (np.abs(a[C:2 * C] - b[C:2 * C]).max() * TOL / 1e-3, np.concatenate([a[:C], a[2 * C:]]),
+                np.concatenate([b[:C], b[2 * C:]]))
 
     def compare(ref_sd, ref):
-        if len(got) != len(ref):
-            return float("inf"), float("inf")
-        lw = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
-        pw = 0.0
-        for k in ref_sd:
-            a, b = got_sd[k].astype(np.float64), ref_sd[k].astype(np.float64)
-            if k.endswith("c_attn.bias"):     # the key's third: compared absolutely (see above)
-                C = b.shape[0] // 3
-                pw = max(pw, np.abs(a[C:2 * C] - b[C:2 * C]).max() * TOL / 1e-3)
-                a, b = np.concatenate([a[:C], a[2 * C:]]), np.concatenate([b[:C], b[2 * C:]])
-            pw = max(pw, np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
-        return lw, pw
+        return lm_equiv.compare(got, got_sd, ref_sd, ref, key_third)
 
     fails = []
     lw, pw = compare(*oracle(make, recipe, V, init_sd, X, Y, "same"))

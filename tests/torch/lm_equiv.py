@@ -154,14 +154,55 @@ MODELS = {"bigram": (Bigram, 0.5, "last"), "tokmlp": (TokMLP, 0.1, "reversed"), 
           "blocks": (Blocks, 0.1, "two"), "dict": (DictLM, 0.1, "untied")}
 
 
-def windows(path, n):
+def windows(path, n, block=BLOCK):
+    """the text's first n windows of block + 1 characters at stride block,
+    as the program's text reader takes them: inputs, targets, vocabulary"""
     text = open(path, encoding="utf-8").read()
     chars = sorted(set(text))
     stoi = {c: i for i, c in enumerate(chars)}
-    data = torch.tensor([stoi[c] for c in text[:n * BLOCK + 1]], dtype=torch.long)
-    x = torch.stack([data[i * BLOCK:i * BLOCK + BLOCK] for i in range(n)])
-    y = torch.stack([data[i * BLOCK + 1:i * BLOCK + BLOCK + 1] for i in range(n)])
+    data = torch.tensor([stoi[c] for c in text[:n * block + 1]], dtype=torch.long)
+    x = torch.stack([data[i * block:i * block + block] for i in range(n)])
+    y = torch.stack([data[i * block + 1:i * block + block + 1] for i in range(n)])
     return x, y, len(chars)
+
+
+def run_program(tag, program, text, init_sd, args):
+    """the program trained from init_sd with args: (step losses, final
+    parameters, work dir), or None when it failed (said)"""
+    work = tempfile.mkdtemp(prefix="cddpc-%s-" % tag.replace("_", "-"))
+    init = os.path.join(work, "init.safetensors")
+    st.save(init, init_sd)
+    steps_csv, final = os.path.join(work, "steps.csv"), os.path.join(work, "final.st")
+    cmd = [program, "--data", text, "--init", init, "--shuffle", "off", "--threads", "1", "--step-log", steps_csv,
+           "--save", final] + args
+    print("%s: %s" % (tag, " ".join(cmd)))
+    sys.stdout.flush()
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+    if r.returncode != 0:
+        sys.stdout.write(r.stdout.decode("utf-8", "replace")[-3000:])
+        print("%s: FAIL: the program exited with %d" % (tag, r.returncode))
+        return None
+    import csv
+    with open(steps_csv, newline="") as f:
+        got = [float(row["loss"]) for row in csv.DictReader(f)]
+    return got, st.load(final), work
+
+
+def compare(got, got_sd, ref_sd, ref, part=None):
+    """the worst step loss relative error and the worst parameter's relative
+    L2 error; part(name, a, b) -> (error, a, b) takes a tensor's part out to
+    be judged its own way"""
+    if len(got) != len(ref):
+        return float("inf"), float("inf")
+    lw = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
+    pw = 0.0
+    for k in ref_sd:
+        a, b = got_sd[k].astype(np.float64), ref_sd[k].astype(np.float64)
+        if part:
+            e, a, b = part(k, a, b)
+            pw = max(pw, e)
+        pw = max(pw, np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
+    return lw, pw
 
 
 def oracle(make, V, init_sd, X, Y, lr, variant):
@@ -195,39 +236,19 @@ def main(argv):
     torch.set_num_threads(1)
     torch.manual_seed(5)
     X, Y, V = windows(text, STEPS * BATCH)
-    work = tempfile.mkdtemp(prefix="cddpc-lm-equiv-")
     init_sd = {k: v.detach().numpy().copy() for k, v in make(V, "same").state_dict().items()}
-    init = os.path.join(work, "init.safetensors")
-    st.save(init, init_sd)
-    steps_csv, final = os.path.join(work, "steps.csv"), os.path.join(work, "final.st")
-    cmd = [program, "--data", text, "--init", init, "--shuffle", "off", "--max-steps", str(STEPS), "--batch",
-           str(BATCH), "--lr", str(lr), "--threads", "1", "--step-log", steps_csv, "--save", final]
-    print("lm_equiv %s: %s" % (which, " ".join(cmd)))
-    sys.stdout.flush()
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
-    if r.returncode != 0:
-        sys.stdout.write(r.stdout.decode("utf-8", "replace")[-3000:])
-        print("lm_equiv %s: FAIL: the program exited with %d" % (which, r.returncode))
+    ran = run_program("lm_equiv %s" % which, program, text, init_sd,
+                      ["--max-steps", str(STEPS), "--batch", str(BATCH), "--lr", str(lr)])
+    if not ran:
         return 1
-    import csv
-    with open(steps_csv, newline="") as f:
-        got = [float(row["loss"]) for row in csv.DictReader(f)]
-    got_sd = st.load(final)
-
-    def compare(ref_sd, ref):
-        if len(got) != len(ref):
-            return float("inf"), float("inf")
-        lw = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
-        pw = max(np.linalg.norm(got_sd[k].astype(np.float64) - ref_sd[k]) / max(np.linalg.norm(ref_sd[k]), 1e-12)
-                 for k in ref_sd)
-        return lw, pw
+    got, got_sd, work = ran
 
     fails = []
     tied = {"bengio": ("lm_head.weight", "wte.weight"), "dict": ("lm_head.weight", "transformer.wte.weight")}
     if which in tied and not (all(k in got_sd for k in tied[which]) and
                               np.array_equal(got_sd[tied[which][0]], got_sd[tied[which][1]])):
         fails.append("the saved file lacks the tied weight's second name, or its two names differ")
-    lw, pw = compare(*oracle(make, V, init_sd, X, Y, lr, "same"))
+    lw, pw = compare(got, got_sd, *oracle(make, V, init_sd, X, Y, lr, "same"))
     print("%s: %d steps, losses %.4f .. %.4f; worst step loss rel err %.2e, final params rel L2 %.2e (tol %.0e)"
           % (which, STEPS, got[0], got[-1], lw, pw, TOL))
     if not (lw <= TOL and pw <= TOL):
@@ -244,7 +265,7 @@ def main(argv):
     if which == "bengio":
         controls.append(("nopos", "without the position table"))
     for variant, what in controls:
-        l2, p2 = compare(*oracle(make, V, init_sd, X, Y, lr, variant))
+        l2, p2 = compare(got, got_sd, *oracle(make, V, init_sd, X, Y, lr, variant))
         print("control, %s: loss rel err %.2e, params rel L2 %.2e (one must exceed its tol)" % (what, l2, p2))
         if l2 <= TOL and p2 <= TOL:
             fails.append("the program also matches PyTorch with %s" % what)
