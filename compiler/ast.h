@@ -84,6 +84,8 @@ typedef struct Stmt {
     const char **names;     /* S_ASSIGN to a tuple (a, b = ...): its names, name NULL */
     Loc *name_locs;
     int nnames;
+    int *outer;             /* ... each name's element of the tuple: out, (h, c) = ... gives 0, 1, 1 */
+    int nested;             /* ... a pair in parentheses among the names */
     Expr *val;              /* S_FOR: what it iterates (a ModuleList, Sequential); name the variable */
     struct Stmt **body;     /* S_FOR: the statements it repeats, unrolled */
     int nbody;

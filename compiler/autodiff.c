@@ -516,6 +516,100 @@ static void rule_t_attn(RULE_ARGS)
             accumulate(a, n->in[k], bwd(a, grads[k], n->attn.mask ? 6 : 5, in, shape_of(a, n->in[k]), n));
 }
 
+/* bwd without the forward's attributes: for the ops a recurrence's
+ * gradient is built of, which have none of its own (Node.rnn would read
+ * as theirs) */
+static int plain(Ad *a, Op op, int nin, const int *in, const Shape *s, const Node *like)
+{
+    const int d = bwd(a, op, nin, in, s, like);
+    Node *dn = a->g->n[d];
+    memset(&dn->win, 0, sizeof *dn - offsetof(Node, win));
+    return d;
+}
+
+/* a T_SLICE or T_PAD along `axis` from `start` (step 1) of x into shape s */
+static int along(Ad *a, Op op, int x, const Shape *s, int axis, int64_t start, const Node *like)
+{
+    const int d = plain(a, op, 1, &x, s, like);
+    Node *dn = a->g->n[d];
+    dn->ten.axis = axis, dn->ten.start = start, dn->ten.step = 1;
+    return d;
+}
+
+/* [N, T, F] as the rows [N*T, F] of a product */
+static int rows(Ad *a, int x, const Node *like)
+{
+    const Shape *s = shape_of(a, x);
+    return plain(a, OP_RESHAPE, 1, &x, &(Shape){2, {-s->d[1], s->d[2]}}, like);
+}
+
+/* h_{t-1} of every step of recurrence n, [N, T, H]: its own rows one step
+ * earlier (a step later when it runs in reverse), h0 or zeros at its first
+ * step; -1 when that is all zeros */
+static int hidden_before(Ad *a, const Node *n, int h0)
+{
+    const Shape *s = &n->shape;
+    const int64_t T = s->d[1], H = s->d[2];
+    const int rev = n->rnn.reverse;
+    int h0v = -1;
+    if (h0 >= 0)
+        h0v = plain(a, OP_RESHAPE, 1, &h0, &(Shape){3, {DIM_N, 1, H}}, n);
+    if (T == 1)
+        return h0v;
+    const int part = along(a, OP_T_SLICE, n->id, &(Shape){3, {DIM_N, T - 1, H}}, 1, rev ? 1 : 0, n);
+    if (h0v < 0)
+        return along(a, OP_T_PAD, part, s, 1, rev ? 0 : 1, n);
+    const int c = plain(a, OP_T_CAT, 2, rev ? (int[]){part, h0v} : (int[]){h0v, part}, s, n);
+    a->g->n[c]->ten.axis = 1;
+    return c;
+}
+
+/* a recurrence: its gradient op runs the steps backward and gives the
+ * gate inputs' gradient; x W_ih^T + b_ih takes it as any product does,
+ * W_hh its sum over the steps, one product of every row's gate gradient
+ * with the hidden state before it, and b_hh the sum of those rows */
+static void rule_t_rnn(RULE_ARGS)
+{
+    int k = 2;
+    const int bhh = n->rnn.bias ? n->in[k++] : -1, h0 = n->rnn.h0 ? n->in[k++] : -1, c0 = n->rnn.c0 ? n->in[k++] : -1;
+    if ((h0 >= 0 && a->needs[h0]) || (c0 >= 0 && a->needs[c0])) {
+        diag_error(n->loc, "the initial state of this %s is computed from trained parameters: a gradient through it "
+                   "is not supported (pass a constant state, or .detach() it)",
+                   n->rnn.cell == RNN_LSTM ? "LSTM" : n->rnn.cell == RNN_GRU ? "GRU" : "RNN");
+        return;
+    }
+    int in[5] = {dy, n->id, n->in[1]}, nin = 3;
+    if (h0 >= 0)
+        in[nin++] = h0;
+    if (c0 >= 0)
+        in[nin++] = c0;
+    const int64_t T = n->shape.d[1], H = n->shape.d[2], GH = ten_rnn_gates(n->rnn.cell) * H;
+    const int gru = n->rnn.cell == RNN_GRU;
+    const Shape gs = {3, {DIM_N, T, GH}};
+    const int dg = bwd(a, OP_T_RNN_BWD, nin, in, &(Shape){3, {DIM_N, T, gru ? 2 * GH : GH}}, n);
+    const int dgx = gru ? along(a, OP_T_SLICE, dg, &gs, 2, 0, n) : dg;
+    const int dgh = gru ? along(a, OP_T_SLICE, dg, &gs, 2, GH, n) : dg;
+    accumulate(a, n->in[0], dgx);
+    if (a->needs[n->in[1]]) {
+        const int hb = hidden_before(a, n, h0);
+        if (hb >= 0)    /* else W_hh meets only zeros: no gradient */
+            accumulate(a, n->in[1], plain(a, OP_MM_TN, 2, (int[]){rows(a, dgh, n), rows(a, hb, n)},
+                                          &(Shape){2, {GH, H}}, n));
+    }
+    if (bhh >= 0 && a->needs[bhh])
+        accumulate(a, bhh, plain(a, OP_SUM_ROWS, 1, (int[]){rows(a, dgh, n)}, shape_of(a, bhh), n));
+}
+
+/* the LSTM's last cell state: refused in a loss (its gradient would enter
+ * the recurrence's last step as dc) */
+static void rule_t_rnn_cn(RULE_ARGS)
+{
+    (void)dy;
+    if (a->needs[n->in[0]])
+        diag_error(n->loc, "the LSTM's last cell state c_n reaches the loss here: its gradient is not supported "
+                   "(use the outputs or h_n)");
+}
+
 #define NO_RULE NULL
 #define STOP rule_stop
 #define RULE(x) rule_##x

@@ -157,6 +157,12 @@ typedef struct Node {
                                (the op then has one input fewer) */
         } attn;
         struct {
+            int cell;       /* T_RNN*: RNN_TANH, RNN_RELU, RNN_GRU, RNN_LSTM */
+            int reverse;    /* ... from the last step to the first */
+            int bias, h0, c0;   /* ... which optional inputs T_RNN has after W_hh, in this order
+                                   (T_RNN_BWD: h0, c0 after W_hh) */
+        } rnn;
+        struct {
             double a, b;    /* LEAKY_RELU: negative_slope; ELU: alpha; SOFTPLUS: beta, threshold;
                                HARDTANH: min_val, max_val (and their gradients); AFFINE: x * a + b;
                                DIV_SCALAR: x / a */
@@ -237,9 +243,15 @@ int64_t ir_row_elems(const Shape *s);       /* a sample's elements: the dims' pr
 int64_t ir_numel(const Shape *s, int64_t n);/* elements with batch n */
 /* Floats an op's buffer holds after its values, per sample (of the batch
  * its shape has, or in all when it has none): T_ATTN's log-sum-exp of each
- * query row. 0 for the rest. */
+ * query row, T_RNN's saved gates and states (ten_rnn_saved). 0 for the rest. */
 int64_t ir_extra_elems(const Node *n);
 int ir_is_attention(Op op);     /* T_ATTN and its gradients */
+int ir_is_recurrent(Op op);     /* T_RNN and its gradient, T_RNN_CN */
+/* ops with kernels of their own, written by hand (attention, recurrences):
+ * never fused with others, stored in float under autocast */
+int ir_own_kernel(Op op);
+/* Node.rnn.cell */
+enum { RNN_TANH = 1, RNN_RELU, RNN_GRU, RNN_LSTM };
 /* One element space for elementwise kernels: the same shape, or the batch
  * first in both and the same elements a sample in the same order with the
  * same last dimension ([N*T, C], a Linear's rows, and [N, T, C]) */
@@ -278,6 +290,10 @@ DType ten_dtype(const Graph *g, Op op, int nin, const int *in, DType given);   /
 const char *ten_attn_shape(const Shape *q, const Shape *k, const Shape *v, const Shape *mask, Shape *out);
 const char *ten_bmm_shape(const Shape *a, const Shape *b, int ta, int tb, Shape *out); /* NULL, or why not */
 int ten_is_reduction(Op op);            /* T_SUM ... T_COUNT_EQ: a result element loops over the reduced ones */
+/* a recurrence's cell (Node.rnn.cell): its gates (G), and the floats a
+ * step and sample T_RNN keeps for its gradient, in units of H */
+int ten_rnn_gates(int cell);
+int ten_rnn_saved(int cell);
 
 /* ---- front.c: the front end (lex.l, parse.y, then sema.h's files) --- */
 enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2, OPT_RMSPROP = 3 };
@@ -766,6 +782,19 @@ typedef struct AttnGeo {
 } AttnGeo;
 AttnGeo attn_geometry(const Emit *m, const Node *n);
 void emit_attn_c(const Emit *m);
+/* emit_rnn.c: a recurrence's C kernels (T_RNN, T_RNN_BWD, T_RNN_CN) and
+ * the geometry they share with the CUDA ones. Rows of [N, T, *] operands
+ * are n T + t. */
+typedef struct RnnGeo {
+    const Node *r;          /* the recurrence (the group's, or the gradient's or cell state's input) */
+    int cell, G, X, reverse;    /* Node.rnn.cell, ten_rnn_gates, ten_rnn_saved, Node.rnn.reverse */
+    int64_t T, H, GH, W;    /* steps, hidden units, G H, and the gradient's row (2 G H for the GRU) */
+    int xw, whh, bhh, h0, c0, out, dy, dg;  /* buffers (plan_source); -1 none */
+} RnnGeo;
+RnnGeo rnn_geometry(const Emit *m, const Node *n);
+void emit_rnn_c(const Emit *m);
+/* emit_rnn_cuda.c: its CUDA kernels */
+void emit_rnn_cuda(const Emit *m, const Node *n, rt_cuda_launch *L);
 /* emit_attn_cuda.c: its CUDA kernels */
 void emit_attn_cuda(const Emit *m, const Node *n, rt_cuda_launch *L);   /* n: the group's node */
 /* emit_norm.c: the body of a G_NORM kernel (softmax, log_softmax, layer_norm and their gradients). */

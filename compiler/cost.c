@@ -62,6 +62,13 @@ static double node_flops(const Graph *g, const Node *n, int64_t b)
             const double per = n->op == OP_T_ATTN || n->op == OP_T_ATTN_DV ? 2 * E + 2 * Ev + 5 : 4 * E + 2 * Ev + 5;
             return pairs * per;
         }
+        if (ir_is_recurrent(n->op) && n->op != OP_T_RNN_CN) {
+            /* per hidden unit and step: the step's product (2 G H) and
+             * the cell's arithmetic; the gradient's product and more */
+            const Node *r = n->op == OP_T_RNN ? n : g->n[n->in[1]];
+            const double GH = (double)(ten_rnn_gates(r->rnn.cell) * r->shape.d[2]);
+            return (double)numel(r, b) * (n->op == OP_T_RNN ? 2 * GH + 20 : 2 * GH + 30);
+        }
         if (n->op == OP_T_BMM) {
             const Shape *a = &g->n[n->in[0]]->shape;
             return op_flops[n->op] * (double)numel(n, b) * (double)a->d[a->rank - (n->ten.ta ? 2 : 1)];

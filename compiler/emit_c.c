@@ -251,7 +251,11 @@ void emit_c_kernels(FILE *f, const Plan *p)
         case G_CONV: case G_CHAN: case G_POOL: case G_STATE: emit_nchw_c(&m); break;
         case G_COMM: emit_comm(&m); break;
         case G_NORM: emit_norm_c(&m); break;
-        case G_TENSOR: ir_is_attention(m.p->g->n[m.gr->anchor]->op) ? emit_attn_c(&m) : emit_tensor_c(&m); break;
+        case G_TENSOR: {
+            const Op op = m.p->g->n[m.gr->anchor]->op;
+            ir_is_attention(op) ? emit_attn_c(&m) : ir_is_recurrent(op) ? emit_rnn_c(&m) : emit_tensor_c(&m);
+            break;
+        }
         }
         const int sum = ex_sum_in_place(&m);
         if (sum >= 0)   /* rule sum-in-place: over the ranks, once the kernel's result is whole */

@@ -512,6 +512,25 @@ static void emit_matmul(const Emit *whole, rt_cuda_launch *L)
         if (n->op != OP_LABELS)
             continue;
         const int64_t r = n->dt == DT_I32 ? 1 : ir_row_elems(&n->shape);
+        /* the product's rows a sample (its [N*k, K] rows of the images)
+         * and the labels' (a label a sample, or one a position) */
+        const int64_t k_gemm = ir_batch_mul(mm->shape.d[0]), k_lab = n->dt == DT_I32 ? ir_row_elems(&n->shape) : 1;
+        if (k_gemm != k_lab) {  /* the labels of the samples the tile's rows cover (a sample's may span tiles) */
+            const int64_t per = k_lab * r;
+            fprintf(f, "    if (bx == 0 && bz == 0) {\n");
+            fprintf(f, "        const int64_t s0 = row0 / %lld, s1 = (row0 + %d - 1) / %lld + 1 < n ? (row0 + %d - 1) / "
+                       "%lld + 1 : n;\n", (long long)k_gemm, TM, (long long)k_gemm, TM, (long long)k_gemm);
+            fprintf(f, "        for (int64_t t = threadIdx.x; t < (s1 - s0) * %lld; t += %d) {\n", (long long)per,
+                    THREADS);
+            if (n->dt == DT_I32)
+                fprintf(f, "            const int64_t i = s0 * %lld + t;\n            b%d[i] = %s;\n", (long long)k_lab,
+                        n->id, ex_label(n, "i"));
+            else
+                fprintf(f, "            const int64_t i = s0 + t / %lld, k = t %% %lld;\n            b%d[i * %lld + k] = "
+                           "%s;\n", (long long)r, (long long)r, n->id, (long long)r, ex_target("i", "k"));
+            fprintf(f, "        }\n    }\n");
+            continue;
+        }
         fprintf(f, "    if (bx == 0 && bz == 0)\n        for (int t = threadIdx.x; t < %lld; t += %d) {\n",
                 (long long)(TM * r), THREADS);
         if (n->dt == DT_I32)
@@ -829,8 +848,12 @@ char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *L)
     case G_CONV: case G_CHAN: case G_POOL: case G_STATE: emit_nchw_cuda(&m, L); break;
     case G_COMM: emit_comm(&m, L); break;
     case G_NORM: emit_norm_cuda(&m, L); break;
-    case G_TENSOR: ir_is_attention(m.p->g->n[m.gr->anchor]->op) ? emit_attn_cuda(&m, m.p->g->n[m.gr->anchor], L)
-                                                                   : emit_tensor_cuda(&m, L); break;
+    case G_TENSOR: {
+        const Node *a = m.p->g->n[m.gr->anchor];
+        ir_is_attention(a->op) ? emit_attn_cuda(&m, a, L) : ir_is_recurrent(a->op) ? emit_rnn_cuda(&m, a, L)
+                                                                                  : emit_tensor_cuda(&m, L);
+        break;
+    }
     }
     fprintf(f, "}\n");
     if (m.gr->kind == G_MATMUL) {

@@ -102,6 +102,15 @@ static const Layer *xf_callee(const Sema *S, const Expr *e)
     return l && (l->kind == LK_MHA || l->kind == LK_ENC_LAYER || l->kind == LK_ENCODER) ? l : NULL;
 }
 
+/* e calls a recurrent layer (recurrent.c), or NULL */
+static const Layer *rnn_callee(const Sema *S, const Expr *e)
+{
+    if (!e || e->kind != E_CALL)
+        return NULL;
+    const int li = find_layer(S, e->s);
+    return li >= 0 && S->layers[li]->kind == LK_RNN ? S->layers[li] : NULL;
+}
+
 static Var *find_var(Sema *S, const char *name)
 {
     for (int i = 0; i < S->nvars; i++)
@@ -436,7 +445,7 @@ static Val eval_call(Sema *S, const Expr *e)
     const Layer *xl = xf_callee(S, e);
     if (xl) {   /* an encoder called with its masks; attention's tuple without unpacking is refused there */
         Val out[2];
-        return xf_call(S, xl, e, out, xl->kind == LK_MHA ? 1 : 1, (int[]){1, 0}) ? out[0] : POISON;
+        return xf_call(S, xl, e, out, 1, (int[]){1, 0}) ? out[0] : POISON;
     }
     if (li < 0 && strcmp(e->s, "size") == 0) {
         diag_error(e->loc, "%s is a number, not a tensor; a size is read from a variable (T = h.size(1), "
@@ -720,8 +729,20 @@ static Val eval(Sema *S, const Expr *e)
     case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_FDIV: case E_MOD:
         return eval_arith(S, e);
     case E_INDEX: {
-        const Layer *xl = xf_callee(S, e->a);
+        const Layer *xl = xf_callee(S, e->a), *rl = rnn_callee(S, e->a);
         int64_t k;
+        if (rl && e->nargs == 1 && e->args[0]->val->kind != E_SLICE) {     /* lstm(x)[0], gru(x)[1] */
+            Val out[3];
+            if (!arg_int(e->args[0]->val, "the element", -2, 1, &k))
+                return POISON;
+            k = k < 0 ? k + 2 : k;
+            if (k == 1 && rl->rnn.cell == RNN_LSTM) {
+                diag_error(e->loc, "%s(...)[1] is the tuple (h_n, c_n): unpack it (out, (h_n, c_n) = ...)",
+                           rl->what);
+                return POISON;
+            }
+            return rnn_call(S, rl, e->a, out, (int[]){k == 0, k == 1, 0}) ? out[k] : POISON;
+        }
         if (xl && xl->kind == LK_MHA && e->nargs == 1 && e->args[0]->val->kind != E_SLICE) {  /* attn(...)[0] */
             Val out[2];
             if (!arg_int(e->args[0]->val, "the element", -2, 1, &k))
@@ -870,9 +891,22 @@ static void run_stmts(Sema *S, Stmt *const *body, int n, Val *ret, int *returned
             continue;
         if (st->nnames > 0) {   /* a, b = torch.chunk(x, 2, 1) */
             Val *vs = util_alloc(sizeof *vs * (size_t)st->nnames);
-            const Layer *xl = xf_callee(S, st->val);
+            const Layer *xl = xf_callee(S, st->val), *rl = rnn_callee(S, st->val);
             int ok;
-            if (xl) {           /* out, w = self.attn(x, x, x): the weights only where named */
+            if (rl) {           /* out, (h_n, c_n) = self.lstm(x): each built only where named */
+                int *which = util_alloc(sizeof *which * (size_t)st->nnames), want[3] = {0, 0, 0};
+                Val res[3];
+                ok = rnn_unpack(rl, st, which);
+                for (int k = 0; ok && k < st->nnames; k++)
+                    if (which[k] >= 0)
+                        want[which[k]] = 1;
+                ok = ok && rnn_call(S, rl, st->val, res, want);
+                for (int k = 0; ok && k < st->nnames; k++)
+                    vs[k] = which[k] >= 0 ? res[which[k]] : POISON;
+            } else if (st->nested) {
+                diag_error(st->loc, "names in parentheses unpack an LSTM's (h_n, c_n); this value is not one");
+                ok = 0;
+            } else if (xl) {    /* out, w = self.attn(x, x, x): the weights only where named */
                 const int want[2] = {1, st->nnames > 1 && strcmp(st->names[1], "_") != 0};
                 ok = xf_call(S, xl, st->val, vs, st->nnames, want);
             } else {
@@ -984,7 +1018,7 @@ static Sema sema_for(const Sema *from, const Model *m)
     return (Sema){.g = from->g, .m = m, .sync_bn = from->sync_bn, .autoenc = from->autoenc,
                   .elementwise = from->elementwise, .file = from->file, .eval = eval, .upsample = ups_apply,
                   .find_block = find_block, .make_block = make_block, .apply_block = apply_block,
-                  .make_xf = xf_make, .apply_xf = xf_apply};
+                  .make_xf = xf_make, .apply_xf = xf_apply, .make_rnn = rnn_make};
 }
 
 /* Block(n_embd = 64): the block's members made under prefix, its

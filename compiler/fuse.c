@@ -330,8 +330,7 @@ static int takes_prologue(const Fuser *f, int red, int cur)
 static void absorb_tensor_chain(Fuser *f, int grp, int anchor)
 {
     const Node *a = node(f, anchor);
-    if (a->op == OP_T_BMM || a->op == OP_T_EMBED_GRAD || a->op == OP_T_ATTN || a->op == OP_T_ATTN_DQ
-        || a->op == OP_T_ATTN_DK || a->op == OP_T_ATTN_DV)     /* kernels of their own */
+    if (a->op == OP_T_BMM || a->op == OP_T_EMBED_GRAD || ir_own_kernel(a->op))     /* kernels of their own */
         return;
     const Shape *shape = &a->shape;     /* the members' shape: the reduction's once one joins */
     int prologue = !ten_is_reduction(a->op), first = anchor;   /* first: the members outside the loop begin */

@@ -75,9 +75,11 @@ Graph *ir_new(void)
 
 int ir_add(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, Loc loc)
 {
-    /* the attention ops' mask is optional: their last input */
-    const int optional = ir_is_attention(op);
-    if (nin != op_arity[op] && !(optional && nin == op_arity[op] - 1))
+    /* the attention ops' mask is optional (their last input); a
+     * recurrence's inputs after W_hh are (Node.rnn) */
+    const int least = ir_is_attention(op) ? op_arity[op] - 1 : op == OP_T_RNN ? 2 : op == OP_T_RNN_BWD ? 3
+                    : op_arity[op];
+    if (nin > op_arity[op] || nin < least)
         diag_ice("ir_add: %s takes %d inputs, got %d", op_text[op], op_arity[op], nin);
     if (g->nn == g->cap) {
         int cap = g->cap ? 2 * g->cap : 64;
@@ -231,8 +233,14 @@ int ir_is_attention(Op op)
     return op == OP_T_ATTN || op == OP_T_ATTN_DQ || op == OP_T_ATTN_DK || op == OP_T_ATTN_DV;
 }
 
+int ir_is_recurrent(Op op) { return op == OP_T_RNN || op == OP_T_RNN_BWD || op == OP_T_RNN_CN; }
+
+int ir_own_kernel(Op op) { return ir_is_attention(op) || ir_is_recurrent(op); }
+
 int64_t ir_extra_elems(const Node *n)
 {
+    if (n->op == OP_T_RNN)      /* [N, T, H]: the saved floats of every step */
+        return ir_row_elems(&n->shape) * ten_rnn_saved(n->rnn.cell);
     if (n->op != OP_T_ATTN)
         return 0;
     return ir_row_elems(&n->shape) / n->shape.d[n->shape.rank - 1];

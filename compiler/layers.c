@@ -41,6 +41,8 @@ static const struct {
     {"Embedding", LK_EMBEDDING, 0, 0},     {"ModuleList", LK_LIST, 0, 0},
     {"ModuleDict", LK_DICT, 0, 0},         {"MultiheadAttention", LK_MHA, 0, 0},
     {"TransformerEncoderLayer", LK_ENC_LAYER, 0, 0}, {"TransformerEncoder", LK_ENCODER, 0, 0},
+    {"LSTM", LK_RNN, 0, 0},                {"GRU", LK_RNN, 0, 0},
+    {"RNN", LK_RNN, 0, 0},
 };
 enum { NLAYER_TYPES = sizeof layer_types / sizeof layer_types[0] };
 
@@ -56,8 +58,8 @@ int layer_type(const char *name)
  * answered with a near name of another layer (SELU is not ELU). */
 static const char *const torch_modules[] = {
     "AdaptiveMaxPool2d", "BatchNorm3d", "Bilinear", "CELU", "Conv3d",
-    "Dropout2d", "GLU", "GRU", "GroupNorm", "Hardshrink", "Hardsigmoid", "Hardswish", "InstanceNorm2d",
-    "LSTM", "LogSigmoid", "Mish", "PReLU", "RNN", "RReLU", "ReLU6", "SELU",
+    "Dropout2d", "GLU", "GroupNorm", "Hardshrink", "Hardsigmoid", "Hardswish", "InstanceNorm2d",
+    "LogSigmoid", "Mish", "PReLU", "RReLU", "ReLU6", "SELU",
     "Softmin", "Softshrink", "Softsign", "Tanhshrink", "Threshold", "Transformer", "Unflatten",
     "ZeroPad2d",
 };
@@ -997,6 +999,7 @@ Layer *layer_make(Sema *S, const Expr *e, const char *prefix, const char *what)
     case LK_LIST: return make_list(S, e, prefix, what);
     case LK_DICT: return make_dict(S, e, prefix, what);
     case LK_MHA: case LK_ENC_LAYER: case LK_ENCODER: return S->make_xf(S, e, layer_types[t].kind, prefix, what);
+    case LK_RNN: return S->make_rnn(S, e, prefix, what);
     case LK_BLOCK: break;
     }
     diag_ice("layer_make: layer kind %d", layer_types[t].kind);
@@ -1328,6 +1331,12 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
         return S->apply_block(S, l, x, loc);
     if (l->kind == LK_MHA || l->kind == LK_ENC_LAYER || l->kind == LK_ENCODER)
         return S->apply_xf(S, l, x, loc);
+    if (l->kind == LK_RNN) {     /* a call of its own (forward.c: rnn_call) takes the tuple apart */
+        diag_error(loc, "%s returns (output, %s) as PyTorch's does: unpack it (out, %s = self.%s(x)) or take "
+                   "[0]; in a Sequential it cannot stand", l->what, l->rnn.cell == RNN_LSTM ? "(h_n, c_n)" : "h_n",
+                   l->rnn.cell == RNN_LSTM ? "(h_n, c_n)" : "h_n", l->name);
+        return POISON;
+    }
     if (l->kind == LK_LIST || l->kind == LK_DICT) {
         if (l->kind == LK_LIST)
             diag_error(loc, "%s is a ModuleList: iterate it (for block in self.%s: x = block(x)), or make it a "
@@ -1381,6 +1390,7 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
     case LK_UPSAMPLE:
         return S->upsample(S, l, x, loc);
     case LK_EMBEDDING: case LK_BLOCK: case LK_LIST: case LK_DICT: case LK_MHA: case LK_ENC_LAYER: case LK_ENCODER:
+    case LK_RNN:
         break;
     }
     diag_ice("apply: layer kind %d", l->kind);

@@ -74,11 +74,10 @@ static void tensor_lowp(Plan *p)
         return;
     for (int id = 0; id < g->nn; id++) {
         const Node *n = g->n[id];
-        /* attention and its gradients: computed and stored in float (its
-         * log-sum-exps beside its values) */
+        /* attention, recurrences and their gradients: computed and stored
+         * in float (what their gradients read beside their values) */
         if (!p->in_plan[id] || op_kind[n->op] != K_TENSOR || n->dt != DT_F32 || n->op == OP_T_COUNT_EQ
-            || n->op == OP_T_TO_F32 || n->op == OP_T_ATTN || n->op == OP_T_ATTN_DQ || n->op == OP_T_ATTN_DK
-            || n->op == OP_T_ATTN_DV)
+            || n->op == OP_T_TO_F32 || ir_own_kernel(n->op))
             continue;
         int nf = 0, low = 1;
         for (int k = 0; k < n->nin; k++) {

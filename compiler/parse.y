@@ -51,6 +51,16 @@ static Expr *mk(ExprKind kind, Loc loc)
     return e;
 }
 
+/* the names of a pair in parentheses among a tuple's names, marked i = 1, 2 */
+static void push_pair(List *l, const char *a, Loc la, const char *b, Loc lb)
+{
+    Expr *v = mk(E_NAME, la), *w = mk(E_NAME, lb);
+    v->s = a, v->i = 1;
+    w->s = b, w->i = 2;
+    push(l, v);
+    push(l, w);
+}
+
 /* Sema and the folding of constants walk an expression recursively, so its
  * depth is bounded here: a chain of 300000 '+' (which the parser reduces as
  * it goes, its own stack staying small) overflowed the C stack. Reported
@@ -258,10 +268,16 @@ dim:
   | IDENT           { $$ = util_alloc(sizeof *$$); $$->loc = L(@1); $$->name = $1; }
   ;
 
+/* names: a pair in parentheses is one element of the tuple unpacked
+ * (out, (h, c) = self.lstm(x)): its names carry i = 1 and 2 */
 names:
     IDENT ','       { $$ = (List){0}; Expr *v = mk(E_NAME, L(@1)); v->s = $1; push(&$$, v); }
   | names IDENT     { $$ = $1; Expr *v = mk(E_NAME, L(@2)); v->s = $2; push(&$$, v); }
   | names IDENT ',' { $$ = $1; Expr *v = mk(E_NAME, L(@2)); v->s = $2; push(&$$, v); }
+  | names '(' IDENT ',' IDENT ')'
+                    { $$ = $1; push_pair(&$$, $3, L(@3), $5, L(@5)); }
+  | names '(' IDENT ',' IDENT ')' ','
+                    { $$ = $1; push_pair(&$$, $3, L(@3), $5, L(@5)); }
   ;
 
 stmts:
@@ -276,10 +292,15 @@ stmt:
   | names '=' expr  { $$ = util_alloc(sizeof *$$); $$->kind = S_ASSIGN; $$->loc = L(@1);
                       $$->nnames = $1.n; $$->names = util_alloc(sizeof *$$->names * (size_t)$1.n);
                       $$->name_locs = util_alloc(sizeof *$$->name_locs * (size_t)$1.n);
+                      $$->outer = util_alloc(sizeof *$$->outer * (size_t)$1.n);
+                      int outer = -1;
                       for (int k = 0; k < $1.n; k++) {
                           const Expr *v = $1.v[k];
                           $$->names[k] = v->s;
                           $$->name_locs[k] = v->loc;
+                          outer += v->i != 2;
+                          $$->outer[k] = outer;
+                          $$->nested |= v->i != 0;
                       }
                       $$->val = $3; }
   | IDENT AUGEQ expr

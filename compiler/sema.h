@@ -68,7 +68,7 @@ int arg_bind(const Expr *call, const Sig *sig, Expr **out);
 typedef enum {
     LK_LINEAR, LK_ACT, LK_FLATTEN, LK_SEQUENTIAL, LK_CONV2D, LK_BATCHNORM2D, LK_MAXPOOL2D, LK_AVGPOOL2D,
     LK_DROPOUT, LK_BATCHNORM1D, LK_LAYERNORM, LK_ADAPTIVEAVGPOOL2D, LK_SOFTMAX, LK_CONVT2D, LK_UPSAMPLE,
-    LK_EMBEDDING, LK_BLOCK, LK_LIST, LK_DICT, LK_MHA, LK_ENC_LAYER, LK_ENCODER
+    LK_EMBEDDING, LK_BLOCK, LK_LIST, LK_DICT, LK_MHA, LK_ENC_LAYER, LK_ENCODER, LK_RNN
 } LayerKind;
 
 /* An activation: its op (0: Identity) and parameters (Node.act). */
@@ -108,6 +108,12 @@ typedef struct Layer {
     struct {
         int heads, batch_first, norm_first, norm;
     } xf;
+    /* recurrent.c: LSTM, GRU, RNN (hidden in out; p the dropout between layers); a layer's
+     * and direction's parameters at [layer * dirs + dir], b_ih and b_hh -1 without bias */
+    struct {
+        int cell, layers, dirs, batch_first;
+        int *w_ih, *w_hh, *b_ih, *b_hh;
+    } rnn;
 } Layer;
 
 /* kid `key` of a ModuleDict (its kids' names are the dict's plus ".key"), or NULL */
@@ -159,6 +165,8 @@ typedef struct Sema {
     /* PyTorch's attention modules made and applied (transformer.c, above the layers) */
     struct Layer *(*make_xf)(struct Sema *S, const Expr *e, LayerKind kind, const char *prefix, const char *what);
     struct Val (*apply_xf)(struct Sema *S, const struct Layer *l, struct Val x, Loc loc);
+    /* nn.LSTM, nn.GRU, nn.RNN made (recurrent.c, above the layers) */
+    struct Layer *(*make_rnn)(struct Sema *S, const Expr *e, const char *prefix, const char *what);
 } Sema;
 
 /* Index of a layer type by name (Linear, ReLU, ...), or -1. */
@@ -223,6 +231,15 @@ Val xf_apply(Sema *S, const Layer *l, Val x, Loc loc);     /* called with the in
  * caller takes: 1, or 2 for MultiheadAttention's (output, weights); want[1]
  * 0: the weights are not used); 0 after reporting */
 int xf_call(Sema *S, const Layer *l, const Expr *e, Val *out, int n, const int *want);
+
+/* ---- recurrent.c: nn.LSTM, nn.GRU, nn.RNN (rnn_) ---------------------- */
+Layer *rnn_make(Sema *S, const Expr *e, const char *prefix, const char *what);
+/* e calls recurrent layer l: out[0] its output, out[1] h_n, out[2] the
+ * LSTM's c_n, each built only where want[k]; 0 after reporting */
+int rnn_call(Sema *S, const Layer *l, const Expr *e, Val out[3], const int want[3]);
+/* which of those each name of st takes (-1: none, `_`); 0 after reporting
+ * a shape of names that is not the layer's tuple's */
+int rnn_unpack(const Layer *l, const Stmt *st, int *which);
 
 /* ---- attention.c: scaled dot-product attention (attn_) ----------------- */
 typedef struct AttnArgs {

@@ -208,6 +208,52 @@ static const char *attn_grad_shapes(const Graph *g, const Node *n)
     return ten_same(&n->shape, in_shape(g, n, which)) ? NULL : "a gradient has its operand's shape";
 }
 
+int ten_rnn_gates(int cell) { return cell == RNN_LSTM ? 4 : cell == RNN_GRU ? 3 : 1; }
+
+int ten_rnn_saved(int cell) { return cell == RNN_LSTM ? 5 : cell == RNN_GRU ? 4 : 0; }
+
+static int is_dims(const Shape *s, int rank, int64_t a, int64_t b, int64_t c)
+{
+    return s->rank == rank && s->d[0] == a && s->d[1] == b && (rank < 3 || s->d[2] == c);
+}
+
+/* a recurrence's operands (ops.def): xw [N, T, G H], W_hh [G H, H], then
+ * b_hh [G H], h0 [N, H], c0 [N, H] as Node.rnn says; its gradient's dy,
+ * the recurrence, W_hh, h0, c0; the LSTM's cell state */
+static const char *rnn_shapes(const Graph *g, const Node *n)
+{
+    const Node *r = n->op == OP_T_RNN ? n : g->n[n->in[n->op == OP_T_RNN_BWD ? 1 : 0]];
+    if (r->op != OP_T_RNN)
+        return "a recurrence's gradient or cell state reads a recurrence";
+    const int G = ten_rnn_gates(r->rnn.cell);
+    const int64_t T = r->shape.d[1], H = r->shape.d[2];
+    if (!is_dims(&r->shape, 3, DIM_N, T, H) || r->rnn.cell < RNN_TANH || r->rnn.cell > RNN_LSTM
+        || (r->rnn.c0 && r->rnn.cell != RNN_LSTM))
+        return "a recurrence is [N, T, H] of a known cell (c0 the LSTM's)";
+    if (n->op == OP_T_RNN_CN)
+        return r->rnn.cell == RNN_LSTM && is_dims(&n->shape, 2, DIM_N, H, 0) ? NULL
+               : "a cell state is an LSTM's [N, H]";
+    const int opt = 2 + (n->op == OP_T_RNN && r->rnn.bias);     /* where h0 is */
+    if (n->nin != opt + r->rnn.h0 + r->rnn.c0 + (n->op == OP_T_RNN_BWD))
+        return "a recurrence's inputs are those Node.rnn names";
+    if (n->op == OP_T_RNN_BWD) {
+        if (!ten_same(in_shape(g, n, 0), &r->shape) || n->in[2] != r->in[1])
+            return "a recurrence's gradient reads its dy and W_hh";
+        for (int k = 0; k < r->rnn.h0 + r->rnn.c0; k++)
+            if (n->in[3 + k] != r->in[2 + r->rnn.bias + k])
+                return "a recurrence's gradient reads its initial state";
+        return is_dims(&n->shape, 3, DIM_N, T, (r->rnn.cell == RNN_GRU ? 2 : 1) * G * H) ? NULL
+               : "a recurrence's gradient is [N, T, G H] (the GRU's 2 G H)";
+    }
+    if (!is_dims(in_shape(g, n, 0), 3, DIM_N, T, G * H) || !is_dims(in_shape(g, n, 1), 2, G * H, H, 0)
+        || (r->rnn.bias && !is_dims(in_shape(g, n, 2), 1, G * H, 0, 0)))
+        return "a recurrence takes xw [N, T, G H], W_hh [G H, H], b_hh [G H]";
+    for (int k = 0; k < r->rnn.h0 + r->rnn.c0; k++)
+        if (!is_dims(in_shape(g, n, opt + k), 2, DIM_N, H, 0))
+            return "a recurrence's initial state is [N, H]";
+    return NULL;
+}
+
 const char *ten_verify(const Graph *g, const Node *n)
 {
     const Shape *s = &n->shape;
@@ -254,6 +300,8 @@ const char *ten_verify(const Graph *g, const Node *n)
     case OP_T_ATTN_DQ: case OP_T_ATTN_DK: case OP_T_ATTN_DV:
         return n->nin != (n->attn.mask ? 6 : 5) ? "an attention gradient has a mask input exactly when attn.mask says"
                                                  : attn_grad_shapes(g, n);
+    case OP_T_RNN: case OP_T_RNN_BWD: case OP_T_RNN_CN:
+        return rnn_shapes(g, n);
     case OP_T_BMM: {
         Shape r;
         const char *why = ten_bmm_shape(x, in_shape(g, n, 1), n->ten.ta, n->ten.tb, &r);
@@ -344,7 +392,7 @@ DType ten_dtype(const Graph *g, Op op, int nin, const int *in, DType given)
         return given;
     case OP_T_TO_F32: case OP_BC_DIV: case OP_BC_SCALE: case OP_T_MEAN: case OP_T_EXP: case OP_T_LOG: case OP_T_SQRT:
     case OP_T_RSQRT: case OP_T_POW: case OP_T_BMM: case OP_T_ATTN: case OP_T_ATTN_DQ: case OP_T_ATTN_DK:
-    case OP_T_ATTN_DV:
+    case OP_T_ATTN_DV: case OP_T_RNN: case OP_T_RNN_BWD: case OP_T_RNN_CN:
         return DT_F32;
     default:
         break;

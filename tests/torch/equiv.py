@@ -38,10 +38,11 @@ def cross_entropy(out, y, variant):
     return F.cross_entropy(out, y)
 
 
-def oracle(make_model, init_sd, X, Y, variant, steps, lr, loss_fn, dtype=torch.float32):
+def oracle(make_model, init_sd, X, Y, variant, steps, lr, loss_fn, dtype=torch.float32, clip=None):
     """dtype float64: the network's exact training (as near as float64 is),
     for a network whose training PyTorch's own float32 rounding moves by
-    more than the tolerance (the program is then held to the truth)"""
+    more than the tolerance (the program is then held to the truth); clip:
+    the gradients' norm clipped to it (clip_grad_norm_) before each step"""
     model = make_model(variant).to(dtype)
     model.load_state_dict({k: torch.from_numpy(v).to(dtype) for k, v in init_sd.items()})
     model.train()
@@ -52,6 +53,8 @@ def oracle(make_model, init_sd, X, Y, variant, steps, lr, loss_fn, dtype=torch.f
         opt.zero_grad()
         loss = loss_fn(model(x), y, variant)
         loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         losses.append(loss.item())
         opt.step()
     return {k: v.detach().to(torch.float32).numpy() for k, v in model.state_dict().items()}, losses
@@ -70,14 +73,16 @@ def read_csv(path):
 
 
 def run(argv, name, label, make_model, steps, lr, controls, main_variant="same", loss_fn=cross_entropy,
-        control_rule="either", doc="", targets=None, labels=True, oracle_dtype=torch.float32):
+        control_rule="either", doc="", targets=None, labels=True, oracle_dtype=torch.float32, clip=None):
     """argv: PROGRAM DATA_DIR. make_model(variant) builds the oracle's
     network; controls: (variant, what) pairs that must not match.
     targets(images_u8, labels_u8) -> int64 array: the program's targets
     made from the data set's (then both train on an npz of the images and
     those). labels=False: the program's data directory holds the images
     alone (an autoencoder reads no labels). oracle_dtype: the oracle's
-    precision (oracle()). Returns the exit status."""
+    precision (oracle()); clip: its clipping (the model file's
+    clip_grad_norm; a control variant "noclip" trains without it). Returns
+    the exit status."""
     if len(argv) != 2:
         sys.stderr.write(doc)
         return 2
@@ -134,13 +139,15 @@ def run(argv, name, label, make_model, steps, lr, controls, main_variant="same",
         return lw, pw
 
     failures = []
-    loss_err, param_err = compare(*oracle(make_model, init_sd, X, Y, main_variant, steps, lr, loss_fn, oracle_dtype))
+    loss_err, param_err = compare(*oracle(make_model, init_sd, X, Y, main_variant, steps, lr, loss_fn, oracle_dtype,
+                                          clip))
     print("%s: %d steps, losses %.4f .. %.4f; worst step loss rel err %.2e (tol %.0e), final params rel L2 %.2e "
           "(tol %.0e)" % (label, steps, got[0], got[-1], loss_err, LOSS_TOL, param_err, PARAM_TOL))
     if not (loss_err <= LOSS_TOL and param_err <= PARAM_TOL):
         failures.append("the program does not train as PyTorch's network does")
     for variant, what in controls:
-        l2, p2 = compare(*oracle(make_model, init_sd, X, Y, variant, steps, lr, loss_fn, oracle_dtype))
+        l2, p2 = compare(*oracle(make_model, init_sd, X, Y, variant, steps, lr, loss_fn, oracle_dtype,
+                                 None if variant == "noclip" else clip))
         if control_rule == "params":
             print("control, %s: loss rel err %.2e, params rel L2 %.2e (must exceed %.0e)" % (what, l2, p2,
                                                                                              100 * PARAM_TOL))
