@@ -330,7 +330,7 @@ static char *replace_all(const char *s, const char *from, const char *to)
 
 int ex_uses_fast_math(Op op)
 {
-    return op == OP_GELU || op == OP_GELU_GRAD || ir_is_attention(op);
+    return op == OP_GELU || op == OP_GELU_GRAD || ir_is_attention(op) || ir_is_recurrent(op);
 }
 
 const char *ex_fast_math_prelude(void)
@@ -341,13 +341,15 @@ const char *ex_fast_math_prelude(void)
      * polynomial of the rest, times 2^n in two factors (no overflow before
      * inf), 0 below the smallest normal's exponent, NaN kept; x clamped
      * first so that n converts (an infinity or NaN to int is undefined:
-     * UBSan caught -inf's masked scores); within 1e-7 relative.
+     * UBSan caught -inf's masked scores), by comparisons: fminf and fmaxf
+     * keep NaN's rules, so GCC calls libm's and the loop does not
+     * vectorize; within 1e-7 relative.
      * cddp_erff: Abramowitz and Stegun 7.1.26, the formula PyTorch's
      * vectorized CPU erf computes (GELU's), within 3e-7 absolute. The same
      * code runs scalar and vector, so an element's value does not depend on
      * where the loop's vector part ends. */
     return "static inline float cddp_expf(float x)\n{\n"
-           "    const float xc = fminf(fmaxf(x, -88.0f), 88.5f);   /* n finite and in [-127, 128]: no overflow */\n"
+           "    const float xc = x > -88.0f ? (x < 88.5f ? x : 88.5f) : -88.0f;   /* n finite and in [-127, 128] */\n"
            "    const float n = rintf(xc * 1.44269504088896341f);\n"
            "    float r = fmaf(n, -0.693359375f, xc);\n"
            "    r = fmaf(n, 2.12194440e-4f, r);\n"
@@ -371,7 +373,21 @@ const char *ex_fast_math_prelude(void)
            "    r = fmaf(r, t, 1.421413741f);\n"
            "    r = fmaf(r, t, -0.284496736f);\n"
            "    r = fmaf(r, t, 0.254829592f);\n"
-           "    return copysignf(1.0f - r * t * cddp_expf(-a * a), x);\n}\n";
+           "    return copysignf(1.0f - r * t * cddp_expf(-a * a), x);\n}\n"
+           /* the recurrences' gates: Cephes' tanhf (a degree-5 odd
+            * polynomial below 0.625, 1 - 2 / (e^2|x| + 1) above, both
+            * computed so the loop vectorizes), and the logistic function
+            * as PyTorch writes it, 1 / (1 + e^-x) */
+           "static inline float cddp_tanhf(float x)\n{\n"
+           "    const float a = fabsf(x), z = x * x;\n"
+           "    const float big = 1.0f - 2.0f / (cddp_expf(2.0f * a) + 1.0f);\n"
+           "    float p = fmaf(-5.70498872745e-3f, z, 2.06390887954e-2f);\n"
+           "    p = fmaf(p, z, -5.37397155531e-2f);\n"
+           "    p = fmaf(p, z, 1.33314422036e-1f);\n"
+           "    p = fmaf(p, z, -3.33332819422e-1f);\n"
+           "    const float small = fmaf(p * z, x, x);\n"
+           "    return a > 0.625f ? copysignf(big, x) : small;\n}\n"
+           "static inline float cddp_sigmoidf(float x) { return 1.0f / (1.0f + cddp_expf(-x)); }\n";
 }
 
 static char *formula(const Emit *m, const Node *n, const Shape *space)
