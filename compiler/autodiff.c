@@ -16,6 +16,7 @@ typedef struct Ad {
     Graph *g;
     int *grad;              /* grad[node] = id of d loss / d node, -1 */
     char *needs;            /* needs[node]: depends on some wrt node */
+    int *cell;              /* cell[rnn]: the gradient of an LSTM's last cell state (T_RNN_CN), -1 */
 } Ad;
 
 static int bwd(Ad *a, Op op, int nin, const int *in, const Shape *s, const Node *like)
@@ -578,15 +579,21 @@ static void rule_t_rnn(RULE_ARGS)
                    n->rnn.cell == RNN_LSTM ? "LSTM" : n->rnn.cell == RNN_GRU ? "GRU" : "RNN");
         return;
     }
-    int in[5] = {dy, n->id, n->in[1]}, nin = 3;
+    const int dcn = a->cell[n->id];
+    if (dy < 0)     /* only c_n reaches the loss: h's gradient is zero */
+        dy = plain(a, OP_T_FULL, 0, NULL, &n->shape, n);
+    int in[6] = {dy, n->id, n->in[1]}, nin = 3;
     if (h0 >= 0)
         in[nin++] = h0;
     if (c0 >= 0)
         in[nin++] = c0;
+    if (dcn >= 0)
+        in[nin++] = dcn;
     const int64_t T = n->shape.d[1], H = n->shape.d[2], GH = ten_rnn_gates(n->rnn.cell) * H;
     const int gru = n->rnn.cell == RNN_GRU;
     const Shape gs = {3, {DIM_N, T, GH}};
     const int dg = bwd(a, OP_T_RNN_BWD, nin, in, &(Shape){3, {DIM_N, T, gru ? 2 * GH : GH}}, n);
+    a->g->n[dg]->rnn.dcn = dcn >= 0;
     const int dgx = gru ? along(a, OP_T_SLICE, dg, &gs, 2, 0, n) : dg;
     const int dgh = gru ? along(a, OP_T_SLICE, dg, &gs, 2, GH, n) : dg;
     accumulate(a, n->in[0], dgx);
@@ -600,14 +607,15 @@ static void rule_t_rnn(RULE_ARGS)
         accumulate(a, bhh, plain(a, OP_SUM_ROWS, 1, (int[]){rows(a, dgh, n)}, shape_of(a, bhh), n));
 }
 
-/* the LSTM's last cell state: refused in a loss (its gradient would enter
- * the recurrence's last step as dc) */
+/* the LSTM's last cell state: its gradient enters the recurrence's last
+ * step as dc, an input of the recurrence's gradient (rule_t_rnn, which
+ * runs after this one: its node is earlier) */
 static void rule_t_rnn_cn(RULE_ARGS)
 {
-    (void)dy;
-    if (a->needs[n->in[0]])
-        diag_error(n->loc, "the LSTM's last cell state c_n reaches the loss here: its gradient is not supported "
-                   "(use the outputs or h_n)");
+    const int r = n->in[0];
+    if (!a->needs[r])
+        return;
+    a->cell[r] = a->cell[r] < 0 ? dy : bwd(a, OP_ADD, 2, (int[]){a->cell[r], dy}, &n->shape, n);
 }
 
 #define NO_RULE NULL
@@ -647,12 +655,13 @@ static Op loss_grad_op(const Node *l)
 
 void ad_grad(Graph *g, int y, int dy, const int *wrt, int nwrt, int *out)
 {
-    Ad a = {g, util_alloc(sizeof(int) * (size_t)(g->nn + 1)), util_alloc((size_t)g->nn + 1)};
+    Ad a = {g, util_alloc(sizeof(int) * (size_t)(g->nn + 1)), util_alloc((size_t)g->nn + 1),
+            util_alloc(sizeof(int) * (size_t)(g->nn + 1))};
     int n0 = g->nn;         /* nodes added from here on are backward nodes */
     for (int i = 0; i < nwrt; i++)
         a.needs[wrt[i]] = 1;
     for (int i = 0; i < n0; i++) {
-        a.grad[i] = -1;
+        a.grad[i] = a.cell[i] = -1;
         for (int k = 0; k < g->n[i]->nin; k++)
             a.needs[i] |= a.needs[g->n[i]->in[k]];
         if (g->n[i]->dt == DT_I64 || g->n[i]->dt == DT_BOOL)
@@ -670,7 +679,7 @@ void ad_grad(Graph *g, int y, int dy, const int *wrt, int nwrt, int *out)
         accumulate(&a, l->in[0], d);
     }
     for (int i = (dy >= 0 ? y : y - 1); i >= 0; i--) {
-        if (a.grad[i] < 0 || !a.needs[i] || g->n[i]->nin == 0)
+        if ((a.grad[i] < 0 && a.cell[i] < 0) || !a.needs[i] || g->n[i]->nin == 0)
             continue;
         rule(&a, g->n[i], a.grad[i]);
     }

@@ -161,6 +161,7 @@ typedef struct Node {
             int reverse;    /* ... from the last step to the first */
             int bias, h0, c0;   /* ... which optional inputs T_RNN has after W_hh, in this order
                                    (T_RNN_BWD: h0, c0 after W_hh) */
+            int dcn;        /* T_RNN_BWD: the LSTM's last cell state's gradient is its last input */
         } rnn;
         struct {
             double a, b;    /* LEAKY_RELU: negative_slope; ELU: alpha; SOFTPLUS: beta, threshold;
@@ -789,7 +790,7 @@ typedef struct RnnGeo {
     const Node *r;          /* the recurrence (the group's, or the gradient's or cell state's input) */
     int cell, G, X, reverse;    /* Node.rnn.cell, ten_rnn_gates, ten_rnn_saved, Node.rnn.reverse */
     int64_t T, H, GH, W;    /* steps, hidden units, G H, and the gradient's row (2 G H for the GRU) */
-    int xw, whh, bhh, h0, c0, out, dy, dg;  /* buffers (plan_source); -1 none */
+    int xw, whh, bhh, h0, c0, out, dy, dg, dcn;     /* buffers (plan_source); -1 none */
 } RnnGeo;
 RnnGeo rnn_geometry(const Emit *m, const Node *n);
 void emit_rnn_c(const Emit *m);

@@ -41,6 +41,7 @@ RnnGeo rnn_geometry(const Emit *m, const Node *n)
     g.c0 = g.r->rnn.c0 ? plan_source(m->p, g.r->in[k++]) : -1;
     g.dy = grad ? plan_source(m->p, n->in[0]) : -1;
     g.dg = grad ? n->id : -1;
+    g.dcn = grad && n->rnn.dcn ? plan_source(m->p, n->in[n->nin - 1]) : -1;
     return g;
 }
 
@@ -155,6 +156,8 @@ static void backward_c(const Emit *m, const RnnGeo *g)
     fprintf(f, "    const float *const z_ = calloc(%lld, sizeof(float));   /* zeros: the state before the first step */\n",
             H);
     fprintf(f, "    if (!dh_ || !dc_ || !z_)\n        abort();\n");
+    if (g->dcn >= 0)    /* the last step's dc: c_n's gradient */
+        fprintf(f, "    memcpy(dc_, b%d, sizeof(float) * (size_t)(n * %lld));\n", g->dcn, H);
     if (X == 0)
         fprintf(f, "    (void)sv_;\n");
     if (!lstm && !gru)

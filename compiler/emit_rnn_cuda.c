@@ -39,7 +39,7 @@ static void steps(FILE *f, const RnnGeo *g, int backward, const char *ind)
     fprintf(f, "%s    const int64_t t_ = %s, tp_ = t_ %s 1;\n", ind, up ? "k_" : util_fmt("%lld - k_", T - 1),
             g->reverse ? "+" : "-");
     fprintf(f, "%s    const int first_ = t_ == %lld;\n", ind, g->reverse ? T - 1 : 0LL);
-    fprintf(f, "%s    (void)tp_;\n", ind);
+    fprintf(f, "%s    (void)tp_, (void)first_;\n", ind);
 }
 
 static void forward_cuda(const Emit *m, const RnnGeo *g, rt_cuda_launch *L)
@@ -52,14 +52,18 @@ static void forward_cuda(const Emit *m, const RnnGeo *g, rt_cuda_launch *L)
             T * H);
     fprintf(f, "    (void)sv_;\n");
     fprintf(f, "    for (int64_t i_ = blockIdx.x; i_ < n; i_ += gridDim.x) {\n");
-    fprintf(f, "        float c_[%d];\n", U);
     fprintf(f, "        for (int j_ = threadIdx.x; j_ < %lld; j_ += %d)\n", H, NT);
     fprintf(f, "            hs_[j_] = %s;\n", g->h0 >= 0 ? util_fmt("(float)b%d[i_ * %lld + j_]", g->h0, H) : "0.0f");
-    fprintf(f, "        for (int u_ = 0; u_ < %d; u_++) {\n", U);
-    fprintf(f, "            const int j_ = threadIdx.x + %d * u_;\n", NT);
-    fprintf(f, "            c_[u_] = %s;\n",
-            g->c0 >= 0 ? util_fmt("j_ < %lld ? (float)b%d[i_ * %lld + j_] : 0.0f", H, g->c0, H) : "0.0f");
-    fprintf(f, "        }\n");
+    if (g->cell == RNN_LSTM) {  /* the cell state of the thread's units */
+        fprintf(f, "        float c_[%d];\n", U);
+        fprintf(f, "        for (int u_ = 0; u_ < %d; u_++) {\n", U);
+        if (g->c0 >= 0)
+            fprintf(f, "            const int j_ = threadIdx.x + %d * u_;\n            c_[u_] = j_ < %lld ? "
+                       "(float)b%d[i_ * %lld + j_] : 0.0f;\n", NT, H, g->c0, H);
+        else
+            fprintf(f, "            c_[u_] = 0.0f;\n");
+        fprintf(f, "        }\n");
+    }
     fprintf(f, "        __syncthreads();\n");
     steps(f, g, 0, "        ");
     fprintf(f, "            float hn_[%d];\n", U);
@@ -132,9 +136,17 @@ static void backward_cuda(const Emit *m, const RnnGeo *g, rt_cuda_launch *L)
     if (g->c0 >= 0 && g->cell != RNN_LSTM)
         fprintf(f, "    (void)b%d;\n", g->c0);
     fprintf(f, "    for (int64_t i_ = blockIdx.x; i_ < n; i_ += gridDim.x) {\n");
-    fprintf(f, "        float dh_[%d], dc_[%d];   /* from the later step: through W_hh; the LSTM's dc through f, "
-               "the GRU's h' z */\n", U, U);
-    fprintf(f, "        for (int u_ = 0; u_ < %d; u_++)\n            dh_[u_] = 0.0f, dc_[u_] = 0.0f;\n", U);
+    const int carry = g->cell == RNN_LSTM || gru;   /* dc_: the LSTM's dc through f, the GRU's h' z */
+    fprintf(f, "        float dh_[%d]%s;   /* from the later step: through W_hh%s */\n", U,
+            carry ? util_fmt(", dc_[%d]", U) : "", carry ? "; dc_ the LSTM's dc through f, the GRU's h' z" : "");
+    fprintf(f, "        for (int u_ = 0; u_ < %d; u_++) {\n", U);
+    /* the last step's dc: c_n's gradient, when the loss reads c_n */
+    if (g->dcn >= 0)
+        fprintf(f, "            const int j_ = threadIdx.x + %d * u_;\n            dh_[u_] = 0.0f, dc_[u_] = j_ < %lld ? "
+                   "(float)b%d[i_ * %lld + j_] : 0.0f;\n", NT, H, g->dcn, H);
+    else
+        fprintf(f, "            dh_[u_] = 0.0f%s;\n", carry ? ", dc_[u_] = 0.0f" : "");
+    fprintf(f, "        }\n");
     steps(f, g, 1, "        ");
     fprintf(f, "            const int64_t row_ = i_ * %lld + t_;\n", T);
     fprintf(f, "            float *const dg_ = b%d + row_ * %lld;\n", g->dg, W);

@@ -78,7 +78,7 @@ int ir_add(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, Loc loc)
     /* the attention ops' mask is optional (their last input); a
      * recurrence's inputs after W_hh are (Node.rnn) */
     const int least = ir_is_attention(op) ? op_arity[op] - 1 : op == OP_T_RNN ? 2 : op == OP_T_RNN_BWD ? 3
-                    : op_arity[op];
+                      : op_arity[op];
     if (nin > op_arity[op] || nin < least)
         diag_ice("ir_add: %s takes %d inputs, got %d", op_text[op], op_arity[op], nin);
     if (g->nn == g->cap) {

@@ -234,11 +234,14 @@ static const char *rnn_shapes(const Graph *g, const Node *n)
         return r->rnn.cell == RNN_LSTM && is_dims(&n->shape, 2, DIM_N, H, 0) ? NULL
                : "a cell state is an LSTM's [N, H]";
     const int opt = 2 + (n->op == OP_T_RNN && r->rnn.bias);     /* where h0 is */
-    if (n->nin != opt + r->rnn.h0 + r->rnn.c0 + (n->op == OP_T_RNN_BWD))
+    const int dcn = n->op == OP_T_RNN_BWD && n->rnn.dcn;
+    if (n->nin != opt + r->rnn.h0 + r->rnn.c0 + (n->op == OP_T_RNN_BWD) + dcn)
         return "a recurrence's inputs are those Node.rnn names";
     if (n->op == OP_T_RNN_BWD) {
         if (!ten_same(in_shape(g, n, 0), &r->shape) || n->in[2] != r->in[1])
             return "a recurrence's gradient reads its dy and W_hh";
+        if (dcn && (r->rnn.cell != RNN_LSTM || !is_dims(in_shape(g, n, n->nin - 1), 2, DIM_N, H, 0)))
+            return "a recurrence's gradient reads the LSTM's last cell state's, [N, H]";
         for (int k = 0; k < r->rnn.h0 + r->rnn.c0; k++)
             if (n->in[3 + k] != r->in[2 + r->rnn.bias + k])
                 return "a recurrence's gradient reads its initial state";

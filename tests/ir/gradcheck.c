@@ -8,7 +8,10 @@
  * each reduction, inside a two-layer network. The image ops (conv2d,
  * batch norm in train mode, pooling) are checked on small [N, C, H, W]
  * inputs with strides, padding, dilation and groups; the interpreter
- * computes their gradients the plain way (scatter loops) in double. */
+ * computes their gradients the plain way (scatter loops) in double. The
+ * recurrences (LSTM, GRU, RNN tanh / relu, T_RNN) run PyTorch's cells and
+ * their back-through-time gradient in double, the buffer holding after h
+ * the saved gates and states as the kernels lay them out. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +39,9 @@ static Val *val;
 static int *lab;
 
 static int64_t size_of(int id) { return ir_numel(&g->n[id]->shape, BATCH); }
-static int64_t dim(int64_t d) { return d == DIM_N ? BATCH : d; }
+/* a dimension's extent: the batch (DIM_N) or k samples a row (-k: the
+ * rows [N*T, F] a recurrence's gradient takes its products over) */
+static int64_t dim(int64_t d) { return IR_IS_BATCH(d) ? BATCH * ir_batch_mul(d) : d; }
 
 /* [N, C, H, W] element (i, c, h, w) of a shape */
 static int64_t at4(const Shape *s, int64_t i, int64_t c, int64_t h, int64_t w)
@@ -408,6 +413,7 @@ static double tensor_formula(const Node *n, const double *v)
     case OP_T_CLAMP: return v[0] < lo ? lo : v[0] > hi ? hi : v[0];
     case OP_T_CLAMP_GRAD: return v[1] >= lo && v[1] <= hi ? v[0] : 0;
     case OP_T_AFFINE: return v[0] * lo + hi;
+    case OP_T_FULL: return lo;
     case OP_T_MAXIMUM: return v[0] > v[1] ? v[0] : v[1];
     case OP_T_MINIMUM: return v[0] < v[1] ? v[0] : v[1];
     case OP_T_MAXIMUM_GRAD: return v[1] > v[2] ? v[0] : v[1] == v[2] ? v[0] / 2 : 0;
@@ -503,11 +509,211 @@ static void eval_attention(const Node *n, double *y)
     free(o);
 }
 
+/* ---- recurrences: T_RNN, its gradient T_RNN_BWD, T_RNN_CN ---- */
+
+/* a recurrence's geometry and its inputs' values (NULL: not given) */
+typedef struct {
+    int cell, X, rev;
+    int64_t T, H, GH;
+    const double *xw, *whh, *bhh, *h0, *c0;
+} Rnn;
+
+static Rnn rnn_of(const Node *r)
+{
+    Rnn q = {r->rnn.cell, ten_rnn_saved(r->rnn.cell), r->rnn.reverse, r->shape.d[1], r->shape.d[2],
+             ten_rnn_gates(r->rnn.cell) * r->shape.d[2], val[r->in[0]].v, val[r->in[1]].v, NULL, NULL, NULL};
+    int k = 2;
+    if (r->rnn.bias)
+        q.bhh = val[r->in[k++]].v;
+    if (r->rnn.h0)
+        q.h0 = val[r->in[k++]].v;
+    if (r->rnn.c0)
+        q.c0 = val[r->in[k++]].v;
+    return q;
+}
+
+/* the step the forward takes k-th (from 0), and the one it took before t */
+static int64_t rnn_step(const Rnn *q, int64_t k) { return q->rev ? q->T - 1 - k : k; }
+static int64_t rnn_before(const Rnn *q, int64_t t) { return q->rev ? t + 1 : t - 1; }
+
+/* sample i's hidden state before step t (h0 or zeros before the first),
+ * and the LSTM's cell state (c0 or zeros; else the step's saved c) */
+static const double *rnn_hp(const Rnn *q, const double *h, const double *zero, int64_t i, int64_t t)
+{
+    if (t == rnn_step(q, 0))
+        return q->h0 ? q->h0 + i * q->H : zero;
+    return h + (i * q->T + rnn_before(q, t)) * q->H;
+}
+
+static const double *rnn_cp(const Rnn *q, const double *sv, const double *zero, int64_t i, int64_t t)
+{
+    if (t == rnn_step(q, 0))
+        return q->c0 ? q->c0 + i * q->H : zero;
+    return sv + (i * q->T + rnn_before(q, t)) * q->X * q->H + 4 * q->H;
+}
+
+static double sigm(double x) { return 1 / (1 + exp(-x)); }
+
+/* the least |pre-activation| an RNN relu forward met: the differences
+ * are only valid away from the kink */
+static double rnn_kink = INFINITY;
+
+/* PyTorch's cells, in double, for one row: the gates a = hg + x (hg =
+ * W_hh h' + b_hh), then
+ *   LSTM  i, f, o = sigmoid, g = tanh; c = f c' + i g; h = o tanh(c)
+ *   GRU   r, z = sigmoid; n = tanh(xn + r (W_hn h' + b_hn)); h = (h' - n) z + n
+ *   RNN   h = tanh(a) or relu(a)
+ * into h and the row's saved floats s (LSTM i, f, g, o, c; GRU r, z, n,
+ * W_hn h' + b_hn) */
+static void rnn_cell(const Rnn *q, const double *hg, const double *x, const double *hp, const double *cp, double *h,
+                     double *s)
+{
+    const int64_t H = q->H;
+    for (int64_t j = 0; j < H; j++) {
+        if (q->cell == RNN_LSTM) {
+            const double ig = sigm(hg[j] + x[j]), fg = sigm(hg[H + j] + x[H + j]);
+            const double gg = tanh(hg[2 * H + j] + x[2 * H + j]), og = sigm(hg[3 * H + j] + x[3 * H + j]);
+            const double c = fg * cp[j] + ig * gg;
+            h[j] = og * tanh(c);
+            s[j] = ig, s[H + j] = fg, s[2 * H + j] = gg, s[3 * H + j] = og, s[4 * H + j] = c;
+        } else if (q->cell == RNN_GRU) {
+            const double r = sigm(hg[j] + x[j]), z = sigm(hg[H + j] + x[H + j]);
+            const double nn = tanh(x[2 * H + j] + r * hg[2 * H + j]);
+            h[j] = (hp[j] - nn) * z + nn;
+            s[j] = r, s[H + j] = z, s[2 * H + j] = nn, s[3 * H + j] = hg[2 * H + j];
+        } else {
+            const double a = hg[j] + x[j];
+            h[j] = q->cell == RNN_TANH ? tanh(a) : a > 0 ? a : 0;
+            if (q->cell == RNN_RELU)
+                rnn_kink = fmin(rnn_kink, fabs(a));
+        }
+    }
+}
+
+/* T_RNN: the steps in the forward's order; y holds h [N, T, H], then the
+ * saved floats of row n T + t as the kernels lay them out */
+static void eval_rnn(const Node *n, double *y)
+{
+    const Rnn q = rnn_of(n);
+    const int64_t T = q.T, H = q.H, GH = q.GH;
+    double *sv = y + BATCH * T * H, *hg = malloc(sizeof(double) * (size_t)GH);
+    double *zero = calloc((size_t)H, sizeof(double));
+    for (int64_t i = 0; i < BATCH; i++)
+        for (int64_t k = 0; k < T; k++) {
+            const int64_t t = rnn_step(&q, k), row = i * T + t;
+            const double *hp = rnn_hp(&q, y, zero, i, t);
+            for (int64_t r = 0; r < GH; r++) {
+                double acc = q.bhh ? q.bhh[r] : 0;
+                for (int64_t j = 0; j < H; j++)
+                    acc += q.whh[r * H + j] * hp[j];
+                hg[r] = acc;
+            }
+            rnn_cell(&q, hg, q.xw + row * GH, hp, q.cell == RNN_LSTM ? rnn_cp(&q, sv, zero, i, t) : zero, y + row * H,
+                     sv + row * q.X * H);
+        }
+    free(hg);
+    free(zero);
+}
+
+/* one row's gate gradients from the derivative of those cells, d what
+ * reaches h (dy and the later steps'), dc the LSTM's cell gradient from
+ * the later step (then the one to carry), h and s the row's values:
+ *   LSTM  dc = d o (1 - tanh^2 c) + dc_later; da_i = dc g i (1 - i),
+ *         da_f = dc c' f (1 - f), da_g = dc i (1 - g^2), da_o = d tanh(c) o (1 - o);
+ *         dc f carried
+ *   GRU   dn = d (1 - z) (1 - n^2); da_r = dn (W_hn h' + b_hn) r (1 - r),
+ *         da_z = d (h' - n) z (1 - z): xw's (da_r, da_z, dn) into dg,
+ *         W_hh h + b_hh's (da_r, da_z, dn r) into dgh; h' gets d z direct
+ *   RNN   d (1 - h^2), or d where h > 0 */
+static void rnn_cell_grad(const Rnn *q, const double *d, const double *h, const double *s, const double *hp,
+                          const double *cp, double *dc, double *direct, double *dg, double *dgh)
+{
+    const int64_t H = q->H;
+    for (int64_t j = 0; j < H; j++) {
+        direct[j] = 0;
+        if (q->cell == RNN_LSTM) {
+            const double ig = s[j], fg = s[H + j], gg = s[2 * H + j], og = s[3 * H + j], tc = tanh(s[4 * H + j]);
+            const double dcj = d[j] * og * (1 - tc * tc) + dc[j];
+            dg[j] = dcj * gg * ig * (1 - ig);
+            dg[H + j] = dcj * cp[j] * fg * (1 - fg);
+            dg[2 * H + j] = dcj * ig * (1 - gg * gg);
+            dg[3 * H + j] = d[j] * tc * og * (1 - og);
+            dc[j] = dcj * fg;
+        } else if (q->cell == RNN_GRU) {
+            const double r = s[j], z = s[H + j], nn = s[2 * H + j], hn = s[3 * H + j];
+            const double dn = d[j] * (1 - z) * (1 - nn * nn);
+            dg[j] = dgh[j] = dn * hn * r * (1 - r);
+            dg[H + j] = dgh[H + j] = d[j] * (hp[j] - nn) * z * (1 - z);
+            dg[2 * H + j] = dn;
+            dgh[2 * H + j] = dn * r;
+            direct[j] = d[j] * z;
+        } else {
+            dg[j] = q->cell == RNN_TANH ? d[j] * (1 - h[j] * h[j]) : h[j] > 0 ? d[j] : 0;
+        }
+    }
+}
+
+/* T_RNN_BWD: the steps in the backward's order, reading the recurrence's
+ * buffer (h, then the saved floats); what reaches h_t is dy_t plus the
+ * later step's gradients of W_hh h + b_hh times W_hh (plus the GRU's
+ * direct h' z); the LSTM's dc starts from dc_n when rnn.dcn gives it */
+static void eval_rnn_bwd(const Node *n, double *y)
+{
+    const Node *rn = g->n[n->in[1]];
+    const Rnn q = rnn_of(rn);
+    const int64_t T = q.T, H = q.H, GH = q.GH, W = q.cell == RNN_GRU ? 2 * GH : GH;
+    const double *dy = val[n->in[0]].v, *hs = val[rn->id].v, *sv = hs + BATCH * T * H;
+    const double *dcn = n->rnn.dcn ? val[n->in[n->nin - 1]].v : NULL;
+    double *d = malloc(sizeof(double) * (size_t)H), *dh = malloc(sizeof(double) * (size_t)H);
+    double *dc = malloc(sizeof(double) * (size_t)H), *direct = malloc(sizeof(double) * (size_t)H);
+    double *zero = calloc((size_t)H, sizeof(double));
+    for (int64_t i = 0; i < BATCH; i++) {
+        for (int64_t j = 0; j < H; j++)
+            dh[j] = 0, dc[j] = dcn ? dcn[i * H + j] : 0;
+        for (int64_t k = T - 1; k >= 0; k--) {
+            const int64_t t = rnn_step(&q, k), row = i * T + t;
+            double *dg = y + row * W, *dgh = dg + (W - GH);
+            for (int64_t j = 0; j < H; j++)
+                d[j] = dy[row * H + j] + dh[j];
+            rnn_cell_grad(&q, d, hs + row * H, sv + row * q.X * H, rnn_hp(&q, hs, zero, i, t),
+                          q.cell == RNN_LSTM ? rnn_cp(&q, sv, zero, i, t) : zero, dc, direct, dg, dgh);
+            for (int64_t j = 0; j < H; j++) {   /* what reaches the step before */
+                double acc = direct[j];
+                for (int64_t r = 0; r < GH; r++)
+                    acc += dgh[r] * q.whh[r * H + j];
+                dh[j] = acc;
+            }
+        }
+    }
+    free(d);
+    free(dh);
+    free(dc);
+    free(direct);
+    free(zero);
+}
+
+/* the LSTM's last cell state: the saved c of the forward's last step */
+static void eval_rnn_cn(const Node *n, double *y)
+{
+    const Rnn q = rnn_of(g->n[n->in[0]]);
+    const double *sv = val[n->in[0]].v + BATCH * q.T * q.H;
+    const int64_t last = rnn_step(&q, q.T - 1);
+    for (int64_t i = 0; i < BATCH; i++)
+        for (int64_t j = 0; j < q.H; j++)
+            y[i * q.H + j] = sv[(i * q.T + last) * q.X * q.H + 4 * q.H + j];
+}
+
 static void eval_tensor(const Node *n, double *y)
 {
     if (ir_is_attention(n->op)) {
         eval_attention(n, y);
         return;
+    }
+    switch (n->op) {
+    case OP_T_RNN: eval_rnn(n, y); return;
+    case OP_T_RNN_BWD: eval_rnn_bwd(n, y); return;
+    case OP_T_RNN_CN: eval_rnn_cn(n, y); return;
+    default: break;
     }
     const Dims yv = dims_of(&n->shape);
     const int64_t total = ir_numel(&n->shape, BATCH);
@@ -667,10 +873,12 @@ static void eval_node(int id)
     Node *n = g->n[id];
     if (n->op == OP_IMAGES || n->op == OP_PARAM || n->op == OP_LABELS)
         return;     /* inputs: values set by the test */
-    int64_t sz = size_of(id);
+    /* the values, then what the op saves after them (a recurrence's gates
+     * and states) as the kernels' buffers hold it; Val.n counts the values */
+    int64_t sz = size_of(id), all = sz + ir_extra_elems(n) * (ir_batched(&n->shape) ? BATCH : 1);
     if (!val[id].v || val[id].n != sz) {
         free(val[id].v);
-        val[id].v = calloc((size_t)(sz ? sz : 1), sizeof(double));
+        val[id].v = calloc((size_t)(all ? all : 1), sizeof(double));
         val[id].n = sz;
     }
     double *y = val[id].v, *a = n->nin > 0 ? val[n->in[0]].v : NULL, *b = n->nin > 1 ? val[n->in[1]].v : NULL;
@@ -900,8 +1108,12 @@ static int check(const char *what, int y, int w, int red, const int *wrt, int nw
     for (int t = 0; t < nwrt; t++) {
         int x = wrt[t];
         eval_all();     /* analytic gradient at the unperturbed point */
-        double *an = malloc(sizeof(double) * (size_t)val[x].n);
-        memcpy(an, val[grads[t]].v, sizeof(double) * (size_t)val[x].n);
+        /* no gradient node (-1): the rule found that L does not depend
+         * on x (W_hh of a one-step recurrence from zeros), which the
+         * differences must show */
+        double *an = calloc((size_t)val[x].n, sizeof(double));
+        if (grads[t] >= 0)
+            memcpy(an, val[grads[t]].v, sizeof(double) * (size_t)val[x].n);
         for (int64_t k = 0; k < val[x].n; k++) {
             const double h = 1e-5, x0 = val[x].v[k];
             val[x].v[k] = x0 + h;
@@ -1338,6 +1550,102 @@ static int check_attention(void)
     return fails;
 }
 
+/* a recurrence as recurrent.c builds it: xw [N, T, G H], W_hh [G H, H],
+ * then b_hh [G H], h0 [N, H], c0 [N, H] as t's Node.rnn says, xw shifted
+ * by `shift`; y = h [N, T, H], or with `cn` the LSTM's last cell state
+ * (cn 1) or h plus it at every step (cn 2). Every input but h0 and c0 is
+ * differentiated (the rule refuses a gradient into the initial state). */
+static int check_rnn(const char *what, const Node *t, int64_t T, int64_t H, double shift, int cn)
+{
+    reset();
+    const int64_t GH = ten_rnn_gates(t->rnn.cell) * H;
+    const Shape hs = sh3(DIM_N, T, H), ss = ir_shape(2, DIM_N, H);
+    int in[5], nin = 0;
+    in[nin++] = t_input(sh3(DIM_N, T, GH), 0);
+    in[nin++] = t_input(ir_shape(2, GH, H), 0);
+    if (t->rnn.bias)
+        in[nin++] = t_input(ir_shape(1, GH), 0);
+    const int nwrt = nin;
+    if (t->rnn.h0)
+        in[nin++] = t_input(ss, 0);
+    if (t->rnn.c0)
+        in[nin++] = t_input(ss, 0);
+    for (int64_t k = 0; k < val[in[0]].n; k++)
+        val[in[0]].v[k] += shift;
+    int y = ir_add(g, OP_T_RNN, nin, in, hs, DT_F32, (Loc){0});
+    g->n[y]->rnn = t->rnn;
+    const char *why = ten_verify(g, g->n[y]);
+    if (cn) {
+        const int r = y, c = ir_add(g, OP_T_RNN_CN, 1, &r, ss, DT_F32, (Loc){0});
+        why = why ? why : ten_verify(g, g->n[c]);
+        y = c;
+        if (cn == 2) {
+            const int c1 = ir_add(g, OP_RESHAPE, 1, &c, sh3(DIM_N, 1, H), DT_F32, (Loc){0});
+            y = ir_add(g, OP_BC_ADD, 2, (int[]){r, c1}, hs, DT_F32, (Loc){0});
+        }
+    }
+    if (why) {
+        printf("FAIL %-28s shape rule: %s\n", what, why);
+        return 1;
+    }
+    int w = t_input(g->n[y]->shape, 0);
+    rnn_kink = INFINITY;
+    if (t->rnn.cell == RNN_RELU) {  /* both sides of the kink met, and how near it */
+        eval_all();
+        int64_t on = 0;
+        for (int64_t k = 0; k < val[y].n; k++)
+            on += val[y].v[k] > 0;
+        printf("     %s: %lld of %lld units active, least |pre-activation| %.3g\n", what, (long long)on,
+               (long long)val[y].n, rnn_kink);
+    }
+    int fail = check(what, y, w, RED_SUM, in, nwrt);
+    if (t->rnn.cell == RNN_RELU && rnn_kink < 1e-3) {
+        printf("FAIL %-28s a pre-activation %.3g from relu's kink: the differences do not hold\n", what, rnn_kink);
+        fail = 1;
+    }
+    return fail;
+}
+
+static Node rnn_attrs(int cell, int reverse, int bias, int h0, int c0)
+{
+    Node t;
+    memset(&t, 0, sizeof t);
+    t.rnn.cell = cell, t.rnn.reverse = reverse, t.rnn.bias = bias, t.rnn.h0 = h0, t.rnn.c0 = c0;
+    return t;
+}
+
+/* the recurrences (recurrent.c; autodiff's rule_t_rnn): each cell forward
+ * and in reverse (hidden_before's slice, pad and cat both ways), with and
+ * without b_hh and the initial state, one step (no hidden product: W_hh
+ * has a gradient only through h0), and the LSTM's last cell state c_n in
+ * the loss (its gradient enters T_RNN_BWD as dc, rnn.dcn) */
+static int check_recurrences(void)
+{
+    int fails = 0;
+    Node t;
+    t = rnn_attrs(RNN_LSTM, 0, 1, 0, 0);
+    fails += check_rnn("LSTM T=4 H=3 bias", &t, 4, 3, 0, 0);
+    t = rnn_attrs(RNN_LSTM, 1, 1, 1, 1);
+    fails += check_rnn("LSTM reverse bias h0 c0", &t, 4, 3, 0, 0);
+    t = rnn_attrs(RNN_GRU, 0, 1, 1, 0);
+    fails += check_rnn("GRU T=3 H=2 bias h0", &t, 3, 2, 0, 0);
+    t = rnn_attrs(RNN_GRU, 1, 0, 0, 0);
+    fails += check_rnn("GRU reverse no bias", &t, 3, 2, 0, 0);
+    t = rnn_attrs(RNN_TANH, 0, 1, 0, 0);
+    fails += check_rnn("RNN tanh T=5 H=3 bias", &t, 5, 3, 0, 0);
+    t = rnn_attrs(RNN_RELU, 0, 1, 0, 0);
+    fails += check_rnn("RNN relu T=3 H=3 bias", &t, 3, 3, 0.3, 0);
+    t = rnn_attrs(RNN_LSTM, 0, 1, 0, 0);
+    fails += check_rnn("LSTM T=1 bias (W_hh none)", &t, 1, 3, 0, 0);
+    t = rnn_attrs(RNN_GRU, 1, 1, 1, 0);
+    fails += check_rnn("GRU T=1 reverse bias h0", &t, 1, 2, 0, 0);
+    t = rnn_attrs(RNN_LSTM, 1, 1, 0, 0);
+    fails += check_rnn("LSTM reverse c_n alone", &t, 3, 2, 0, 1);
+    t = rnn_attrs(RNN_LSTM, 0, 1, 1, 1);
+    fails += check_rnn("LSTM h + c_n, h0 c0", &t, 3, 2, 0, 2);
+    return fails;
+}
+
 /* the ops that select by a mask or an index (tensor_ints.c) */
 static int check_selections(void)
 {
@@ -1464,6 +1772,7 @@ int main(void)
     fails += check_tensors();
     fails += check_selections();
     fails += check_attention();
+    fails += check_recurrences();
     fails += check_act("sigmoid x[N,4]", OP_SIGMOID, 0, 0);
     fails += check_act("silu   x[N,4]", OP_SILU, 0, 0);
     fails += check_act("gelu   x[N,4]", OP_GELU, 0, 0);

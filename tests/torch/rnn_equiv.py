@@ -14,7 +14,8 @@ must not match:
   lstm      the input and forget gates swapped; the first step's output
             read instead of the last; no clipping
   lstm_seq  the first step's output (out[0]) read instead of the last;
-            the forget gate's input taken from the cell gate's slot
+            the forget gate's input taken from the cell gate's slot; no
+            gradient through the last cell state c_n (which it classifies)
   gru       the reset gate applied before the hidden product (the other
             GRU); the reverse direction run forward
   rnn       tanh instead of relu; the initial state zero
@@ -73,7 +74,7 @@ def run_layer(mod, kind, variant, x, h0, layer, reverse):
     for t in order:
         h, c = cell_step(kind, variant, x[:, t], h, c, w_ih, w_hh, b_ih, b_hh)
         out[t] = h
-    return torch.stack(out, 1), h
+    return torch.stack(out, 1), h, c
 
 
 class Net(nn.Module):
@@ -85,7 +86,7 @@ class Net(nn.Module):
             self.fc = nn.Linear(32, 10)
         elif which == "lstm_seq":
             self.lstm = nn.LSTM(28, 24, bias=False)
-            self.fc = nn.Linear(24, 10)
+            self.fc = nn.Linear(48, 10)
         elif which == "gru":
             self.gru = nn.GRU(28, 20, batch_first=True, bidirectional=True)
             self.fc = nn.Linear(40, 10)
@@ -93,15 +94,16 @@ class Net(nn.Module):
             self.rnn = nn.RNN(28, 32, nonlinearity="relu", batch_first=True)
             self.fc = nn.Linear(32, 10)
 
-    def written(self, mod, kind, x, layers, dirs, h0):
-        """mod run through the cells above (x [N, T, F]): the output and h_n"""
+    def written(self, mod, kind, x, layers, dirs, h0, cells=False):
+        """mod run through the cells above (x [N, T, F]): the output and
+        h_n (c_n when cells)"""
         hn = []
         for k in range(layers):
             outs = []
             for d in range(dirs):
-                o, h = run_layer(mod, kind, self.variant, x, h0, k, d == 1)
+                o, h, c = run_layer(mod, kind, self.variant, x, h0, k, d == 1)
                 outs.append(o)
-                hn.append(h)
+                hn.append(c if cells else h)
             x = torch.cat(outs, 2)
         return x, torch.stack(hn, 0)
 
@@ -117,10 +119,11 @@ class Net(nn.Module):
             return self.fc(out[:, 0 if v == "first" else -1, :])
         if self.which == "lstm_seq":
             if v == "slot":
-                out, _ = self.written(self.lstm, "lstm", r, 1, 1, r.new_zeros(B, 24))
-                return self.fc(out[:, -1])
-            out, _ = self.lstm(r.transpose(0, 1))
-            return self.fc(out[0 if v == "first" else -1])
+                out, c_n = self.written(self.lstm, "lstm", r, 1, 1, r.new_zeros(B, 24), cells=True)
+                return self.fc(torch.cat([out[:, -1], c_n[0]], dim=1))
+            out, (_, c_n) = self.lstm(r.transpose(0, 1))
+            c = c_n[0].detach() if v == "cn_const" else c_n[0]
+            return self.fc(torch.cat([out[0 if v == "first" else -1], c], dim=1))
         if self.which == "gru":
             if v in ("reset_before", "forward"):
                 _, h_n = self.written(self.gru, "gru", r, 1, 2, r.new_zeros(B, 20))
@@ -140,7 +143,8 @@ CASES = {
                          ("first", "the first step's output read instead of the last"),
                          ("noclip", "no gradient clipping")]),
     "lstm_seq": (0.02, 1.0, [("first", "the first step (out[0]) read instead of the last"),
-                             ("slot", "the forget gate read from the cell gate's slot")]),
+                             ("slot", "the forget gate read from the cell gate's slot"),
+                             ("cn_const", "no gradient through c_n")]),
     "gru": (0.05, 1.0, [("reset_before", "the reset gate applied before the hidden product"),
                         ("forward", "the reverse direction run forward")]),
     "rnn": (0.02, 0.5, [("tanh", "tanh instead of relu"), ("zero_h0", "the initial state zero")]),
