@@ -347,6 +347,7 @@ typedef struct TrainCfg {
     double sched_v[RT_SCHED_MAX_V];  /* the newer schedules' arguments, as rt_model.sched_v */
     int sched_n;
     double clip_norm;       /* clip_grad_norm max_norm; 0: no clipping */
+    double clip_value;      /* clip_grad_value clip_value; 0: no clipping */
     int accumulate;         /* micro-batches per optimizer step (1: none) */
     int batch, epochs, shuffle, drop_last;
     uint64_t seed;

@@ -119,6 +119,13 @@ KernelCost cost_group(const Plan *p, const Group *gr, int64_t b, CostTarget t)
             c.bytes += width(p, x, t) * (double)numel(g->n[x], b);
         }
     }
+    const Node *a = gr->anchor >= 0 ? g->n[gr->anchor] : NULL;
+    if (t != COST_CPU && a && (a->op == OP_T_RNN || a->op == OP_T_RNN_BWD)) {
+        /* the GPU kernel's block of each sample reads W_hh a step
+         * (emit_rnn_cuda.c): from L2, T times over */
+        const Node *r = a->op == OP_T_RNN ? a : g->n[a->in[1]];
+        c.bytes += 4.0 * (double)b * (double)r->shape.d[1] * (double)ir_numel(&g->n[r->in[1]]->shape, 1);
+    }
     if (t == COST_CPU && gr->kind == G_MATMUL && gr->nnodes > 1) {
         /* the epilogue pass reads the product back; when the product is
          * not a result of its own, the GEMM's store of it is extra too */

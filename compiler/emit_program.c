@@ -420,6 +420,8 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
         fprintf(f, "    .sched_v = sched_v, .sched_n = %d,\n", t->sched_n);
     if (t->clip_norm > 0)
         fprintf(f, "    .clip_norm = %s,\n", util_cfloat(t->clip_norm));
+    if (t->clip_value > 0)
+        fprintf(f, "    .clip_value = %s,\n", util_cfloat(t->clip_value));
     if (t->accumulate > 1)
         fprintf(f, "    .accumulate = %d,\n", t->accumulate);
     if (train->gpu)     /* sched_gpu's target, which the runtime holds the device to */

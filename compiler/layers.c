@@ -1332,9 +1332,13 @@ Val layer_apply(Sema *S, const Layer *l, Val x, Loc loc, int in_seq)
     if (l->kind == LK_MHA || l->kind == LK_ENC_LAYER || l->kind == LK_ENCODER)
         return S->apply_xf(S, l, x, loc);
     if (l->kind == LK_RNN) {     /* a call of its own (forward.c: rnn_call) takes the tuple apart */
-        diag_error(loc, "%s returns (output, %s) as PyTorch's does: unpack it (out, %s = self.%s(x)) or take "
-                   "[0]; in a Sequential it cannot stand", l->what, l->rnn.cell == RNN_LSTM ? "(h_n, c_n)" : "h_n",
-                   l->rnn.cell == RNN_LSTM ? "(h_n, c_n)" : "h_n", l->name);
+        const char *st = l->rnn.cell == RNN_LSTM ? "(h_n, c_n)" : "h_n";
+        if (in_seq)
+            diag_error(loc, "%s returns (output, %s) as PyTorch's does, which a Sequential cannot pass on: call it "
+                       "in forward and unpack it (out, %s = ...)", l->what, st, st);
+        else
+            diag_error(loc, "%s returns (output, %s) as PyTorch's does: unpack it (out, %s = self.%s(x)) or take "
+                       "[0]", l->what, st, st, l->name);
         return POISON;
     }
     if (l->kind == LK_LIST || l->kind == LK_DICT) {

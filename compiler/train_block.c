@@ -565,6 +565,7 @@ static const char *moved_hint(const char *key, const Near *s)
         {"num_epochs", "; did you mean 'epochs'?"},
         {"dataset", "; did you mean 'data'?"},
         {"clip_grad_norm_", "; did you mean 'clip_grad_norm'?"},
+        {"clip_grad_value_", "; did you mean 'clip_grad_value'?"},
         {"max_norm", "; gradient clipping is set as clip_grad_norm 1.0"},
         {"max_iters", "; did you mean 'max_steps'?"},
         {"gradient_accumulation_steps", "; did you mean 'accumulate'?"},
@@ -660,6 +661,20 @@ static void key_clip_grad_norm(TrainCtx *c, const Expr *v)
         c->t->clip_norm = x;
 }
 
+/* clip_grad_value v: torch.nn.utils.clip_grad_value_(parameters, v), each
+ * gradient averaged over the ranks clamped to [-v, v], before every
+ * optimizer step (before clip_grad_norm when both are set) */
+static void key_clip_grad_value(TrainCtx *c, const Expr *v)
+{
+    double x;
+    if (!arg_num(v, "clip_grad_value", &x))
+        return;
+    if (!(x > 0 && x <= 3.4e38))
+        diag_error(v->loc, "clip_grad_value must be a positive clip_value, got %s", arg_show(v));
+    else
+        c->t->clip_value = x;
+}
+
 /* accumulate N: N micro-batches of `batch` rows per optimizer step */
 static void key_accumulate(TrainCtx *c, const Expr *v)
 {
@@ -689,7 +704,7 @@ static const struct {
     {"shuffle", key_shuffle},     {"seed", key_seed},           {"drop_last", key_drop_last},
     {"bucket_mb", key_bucket_mb}, {"schedule", key_schedule},   {"sync_batchnorm", key_sync_batchnorm},
     {"precision", key_precision}, {"scaler", key_scaler},
-    {"clip_grad_norm", key_clip_grad_norm}, {"accumulate", key_accumulate}, {"max_steps", key_max_steps},
+    {"clip_grad_norm", key_clip_grad_norm}, {"clip_grad_value", key_clip_grad_value}, {"accumulate", key_accumulate}, {"max_steps", key_max_steps},
 };
 enum { NTRAIN_KEYS = sizeof train_keys / sizeof train_keys[0] };
 
@@ -757,6 +772,9 @@ int train_check(const File *f, const Train *tr, TrainCfg *t)
     const TrainItem *clip = setting(seen, "clip_grad_norm");
     if (clip && t->clip_norm > 0 && prec && t->precision == RT_PREC_FP16)
         diag_error(clip->loc, "clip_grad_norm with precision fp16 is not supported yet");
+    const TrainItem *clipv = setting(seen, "clip_grad_value");
+    if (clipv && t->clip_value > 0 && prec && t->precision == RT_PREC_FP16)
+        diag_error(clipv->loc, "clip_grad_value with precision fp16 is not supported yet");
     const TrainItem *accu = setting(seen, "accumulate");
     if (accu && t->accumulate > 1 && prec && t->precision == RT_PREC_FP16)
         diag_error(accu->loc, "accumulate with precision fp16 is not supported yet");

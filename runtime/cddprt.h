@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RT_ABI_VERSION 13
+#define RT_ABI_VERSION 14
 
 /* Source text of both targets: RT_STR(x) is x after macro expansion, as a
  * string literal (one line), for the text the compiler emits and NVRTC
@@ -405,6 +405,7 @@ typedef struct rt_model {
     const double *sched_v;
     int sched_n;
     float clip_norm;        /* clip_grad_norm_'s max_norm (norm_type 2); 0: no clipping */
+    float clip_value;       /* clip_grad_value_'s clip_value (before the norm's); 0: none */
     int accumulate;         /* micro-batches per optimizer step (0 or 1: none) */
     /* The GPU the CUDA kernels' launches (tiles, split-K, channel slices)
      * were scheduled for (cddpc --target; "h100" by default): the header

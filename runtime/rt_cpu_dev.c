@@ -14,9 +14,10 @@
  *     their all-reduce, bucket by bucket on the comm thread with several
  *     ranks: torch's p.grad, summed over the micro-batches in their order,
  *     each divided by N as `loss / N` does (exactly so for a power of two).
- *   - clip_grad_norm: once every bucket is reduced, the global 2-norm of
- *     the gradients and torch's coefficient max_norm / (norm + 1e-6),
- *     clamped to 1, multiply them; then the optimizer kernels run. */
+ *   - clip_grad_value, clip_grad_norm: once every bucket is reduced, each
+ *     gradient clamped to [-v, v]; then the global 2-norm of the gradients
+ *     and torch's coefficient max_norm / (norm + 1e-6), clamped to 1,
+ *     multiply them; then the optimizer kernels run. */
 #include "rt_internal.h"
 #include <math.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ typedef struct rt_instr {
     rt_coll *coll;          /* with amp: found_inf over the ranks */
     /* the train plan's settings (rt_cpu_dev.c's comment) */
     float clip;             /* clip_grad_norm's max_norm, 0 off */
+    float clip_value;       /* clip_grad_value's clip_value, 0 off */
     int micro;              /* this step is a micro-batch, not its group's last */
     int acc_first;          /* ... and its group's first */
     float *acc;             /* [param_floats] the accumulation slab, NULL without accumulate */
@@ -52,6 +54,14 @@ static void clip_grads(float *g, int64_t n, float max_norm)
     if (coef < 1.0f)
         for (int64_t i = 0; i < n; i++)
             g[i] *= coef;
+}
+
+/* torch.nn.utils.clip_grad_value_: each gradient clamped to [-v, v] (a
+ * NaN stays, as torch's clamp keeps it) */
+static void clip_values(float *g, int64_t n, float v)
+{
+    for (int64_t i = 0; i < n; i++)
+        g[i] = g[i] > v ? v : g[i] < -v ? -v : g[i];
 }
 
 /* One plan invocation. stat is cleared first so kernels may either assign
@@ -85,7 +95,7 @@ static void run_plan(const rt_plan *p, rt_exec *e, int nstat, rt_instr *in, rt_r
     const int fold = in->fold_scale != 0.0f, ranks = red && red->active;
     /* the optimizer kernels after everything else: behind found_inf, the
      * norm of all gradients, or the fold of one rank's whole slab */
-    const int late = amp || in->clip > 0 || (fold && !ranks);
+    const int late = amp || in->clip > 0 || in->clip_value > 0 || (fold && !ranks);
     if (!timed && !ranks && !late && !in->micro) {
         for (int k = 0; k < p->nk; k++)
             p->k[k].fn(e);
@@ -125,6 +135,8 @@ static void run_plan(const rt_plan *p, rt_exec *e, int nstat, rt_instr *in, rt_r
         in->found_inf = rt_amp_found_inf(amp, in->coll, e->grad, in->param_floats, in->step);
         e->found_inf = in->found_inf;   /* the kernels would return at once too */
     }
+    if (in->clip_value > 0)
+        clip_values(e->grad, in->param_floats, in->clip_value);
     if (in->clip > 0)
         clip_grads(e->grad, in->param_floats, in->clip);
     for (int k = 0; late && k < p->nk && !in->found_inf; k++)
@@ -332,9 +344,9 @@ int rt_cpu_dev_open(rt_device *dev, const rt_model *m, const rt_opts *o, rt_ws *
     e->rank = coll->rank;
     e->world = coll->size;
     e->seed = o->seed;
-    c->tin = (rt_instr){&c->tprof, trace, RT_TEV_TRAIN, 0, &c->amp, m->param_floats, 0, coll, m->clip_norm, 0, 0,
-                        NULL, NULL, 0.0f};
-    c->ein = (rt_instr){&c->eprof, trace, RT_TEV_EVAL, 0, NULL, 0, 0, coll, 0, 0, 0, NULL, NULL, 0.0f};
+    c->tin = (rt_instr){&c->tprof, trace, RT_TEV_TRAIN, 0, &c->amp, m->param_floats, 0, coll, m->clip_norm,
+                        m->clip_value, 0, 0, NULL, NULL, 0.0f};
+    c->ein = (rt_instr){&c->eprof, trace, RT_TEV_EVAL, 0, NULL, 0, 0, coll, 0, 0, 0, 0, NULL, NULL, 0.0f};
     c->acc = m->accumulate > 1 ? m->accumulate : 1;
     if (c->acc > 1 && !(c->tin.acc = rt_alloc_n(m->param_floats, sizeof(float), "the accumulated gradients")))
         return -1;

@@ -613,7 +613,7 @@ void rt_cuda_close(rt_cuda *cu)
     X(idx) X(x_size) X(y_size) X(norm_div) X(x_u8) X(norm_n) X(lr) X(step) X(nthreads) X(rank) X(world) X(seed) X(scale) X(found_inf)
 #define CTL_FIELDS(X) X(e) X(order) X(steploss) X(loss_sum) X(correct_sum) X(b) X(nsample) X(batch) \
     X(loss_stat) X(correct_stat) X(train) X(lr) X(amp) X(scale) X(growth) X(backoff) X(tracker) X(skipped) \
-    X(interval) X(ngrad) X(found) X(amp_log) X(lrs) X(clip) X(gsq) X(accumulate) X(acc) X(nmetric) X(metric) \
+    X(interval) X(ngrad) X(found) X(amp_log) X(lrs) X(clip) X(gsq) X(clip_value) X(accumulate) X(acc) X(nmetric) X(metric) \
     X(zero_grad) X(zero_fix) X(zero_stat) X(zranges) X(turned) X(stepcount) X(count_sum) X(count_stat)
 #define COUNT(f) +1
 enum { N_EXEC = 1 EXEC_FIELDS(COUNT), N_CTL = 1 CTL_FIELDS(COUNT), N_LAYOUT = 2 * N_EXEC + N_CTL };

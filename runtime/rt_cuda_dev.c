@@ -88,9 +88,10 @@
  *         step graph folds each bucket (cddprt_fold: (slab + grad) / N)
  *         right after the kernel that completes it, before its
  *         all-reduce. The host picks the graph per batch;
- *       * clip_grad_norm: after the all-reduces, cddprt_gnorm and
- *         cddprt_clip, then the optimizer kernels (they move behind the
- *         join as with the loss scaler).
+ *       * clip_grad_value, clip_grad_norm: after the all-reduces,
+ *         cddprt_clip_value, then cddprt_gnorm and cddprt_clip, then the
+ *         optimizer kernels (they move behind the join as with the loss
+ *         scaler).
  * The parameters come from the host slab at open (after init, --init or
  * --resume) and go back to it by pull (checkpoints, --save). */
 #include "rt_cuda.h"
@@ -130,9 +131,9 @@ typedef struct dev_run {
     int amp;                                /* fp16 loss scaling in the train step */
     CUfunction famp_check, famp_decide;
     /* the train block's settings */
-    CUfunction facc_add, ffold, fgnorm, fclip;
+    CUfunction facc_add, ffold, fgnorm, fclip, fclipv;
     int64_t acc;                            /* micro-batches per optimizer step */
-    int clip;                               /* clip_grad_norm */
+    int clip, clipv;                        /* clip_grad_norm, clip_grad_value */
     CUdeviceptr lrs[2], accbuf, folds;      /* float[nbatch] per slot; float[ngrad]; rt_cuda_fold[nb + 1] */
     CUdeviceptr zranges;                    /* int64[2 * nzero]: rt_plan.zero, the grad ranges to zero */
     int64_t zero_floats;                    /* their floats */
@@ -370,7 +371,7 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
     const int amp = d->amp && train;
     /* the optimizer kernels behind everything: found_inf, the norm, the
      * fold of one rank's whole slab; none at all for a micro-batch */
-    const int late = amp || (train && d->clip) || (d->fold_now && !ddp);
+    const int late = amp || (train && (d->clip || d->clipv)) || (d->fold_now && !ddp);
     d->no_sync = micro;
     /* a step followed by another in the run: its last kernel also turns
      * to the next (cddprt_opt_turn), no step_turn node */
@@ -408,6 +409,8 @@ static int issue_step(rt_cuda *cu, dev_run *d, const plan_dev *pd, CUdeviceptr e
              (!ddp || !d->coll->any(d->coll, (void *)(uintptr_t)d->found, cu->stream)) &&
              !rt_cuda_launch1(cu, d->famp_decide, "cddprt_amp_decide", one, one, ctl);
     }
+    if (ok && train && d->clipv)
+        ok = !launch_stride(cu, d->fclipv, "cddprt_clip_value", grad_floats, ctl);
     if (ok && train && d->clip)
         ok = !launch_stride(cu, d->fgnorm, "cddprt_gnorm", grad_floats, ctl) &&
              !launch_stride(cu, d->fclip, "cddprt_clip", grad_floats, ctl);
@@ -866,6 +869,7 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         rt_cuda_function(cu, "cddprt_fold", &d->ffold) != 0 ||
         rt_cuda_function(cu, "cddprt_gnorm", &d->fgnorm) != 0 ||
         rt_cuda_function(cu, "cddprt_clip", &d->fclip) != 0 ||
+        rt_cuda_function(cu, "cddprt_clip_value", &d->fclipv) != 0 ||
         plan_setup(cu, &m->train, "train", nmax, &d->train) != 0 ||
         plan_setup(cu, &m->eval, "eval", nmax, &d->eval) != 0 || (ddp && ddp_setup(m, d) != 0) ||
         ((d->timed = trace->on || o->profile) && trace_setup(&m->train, d) != 0) ||
@@ -908,6 +912,7 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         return -1;
     d->acc = m->accumulate > 1 ? m->accumulate : 1;
     d->clip = m->clip_norm > 0;
+    d->clipv = m->clip_value > 0;
     d->amp = m->precision == RT_PREC_FP16;
     d->exec_t = d->blocks;
     d->exec_v = d->blocks + off_ev;
@@ -982,6 +987,7 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         c->amp_log = d->amp_log;
         c->lrs = d->lrs[s];
         c->clip = m->clip_norm;
+        c->clip_value = m->clip_value;
         c->accumulate = d->acc;
         c->acc = d->accbuf;
         c->zero_grad = m->train.nzero;

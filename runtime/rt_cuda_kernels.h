@@ -52,10 +52,11 @@ typedef struct rt_cuda_ctl {
     /* the train block's settings (rt_cuda_dev.c's comment):
      * lrs: device float[steps], each batch's lr (then lr is not used), or 0;
      * clip: clip_grad_norm's max_norm (0 off), gsq the sum of the squared
-     * gradients (cddprt_gnorm, zeroed by step_begin); accumulate: batches
+     * gradients (cddprt_gnorm, zeroed by step_begin); clip_value:
+     * clip_grad_value's (0 off, cddprt_clip_value); accumulate: batches
      * per optimizer step, acc the device float[ngrad] accumulation slab */
     uint64_t lrs;
-    double clip, gsq;
+    double clip, gsq, clip_value;
     int64_t accumulate;
     uint64_t acc;
     int64_t nmetric;        /* metric sums after correct_stat's (rt_plan.nmetric) */
@@ -100,7 +101,7 @@ static const char rt_cuda_kernels_src[] =
     "    float *found;\n"
     "    double *amp_log;\n"
     "    const float *lrs;\n"
-    "    double clip, gsq;\n"
+    "    double clip, gsq, clip_value;\n"
     "    long long accumulate;\n"
     "    float *acc;\n"
     "    long long nmetric;\n"
@@ -335,6 +336,17 @@ static const char rt_cuda_kernels_src[] =
     "    }\n"
     "    if (threadIdx.x == 0)\n"
     "        atomicAdd(&c->gsq, part[0]);\n"
+    "}\n"
+    "\n"
+    "/* clip_grad_value: each gradient clamped to [-v, v] (a NaN stays, as\n"
+    " * torch's clamp keeps it); before clip_grad_norm's kernels. Any grid. */\n"
+    "extern \"C\" __global__ void cddprt_clip_value(cddprt::ctl *c)\n"
+    "{\n"
+    "    const float v = (float)c->clip_value;\n"
+    "    float *g = c->e->grad;\n"
+    "    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < c->ngrad;\n"
+    "         k += (long long)gridDim.x * blockDim.x)\n"
+    "        g[k] = g[k] > v ? v : g[k] < -v ? -v : g[k];\n"
     "}\n"
     "\n"
     "/* clip_grad_norm: torch's coefficient max_norm / (norm + 1e-6), clamped\n"

@@ -404,9 +404,9 @@ static int check_model(const rt_model *m)
         rt_err("model '%s' is malformed: bad learning-rate schedule", name);
         return -1;
     }
-    if (m->accumulate < 0 || !(m->clip_norm >= 0) ||   /* 0: 1, for hand-written tables */
-        (m->precision == RT_PREC_FP16 && (m->accumulate > 1 || m->clip_norm > 0))) {
-        rt_err("model '%s' is malformed: bad accumulate or clip_grad_norm setting", name);
+    if (m->accumulate < 0 || !(m->clip_norm >= 0) || !(m->clip_value >= 0) ||   /* 0: 1, for hand-written tables */
+        (m->precision == RT_PREC_FP16 && (m->accumulate > 1 || m->clip_norm > 0 || m->clip_value > 0))) {
+        rt_err("model '%s' is malformed: bad accumulate, clip_grad_norm or clip_grad_value setting", name);
         return -1;
     }
     int in_ok = m->in_rank >= 1 && m->in_rank <= 3;

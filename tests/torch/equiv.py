@@ -42,7 +42,8 @@ def oracle(make_model, init_sd, X, Y, variant, steps, lr, loss_fn, dtype=torch.f
     """dtype float64: the network's exact training (as near as float64 is),
     for a network whose training PyTorch's own float32 rounding moves by
     more than the tolerance (the program is then held to the truth); clip:
-    the gradients' norm clipped to it (clip_grad_norm_) before each step"""
+    the gradients' norm clipped to it (clip_grad_norm_) before each step,
+    or ("value", v): each gradient clamped to [-v, v] (clip_grad_value_)"""
     model = make_model(variant).to(dtype)
     model.load_state_dict({k: torch.from_numpy(v).to(dtype) for k, v in init_sd.items()})
     model.train()
@@ -53,7 +54,9 @@ def oracle(make_model, init_sd, X, Y, variant, steps, lr, loss_fn, dtype=torch.f
         opt.zero_grad()
         loss = loss_fn(model(x), y, variant)
         loss.backward()
-        if clip:
+        if isinstance(clip, tuple):
+            torch.nn.utils.clip_grad_value_(model.parameters(), clip[1])
+        elif clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         losses.append(loss.item())
         opt.step()
@@ -81,7 +84,8 @@ def run(argv, name, label, make_model, steps, lr, controls, main_variant="same",
     those). labels=False: the program's data directory holds the images
     alone (an autoencoder reads no labels). oracle_dtype: the oracle's
     precision (oracle()); clip: its clipping (the model file's
-    clip_grad_norm; a control variant "noclip" trains without it). Returns
+    clip_grad_norm, or ("value", v) for clip_grad_value; a control variant
+    "noclip" trains without it). Returns
     the exit status."""
     if len(argv) != 2:
         sys.stderr.write(doc)

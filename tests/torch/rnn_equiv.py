@@ -6,7 +6,8 @@ usage: rnn_equiv.py PROGRAM DATA_DIR lstm|lstm_seq|gru|rnn
 
 As the other equivalence tests (the driver is equiv.py): PyTorch trains
 the same network, 100 steps of SGD with momentum and the model file's
-gradient clipping, from the same weights on the same batches (the image's
+gradient clipping (clip_grad_norm_, or for rnn clip_grad_value_), from
+the same weights on the same batches (the image's
 28 rows as 28 steps); every step's loss within 1e-4, the final parameters
 too. The oracle is nn.LSTM / nn.GRU / nn.RNN. The controls run the same
 parameters through a cell written out here with one thing changed, and
@@ -147,7 +148,8 @@ CASES = {
                              ("cn_const", "no gradient through c_n")]),
     "gru": (0.05, 1.0, [("reset_before", "the reset gate applied before the hidden product"),
                         ("forward", "the reverse direction run forward")]),
-    "rnn": (0.02, 0.5, [("tanh", "tanh instead of relu"), ("zero_h0", "the initial state zero")]),
+    "rnn": (0.02, ("value", 0.02), [("tanh", "tanh instead of relu"), ("zero_h0", "the initial state zero"),
+                                    ("noclip", "no gradient clipping")]),
 }
 
 
