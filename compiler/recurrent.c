@@ -67,10 +67,10 @@ Layer *rnn_make(Sema *S, const Expr *e, const char *prefix, const char *what)
         ok &= arg_bool(x[4], "batch_first", &bf);
     if (x[6])
         ok &= arg_bool(x[6], "bidirectional", &bi);
-    if (x[5] && arg_num(x[5], "dropout", &p) && (p < 0 || p >= 1)) {
-        diag_error(x[5]->loc, "dropout must be in [0, 1), got %s", arg_show(x[5]));
+    if (x[5] && !arg_num(x[5], "dropout", &p)) {
         ok = 0;
-    } else if (x[5] && !arg_num(x[5], "dropout", &p)) {
+    } else if (p < 0 || p >= 1) {
+        diag_error(x[5]->loc, "dropout must be in [0, 1), got %s", arg_show(x[5]));
         ok = 0;
     }
     int cell = strcmp(e->s, "LSTM") == 0 ? RNN_LSTM : strcmp(e->s, "GRU") == 0 ? RNN_GRU : RNN_TANH;
