@@ -573,12 +573,6 @@ static void rule_t_rnn(RULE_ARGS)
 {
     int k = 2;
     const int bhh = n->rnn.bias ? n->in[k++] : -1, h0 = n->rnn.h0 ? n->in[k++] : -1, c0 = n->rnn.c0 ? n->in[k++] : -1;
-    if ((h0 >= 0 && a->needs[h0]) || (c0 >= 0 && a->needs[c0])) {
-        diag_error(n->loc, "the initial state of this %s is computed from trained parameters: a gradient through it "
-                   "is not supported (pass a constant state, or .detach() it)",
-                   n->rnn.cell == RNN_LSTM ? "LSTM" : n->rnn.cell == RNN_GRU ? "GRU" : "RNN");
-        return;
-    }
     const int dcn = a->cell[n->id];
     if (dy < 0)     /* only c_n reaches the loss: h's gradient is zero */
         dy = plain(a, OP_T_FULL, 0, NULL, &n->shape, n);
@@ -594,6 +588,16 @@ static void rule_t_rnn(RULE_ARGS)
     const Shape gs = {3, {DIM_N, T, GH}};
     const int dg = bwd(a, OP_T_RNN_BWD, nin, in, &(Shape){3, {DIM_N, T, gru ? 2 * GH : GH}}, n);
     a->g->n[dg]->rnn.dcn = dcn >= 0;
+    /* an initial state with a gradient (an encoder's final state): the
+     * gradient op keeps dh0 (and dc0) after its values */
+    const int dh0 = h0 >= 0 && a->needs[h0], dc0 = c0 >= 0 && a->needs[c0];
+    a->g->n[dg]->rnn.dstate = dh0 || dc0;
+    for (int k = 0; k < 2; k++)
+        if (k ? dc0 : dh0) {
+            const int d = bwd(a, OP_T_RNN_DSTATE, 1, &dg, &(Shape){2, {DIM_N, H}}, n);
+            a->g->n[d]->rnn.dstate = k;
+            accumulate(a, k ? c0 : h0, d);
+        }
     const int dgx = gru ? along(a, OP_T_SLICE, dg, &gs, 2, 0, n) : dg;
     const int dgh = gru ? along(a, OP_T_SLICE, dg, &gs, 2, GH, n) : dg;
     accumulate(a, n->in[0], dgx);

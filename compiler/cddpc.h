@@ -162,6 +162,8 @@ typedef struct Node {
             int bias, h0, c0;   /* ... which optional inputs T_RNN has after W_hh, in this order
                                    (T_RNN_BWD: h0, c0 after W_hh) */
             int dcn;        /* T_RNN_BWD: the LSTM's last cell state's gradient is its last input */
+            int dstate;     /* T_RNN_BWD: h0's gradient (and the LSTM's c0's) after its values;
+                               T_RNN_DSTATE: which it reads (0 h0, 1 c0) */
         } rnn;
         struct {
             double a, b;    /* LEAKY_RELU: negative_slope; ELU: alpha; SOFTPLUS: beta, threshold;
@@ -244,10 +246,11 @@ int64_t ir_row_elems(const Shape *s);       /* a sample's elements: the dims' pr
 int64_t ir_numel(const Shape *s, int64_t n);/* elements with batch n */
 /* Floats an op's buffer holds after its values, per sample (of the batch
  * its shape has, or in all when it has none): T_ATTN's log-sum-exp of each
- * query row, T_RNN's saved gates and states (ten_rnn_saved). 0 for the rest. */
+ * query row, T_RNN's saved gates and states (ten_rnn_saved), T_RNN_BWD's
+ * initial states' gradients. 0 for the rest. */
 int64_t ir_extra_elems(const Node *n);
 int ir_is_attention(Op op);     /* T_ATTN and its gradients */
-int ir_is_recurrent(Op op);     /* T_RNN and its gradient, T_RNN_CN */
+int ir_is_recurrent(Op op);     /* T_RNN and its gradient, T_RNN_CN, T_RNN_DSTATE */
 /* ops with kernels of their own, written by hand (attention, recurrences):
  * never fused with others, stored in float under autocast */
 int ir_own_kernel(Op op);
@@ -792,6 +795,7 @@ typedef struct RnnGeo {
     int cell, G, X, reverse;    /* Node.rnn.cell, ten_rnn_gates, ten_rnn_saved, Node.rnn.reverse */
     int64_t T, H, GH, W;    /* steps, hidden units, G H, and the gradient's row (2 G H for the GRU) */
     int xw, whh, bhh, h0, c0, out, dy, dg, dcn;     /* buffers (plan_source); -1 none */
+    int dstate;             /* the gradient keeps dh0 (and the LSTM's dc0) after its values */
 } RnnGeo;
 RnnGeo rnn_geometry(const Emit *m, const Node *n);
 void emit_rnn_c(const Emit *m);

@@ -42,6 +42,7 @@ RnnGeo rnn_geometry(const Emit *m, const Node *n)
     g.dy = grad ? plan_source(m->p, n->in[0]) : -1;
     g.dg = grad ? n->id : -1;
     g.dcn = grad && n->rnn.dcn ? plan_source(m->p, n->in[n->nin - 1]) : -1;
+    g.dstate = grad && n->rnn.dstate;
     return g;
 }
 
@@ -210,13 +211,18 @@ static void backward_c(const Emit *m, const RnnGeo *g)
     }
     fprintf(f, "            }\n        }\n");
     /* the earlier step's dh: these gate gradients (W_hh h's) times W_hh;
-     * none before the first step (h0 takes no gradient) */
-    fprintf(f, "        if (!first_) {\n");
+     * at the first step h0's, kept when it takes a gradient */
+    fprintf(f, "        if (%s) {\n", g->dstate ? "1" : "!first_");
     fprintf(f, "            rt_sgemm(0, 0, n, %lld, %lld, b%d + t_ * %lld%s, %lld, b%d, %lld, dh_, %lld);\n", H, GH, g->dg,
             W, gru ? util_fmt(" + %lld", GH) : "", T * W, g->whh, H, H);
     if (gru)
         fprintf(f, "            for (int64_t e_ = 0; e_ < n * %lld; e_++)\n                dh_[e_] += dc_[e_];\n", H);
     fprintf(f, "        }\n    }\n");
+    if (g->dstate) {    /* dh0, then the LSTM's dc0, after the values */
+        fprintf(f, "    memcpy(b%d + n * %lld, dh_, sizeof(float) * (size_t)(n * %lld));\n", g->dg, T * W, H);
+        if (lstm)
+            fprintf(f, "    memcpy(b%d + n * %lld, dc_, sizeof(float) * (size_t)(n * %lld));\n", g->dg, T * W + H, H);
+    }
     fprintf(f, "    free(dh_);\n    free(dc_);\n    free((void *)z_);\n");
 }
 
@@ -232,9 +238,23 @@ static void cell_c(const Emit *m, const Node *n, const RnnGeo *g)
             4 * H);
 }
 
+/* an initial state's gradient: the copy the recurrence's gradient keeps */
+static void dstate_c(const Emit *m, const Node *n)
+{
+    const Node *b = ex_node(m, n->in[0]);
+    const long long H = n->shape.d[1], TW = b->shape.d[1] * b->shape.d[2];
+    fprintf(m->f, "    /* %s: the gradient of %s */\n", op_text[n->op], n->rnn.dstate ? "c0" : "h0");
+    fprintf(m->f, "    memcpy(b%d, b%d + n * %lld, sizeof(float) * (size_t)(n * %lld));\n", n->id,
+            plan_source(m->p, n->in[0]), n->rnn.dstate ? TW + H : TW, H);
+}
+
 void emit_rnn_c(const Emit *m)
 {
     const Node *n = ex_node(m, m->gr->anchor);
+    if (n->op == OP_T_RNN_DSTATE) {
+        dstate_c(m, n);
+        return;
+    }
     const RnnGeo g = rnn_geometry(m, n);
     fprintf(m->f, "    /* %s: %s, %lld steps%s, %lld hidden */\n", op_text[n->op],
             g.cell == RNN_LSTM ? "LSTM" : g.cell == RNN_GRU ? "GRU" : g.cell == RNN_TANH ? "RNN tanh" : "RNN relu",

@@ -199,8 +199,9 @@ static void backward_cuda(const Emit *m, const RnnGeo *g, rt_cuda_launch *L)
     }
     fprintf(f, "            }\n");
     fprintf(f, "            __syncthreads();   /* the step's gs_ whole */\n");
-    /* the earlier step's dh: column j of W_hh against gs_; none before the first */
-    fprintf(f, "            if (!first_)\n");
+    /* the earlier step's dh: column j of W_hh against gs_; at the first
+     * step h0's, kept when it takes a gradient */
+    fprintf(f, "            if (%s)\n", g->dstate ? "1" : "!first_");
     fprintf(f, "                for (int u_ = 0; u_ < %d; u_++) {\n", U);
     fprintf(f, "                    const int j_ = threadIdx.x + %d * u_;\n", NT);
     fprintf(f, "                    if (j_ >= %lld)\n                        continue;\n", H);
@@ -210,7 +211,17 @@ static void backward_cuda(const Emit *m, const RnnGeo *g, rt_cuda_launch *L)
     fprintf(f, "                    dh_[u_] = a_%s;\n", gru ? " + dc_[u_]" : "");
     fprintf(f, "                }\n");
     fprintf(f, "            __syncthreads();   /* gs_ read before the next step writes it */\n");
-    fprintf(f, "        }\n    }\n");
+    fprintf(f, "        }\n");
+    if (g->dstate) {    /* dh0, then the LSTM's dc0, after the values */
+        fprintf(f, "        for (int u_ = 0; u_ < %d; u_++) {\n", U);
+        fprintf(f, "            const int j_ = threadIdx.x + %d * u_;\n", NT);
+        fprintf(f, "            if (j_ < %lld) {\n", H);
+        fprintf(f, "                b%d[(int64_t)n * %lld + i_ * %lld + j_] = dh_[u_];\n", g->dg, T * W, H);
+        if (g->cell == RNN_LSTM)
+            fprintf(f, "                b%d[(int64_t)n * %lld + i_ * %lld + j_] = dc_[u_];\n", g->dg, T * W + H, H);
+        fprintf(f, "            }\n        }\n");
+    }
+    fprintf(f, "    }\n");
     grid(L);
 }
 
@@ -226,8 +237,24 @@ static void cell_cuda(const Emit *m, const Node *n, const RnnGeo *g, rt_cuda_lau
     grid(L);
 }
 
+/* an initial state's gradient: the copy the recurrence's gradient keeps */
+static void dstate_cuda(const Emit *m, const Node *n, rt_cuda_launch *L)
+{
+    const Node *b = ex_node(m, n->in[0]);
+    const long long H = n->shape.d[1], TW = b->shape.d[1] * b->shape.d[2];
+    fprintf(m->f, "    for (int64_t i_ = blockIdx.x; i_ < n; i_ += gridDim.x)\n");
+    fprintf(m->f, "        for (int j_ = threadIdx.x; j_ < %lld; j_ += %d)\n", H, NT);
+    fprintf(m->f, "            b%d[i_ * %lld + j_] = b%d[(int64_t)n * %lld + i_ * %lld + j_];\n", n->id, H,
+            plan_source(m->p, n->in[0]), n->rnn.dstate ? TW + H : TW, H);
+    grid(L);
+}
+
 void emit_rnn_cuda(const Emit *m, const Node *n, rt_cuda_launch *L)
 {
+    if (n->op == OP_T_RNN_DSTATE) {
+        dstate_cuda(m, n, L);
+        return;
+    }
     const RnnGeo g = rnn_geometry(m, n);
     switch (n->op) {
     case OP_T_RNN: forward_cuda(m, &g, L); break;

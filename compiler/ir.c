@@ -233,7 +233,10 @@ int ir_is_attention(Op op)
     return op == OP_T_ATTN || op == OP_T_ATTN_DQ || op == OP_T_ATTN_DK || op == OP_T_ATTN_DV;
 }
 
-int ir_is_recurrent(Op op) { return op == OP_T_RNN || op == OP_T_RNN_BWD || op == OP_T_RNN_CN; }
+int ir_is_recurrent(Op op)
+{
+    return op == OP_T_RNN || op == OP_T_RNN_BWD || op == OP_T_RNN_CN || op == OP_T_RNN_DSTATE;
+}
 
 int ir_own_kernel(Op op) { return ir_is_attention(op) || ir_is_recurrent(op); }
 
@@ -241,6 +244,9 @@ int64_t ir_extra_elems(const Node *n)
 {
     if (n->op == OP_T_RNN)      /* [N, T, H]: the saved floats of every step */
         return ir_row_elems(&n->shape) * ten_rnn_saved(n->rnn.cell);
+    if (n->op == OP_T_RNN_BWD && n->rnn.dstate)     /* dh0 [N, H] (and the LSTM's dc0) */
+        return (n->rnn.cell == RNN_LSTM ? 2 : 1) * (ir_row_elems(&n->shape) / n->shape.d[1]
+                                                     / (n->rnn.cell == RNN_GRU ? 6 : ten_rnn_gates(n->rnn.cell)));
     if (n->op != OP_T_ATTN)
         return 0;
     return ir_row_elems(&n->shape) / n->shape.d[n->shape.rank - 1];

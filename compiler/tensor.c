@@ -305,6 +305,13 @@ const char *ten_verify(const Graph *g, const Node *n)
                                                  : attn_grad_shapes(g, n);
     case OP_T_RNN: case OP_T_RNN_BWD: case OP_T_RNN_CN:
         return rnn_shapes(g, n);
+    case OP_T_RNN_DSTATE: {
+        const Node *b = g->n[n->in[0]];
+        if (b->op != OP_T_RNN_BWD || !b->rnn.dstate || (n->rnn.dstate && b->rnn.cell != RNN_LSTM))
+            return "an initial state's gradient reads a recurrence's gradient that keeps it (c0's: an LSTM's)";
+        const Node *r = g->n[b->in[1]];
+        return is_dims(&n->shape, 2, DIM_N, r->shape.d[2], 0) ? NULL : "an initial state's gradient is [N, H]";
+    }
     case OP_T_BMM: {
         Shape r;
         const char *why = ten_bmm_shape(x, in_shape(g, n, 1), n->ten.ta, n->ten.tb, &r);
@@ -395,7 +402,7 @@ DType ten_dtype(const Graph *g, Op op, int nin, const int *in, DType given)
         return given;
     case OP_T_TO_F32: case OP_BC_DIV: case OP_BC_SCALE: case OP_T_MEAN: case OP_T_EXP: case OP_T_LOG: case OP_T_SQRT:
     case OP_T_RSQRT: case OP_T_POW: case OP_T_BMM: case OP_T_ATTN: case OP_T_ATTN_DQ: case OP_T_ATTN_DK:
-    case OP_T_ATTN_DV: case OP_T_RNN: case OP_T_RNN_BWD: case OP_T_RNN_CN:
+    case OP_T_ATTN_DV: case OP_T_RNN: case OP_T_RNN_BWD: case OP_T_RNN_CN: case OP_T_RNN_DSTATE:
         return DT_F32;
     default:
         break;

@@ -317,7 +317,8 @@ check 'attention: E = 128, a row of 8 threads summed over 4' 's/for (int o_ = 1;
 # the recurrences (emit_rnn_cuda.c): a block a sample looping over the
 # steps, which kernel_check holds to the C kernels (emit_rnn.c). rnn_mix.net:
 # a 2-layer bidirectional LSTM 12 wide from a given state whose c_n reaches
-# the loss, a GRU 130 wide, a bidirectional tanh RNN, a relu RNN
+# the loss, a GRU 130 wide, a bidirectional tanh RNN, a relu RNN starting
+# from the LSTM's h_n
 MODEL=$HERE/models/rnn_mix.net
 S='--sizes 19:19:0,37:22:3 --orders 1 --plan train'
 check 'LSTM: the input and forget gates swapped' 's/(hg0_ + (float)\(b[0-9]*\)\[row_ \* 48 + 0 \* 12/(hg0_ + (float)\1[row_ * 48 + 9 * 12/; s/(hg1_ + (float)\(b[0-9]*\)\[row_ \* 48 + 1 \* 12/(hg1_ + (float)\1[row_ * 48 + 0 * 12/; s/row_ \* 48 + 9 \* 12/row_ * 48 + 1 * 12/' $S
@@ -328,6 +329,7 @@ check 'recurrence: the reverse direction run forward' '/_recurrence: /,/^}/{s/co
 check 'recurrence gradient: dh from W_hh read transposed' 's/a_ += gs_\[q_\] \* (float)\(b[0-9]*\)\[(int64_t)q_ \* 12 + j_\];/a_ += gs_[q_] * (float)\1[(int64_t)j_ * 48 + q_];/' $S
 check 'LSTM c_n: the cell state of the step before the last' 's/= sv_\[(i_ \* 9 + 8) \* 60 + 48 + j_\];/= sv_[(i_ * 9 + 7) * 60 + 48 + j_];/' $S
 check 'LSTM gradient: c_n'"'"'s gradient not carried into the last step' 's/dc_\[u_\] = j_ < 12 ? (float)b[0-9]*\[i_ \* 12 + j_\] : 0.0f;/dc_[u_] = 0.0f;/' $S
+check 'recurrence gradient: h0'"'"'s gradient not kept' 's/\(b[0-9]*\[(int64_t)n \* 108 + i_ \* 12 + j_\]\) = dh_\[u_\];/\1 = 0.0f;/' $S
 check 'GRU: units past the first 128 of a row dropped' '/_recurrence: /,/^}/s/for (int u_ = 0; u_ < 2; u_++) {/for (int u_ = 0; u_ < 1; u_++) {/' $S
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$" "$NETS"
 echo "mutants: $caught caught, $missed missed"

@@ -64,13 +64,14 @@ done
 
 fail=0
 : > "$W/units"
-# Every model at the default fusion (with seven of tensors of any rank
-# from tests/torch (pos_net: a loss over positions; lm_tokmlp: embeddings); models/row_attention.net and conv_autoencoder.net stand
+# Every model at the default fusion (with eight of tensors of any rank
+# from tests/torch (pos_net: a loss over positions; lm_tokmlp: embeddings;
+# seq2seq: an LSTM's c0 with a gradient); models/row_attention.net and conv_autoencoder.net stand
 # for rows_net's and autoenc_net's kernels), and SimpleNet at the other levels too
 # (their standalone bias_add / sum_rows / sum_all / ce kernels exist only there).
 for spec in "$ROOT"/models/*.net "$HERE"/models/*.net "$ROOT"/tests/torch/attn_net.net "$ROOT"/tests/torch/rowgate_net.net \
             "$ROOT"/tests/torch/mask_net.net "$ROOT"/tests/torch/conv1d_net.net "$ROOT"/tests/torch/updown_net.net \
-            "$ROOT"/tests/torch/pos_net.net "$ROOT"/tests/torch/lm_tokmlp.net \
+            "$ROOT"/tests/torch/pos_net.net "$ROOT"/tests/torch/lm_tokmlp.net "$ROOT"/tests/torch/seq2seq.net \
             "$ROOT/models/mnist.net:--fusion=none" "$ROOT/models/mnist.net:--fusion=elementwise"; do
     model=${spec%%:*}
     flags=

@@ -2,7 +2,7 @@
 """PyTorch equivalence of the recurrent layers (tests/torch/lstm_rows.net,
 lstm_seq.net, gru_bi.net, rnn_relu.net).
 
-usage: rnn_equiv.py PROGRAM DATA_DIR lstm|lstm_seq|gru|rnn
+usage: rnn_equiv.py PROGRAM DATA_DIR lstm|lstm_seq|gru|seq2seq|rnn
 
 As the other equivalence tests (the driver is equiv.py): PyTorch trains
 the same network, 100 steps of SGD with momentum and the model file's
@@ -19,6 +19,8 @@ must not match:
             gradient through the last cell state c_n (which it classifies)
   gru       the reset gate applied before the hidden product (the other
             GRU); the reverse direction run forward
+  seq2seq   (an encoder's final state starting two decoders) no gradient
+            into the encoder through that state; none through c0
   rnn       tanh instead of relu; the initial state zero
 """
 import os
@@ -91,6 +93,11 @@ class Net(nn.Module):
         elif which == "gru":
             self.gru = nn.GRU(28, 20, batch_first=True, bidirectional=True)
             self.fc = nn.Linear(40, 10)
+        elif which == "seq2seq":
+            self.enc = nn.LSTM(28, 24, batch_first=True)
+            self.dec = nn.LSTM(28, 24, batch_first=True)
+            self.gru = nn.GRU(28, 24, batch_first=True)
+            self.fc = nn.Linear(48, 10)
         else:
             self.rnn = nn.RNN(28, 32, nonlinearity="relu", batch_first=True)
             self.fc = nn.Linear(32, 10)
@@ -131,6 +138,15 @@ class Net(nn.Module):
             else:
                 _, h_n = self.gru(r)
             return self.fc(torch.cat([h_n[0], h_n[1]], dim=1))
+        if self.which == "seq2seq":
+            _, (h, c) = self.enc(r[:, :14])
+            if v == "detached":     # no gradient into the encoder through its state
+                h, c = h.detach(), c.detach()
+            if v == "no_c":         # the decoder's c0's gradient left out
+                c = c.detach()
+            out, _ = self.dec(r[:, 14:], (h, c))
+            g, _ = self.gru(r[:, 14:], h)
+            return self.fc(torch.cat([out[:, -1], g[:, -1]], dim=1))
         h0 = torch.zeros(1, B, 32) + (0.0 if v == "zero_h0" else 0.1)
         if v == "tanh":
             _, h_n = self.written(self.rnn, "rnn", r, 1, 1, h0[0])
@@ -148,6 +164,8 @@ CASES = {
                              ("cn_const", "no gradient through c_n")]),
     "gru": (0.05, 1.0, [("reset_before", "the reset gate applied before the hidden product"),
                         ("forward", "the reverse direction run forward")]),
+    "seq2seq": (0.02, 1.0, [("detached", "no gradient into the encoder through its final state"),
+                            ("no_c", "no gradient through the decoder's c0")]),
     "rnn": (0.02, ("value", 0.02), [("tanh", "tanh instead of relu"), ("zero_h0", "the initial state zero"),
                                     ("noclip", "no gradient clipping")]),
 }
