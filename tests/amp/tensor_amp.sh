@@ -13,7 +13,9 @@
 #       conv1d_net (Conv1d, BatchNorm1d, the 1-d pools) in fp16 (in bf16
 #       an ulp flip of the first convolution's output moves the batch
 #       norm's statistics past the tolerance in a whole-plan run) and
-#       updown_net (ConvTranspose2d, Upsample) in bf16;
+#       updown_net (ConvTranspose2d, Upsample) in bf16, and seq2seq
+#       (LSTMs and a GRU, kept in float, fed by 16-bit products) in both
+#       (fp16 without its clipping, which fp16 refuses);
 #   (b) one epoch of mask_net at each precision reaches the fp32 program's
 #       test accuracy within 1 point (tests/amp/accuracy_amp.py).
 set -u
@@ -24,7 +26,7 @@ t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 fails=0
 variant() { # NET SEED PREC OUT: the net with `precision PREC` after its seed line
-    sed "s/^    seed      $2\$/    seed      $2\n    precision $3/" "$1" >"$4"
+    sed "s/^    seed \( *\)$2\$/    seed \1$2\n    precision $3/" "$1" >"$4"
     grep -q "precision $3" "$4" || { echo "FAIL: no seed $2 line in $1"; fails=$((fails + 1)); }
 }
 variant "$root/tests/torch/mask_net.net" 37 bf16 "$t/mask_bf16.net"
@@ -34,7 +36,11 @@ variant "$root/tests/torch/pos_net.net" 43 bf16 "$t/pos_bf16.net"
 variant "$root/tests/torch/pos_net.net" 43 fp16 "$t/pos_fp16.net"
 variant "$root/tests/torch/conv1d_net.net" 43 fp16 "$t/conv1d_fp16.net"
 variant "$root/tests/torch/updown_net.net" 47 bf16 "$t/updown_bf16.net"
-for spec in mask_bf16:0.001 attn_fp16:0.01 pos_bf16:0.001 pos_fp16:0.001 conv1d_fp16:0.001 updown_bf16:0.001; do
+variant "$root/tests/torch/seq2seq.net" 41 bf16 "$t/seq2seq_bf16.net"
+variant "$root/tests/torch/seq2seq.net" 41 fp16 "$t/seq2seq_fp16.net"
+sed -i '/clip_grad_norm/d' "$t/seq2seq_fp16.net"
+for spec in mask_bf16:0.001 attn_fp16:0.01 pos_bf16:0.001 pos_fp16:0.001 conv1d_fp16:0.001 updown_bf16:0.001 \
+            seq2seq_bf16:0.001 seq2seq_fp16:0.001; do
     net=${spec%%:*}
     out=$("$root/tests/cuda/kernel_check.sh" "$cddpc" "$t/$net.net" --sizes 19:19:0,37:22:3 --tol 4e-5 \
           --flips "${spec#*:}" 2>&1)

@@ -656,7 +656,11 @@ static void rnn_cell_grad(const Rnn *q, const double *d, const double *h, const 
 /* T_RNN_BWD: the steps in the backward's order, reading the recurrence's
  * buffer (h, then the saved floats); what reaches h_t is dy_t plus the
  * later step's gradients of W_hh h + b_hh times W_hh (plus the GRU's
- * direct h' z); the LSTM's dc starts from dc_n when rnn.dcn gives it */
+ * direct h' z); the LSTM's dc starts from dc_n when rnn.dcn gives it.
+ * With rnn.dstate what the first step passes back is the initial state's
+ * gradient: dh0 [N, H] (the first step's W_hh h gate gradients times
+ * W_hh, plus the GRU's direct h0 z) kept after the N T W values, then
+ * the LSTM's dc0 [N, H] (dc f at the first step) */
 static void eval_rnn_bwd(const Node *n, double *y)
 {
     const Node *rn = g->n[n->in[1]];
@@ -667,6 +671,7 @@ static void eval_rnn_bwd(const Node *n, double *y)
     double *d = malloc(sizeof(double) * (size_t)H), *dh = malloc(sizeof(double) * (size_t)H);
     double *dc = malloc(sizeof(double) * (size_t)H), *direct = malloc(sizeof(double) * (size_t)H);
     double *zero = calloc((size_t)H, sizeof(double));
+    double *dh0 = y + BATCH * T * W, *dc0 = dh0 + BATCH * H;
     for (int64_t i = 0; i < BATCH; i++) {
         for (int64_t j = 0; j < H; j++)
             dh[j] = 0, dc[j] = dcn ? dcn[i * H + j] : 0;
@@ -684,12 +689,27 @@ static void eval_rnn_bwd(const Node *n, double *y)
                 dh[j] = acc;
             }
         }
+        if (n->rnn.dstate)  /* dh, dc now what reaches h0, c0 */
+            for (int64_t j = 0; j < H; j++) {
+                dh0[i * H + j] = dh[j];
+                if (q.cell == RNN_LSTM)
+                    dc0[i * H + j] = dc[j];
+            }
     }
     free(d);
     free(dh);
     free(dc);
     free(direct);
     free(zero);
+}
+
+/* T_RNN_DSTATE: h0's gradient (rnn.dstate 0) or the LSTM's c0's (1),
+ * copied from where the recurrence's gradient keeps them */
+static void eval_rnn_dstate(const Node *n, double *y)
+{
+    const Node *b = g->n[n->in[0]];
+    const int64_t H = n->shape.d[1], TW = b->shape.d[1] * b->shape.d[2];
+    memcpy(y, val[b->id].v + BATCH * (TW + (n->rnn.dstate ? H : 0)), sizeof(double) * (size_t)(BATCH * H));
 }
 
 /* the LSTM's last cell state: the saved c of the forward's last step */
@@ -713,6 +733,7 @@ static void eval_tensor(const Node *n, double *y)
     case OP_T_RNN: eval_rnn(n, y); return;
     case OP_T_RNN_BWD: eval_rnn_bwd(n, y); return;
     case OP_T_RNN_CN: eval_rnn_cn(n, y); return;
+    case OP_T_RNN_DSTATE: eval_rnn_dstate(n, y); return;
     default: break;
     }
     const Dims yv = dims_of(&n->shape);
@@ -1554,8 +1575,9 @@ static int check_attention(void)
  * then b_hh [G H], h0 [N, H], c0 [N, H] as t's Node.rnn says, xw shifted
  * by `shift`; y = h [N, T, H], or with `cn` the LSTM's last cell state
  * (cn 1) or h plus it at every step (cn 2). Every input but h0 and c0 is
- * differentiated (the rule refuses a gradient into the initial state). */
-static int check_rnn(const char *what, const Node *t, int64_t T, int64_t H, double shift, int cn)
+ * differentiated, and with `dstate` h0 and c0 too (an encoder's final
+ * state: T_RNN_BWD keeps their gradients, T_RNN_DSTATE reads them). */
+static int check_rnn_state(const char *what, const Node *t, int64_t T, int64_t H, double shift, int cn, int dstate)
 {
     reset();
     const int64_t GH = ten_rnn_gates(t->rnn.cell) * H;
@@ -1565,11 +1587,13 @@ static int check_rnn(const char *what, const Node *t, int64_t T, int64_t H, doub
     in[nin++] = t_input(ir_shape(2, GH, H), 0);
     if (t->rnn.bias)
         in[nin++] = t_input(ir_shape(1, GH), 0);
-    const int nwrt = nin;
+    int nwrt = nin;
     if (t->rnn.h0)
         in[nin++] = t_input(ss, 0);
     if (t->rnn.c0)
         in[nin++] = t_input(ss, 0);
+    if (dstate)
+        nwrt = nin;
     for (int64_t k = 0; k < val[in[0]].n; k++)
         val[in[0]].v[k] += shift;
     int y = ir_add(g, OP_T_RNN, nin, in, hs, DT_F32, (Loc){0});
@@ -1604,6 +1628,11 @@ static int check_rnn(const char *what, const Node *t, int64_t T, int64_t H, doub
         fail = 1;
     }
     return fail;
+}
+
+static int check_rnn(const char *what, const Node *t, int64_t T, int64_t H, double shift, int cn)
+{
+    return check_rnn_state(what, t, T, H, shift, cn, 0);
 }
 
 static Node rnn_attrs(int cell, int reverse, int bias, int h0, int c0)
@@ -1643,6 +1672,25 @@ static int check_recurrences(void)
     fails += check_rnn("LSTM reverse c_n alone", &t, 3, 2, 0, 1);
     t = rnn_attrs(RNN_LSTM, 0, 1, 1, 1);
     fails += check_rnn("LSTM h + c_n, h0 c0", &t, 3, 2, 0, 2);
+    /* gradients into the initial state (rnn.dstate): dh0, dc0. The
+     * random stream is restored after them, so the checks that follow
+     * draw the same inputs as without these */
+    const uint64_t rng0 = rng;
+    t = rnn_attrs(RNN_LSTM, 0, 1, 1, 1);
+    fails += check_rnn_state("LSTM d(h0 c0) T=4 H=3", &t, 4, 3, 0, 0, 1);
+    t = rnn_attrs(RNN_LSTM, 1, 1, 1, 1);
+    fails += check_rnn_state("LSTM reverse d(h0 c0)", &t, 4, 3, 0, 0, 1);
+    t = rnn_attrs(RNN_GRU, 0, 1, 1, 0);
+    fails += check_rnn_state("GRU d(h0) T=3 H=2", &t, 3, 2, 0, 0, 1);
+    t = rnn_attrs(RNN_GRU, 1, 1, 1, 0);
+    fails += check_rnn_state("GRU reverse d(h0)", &t, 3, 2, 0, 0, 1);
+    t = rnn_attrs(RNN_TANH, 0, 1, 1, 0);
+    fails += check_rnn_state("RNN tanh d(h0) T=4 H=3", &t, 4, 3, 0, 0, 1);
+    t = rnn_attrs(RNN_RELU, 0, 1, 1, 0);
+    fails += check_rnn_state("RNN relu d(h0) T=3 H=3", &t, 3, 3, 0.3, 0, 1);
+    t = rnn_attrs(RNN_LSTM, 0, 1, 1, 1);
+    fails += check_rnn_state("LSTM T=1 d(h0 c0)", &t, 1, 3, 0, 0, 1);
+    rng = rng0;
     return fails;
 }
 
