@@ -33,14 +33,12 @@ before and after.
 """
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from convnet import ours_step_ms  # noqa: E402
-from rows import torch_env  # noqa: E402
+from rows import side_by_side, torch_env  # noqa: E402
 
 F_IN, HID, LAYERS, STEPS_T, BATCH, CLASSES = 28, 128, 2, 28, 64, 10
 MEAN, STD = 0.2860, 0.3530
@@ -123,20 +121,7 @@ def main():
           % (LAYERS, HID, BATCH, a.steps, a.repeats, step_flops() / 1e9,
              " ".join("%.2f" % x for x in os.getloadavg())))
     sys.stdout.flush()
-    times = {(who, t): [] for who in ("torch", "ours") for t in threads}
-    for r in range(a.repeats):
-        for t in threads:
-            times[("torch", t)].append(torch_step_ms(data, a.steps, t))
-            times[("ours", t)].append(ours_step_ms(program, data, a.steps, t))
-            print("  run %d, %d thread(s): torch %.2f ms, ours %.2f ms"
-                  % (r + 1, t, times[("torch", t)][-1], times[("ours", t)][-1]))
-            sys.stdout.flush()
-    print("%-8s %14s %14s %11s" % ("threads", "torch ms/step", "ours ms/step", "ours/torch"))
-    for t in threads:
-        mt, mo = statistics.median(times[("torch", t)]), statistics.median(times[("ours", t)])
-        print("%-8d %14.2f %14.2f %11.2f" % (t, mt, mo, mo / mt))
-    print("load after: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
-    return 0
+    return side_by_side(torch_step_ms, program, data, a.steps, a.repeats, threads)
 
 
 if __name__ == "__main__":

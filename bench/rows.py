@@ -80,6 +80,26 @@ def torch_step_ms(data, steps, threads):
     return float(r.stdout.decode().split()[-1])
 
 
+def side_by_side(torch_ms, program, data, steps, repeats, threads):
+    """each repeat and thread count in turn: torch_ms(data, steps, t) and
+    ours (convnet.ours_step_ms); prints each run, then the medians and
+    ours / torch in time (bench/lstm.py shares it)"""
+    times = {(who, t): [] for who in ("torch", "ours") for t in threads}
+    for r in range(repeats):
+        for t in threads:
+            times[("torch", t)].append(torch_ms(data, steps, t))
+            times[("ours", t)].append(ours_step_ms(program, data, steps, t))
+            print("  run %d, %d thread(s): torch %.2f ms, ours %.2f ms"
+                  % (r + 1, t, times[("torch", t)][-1], times[("ours", t)][-1]))
+            sys.stdout.flush()
+    print("%-8s %14s %14s %11s" % ("threads", "torch ms/step", "ours ms/step", "ours/torch"))
+    for t in threads:
+        mt, mo = statistics.median(times[("torch", t)]), statistics.median(times[("ours", t)])
+        print("%-8d %14.2f %14.2f %11.2f" % (t, mt, mo, mo / mt))
+    print("load after: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description="attention over rows: a training step, ours against PyTorch")
     ap.add_argument("program")
@@ -93,20 +113,7 @@ def main():
     print("bench-rows: attention over the image's rows (rows_net), batch 64, %d steps, median of %d runs; load %s"
           % (a.steps, a.repeats, " ".join("%.2f" % x for x in os.getloadavg())))
     sys.stdout.flush()
-    times = {(who, t): [] for who in ("torch", "ours") for t in threads}
-    for r in range(a.repeats):
-        for t in threads:
-            times[("torch", t)].append(torch_step_ms(data, a.steps, t))
-            times[("ours", t)].append(ours_step_ms(program, data, a.steps, t))
-            print("  run %d, %d thread(s): torch %.2f ms, ours %.2f ms"
-                  % (r + 1, t, times[("torch", t)][-1], times[("ours", t)][-1]))
-            sys.stdout.flush()
-    print("%-8s %14s %14s %11s" % ("threads", "torch ms/step", "ours ms/step", "ours/torch"))
-    for t in threads:
-        mt, mo = statistics.median(times[("torch", t)]), statistics.median(times[("ours", t)])
-        print("%-8d %14.2f %14.2f %11.2f" % (t, mt, mo, mo / mt))
-    print("load after: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
-    return 0
+    return side_by_side(torch_step_ms, program, data, a.steps, a.repeats, threads)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,11 @@
  * 128-wide LSTM's W_hh is 256 KB, more than shared memory holds).
  * Gradient: the step's gate gradients of W_hh h in shared memory, each
  * unit's dh the column j of W_hh against them (the threads read
- * consecutive j: coalesced). Each sum in one thread, in order: the same
- * bits every run. Reads go through (float) (16-bit operands under
- * autocast); the results are float. */
+ * consecutive j: coalesced). The unit loops are unrolled (their register
+ * arrays stay registers: indexed in a loop left rolled, ptxas put them on
+ * the stack and spilled at sm_80), the dot products 4 at a time. Each sum
+ * in one thread, in order: the same bits every run. Reads go through
+ * (float) (16-bit operands under autocast); the results are float. */
 #include <stdio.h>
 
 #include "cddpc.h"
@@ -56,6 +58,7 @@ static void forward_cuda(const Emit *m, const RnnGeo *g, rt_cuda_launch *L)
     fprintf(f, "            hs_[j_] = %s;\n", g->h0 >= 0 ? util_fmt("(float)b%d[i_ * %lld + j_]", g->h0, H) : "0.0f");
     if (g->cell == RNN_LSTM) {  /* the cell state of the thread's units */
         fprintf(f, "        float c_[%d];\n", U);
+        fprintf(f, "        #pragma unroll\n");
         fprintf(f, "        for (int u_ = 0; u_ < %d; u_++) {\n", U);
         if (g->c0 >= 0)
             fprintf(f, "            const int j_ = threadIdx.x + %d * u_;\n            c_[u_] = j_ < %lld ? "
@@ -67,6 +70,7 @@ static void forward_cuda(const Emit *m, const RnnGeo *g, rt_cuda_launch *L)
     fprintf(f, "        __syncthreads();\n");
     steps(f, g, 0, "        ");
     fprintf(f, "            float hn_[%d];\n", U);
+    fprintf(f, "            #pragma unroll\n");
     fprintf(f, "            for (int u_ = 0; u_ < %d; u_++) {\n", U);
     fprintf(f, "                const int j_ = threadIdx.x + %d * u_;\n", NT);
     fprintf(f, "                hn_[u_] = 0.0f;\n");
@@ -74,6 +78,7 @@ static void forward_cuda(const Emit *m, const RnnGeo *g, rt_cuda_launch *L)
     fprintf(f, "                const int64_t row_ = i_ * %lld + t_;\n", T);
     for (int q = 0; q < g->G; q++)
         fprintf(f, "                float hg%d_ = 0.0f;\n", q);
+    fprintf(f, "                #pragma unroll 4\n");
     fprintf(f, "                for (int k2_ = 0; k2_ < %lld; k2_++) {\n", H);
     fprintf(f, "                    const float h_ = hs_[k2_];\n");
     for (int q = 0; q < g->G; q++)
@@ -113,6 +118,7 @@ static void forward_cuda(const Emit *m, const RnnGeo *g, rt_cuda_launch *L)
     fprintf(f, "                b%d[row_ * %lld + j_] = hn_[u_];\n", g->out, H);
     fprintf(f, "            }\n");
     fprintf(f, "            __syncthreads();   /* every unit has read h_{t-1} */\n");
+    fprintf(f, "            #pragma unroll\n");
     fprintf(f, "            for (int u_ = 0; u_ < %d; u_++) {\n", U);
     fprintf(f, "                const int j_ = threadIdx.x + %d * u_;\n", NT);
     fprintf(f, "                if (j_ < %lld)\n                    hs_[j_] = hn_[u_];\n", H);
@@ -139,6 +145,7 @@ static void backward_cuda(const Emit *m, const RnnGeo *g, rt_cuda_launch *L)
     const int carry = g->cell == RNN_LSTM || gru;   /* dc_: the LSTM's dc through f, the GRU's h' z */
     fprintf(f, "        float dh_[%d]%s;   /* from the later step: through W_hh%s */\n", U,
             carry ? util_fmt(", dc_[%d]", U) : "", carry ? "; dc_ the LSTM's dc through f, the GRU's h' z" : "");
+    fprintf(f, "        #pragma unroll\n");
     fprintf(f, "        for (int u_ = 0; u_ < %d; u_++) {\n", U);
     /* the last step's dc: c_n's gradient, when the loss reads c_n */
     if (g->dcn >= 0)
@@ -152,6 +159,7 @@ static void backward_cuda(const Emit *m, const RnnGeo *g, rt_cuda_launch *L)
     fprintf(f, "            float *const dg_ = b%d + row_ * %lld;\n", g->dg, W);
     if (X)
         fprintf(f, "            const float *const s_ = sv_ + row_ * %lld;\n", X * H);
+    fprintf(f, "            #pragma unroll\n");
     fprintf(f, "            for (int u_ = 0; u_ < %d; u_++) {\n", U);
     fprintf(f, "                const int j_ = threadIdx.x + %d * u_;\n", NT);
     fprintf(f, "                if (j_ >= %lld)\n                    continue;\n", H);
@@ -202,10 +210,12 @@ static void backward_cuda(const Emit *m, const RnnGeo *g, rt_cuda_launch *L)
     /* the earlier step's dh: column j of W_hh against gs_; at the first
      * step h0's, kept when it takes a gradient */
     fprintf(f, "            if (%s)\n", g->dstate ? "1" : "!first_");
+    fprintf(f, "                #pragma unroll\n");
     fprintf(f, "                for (int u_ = 0; u_ < %d; u_++) {\n", U);
     fprintf(f, "                    const int j_ = threadIdx.x + %d * u_;\n", NT);
     fprintf(f, "                    if (j_ >= %lld)\n                        continue;\n", H);
     fprintf(f, "                    float a_ = 0.0f;\n");
+    fprintf(f, "                    #pragma unroll 4\n");
     fprintf(f, "                    for (int q_ = 0; q_ < %lld; q_++)\n", GH);
     fprintf(f, "                        a_ += gs_[q_] * (float)b%d[(int64_t)q_ * %lld + j_];\n", g->whh, H);
     fprintf(f, "                    dh_[u_] = a_%s;\n", gru ? " + dc_[u_]" : "");
@@ -213,6 +223,7 @@ static void backward_cuda(const Emit *m, const RnnGeo *g, rt_cuda_launch *L)
     fprintf(f, "            __syncthreads();   /* gs_ read before the next step writes it */\n");
     fprintf(f, "        }\n");
     if (g->dstate) {    /* dh0, then the LSTM's dc0, after the values */
+        fprintf(f, "        #pragma unroll\n");
         fprintf(f, "        for (int u_ = 0; u_ < %d; u_++) {\n", U);
         fprintf(f, "            const int j_ = threadIdx.x + %d * u_;\n", NT);
         fprintf(f, "            if (j_ < %lld) {\n", H);
