@@ -798,6 +798,10 @@ typedef struct RnnGeo {
     int dstate;             /* the gradient keeps dh0 (and the LSTM's dc0) after its values */
 } RnnGeo;
 RnnGeo rnn_geometry(const Emit *m, const Node *n);
+/* the step loop's head at indent ind: t_ the step in the forward's order
+ * of k_ (or its reverse when `backward`), tp_ the step before it in that
+ * order, first_ whether t_ is the forward's first; the caller closes it */
+void rnn_steps(FILE *f, const RnnGeo *g, int backward, const char *ind);
 void emit_rnn_c(const Emit *m);
 /* emit_rnn_cuda.c: its CUDA kernels */
 void emit_rnn_cuda(const Emit *m, const Node *n, rt_cuda_launch *L);

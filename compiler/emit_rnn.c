@@ -46,17 +46,14 @@ RnnGeo rnn_geometry(const Emit *m, const Node *n)
     return g;
 }
 
-/* the step loop: t_ the step in the forward's order of k_ (or its reverse
- * when `backward`), tp_ the step before it in that order, first_ whether
- * t_ is the forward's first */
-static void steps(FILE *f, const RnnGeo *g, int backward)
+void rnn_steps(FILE *f, const RnnGeo *g, int backward, const char *ind)
 {
     const long long T = g->T;
     const int up = g->reverse == backward;      /* t_ increases with k_ */
-    fprintf(f, "    for (int64_t k_ = 0; k_ < %lld; k_++) {\n", T);
-    fprintf(f, "        const int64_t t_ = %s, tp_ = t_ %s 1;\n", up ? "k_" : util_fmt("%lld - k_", T - 1),
+    fprintf(f, "%sfor (int64_t k_ = 0; k_ < %lld; k_++) {\n", ind, T);
+    fprintf(f, "%s    const int64_t t_ = %s, tp_ = t_ %s 1;\n", ind, up ? "k_" : util_fmt("%lld - k_", T - 1),
             g->reverse ? "+" : "-");
-    fprintf(f, "        const int first_ = t_ == %lld;\n", g->reverse ? T - 1 : 0LL);
+    fprintf(f, "%s    const int first_ = t_ == %lld;\n", ind, g->reverse ? T - 1 : 0LL);
 }
 
 /* the saved floats of row i_ (sample) at step `t` */
@@ -90,7 +87,7 @@ static void forward_c(const Emit *m, const RnnGeo *g)
     fprintf(f, "    if (!hw_ || !z_)\n        abort();\n");
     if (X == 0)
         fprintf(f, "    (void)sv_;\n");
-    steps(f, g, 0);
+    rnn_steps(f, g, 0, "    ");
     /* h_{t-1} W_hh^T: h0 (or zeros) at the first step, else the rows of step tp_ */
     fprintf(f, "        const float *const hs_ = first_ ? %s : b%d + tp_ * %lld;\n",
             g->h0 >= 0 ? util_fmt("b%d", g->h0) : "z_", g->out, H);
@@ -163,7 +160,7 @@ static void backward_c(const Emit *m, const RnnGeo *g)
         fprintf(f, "    (void)sv_;\n");
     if (!lstm && !gru)
         fprintf(f, "    (void)dc_;\n");
-    steps(f, g, 1);
+    rnn_steps(f, g, 1, "    ");
     fprintf(f, "        #pragma omp parallel for schedule(static) if (n * %lld >= 16384)\n", GH);
     fprintf(f, "        for (int64_t i_ = 0; i_ < n; i_++) {\n");
     fprintf(f, "            const float *restrict const dy_ = b%d + (i_ * %lld + t_) * %lld;\n", g->dy, T, H);

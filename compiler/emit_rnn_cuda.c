@@ -33,14 +33,11 @@ static void grid(rt_cuda_launch *L)
 /* the units thread x owns: j_ = x + NT u_ for u_ < U */
 static int units(const RnnGeo *g) { return (int)((g->H + NT - 1) / NT); }
 
+/* emit_rnn.c's step loop, its step variables marked used (NVRTC warns
+ * of the ones a kernel does not read) */
 static void steps(FILE *f, const RnnGeo *g, int backward, const char *ind)
 {
-    const long long T = g->T;
-    const int up = g->reverse == backward;
-    fprintf(f, "%sfor (int64_t k_ = 0; k_ < %lld; k_++) {\n", ind, T);
-    fprintf(f, "%s    const int64_t t_ = %s, tp_ = t_ %s 1;\n", ind, up ? "k_" : util_fmt("%lld - k_", T - 1),
-            g->reverse ? "+" : "-");
-    fprintf(f, "%s    const int first_ = t_ == %lld;\n", ind, g->reverse ? T - 1 : 0LL);
+    rnn_steps(f, g, backward, ind);
     fprintf(f, "%s    (void)tp_, (void)first_;\n", ind);
 }
 
