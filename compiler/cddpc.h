@@ -449,6 +449,10 @@ typedef struct Group {
      * its row ops and their sums run after the epilogue in the same
      * kernel (plan_in_row_tail); -1 when there is none */
     int row_anchor;
+    /* G_TENSOR recurrence (T_RNN, T_RNN_BWD) on the GPU (sched_gpu.c,
+     * emit_rnn_cuda.c): rnn_rows samples a block, each unit's dot products
+     * split over rnn_split threads; 0 before the scheduler runs (1, 1) */
+    int rnn_rows, rnn_split;
 } Group;
 
 typedef struct Buf {
@@ -482,6 +486,7 @@ typedef struct Plan {
     int64_t *param_off;     /* [nparam] */
     int64_t batch;          /* the train block's batch: the GPU's split-K choice; 0 unknown */
     int gpu_tile;           /* the CUDA GEMMs' tile rows, 64, 32 or 16; 0: each its own (sched_gpu.c) */
+    int gpu_rnn_rows, gpu_rnn_split;    /* --gpu-rnn RxK: every recurrence's design; 0: each its own */
     const struct GpuTarget *gpu;    /* what sched_gpu decided the launches for; NULL: not yet */
 } Plan;
 
@@ -534,6 +539,10 @@ typedef enum { COST_CPU, COST_GPU } CostTarget;
 typedef struct KernelCost { double flops, bytes; } KernelCost;
 KernelCost cost_group(const Plan *p, const Group *gr, int64_t batch, CostTarget t);
 KernelCost cost_plan(const Plan *p, int64_t batch, CostTarget t);
+/* The GPU's reads of a recurrence's W_hh after its first, which
+ * cost_group's GPU bytes include (each block, each step: from L2); 0
+ * for any other group */
+double cost_rnn_rereads(const Plan *p, const Group *gr, int64_t batch);
 const char *cost_bytes_text(double bytes);     /* B, KiB, MiB, GiB */
 /* What `cddpc study` keeps of each variant it compiles (pipeline.c): the
  * train plan's kernel count and cost at each batch size. */
@@ -583,6 +592,21 @@ double gpu_splitk_tail(const GpuTarget *t, double tile_floats, int split, double
 /* A GEMM kernel's seconds on t (without the floor): its flops at that
  * rate or its bytes at bw, over the share of the SMs its blocks keep busy */
 double gpu_gemm_secs(const GpuTarget *t, const GemmTiling *gt, double flops, double bytes, double bw, double blocks);
+/* A recurrence kernel's design (emit_rnn_cuda.c): rows samples a block,
+ * each hidden unit's dot products split over `split` consecutive threads
+ * of a warp; slots units side by side (H to a whole warp, at most 128),
+ * units a thread's unit loop, threads = split x slots a block. */
+typedef struct RnnDesign { int rows, split, slots, units, threads; } RnnDesign;
+RnnDesign gpu_rnn_design(int64_t H, int rows, int split);
+/* The work of one recurrence kernel at batch n: steps, hidden units,
+ * gates, the gradient's or the forward's */
+typedef struct RnnWork { int64_t n, T, H; int G, backward; } RnnWork;
+/* Whether design d's registers (estimated) and shared memory fit */
+int gpu_rnn_fits(const RnnWork *w, const RnnDesign *d);
+/* Its seconds on t (without the floor): the steps' L2 round trips or
+ * instruction issue, whichever is longer, or its traffic: `bytes` at bw,
+ * of which `rereads` (W_hh's, cost_rnn_rereads) at the L2's rate */
+double gpu_rnn_secs(const GpuTarget *t, const RnnWork *w, const RnnDesign *d, double bytes, double rereads, double bw);
 /* sched_gpu.c: every CUDA launch decision, once, for target t, between
  * fuse and memplan: each GEMM's tile and split-K (Group.tile_m, split),
  * each channel pass's slices (split, ctr_n, wsf_n). The default target is
@@ -608,6 +632,15 @@ GemmTiling sched_gemm_tile(const Plan *p, int r);
 typedef struct GemmOption { int tile_m, split; double secs; } GemmOption;
 #define SCHED_GEMM_OPTIONS 6    /* three tiles, each split or not */
 int sched_gemm_options(const Plan *p, int grp, const GpuTarget *t, GemmOption *o);
+/* The designs recurrence group grp may take on t (rows 8, 4, 2, 1 x
+ * split 1, 2, 4, 8 that fit; only --gpu-rnn's when set) and each one's
+ * predicted seconds (the scheduler picks the fastest); 0 for any other
+ * group */
+typedef struct RnnOption { int rows, split; double secs, steps; } RnnOption;   /* steps: the chain alone */
+#define SCHED_RNN_OPTIONS 16
+int sched_rnn_options(const Plan *p, int grp, const GpuTarget *t, RnnOption *o);
+/* Group grp's recurrence design (1 x 1 before the scheduler runs) */
+RnnDesign sched_rnn_design(const Plan *p, int grp);
 /* sched_pair.c: the GPU schedule's one decision after memplan, which it
  * needs the placed buffers for: adjacent independent GEMMs that read the
  * same operand (a layer's input and weight gradients) as one launch
@@ -633,6 +666,7 @@ typedef struct PipelineOptions {
     int explain;            /* --explain-fusion */
     double bucket_mb;       /* --bucket-mb: overrides the train block; 0: keep */
     int gpu_tile;           /* --gpu-tile: the CUDA GEMMs' tile rows (64, 32, 16); 0: the model's choice */
+    int gpu_rnn_rows, gpu_rnn_split;    /* --gpu-rnn RxK: the recurrences' design; 0: the model's choice */
     char dump[8][16];
     int ndump;
 } PipelineOptions;

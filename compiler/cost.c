@@ -20,6 +20,7 @@
  * channel) is counted once: a channel's slice is re-read from cache.
  * On a GPU, an activation of precision bf16|fp16 held as 16 bits
  * (Buf.h16) costs 2 bytes a value. */
+#include <math.h>
 #include <string.h>
 
 #include "cddpc.h"
@@ -119,13 +120,8 @@ KernelCost cost_group(const Plan *p, const Group *gr, int64_t b, CostTarget t)
             c.bytes += width(p, x, t) * (double)numel(g->n[x], b);
         }
     }
-    const Node *a = gr->anchor >= 0 ? g->n[gr->anchor] : NULL;
-    if (t != COST_CPU && a && (a->op == OP_T_RNN || a->op == OP_T_RNN_BWD)) {
-        /* the GPU kernel's block of each sample reads W_hh a step
-         * (emit_rnn_cuda.c): from L2, T times over */
-        const Node *r = a->op == OP_T_RNN ? a : g->n[a->in[1]];
-        c.bytes += 4.0 * (double)b * (double)r->shape.d[1] * (double)ir_numel(&g->n[r->in[1]]->shape, 1);
-    }
+    if (t != COST_CPU)
+        c.bytes += cost_rnn_rereads(p, gr, b);
     if (t == COST_CPU && gr->kind == G_MATMUL && gr->nnodes > 1) {
         /* the epilogue pass reads the product back; when the product is
          * not a result of its own, the GEMM's store of it is extra too */
@@ -133,6 +129,20 @@ KernelCost cost_group(const Plan *p, const Group *gr, int64_t b, CostTarget t)
         c.bytes += prod + (gr->gemm_out != gr->anchor ? prod : 0);
     }
     return c;
+}
+
+double cost_rnn_rereads(const Plan *p, const Group *gr, int64_t b)
+{
+    const Graph *g = p->g;
+    const Node *a = gr->anchor >= 0 ? g->n[gr->anchor] : NULL;
+    if (!a || (a->op != OP_T_RNN && a->op != OP_T_RNN_BWD))
+        return 0;
+    /* each block of the GPU kernel (rnn_rows samples) reads W_hh a step
+     * (emit_rnn_cuda.c): from L2, T times over; the first read is the
+     * input cost_group counts */
+    const Node *r = a->op == OP_T_RNN ? a : g->n[a->in[1]];
+    const double blocks = ceil((double)b / (gr->rnn_rows > 0 ? gr->rnn_rows : 1));
+    return 4.0 * (blocks * (double)r->shape.d[1] - 1) * (double)ir_numel(&g->n[r->in[1]]->shape, 1);
 }
 
 KernelCost cost_plan(const Plan *p, int64_t batch, CostTarget t)

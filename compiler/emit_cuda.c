@@ -813,10 +813,15 @@ char *emit_cuda_kernel(const Plan *p, int grp, rt_cuda_launch *L)
                 mma ? util_fmt(", float (*Cs)[%d + 1]", TILE_N) : "");
     else if (m.gr->kind == G_OPT)  /* a body the runtime's cddprt_opt_turn also runs (rt_cuda_turn_body) */
         fprintf(f, " */\n__device__ __forceinline__ void %s_body(const rt_exec *__restrict__ e)\n{\n", m.gr->name);
-    else    /* 2 blocks per SM: lets the GEMM tiles keep their 16 accumulators and
-             * tile registers without spilling (at ptxas's default cap they spill) */
-        fprintf(f, " */\nextern \"C\" __global__ void __launch_bounds__(%d, 2) %s(const rt_exec *__restrict__ e)\n{\n",
-                THREADS, m.gr->name);
+    else {  /* 2 blocks per SM: lets the GEMM tiles keep their 16 accumulators and
+             * tile registers without spilling (at ptxas's default cap they
+             * spill); a recurrence's design may take more threads a block,
+             * one block an SM then (its registers: gpu_rnn_fits) */
+        const Node *an = m.gr->anchor >= 0 ? p->g->n[m.gr->anchor] : NULL;
+        const int rt = an && (an->op == OP_T_RNN || an->op == OP_T_RNN_BWD) ? sched_rnn_design(p, grp).threads : 0;
+        fprintf(f, " */\nextern \"C\" __global__ void __launch_bounds__(%d, %d) %s(const rt_exec *__restrict__ e)\n{\n",
+                rt > THREADS ? rt : THREADS, rt > THREADS ? 1 : 2, m.gr->name);
+    }
     fprintf(f, "    const int64_t n = e->n;\n    (void)n;\n");
     if (m.gr->kind != G_OPT)
         ex_declare_buffers(&m);

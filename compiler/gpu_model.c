@@ -64,7 +64,7 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
         fprintf(f, "  working set %.1f MB, more than half of the %.0f MB L2: operands at memory bandwidth\n", ws / 1e6,
                 t->l2 / 1e6);
     fprintf(f, "  %-38s %8s %7s %6s %6s %10s %10s %9s %7s  %s\n", "kernel", "blocks", "threads", "waves", "busy",
-            "roofline us", "overhead us", "total us", "bound", "GEMM tile (k/S: K in S slices)");
+            "roofline us", "overhead us", "total us", "bound", "GEMM tile (k/S: K in S slices) | rnn RxK");
     /* the steps of an epoch go in graphs of RT_CUDA_RUN_STEPS: a launch per run */
     double step = GPU_GRAPH_LAUNCH_US * 1e-6 / RT_CUDA_RUN_STEPS;
     unsigned mma_rows = 0;      /* rows of outputs a thread (bits) of the GEMMs on the tensor cores */
@@ -141,12 +141,21 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
             tail_s = bytes / (bw * fmin(1, ceil((double)batch / gt.tile_m) / t->sms));
         }
         const int first = p->groups[i].pair_next, second = i > 0 && p->groups[i - 1].pair_next;
-        const double work = roof / busy + splitk + tail_s;
+        double work = roof / busy + splitk + tail_s;
+        RnnOption ro[SCHED_RNN_OPTIONS];
+        const int nro = sched_rnn_options(p, i, t, ro);
+        int chain = 0;  /* a recurrence: its steps' chain or its traffic (gpu_rnn_secs) in its design */
+        for (int k = 0; k < nro; k++)
+            if (ro[k].rows == p->groups[i].rnn_rows && ro[k].split == p->groups[i].rnn_split)
+                work = ro[k].secs, tile = util_fmt("rnn %dx%d", ro[k].rows, ro[k].split), chain = ro[k].steps >= work;
+        if (nro && !*tile)
+            diag_ice("gpu_model: %s's design is none of its options", p->groups[i].name);
         /* a pair's parts: the pair's row has the floor and the node */
         double secs = first || second ? work : gpu_kernel_floor(work) + GPU_NODE_US * 1e-6;
         if (!first && !second)
             step += secs;
-        const char *bound = !first && !second && work < GPU_MIN_KERNEL_US * 1e-6 ? "min" : tf >= tb ? "flops" : "memory";
+        const char *bound = !first && !second && work < GPU_MIN_KERNEL_US * 1e-6 ? "min"
+                          : nro ? (chain ? "steps" : "memory") : tf >= tb ? "flops" : "memory";
         fprintf(f, "  %-38s %8.0f %7.0f %6.0f %5.0f%% %10.2f %10.2f %9.2f %7s%s%s\n", p->groups[i].name, blocks,
                 threads, waves, 100 * busy, 1e6 * work, first || second ? 0 : GPU_NODE_US,
                 1e6 * secs, bound, *tile ? "  " : "", tile);
@@ -157,6 +166,14 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t)
             for (int k = 0; k < nopt; k++)
                 fprintf(f, "%s %s%dx%d%s %.2f us", k ? "," : "", opt[k].tile_m == gt.tile_m && opt[k].split == p->groups[i].split ? "*" : "", opt[k].tile_m,
                         gt.tile_n, opt[k].split > 1 ? util_fmt(" k/%d", opt[k].split) : "", 1e6 * opt[k].secs);
+            fprintf(f, ")\n");
+        }
+        if (nro > 1) {  /* the scheduler's choice among the recurrence's designs */
+            fprintf(f, "    (designs, rows x split:");
+            for (int k = 0; k < nro; k++)
+                fprintf(f, "%s %s%dx%d %.2f us", k ? "," : "",
+                        ro[k].rows == p->groups[i].rnn_rows && ro[k].split == p->groups[i].rnn_split ? "*" : "",
+                        ro[k].rows, ro[k].split, 1e6 * ro[k].secs);
             fprintf(f, ")\n");
         }
         if (first) {

@@ -144,3 +144,79 @@ double gpu_splitk_tail(const GpuTarget *t, double tile_floats, int split, double
     const double sm = fmin(all / fmax(1, fmin(tiles, t->sms)), SM_L2_BYTES_CLK * t->clock);
     return SPLITK_SYNC_US * 1e-6 + 4.0 * split * tile_floats / sm;
 }
+
+/* The recurrences (emit_rnn_cuda.c): one launch runs every step of a
+ * layer and direction, a block owning `rows` samples, each hidden unit's
+ * dot products split over `split` threads (then summed across them with
+ * warp shuffles). A step of a block is a chain: its dot products, the
+ * cells, two barriers; the next step needs every unit's result. The dot
+ * loop of a thread is unrolled 4 deep, each round a wave of loads of
+ * W_hh from L2 the round's multiply-adds wait for, so a step costs at
+ * least its rounds x RNN_L2_LAT_CLK (the blocks of an SM wait side by
+ * side), or the instructions of the SM's resident warps at 4 a clock (4
+ * schedulers), whichever is longer, + 2 barriers. Over the kernel: the
+ * steps x that, a wave of blocks after another when they do not all fit,
+ * or its traffic, whichever is longer: W_hh read by each block each step
+ * (cost_rnn_rereads: 256 KB for a 128-wide LSTM, it stays in L2) at the
+ * L2's rate, the rest of its bytes at the step's bandwidth. More rows a block read W_hh fewer times
+ * and issue more multiply-adds per load; more threads a unit shorten the
+ * chain. Assumed, not yet measured (tests/gpu/predict.sh):
+ *   - RNN_L2_LAT_CLK, an L2 hit: 222-339 clocks over the SMs of an L40
+ *     (Ada, 96 MB L2), about 279 on average (arXiv 2606.22588); the
+ *     H100's L2, split in two partitions, is taken the same;
+ *   - RNN_SYNC_CLK a barrier, RNN_CELL_INSTR a cell's instructions a
+ *     unit and sample (its transcendentals, its loads of x W_ih and
+ *     stores of h and the saved gates): estimates.
+ * Registers (estimated, for gpu_rnn_fits): a forward thread holds G x rows
+ * sums, 4 rounds of G + rows operands and a unit's state for each of its
+ * units and rows; a gradient thread rows sums, 4 x (1 + rows) operands and
+ * dh and dc; within the cap __launch_bounds__ gives (65536 / threads, at
+ * most 128: tests/cuda/nvrtc_check.sh --rnn compiles every design the
+ * scheduler may choose and fails a spill). */
+#define RNN_L2_LAT_CLK 280.0
+#define RNN_SYNC_CLK 40.0
+#define RNN_CELL_INSTR 40.0
+#define SM_THREADS 2048.0       /* resident threads an SM (compute capability 8.0 / 9.0) */
+#define SM_BLOCKS 32.0          /* resident blocks an SM */
+#define RNN_SHARED_MAX (48 * 1024)  /* static shared memory a block */
+
+RnnDesign gpu_rnn_design(int64_t H, int rows, int split)
+{
+    RnnDesign d;
+    d.rows = rows > 0 ? rows : 1;
+    d.split = split > 0 ? split : 1;
+    d.slots = H >= 128 ? 128 : (int)((H + 31) / 32 * 32);
+    d.units = (int)((H + d.slots - 1) / d.slots);
+    d.threads = d.split * d.slots;
+    return d;
+}
+
+static double rnn_shared(const RnnWork *w, const RnnDesign *d)
+{
+    return 4.0 * d->rows * (double)(w->backward ? w->G * w->H : w->H);
+}
+
+int gpu_rnn_fits(const RnnWork *w, const RnnDesign *d)
+{
+    const double cap = fmin(128, 65536.0 / d->threads);
+    const double regs = w->backward ? d->rows + 4.0 * (1 + d->rows) + 2.0 * d->units * d->rows + 24
+                                    : w->G * d->rows + 4.0 * (w->G + d->rows) + 2.0 * d->units * d->rows + 24;
+    return d->threads <= 1024 && regs <= cap && (d->rows == 1 || rnn_shared(w, d) <= RNN_SHARED_MAX);
+}
+
+double gpu_rnn_secs(const GpuTarget *t, const RnnWork *w, const RnnDesign *d, double bytes, double rereads, double bw)
+{
+    const double R = d->rows, K = d->split, G = w->G;
+    /* a thread's share of a unit's dot products, and per term its loads and multiply-adds */
+    const double len = ceil((double)(w->backward ? w->G * w->H : w->H) / K);
+    const double per = w->backward ? 1 + 2 * R : G + R + G * R, sums = w->backward ? R : G * R;
+    const double rounds = d->units * ceil(len / 4);
+    const double instr = d->units * (len * per + 2 * log2(K) * sums + ceil(R / K) * RNN_CELL_INSTR);
+    const double blocks = ceil((double)w->n / R);
+    const double res = fmin(fmin(floor(SM_THREADS / d->threads), SM_BLOCKS),
+                            fmax(1, floor(228.0 * 1024 / fmax(1, rnn_shared(w, d)))));
+    const double waves = ceil(blocks / (t->sms * res)), per_sm = ceil(blocks / (waves * t->sms));
+    const double step = fmax(rounds * RNN_L2_LAT_CLK, per_sm * d->threads / 32 * instr / 4) + 2 * RNN_SYNC_CLK;
+    const double traffic = (bytes - rereads) / bw + rereads / (t->l2_bw > 0 ? t->l2_bw : bw);
+    return fmax(waves * (double)w->T * step / t->clock, traffic);
+}

@@ -50,6 +50,8 @@ static void usage(FILE *f)
             "  --gpu-tile auto|64|32|16\n"
             "                     rows of the CUDA GEMMs' tiles (64 columns): each GEMM's own from the\n"
             "                     GPU model (default auto), or one size for all (tile studies, tests)\n"
+            "  --gpu-rnn auto|RxK the CUDA recurrences' design: R samples a block (1, 2, 4, 8), each\n"
+            "                     unit's sums over K threads (1, 2, 4, 8); default: each its own from the GPU model\n"
             "  -d PASS            dump the IR after PASS: sema, autodiff, fuse, memplan, buckets\n"
             "  --version, --help\n"
             "Options with a value take '--opt VALUE' or '--opt=VALUE' (as the training program).\n");
@@ -113,6 +115,15 @@ static PipelineOptions parse_args(int argc, char **argv)
             if (!strcmp(v, "auto")) o.gpu_tile = 0;
             else if (!strcmp(v, "64") || !strcmp(v, "32") || !strcmp(v, "16")) o.gpu_tile = atoi(v);
             else bad_usage("--gpu-tile takes auto, 64, 32 or 16, not", v);
+        } else if ((v = opt_value(argc, argv, &i, "gpu-rnn"))) {
+            int r = 0, k = 0, used = 0;
+            if (!strcmp(v, "auto"))
+                o.gpu_rnn_rows = o.gpu_rnn_split = 0;
+            else if (sscanf(v, "%dx%d%n", &r, &k, &used) == 2 && !v[used] && (r == 1 || r == 2 || r == 4 || r == 8) &&
+                     (k == 1 || k == 2 || k == 4 || k == 8))
+                o.gpu_rnn_rows = r, o.gpu_rnn_split = k;
+            else
+                bad_usage("--gpu-rnn takes auto or RxK (R and K each 1, 2, 4 or 8: 4x2), not", v);
         } else if (!strcmp(a, "--report")) {
             o.report = 1;
         } else if ((v = opt_value(argc, argv, &i, "graph"))) {

@@ -72,6 +72,8 @@ int pipeline_compile(const PipelineOptions *o, const char *text, const char *out
 
     train->batch = eval->batch = prog->train.batch;
     train->gpu_tile = eval->gpu_tile = o->gpu_tile;
+    train->gpu_rnn_rows = eval->gpu_rnn_rows = o->gpu_rnn_rows;
+    train->gpu_rnn_split = eval->gpu_rnn_split = o->gpu_rnn_split;
     mem_plan(train);
     mem_plan(eval);
     /* the CUDA kernels' launches for the named GPU (or the likeliest one),

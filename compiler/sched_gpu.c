@@ -122,6 +122,66 @@ int sched_gemm_tiling(const Plan *p, int grp, GemmTiling *t)
     return 1;
 }
 
+/* A recurrence group's work at p's batch: its anchor is the forward
+ * (T_RNN) or the gradient (T_RNN_BWD, the forward its in[1]) */
+static int rnn_work(const Plan *p, const Group *gr, RnnWork *w)
+{
+    if (gr->kind != G_TENSOR || gr->anchor < 0)
+        return 0;
+    const Node *a = p->g->n[gr->anchor];
+    if (a->op != OP_T_RNN && a->op != OP_T_RNN_BWD)
+        return 0;
+    const Node *r = a->op == OP_T_RNN ? a : p->g->n[a->in[1]];
+    *w = (RnnWork){p->batch, r->shape.d[1], r->shape.d[2], ten_rnn_gates(r->rnn.cell), a->op == OP_T_RNN_BWD};
+    return 1;
+}
+
+RnnDesign sched_rnn_design(const Plan *p, int grp)
+{
+    const Group *gr = &p->groups[grp];
+    RnnWork w;
+    if (!rnn_work(p, gr, &w))
+        diag_ice("sched_gpu: group %s is no recurrence", gr->name);
+    return gpu_rnn_design(w.H, gr->rnn_rows, gr->rnn_split);
+}
+
+int sched_rnn_options(const Plan *p, int grp, const GpuTarget *t, RnnOption *o)
+{
+    const Group *gr = &p->groups[grp];
+    RnnWork w;
+    if (!rnn_work(p, gr, &w) || p->batch <= 0)
+        return 0;
+    const double bw = gpu_step_bw(t, gpu_working_set(p, p->batch));
+    Group as = *gr;     /* the group in that design: cost_group reads its rows */
+    int n = 0;
+    for (int r = 8; r >= 1; r /= 2)
+        for (int k = 1; k <= 8; k *= 2) {
+            if (p->gpu_rnn_rows && (r != p->gpu_rnn_rows || k != p->gpu_rnn_split))
+                continue;   /* --gpu-rnn: that one */
+            const RnnDesign d = gpu_rnn_design(w.H, r, k);
+            if (!gpu_rnn_fits(&w, &d) && !p->gpu_rnn_rows)
+                continue;
+            as.rnn_rows = r;
+            const KernelCost c = cost_group(p, &as, p->batch, COST_GPU);
+            o[n++] = (RnnOption){r, k, gpu_rnn_secs(t, &w, &d, c.bytes, cost_rnn_rereads(p, &as, p->batch), bw),
+                                 gpu_rnn_secs(t, &w, &d, 0, 0, bw)};
+        }
+    return n;
+}
+
+static void rnn_choose(Plan *p, int grp, const GpuTarget *t)
+{
+    Group *gr = &p->groups[grp];
+    RnnOption o[SCHED_RNN_OPTIONS];
+    const int n = sched_rnn_options(p, grp, t, o);
+    int b = -1;
+    for (int k = 0; k < n; k++)     /* ties to the more rows, then the fewer threads: the first */
+        if (b < 0 || o[k].secs < o[b].secs)
+            b = k;
+    gr->rnn_rows = b >= 0 ? o[b].rows : 1;
+    gr->rnn_split = b >= 0 ? o[b].split : 1;
+}
+
 /* A channel pass's slices: split, with its counters (ctr_n) and partials
  * (wsf_n) for mem_plan_gpu to place; split stays 1 for a pass that cannot
  * split or that one block a channel fills. */
@@ -145,9 +205,12 @@ void sched_gpu(Plan *p, const GpuTarget *t)
         Group *gr = &p->groups[i];
         gr->split = 1;
         gr->tile_m = 0;
+        gr->rnn_rows = gr->rnn_split = 0;
         if (gr->kind == G_MATMUL)
             gemm_choose(p, i, t);
         else if (gr->kind == G_CHAN && p->batch > 0)
             chan_split(p, i, t);
+        else if (gr->kind == G_TENSOR)
+            rnn_choose(p, i, t);
     }
 }

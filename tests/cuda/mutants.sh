@@ -314,22 +314,27 @@ MODEL=$HERE/models/attn_odd.net
 check 'attention: E = 6, a row'"'"'s query dims past 4 dropped' 's/q_\[u_\] = live_ \&\& c_ < 6 /q_[u_] = live_ \&\& c_ < 4 /' $S
 check 'attention: Ev = 10, the outputs past 8 not stored' '/_attention: /,/^}/s/if (c_ < 10)/if (c_ < 8)/' $S
 check 'attention: E = 128, a row of 8 threads summed over 4' 's/for (int o_ = 1; o_ < 8; o_ <<= 1)/for (int o_ = 1; o_ < 4; o_ <<= 1)/' $S
-# the recurrences (emit_rnn_cuda.c): a block a sample looping over the
+# the recurrences (emit_rnn_cuda.c): a block of samples looping over the
 # steps, which kernel_check holds to the C kernels (emit_rnn.c). rnn_mix.net:
 # a 2-layer bidirectional LSTM 12 wide from a given state whose c_n reaches
 # the loss, a GRU 130 wide, a bidirectional tanh RNN, a relu RNN starting
 # from the LSTM's h_n
 MODEL=$HERE/models/rnn_mix.net
 S='--sizes 19:19:0,37:22:3 --orders 1 --plan train'
-check 'LSTM: the input and forget gates swapped' 's/(hg0_ + (float)\(b[0-9]*\)\[row_ \* 48 + 0 \* 12/(hg0_ + (float)\1[row_ * 48 + 9 * 12/; s/(hg1_ + (float)\(b[0-9]*\)\[row_ \* 48 + 1 \* 12/(hg1_ + (float)\1[row_ * 48 + 0 * 12/; s/row_ \* 48 + 9 \* 12/row_ * 48 + 1 * 12/' $S
-check 'GRU: the reset and update gates swapped' 's/(hg0_ + (float)\(b[0-9]*\)\[row_ \* 390 + 0 \* 130/(hg0_ + (float)\1[row_ * 390 + 9 * 130/; s/(hg1_ + (float)\(b[0-9]*\)\[row_ \* 390 + 1 \* 130/(hg1_ + (float)\1[row_ * 390 + 0 * 130/; s/row_ \* 390 + 9 \* 130/row_ * 390 + 1 * 130/' $S
+check 'LSTM: the input and forget gates swapped' 's/(hg0_\([0-9]*\)_ + (float)\(b[0-9]*\)\[row_ \* 48 + 0 \* 12/(hg0_\1_ + (float)\2[row_ * 48 + 9 * 12/; s/(hg1_\([0-9]*\)_ + (float)\(b[0-9]*\)\[row_ \* 48 + 1 \* 12/(hg1_\1_ + (float)\2[row_ * 48 + 0 * 12/; s/row_ \* 48 + 9 \* 12/row_ * 48 + 1 * 12/' $S
+check 'GRU: the reset and update gates swapped' 's/(hg0_\([0-9]*\)_ + (float)\(b[0-9]*\)\[row_ \* 390 + 0 \* 130/(hg0_\1_ + (float)\2[row_ * 390 + 9 * 130/; s/(hg1_\([0-9]*\)_ + (float)\(b[0-9]*\)\[row_ \* 390 + 1 \* 130/(hg1_\1_ + (float)\2[row_ * 390 + 0 * 130/; s/row_ \* 390 + 9 \* 130/row_ * 390 + 1 * 130/' $S
 check 'recurrence: off by one in time (the steps from the second)' '/_recurrence: /,/^}/s/for (int64_t k_ = 0; k_ < 9; k_++) {/for (int64_t k_ = 1; k_ < 9; k_++) {/' $S
 check 'recurrence gradient: one step short of the first' '/_recurrence_grad: /,/^}/s/k_ < 9;/k_ < 8;/' $S
 check 'recurrence: the reverse direction run forward' '/_recurrence: /,/^}/{s/const int64_t t_ = 8 - k_, tp_ = t_ + 1;/const int64_t t_ = k_, tp_ = t_ - 1;/;s/const int first_ = t_ == 8;/const int first_ = t_ == 0;/}' $S
-check 'recurrence gradient: dh from W_hh read transposed' 's/a_ += gs_\[q_\] \* (float)\(b[0-9]*\)\[(int64_t)q_ \* 12 + j_\];/a_ += gs_[q_] * (float)\1[(int64_t)j_ * 48 + q_];/' $S
+check 'recurrence gradient: dh from W_hh read transposed' 's/const float w_ = (float)\(b[0-9]*\)\[(int64_t)q_ \* 12 + jr_\];/const float w_ = (float)\1[(int64_t)jr_ * 48 + q_];/' $S
 check 'LSTM c_n: the cell state of the step before the last' 's/= sv_\[(i_ \* 9 + 8) \* 60 + 48 + j_\];/= sv_[(i_ * 9 + 7) * 60 + 48 + j_];/' $S
-check 'LSTM gradient: c_n'"'"'s gradient not carried into the last step' 's/dc_\[u_\] = j_ < 12 ? (float)b[0-9]*\[i_ \* 12 + j_\] : 0.0f;/dc_[u_] = 0.0f;/' $S
-check 'recurrence gradient: h0'"'"'s gradient not kept' 's/\(b[0-9]*\[(int64_t)n \* 108 + i_ \* 12 + j_\]\) = dh_\[u_\];/\1 = 0.0f;/' $S
+check 'LSTM gradient: c_n'"'"'s gradient not carried into the last step' 's/dc_\[u_\]\[\([0-9]\)\] = [^?]* ? (float)b[0-9]*\[(n0_ + [0-9]) \* 12 + j_\] : 0.0f;/dc_[u_][\1] = 0.0f;/' $S
+check 'recurrence gradient: h0'"'"'s gradient not kept' 's/\(b[0-9]*\[(int64_t)n \* 108 + (n0_ + [0-9]) \* 12 + j_\]\) = dh_\[u_\]\[[0-9]\];/\1 = 0.0f;/' $S
+# the LSTM layers' design at batch 16 (sched_gpu.c, H100): 4 samples a
+# block, each unit's sums over 4 lanes
+check 'recurrence: a unit'"'"'s sums added over 2 of its 4 lanes' '/_recurrence: /,/^}/s/for (int o_ = 1; o_ < 4; o_ <<= 1) {/for (int o_ = 1; o_ < 2; o_ <<= 1) {/' $S
+check 'recurrence: a block'"'"'s sample past the batch computed' 's/ \&\& n0_ + 3 < n) {   \/\* sample/) {   \/* sample/' $S
+check 'recurrence: sample 1'"'"'s cell in lane 2, which holds none of its state' 's/if (p_ == 1 \&\& j_ < 12 \&\& n0_ + 1 < n) {   \/\* sample/if (p_ == 2 \&\& j_ < 12 \&\& n0_ + 1 < n) {   \/* sample/' $S
 check 'GRU: units past the first 128 of a row dropped' '/_recurrence: /,/^}/s/for (int u_ = 0; u_ < 2; u_++) {/for (int u_ = 0; u_ < 1; u_++) {/' $S
 rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$" "$NETS"
 echo "mutants: $caught caught, $missed missed"

@@ -3,8 +3,10 @@
 # kernel times (--report --target T, compiler/gpu_model.c) next to the
 # measured ones (cddpc study --device cuda --kernels: each kernel's median
 # over 20 steps x 3 runs, timed by events around each kernel of an eagerly
-# issued step, as --trace does) for SimpleNet and the ConvNet, and the
-# ratio measured / predicted. T is chosen from nvidia-smi's name (H200,
+# issued step, as --trace does) for SimpleNet, the ConvNet and
+# models/lstm_rows.net, and the
+# ratio measured / predicted (the LSTM classifier's recurrence kernels:
+# the design model of gpu_rates.c's gpu_rnn_secs). T is chosen from nvidia-smi's name (H200,
 # H100, A100, T4). It prints; it does not judge (the model's overheads are
 # assumptions this output is there to fit). Not yet run on a GPU.
 set -u
@@ -17,7 +19,7 @@ case "$name" in
     *H200*) target=h200 ;; *H100*) target=h100 ;; *A100*) target=a100 ;; *T4*) target=t4 ;;
     *) echo "SKIP: predict: no GPU of the model's table (nvidia-smi: '${name:-none}')"; exit 77 ;;
 esac
-for m in mnist mnist_convnet; do
+for m in mnist mnist_convnet lstm_rows; do
     "$CDDPC" "models/$m.net" --report --target $target > "$T/$m.pred" || exit 1
     # the peaks of the table, so the study does not calibrate the CPU
     read -r gf gb < <(sed -n 's/^predicted train .*: \([0-9.]*\) TFLOP\/s FP32, \([0-9.]*\) GB\/s.*/\1 \2/p' "$T/$m.pred")

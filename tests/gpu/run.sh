@@ -19,7 +19,10 @@
 #            model (tests/torch/attn_net.net: batched products, reductions
 #            over dimensions, tensor-chain kernels) and the masks model
 #            (tests/torch/mask_net.net: masks, argmax, gathers and their
-#            scatter-add gradients) against its C kernel on
+#            scatter-add gradients) and the recurrences
+#            (tests/cuda/models/rnn_mix.net: LSTM, GRU and RNN kernels in
+#            the designs the H100 model picks at batch 16;
+#            models/lstm_rows.net: at batch 64) against its C kernel on
 #            fresh random state with poisoned outputs
 #            (tests/cuda/kc_core.c, tests/gpu/kc_gpu.c): max rel diff
 #   kernels_mma  the same for tests/cuda/models/amp_bf16.net, amp_fp16.net and
@@ -38,7 +41,8 @@
 #            all-reduces in the step graph) against the cpu: 50 steps
 #   predict  the GPU model's kernel times (cddpc --report --target, picked
 #            from nvidia-smi's name) against the measured ones, per kernel,
-#            for SimpleNet and the ConvNet (tests/gpu/predict.sh; n/a on a
+#            for SimpleNet, the ConvNet and the LSTM classifier (its
+#            recurrences' designs: tests/gpu/predict.sh; n/a on a
 #            GPU outside the model's table)
 #   speed    the timed epoch (device events) against the 15 ms target
 #            (a target, reported, not a failure)
@@ -131,7 +135,8 @@ step_build() {
     echo "zlib: $ZWHICH" >"$LOGS/zlib"
     if [ "${CDDP_GPU_REUSE_BUILD:-}" = 1 ] && [ -x $B/cddpc ] && [ -s $B/libcddprt.a ] && [ -x $B/mnist ] &&
         [ -x $B/kernel_check ] && [ -x $B/kernel_check_bf16 ] && [ -x $B/kernel_check_fp16 ] &&
-        [ -x $B/kernel_check_convnet ] && [ -x $B/kernel_check_convnet_bf16 ] && [ -x $B/kernel_check_attn ] && [ -x $B/kernel_check_mask ]; then
+        [ -x $B/kernel_check_convnet ] && [ -x $B/kernel_check_convnet_bf16 ] && [ -x $B/kernel_check_attn ] && [ -x $B/kernel_check_mask ] &&
+        [ -x $B/kernel_check_rnn ] && [ -x $B/kernel_check_lstm ]; then
         detail "the build in $B kept (CDDP_GPU_REUSE_BUILD=1)"
         return 0
     fi
@@ -167,6 +172,8 @@ step_build() {
     build_kc tests/cuda/models/convnet_bf16.net $B/emit_convnet_bf16 $B/kernel_check_convnet_bf16 & pids+=($!)
     build_kc tests/torch/attn_net.net $B/emit_attn $B/kernel_check_attn & pids+=($!)
     build_kc tests/torch/mask_net.net $B/emit_mask $B/kernel_check_mask & pids+=($!)
+    build_kc tests/cuda/models/rnn_mix.net $B/emit_rnn $B/kernel_check_rnn & pids+=($!)
+    build_kc models/lstm_rows.net $B/emit_lstm $B/kernel_check_lstm & pids+=($!)
     build_kc tests/cuda/models/amp_bf16.net $B/emit_bf16 $B/kernel_check_bf16 & pids+=($!)
     build_kc tests/cuda/models/amp_fp16.net $B/emit_fp16 $B/kernel_check_fp16 & pids+=($!)
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
@@ -182,9 +189,9 @@ step_nvrtc() {
     return $rc
 }
 
-step_kernels() {   # SimpleNet's, the ConvNet's, the attention model's and the masks', fp32
+step_kernels() {   # SimpleNet's, the ConvNet's, the attention model's, the masks', the recurrences', fp32
     local m rc=0 out="" tol
-    for m in "" _convnet _attn _mask; do
+    for m in "" _convnet _attn _mask _rnn _lstm; do
         # a product of two activations sums 16 or 28 terms of up to 1: the
         # two sides round those apart by 1e-5 (tests/SUITE: cuda-emu-attn)
         tol=""

@@ -175,6 +175,58 @@ check "t2_mean_chan_allreduce (16 blocks a channel) blocks waves roofline" \
 check "the ConvNet's all-reduce kernels (6 before rule sum-in-place)" \
     "$(awk '/^predicted train/ { on = 1 } on && $1 ~ /^t[0-9]+_allreduce$/' "$t.conv" | wc -l)" 0
 rm -f "$t.conv"
+# the recurrences (gpu_rates.c's gpu_rnn_secs): models/lstm_rows.net on
+# the H100 (1.98 GHz), 2 LSTM layers 128 wide over 28 steps, batch 64; a
+# step of a block is its dot loop's rounds of 4 W_hh loads at 280 clocks
+# an L2 round trip, or its SM's warps' instructions at 4 a clock, + 2
+# barriers of 40 clocks:
+#   - t1_recurrence (layer 1's forward) in 2 samples a block x 4 threads a
+#     unit: 32 blocks of 512 threads, one an SM; a thread's share of a
+#     unit's sums 128 / 4 = 32 terms, 8 rounds (2240 clocks); 32 x (4 W_hh
+#     + 2 h loads + 8 FMAs) + 2 x 2 (log2 4) x 8 shuffles and adds + a
+#     cell (40) = 520 instructions, 16 warps x 520 / 4 = 2080 clocks:
+#     (2240 + 80) x 28 / 1.98 GHz = 32.81 us, bound by the steps; the
+#     design of the kernel before this one (a sample a block, a thread a
+#     unit): 32 rounds, 127.84 us;
+#   - t9_recurrence_grad in 2 x 8: each unit's 512 terms (the gates'
+#     gradients against W_hh's column) over 8 threads, 64 each, 16 rounds
+#     (4480 clocks) against 32 warps x 372 / 4 = 2976: 64.48 us;
+#   - at batch 1024 the blocks read W_hh (256 KB) each step: 8 samples a
+#     block, in both kernels;
+#   - each recurrence's designs listed, the emitted one starred, the
+#     fastest, the row's time; the step no slower than with any one design
+#     forced (--gpu-rnn).
+"$cddpc" models/lstm_rows.net --report --target h100 > "$t.rnn" || { echo "FAIL cddpc lstm_rows"; fail=1; }
+rrow() { awk -v k="$2" '/^predicted train/ { on = 1 } on && $1 == k { print $2, $3, $6, $9, $10, $11 }' "$1"; }
+hand_r1=$(awk 'BEGIN { printf "32 512 %.2f steps rnn 2x4", (2240 + 80) * 28 / 1.98e9 * 1e6 }')
+check "t1_recurrence blocks threads time bound design" "$(rrow "$t.rnn" t1_recurrence)" "$hand_r1"
+hand_r11=$(awk 'BEGIN { printf "1x1 %.2f", (32 * 280 + 80) * 28 / 1.98e9 * 1e6 }')
+check "t1_recurrence's 1x1 design" "$(awk '/^  t1_recurrence / { getline; print }' "$t.rnn" | grep -o ' 1x1 [0-9.]*' | cut -c2-)" "$hand_r11"
+hand_r9=$(awk 'BEGIN { printf "32 1024 %.2f steps rnn 2x8", (16 * 280 + 80) * 28 / 1.98e9 * 1e6 }')
+check "t9_recurrence_grad blocks threads time bound design" "$(rrow "$t.rnn" t9_recurrence_grad)" "$hand_r9"
+awk '/^predicted train/ { on = 1 } !on { next }
+     $1 ~ /^t[0-9]+_recurrence/ { name = $1; roof = $6 + 0; design = $11; next }
+     $1 == "(designs," { n++; line = $0; sub(/^ *\(designs, rows x split: */, "", line); sub(/\)$/, "", line)
+         k = split(line, o, ", "); best = ""; min = 1e9
+         for (j = 1; j <= k; j++) { split(o[j], w, " "); us = w[2] + 0; if (us < min) min = us
+             if (o[j] ~ /^\*/) { best = us; bd = substr(w[1], 2) } }
+         if (best == "" || best > min || bd != design || best != roof) { print "bad designs of " name ": " $0; bad = 1 } }
+     END { if (n != 4) { print n " design lines, want 4"; bad = 1 } exit bad }' "$t.rnn" &&
+    echo "PASS each recurrence's designs listed, the emitted one the fastest" || { echo "FAIL recurrence designs"; fail=1; }
+rstep=$(sed -n 's/^  step \([0-9.]*\) us.*/\1/p' "$t.rnn")
+for d in 1x1 2x4 8x2; do
+    "$cddpc" models/lstm_rows.net --gpu-rnn $d --report --target h100 > "$t.$d" || { echo "FAIL --gpu-rnn $d"; fail=1; }
+    one=$(sed -n 's/^  step \([0-9.]*\) us.*/\1/p' "$t.$d")
+    awk -v a="$rstep" -v b="$one" 'BEGIN { exit !(a != "" && b != "" && a + 0 <= b + 0) }' &&
+        echo "PASS the model's designs ($rstep us) <= --gpu-rnn $d ($one us)" ||
+        { echo "FAIL the model's designs ($rstep us) vs --gpu-rnn $d ($one us)"; fail=1; }
+    rm -f "$t.$d"
+done
+sed 's/^\( *batch *\)64/\11024/' models/lstm_rows.net > "$t.net"
+"$cddpc" "$t.net" --report --target h100 -o "$t.bin" > "$t.rnn" || { echo "FAIL cddpc lstm_rows at 1024"; fail=1; }
+check "at batch 1024: t1 and t9's rows a block" \
+    "$(rrow "$t.rnn" t1_recurrence | cut -d' ' -f6 | cut -dx -f1) $(rrow "$t.rnn" t9_recurrence_grad | cut -d' ' -f6 | cut -dx -f1)" "8 8"
+rm -f "$t.rnn" "$t.net" "$t.bin"
 "$cddpc" models/mnist.net --report --target v100 2> "$t" >/dev/null
 grep -q "unknown target (cpu, gpu, h100, h200, a100, t4): v100" "$t" && echo "PASS unknown target" || { echo "FAIL unknown target: $(cat "$t")"; fail=1; }
 exit $fail
