@@ -138,17 +138,22 @@ awk '/^predicted train/ { on = 1 } !on { next }
 # each GEMM's tile is the one the model predicts fastest for it, so the
 # step with the choice is no slower than with any one tile for all
 # (--gpu-tile), and 64x64 everywhere is the step before the choice existed
+# no_slower WHAT STEP OPTION MODEL TARGET: the step the model's choices
+# give (STEP us) is no slower than with OPTION forcing one choice for all
+# (its report left in $t.one)
+no_slower() {
+    "$cddpc" "$4" $3 --report --target "$5" > "$t.one" || { echo "FAIL $3"; fail=1; return; }
+    one=$(sed -n 's/^  step \([0-9.]*\) us.*/\1/p' "$t.one")
+    awk -v a="$2" -v b="$one" 'BEGIN { exit !(a != "" && b != "" && a + 0 <= b + 0) }' &&
+        echo "PASS the model's $1 ($2 us) <= $3 ($one us)" || { echo "FAIL the model's $1 ($2 us) vs $3 ($one us)"; fail=1; }
+}
 for tile in 64 32 16; do
-    "$cddpc" models/mnist.net --gpu-tile $tile --report --target h200 > "$t.$tile" || { echo "FAIL --gpu-tile $tile"; fail=1; }
-    one=$(sed -n 's/^  step \([0-9.]*\) us.*/\1/p' "$t.$tile")
-    awk -v a="$step" -v b="$one" 'BEGIN { exit !(a != "" && b != "" && a + 0 <= b + 0) }' &&
-        echo "PASS the model's tiles ($step us) <= --gpu-tile $tile ($one us)" ||
-        { echo "FAIL the model's tiles ($step us) vs --gpu-tile $tile ($one us)"; fail=1; }
-    [ $tile = 64 ] && ! grep -q "32 x 64\|16 x 64\|2 x 4\|1 x 4" "$t.$tile" && grep -q "4 x 4" "$t.$tile" &&
+    no_slower tiles "$step" "--gpu-tile $tile" models/mnist.net h200
+    [ $tile = 64 ] && ! grep -q "32 x 64\|16 x 64\|2 x 4\|1 x 4" "$t.one" && grep -q "4 x 4" "$t.one" &&
         echo "PASS --gpu-tile 64: 4 x 4 outputs per thread only" || [ $tile != 64 ] ||
         { echo "FAIL --gpu-tile 64 left a thinner tile"; fail=1; }
-    rm -f "$t.$tile"
 done
+rm -f "$t.one"
 # 16-bit activations under precision bf16: t3's bytes (the report's KiB
 # column), against fp32's
 kib() { awk '/^plan train/ { on = 1 } /^plan eval/ { on = 0 } on && $1 ~ /^t3_mm_nn/ { print $4 }' "$1"; }
@@ -215,13 +220,9 @@ awk '/^predicted train/ { on = 1 } !on { next }
     echo "PASS each recurrence's designs listed, the emitted one the fastest" || { echo "FAIL recurrence designs"; fail=1; }
 rstep=$(sed -n 's/^  step \([0-9.]*\) us.*/\1/p' "$t.rnn")
 for d in 1x1 2x4 8x2; do
-    "$cddpc" models/lstm_rows.net --gpu-rnn $d --report --target h100 > "$t.$d" || { echo "FAIL --gpu-rnn $d"; fail=1; }
-    one=$(sed -n 's/^  step \([0-9.]*\) us.*/\1/p' "$t.$d")
-    awk -v a="$rstep" -v b="$one" 'BEGIN { exit !(a != "" && b != "" && a + 0 <= b + 0) }' &&
-        echo "PASS the model's designs ($rstep us) <= --gpu-rnn $d ($one us)" ||
-        { echo "FAIL the model's designs ($rstep us) vs --gpu-rnn $d ($one us)"; fail=1; }
-    rm -f "$t.$d"
+    no_slower designs "$rstep" "--gpu-rnn $d" models/lstm_rows.net h100
 done
+rm -f "$t.one"
 sed 's/^\( *batch *\)64/\11024/' models/lstm_rows.net > "$t.net"
 "$cddpc" "$t.net" --report --target h100 -o "$t.bin" > "$t.rnn" || { echo "FAIL cddpc lstm_rows at 1024"; fail=1; }
 check "at batch 1024: t1 and t9's rows a block" \
