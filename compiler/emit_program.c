@@ -7,6 +7,7 @@
  * output appears only when everything succeeded (temp file + rename). */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -448,20 +449,54 @@ static char *runtime_dir(void)
     return util_strdup(buf);
 }
 
+/* While the C compiler runs: its process group and our temporary files,
+ * for a signal's handler (SIGINT, SIGTERM, SIGHUP) to stop it and remove
+ * them before dying of that signal, so that an interrupted cddpc leaves
+ * neither an orphaned cc1 nor OUT.cddpc-XXXXXX.c and OUT.cddpc-tmp. The
+ * handler uses async-signal-safe calls only (kill, unlink, signal, raise). */
+static volatile sig_atomic_t cc_group;
+static char cc_src[4096], cc_out[4096];
+static const int cc_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+static void cc_interrupted(int sig)
+{
+    if (cc_group > 0)
+        kill(-(pid_t)cc_group, SIGTERM);
+    if (cc_src[0])
+        unlink(cc_src);
+    if (cc_out[0])
+        unlink(cc_out);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void cc_guard(int on)
+{
+    for (size_t i = 0; i < sizeof cc_signals / sizeof *cc_signals; i++)
+        signal(cc_signals[i], on ? cc_interrupted : SIG_DFL);
+}
+
 static int run(char **argv)
 {
     pid_t pid = fork();
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        setpgid(0, 0);     /* its own group: the handler stops cc and what it runs (cc1, as, ld) */
+        cc_guard(0);
         execvp(argv[0], argv);
         fprintf(stderr, "cddpc: error: cannot run '%s': %s\n", argv[0], strerror(errno));
         _exit(127);
     }
+    setpgid(pid, pid);      /* as the child does: whichever runs first */
+    cc_group = pid;
     int st;
     while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
+        if (errno != EINTR) {
+            cc_group = 0;
             return -1;
+        }
+    cc_group = 0;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -516,13 +551,25 @@ static int compile_and_link(const char *src, const char *out_path)
         return -1;
     }
     char *csrc = util_fmt("%s.cddpc-XXXXXX.c", out_path);
-    int fd = mkstemps(csrc, 2);
+    char *tmp_out = util_fmt("%s.cddpc-tmp", out_path);
+    if (strlen(csrc) >= sizeof cc_src || strlen(tmp_out) >= sizeof cc_out) {
+        fprintf(stderr, "cddpc: error: output path too long: '%s'\n", out_path);
+        return -1;
+    }
+    /* the handler's copies are the names themselves: mkstemps fills in
+     * cc_src before it creates the file */
+    strcpy(cc_src, csrc);
+    strcpy(cc_out, tmp_out);
+    cc_guard(1);
+    int fd = mkstemps(cc_src, 2);
     if (fd < 0) {
-        fprintf(stderr, "cddpc: error: cannot create '%s': %s\n", csrc, strerror(errno));
+        cc_guard(0);
+        fprintf(stderr, "cddpc: error: cannot create '%s': %s\n", cc_src, strerror(errno));
+        cc_src[0] = cc_out[0] = 0;
         return -1;
     }
     close(fd);
-    char *tmp_out = util_fmt("%s.cddpc-tmp", out_path);
+    csrc = util_strdup(cc_src);
     int rc = write_file(csrc, src);
     if (rc == 0) {
         char *argv[96];
@@ -555,6 +602,8 @@ static int compile_and_link(const char *src, const char *out_path)
         rc = -1;
     }
     unlink(tmp_out);
+    cc_guard(0);
+    cc_src[0] = cc_out[0] = 0;
     return rc;
 }
 

@@ -21,9 +21,12 @@
  * checkpoint ends with the same weights, bit for bit, as one never
  * interrupted (the kernels are deterministic for a given thread count).
  * Loading checks everything before using anything: the tensors (names,
- * dtypes, shapes, the file's integrity: rt_st_load), the model, the
- * optimizer state's size, and, for a checkpoint taken inside an epoch, the
- * sampler settings that give "batches done" its meaning. */
+ * dtypes, shapes, the file's integrity: rt_st_load, whose checksums cover
+ * the header and so this training state too), the model, the optimizer
+ * state's size, the state's own consistency, and, for a checkpoint taken
+ * inside an epoch, the sampler settings that give "batches done" its
+ * meaning (rt_loop then holds "batches done" and the rows to the epoch's
+ * batches). */
 #include "rt_internal.h"
 #include <errno.h>
 #include <math.h>
@@ -259,9 +262,16 @@ int rt_ckpt_load(const rt_model *m, const rt_opts *o, const char *path, float *p
         return -1;
     }
     if (v[K_EPOCH] < 1 || v[K_EPOCH] > 1e9 || v[K_STEP] < 0 || v[K_SKIP] < 0 || v[K_ROWS] < 0 ||
-        v[K_STEP] != floor(v[K_STEP]) || v[K_SKIP] != floor(v[K_SKIP])) {
+        v[K_STEP] != floor(v[K_STEP]) || v[K_SKIP] != floor(v[K_SKIP]) || v[K_STEP] > 1e15 || v[K_SKIP] > 1e15) {
         rt_err("%s: corrupt checkpoint: epoch %s, step %s, skip %s", path, kv[K_EPOCH].val,
                kv[K_STEP].val, kv[K_SKIP].val);
+        return -1;
+    }
+    /* the epoch's sums so far: none before its first batch, rows after
+     * it (rt_loop checks them against the epoch's batches), time not negative */
+    if ((v[K_SKIP] == 0) != (v[K_ROWS] == 0) || (v[K_SKIP] == 0 && v[K_LOSS] != 0) || v[K_SECS] < 0) {
+        rt_err("%s: corrupt checkpoint: %s batches done with %s rows, loss sum %s, %s s", path, kv[K_SKIP].val,
+               kv[K_ROWS].val, kv[K_LOSS].val, kv[K_SECS].val);
         return -1;
     }
     /* Inside an epoch, "batches done" counts batches of this sampler. */

@@ -127,24 +127,58 @@ static int next_record(csv_rd *r, int64_t *at)
 
 static const char *field(const csv_rd *r, int i) { return r->buf + r->off[i]; }
 
-/* field i as a number: 0, or -1 (not a number); *v may be NaN or inf */
+/* a header column's name and place, sorted by name */
+typedef struct col_name { const char *name; int col; } col_name;
+
+static int col_cmp(const void *a, const void *b)
+{
+    return strcmp(((const col_name *)a)->name, ((const col_name *)b)->name);
+}
+
+static const char *clean(const char *s, char *buf, size_t cap) { return rt_data_show(s, strlen(s), buf, cap); }
+
+/* field i's length, with any NUL inside it */
+static size_t field_len(const csv_rd *r, int i)
+{
+    return (i + 1 < r->nf ? r->off[i + 1] - 1 : r->len - 1) - r->off[i];
+}
+
+/* field i as a number: 0, or NUM_NOT (not a number), NUM_HEX (C's
+ * hexadecimal floats: strtod reads them, the model file and PyTorch's
+ * loaders do not), NUM_NUL (a NUL byte inside); *v may be NaN or inf
+ * (the callers say so) */
+enum { NUM_NOT = -1, NUM_HEX = -2, NUM_NUL = -3 };
 static int num(const csv_rd *r, int i, double *v)
 {
     const char *s = field(r, i);
-    size_t n = (i + 1 < r->nf ? r->off[i + 1] - 1 : r->len - 1) - r->off[i];  /* with any NUL inside */
+    size_t n = field_len(r, i);
     while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
         n--;
-    if (!n || strlen(s) < n)
-        return -1;
+    if (strlen(s) < n)
+        return NUM_NUL;
+    if (!n)
+        return NUM_NOT;
     char *e;
     errno = 0;
     *v = strtod(s, &e);
     if (e == s || (size_t)(e - s) != n)
-        return -1;
-    return 0;
+        return NUM_NOT;
+    return memchr(s, 'x', n) || memchr(s, 'X', n) ? NUM_HEX : 0;
 }
 
-static const char *clean(const char *s, char *buf, size_t cap) { return rt_data_show(s, strlen(s), buf, cap); }
+/* why field i is not a number, for "line L, column C: WHY" */
+static const char *num_why(const csv_rd *r, int i, int code, char *buf, size_t cap)
+{
+    char cv[64];
+    const char *f = clean(field(r, i), cv, sizeof cv);
+    if (code == NUM_NUL)
+        snprintf(buf, cap, "the cell holds a NUL byte at byte %zu", strlen(field(r, i)) + 1);
+    else if (code == NUM_HEX)
+        snprintf(buf, cap, "'%s' is a hexadecimal number; numbers in data files are decimal", f);
+    else
+        snprintf(buf, cap, "'%s' is not a number", f);
+    return buf;
+}
 
 /* "a, b, c" of the header, cut short for a message */
 static const char *header_list(const csv_rd *r, char *b, size_t cap)
@@ -176,6 +210,7 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
     csv_rd r = {.path = path, .p = text, .end = text + len, .line = 1};
     int rc = -1, nt = s->ntargets, nfeat = 0;
     int *tcol = NULL, *fcol = NULL;
+    col_name *byname = NULL;    /* the header sorted by name */
     char **labels = NULL;
     int64_t *lines = NULL;  /* each row's line, for the label messages */
     float *x = NULL, *yf = NULL;
@@ -192,13 +227,22 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
         goto out;
     }
     int ncol = r.nf;
+    /* the header's names sorted, for duplicates and lookups in
+     * O(n log n): a header of 160,000 columns compared pairwise took a minute */
+    byname = malloc((size_t)ncol * sizeof *byname);
+    if (!byname) {
+        rt_err("%s: out of memory for a header of %d columns", path, ncol);
+        goto out;
+    }
     for (int i = 0; i < ncol; i++)
-        for (int j = 0; j < i; j++)
-            if (!strcmp(field(&r, i), field(&r, j))) {
-                rt_err("%s: line %lld: the header names column '%s' twice", path, (long long)at,
-                       clean(field(&r, i), hl, 80));
-                goto out;
-            }
+        byname[i] = (col_name){field(&r, i), i};
+    qsort(byname, (size_t)ncol, sizeof *byname, col_cmp);
+    for (int i = 1; i < ncol; i++)
+        if (!strcmp(byname[i].name, byname[i - 1].name)) {
+            rt_err("%s: line %lld: the header names column '%s' twice", path, (long long)at,
+                   clean(byname[i].name, hl, 80));
+            goto out;
+        }
     if (nt < 1) {
         rt_err("%s: no target column given (csv(..., target = \"COLUMN\"))", path);
         goto out;
@@ -212,10 +256,8 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
     /* the columns by name */
     for (int t = 0; t < nt + s->nfeatures; t++) {
         const char *want = t < nt ? s->targets[t] : s->features[t - nt];
-        int c = -1;
-        for (int i = 0; i < ncol && c < 0; i++)
-            if (!strcmp(field(&r, i), want))
-                c = i;
+        const col_name key = {want, 0}, *hit = bsearch(&key, byname, (size_t)ncol, sizeof *byname, col_cmp);
+        const int c = hit ? hit->col : -1;
         if (c < 0) {
             rt_err("%s: line %lld: no column '%s' (the header has %d: %s)", path, (long long)at, want, ncol,
                    header_list(&r, hl, sizeof hl));
@@ -226,14 +268,19 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
         else
             fcol[nfeat++] = c;
     }
-    if (!s->nfeatures)
-        for (int i = 0; i < ncol; i++) {
-            int is_t = 0;
-            for (int t = 0; t < nt; t++)
-                is_t |= tcol[t] == i;
-            if (!is_t)
-                fcol[nfeat++] = i;
+    if (!s->nfeatures) {    /* every column but the targets, in order */
+        char *is_t = calloc((size_t)ncol + 1, 1);
+        if (!is_t) {
+            rt_err("%s: out of memory", path);
+            goto out;
         }
+        for (int t = 0; t < nt; t++)
+            is_t[tcol[t]] = 1;
+        for (int i = 0; i < ncol; i++)
+            if (!is_t[i])
+                fcol[nfeat++] = i;
+        free(is_t);
+    }
     if (nfeat != rt_model_in_elems(m)) {
         char b[64];
         rt_err("%s: %d feature columns, but model '%s' expects %s values per sample", path, nfeat, m->name,
@@ -257,7 +304,7 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
         goto out;
     }
     int textual = 0;            /* some label is not an integer: map them all in sorted order */
-    char hname[84], cn[84], cv[44];   /* the target's name, a column's, a cell, for messages */
+    char hname[84], cn[84], cv[44], why[160];   /* the target's name, a column's, why a cell is no number, for messages */
     clean(field(&r, tcol[0]), hname, sizeof hname);
     /* the header's names are lost with the next record: keep them */
     char **cname = calloc((size_t)ncol, sizeof *cname);
@@ -309,9 +356,10 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
         }
         for (int j = 0; j < nfeat; j++) {
             double v;
-            if (num(&r, fcol[j], &v) != 0) {
-                rt_err("%s: line %lld, column '%s': '%s' is not a number", path, (long long)at,
-                       clean(cname[fcol[j]], cn, sizeof cn), clean(field(&r, fcol[j]), cv, sizeof cv));
+            const int bad = num(&r, fcol[j], &v);
+            if (bad != 0) {
+                rt_err("%s: line %lld, column '%s': %s", path, (long long)at, clean(cname[fcol[j]], cn, sizeof cn),
+                       num_why(&r, fcol[j], bad, why, sizeof why));
                 goto out_names;
             }
             float f = (float)v;
@@ -329,7 +377,13 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
                 rt_err("%s: line %lld, column '%s': the label is empty", path, (long long)at, hname);
                 goto out_names;
             }
-            if (num(&r, tcol[0], &v) != 0 || v != floor(v) || !(fabs(v) < 1e9))
+            const int bad = num(&r, tcol[0], &v);
+            if (bad == NUM_NUL) {
+                rt_err("%s: line %lld, column '%s': %s", path, (long long)at, hname,
+                       num_why(&r, tcol[0], bad, why, sizeof why));
+                goto out_names;
+            }
+            if (bad != 0 || v != floor(v) || !(fabs(v) < 1e9))
                 textual = 1;
             lines[n] = at;
             if (!(labels[n] = strdup(l))) {
@@ -339,10 +393,11 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
         } else
             for (int t = 0; t < nt; t++) {
                 double v;
-                if (num(&r, tcol[t], &v) != 0) {
-                    rt_err("%s: line %lld, column '%s': '%s' is not a number (the targets of a model with "
-                           "float outputs are numbers)", path, (long long)at, clean(cname[tcol[t]], cn, sizeof cn),
-                           clean(field(&r, tcol[t]), cv, sizeof cv));
+                const int bad = num(&r, tcol[t], &v);
+                if (bad != 0) {
+                    rt_err("%s: line %lld, column '%s': %s (the targets of a model with float outputs are numbers)",
+                           path, (long long)at, clean(cname[tcol[t]], cn, sizeof cn),
+                           num_why(&r, tcol[t], bad, why, sizeof why));
                     goto out_names;
                 }
                 float f = (float)v;
@@ -448,6 +503,7 @@ out:
     free(yf);
     free(yi);
     free(tcol);
+    free(byname);
     free(fcol);
     free(r.buf);
     free(r.off);

@@ -237,13 +237,26 @@ int rt_json_get(const rt_json *j, int obj, const char *key);
 int rt_json_keyeq(const rt_jnode *n, const char *key);
 int rt_json_streq(const rt_jnode *n, const char *s);
 
+/* ---- rt_crc.c: CRC-32C ---------------------------------------------------- */
+/* crc continued over n more bytes (start from 0) */
+uint32_t rt_crc32c(uint32_t crc, const void *buf, size_t n);
+
 /* ---- rt_safetensors.c ---------------------------------------------------- */
-/* Fills the param slab from the file's tensors, matched by rt_param name. */
+/* Fills the param slab from the file's tensors, matched by rt_param name;
+ * a file that carries checksums (every file cddp writes) is verified: a
+ * damaged header or tensor is refused ("checksum mismatch"), one without
+ * them (PyTorch's) loads with a line saying it is unverified. */
 int rt_st_load(const rt_model *m, const char *path, float *param);
-/* Writes every rt_param as F32, atomically (temp + fsync + rename). */
+/* Writes every rt_param as F32, atomically (temp + fsync + rename), with
+ * the CRC-32C of each tensor's bytes ("cddp.crc32c.NAME") and of the
+ * metadata's strings ("cddp.metadata_crc32c") in __metadata__. */
 int rt_st_save(const rt_model *m, const char *path, const float *param);
 /* Cheap check before a long run that `path` can be created at the end. */
 int rt_st_check_writable(const char *path);
+/* Removes the temporary files an interrupted save of `path` left beside
+ * it (killed between its mkstemp and its rename), a minute old or more,
+ * with one line naming them */
+void rt_st_clean_stale(const char *path);
 /* A string in a file's __metadata__ (checkpoints keep their state there). */
 typedef struct rt_st_kv { const char *key; char val[96]; } rt_st_kv;
 /* rt_st_save with these metadata entries besides format/producer/model. */

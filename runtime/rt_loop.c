@@ -276,7 +276,26 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
     L.lr = rt_alloc_n(L.nbatch + 1, sizeof(float), "learning rates");
     if (!buf || !L.lr)
         goto out;
-    /* a checkpoint inside an epoch sits at a group's first batch */
+    /* a checkpoint inside an epoch lies within it, its rows those of the
+     * batches done (exactly, unless the loss counts its own rows), at a
+     * group's first batch */
+    if (rs->active && rs->skip > L.nbatch) {
+        rt_err("%s: the checkpoint is at batch %lld of epoch %d, which has %lld batches of %lld here: it is "
+               "damaged, or was written for other data", o->resume_path, (long long)rs->skip, rs->epoch,
+               (long long)L.nbatch, (long long)L.batch);
+        goto out;
+    }
+    if (rs->active && rs->skip > 0) {
+        double rows = 0;
+        for (int64_t bb = 0; bb < rs->skip; bb++)
+            rows += (double)batch_rows(L.per_rank, L.batch, bb) * (double)L.W;
+        if (L.counts ? !(rs->rows > 0) : rs->rows != rows) {
+            rt_err("%s: the checkpoint holds %.17g rows for the %lld batches of epoch %d it did, which hold %.17g "
+                   "here: it is damaged, or was written for other data", o->resume_path, rs->rows,
+                   (long long)rs->skip, rs->epoch, rows);
+            goto out;
+        }
+    }
     if (rs->active && rs->skip < L.nbatch && rs->skip % L.acc != 0) {
         rt_err("the checkpoint stopped at batch %lld of epoch %d, inside a group of accumulate %lld: it was "
                "written by a program with another accumulate", (long long)rs->skip, rs->epoch, (long long)L.acc);

@@ -10,6 +10,7 @@
  * The model's train block supplies the defaults; flags override them. */
 #include "rt_internal.h"
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -123,6 +124,17 @@ static int bad_arg(const char *fmt, ...)
 }
 
 /* Decimal integer in [lo, hi]; no spaces, no '+', no trailing junk. */
+/* A flag's real number as the model file writes one: decimal digits,
+ * point and exponent only (no hexadecimal floats, inf or nan), whole,
+ * finite and not out of double's range; -1 otherwise */
+static int decimal(const char *v, double *d)
+{
+    char *end;
+    errno = 0;
+    *d = strtod(v, &end);
+    return *end || end == v || v[strspn(v, "0123456789.eE+-")] || !isfinite(*d) || errno == ERANGE ? -1 : 0;
+}
+
 static int parse_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
 {
     const char *digits = *v == '-' ? v + 1 : v;
@@ -240,12 +252,13 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
             break;
         }
         case OPT_LR: {
-            char *end;
-            errno = 0;
-            double d = strtod(v, &end);
-            if (*end || end == v || !isfinite(d) || d < 0 || errno == ERANGE ||
-                !isfinite((float)d))
-                return bad_arg("--lr: expected a non-negative finite number, got '%s'", v);
+            /* the model file's rules (compiler/train_block.c): a decimal
+             * number, 0 or at least float32's smallest normal */
+            double d;
+            if (decimal(v, &d) != 0 || d < 0 || !isfinite((float)d))
+                return bad_arg("--lr: expected a non-negative finite decimal number, got '%s'", v);
+            if (d != 0 && d < FLT_MIN)
+                return bad_arg("--lr is too small for float32 (%s; the smallest is %.9g)", v, (double)FLT_MIN);
             o->lr = (float)d;
             break;
         }
@@ -283,10 +296,8 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
             o->top_k = (int)x;
             break;
         case OPT_TEMPERATURE: {
-            char *end;
-            errno = 0;
-            double d = strtod(v, &end);
-            if (*end || end == v || !isfinite(d) || d < 0 || errno == ERANGE)
+            double d;
+            if (decimal(v, &d) != 0 || d < 0)
                 return bad_arg("--temperature: expected a non-negative number (0: greedy), got '%s'", v);
             o->temperature = d;
             break;
@@ -303,20 +314,16 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
             break;
         case OPT_PEAK_GFLOPS:
         case OPT_PEAK_GBS: {
-            char *end;
-            errno = 0;
-            double d = strtod(v, &end);
-            if (*end || end == v || !isfinite(d) || d <= 0 || errno == ERANGE)
+            double d;
+            if (decimal(v, &d) != 0 || d <= 0)
                 return bad_arg("--%s: expected a positive number, got '%s'",
                                id == OPT_PEAK_GFLOPS ? "peak-gflops" : "peak-gbs", v);
             *(id == OPT_PEAK_GFLOPS ? &o->peak_gflops : &o->peak_gbs) = d;
             break;
         }
         case OPT_COMM_TIMEOUT: {
-            char *end;
-            errno = 0;
-            double d = strtod(v, &end);
-            if (*end || end == v || !isfinite(d) || d <= 0 || d > 1e9 || errno == ERANGE)
+            double d;
+            if (decimal(v, &d) != 0 || d <= 0 || d > 1e9)
                 return bad_arg("--comm-timeout: expected a positive number of seconds, got '%s'",
                                v);
             o->comm_timeout = d;
@@ -588,6 +595,10 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         rt_gpu_close(gpu);
         return 1;
     }
+    if (r0 && o.ckpt_path)      /* what a kill during a checkpoint's write left */
+        rt_st_clean_stale(o.ckpt_path);
+    if (r0 && o.save_path)
+        rt_st_clean_stale(o.save_path);
     log.title = m->name;        /* --plot's title */
     if (use_cuda && rt_gpu_start(gpu, m, !o.no_cache, o.comm_timeout) != 0)
         goto out;

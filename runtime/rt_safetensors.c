@@ -12,13 +12,30 @@
  * size, every tensor entry is validated before any data is read, and each
  * failure names the file and the reason. Saving is atomic (temp file in the
  * same directory, fsync, rename) so a crash or full disk never leaves a
- * half-written checkpoint under the final name. */
+ * half-written checkpoint under the final name.
+ *
+ * Integrity: what the checks above cannot see (a bit flipped in a
+ * tensor's data or in a training-state number) the checksums do. Every
+ * file written here carries, in __metadata__ (strings, so PyTorch and
+ * safetensors load it as before), the CRC-32C of each tensor's bytes as
+ * stored ("cddp.crc32c.NAME": 8 hex digits), and last the CRC-32C of the
+ * metadata's strings ("cddp.metadata_crc32c", meta_crc: the training
+ * state, the data's settings and those checksums), computed on the
+ * decoded strings so that PyTorch re-saving the file with its metadata
+ * keeps it valid. The rest of the header is held by the structural
+ * checks (offsets that tile the data, sizes that match the shapes) and
+ * the tensors' checksums. Loading verifies the metadata when it parses
+ * the header and each tensor it uses while reading it. A file without
+ * the metadata checksum (PyTorch's, or one from a cddp before checksums)
+ * loads with one line saying it is unverified. */
 #include "rt_internal.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <dirent.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_HEADER (100u << 20)     /* the reference implementation's limit */
@@ -167,8 +184,129 @@ static void list_name(char *list, size_t cap, int *n, const char *name, size_t l
     ++*n;
 }
 
+#define META_CRC_KEY "cddp.metadata_crc32c"
+#define TENSOR_CRC_KEY "cddp.crc32c."
+
+static int hex8(const char *s, uint32_t *v)
+{
+    *v = 0;
+    for (int i = 0; i < 8; i++) {
+        const char c = s[i];
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0)
+            return -1;
+        *v = *v << 4 | (uint32_t)d;
+    }
+    return 0;
+}
+
+/* A metadata member for meta_crc's order */
+typedef struct member { const char *k, *v; size_t kl, vl; } member;
+
+static int member_cmp(const void *x, const void *y)
+{
+    const member *a = x, *b = y;
+    const size_t n = a->kl < b->kl ? a->kl : b->kl;
+    const int c = memcmp(a->k, b->k, n);
+    if (c || a->kl != b->kl)
+        return c ? c : a->kl < b->kl ? -1 : 1;
+    const size_t m = a->vl < b->vl ? a->vl : b->vl;
+    const int d = memcmp(a->v, b->v, m);
+    return d ? d : a->vl < b->vl ? -1 : a->vl > b->vl;
+}
+
+/* The CRC-32C of the metadata as strings, not as bytes: every member but
+ * the checksum's own, decoded, in key order, each "key\0value\0". So a
+ * writer that re-serializes the header (PyTorch's, safetensors') keeps it
+ * valid, and any change to a key or value breaks it. -1 (after the error)
+ * when a value is not a string. */
+static int meta_crc(const char *path, const rt_json *j, int md, uint32_t *crc)
+{
+    member *m = calloc((size_t)j->nodes[md].nchild + 1, sizeof *m);
+    int n = 0;
+    if (!m) {
+        rt_err("%s: out of memory", path);
+        return -1;
+    }
+    for (int c = j->nodes[md].child; c >= 0; c = j->nodes[c].next) {
+        const rt_jnode *x = &j->nodes[c];
+        if (rt_json_keyeq(x, META_CRC_KEY))
+            continue;
+        if (x->type != RT_J_STR) {
+            char show[84];
+            rt_err("%s: corrupt header: metadata \"%s\" is not a string", path,
+                   rt_data_show(x->key, x->klen, show, sizeof show));
+            free(m);
+            return -1;
+        }
+        m[n++] = (member){x->key, x->s, x->klen, x->slen};
+    }
+    qsort(m, (size_t)n, sizeof *m, member_cmp);
+    *crc = 0;
+    for (int i = 0; i < n; i++) {
+        *crc = rt_crc32c(*crc, m[i].k, m[i].kl);
+        *crc = rt_crc32c(*crc, "", 1);
+        *crc = rt_crc32c(*crc, m[i].v, m[i].vl);
+        *crc = rt_crc32c(*crc, "", 1);
+    }
+    free(m);
+    return 0;
+}
+
+/* The metadata's checksum: 1 verified, 0 the file has none, -1 (after
+ * the error) a mismatch */
+static int meta_verify(const char *path, const rt_json *j)
+{
+    const int md = rt_json_get(j, 0, "__metadata__");
+    const int k = md >= 0 && j->nodes[md].type == RT_J_OBJ ? rt_json_get(j, md, META_CRC_KEY) : -1;
+    if (k < 0)
+        return 0;
+    uint32_t want, got;
+    if (j->nodes[k].type != RT_J_STR || j->nodes[k].slen != 8 || hex8(j->nodes[k].s, &want) != 0) {
+        rt_err("%s: corrupt header: its metadata checksum is not 8 hex digits", path);
+        return -1;
+    }
+    if (meta_crc(path, j, md, &got) != 0)
+        return -1;
+    if (got != want) {
+        rt_err("%s: metadata checksum mismatch: the file is damaged (its training state or data settings "
+               "changed after it was written: CRC-32C %08x, recorded %08x)", path, got, want);
+        return -1;
+    }
+    return 1;
+}
+
+/* The checksum recorded for tensor `name` (the model's name: a DDP
+ * state_dict's "module." prefix is not part of it) in a verified file;
+ * -1 (after the error) when it has none */
+static int tensor_crc(const char *path, const rt_json *j, const char *name, uint32_t *v)
+{
+    const int md = rt_json_get(j, 0, "__metadata__");
+    char *key = malloc(strlen(name) + sizeof TENSOR_CRC_KEY);
+    int k = -1;
+    if (key) {
+        sprintf(key, TENSOR_CRC_KEY "%s", name);
+        k = md >= 0 && j->nodes[md].type == RT_J_OBJ ? rt_json_get(j, md, key) : -1;
+        free(key);
+    }
+    if (k < 0 || j->nodes[k].type != RT_J_STR || j->nodes[k].slen != 8 || hex8(j->nodes[k].s, v) != 0) {
+        rt_err("%s: tensor \"%s\" has no checksum in a file whose metadata has one", path, name);
+        return -1;
+    }
+    return 0;
+}
+
+static int crc_check(const char *path, const char *name, int verified, uint32_t got, uint32_t want)
+{
+    if (!verified || got == want)
+        return 0;
+    rt_err("%s: tensor \"%s\": checksum mismatch: the file is damaged (its data changed after it was written: "
+           "CRC-32C %08x, recorded %08x)", path, name, got, want);
+    return -1;
+}
+
 static int load_params(const rt_model *m, const char *path, FILE *f, const rt_json *j,
-                       uint64_t data_start, uint64_t datasize, float *param)
+                       uint64_t data_start, uint64_t datasize, int verified, float *param)
 {
     /* +1: calloc(0) may return NULL, which is not an error here. */
     entry *ents = calloc((size_t)m->nparam + 1, sizeof *ents);
@@ -260,6 +398,9 @@ static int load_params(const rt_model *m, const char *path, FILE *f, const rt_js
     }
     for (int i = 0; i < m->nparam; i++) {
         const rt_param *p = &m->params[i];
+        uint32_t want = 0, crc = 0;
+        if (verified && tensor_crc(path, j, p->name, &want) != 0)
+            goto out;
         if (fseeko(f, (off_t)(data_start + ents[i].a), SEEK_SET) != 0) {
             rt_err("%s: cannot seek to tensor \"%s\": %s", path, p->name, strerror(errno));
             goto out;
@@ -272,6 +413,7 @@ static int load_params(const rt_model *m, const char *path, FILE *f, const rt_js
                     rt_err("%s: truncated data in tensor \"%s\"", path, p->name);
                     goto out;
                 }
+                crc = rt_crc32c(crc, b8, 8);
                 uint64_t u = 0;
                 for (int q = 7; q >= 0; q--)
                     u = u << 8 | b8[q];
@@ -282,6 +424,8 @@ static int load_params(const rt_model *m, const char *path, FILE *f, const rt_js
                 }
                 dst[k] = (float)v;
             }
+            if (crc_check(path, p->name, verified, crc, want) != 0)
+                goto out;
             continue;
         }
         for (int64_t k = 0; k < p->numel;) {
@@ -292,10 +436,13 @@ static int load_params(const rt_model *m, const char *path, FILE *f, const rt_js
                        ferror(f) ? ": " : "", ferror(f) ? strerror(errno) : "");
                 goto out;
             }
+            crc = rt_crc32c(crc, buf, 4 * (size_t)cnt);
             for (int64_t q = 0; q < cnt; q++)
                 dst[k + q] = le_f32(buf + 4 * q);
             k += cnt;
         }
+        if (crc_check(path, p->name, verified, crc, want) != 0)
+            goto out;
     }
     rc = 0;
 out:
@@ -312,6 +459,7 @@ typedef struct st_file {
     char *hdr;
     rt_json j;
     uint64_t data_start, datasize;
+    int verified;           /* the metadata's checksum matched: the tensors' must too */
 } st_file;
 
 static void st_close(st_file *sf)
@@ -376,6 +524,8 @@ static int st_open(const char *path, st_file *sf)
         rt_err("%s: corrupt header: top level is not a JSON object", path);
         goto fail;
     }
+    if ((sf->verified = meta_verify(path, &sf->j)) < 0)
+        goto fail;
     sf->data_start = 8 + hlen;
     sf->datasize = size - 8 - hlen;
     return 0;
@@ -389,7 +539,9 @@ int rt_st_load(const rt_model *m, const char *path, float *param)
     st_file sf;
     if (st_open(path, &sf) != 0)
         return -1;
-    int rc = load_params(m, path, sf.f, &sf.j, sf.data_start, sf.datasize, param);
+    int rc = load_params(m, path, sf.f, &sf.j, sf.data_start, sf.datasize, sf.verified, param);
+    if (rc == 0 && !sf.verified && rt_world.rank == 0)
+        rt_warn("%s: no checksums (written by PyTorch, or by a cddp before them): loaded unverified", path);
     st_close(&sf);
     return rc;
 }
@@ -536,7 +688,10 @@ static void sb_json_str(sbuf *b, const char *s)
     sb_put(b, "\"", 1);
 }
 
-static int build_header(const rt_model *m, const rt_st_kv *kv, int nkv, sbuf *b)
+/* The header: metadata (ours, kv, each tensor's checksum crc[i], then
+ * the metadata's own, its digits "00000000" at *crc_at), the tensors. */
+static int build_header(const rt_model *m, const rt_st_kv *kv, int nkv, const uint32_t *crc, sbuf *b,
+                        size_t *crc_at)
 {
     char num[64];
     uint64_t off = 0;
@@ -549,7 +704,20 @@ static int build_header(const rt_model *m, const rt_st_kv *kv, int nkv, sbuf *b)
         sb_str(b, ":");
         sb_json_str(b, kv[i].val);
     }
-    sb_str(b, "}");
+    for (int i = 0; i < m->nparam; i++) {
+        char *key = malloc(sizeof TENSOR_CRC_KEY + strlen(m->params[i].name));
+        if (!key)
+            return -1;
+        sprintf(key, TENSOR_CRC_KEY "%s", m->params[i].name);
+        sb_str(b, ",");
+        sb_json_str(b, key);
+        free(key);
+        snprintf(num, sizeof num, ":\"%08x\"", crc[i]);
+        sb_str(b, num);
+    }
+    sb_str(b, ",\"" META_CRC_KEY "\":\"");
+    *crc_at = b->n;
+    sb_str(b, "00000000\"}");
     for (int i = 0; i < m->nparam; i++) {
         const rt_param *p = &m->params[i];
         sb_str(b, ",");
@@ -573,37 +741,43 @@ static int build_header(const rt_model *m, const rt_st_kv *kv, int nkv, sbuf *b)
     return b->oom ? -1 : 0;
 }
 
-static int write_data(const rt_model *m, FILE *f, const float *param)
+/* Elements [k, k + cnt) of tensor i as stored (little-endian F32, or
+ * I64 for counters) into buf; the bytes */
+static size_t tensor_bytes(const rt_model *m, int i, const float *param, int64_t k, int64_t cnt, unsigned char *buf)
 {
-    unsigned char *buf = malloc(IO_FLOATS * 4);
+    const float *src = param + m->params[i].off + k;
+    if (rt_param_flags(m, i) & RT_PARAM_I64) {
+        for (int64_t q = 0; q < cnt; q++) {
+            const uint64_t u = (uint64_t)(int64_t)src[q];
+            for (int b = 0; b < 8; b++)
+                buf[8 * q + b] = (unsigned char)(u >> (8 * b));
+        }
+        return 8 * (size_t)cnt;
+    }
+    for (int64_t q = 0; q < cnt; q++) {
+        uint32_t u;
+        memcpy(&u, &src[q], 4);
+        for (int b = 0; b < 4; b++)
+            buf[4 * q + b] = (unsigned char)(u >> (8 * b));
+    }
+    return 4 * (size_t)cnt;
+}
+
+/* Every tensor's bytes in order: each one's CRC-32C into crc[i], and
+ * written to f unless f is NULL. -1 on a write error. */
+static int tensors_out(const rt_model *m, const float *param, FILE *f, uint32_t *crc)
+{
+    unsigned char *buf = malloc(IO_FLOATS * 8);
     if (!buf)
         return -1;
     int rc = 0;
     for (int i = 0; i < m->nparam && rc == 0; i++) {
-        const float *src = param + m->params[i].off;
-        int64_t numel = m->params[i].numel;
-        if (rt_param_flags(m, i) & RT_PARAM_I64) {
-            for (int64_t k = 0; k < numel && rc == 0; k++) {
-                uint64_t u = (uint64_t)(int64_t)src[k];
-                unsigned char b8[8];
-                for (int q = 0; q < 8; q++)
-                    b8[q] = (unsigned char)(u >> (8 * q));
-                if (fwrite(b8, 1, 8, f) != 8)
-                    rc = -1;
-            }
-            continue;
-        }
-        for (int64_t k = 0; k < numel && rc == 0;) {
-            int64_t cnt = numel - k < IO_FLOATS ? numel - k : IO_FLOATS;
-            for (int64_t q = 0; q < cnt; q++) {
-                uint32_t u;
-                memcpy(&u, &src[k + q], 4);
-                buf[4 * q] = (unsigned char)u;
-                buf[4 * q + 1] = (unsigned char)(u >> 8);
-                buf[4 * q + 2] = (unsigned char)(u >> 16);
-                buf[4 * q + 3] = (unsigned char)(u >> 24);
-            }
-            if (fwrite(buf, 4, (size_t)cnt, f) != (size_t)cnt)
+        crc[i] = 0;
+        for (int64_t k = 0, numel = m->params[i].numel; k < numel && rc == 0;) {
+            const int64_t cnt = numel - k < IO_FLOATS ? numel - k : IO_FLOATS;
+            const size_t n = tensor_bytes(m, i, param, k, cnt, buf);
+            crc[i] = rt_crc32c(crc[i], buf, n);
+            if (f && fwrite(buf, 1, n, f) != n)
                 rc = -1;
             k += cnt;
         }
@@ -648,6 +822,41 @@ int rt_st_check_writable(const char *path)
     return 0;
 }
 
+void rt_st_clean_stale(const char *path)
+{
+    char dir[4096];
+    dir_of(path, dir, sizeof dir);
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    const size_t bl = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;     /* rt_st_check_writable says why, if it matters */
+    char gone[512] = "";
+    int n = 0;
+    const time_t now = time(NULL);
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *x = e->d_name;
+        /* rt_st_save_kv's "NAME.tmp.XXXXXX" (mkstemp's six characters) */
+        if (strlen(x) != bl + 11 || memcmp(x, base, bl) != 0 || memcmp(x + bl, ".tmp.", 5) != 0 ||
+            strspn(x + bl + 5, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") != 6)
+            continue;
+        char full[8192];
+        struct stat st;
+        snprintf(full, sizeof full, "%s/%s", dir, x);
+        /* a minute old at least: not a write in progress beside us */
+        if (lstat(full, &st) != 0 || !S_ISREG(st.st_mode) || now - st.st_mtime < 60 || unlink(full) != 0)
+            continue;
+        if (n < 3)
+            snprintf(gone + strlen(gone), sizeof gone - strlen(gone), "%s%s", n ? ", " : "", x);
+        else if (n == 3)
+            snprintf(gone + strlen(gone), sizeof gone - strlen(gone), ", ...");
+        n++;
+    }
+    closedir(d);
+    if (n)
+        rt_warn("%s: removed %d temporary file%s of an interrupted write of it: %s", path, n, n > 1 ? "s" : "", gone);
+}
+
 int rt_st_save(const rt_model *m, const char *path, const float *param)
 {
     return rt_st_save_kv(m, path, param, NULL, 0);
@@ -661,20 +870,47 @@ int rt_st_save_kv(const rt_model *m, const char *path, const float *param, const
     const char *why = NULL;
     int err = 0, fd = -1;
     FILE *f = NULL;
-    if (build_header(m, kv, nkv, &h) != 0) {
+    uint32_t *crc = malloc(sizeof *crc * ((size_t)m->nparam + 1)), *crc2 = malloc(sizeof *crc * ((size_t)m->nparam + 1));
+    size_t crc_at = 0;
+    if (!crc || !crc2 || tensors_out(m, param, NULL, crc) != 0 || build_header(m, kv, nkv, crc, &h, &crc_at) != 0) {
         rt_err("%s: cannot save: out of memory", path);
         free(h.p);
+        free(crc);
+        free(crc2);
         return -1;
+    }
+    {   /* the metadata's checksum: the header read back as a reader does */
+        rt_json j;
+        char why[256], hex[9];
+        uint32_t mc = 0;
+        const int parsed = rt_json_parse(&j, h.p, h.n, why, sizeof why) == 0;
+        const int md = parsed ? rt_json_get(&j, 0, "__metadata__") : -1;
+        const int bad = md < 0 || meta_crc(path, &j, md, &mc) != 0;
+        if (parsed)
+            rt_json_free(&j);
+        if (bad) {
+            rt_err("%s: cannot save: the header it built does not read back", path);
+            free(h.p);
+            free(crc);
+            free(crc2);
+            return -1;
+        }
+        snprintf(hex, sizeof hex, "%08x", mc);
+        memcpy(h.p + crc_at, hex, 8);
     }
     if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp) {
         rt_err("%s: cannot save: path too long", path);
         free(h.p);
+        free(crc);
+        free(crc2);
         return -1;
     }
     fd = mkstemp(tmp);
     if (fd < 0) {
         rt_err("%s: cannot create temporary file %s: %s", path, tmp, strerror(errno));
         free(h.p);
+        free(crc);
+        free(crc2);
         return -1;
     }
     /* mkstemp makes the file 0600; give it the usual 0666 & ~umask. */
@@ -693,9 +929,13 @@ int rt_st_save_kv(const rt_model *m, const char *path, const float *param, const
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++)
         lenb[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
-    if (fwrite(lenb, 1, 8, f) != 8 || fwrite(h.p, 1, h.n, f) != h.n ||
-        write_data(m, f, param) != 0) {
+    if (fwrite(lenb, 1, 8, f) != 8 || fwrite(h.p, 1, h.n, f) != h.n || tensors_out(m, param, f, crc2) != 0) {
         why = "write";
+        goto fail;
+    }
+    if (memcmp(crc, crc2, sizeof *crc * (size_t)m->nparam) != 0) {
+        errno = EIO;    /* the values changed between the passes: the header's checksums would lie */
+        why = "checksum";
         goto fail;
     }
     if (fflush(f) != 0) {
@@ -725,6 +965,8 @@ int rt_st_save_kv(const rt_model *m, const char *path, const float *param, const
         close(dfd);
     }
     free(h.p);
+    free(crc);
+    free(crc2);
     return 0;
 fail:
     err = errno;
@@ -734,6 +976,8 @@ fail:
         close(fd);
     unlink(tmp);
     free(h.p);
+    free(crc);
+    free(crc2);
     rt_err("%s: cannot save (%s failed): %s", path, why, strerror(err));
     return -1;
 }

@@ -127,6 +127,13 @@ expect_rc "--epochs 1.5: exit 2" 2 'epochs' --epochs 1.5
 expect_rc "--lr x: exit 2" 2 'lr' --lr x
 expect_rc "--lr -0.1: exit 2" 2 'lr' --lr -0.1
 expect_rc "--lr nan: exit 2" 2 'lr' --lr nan
+# the model file's rules for numbers (compiler/train_block.c): decimal, and
+# an lr float32 keeps (1e-50 was taken as 0)
+expect_rc "--lr 1e-50: exit 2, as lr = 1e-50 in the model file" 2 'lr is too small for float32 \(1e-50; the smallest is 1.17549435e-38\)' --lr 1e-50
+expect_rc "--lr 0x1p-3: exit 2, decimal only" 2 "lr: expected a non-negative finite decimal number, got '0x1p-3'" --lr 0x1p-3
+expect_rc "--lr infinity: exit 2" 2 "got 'infinity'" --lr infinity
+expect_rc "--temperature 0x1: exit 2" 2 "temperature: expected a non-negative number" --temperature 0x1 --generate 1 --load x.st
+expect_rc "--comm-timeout 1e400: exit 2" 2 "comm-timeout: expected a positive number" --comm-timeout 1e400
 expect_rc "--seed -1: exit 2" 2 'seed' --seed -1
 expect_rc "--threads 0: exit 2" 2 'threads' --threads 0
 expect_rc "--max-steps 0: exit 2" 2 'max-steps' --max-steps 0
