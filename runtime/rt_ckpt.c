@@ -267,9 +267,9 @@ int rt_ckpt_load(const rt_model *m, const rt_opts *o, const char *path, float *p
                kv[K_STEP].val, kv[K_SKIP].val);
         return -1;
     }
-    /* the epoch's sums so far: none before its first batch, rows after
-     * it (rt_loop checks them against the epoch's batches), time not negative */
-    if ((v[K_SKIP] == 0) != (v[K_ROWS] == 0) || (v[K_SKIP] == 0 && v[K_LOSS] != 0) || v[K_SECS] < 0) {
+    /* the epoch's sums so far: none before its first batch (after it,
+     * rt_loop holds the rows to the batches done), time not negative */
+    if ((v[K_SKIP] == 0 && (v[K_ROWS] != 0 || v[K_LOSS] != 0)) || v[K_SECS] < 0) {
         rt_err("%s: corrupt checkpoint: %s batches done with %s rows, loss sum %s, %s s", path, kv[K_SKIP].val,
                kv[K_ROWS].val, kv[K_LOSS].val, kv[K_SECS].val);
         return -1;

@@ -289,7 +289,9 @@ int rt_loop_run(const rt_model *m, const rt_opts *o, const rt_resume *rs, rt_dev
         double rows = 0;
         for (int64_t bb = 0; bb < rs->skip; bb++)
             rows += (double)batch_rows(L.per_rank, L.batch, bb) * (double)L.W;
-        if (L.counts ? !(rs->rows > 0) : rs->rows != rows) {
+        /* (a loss that counts its own rows, ignore_index or positions,
+         * may count any number up to its targets, none too) */
+        if (!L.counts && rs->rows != rows) {
             rt_err("%s: the checkpoint holds %.17g rows for the %lld batches of epoch %d it did, which hold %.17g "
                    "here: it is damaged, or was written for other data", o->resume_path, rs->rows,
                    (long long)rs->skip, rs->epoch, rows);
