@@ -200,6 +200,17 @@ static int hex8(const char *s, uint32_t *v)
     return 0;
 }
 
+/* The metadata string `key` as 8 hex digits: 1, 0 when there is none,
+ * -1 when it is something else */
+static int meta_hex8(const rt_json *j, const char *key, uint32_t *v)
+{
+    const int md = rt_json_get(j, 0, "__metadata__");
+    const int k = md >= 0 && j->nodes[md].type == RT_J_OBJ ? rt_json_get(j, md, key) : -1;
+    if (k < 0)
+        return 0;
+    return j->nodes[k].type == RT_J_STR && j->nodes[k].slen == 8 && hex8(j->nodes[k].s, v) == 0 ? 1 : -1;
+}
+
 /* A metadata member for meta_crc's order */
 typedef struct member { const char *k, *v; size_t kl, vl; } member;
 
@@ -257,16 +268,15 @@ static int meta_crc(const char *path, const rt_json *j, int md, uint32_t *crc)
  * the error) a mismatch */
 static int meta_verify(const char *path, const rt_json *j)
 {
-    const int md = rt_json_get(j, 0, "__metadata__");
-    const int k = md >= 0 && j->nodes[md].type == RT_J_OBJ ? rt_json_get(j, md, META_CRC_KEY) : -1;
-    if (k < 0)
-        return 0;
     uint32_t want, got;
-    if (j->nodes[k].type != RT_J_STR || j->nodes[k].slen != 8 || hex8(j->nodes[k].s, &want) != 0) {
+    const int has = meta_hex8(j, META_CRC_KEY, &want);
+    if (has == 0)
+        return 0;
+    if (has < 0) {
         rt_err("%s: corrupt header: its metadata checksum is not 8 hex digits", path);
         return -1;
     }
-    if (meta_crc(path, j, md, &got) != 0)
+    if (meta_crc(path, j, rt_json_get(j, 0, "__metadata__"), &got) != 0)
         return -1;
     if (got != want) {
         rt_err("%s: metadata checksum mismatch: the file is damaged (its training state or data settings "
@@ -281,15 +291,14 @@ static int meta_verify(const char *path, const rt_json *j)
  * -1 (after the error) when it has none */
 static int tensor_crc(const char *path, const rt_json *j, const char *name, uint32_t *v)
 {
-    const int md = rt_json_get(j, 0, "__metadata__");
     char *key = malloc(strlen(name) + sizeof TENSOR_CRC_KEY);
-    int k = -1;
+    int has = -1;
     if (key) {
         sprintf(key, TENSOR_CRC_KEY "%s", name);
-        k = md >= 0 && j->nodes[md].type == RT_J_OBJ ? rt_json_get(j, md, key) : -1;
+        has = meta_hex8(j, key, v);
         free(key);
     }
-    if (k < 0 || j->nodes[k].type != RT_J_STR || j->nodes[k].slen != 8 || hex8(j->nodes[k].s, v) != 0) {
+    if (has != 1) {
         rt_err("%s: tensor \"%s\" has no checksum in a file whose metadata has one", path, name);
         return -1;
     }
