@@ -187,6 +187,7 @@ typedef struct OptHyper {
 typedef struct Graph {
     Node **n;
     int nn, cap;
+    int over_limit;         /* the front end reported FWD_MAX_NODES (once for all blocks) */
     int *params;            /* PARAM node ids, in declaration order */
     int nparam;
     /* tied parameters (params.c): aliases[k] is another state_dict name of
@@ -655,6 +656,7 @@ void gpu_report(FILE *f, const Plan *p, int64_t batch, const GpuTarget *t);
  * in memory only). With costs non-NULL, the train plan's kernel count and
  * cost at each of batches[0..nbatch) are stored there (`cddpc study`).
  * Returns 0, or 1 after diagnostics. */
+#define CC_TIMEOUT_DEFAULT 600      /* seconds: the C compiler's limit unless --cc-timeout */
 typedef struct PipelineOptions {
     const char *input, *output, *emit_c_dir, *emit_cuda_dir;
     const char *graph;      /* --graph FILE.dot */
@@ -667,6 +669,7 @@ typedef struct PipelineOptions {
     double bucket_mb;       /* --bucket-mb: overrides the train block; 0: keep */
     int gpu_tile;           /* --gpu-tile: the CUDA GEMMs' tile rows (64, 32, 16); 0: the model's choice */
     int gpu_rnn_rows, gpu_rnn_split;    /* --gpu-rnn RxK: the recurrences' design; 0: the model's choice */
+    double cc_timeout;      /* --cc-timeout S: the C compiler's time limit; 0: the default (600 s); < 0: none */
     char dump[8][16];
     int ndump;
 } PipelineOptions;
@@ -861,8 +864,10 @@ char *emit_cuda_pair_name(const Plan *p, int grp);     /* that kernel's name */
  * pairs into r[2 * nparam], sorted and merged; their count. Every other
  * gradient is stored whole by its kernel each step. */
 int emit_cuda_zero_ranges(const Plan *p, int64_t *r);
-/* emit_program.c: the program's source, compiled and linked to out_path */
+/* emit_program.c: the program's source, compiled and linked to out_path
+ * by the C compiler, stopped after cc_timeout seconds (<= 0: no limit) */
 int emit_program(const Program *prog, const Plan *train, const Plan *eval, const Plan *predict,
-                 const char *src_path, const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir);
+                 const char *src_path, const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir,
+                 double cc_timeout);
 
 #endif

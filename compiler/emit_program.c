@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cddpc.h"
@@ -476,7 +477,10 @@ static void cc_guard(int on)
         signal(cc_signals[i], on ? cc_interrupted : SIG_DFL);
 }
 
-static int run(char **argv)
+/* argv run in its own process group; its exit status, -1 when it could not
+ * run or died of a signal, -2 when it ran past timeout seconds (> 0), then
+ * its group killed */
+static int run(char **argv, double timeout)
 {
     pid_t pid = fork();
     if (pid < 0)
@@ -490,14 +494,28 @@ static int run(char **argv)
     }
     setpgid(pid, pid);      /* as the child does: whichever runs first */
     cc_group = pid;
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) {
+    int st, late = 0;
+    struct timespec t0, now, nap = {0, 20 * 1000 * 1000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        pid_t r = waitpid(pid, &st, timeout > 0 ? WNOHANG : 0);
+        if (r == pid)
+            break;
+        if (r < 0 && errno != EINTR) {
             cc_group = 0;
             return -1;
         }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (!late && timeout > 0 && (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec) > timeout) {
+            kill(-pid, SIGKILL);    /* cc and its cc1, as, ld */
+            late = 1;
+            timeout = 0;            /* now wait for it to go */
+        }
+        if (timeout > 0)
+            nanosleep(&nap, NULL);
+    }
     cc_group = 0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return late ? -2 : WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* Splits a space-separated environment variable into argv words. */
@@ -542,7 +560,7 @@ static int write_file(const char *path, const char *text)
     return 0;
 }
 
-static int compile_and_link(const char *src, const char *out_path)
+static int compile_and_link(const char *src, const char *out_path, double timeout)
 {
     char *rt = runtime_dir();
     char *lib = util_fmt("%s/libcddprt.a", rt), *inc = util_fmt("-I%s/include", rt);
@@ -590,8 +608,15 @@ static int compile_and_link(const char *src, const char *out_path)
         argv[argc++] = "-o";
         argv[argc++] = tmp_out;
         argv[argc] = NULL;
-        int st = run(argv);
-        if (st != 0) {
+        int st = run(argv, timeout);
+        if (st == -2) {
+            size_t lines = 0;
+            for (const char *c = src; *c; c++)
+                lines += *c == '\n';
+            fprintf(stderr, "cddpc: error: the C compiler did not finish within %g s on the generated program "
+                    "(%zu lines) and was stopped; --cc-timeout S sets the limit (0: none)\n", timeout, lines);
+            rc = -1;
+        } else if (st != 0) {
             fprintf(stderr, "cddpc: error: the C compiler failed (status %d) on the generated program\n", st);
             rc = -1;
         }
@@ -654,7 +679,8 @@ static int write_cuda_dir(const char *dir, const Plan *const plans[2], const Cud
 }
 
 int emit_program(const Program *prog, const Plan *train, const Plan *eval, const Plan *predict,
-                 const char *src_path, const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir)
+                 const char *src_path, const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir,
+                 double cc_timeout)
 {
     const Plan *const plans[2] = {train, eval};
     CudaProgram cp = cuda_program(plans);
@@ -671,7 +697,7 @@ int emit_program(const Program *prog, const Plan *train, const Plan *eval, const
         if (make_dir(emit_c_dir) != 0 || write_file(util_fmt("%s/program.c", emit_c_dir), text) != 0)
             return -1;
     }
-    int rc = out_path ? compile_and_link(text, out_path) : 0;
+    int rc = out_path ? compile_and_link(text, out_path, cc_timeout) : 0;
     free(text);
     return rc;
 }

@@ -52,9 +52,12 @@ static void usage(FILE *f)
             "                     GPU model (default auto), or one size for all (tile studies, tests)\n"
             "  --gpu-rnn auto|RxK the CUDA recurrences' design: R samples a block (1, 2, 4, 8), each\n"
             "                     unit's sums over K threads (1, 2, 4, 8); default: each its own from the GPU model\n"
+            "  --cc-timeout S     stop the C compiler after S seconds with an error (default %d; 0: no\n"
+            "                     limit)\n"
             "  -d PASS            dump the IR after PASS: sema, autodiff, fuse, memplan, buckets\n"
             "  --version, --help\n"
-            "Options with a value take '--opt VALUE' or '--opt=VALUE' (as the training program).\n");
+            "Options with a value take '--opt VALUE' or '--opt=VALUE' (as the training program).\n",
+            CC_TIMEOUT_DEFAULT);
 }
 
 static _Noreturn void bad_usage(const char *msg, const char *arg)
@@ -115,6 +118,12 @@ static PipelineOptions parse_args(int argc, char **argv)
             if (!strcmp(v, "auto")) o.gpu_tile = 0;
             else if (!strcmp(v, "64") || !strcmp(v, "32") || !strcmp(v, "16")) o.gpu_tile = atoi(v);
             else bad_usage("--gpu-tile takes auto, 64, 32 or 16, not", v);
+        } else if ((v = opt_value(argc, argv, &i, "cc-timeout"))) {
+            char *end;
+            double t = strtod(v, &end);
+            if (*end || end == v || v[strspn(v, "0123456789.")] || !(t >= 0 && t <= 1e6))
+                bad_usage("--cc-timeout needs seconds between 0 (no limit) and 1000000, not", v);
+            o.cc_timeout = t > 0 ? t : -1;
         } else if ((v = opt_value(argc, argv, &i, "gpu-rnn"))) {
             int r = 0, k = 0, used = 0;
             if (!strcmp(v, "auto"))

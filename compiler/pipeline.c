@@ -121,7 +121,8 @@ int pipeline_compile(const PipelineOptions *o, const char *text, const char *out
         }
     }
 
-    if (emit_program(prog, train, eval, predict, o->input, out, o->emit_c_dir, o->emit_cuda_dir) != 0)
+    if (emit_program(prog, train, eval, predict, o->input, out, o->emit_c_dir, o->emit_cuda_dir,
+                     o->cc_timeout == 0 ? CC_TIMEOUT_DEFAULT : o->cc_timeout) != 0)
         return 1;
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define FILE_MAX ((size_t)1 << 40)
 
@@ -53,6 +54,45 @@ int rt_data_read_file(const char *path, uint8_t **buf, size_t *len)
     return 0;
 }
 
+int64_t rt_data_limit;
+
+/* "1.5 GiB": a size in a message */
+static const char *human(int64_t b, char *buf, size_t cap)
+{
+    static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+    return buf;
+}
+
+int rt_data_limit_check(const char *path, const char *what, int64_t used, int64_t bytes)
+{
+    int64_t lim = rt_data_limit;
+    const char *why = "";
+    if (lim <= 0) {
+        /* by default half the memory: past it the kernel's OOM killer, not
+         * a message, would end the run */
+        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        lim = pages > 0 && psz > 0 ? (int64_t)pages * psz / 2 : (int64_t)1 << 32;
+        why = ", half this machine's memory";
+    }
+    if (bytes <= lim - used)
+        return 0;
+    char a[32], b[32], c[32];
+    if (used)
+        rt_err("%s: %s needs %s once read, which with the %s read before it is over the data limit of %s%s "
+               "(--data-limit SIZE raises it)", path, what, human(bytes, a, sizeof a), human(used, b, sizeof b),
+               human(lim, c, sizeof c), why);
+    else
+        rt_err("%s: %s needs %s once read, over the data limit of %s%s (--data-limit SIZE raises it)", path, what,
+               human(bytes, a, sizeof a), human(lim, c, sizeof c), why);
+    return -1;
+}
 
 const char *rt_data_show(const char *s, size_t n, char *buf, size_t cap)
 {

@@ -221,6 +221,8 @@ static int read_idx(const char *path, int maxdims, const char *kind, idx_file *x
         }
         total *= dims[d];
     }
+    if (rt_data_limit_check(path, "its data", 0, total) != 0)
+        goto out;
     /* Grow the buffer as data arrives instead of trusting the header: a
      * corrupt count must give "truncated", not a multi-gigabyte malloc. */
     int64_t cap = total < (64 << 20) ? total : (64 << 20), have = 0;

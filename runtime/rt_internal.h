@@ -170,6 +170,13 @@ int rt_idx_load(const rt_model *m, const char *dir, const char *prefix, rt_datas
  * ("..." when cut), line breaks and other control characters as '?' */
 int rt_data_read_file(const char *path, uint8_t **buf, size_t *len);
 const char *rt_data_show(const char *s, size_t n, char *buf, size_t cap);
+/* The data limit (--data-limit; 0: half this machine's memory): the most
+ * bytes a data file's arrays may take once read. rt_data_limit_check is
+ * called before each array of the file at path is allocated, with the
+ * bytes read so far (used) and this one's (bytes): -1 after an error
+ * naming the limit and the flag. */
+extern int64_t rt_data_limit;
+int rt_data_limit_check(const char *path, const char *what, int64_t used, int64_t bytes);
 /* rt_npz.c: the arrays x_train, y_train and, when present, x_test,
  * y_test (m->data.arrays' names); test->n = 0 when the file has none.
  * rt_npz_parse reads the file's bytes (the fuzz harness's entry). */

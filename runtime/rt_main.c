@@ -31,7 +31,7 @@ enum { OPT_DATA, OPT_DEVICE, OPT_THREADS, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_SEE
        OPT_STEP_LOG, OPT_PROFILE, OPT_NO_CACHE, OPT_TRACE, OPT_COMM_TIMEOUT, OPT_HELP,
        OPT_VERSION, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME, OPT_PLOT, OPT_BENCH_KERNEL,
        OPT_PEAK_GFLOPS, OPT_PEAK_GBS, OPT_EVALUATE, OPT_GENERATE, OPT_LOAD, OPT_PROMPT, OPT_TEMPERATURE,
-       OPT_TOP_K };
+       OPT_TOP_K, OPT_DATA_LIMIT };
 
 static const struct { const char *name; int id; int takes_value; } options[] = {
     {"data", OPT_DATA, 1},       {"device", OPT_DEVICE, 1},     {"threads", OPT_THREADS, 1},
@@ -45,7 +45,7 @@ static const struct { const char *name; int id; int takes_value; } options[] = {
     {"resume", OPT_RESUME, 1},   {"plot", OPT_PLOT, 1},   {"bench-kernel", OPT_BENCH_KERNEL, 1},
     {"peak-gflops", OPT_PEAK_GFLOPS, 1}, {"peak-gbs", OPT_PEAK_GBS, 1}, {"evaluate", OPT_EVALUATE, 1},
     {"generate", OPT_GENERATE, 1}, {"load", OPT_LOAD, 1}, {"prompt", OPT_PROMPT, 1},
-    {"temperature", OPT_TEMPERATURE, 1}, {"top-k", OPT_TOP_K, 1},
+    {"temperature", OPT_TEMPERATURE, 1}, {"top-k", OPT_TOP_K, 1}, {"data-limit", OPT_DATA_LIMIT, 1},
 };
 
 static void usage(const rt_model *m, const rt_opts *d)
@@ -56,6 +56,9 @@ static void usage(const rt_model *m, const rt_opts *d)
            "                        directory, npz file or training csv file\n"
            "  --device cpu|cuda|auto  compute backend (default cpu); auto: cuda when a GPU is\n"
            "                        usable, else cpu\n"
+           "  --data-limit SIZE     the most memory the data set's arrays may take once read\n"
+           "                        (bytes, or with K, M, G, T: 1024s; default half this\n"
+           "                        machine's memory); larger files are refused before reading\n"
            "  --no-cache            compile the CUDA kernels afresh and do not cache them\n"
            "                        (cache: $XDG_CACHE_HOME/cddpc or ~/.cache/cddpc)\n"
            "  --threads N           BLAS/OpenMP threads (default: online CPUs, %d)\n"
@@ -319,6 +322,26 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
                 return bad_arg("--%s: expected a positive number, got '%s'",
                                id == OPT_PEAK_GFLOPS ? "peak-gflops" : "peak-gbs", v);
             *(id == OPT_PEAK_GFLOPS ? &o->peak_gflops : &o->peak_gbs) = d;
+            break;
+        }
+        case OPT_DATA_LIMIT: {
+            double d;
+            char num[32];
+            size_t l = strlen(v), u = l && strchr("KMGT", v[l - 1]) ? 1 : 0;
+            if (l - u >= sizeof num || l == u)
+                return bad_arg("--data-limit: expected a size such as 4G, 512M or 1000000, got '%s'", v);
+            memcpy(num, v, l - u);
+            num[l - u] = 0;
+            if (decimal(num, &d) != 0 || d <= 0)
+                return bad_arg("--data-limit: expected a size such as 4G, 512M or 1000000, got '%s'", v);
+            for (const char *k = "KMGT"; u && *k; k++) {
+                d *= 1024;
+                if (*k == v[l - 1])
+                    break;
+            }
+            if (d < 1 || d > 9e18)
+                return bad_arg("--data-limit: %s is not a size in bytes this machine can hold", v);
+            rt_data_limit = (int64_t)d;
             break;
         }
         case OPT_COMM_TIMEOUT: {

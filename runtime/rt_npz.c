@@ -32,6 +32,7 @@ typedef struct npy {
     int64_t count;          /* elements */
     const uint8_t *data;    /* count * size bytes, little-endian */
     uint8_t *own;           /* the inflated member, when it was deflated */
+    char descr[16];         /* as the header writes it, for messages */
 } npy;
 
 static uint32_t le16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
@@ -39,13 +40,16 @@ static uint32_t le32(const uint8_t *p) { return le16(p) | (uint32_t)le16(p + 2) 
 
 /* ---- the zip container --------------------------------------------------- */
 
-/* Finds member `name` through the central directory; *data and *len are
- * its uncompressed bytes (*own set when they had to be inflated). 1: found,
- * 0: no such member, -1: error reported. */
-static int zip_member(const char *path, const uint8_t *b, size_t n, const char *name, const uint8_t **data,
-                      size_t *len, uint8_t **own)
+/* A member as the central directory describes it. */
+typedef struct zmember {
+    uint32_t method, crc, csize, usize;
+    const uint8_t *src;     /* its csize bytes as stored */
+} zmember;
+
+/* Finds member `name` through the central directory. 1: found, 0: no such
+ * member, -1: error reported. */
+static int zip_find(const char *path, const uint8_t *b, size_t n, const char *name, zmember *zm)
 {
-    *own = NULL;
     if (n < 4 || le32(b) != 0x04034b50u) {
         if (n >= 6 && !memcmp(b, "\x93NUMPY", 6))
             rt_err("%s: is a single .npy array (np.save), not an .npz archive (np.savez)", path);
@@ -84,8 +88,11 @@ static int zip_member(const char *path, const uint8_t *b, size_t n, const char *
             rt_err("%s: corrupt zip: central directory entry %u is damaged", path, (unsigned)e);
             return -1;
         }
-        uint32_t flags = le16(b + at + 8), method = le16(b + at + 10), crc = le32(b + at + 16);
-        uint32_t csize = le32(b + at + 20), usize = le32(b + at + 24);
+        uint32_t flags = le16(b + at + 8);
+        zm->method = le16(b + at + 10);
+        zm->crc = le32(b + at + 16);
+        zm->csize = le32(b + at + 20);
+        zm->usize = le32(b + at + 24);
         uint32_t fl = le16(b + at + 28), xl = le16(b + at + 30), cl = le16(b + at + 32);
         uint32_t lho = le32(b + at + 42);
         const uint8_t *fname = b + at + 46;
@@ -96,7 +103,7 @@ static int zip_member(const char *path, const uint8_t *b, size_t n, const char *
         at += 46 + fl + xl + cl;
         if (fl != nl || memcmp(fname, name, nl) != 0)
             continue;
-        if (csize == 0xffffffffu || usize == 0xffffffffu || lho == 0xffffffffu) {
+        if (zm->csize == 0xffffffffu || zm->usize == 0xffffffffu || lho == 0xffffffffu) {
             rt_err("%s: member %s is in ZIP64 form (over 4 GiB), which this reader does not support", path, name);
             return -1;
         }
@@ -109,84 +116,45 @@ static int zip_member(const char *path, const uint8_t *b, size_t n, const char *
             return -1;
         }
         uint64_t start = (uint64_t)lho + 30 + le16(b + lho + 26) + le16(b + lho + 28);
-        if (start + csize > n) {
-            rt_err("%s: member %s is truncated: %u bytes declared, %lld in the file", path, name, (unsigned)csize,
-                   (long long)(start > n ? 0 : n - start));
+        if (start + zm->csize > n) {
+            rt_err("%s: member %s is truncated: %u bytes declared, %lld in the file", path, name,
+                   (unsigned)zm->csize, (long long)(start > n ? 0 : n - start));
             return -1;
         }
-        const uint8_t *src = b + start;
-        if (method == 0) {
-            if (csize != usize) {
-                rt_err("%s: corrupt zip: stored member %s has sizes %u and %u", path, name, (unsigned)csize,
-                       (unsigned)usize);
-                return -1;
-            }
-            *data = src;
-            *len = usize;
-        } else if (method == 8) {
-            /* deflate expands at most about 1032:1: a larger claim is a
-             * corrupt header, not a reason to allocate gigabytes */
-            if ((uint64_t)usize > (uint64_t)csize * 1100 + 1024) {
-                rt_err("%s: corrupt zip: member %s claims %u bytes from %u compressed", path, name,
-                       (unsigned)usize, (unsigned)csize);
-                return -1;
-            }
-            uint8_t *out = malloc(usize ? usize : 1);
-            if (!out) {
-                rt_err("%s: out of memory inflating %s (%u bytes)", path, name, (unsigned)usize);
-                return -1;
-            }
-            z_stream z;
-            memset(&z, 0, sizeof z);
-            if (inflateInit2(&z, -MAX_WBITS) != Z_OK) {
-                free(out);
-                rt_err("%s: zlib cannot start inflating %s", path, name);
-                return -1;
-            }
-            z.next_in = (Bytef *)src;
-            z.avail_in = csize;
-            z.next_out = out;
-            z.avail_out = usize;
-            int r = inflate(&z, Z_FINISH);
-            uLong got = z.total_out;
-            const char *why = z.msg;
-            char reason[160];
-            snprintf(reason, sizeof reason, "%s", why ? why : "");
-            inflateEnd(&z);
-            if (r != Z_STREAM_END || got != usize) {
-                free(out);
-                if (r == Z_STREAM_END)
-                    rt_err("%s: member %s inflates to %lu bytes, its header says %u", path, name, got,
-                           (unsigned)usize);
-                else if (r == Z_BUF_ERROR && z.avail_out == 0)
-                    rt_err("%s: member %s inflates to more than the %u bytes its header says", path, name,
-                           (unsigned)usize);
-                else if (r == Z_BUF_ERROR)
-                    rt_err("%s: member %s is truncated (its deflate stream ends early)", path, name);
-                else
-                    rt_err("%s: member %s is corrupt: %s", path, name, *reason ? reason : "inflate failed");
-                return -1;
-            }
-            *data = *own = out;
-            *len = usize;
-        } else {
+        zm->src = b + start;
+        if (zm->method == 0 && zm->csize != zm->usize) {
+            rt_err("%s: corrupt zip: stored member %s has sizes %u and %u", path, name, (unsigned)zm->csize,
+                   (unsigned)zm->usize);
+            return -1;
+        }
+        if (zm->method != 0 && zm->method != 8) {
             rt_err("%s: member %s uses zip compression method %u (only stored and deflated are supported)",
-                   path, name, (unsigned)method);
+                   path, name, (unsigned)zm->method);
             return -1;
         }
-#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION    /* the fuzzer cannot forge CRCs: let it past */
-        if (crc32(0L, *data, (uInt)*len) != crc) {
-            rt_err("%s: member %s fails its CRC check (the file is damaged)", path, name);
-            free(*own);
-            *own = NULL;
+        /* deflate expands at most about 1032:1: a larger claim is a
+         * corrupt header, not a reason to allocate gigabytes */
+        if (zm->method == 8 && (uint64_t)zm->usize > (uint64_t)zm->csize * 1100 + 1024) {
+            rt_err("%s: corrupt zip: member %s claims %u bytes from %u compressed", path, name,
+                   (unsigned)zm->usize, (unsigned)zm->csize);
             return -1;
         }
-#else
-        (void)crc;
-#endif
         return 1;
     }
     return 0;
+}
+
+/* Inflates into out[at, cap): more of z's stream. Z_STREAM_END, Z_OK when
+ * out is full with more to come, or zlib's error. */
+static int inflate_to(z_stream *z, uint8_t *out, size_t at, size_t cap)
+{
+    z->next_out = out + at;
+    z->avail_out = (uInt)(cap - at);
+    int r;
+    do
+        r = inflate(z, Z_SYNC_FLUSH);
+    while (r == Z_OK && z->avail_out > 0);
+    return r == Z_BUF_ERROR && z->avail_out == 0 ? Z_OK : r;
 }
 
 /* ---- the .npy header ----------------------------------------------------- */
@@ -233,11 +201,15 @@ static int descr_type(const char *d, size_t dl, npy *a)
     }
 }
 
-/* Parses member `name` (an .npy in bytes b[0..n)) into *a. */
-static int npy_parse(const char *path, const char *name, const uint8_t *b, size_t n, npy *a)
+/* Parses the header of member `name` (an .npy whose first n bytes are b)
+ * into *a; *off: where its data starts. -2 (nothing reported) when the
+ * header runs past b[n). */
+static int npy_header(const char *path, const char *name, const uint8_t *b, size_t n, npy *a, size_t *off)
 {
     memset(a, 0, sizeof *a);
     if (n < 10 || memcmp(b, "\x93NUMPY", 6) != 0) {
+        if (n < 10 && !memcmp(b, "\x93NUMPY", n < 6 ? n : 6))
+            return -2;
         rt_err("%s: member %s is not an .npy array (wrong magic)", path, name);
         return -1;
     }
@@ -247,23 +219,18 @@ static int npy_parse(const char *path, const char *name, const uint8_t *b, size_
         hl = le16(b + 8);
         h0 = 10;
     } else if (major == 2 || major == 3) {
-        if (n < 12) {
-            rt_err("%s: member %s is truncated in its header", path, name);
-            return -1;
-        }
+        if (n < 12)
+            return -2;
         hl = le32(b + 8);
         h0 = 12;
     } else {
         rt_err("%s: member %s is .npy version %d.%d (this reader knows 1.0, 2.0 and 3.0)", path, name, major, b[7]);
         return -1;
     }
-    if (hl > n - h0) {
-        rt_err("%s: member %s is truncated: its header declares %zu bytes, %zu remain", path, name, hl, n - h0);
-        return -1;
-    }
+    if (hl > n - h0)
+        return -2;
     const char *s = (const char *)b + h0, *e = s + hl;
     int have_descr = 0, have_order = 0, have_shape = 0, fortran = 0;
-    char descr[16] = "";
     s = skip_ws(s, e);
     if (s >= e || *s++ != '{')
         goto bad;
@@ -284,7 +251,7 @@ static int npy_parse(const char *path, const char *name, const uint8_t *b, size_
             size_t vl;
             if (!(s = py_str(s, e, &v, &vl)))   /* a structured dtype is a list: refused below */
                 goto bad_descr_list;
-            rt_data_show(v, vl, descr, sizeof descr);
+            rt_data_show(v, vl, a->descr, sizeof a->descr);
             if (descr_type(v, vl, a) != 0) {
                 char show[44];
                 rt_err("%s: member %s has dtype '%s', which this reader cannot read (it reads uint8/16/32/64, "
@@ -357,13 +324,9 @@ static int npy_parse(const char *path, const char *name, const uint8_t *b, size_
             goto bad_size;
         a->count *= a->shape[d];
     }
-    size_t want = (size_t)a->count * (size_t)a->size;
-    if (a->count > FILE_MAX / 8 || want != n - h0 - hl) {
-        rt_err("%s: member %s: shape and dtype %s need %lld data bytes, the member has %zu%s", path, name, descr,
-               (long long)a->count * a->size, n - h0 - hl, want > n - h0 - hl ? " (truncated)" : "");
-        return -1;
-    }
-    a->data = b + h0 + hl;
+    if (a->count > FILE_MAX / 8)
+        goto bad_size;
+    *off = h0 + hl;
     return 0;
 bad_size:
     rt_err("%s: member %s declares an implausibly large shape", path, name);
@@ -541,8 +504,110 @@ fail:
     return -1;
 }
 
+/* the most of a deflated member inflated before its .npy header is read
+ * (numpy writes headers of at most 10000 bytes by default) */
+#define HEAD_MAX 65536
+
+/* member zm (`name`), its .npy parsed into *a: a deflated one's header is
+ * inflated first and its shape checked against the zip's size (and the
+ * data limit, with *used the bytes read before it) before the rest is. */
+static int member_read(const char *path, const char *name, const zmember *zm, int64_t *used, npy *a)
+{
+    size_t off;
+    int r;
+    if (zm->method == 0) {
+        if ((r = npy_header(path, name, zm->src, zm->usize, a, &off)) == -2)
+            rt_err("%s: member %s is truncated in its .npy header", path, name);
+        if (r)
+            return -1;
+        if ((size_t)(a->count * a->size) != zm->usize - off) {
+            rt_err("%s: member %s: shape and dtype %s need %lld data bytes, the member has %zu%s", path, name,
+                   a->descr, (long long)a->count * a->size, zm->usize - off,
+                   (size_t)(a->count * a->size) > zm->usize - off ? " (truncated)" : "");
+            return -1;
+        }
+        a->data = zm->src + off;
+    } else {
+        z_stream z;
+        memset(&z, 0, sizeof z);
+        if (inflateInit2(&z, -MAX_WBITS) != Z_OK) {
+            rt_err("%s: zlib cannot start inflating %s", path, name);
+            return -1;
+        }
+        z.next_in = (Bytef *)zm->src;
+        z.avail_in = zm->csize;
+        uint8_t head[HEAD_MAX];
+        size_t hn = zm->usize < HEAD_MAX ? zm->usize : HEAD_MAX;
+        int zr = inflate_to(&z, head, 0, hn);
+        size_t got = hn - z.avail_out;
+        if ((r = zr == Z_OK || zr == Z_STREAM_END ? npy_header(path, name, head, got, a, &off) : -3) == -2) {
+            if (got == HEAD_MAX)
+                rt_err("%s: member %s has an .npy header over %d bytes", path, name, HEAD_MAX);
+            else
+                rt_err("%s: member %s is truncated in its .npy header", path, name);
+        } else if (r == -3) {
+            rt_err("%s: member %s is corrupt: %s", path, name, z.msg ? z.msg : "inflate failed");
+        } else if (r == 0 && (uint64_t)(a->count * a->size) != (uint64_t)zm->usize - off) {
+            /* refused before inflating more than its header */
+            rt_err("%s: member %s: its .npy header declares %lld data bytes, the zip's directory %llu: the file "
+                   "is damaged or forged", path, name, (long long)(a->count * a->size),
+                   (unsigned long long)(zm->usize - off));
+            r = -1;
+        } else if (r == 0 && rt_data_limit_check(path, name, *used, zm->usize) != 0) {
+            r = -1;
+        } else if (r == 0 && !(a->own = malloc(zm->usize ? zm->usize : 1))) {
+            rt_err("%s: out of memory inflating %s (%u bytes)", path, name, (unsigned)zm->usize);
+            r = -1;
+        } else if (r == 0) {
+            memcpy(a->own, head, got);
+            size_t have = got;
+            if (zr == Z_OK && got < zm->usize) {
+                zr = inflate_to(&z, a->own, got, zm->usize);
+                have = zm->usize - z.avail_out;
+            }
+            if (zr == Z_OK) {       /* full: the stream must end here */
+                uint8_t more;
+                zr = inflate_to(&z, &more, 0, 1);
+                if (zr == Z_OK) {
+                    rt_err("%s: member %s inflates to more than the %u bytes its header says", path, name,
+                           (unsigned)zm->usize);
+                    r = -1;
+                }
+            }
+            if (r == 0 && zr != Z_STREAM_END) {
+                if (zr == Z_BUF_ERROR)
+                    rt_err("%s: member %s is truncated (its deflate stream ends early)", path, name);
+                else
+                    rt_err("%s: member %s is corrupt: %s", path, name, z.msg ? z.msg : "inflate failed");
+                r = -1;
+            } else if (r == 0 && have != zm->usize) {
+                rt_err("%s: member %s inflates to %zu bytes, its header says %u", path, name, have,
+                       (unsigned)zm->usize);
+                r = -1;
+            }
+            a->data = a->own + off;
+        }
+        inflateEnd(&z);
+        if (r) {
+            free(a->own);
+            a->own = NULL;
+            return -1;
+        }
+    }
+    *used += zm->usize;
+#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION    /* the fuzzer cannot forge CRCs: let it past */
+    if (crc32(0L, a->data - off, (uInt)zm->usize) != zm->crc) {
+        rt_err("%s: member %s fails its CRC check (the file is damaged)", path, name);
+        free(a->own);
+        a->own = NULL;
+        return -1;
+    }
+#endif
+    return 0;
+}
+
 /* member name "NAME.npy" of array NAME, parsed; 0 when absent */
-static int get_array(const char *path, const uint8_t *b, size_t n, const char *name, npy *a)
+static int get_array(const char *path, const uint8_t *b, size_t n, const char *name, int64_t *used, npy *a)
 {
     char mem[256];
     memset(a, 0, sizeof *a);
@@ -550,18 +615,11 @@ static int get_array(const char *path, const uint8_t *b, size_t n, const char *n
         rt_err("%s: array name '%s' is too long", path, name);
         return -1;
     }
-    const uint8_t *d;
-    size_t len;
-    uint8_t *own;
-    int r = zip_member(path, b, n, mem, &d, &len, &own);
+    zmember zm;
+    int r = zip_find(path, b, n, mem, &zm);
     if (r <= 0)
         return r;
-    if (npy_parse(path, mem, d, len, a) != 0) {
-        free(own);
-        return -1;
-    }
-    a->own = own;
-    return 1;
+    return member_read(path, mem, &zm, used, a) != 0 ? -1 : 1;
 }
 
 int rt_npz_parse(const rt_model *m, const char *path, const uint8_t *buf, size_t len, rt_dataset *train,
@@ -571,13 +629,14 @@ int rt_npz_parse(const rt_model *m, const char *path, const uint8_t *buf, size_t
     const char *const *nm = m->data.arrays ? m->data.arrays : def;
     npy a[4];
     int have[4] = {0}, rc = -1;
+    int64_t used = 0;
     memset(a, 0, sizeof a);
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
     /* an autoencoder's targets are its samples: no y arrays are read */
     const int ys = m->target != RT_TGT_INPUT;
     for (int i = 0; i < 4; i++)
-        if ((i % 2 == 0 || ys) && (have[i] = get_array(path, buf, len, nm[i], &a[i])) < 0)
+        if ((i % 2 == 0 || ys) && (have[i] = get_array(path, buf, len, nm[i], &used, &a[i])) < 0)
             goto out;
     for (int i = 0; i < 2; i++)
         if (!have[i] && (i == 0 || ys)) {

@@ -5,6 +5,8 @@
 # and dies of the signal, leaving no OUT. The compiler is a stand-in
 # (CDDPC_CC) that records its pid and that of a child it waits for (cc
 # waits for cc1 so), so the test knows both are running before it signals.
+# Then the same stand-in past --cc-timeout: stopped, with the limit named,
+# nothing left.
 set -u
 cddpc=$1
 t=$(mktemp -d)
@@ -48,5 +50,32 @@ for sig in TERM INT HUP; do
         fail=1
     fi
     for p in $alive; do kill "$p" 2>/dev/null; done
+done
+mkdir -p "$t/late"
+start=$(date +%s)
+CDDPC_CC="$t/slowcc" CC_PIDS="$t/late.pids" "$cddpc" models/mnist.net -o "$t/late/prog" --cc-timeout 1 2> "$t/late.err"
+rc=$?
+secs=$(( $(date +%s) - start ))
+sleep 0.3
+alive=
+for p in $(cat "$t/late.pids" 2>/dev/null); do
+    st=$(ps -o stat= -p "$p" 2>/dev/null)
+    [ -n "$st" ] && [ "${st#Z}" = "$st" ] && alive="$alive $p"
+done
+left=$(ls "$t/late")
+if [ $rc -eq 1 ] && [ $secs -le 5 ] && [ -z "$alive" ] && [ -z "$left" ] &&
+   grep -q "the C compiler did not finish within 1 s .*--cc-timeout S sets the limit" "$t/late.err"; then
+    echo "PASS --cc-timeout 1: exit 1 after ${secs} s, cc and its child stopped, nothing left: $(cat "$t/late.err")"
+else
+    echo "FAIL --cc-timeout 1: exit $rc after ${secs} s, still running:${alive:- none}, left: ${left:-none}: $(cat "$t/late.err")"
+    fail=1
+fi
+for p in $alive; do kill "$p" 2>/dev/null; done
+for bad in -1 abc 1e9 0x10; do
+    if "$cddpc" models/mnist.net -o "$t/late/prog" --cc-timeout "$bad" 2>&1 | grep -q -- "--cc-timeout needs seconds"; then
+        echo "PASS --cc-timeout $bad refused"
+    else
+        echo "FAIL --cc-timeout $bad not refused"; fail=1
+    fi
 done
 exit $fail

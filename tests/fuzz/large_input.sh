@@ -74,4 +74,19 @@ if run long_forward 0; then
         echo "FAIL long_forward: no program.c"; fail=1
     fi
 fi
+# 10 MB of `x = relu(x)` (500,000 statements), compiled with the C
+# compiler: before the bound, still in cc -O3 after 5 minutes (the
+# generated C grows 15 MB per 50,000 statements); now refused at the op
+# limit (compiler/forward.c FWD_MAX_NODES) in about a second
+awk 'BEGIN { for (i = 0; i < 500000; i++) print "        x = relu(x)" }' | model 784 >"$tmp/relu_10mb.net"
+start=$(date +%s)
+limit_run timeout 60 "$cddpc" "$tmp/relu_10mb.net" -o "$tmp/relu_10mb" >/dev/null 2>"$tmp/relu_10mb.err"
+rc=$?
+secs=$(( $(date +%s) - start ))
+if [ $rc -eq 1 ] && [ ! -e "$tmp/relu_10mb" ] &&
+   grep -q "relu_10mb.net:20001:9: error: the model's graph reaches 20001 operations at this statement, over the limit of 20000" "$tmp/relu_10mb.err"; then
+    echo "PASS relu_10mb: $(wc -c <"$tmp/relu_10mb.net") bytes refused in ${secs} s at the op limit"
+else
+    echo "FAIL relu_10mb: exit status $rc after ${secs} s:"; head -c 400 "$tmp/relu_10mb.err"; fail=1
+fi
 exit $fail
