@@ -1,8 +1,10 @@
 /* tests/fuzz/data_idx.c: libFuzzer harness for the IDX reader, through
  * rt_idx_load as a run calls it: the input is split into an images file
- * and a labels file (its first byte: how many bytes of the rest, times
- * 4, are the images'), written to a directory of this process's, plain
- * or (as the fuzzer finds the gzip magic) gzip. The model takes 2x2 = 4
+ * and a labels file (its first two bytes, little-endian: how many bytes
+ * of the rest, times 4, are the images', so images up to 256 KB),
+ * written to a directory of this process's in /dev/shm when there is one
+ * (files in memory: the harness runs at the reader's speed, not the
+ * disk's), plain or (as the fuzzer finds the gzip magic) gzip. The model takes 2x2 = 4
  * values per sample, 10 classes. Any outcome is fine but a crash, a
  * sanitizer report, a leak or a hang; a set that loads must be
  * consistent. */
@@ -39,17 +41,18 @@ static void cleanup(void)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/cddp-fuzz-idx.%d", (int)getpid());
+        snprintf(dir, sizeof dir, "%s/cddp-fuzz-idx.%d", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp",
+                 (int)getpid());
         mkdir(dir, 0700);
         atexit(cleanup);
     }
-    if (size < 1)
+    if (size < 2)
         return 0;
-    size_t cut = (size_t)data[0] * 4;
-    if (cut > size - 1)
-        cut = size - 1;
-    put("train-images-idx3-ubyte", data + 1, cut);
-    put("train-labels-idx1-ubyte", data + 1 + cut, size - 1 - cut);
+    size_t cut = ((size_t)data[0] | (size_t)data[1] << 8) * 4;
+    if (cut > size - 2)
+        cut = size - 2;
+    put("train-images-idx3-ubyte", data + 2, cut);
+    put("train-labels-idx1-ubyte", data + 2 + cut, size - 2 - cut);
     rt_model m = {0};
     m.name = "fuzz";
     m.in_rank = 2;

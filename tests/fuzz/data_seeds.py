@@ -101,12 +101,32 @@ def main():
     put("csv", "float_named_bom", 3, b"\xef\xbb\xbf" + csv_text([["u", "a", "b", "t", "c"],
                                                                 ["1", "2", "3", "4", "multi\nline"]]))
 
-    # idx: the first byte is the images' length / 4
-    img = idx_file(8, [3, 2, 2], bytes(range(12)))
-    lab = idx_file(8, [3], bytes([1, 9, 0]))
-    put("idx", "plain", len(img) // 4, img + lab)
-    gi = gzip.compress(img, mtime=0)
-    put("idx", "gzip", (len(gi) + 3) // 4, gi + b"\0" * ((4 - len(gi) % 4) % 4) + lab)
+    # idx: the first two bytes (little-endian) are the images' length / 4
+    def idx_pair(name, img, lab, gz):
+        if gz:
+            img = gzip.compress(img, mtime=0)
+            img += b"\0" * (-len(img) % 4)
+        put("idx", name, None, (len(img) // 4).to_bytes(2, "little") + img + lab)
+
+    idx_pair("plain", idx_file(8, [3, 2, 2], bytes(range(12))), idx_file(8, [3], bytes([1, 9, 0])), False)
+    idx_pair("gzip", idx_file(8, [3, 2, 2], bytes(range(12))), idx_file(8, [3], bytes([1, 9, 0])), True)
+
+    # large inputs, as real files are: thousands of samples and rows, so
+    # that the fuzzer's mutations start from the sizes the readers meet
+    n = 4000
+    imgs = r.randint(0, 256, (n, 2, 2)).astype(np.uint8)
+    labs = r.randint(0, 10, n).astype(np.uint8)
+    idx_pair("large_gzip", idx_file(8, [n, 2, 2], imgs.tobytes()), idx_file(8, [n], labs.tobytes()), True)
+    idx_pair("large_plain", idx_file(8, [n, 2, 2], imgs.tobytes()), idx_file(8, [n], labs.tobytes()), False)
+    xl = r.rand(n, 1, 2, 2).astype(np.float32)
+    put("npz", "large_compressed", 0, npz_bytes(np.savez_compressed, x_train=xl, y_train=r.randint(0, 3, n),
+                                               x_test=xl[:500], y_test=r.randint(0, 3, 500)))
+    put("npz", "large_stored", 1, npz_bytes(np.savez, x_train=xl.astype(np.float64), y_train=r.rand(n, 3)))
+    rows = [["a", "t", "b"]] + [["%.6g" % r.randn(), ["cat", "dog", "bird"][i % 3], "%.3e" % r.rand()]
+                                for i in range(n)]
+    put("csv", "large_labels", 0, csv_text(rows))
+    wide = ["c%d" % i for i in range(3000)]
+    put("csv", "wide_header", 2, csv_text([wide[:1] + ["t"] + wide[1:], ["1", "0"] + ["2"] * 2999]))
 
 
 if __name__ == "__main__":
