@@ -104,7 +104,7 @@ void rt_sgemm_acc(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *
 
 static float *rounded_copy(int prec, int64_t rows, int64_t cols, const float *x, int64_t ld)
 {
-    float *y = malloc(sizeof(float) * (size_t)(rows * cols > 0 ? rows * cols : 1));
+    float *y = rt_malloc(sizeof(float) * (size_t)(rows * cols > 0 ? rows * cols : 1));
     if (!y)
         abort();    /* kernels cannot fail; an emulation-only path */
     for (int64_t i = 0; i < rows; i++)

@@ -98,9 +98,9 @@ static int ck_build(const rt_model *m, ck_model *c)
         trained += !(rt_param_flags(m, i) & (RT_PARAM_BUFFER | RT_PARAM_ALIAS));
     int extra = nslot >= 0 ? trained * nslot : 1;
     c->np = m->nparam + extra;
-    c->p = calloc((size_t)c->np + 1, sizeof *c->p);
-    c->flags = calloc((size_t)c->np + 1, sizeof *c->flags);
-    c->names = calloc((size_t)c->np + 1, sizeof *c->names);
+    c->p = rt_calloc((size_t)c->np + 1, sizeof *c->p);
+    c->flags = rt_calloc((size_t)c->np + 1, sizeof *c->flags);
+    c->names = rt_calloc((size_t)c->np + 1, sizeof *c->names);
     c->slab = rt_alloc((size_t)(m->param_floats + m->opt_floats) * sizeof(float), "the checkpoint");
     if (!c->p || !c->flags || !c->names || !c->slab) {
         rt_err("out of memory for the checkpoint");
@@ -113,7 +113,7 @@ static int ck_build(const rt_model *m, ck_model *c)
     int k = m->nparam;
     if (nslot < 0) {            /* an unknown layout: one flat tensor */
         rt_param *q = &c->p[k];
-        q->name = c->names[k] = strdup("optimizer.state");
+        q->name = c->names[k] = rt_strdup("optimizer.state");
         q->rank = 1;
         q->shape[0] = q->numel = m->opt_floats;
         q->off = m->param_floats;
@@ -129,7 +129,7 @@ static int ck_build(const rt_model *m, ck_model *c)
             char slot[64];
             slot_name(m->opt_state, s, slot, sizeof slot);
             len += strlen(slot);
-            if ((c->names[k] = malloc(len)))
+            if ((c->names[k] = rt_malloc(len)))
                 snprintf(c->names[k], len, "optimizer.%s.%s", p->name, slot);
             *q = *p;
             q->name = c->names[k];
@@ -178,7 +178,7 @@ int rt_ckpt_save(const rt_model *m, const rt_opts *o, const char *path, const fl
     snprintf(kv[K_OPT].val, sizeof kv[0].val, "%lld", (long long)m->opt_floats);
     /* "model" (kv[K_MODEL]) is the header's own: the amp keys take its
      * place; then the data's (an evaluation from a checkpoint uses them) */
-    rt_st_kv *all = malloc(sizeof *all * (size_t)(NK - 1 + NA + o->ndata_meta));
+    rt_st_kv *all = rt_malloc(sizeof *all * (size_t)(NK - 1 + NA + o->ndata_meta));
     if (!all) {
         rt_err("out of memory for the checkpoint");
         ck_free(&c);
@@ -346,8 +346,8 @@ int rt_ckpt_bcast_data(rt_data_saved *sv)
         rt_data_saved_free(sv);
         sv->norm_n = n[0];
         sv->classes.n = n[1];
-        if ((n[0] && !(sv->norm = calloc(2 * (size_t)n[0], sizeof(float)))) ||
-            (n[1] && !(sv->classes.name = calloc((size_t)n[1], sizeof(char *))))) {
+        if ((n[0] && !(sv->norm = rt_calloc(2 * (size_t)n[0], sizeof(float)))) ||
+            (n[1] && !(sv->classes.name = rt_calloc((size_t)n[1], sizeof(char *))))) {
             rt_err("out of memory");
             return -1;
         }
@@ -357,7 +357,7 @@ int rt_ckpt_bcast_data(rt_data_saved *sv)
     for (int i = 0; i < n[1]; i++) {
         int32_t len = rt_world.rank == 0 ? (int32_t)strlen(sv->classes.name[i]) + 1 : 0;
         rt_comm_bcast_bytes(&len, sizeof len, what);
-        if (rt_world.rank != 0 && !(sv->classes.name[i] = malloc((size_t)len))) {
+        if (rt_world.rank != 0 && !(sv->classes.name[i] = rt_malloc((size_t)len))) {
             rt_err("out of memory");
             return -1;
         }

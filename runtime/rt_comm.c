@@ -387,7 +387,7 @@ static int agree(const uint64_t *mine, int n, const char *const *what,
                  void (*show)(char *, size_t, int, uint64_t), const char *ctx)
 {
     int W = rt_world.size;
-    uint64_t *all = malloc((size_t)W * (size_t)n * sizeof(uint64_t));
+    uint64_t *all = rt_malloc((size_t)W * (size_t)n * sizeof(uint64_t));
     if (!all) {
         rt_err("out of memory checking the ranks agree");
         rt_comm_abort(1);

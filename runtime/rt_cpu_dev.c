@@ -304,7 +304,7 @@ int rt_cpu_dev_open(rt_device *dev, const rt_model *m, const rt_opts *o, rt_ws *
 {
     *dev = (rt_device){"cpu", 0, NULL, cpu_begin_epoch, cpu_train, cpu_evaluate, cpu_collect, cpu_pull,
                        cpu_close};
-    cpu_dev *c = calloc(1, sizeof *c);
+    cpu_dev *c = rt_calloc(1, sizeof *c);
     if (!c) {
         rt_err("out of memory");
         return -1;

@@ -32,7 +32,7 @@ static int push(csv_rd *r, char c)
 {
     if (r->len == r->cap) {
         size_t nc = r->cap ? r->cap * 2 : 256;
-        char *nb = realloc(r->buf, nc);
+        char *nb = rt_realloc(r->buf, nc);
         if (!nb) {
             rt_err("%s: out of memory", r->path);
             return -1;
@@ -48,7 +48,7 @@ static int new_field(csv_rd *r)
 {
     if (r->nf == r->fcap) {
         int nc = r->fcap ? r->fcap * 2 : 16;
-        size_t *no = realloc(r->off, (size_t)nc * sizeof *no);
+        size_t *no = rt_realloc(r->off, (size_t)nc * sizeof *no);
         if (!no) {
             rt_err("%s: out of memory", r->path);
             return -1;
@@ -229,7 +229,7 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
     int ncol = r.nf;
     /* the header's names sorted, for duplicates and lookups in
      * O(n log n): a header of 160,000 columns compared pairwise took a minute */
-    byname = malloc((size_t)ncol * sizeof *byname);
+    byname = rt_malloc((size_t)ncol * sizeof *byname);
     if (!byname) {
         rt_err("%s: out of memory for a header of %d columns", path, ncol);
         goto out;
@@ -247,8 +247,8 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
         rt_err("%s: no target column given (csv(..., target = \"COLUMN\"))", path);
         goto out;
     }
-    tcol = malloc((size_t)nt * sizeof *tcol);
-    fcol = malloc((size_t)(ncol + s->nfeatures) * sizeof *fcol);
+    tcol = rt_malloc((size_t)nt * sizeof *tcol);
+    fcol = rt_malloc((size_t)(ncol + s->nfeatures) * sizeof *fcol);
     if (!tcol || !fcol) {
         rt_err("%s: out of memory", path);
         goto out;
@@ -269,7 +269,7 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
             fcol[nfeat++] = c;
     }
     if (!s->nfeatures) {    /* every column but the targets, in order */
-        char *is_t = calloc((size_t)ncol + 1, 1);
+        char *is_t = rt_calloc((size_t)ncol + 1, 1);
         if (!is_t) {
             rt_err("%s: out of memory", path);
             goto out;
@@ -307,13 +307,13 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
     char hname[84], cn[84], cv[44], why[160];   /* the target's name, a column's, why a cell is no number, for messages */
     clean(field(&r, tcol[0]), hname, sizeof hname);
     /* the header's names are lost with the next record: keep them */
-    char **cname = calloc((size_t)ncol, sizeof *cname);
+    char **cname = rt_calloc((size_t)ncol, sizeof *cname);
     if (!cname) {
         rt_err("%s: out of memory", path);
         goto out;
     }
     for (int i = 0; i < ncol; i++)
-        if (!(cname[i] = strdup(field(&r, i)))) {
+        if (!(cname[i] = rt_strdup(field(&r, i)))) {
             rt_err("%s: out of memory", path);
             goto out_names;
         }
@@ -336,16 +336,16 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
                 rt_err("%s: more than %d rows", path, INT32_MAX);
                 goto out_names;
             }
-            float *nx = realloc(x, (size_t)(nc * nfeat) * sizeof *nx);
+            float *nx = rt_realloc(x, (size_t)(nc * nfeat) * sizeof *nx);
             if (nx)
                 x = nx;
-            void *ny = classes ? realloc(labels, (size_t)nc * sizeof *labels)
-                               : realloc(yf, (size_t)(nc * nt) * sizeof *yf);
+            void *ny = classes ? rt_realloc(labels, (size_t)nc * sizeof *labels)
+                               : rt_realloc(yf, (size_t)(nc * nt) * sizeof *yf);
             if (ny && classes)
                 labels = ny;
             else if (ny)
                 yf = ny;
-            int64_t *nl = classes ? realloc(lines, (size_t)nc * sizeof *lines) : lines;
+            int64_t *nl = classes ? rt_realloc(lines, (size_t)nc * sizeof *lines) : lines;
             if (nl)
                 lines = nl;
             if (!nx || !ny || (classes && !nl)) {
@@ -386,7 +386,7 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
             if (bad != 0 || v != floor(v) || !(fabs(v) < 1e9))
                 textual = 1;
             lines[n] = at;
-            if (!(labels[n] = strdup(l))) {
+            if (!(labels[n] = rt_strdup(l))) {
                 rt_err("%s: out of memory", path);
                 goto out_names;
             }
@@ -416,13 +416,13 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
         goto out_names;
     }
     if (classes) {
-        if (!(yi = malloc((size_t)n * sizeof *yi))) {
+        if (!(yi = rt_malloc((size_t)n * sizeof *yi))) {
             rt_err("%s: out of memory", path);
             goto out_names;
         }
         /* the training file fixes the mapping; a test file uses it */
         if (fit && textual) {
-            char **u = malloc((size_t)n * sizeof *u);
+            char **u = rt_malloc((size_t)n * sizeof *u);
             if (!u) {
                 rt_err("%s: out of memory", path);
                 goto out_names;
@@ -439,10 +439,9 @@ int rt_csv_parse(const rt_model *m, const char *path, const char *text, size_t l
                 free(u);
                 goto out_names;
             }
-            cls->name = calloc((size_t)k, sizeof *cls->name);
-            for (int i = 0; cls->name && i < k; i++)
-                if ((cls->name[i] = strdup(u[i])))
-                    cls->n = i + 1;
+            cls->name = rt_calloc((size_t)k, sizeof *cls->name);
+            for (int i = 0; cls->name && i < k && (cls->name[i] = rt_strdup(u[i])); i++)
+                cls->n = i + 1;     /* the names up to the first that failed: those to free */
             free(u);
             if (cls->n != k) {
                 rt_err("%s: out of memory", path);

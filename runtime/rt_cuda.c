@@ -252,7 +252,7 @@ static int best_arch(const rt_nvrtc_api *nv, int cc, int *lo, int *hi)
     *lo = *hi = 0;
     if (nv->nvrtcGetNumSupportedArchs(&narch) != 0 || narch <= 0 || narch >= 4096)
         return 0;
-    int *a = malloc(sizeof(int) * (size_t)narch);
+    int *a = rt_malloc(sizeof(int) * (size_t)narch);
     if (a && nv->nvrtcGetSupportedArchs(a) == 0)
         for (int i = 0; i < narch; i++) {
             if (!*lo || a[i] < *lo)
@@ -381,7 +381,7 @@ int rt_nvrtc_compile(const char *src, const char *arch, void **image, size_t *le
     if (r != 0) {
         size_t n = 0;
         char *log = NULL;
-        if (rt_nv.nvrtcGetProgramLogSize(p, &n) == 0 && n > 0 && (log = malloc(n + 1)) &&
+        if (rt_nv.nvrtcGetProgramLogSize(p, &n) == 0 && n > 0 && (log = rt_malloc(n + 1)) &&
             rt_nv.nvrtcGetProgramLog(p, log) == 0)
             log[n] = 0;
         else if (log)
@@ -400,7 +400,7 @@ int rt_nvrtc_compile(const char *src, const char *arch, void **image, size_t *le
     size_t n = 0;
     if (cubin ? NV_CHECK(rt_nv.nvrtcGetCUBINSize(p, &n)) : NV_CHECK(rt_nv.nvrtcGetPTXSize(p, &n)))
         goto out;
-    char *img = malloc(n ? n : 1);
+    char *img = rt_malloc(n ? n : 1);
     if (!img) {
         rt_err("cannot allocate %zu bytes for the compiled kernels: out of memory", n);
         goto out;

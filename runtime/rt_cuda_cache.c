@@ -217,7 +217,7 @@ int rt_kcache_load(const char *dir, const char *key, void **image, size_t *len)
     if (fread(head, 1, 16, f) != 16 || memcmp(head, magic, 8) != 0)
         goto out;
     uint64_t n = get_u64(head + 8);
-    if (n == 0 || n > MAX_IMAGE || !(img = malloc((size_t)n)))
+    if (n == 0 || n > MAX_IMAGE || !(img = rt_malloc((size_t)n)))
         goto out;
     if (fread(img, 1, (size_t)n, f) != n || fread(sum, 1, 32, f) != 32 || fgetc(f) != EOF)
         goto out;

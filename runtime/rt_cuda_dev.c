@@ -220,10 +220,10 @@ static int plan_setup(rt_cuda *cu, const rt_plan *p, const char *which, int nmax
         rt_err("model is malformed: the %s plan has no CUDA launch table", which);
         return -1;
     }
-    pd->f = calloc((size_t)(p->nk ? p->nk : 1), sizeof *pd->f);
-    pd->grid = calloc((size_t)(p->nk ? p->nk : 1), sizeof *pd->grid);
-    pd->fpair = calloc((size_t)(p->nk ? p->nk : 1), sizeof *pd->fpair);
-    pd->pgrid = calloc((size_t)(p->nk ? p->nk : 1), sizeof *pd->pgrid);
+    pd->f = rt_calloc((size_t)(p->nk ? p->nk : 1), sizeof *pd->f);
+    pd->grid = rt_calloc((size_t)(p->nk ? p->nk : 1), sizeof *pd->grid);
+    pd->fpair = rt_calloc((size_t)(p->nk ? p->nk : 1), sizeof *pd->fpair);
+    pd->pgrid = rt_calloc((size_t)(p->nk ? p->nk : 1), sizeof *pd->pgrid);
     if (!pd->f || !pd->grid || !pd->fpair || !pd->pgrid) {
         rt_err("out of memory");
         return -1;
@@ -505,10 +505,10 @@ static int ddp_setup(const rt_model *m, dev_run *d)
         return -1;
     d->bk = d->s.b;
     d->nb = d->s.nb;
-    d->ev_ready = calloc((size_t)d->nb + 1, sizeof(CUevent));
-    d->ev_done = calloc((size_t)d->nb + 1, sizeof(CUevent));
-    d->ev_cfork = calloc((size_t)m->train.nk + 1, sizeof(CUevent));
-    d->ev_cjoin = calloc((size_t)m->train.nk + 1, sizeof(CUevent));
+    d->ev_ready = rt_calloc((size_t)d->nb + 1, sizeof(CUevent));
+    d->ev_done = rt_calloc((size_t)d->nb + 1, sizeof(CUevent));
+    d->ev_cfork = rt_calloc((size_t)m->train.nk + 1, sizeof(CUevent));
+    d->ev_cjoin = rt_calloc((size_t)m->train.nk + 1, sizeof(CUevent));
     if (!d->ev_ready || !d->ev_done || !d->ev_cfork || !d->ev_cjoin) {
         rt_err("out of memory");
         return -1;
@@ -533,7 +533,7 @@ static int trace_setup(const rt_plan *p, dev_run *d)
     CUevent **sets[4] = {&d->tk0, &d->tk1, &d->tb0, &d->tb1};
     for (int i = 0; i < 4; i++) {
         int n = i < 2 ? p->nk : d->nb;
-        if (!(*sets[i] = calloc((size_t)n + 1, sizeof(CUevent)))) {
+        if (!(*sets[i] = rt_calloc((size_t)n + 1, sizeof(CUevent)))) {
             rt_err("out of memory");
             return -1;
         }
@@ -821,7 +821,7 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
 {
     *dv = (rt_device){"cuda", 1, NULL, cuda_begin_epoch, cuda_train, cuda_evaluate, cuda_collect, cuda_pull,
                       cuda_close};
-    dev_run *dp = calloc(1, sizeof *dp);
+    dev_run *dp = rt_calloc(1, sizeof *dp);
     if (!dp) {
         rt_err("out of memory");
         return -1;
@@ -932,7 +932,7 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
         return -1;
 
     /* ---- contents: parameters (after init / --init), data, tables ---- */
-    int32_t *iota = malloc(nv_mine > 0 ? (size_t)nv_mine * sizeof(int32_t) : 1);
+    int32_t *iota = rt_malloc(nv_mine > 0 ? (size_t)nv_mine * sizeof(int32_t) : 1);
     if (!iota) {
         rt_err("out of memory");
         return -1;
@@ -1010,7 +1010,7 @@ int rt_cuda_dev_open(rt_device *dv, rt_cuda *cu, const rt_model *m, const rt_opt
     cv->zero_fix = m->eval.fix_zero;
     cv->zero_stat = nstat;
     /* the fold ranges: each bucket's, then the whole slab's (one rank) */
-    rt_cuda_fold *fl = calloc((size_t)d->nb + 1, sizeof *fl);
+    rt_cuda_fold *fl = rt_calloc((size_t)d->nb + 1, sizeof *fl);
     if (!fl) {
         rt_err("out of memory");
         return -1;

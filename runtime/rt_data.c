@@ -61,7 +61,7 @@ static int set_norm(const rt_model *m, const rt_data_saved *sv, rt_data *d)
                rt_model_dims(m, b, sizeof b), (long long)(m->in_rank ? m->in_dim[0] : 0));
         return -1;
     }
-    if (!(d->norm = malloc(2 * (size_t)n * sizeof(float)))) {
+    if (!(d->norm = rt_malloc(2 * (size_t)n * sizeof(float)))) {
         rt_err("out of memory");
         return -1;
     }
@@ -114,8 +114,8 @@ static int set_meta(const rt_model *m, rt_data *d)
     int n = 2 * nn + nc + nv;
     if (!n)
         return 0;
-    d->meta = calloc((size_t)n, sizeof *d->meta);
-    char *keys = d->meta ? malloc((size_t)n * 32) : NULL;
+    d->meta = rt_calloc((size_t)n, sizeof *d->meta);
+    char *keys = d->meta ? rt_malloc((size_t)n * 32) : NULL;
     if (!keys) {
         rt_err("out of memory");
         return -1;
@@ -140,12 +140,12 @@ static int set_meta(const rt_model *m, rt_data *d)
 
 static int copy_classes(const rt_classes *from, rt_classes *to)
 {
-    if (!(to->name = calloc((size_t)from->n, sizeof *to->name))) {
+    if (!(to->name = rt_calloc((size_t)from->n, sizeof *to->name))) {
         rt_err("out of memory");
         return -1;
     }
     for (to->n = 0; to->n < from->n; to->n++)
-        if (!(to->name[to->n] = strdup(from->name[to->n]))) {
+        if (!(to->name[to->n] = rt_strdup(from->name[to->n]))) {
             rt_err("out of memory");
             return -1;
         }
@@ -183,9 +183,9 @@ int rt_data_saved_read(const char *path, rt_data_saved *sv)
         rt_err("%s: corrupt metadata: %d data.mean entries but %d data.std", path, nm, ns);
         goto out;
     }
-    seen = calloc(2 * (size_t)nm + 1, 1);
-    if (!seen || (nm && !(sv->norm = calloc(2 * (size_t)nm, sizeof(float)))) ||
-        (nc && !(sv->classes.name = calloc((size_t)nc, sizeof(char *))))) {
+    seen = rt_calloc(2 * (size_t)nm + 1, 1);
+    if (!seen || (nm && !(sv->norm = rt_calloc(2 * (size_t)nm, sizeof(float)))) ||
+        (nc && !(sv->classes.name = rt_calloc((size_t)nc, sizeof(char *))))) {
         rt_err("out of memory");
         goto out;
     }
@@ -195,7 +195,7 @@ int rt_data_saved_read(const char *path, rt_data_saved *sv)
     for (int i = 0; i < n; i++) {
         int im = meta_index(kv[i].key, "mean"), is = meta_index(kv[i].key, "std"), ic = meta_index(kv[i].key, "class");
         if (ic >= 0) {
-            if (ic >= nc || sv->classes.name[ic] || !(sv->classes.name[ic] = strdup(kv[i].val))) {
+            if (ic >= nc || sv->classes.name[ic] || !(sv->classes.name[ic] = rt_strdup(kv[i].val))) {
                 rt_err("%s: corrupt metadata: \"%s\" is out of order or repeated (%d classes)", path,
                        rt_data_show(kv[i].key, strlen(kv[i].key), ks, sizeof ks), nc);
                 goto out;

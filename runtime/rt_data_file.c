@@ -20,7 +20,7 @@ int rt_data_read_file(const char *path, uint8_t **buf, size_t *len)
         return -1;
     }
     size_t cap = 1 << 16, n = 0;
-    uint8_t *b = malloc(cap);
+    uint8_t *b = rt_malloc(cap);
     for (;;) {
         if (!b) {
             rt_err("%s: out of memory reading it", path);
@@ -36,7 +36,7 @@ int rt_data_read_file(const char *path, uint8_t **buf, size_t *len)
             fclose(f);
             return -1;
         }
-        uint8_t *nb = realloc(b, cap * 2);
+        uint8_t *nb = rt_realloc(b, cap * 2);
         if (!nb)
             free(b);
         b = nb;

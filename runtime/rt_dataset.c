@@ -50,7 +50,7 @@ int rt_dataset_no_targets(rt_dataset *s, int64_t n, const char *path)
 {
     s->ysize = 1;
     s->y_float = 0;
-    if (!(s->y = calloc((size_t)(n > 0 ? n : 1), sizeof(int32_t)))) {
+    if (!(s->y = rt_calloc((size_t)(n > 0 ? n : 1), sizeof(int32_t)))) {
         rt_err("%s: out of memory for %lld samples", path, (long long)n);
         return -1;
     }

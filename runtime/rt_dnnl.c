@@ -215,7 +215,7 @@ int rt_dnnl_conv(rt_dnnl_conv_cache **cache, int kind, const rt_conv_geo *g, con
     while (c && (c->kind != kind || c->has_bias != (bias != NULL) || memcmp(&c->g, g, sizeof *g) != 0))
         c = c->next;
     if (!c) {
-        c = calloc(1, sizeof *c);
+        c = rt_calloc(1, sizeof *c);
         if (!c)
             return 0;
         c->kind = kind, c->g = *g, c->has_bias = bias != NULL;

@@ -179,7 +179,7 @@ static int run(Mm *p, const float *a, int64_t lda, const float *b, int64_t ldb, 
     const int64_t br = p->tb ? p->n : p->k, bc = p->tb ? p->k : p->n;
     const size_t need = (size_t)(ar * ac + br * bc);
     if (need > scratch_n) {
-        uint16_t *s = realloc(scratch, need * sizeof *s);
+        uint16_t *s = rt_realloc(scratch, need * sizeof *s);
         if (!s)
             return 0;
         scratch = s, scratch_n = need;
@@ -210,7 +210,7 @@ int rt_dnnl_sgemm_bf16(int round_c, int ta, int tb, int64_t m, int64_t n, int64_
         Mm *p = cache;
         while (p && (p->ta != !!ta || p->tb != !!tb || p->m != m || p->n != n || p->k != k || p->ldc != ldc))
             p = p->next;
-        if (!p && (p = calloc(1, sizeof *p)) != NULL) {
+        if (!p && (p = rt_calloc(1, sizeof *p)) != NULL) {
             p->ta = !!ta, p->tb = !!tb, p->m = m, p->n = n, p->k = k, p->ldc = ldc;
             p->ok = build(p);   /* refused: kept, so the shape is not retried every step */
             p->next = cache, cache = p;

@@ -39,13 +39,18 @@ static int read_vocab(const rt_model *m, const char *path, gen_vocab *v)
         return 0;
     }
     v->n = n;
-    v->s = calloc((size_t)n, sizeof *v->s);
+    v->s = rt_calloc((size_t)n, sizeof *v->s);
     int rc = v->s ? 0 : -1;
+    if (rc)
+        rt_err("%s: out of memory for its vocabulary", path);
     for (int i = 0; rc == 0 && i < n; i++) {
         char *e;
         long k = strtol(kv[i].key + strlen("data.vocab."), &e, 10);
-        if (*e || k < 0 || k >= n || v->s[k] || !(v->s[k] = strdup(kv[i].val)) || !*v->s[k]) {
+        if (*e || k < 0 || k >= n || v->s[k] || !*kv[i].val) {
             rt_err("%s: corrupt metadata: \"%s\" (a vocabulary of %d)", path, kv[i].key, n);
+            rc = -1;
+        } else if (!(v->s[k] = rt_strdup(kv[i].val))) {
+            rt_err("%s: out of memory for its vocabulary", path);
             rc = -1;
         }
     }
@@ -64,9 +69,11 @@ static int read_vocab(const rt_model *m, const char *path, gen_vocab *v)
 static int encode(const gen_vocab *v, const char *prompt, int32_t **out, int64_t *n)
 {
     const size_t len = strlen(prompt);
-    int32_t *t = malloc((len + 1) * sizeof *t);
-    if (!t)
+    int32_t *t = rt_malloc((len + 1) * sizeof *t);
+    if (!t) {
+        rt_err("out of memory for the prompt");
         return -1;
+    }
     int64_t k = 0;
     for (size_t at = 0; at < len;) {
         int best = -1;
@@ -91,8 +98,9 @@ static int encode(const gen_vocab *v, const char *prompt, int32_t **out, int64_t
     return 0;
 }
 
-/* the next token from logits x[V] */
-static int pick(const float *x, int V, double temperature, int top_k, rt_rng *r)
+/* the next token from logits x[V]; p[V] and s[V]: scratch (allocated once
+ * per run, so that no token's choice depends on an allocation) */
+static int pick(const float *x, int V, double temperature, int top_k, rt_rng *r, double *p, float *s)
 {
     int best = 0;
     for (int j = 1; j < V; j++)
@@ -101,26 +109,19 @@ static int pick(const float *x, int V, double temperature, int top_k, rt_rng *r)
     if (temperature <= 0)
         return best;
     /* the top_k largest (all when 0): the k-th largest as the threshold */
-    double *p = malloc((size_t)V * sizeof *p);
-    if (!p)
-        return best;
     float kth = -INFINITY;
     if (top_k > 0 && top_k < V) {
-        float *s = malloc((size_t)V * sizeof *s);
-        if (s) {
-            memcpy(s, x, (size_t)V * sizeof *s);
-            for (int i = 0; i < top_k; i++) {     /* a partial selection: top_k is small */
-                int at = i;
-                for (int j = i + 1; j < V; j++)
-                    if (s[j] > s[at])
-                        at = j;
-                float t = s[i];
-                s[i] = s[at];
-                s[at] = t;
-            }
-            kth = s[top_k - 1];
-            free(s);
+        memcpy(s, x, (size_t)V * sizeof *s);
+        for (int i = 0; i < top_k; i++) {     /* a partial selection: top_k is small */
+            int at = i;
+            for (int j = i + 1; j < V; j++)
+                if (s[j] > s[at])
+                    at = j;
+            float t = s[i];
+            s[i] = s[at];
+            s[at] = t;
         }
+        kth = s[top_k - 1];
     }
     double sum = 0;
     for (int j = 0; j < V; j++) {
@@ -136,7 +137,6 @@ static int pick(const float *x, int V, double temperature, int top_k, rt_rng *r)
         }
         u -= p[j];
     }
-    free(p);
     return tok;
 }
 
@@ -159,15 +159,16 @@ int rt_generate(const rt_model *m, const rt_opts *o, const float *param)
         return -1;
     }
     const int64_t n = L0 + o->generate;
-    int32_t *seq = malloc((size_t)(n + 1) * sizeof *seq);
+    int32_t *seq = rt_malloc((size_t)(n + 1) * sizeof *seq);
     float *act = rt_alloc_n(p->act_units > 0 ? p->act_units : 1, sizeof(float), "the activations");
     float *fix = rt_alloc_n(p->fix_floats > 0 ? p->fix_floats : 1, sizeof(float), "the fixed arena");
     double *stat = rt_alloc_n(p->nstat > 0 ? p->nstat : 1, sizeof(double), "statistics");
-    float *x = calloc((size_t)T, sizeof *x);
+    float *x = rt_calloc((size_t)T, sizeof *x), *scratch_s = rt_calloc((size_t)V + 1, sizeof *scratch_s);
+    double *scratch_p = rt_calloc((size_t)V + 1, sizeof *scratch_p);
     int32_t y[1] = {0}, idx[1] = {0};
     const float norm[2] = {0.0f, 1.0f};
     int rc = -1;
-    if (!seq || !act || !fix || !stat || !x)
+    if (!seq || !act || !fix || !stat || !x || !scratch_s || !scratch_p)
         goto out;
     memcpy(seq, prompt, (size_t)L0 * sizeof *seq);
     rt_exec e;
@@ -199,7 +200,7 @@ int rt_generate(const rt_model *m, const rt_opts *o, const float *param)
         for (int k = 0; k < p->nk; k++)
             p->k[k].fn(&e);
         const float *logits = act + m->predict_out + (L > 0 ? L - 1 : 0) * V;
-        seq[at] = pick(logits, (int)(V < v.n ? V : v.n), o->temperature, o->top_k, &r);
+        seq[at] = pick(logits, (int)(V < v.n ? V : v.n), o->temperature, o->top_k, &r, scratch_p, scratch_s);
     }
     /* the prompt and what followed it, as text */
     for (int64_t k = 0; k < n; k++) {
@@ -220,6 +221,8 @@ out:
     rt_free(fix);
     rt_free(stat);
     free(x);
+    free(scratch_s);
+    free(scratch_p);
     vocab_free(&v);
     return rc;
 }

@@ -14,7 +14,7 @@ struct rt_gpu {
 
 rt_gpu *rt_gpu_open(int local_rank, int local_size, int want_nccl, char *why, size_t whylen)
 {
-    rt_gpu *g = calloc(1, sizeof *g);
+    rt_gpu *g = rt_calloc(1, sizeof *g);
     if (!g) {
         snprintf(why, whylen, "out of memory");
         return NULL;

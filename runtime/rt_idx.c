@@ -227,7 +227,7 @@ static int read_idx(const char *path, int maxdims, const char *kind, idx_file *x
      * corrupt count must give "truncated", not a multi-gigabyte malloc. */
     int64_t cap = total < (64 << 20) ? total : (64 << 20), have = 0;
     for (;;) {
-        uint8_t *nb = realloc(buf, (size_t)cap);
+        uint8_t *nb = rt_realloc(buf, (size_t)cap);
         if (!nb) {
             rt_err("%s: out of memory reading %lld bytes", path, (long long)total);
             goto out;
@@ -285,7 +285,7 @@ out:;
  * since a NaN or an infinity would train on garbage. */
 static float *to_float(const char *path, const idx_file *x)
 {
-    float *v = malloc((size_t)x->count * sizeof *v);
+    float *v = rt_malloc((size_t)x->count * sizeof *v);
     if (!v) {
         rt_err("%s: out of memory", path);
         return NULL;
@@ -331,7 +331,7 @@ static int read_targets(const rt_model *m, const char *lpath, const idx_file *l,
                    (long long)k, m->name, (long long)P, (long long)P);
         return -1;
     }
-    int32_t *y = malloc((size_t)(l->dims[0] * P) * sizeof *y);
+    int32_t *y = rt_malloc((size_t)(l->dims[0] * P) * sizeof *y);
     if (!y) {
         rt_err("%s: out of memory", lpath);
         return -1;

@@ -62,7 +62,17 @@ typedef struct rt_opts {
 /* rt_gen.c: --generate, through rt_model.predict on the CPU with param */
 int rt_generate(const rt_model *m, const rt_opts *o, const float *param);
 
-/* ---- rt_util.c: memory, messages, the clock (uses no other runtime file) -- */
+/* ---- rt_mem.c: every allocation of the runtime, through one hook --------- */
+/* malloc, calloc, realloc, aligned_alloc and strdup, each NULL when the
+ * hook rt_alloc_fail_hook (a weak symbol: defined only by the
+ * allocation-failure test) says this one fails. Freed with free(). */
+void *rt_malloc(size_t n);
+void *rt_calloc(size_t n, size_t each);
+void *rt_realloc(void *p, size_t n);
+void *rt_aligned_alloc(size_t align, size_t n);
+char *rt_strdup(const char *s);
+
+/* ---- rt_util.c: memory, messages, the clock (uses rt_mem.c only) -- */
 /* 64-byte aligned, zeroed; NULL (after an rt_err) if it cannot. Never
  * returns NULL for a zero size, so kernels may always take the pointer. */
 void *rt_alloc(size_t bytes, const char *what);

@@ -56,7 +56,7 @@ static int new_node(parser *p, int type)
         if (j->cap > (1 << 24))
             return fail(p, "too many JSON values");
         int cap = j->cap ? j->cap * 2 : 64;
-        rt_jnode *nn = realloc(j->nodes, (size_t)cap * sizeof *nn);
+        rt_jnode *nn = rt_realloc(j->nodes, (size_t)cap * sizeof *nn);
         if (!nn)
             return fail(p, "out of memory");
         j->nodes = nn;
@@ -349,7 +349,7 @@ int rt_json_parse(rt_json *j, const char *text, size_t len, char *err, size_t er
 {
     memset(j, 0, sizeof *j);
     parser p = { j, text, len, 0, err, errlen, 0 };
-    j->buf = malloc(len ? len : 1);
+    j->buf = rt_malloc(len ? len : 1);
     if (!j->buf) {
         snprintf(err, errlen, "out of memory");
         return -1;

@@ -75,7 +75,7 @@ int rt_log_open(rt_log *l, const rt_opts *o, int scaler, int task, int64_t per_s
         return -1;
     l->title = rt_prog;         /* the model name once the program sets it */
     if (o->steplog_path &&
-        !((l->rows = malloc(ROWS_MAX)) &&
+        !((l->rows = rt_malloc(ROWS_MAX)) &&
           (l->steplog = open_csv(o->steplog_path, scaler ? (tok ? "step,epoch,loss,ppl,scale,found_inf,lr"
                                                                 : "step,epoch,loss,scale,found_inf,lr")
                                                          : tok ? "step,epoch,loss,ppl,lr" : "step,epoch,loss,lr")))) {

@@ -24,7 +24,7 @@ struct rt_live_plot {
 
 rt_live_plot *rt_live_plot_open(const char *path, const char *metric)
 {
-    rt_live_plot *p = calloc(1, sizeof *p);
+    rt_live_plot *p = rt_calloc(1, sizeof *p);
     if (!p) {
         rt_err("out of memory");
         return NULL;
@@ -42,7 +42,7 @@ void rt_live_plot_epoch_steps(rt_live_plot *p, int64_t n)
 
 static int grow(double **a, long n, long cap)
 {
-    double *x = realloc(*a, (size_t)cap * sizeof(double));
+    double *x = rt_realloc(*a, (size_t)cap * sizeof(double));
     if (!x)
         return -1;
     for (long i = n; i < cap; i++)

@@ -515,7 +515,7 @@ static void cpu_env(int threads, char **argv)
  * the same one. A collective: every rank calls it. */
 static int shared_gpu(const rt_gpu *gpu, char *why, size_t whylen)
 {
-    struct { char host[64]; char bus[32]; } me, *all = calloc((size_t)rt_world.size, sizeof me);
+    struct { char host[64]; char bus[32]; } me, *all = rt_calloc((size_t)rt_world.size, sizeof me);
     memset(&me, 0, sizeof me);
     if (!all) {
         rt_err("out of memory");

@@ -448,14 +448,14 @@ static int to_set(const rt_model *m, const char *path, const char *xn, const npy
     out->n = n;
     out->x_u8 = x->kind == 'u' && x->size == 1 && !m->in_vocab;   /* tokens are taken as they are */
     size_t xe = (size_t)(n * out->xsize);
-    out->x = malloc(xe * (out->x_u8 ? 1 : sizeof(float)));
+    out->x = rt_malloc(xe * (out->x_u8 ? 1 : sizeof(float)));
     if (!y) {
         if (rt_dataset_no_targets(out, n, path) != 0)
             goto fail;
     } else {
         out->ysize = m->target == RT_TGT_CLASS ? P : ny;
         out->y_float = m->target != RT_TGT_CLASS;
-        out->y = malloc((size_t)(n * out->ysize) * (out->y_float ? sizeof(float) : sizeof(int32_t)));
+        out->y = rt_malloc((size_t)(n * out->ysize) * (out->y_float ? sizeof(float) : sizeof(int32_t)));
     }
     if (!out->x || !out->y) {
         rt_err("%s: out of memory for %lld samples", path, (long long)n);
@@ -555,7 +555,7 @@ static int member_read(const char *path, const char *name, const zmember *zm, in
             r = -1;
         } else if (r == 0 && rt_data_limit_check(path, name, *used, zm->usize) != 0) {
             r = -1;
-        } else if (r == 0 && !(a->own = malloc(zm->usize ? zm->usize : 1))) {
+        } else if (r == 0 && !(a->own = rt_malloc(zm->usize ? zm->usize : 1))) {
             rt_err("%s: out of memory inflating %s (%u bytes)", path, name, (unsigned)zm->usize);
             r = -1;
         } else if (r == 0) {

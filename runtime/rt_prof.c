@@ -114,7 +114,7 @@ void rt_prof_print(const char *name, const rt_plan *p, const rt_prof *prof, int6
            prof->calls ? 1e3 * total / (double)prof->calls : 0.0, (long long)batch, pk);
     printf("  %-40s %6s %9s %9s %9s %6s %9s %8s %6s\n", "kernel", "calls", "med us", "min us", "max us", "share",
            "GFLOP/s", "GB/s", "roof");
-    double *v = malloc(RT_PROF_KEEP * sizeof *v);
+    double *v = rt_malloc(RT_PROF_KEEP * sizeof *v);
     for (int k = 0; v && k < p->nk; k++) {
         const int64_t n = prof->nt[k];
         memcpy(v, prof->t + (int64_t)k * RT_PROF_KEEP, (size_t)n * sizeof *v);

@@ -233,7 +233,7 @@ static int member_cmp(const void *x, const void *y)
  * when a value is not a string. */
 static int meta_crc(const char *path, const rt_json *j, int md, uint32_t *crc)
 {
-    member *m = calloc((size_t)j->nodes[md].nchild + 1, sizeof *m);
+    member *m = rt_calloc((size_t)j->nodes[md].nchild + 1, sizeof *m);
     int n = 0;
     if (!m) {
         rt_err("%s: out of memory", path);
@@ -291,13 +291,10 @@ static int meta_verify(const char *path, const rt_json *j)
  * -1 (after the error) when it has none */
 static int tensor_crc(const char *path, const rt_json *j, const char *name, uint32_t *v)
 {
-    char *key = malloc(strlen(name) + sizeof TENSOR_CRC_KEY);
+    char key[4096];
     int has = -1;
-    if (key) {
-        sprintf(key, TENSOR_CRC_KEY "%s", name);
+    if (snprintf(key, sizeof key, TENSOR_CRC_KEY "%s", name) < (int)sizeof key)
         has = meta_hex8(j, key, v);
-        free(key);
-    }
     if (has != 1) {
         rt_err("%s: tensor \"%s\" has no checksum in a file whose metadata has one", path, name);
         return -1;
@@ -318,10 +315,10 @@ static int load_params(const rt_model *m, const char *path, FILE *f, const rt_js
                        uint64_t data_start, uint64_t datasize, int verified, float *param)
 {
     /* +1: calloc(0) may return NULL, which is not an error here. */
-    entry *ents = calloc((size_t)m->nparam + 1, sizeof *ents);
-    int *found = calloc((size_t)m->nparam + 1, sizeof *found);
-    span *spans = calloc((size_t)j->nodes[0].nchild + 1, sizeof *spans);
-    unsigned char *buf = malloc(IO_FLOATS * 4);
+    entry *ents = rt_calloc((size_t)m->nparam + 1, sizeof *ents);
+    int *found = rt_calloc((size_t)m->nparam + 1, sizeof *found);
+    span *spans = rt_calloc((size_t)j->nodes[0].nchild + 1, sizeof *spans);
+    unsigned char *buf = rt_malloc(IO_FLOATS * 4);
     int rc = -1, nspan = 0, nmodule = 0, nunexpected = 0;
     char unexpected[512] = "";
     if (!ents || !found || !spans || !buf) {
@@ -515,7 +512,7 @@ static int st_open(const char *path, st_file *sf)
                (unsigned long long)hlen, hlen < 2 ? "too small" : "over the 100 MiB limit");
         goto fail;
     }
-    sf->hdr = malloc((size_t)hlen);
+    sf->hdr = rt_malloc((size_t)hlen);
     if (!sf->hdr) {
         rt_err("%s: out of memory for a %llu-byte header", path, (unsigned long long)hlen);
         goto fail;
@@ -618,8 +615,8 @@ int rt_st_meta_prefix(const char *path, const char *prefix, rt_st_kv **kv, int *
         rc = 0;
         goto out;
     }
-    char *keys = malloc(keybytes);
-    if (!keys || !(*kv = calloc((size_t)k, sizeof **kv))) {
+    char *keys = rt_malloc(keybytes);
+    if (!keys || !(*kv = rt_calloc((size_t)k, sizeof **kv))) {
         free(keys);
         rt_err("%s: out of memory", path);
         goto out;
@@ -662,7 +659,7 @@ static void sb_put(sbuf *b, const char *s, size_t l)
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + l + 1)
             cap *= 2;
-        char *np = realloc(b->p, cap);
+        char *np = rt_realloc(b->p, cap);
         if (!np) {
             b->oom = 1;
             return;
@@ -677,9 +674,11 @@ static void sb_put(sbuf *b, const char *s, size_t l)
 
 static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 
-static void sb_json_str(sbuf *b, const char *s)
+/* s as a JSON string, after prefix (written as it is) */
+static void sb_json_str2(sbuf *b, const char *prefix, const char *s)
 {
     sb_put(b, "\"", 1);
+    sb_str(b, prefix);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         char esc[8];
@@ -696,6 +695,8 @@ static void sb_json_str(sbuf *b, const char *s)
     }
     sb_put(b, "\"", 1);
 }
+
+static void sb_json_str(sbuf *b, const char *s) { sb_json_str2(b, "", s); }
 
 /* The header: metadata (ours, kv, each tensor's checksum crc[i], then
  * the metadata's own, its digits "00000000" at *crc_at), the tensors. */
@@ -714,13 +715,8 @@ static int build_header(const rt_model *m, const rt_st_kv *kv, int nkv, const ui
         sb_json_str(b, kv[i].val);
     }
     for (int i = 0; i < m->nparam; i++) {
-        char *key = malloc(sizeof TENSOR_CRC_KEY + strlen(m->params[i].name));
-        if (!key)
-            return -1;
-        sprintf(key, TENSOR_CRC_KEY "%s", m->params[i].name);
         sb_str(b, ",");
-        sb_json_str(b, key);
-        free(key);
+        sb_json_str2(b, TENSOR_CRC_KEY, m->params[i].name);
         snprintf(num, sizeof num, ":\"%08x\"", crc[i]);
         sb_str(b, num);
     }
@@ -774,11 +770,8 @@ static size_t tensor_bytes(const rt_model *m, int i, const float *param, int64_t
 
 /* Every tensor's bytes in order: each one's CRC-32C into crc[i], and
  * written to f unless f is NULL. -1 on a write error. */
-static int tensors_out(const rt_model *m, const float *param, FILE *f, uint32_t *crc)
+static int tensors_out(const rt_model *m, const float *param, FILE *f, uint32_t *crc, unsigned char *buf)
 {
-    unsigned char *buf = malloc(IO_FLOATS * 8);
-    if (!buf)
-        return -1;
     int rc = 0;
     for (int i = 0; i < m->nparam && rc == 0; i++) {
         crc[i] = 0;
@@ -791,7 +784,6 @@ static int tensors_out(const rt_model *m, const float *param, FILE *f, uint32_t 
             k += cnt;
         }
     }
-    free(buf);
     return rc;
 }
 
@@ -879,29 +871,34 @@ int rt_st_save_kv(const rt_model *m, const char *path, const float *param, const
     const char *why = NULL;
     int err = 0, fd = -1;
     FILE *f = NULL;
-    uint32_t *crc = malloc(sizeof *crc * ((size_t)m->nparam + 1)), *crc2 = malloc(sizeof *crc * ((size_t)m->nparam + 1));
+    uint32_t *crc = rt_malloc(sizeof *crc * ((size_t)m->nparam + 1)), *crc2 = rt_malloc(sizeof *crc * ((size_t)m->nparam + 1));
+    unsigned char *io = rt_malloc(IO_FLOATS * 8);
     size_t crc_at = 0;
-    if (!crc || !crc2 || tensors_out(m, param, NULL, crc) != 0 || build_header(m, kv, nkv, crc, &h, &crc_at) != 0) {
+    if (!crc || !crc2 || !io || tensors_out(m, param, NULL, crc, io) != 0 ||
+        build_header(m, kv, nkv, crc, &h, &crc_at) != 0) {
         rt_err("%s: cannot save: out of memory", path);
         free(h.p);
         free(crc);
         free(crc2);
+        free(io);
         return -1;
     }
     {   /* the metadata's checksum: the header read back as a reader does */
         rt_json j;
-        char why[256], hex[9];
+        char why[256] = "no metadata", hex[9];
         uint32_t mc = 0;
         const int parsed = rt_json_parse(&j, h.p, h.n, why, sizeof why) == 0;
         const int md = parsed ? rt_json_get(&j, 0, "__metadata__") : -1;
-        const int bad = md < 0 || meta_crc(path, &j, md, &mc) != 0;
+        const int bad = md < 0 ? 1 : meta_crc(path, &j, md, &mc) != 0 ? 2 : 0;
         if (parsed)
             rt_json_free(&j);
         if (bad) {
-            rt_err("%s: cannot save: the header it built does not read back", path);
+            if (bad == 1)   /* meta_crc has said why */
+                rt_err("%s: cannot save: the header it built does not read back: %s", path, why);
             free(h.p);
             free(crc);
             free(crc2);
+            free(io);
             return -1;
         }
         snprintf(hex, sizeof hex, "%08x", mc);
@@ -938,7 +935,7 @@ int rt_st_save_kv(const rt_model *m, const char *path, const float *param, const
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++)
         lenb[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
-    if (fwrite(lenb, 1, 8, f) != 8 || fwrite(h.p, 1, h.n, f) != h.n || tensors_out(m, param, f, crc2) != 0) {
+    if (fwrite(lenb, 1, 8, f) != 8 || fwrite(h.p, 1, h.n, f) != h.n || tensors_out(m, param, f, crc2, io) != 0) {
         why = "write";
         goto fail;
     }
@@ -976,6 +973,7 @@ int rt_st_save_kv(const rt_model *m, const char *path, const float *param, const
     free(h.p);
     free(crc);
     free(crc2);
+    free(io);
     return 0;
 fail:
     err = errno;
@@ -987,6 +985,7 @@ fail:
     free(h.p);
     free(crc);
     free(crc2);
+    free(io);
     rt_err("%s: cannot save (%s failed): %s", path, why, strerror(err));
     return -1;
 }

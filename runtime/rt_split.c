@@ -16,8 +16,8 @@ static int gather(const rt_dataset *s, const uint8_t *take, int want, int64_t co
     size_t yb = (size_t)s->ysize * (s->y_float ? sizeof(float) : sizeof(int32_t));
     *out = *s;
     out->n = count;
-    out->x = malloc((size_t)count * xb);
-    out->y = malloc((size_t)count * yb);
+    out->x = rt_malloc((size_t)count * xb);
+    out->y = rt_malloc((size_t)count * yb);
     if (!out->x || !out->y) {
         free(out->x);
         free(out->y);
@@ -61,8 +61,8 @@ int rt_split(const char *path, rt_dataset *train, rt_dataset *test, double frac,
             if ((int64_t)y[i] + 1 > nclass)
                 nclass = (int64_t)y[i] + 1;
     /* the samples grouped by class, each group in file order */
-    int64_t *idx = malloc((size_t)n * sizeof *idx), *start = calloc((size_t)nclass + 1, sizeof *start);
-    uint8_t *take = calloc((size_t)n, 1);
+    int64_t *idx = rt_malloc((size_t)n * sizeof *idx), *start = rt_calloc((size_t)nclass + 1, sizeof *start);
+    uint8_t *take = rt_calloc((size_t)n, 1);
     if (!idx || !start || !take) {
         free(idx);
         free(start);

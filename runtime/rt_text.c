@@ -66,7 +66,7 @@ static void utf8_put(int32_t cp, char *out)
 static int tokenize(const rt_model *m, const char *path, const uint8_t *buf, size_t len, int32_t **tok,
                     int64_t *ntok, rt_classes *vocab)
 {
-    int32_t *t = malloc((len ? len : 1) * sizeof *t);
+    int32_t *t = rt_malloc((len ? len : 1) * sizeof *t);
     if (!t) {
         rt_err("%s: out of memory for %zu bytes of text", path, len);
         return -1;
@@ -89,7 +89,7 @@ static int tokenize(const rt_model *m, const char *path, const uint8_t *buf, siz
             t[n++] = cp;
         }
         /* the distinct code points, sorted: each token's index by bisection */
-        int32_t *cs = malloc((size_t)n * sizeof *cs);
+        int32_t *cs = rt_malloc((size_t)n * sizeof *cs);
         if (!cs) {
             rt_err("%s: out of memory", path);
             free(t);
@@ -105,12 +105,18 @@ static int tokenize(const rt_model *m, const char *path, const uint8_t *buf, siz
             const int32_t *at = bsearch(&t[i], cs, (size_t)k, sizeof *cs, cmp_i32);
             t[i] = (int32_t)(at - cs);
         }
-        vocab->n = (int)k;
-        vocab->name = calloc((size_t)k, sizeof *vocab->name);
-        for (int64_t i = 0; vocab->name && i < k; i++)
-            if ((vocab->name[i] = malloc(5)))
-                utf8_put(cs[i], vocab->name[i]);
+        vocab->name = rt_calloc((size_t)k, sizeof *vocab->name);
+        vocab->n = 0;       /* the names made: those to free */
+        for (int64_t i = 0; vocab->name && i < k && (vocab->name[i] = rt_malloc(5)); i++) {
+            utf8_put(cs[i], vocab->name[i]);
+            vocab->n = (int)i + 1;
+        }
         free(cs);
+        if (vocab->n != k) {
+            rt_err("%s: out of memory for the vocabulary", path);
+            free(t);
+            return -1;
+        }
     }
     *tok = t;
     *ntok = n;
@@ -126,8 +132,8 @@ static int windows(const int32_t *t, int64_t B, int64_t w0, int64_t w1, const ch
     s->xrank = 1;
     s->xdim[0] = s->xsize = B;
     s->ysize = B;
-    s->x = malloc((size_t)(n * B) * sizeof(float));
-    s->y = malloc((size_t)(n * B) * sizeof(int32_t));
+    s->x = rt_malloc((size_t)(n * B) * sizeof(float));
+    s->y = rt_malloc((size_t)(n * B) * sizeof(int32_t));
     if (!s->x || !s->y) {
         rt_err("%s: out of memory for %lld windows of %lld tokens", path, (long long)n, (long long)B);
         return -1;

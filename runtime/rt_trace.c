@@ -136,7 +136,7 @@ int rt_trace_write(rt_trace *t, const rt_model *m)
         return 0;
     }
     size_t plen = strlen(t->path);
-    char *tmp = malloc(plen + 32);
+    char *tmp = rt_malloc(plen + 32);
     if (!tmp) {
         rt_err("%s: out of memory", t->path);
         return -1;

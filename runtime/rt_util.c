@@ -62,7 +62,7 @@ void *rt_alloc(size_t bytes, const char *what)
         return NULL;
     }
     size_t sz = bytes ? (bytes + ALIGN - 1) / ALIGN * ALIGN : ALIGN;
-    void *p = aligned_alloc(ALIGN, sz);
+    void *p = rt_aligned_alloc(ALIGN, sz);
     if (!p) {
         rt_err("cannot allocate %s (%zu bytes): out of memory", what, sz);
         return NULL;
