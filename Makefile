@@ -8,6 +8,7 @@
 #   make bench   epoch time against PyTorch, measured in the same run; 1 vs 2 ranks;
 #                the ConvNet step against PyTorch on 1 and 2 threads
 #   make fuzz-frontend  libFuzzer on the front end, FUZZ_SECONDS (default 1800); tests/fuzz/README.md
+#   make test-tsan  the DDP and stop entries under ThreadSanitizer (about 15 minutes; docs/testing.md)
 CC      ?= cc
 # build on every core unless told otherwise (make -jN still wins)
 ifeq ($(filter -j%,$(MAKEFLAGS)),)
@@ -25,6 +26,15 @@ LDFLAGS += $(SANFLAGS)
 export CDDPC_CFLAGS := $(SANFLAGS)
 export ASAN_OPTIONS := detect_leaks=0:abort_on_error=1
 export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
+endif
+# ThreadSanitizer (make test-tsan): the runtime and the programs cddpc
+# emits; Open MPI's own races are suppressed (tests/tsan.supp), ours are not
+ifeq ($(TSAN),1)
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+CFLAGS  += $(SANFLAGS)
+LDFLAGS += $(SANFLAGS)
+export CDDPC_CFLAGS := $(SANFLAGS)
+export TSAN_OPTIONS := halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
 endif
 AR      ?= ar
 PY      := /usr/bin/python3
