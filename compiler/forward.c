@@ -108,7 +108,8 @@ static const Layer *rnn_callee(const Sema *S, const Expr *e)
     if (!e || e->kind != E_CALL)
         return NULL;
     const int li = find_layer(S, e->s);
-    return li >= 0 && S->layers[li]->kind == LK_RNN ? S->layers[li] : NULL;
+    const Layer *l = li >= 0 ? S->layers[li] : NULL;   /* NULL too where its declaration was refused */
+    return l && l->kind == LK_RNN ? l : NULL;
 }
 
 static Var *find_var(Sema *S, const char *name)
@@ -923,7 +924,9 @@ static void run_stmts(Sema *S, Stmt *const *body, int n, Val *ret, int *returned
                 for (int k = 0; ok && k < st->nnames; k++)
                     vs[k] = which[k] >= 0 ? res[which[k]] : POISON;
             } else if (st->nested) {
-                diag_error(st->loc, "names in parentheses unpack an LSTM's (h_n, c_n); this value is not one");
+                const int li = st->val->kind == E_CALL ? find_layer(S, st->val->s) : -1;
+                if (li < 0 || S->layers[li])    /* a layer whose declaration was refused has said why */
+                    diag_error(st->loc, "names in parentheses unpack an LSTM's (h_n, c_n); this value is not one");
                 ok = 0;
             } else if (xl) {    /* out, w = self.attn(x, x, x): the weights only where named */
                 const int want[2] = {1, st->nnames > 1 && strcmp(st->names[1], "_") != 0};
