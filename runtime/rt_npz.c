@@ -526,6 +526,8 @@ static int member_read(const char *path, const char *name, const zmember *zm, in
                    (size_t)(a->count * a->size) > zm->usize - off ? " (truncated)" : "");
             return -1;
         }
+        if (rt_data_limit_check(path, name, *used, zm->usize) != 0)
+            return -1;
         a->data = zm->src + off;
     } else {
         z_stream z;

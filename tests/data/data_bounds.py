@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Decompression bombs against the npz and IDX readers: each is refused
 with one line naming the file and the reason, within 1 s and 100 MB of
-memory (the program's peak resident set, from wait4), however many bytes
-its deflate stream would give.
+memory (the program's peak resident set, from wait4: an upper bound, as
+Linux counts this script's own pages at the fork in it), however many
+bytes its deflate stream would give.
 
 usage: data_bounds.py DIGITS MNIST
 
@@ -14,6 +15,7 @@ MNIST models/mnist.net (IDX). The bombs, each under 1.1 MB on disk:
 - longer: header and directory agree on 8 MB, the stream gives 1 GB;
 - shorter: both say 1 GB, the stream ends after 1 MB;
 - limit: a consistent 1 GB array of zeros under --data-limit 100M;
+- stored: an 8 MB member stored as it is, under --data-limit 4M;
 - idx: a 784 MB gzip IDX image file (its header honest) under --data-limit 100M.
 """
 import gzip
@@ -58,14 +60,14 @@ def deflate(head, zeros, wbits=-15):
     return first + seg * (zeros >> 20) + c.flush()
 
 
-def write_zip(path, members):
+def write_zip(path, members, method=8):
     """members: (name, deflated bytes, crc, declared uncompressed size);
     the bombs' crcs are 0: they are refused before any check of them"""
     local, central, at = [], [], 0
     for name, data, crc, usize in members:
         n = name.encode()
-        lh = struct.pack("<IHHHHHIIIHH", 0x04034b50, 20, 0, 8, 0, 0, crc, len(data), usize, len(n), 0) + n
-        central.append(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014b50, 20, 20, 0, 8, 0, 0, crc, len(data), usize,
+        lh = struct.pack("<IHHHHHIIIHH", 0x04034b50, 20, 0, method, 0, 0, crc, len(data), usize, len(n), 0) + n
+        central.append(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014b50, 20, 20, 0, method, 0, 0, crc, len(data), usize,
                                    len(n), 0, 0, 0, 0, 0, at) + n)
         local.append(lh + data)
         at += len(lh) + len(data)
@@ -144,6 +146,14 @@ def main(argv):
     write_zip(p, [("x_train.npy", deflate(h, GB), 0, len(h) + GB), labels(big)])
     check("limit", run(digits, p, "--data-limit", "100M"), p,
           r"x_train\.npy needs 1\.0 GiB once read, over the data limit of 100\.0 MiB \(--data-limit SIZE raises it\)")
+
+    # a stored (not deflated) member: 8 MB under --data-limit 4M
+    p = os.path.join(tmp, "stored.npz")
+    n = (8 << 20) // 64
+    h = npy_header((n, 1, 8, 8))
+    write_zip(p, [("x_train.npy", h + bytes(n * 64), 0, len(h) + n * 64)], method=0)
+    check("stored", run(digits, p, "--data-limit", "4M"), p,
+          r"x_train\.npy needs 8\.0 MiB once read, over the data limit of 4\.0 MiB")
 
     # IDX: a gzip file of 1 GB of images, its header honest
     idx = os.path.join(tmp, "idx")
