@@ -47,8 +47,10 @@ typedef struct zmember {
 } zmember;
 
 /* Finds member `name` through the central directory. 1: found, 0: no such
- * member, -1: error reported. */
-static int zip_find(const char *path, const uint8_t *b, size_t n, const char *name, zmember *zm)
+ * member, -1: error reported. With list (cap bytes), the arrays' names
+ * ("'a', 'b'": members NAME.npy) are written there as it passes them. */
+static int zip_find(const char *path, const uint8_t *b, size_t n, const char *name, zmember *zm, char *list,
+                    size_t cap)
 {
     if (n < 4 || le32(b) != 0x04034b50u) {
         if (n >= 6 && !memcmp(b, "\x93NUMPY", 6))
@@ -101,6 +103,12 @@ static int zip_find(const char *path, const uint8_t *b, size_t n, const char *na
             return -1;
         }
         at += 46 + fl + xl + cl;
+        if (list && fl > 4 && !memcmp(fname + fl - 4, ".npy", 4)) {
+            size_t used = strlen(list);
+            char show[64];
+            snprintf(list + used, cap - used, "%s'%s'", used ? ", " : "",
+                     rt_data_show((const char *)fname, fl - 4, show, sizeof show));
+        }
         if (fl != nl || memcmp(fname, name, nl) != 0)
             continue;
         if (zm->csize == 0xffffffffu || zm->usize == 0xffffffffu || lho == 0xffffffffu) {
@@ -618,7 +626,7 @@ static int get_array(const char *path, const uint8_t *b, size_t n, const char *n
         return -1;
     }
     zmember zm;
-    int r = zip_find(path, b, n, mem, &zm);
+    int r = zip_find(path, b, n, mem, &zm, NULL, 0);
     if (r <= 0)
         return r;
     return member_read(path, mem, &zm, used, a) != 0 ? -1 : 1;
@@ -642,7 +650,11 @@ int rt_npz_parse(const rt_model *m, const char *path, const uint8_t *buf, size_t
             goto out;
     for (int i = 0; i < 2; i++)
         if (!have[i] && (i == 0 || ys)) {
-            rt_err("%s: has no array '%s' (np.savez(..., %s=...))", path, nm[i], nm[i]);
+            char list[512] = "";
+            zmember zm;
+            zip_find(path, buf, len, "", &zm, list, sizeof list);
+            rt_err("%s: has no array '%s' (np.savez(..., %s=...)); its arrays: %s", path, nm[i], nm[i],
+                   *list ? list : "none");
             goto out;
         }
     if (ys && have[2] != have[3]) {

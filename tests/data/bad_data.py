@@ -190,7 +190,7 @@ def main(argv):
     p = npz("inf", x_train=xn)
     expect("npz inf in x", digits, p, p, r"x_train sample 3, element 18 is infinite")
     p = npz("noy", y_train=None)
-    expect("npz missing array", digits, p, p, r"no array 'y_train'")
+    expect("npz missing array", digits, p, p, r"no array 'y_train' .*; its arrays: 'x_train', 'x_test', 'y_test'")
     p = npz("halftest", y_test=None)
     expect("npz x_test without y_test", digits, p, p, r"x_test.*y_test.*both")
     p = npz("notest", x_test=None, y_test=None)
