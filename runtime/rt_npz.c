@@ -555,6 +555,8 @@ static int member_read(const char *path, const char *name, const zmember *zm, in
                 rt_err("%s: member %s has an .npy header over %d bytes", path, name, HEAD_MAX);
             else
                 rt_err("%s: member %s is truncated in its .npy header", path, name);
+        } else if (r == -3 && zr == Z_BUF_ERROR) {
+            rt_err("%s: member %s is truncated (its deflate stream ends early)", path, name);
         } else if (r == -3) {
             rt_err("%s: member %s is corrupt: %s", path, name, z.msg ? z.msg : "inflate failed");
         } else if (r == 0 && (uint64_t)(a->count * a->size) != (uint64_t)zm->usize - off) {
