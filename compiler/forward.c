@@ -873,8 +873,6 @@ static const char *output_form(const Sema *S)
 
 static void run_for(Sema *S, const Stmt *st, Val *ret, int *returned);
 
-/* statements in order (forward's, a for loop's); *ret and *returned: the
- * return's value once one ran */
 /* The most graph nodes a model's forward may make: a hundred times a
  * character GPT's (about 250 with its backward), and where the C
  * compiler's time on the generated program stays within a minute (cc -O3,
@@ -884,6 +882,8 @@ static void run_for(Sema *S, const Stmt *st, Val *ret, int *returned);
  * 150 MB of C for hours. */
 #define FWD_MAX_NODES 20000
 
+/* statements in order (forward's, a for loop's); *ret and *returned: the
+ * return's value once one ran */
 static void run_stmts(Sema *S, Stmt *const *body, int n, Val *ret, int *returned)
 {
     for (int i = 0; i < n; i++) {
