@@ -160,7 +160,7 @@ static int inflate_to(z_stream *z, uint8_t *out, size_t at, size_t cap)
     z->avail_out = (uInt)(cap - at);
     int r;
     do
-        r = inflate(z, Z_SYNC_FLUSH);
+        r = inflate(z, Z_NO_FLUSH);     /* inflate gives all the output it can either way */
     while (r == Z_OK && z->avail_out > 0);
     return r == Z_BUF_ERROR && z->avail_out == 0 ? Z_OK : r;
 }
