@@ -893,7 +893,7 @@ int rt_st_save_kv(const rt_model *m, const char *path, const float *param, const
         if (parsed)
             rt_json_free(&j);
         if (bad) {
-            if (bad == 1)   /* meta_crc has said why */
+            if (bad == 1)   /* (2: meta_crc has said why) */
                 rt_err("%s: cannot save: the header it built does not read back: %s", path, why);
             free(h.p);
             free(crc);
