@@ -516,95 +516,97 @@ fail:
  * (numpy writes headers of at most 10000 bytes by default) */
 #define HEAD_MAX 65536
 
-/* member zm (`name`), its .npy parsed into *a: a deflated one's header is
- * inflated first and its shape checked against the zip's size (and the
- * data limit, with *used the bytes read before it) before the rest is. */
+/* zlib's zr on member `name` as one message */
+static void inflate_err(const char *path, const char *name, int zr, const z_stream *z)
+{
+    if (zr == Z_BUF_ERROR)
+        rt_err("%s: member %s is truncated (its deflate stream ends early)", path, name);
+    else
+        rt_err("%s: member %s is corrupt: %s", path, name, z->msg ? z->msg : "inflate failed");
+}
+
+/* member zm (`name`), its .npy parsed into *a: its header is read first (a
+ * deflated member's from its first HEAD_MAX inflated bytes) and the shape
+ * checked against the zip's size and the data limit (*used: the bytes read
+ * before it) before the rest is inflated. */
 static int member_read(const char *path, const char *name, const zmember *zm, int64_t *used, npy *a)
 {
-    size_t off;
-    int r;
-    if (zm->method == 0) {
-        if ((r = npy_header(path, name, zm->src, zm->usize, a, &off)) == -2)
-            rt_err("%s: member %s is truncated in its .npy header", path, name);
-        if (r)
-            return -1;
-        if ((size_t)(a->count * a->size) != zm->usize - off) {
-            rt_err("%s: member %s: shape and dtype %s need %lld data bytes, the member has %zu%s", path, name,
-                   a->descr, (long long)a->count * a->size, zm->usize - off,
-                   (size_t)(a->count * a->size) > zm->usize - off ? " (truncated)" : "");
-            return -1;
-        }
-        if (rt_data_limit_check(path, name, *used, zm->usize) != 0)
-            return -1;
-        a->data = zm->src + off;
-    } else {
-        z_stream z;
-        memset(&z, 0, sizeof z);
+    const int deflated = zm->method != 0;
+    z_stream z;
+    uint8_t head[HEAD_MAX];
+    const uint8_t *hb = zm->src;        /* the header's bytes: hn of them */
+    size_t hn = zm->usize, off = 0;
+    int zr = Z_STREAM_END, r;
+    memset(&z, 0, sizeof z);
+    if (deflated) {
         if (inflateInit2(&z, -MAX_WBITS) != Z_OK) {
             rt_err("%s: zlib cannot start inflating %s", path, name);
             return -1;
         }
         z.next_in = (Bytef *)zm->src;
         z.avail_in = zm->csize;
-        uint8_t head[HEAD_MAX];
-        size_t hn = zm->usize < HEAD_MAX ? zm->usize : HEAD_MAX;
-        int zr = inflate_to(&z, head, 0, hn);
-        size_t got = hn - z.avail_out;
-        if ((r = zr == Z_OK || zr == Z_STREAM_END ? npy_header(path, name, head, got, a, &off) : -3) == -2) {
-            if (got == HEAD_MAX)
-                rt_err("%s: member %s has an .npy header over %d bytes", path, name, HEAD_MAX);
-            else
-                rt_err("%s: member %s is truncated in its .npy header", path, name);
-        } else if (r == -3 && zr == Z_BUF_ERROR) {
-            rt_err("%s: member %s is truncated (its deflate stream ends early)", path, name);
-        } else if (r == -3) {
-            rt_err("%s: member %s is corrupt: %s", path, name, z.msg ? z.msg : "inflate failed");
-        } else if (r == 0 && (uint64_t)(a->count * a->size) != (uint64_t)zm->usize - off) {
-            /* refused before inflating more than its header */
+        const size_t want = zm->usize < HEAD_MAX ? zm->usize : HEAD_MAX;
+        zr = inflate_to(&z, head, 0, want);
+        hb = head;
+        hn = want - z.avail_out;
+    }
+    if (zr != Z_OK && zr != Z_STREAM_END) {
+        inflate_err(path, name, zr, &z);
+        r = -1;
+    } else if ((r = npy_header(path, name, hb, hn, a, &off)) == -2) {
+        if (deflated && hn == HEAD_MAX)
+            rt_err("%s: member %s has an .npy header over %d bytes", path, name, HEAD_MAX);
+        else
+            rt_err("%s: member %s is truncated in its .npy header", path, name);
+    } else if (r == 0 && (uint64_t)(a->count * a->size) != (uint64_t)zm->usize - off) {
+        if (deflated)   /* refused before inflating more than its header */
             rt_err("%s: member %s: its .npy header declares %lld data bytes, the zip's directory %llu: the file "
                    "is damaged or forged", path, name, (long long)(a->count * a->size),
                    (unsigned long long)(zm->usize - off));
-            r = -1;
-        } else if (r == 0 && rt_data_limit_check(path, name, *used, zm->usize) != 0) {
-            r = -1;
-        } else if (r == 0 && !(a->own = rt_malloc(zm->usize ? zm->usize : 1))) {
-            rt_err("%s: out of memory inflating %s (%u bytes)", path, name, (unsigned)zm->usize);
-            r = -1;
-        } else if (r == 0) {
-            memcpy(a->own, head, got);
-            size_t have = got;
-            if (zr == Z_OK && got < zm->usize) {
-                zr = inflate_to(&z, a->own, got, zm->usize);
-                have = zm->usize - z.avail_out;
-            }
-            if (zr == Z_OK) {       /* full: the stream must end here */
-                uint8_t more;
-                zr = inflate_to(&z, &more, 0, 1);
-                if (zr == Z_OK) {
-                    rt_err("%s: member %s inflates to more than the %u bytes its header says", path, name,
-                           (unsigned)zm->usize);
-                    r = -1;
-                }
-            }
-            if (r == 0 && zr != Z_STREAM_END) {
-                if (zr == Z_BUF_ERROR)
-                    rt_err("%s: member %s is truncated (its deflate stream ends early)", path, name);
-                else
-                    rt_err("%s: member %s is corrupt: %s", path, name, z.msg ? z.msg : "inflate failed");
-                r = -1;
-            } else if (r == 0 && have != zm->usize) {
-                rt_err("%s: member %s inflates to %zu bytes, its header says %u", path, name, have,
+        else
+            rt_err("%s: member %s: shape and dtype %s need %lld data bytes, the member has %zu%s", path, name,
+                   a->descr, (long long)a->count * a->size, zm->usize - off,
+                   (size_t)(a->count * a->size) > zm->usize - off ? " (truncated)" : "");
+        r = -1;
+    } else if (r == 0 && rt_data_limit_check(path, name, *used, zm->usize) != 0) {
+        r = -1;
+    } else if (r == 0 && !deflated) {
+        a->data = zm->src + off;
+    } else if (r == 0 && !(a->own = rt_malloc(zm->usize ? zm->usize : 1))) {
+        rt_err("%s: out of memory inflating %s (%u bytes)", path, name, (unsigned)zm->usize);
+        r = -1;
+    } else if (r == 0) {
+        memcpy(a->own, head, hn);
+        size_t have = hn;
+        if (zr == Z_OK && hn < zm->usize) {
+            zr = inflate_to(&z, a->own, hn, zm->usize);
+            have = zm->usize - z.avail_out;
+        }
+        if (zr == Z_OK) {       /* full: the stream must end here */
+            uint8_t more;
+            zr = inflate_to(&z, &more, 0, 1);
+            if (zr == Z_OK) {
+                rt_err("%s: member %s inflates to more than the %u bytes its header says", path, name,
                        (unsigned)zm->usize);
                 r = -1;
             }
-            a->data = a->own + off;
         }
+        if (r == 0 && zr != Z_STREAM_END) {
+            inflate_err(path, name, zr, &z);
+            r = -1;
+        } else if (r == 0 && have != zm->usize) {
+            rt_err("%s: member %s inflates to %zu bytes, its header says %u", path, name, have,
+                   (unsigned)zm->usize);
+            r = -1;
+        }
+        a->data = a->own + off;
+    }
+    if (deflated)
         inflateEnd(&z);
-        if (r) {
-            free(a->own);
-            a->own = NULL;
-            return -1;
-        }
+    if (r) {
+        free(a->own);
+        a->own = NULL;
+        return -1;
     }
     *used += zm->usize;
 #ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION    /* the fuzzer cannot forge CRCs: let it past */
