@@ -128,7 +128,10 @@ typedef struct Model {
 typedef struct TrainItem {
     Loc loc;                /* the key */
     const char *key;
-    Expr *val;
+    Expr *val;              /* a block's: its parameters, (out, y) */
+    struct Stmt **body;     /* loss(out, y) { ... }: the block's statements */
+    int nbody, has_body;
+    Loc end;                /* the block's closing '}' */
 } TrainItem;
 
 typedef struct Train {

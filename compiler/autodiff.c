@@ -364,13 +364,24 @@ static void rule_t_mean(RULE_ARGS)
 {
     const Shape *x = shape_of(a, n->in[0]);
     double count = 1;
+    int batch = 0;
     for (int i = 0; i < x->rank; i++)
         if (n->ten.axes & (1u << i)) {
-            if (IR_IS_BATCH(x->d[i]))
-                diag_ice("autodiff: mean %%%d over the batch", n->id);
+            batch |= IR_IS_BATCH(x->d[i]);
             count *= (double)x->d[i];
         }
-    accumulate(a, n->in[0], scaled(a, dy, count, x, n));
+    if (!batch) {
+        accumulate(a, n->in[0], scaled(a, dy, count, x, n));
+        return;
+    }
+    /* a loss block's mean over the batch: the count is the step's, known
+     * when it runs (a last batch is smaller), a sum of ones as the mean
+     * itself divides by */
+    const int ones = bwd(a, OP_T_FULL, 0, NULL, x, n);
+    a->g->n[ones]->ten.lo = 1;
+    const int cnt = bwd(a, OP_T_SUM, 1, &ones, &n->shape, n);
+    const int e = bwd(a, OP_BC_COPY, 1, &dy, x, n);
+    accumulate(a, n->in[0], bwd(a, OP_BC_DIV, 2, (int[]){e, cnt}, x, n));
 }
 
 /* amax, amin: dy shared evenly by the elements equal to the result, as
@@ -437,6 +448,13 @@ static void rule_t_maximum(RULE_ARGS)
             const int d = bwd(a, g, 3, (int[]){dy, n->in[k], n->in[1 - k]}, &n->shape, n);
             accumulate(a, n->in[k], unbroadcast(a, d, shape_of(a, n->in[k]), n));
         }
+}
+
+/* binary cross-entropy: the input's gradient only (the target is data) */
+static void rule_t_bce(RULE_ARGS)
+{
+    const Op g = n->op == OP_T_BCE ? OP_T_BCE_GRAD : OP_T_BCE_LOGITS_GRAD;
+    accumulate(a, n->in[0], bwd(a, g, 3, (int[]){dy, n->in[0], n->in[1]}, &n->shape, n));
 }
 
 /* tril / triu: dy where the triangle kept x */
@@ -699,10 +717,65 @@ static void loss_attrs(Node *n, const Node *loss)
     n->ignore = loss->ignore;
 }
 
+static void update_params(Program *p);
+
+static int stat_node(Graph *g, Op op, int nin, const int *in, Shape s, Loc loc)
+{
+    const int id = ir_add(g, op, nin, in, s, DT_F32, loc);
+    g->n[id]->phase = PH_LOSS;
+    return id;
+}
+
+/* A loss block's loss is a 0-d tensor, the step's value. Its stat is that
+ * value times the targets the step has (its rows, or its positions), so
+ * the epoch's loss is each step's value weighted by its batch, summed over
+ * the ranks and divided by the samples (or positions); the metric reads
+ * the first output as a one-line loss's would. Returns the gradient's
+ * seed, d loss / d loss = 1. */
+static int block_stats(Program *p)
+{
+    Graph *g = p->g;
+    const Loc loc = g->n[g->loss]->loc;
+    const Shape rows = {1, {g->n[g->logits]->shape.d[0]}};     /* [N], or [N*T] positions */
+    const int ones = stat_node(g, OP_T_FULL, 0, NULL, rows, loc);
+    g->n[ones]->ten.lo = 1;
+    const int count = stat_node(g, OP_T_SUM, 1, &ones, ir_shape(1, 1), loc);
+    g->n[count]->ten.axes = 1;
+    const int weighted = stat_node(g, OP_BC_MUL, 2, (int[]){g->loss, count}, ir_shape(1, 1), loc);
+    g->loss_sum = stat_node(g, OP_SUM_ALL, 1, &weighted, (Shape){0}, loc);
+    if (p->target == RT_TGT_CLASS) {
+        int labels = g->labels;
+        if (g->n[labels]->shape.rank != 1)     /* [N, T]: a class at each position, as the logits' rows */
+            labels = ir_add(g, OP_RESHAPE, 1, &labels, rows, DT_I32, loc);
+        const int c = stat_node(g, OP_CORRECT, 2, (int[]){g->logits, labels}, rows, loc);
+        g->n[c]->counts = p->positions > 1;
+        g->correct_sum = stat_node(g, OP_SUM_ALL, 1, &c, (Shape){0}, loc);
+        if (p->positions > 1) {     /* accuracy over the positions, the loss's weights */
+            const int k = stat_node(g, OP_COUNTED, 2, (int[]){g->logits, labels}, rows, loc);
+            g->n[k]->counts = 1;
+            g->count_sum = stat_node(g, OP_SUM_ALL, 1, &k, (Shape){0}, loc);
+        }
+    } else {    /* the regression's errors against y, or the sample */
+        const int t = p->target == RT_TGT_INPUT
+                      ? ir_add(g, OP_RESHAPE, 1, &g->images, ir_shape(2, DIM_N, p->nclass), DT_F32, loc) : g->labels;
+        g->correct_sum = stat_node(g, OP_REG_STATS, 2, (int[]){g->logits, t}, ir_shape(1, 2), loc);
+    }
+    const int seed = ir_add(g, OP_T_FULL, 0, NULL, (Shape){0}, DT_F32, loc);
+    g->n[seed]->ten.lo = 1;
+    g->n[seed]->phase = PH_BWD;
+    return seed;
+}
+
 void ad_train_step(Program *p)
 {
     Graph *g = p->g;
     Loc loc = g->n[g->loss]->loc;
+    g->grad = util_alloc(sizeof(int) * (size_t)(g->nparam + 1));
+    if (p->train.loss_block) {
+        ad_grad(g, g->loss, block_stats(p), g->params, g->nparam, g->grad);
+        update_params(p);
+        return;
+    }
     g->loss_sum = ir_add(g, OP_SUM_ALL, 1, &g->loss, (Shape){0}, DT_F32, loc);
     g->n[g->loss_sum]->phase = PH_LOSS;
     /* the evaluation's metric sums follow the task: accuracy of classes,
@@ -731,12 +804,16 @@ void ad_train_step(Program *p)
         g->n[g->count_sum]->phase = PH_LOSS;
     }
 
-    g->grad = util_alloc(sizeof(int) * (size_t)(g->nparam + 1));
     ad_grad(g, g->loss, -1, g->params, g->nparam, g->grad);
+    update_params(p);
+}
 
-    /* Optimizer: one in-place update per parameter that got a gradient (a
-     * parameter forward never reads keeps its value, as in PyTorch), in
-     * reverse order: the order their gradients (and buckets) are ready. */
+/* Optimizer: one in-place update per parameter that got a gradient (a
+ * parameter forward never reads keeps its value, as in PyTorch), in
+ * reverse order: the order their gradients (and buckets) are ready. */
+static void update_params(Program *p)
+{
+    Graph *g = p->g;
     const TrainCfg *t = &p->train;
     g->opt_op = t->optimizer == OPT_ADAM ? OP_ADAM : t->optimizer == OPT_ADAMW ? OP_ADAMW
               : t->optimizer == OPT_RMSPROP ? OP_RMSPROP : t->momentum != 0.0 ? OP_SGD_MOMENTUM : OP_SGD;

@@ -325,8 +325,10 @@ typedef struct DataCfg {
     Loc loc;
 } DataCfg;
 
+struct TrainItem;
 typedef struct TrainCfg {
     const char *model;      /* model name */
+    const struct TrainItem *loss_block;    /* loss(out, y) { ... } (ast.h), or NULL: the one-line loss */
     DataCfg data;
     int reduction;          /* Reduction */
     double label_smoothing; /* cross_entropy's, in [0, 1] */

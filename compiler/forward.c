@@ -457,6 +457,13 @@ static Val eval_call(Sema *S, const Expr *e)
         return eval_dropout(S, e);
     if (li < 0 && strcmp(e->s, "scaled_dot_product_attention") == 0)
         return attn_sdpa(S, e);
+    if (li < 0 && lfn_handles(e->s) && S->in_loss)
+        return lfn_call(S, e);
+    if (li < 0 && lfn_handles(e->s)) {
+        diag_error(e->loc, "%s is a loss: it goes in the train block, as loss %s(...) or in a loss block (loss(out, "
+                   "y) { return F.%s(out, y) })", e->written ? e->written : e->s, e->s, e->s);
+        return POISON;
+    }
     if (li < 0 && tint_handles(e->s))
         return tint_call(S, e);
     if (li < 0 && meth_handles(e->s))
@@ -548,6 +555,28 @@ typedef struct Operand {
     Val v;
 } Operand;
 
+/* model.fc1.weight in a loss block: a parameter or buffer by its
+ * state_dict name (a tied weight's other name too) */
+static Val model_tensor(Sema *S, const Expr *e)
+{
+    const Graph *g = S->g;
+    const char *name = e->s + 6;
+    Near s = arg_near(name);
+    for (int i = 0; i < g->nn; i++) {
+        const Node *n = g->n[i];
+        if (n->op != OP_PARAM)
+            continue;
+        if (strcmp(n->name, name) == 0)
+            return (Val){i, n->shape};
+        arg_near_try(&s, n->name);
+    }
+    for (int k = 0; k < g->naliases; k++)
+        if (strcmp(g->aliases[k], name) == 0)
+            return (Val){g->alias_of[k], g->n[g->alias_of[k]]->shape};
+    diag_error(e->loc, "model '%s' has no parameter or buffer '%s'%s", S->m->name, name, arg_near_hint(&s));
+    return POISON;
+}
+
 static const char *arith_sym(ExprKind k)
 {
     return k == E_ADD ? "+" : k == E_SUB ? "-" : k == E_MUL ? "*" : k == E_DIV ? "/" : "//";
@@ -556,9 +585,10 @@ static const char *arith_sym(ExprKind k)
 static Val scalar_node(Sema *S, Op op, Val x, double a, double b, Loc loc)
 {
     /* the batch elsewhere, or the value of an op over tensors of any rank
-     * (a permute, a product's result): the ops over any layout, which join
-     * that op's kernel (rule tensor-chain) instead of a copy kernel before */
-    if (x.id >= 0 && (ten_batch_dim(&x.s) > 0 || op_kind[S->g->n[x.id]->op] == K_TENSOR)) {
+     * (a permute, a product's result), or a 0-d value (a loss): the ops
+     * over any layout, which join that op's kernel (rule tensor-chain)
+     * instead of a copy kernel before */
+    if (x.id >= 0 && (ten_batch_dim(&x.s) > 0 || op_kind[S->g->n[x.id]->op] == K_TENSOR || x.s.rank == 0)) {
         if (op == OP_AFFINE)
             return tfn_unary(S, OP_T_AFFINE, x, a, b, loc);
         Val y = layer_node(S, OP_BC_SCALE, x.id, -1, x.s, loc);     /* OP_DIV_SCALAR: x / a */
@@ -611,7 +641,8 @@ static Operand arith(Sema *S, Operand a, ExprKind k, Operand b, Loc loc)
                        "use '|', or .long() to count", arith_sym(k));
             return r;
         }
-        if (k != E_DIV && ir_same_shape(&a.v.s, &b.v.s) && ten_batch_dim(&a.v.s) <= 0 && ta == DT_F32 && tb == DT_F32) {
+        if (k != E_DIV && ir_same_shape(&a.v.s, &b.v.s) && ten_batch_dim(&a.v.s) <= 0 && a.v.s.rank > 0
+            && ta == DT_F32 && tb == DT_F32) {
             r.v = layer_node(S, k == E_ADD ? OP_ADD : k == E_SUB ? OP_SUB : OP_MUL, a.v.id, b.v.id, a.v.s, loc);
             return r;
         }
@@ -703,6 +734,13 @@ static Val eval(Sema *S, const Expr *e)
             diag_error(e->loc, "'%s' is %s, not a tensor", e->s, v->is_batch ? "the batch's size" : "a number");
             return POISON;
         }
+        if (v && v->tup) {
+            diag_error(e->loc, "'%s' is the tuple forward returns (%d tensors): unpack it (a, b = %s) or index it "
+                       "(%s[0])", e->s, v->ntup, e->s, e->s);
+            return POISON;
+        }
+        if (!v && S->in_loss && strncmp(e->s, "model.", 6) == 0)
+            return model_tensor(S, e);
         if (v)
             return v->v;
         if (find_layer(S, e->s) >= 0) {
@@ -731,7 +769,17 @@ static Val eval(Sema *S, const Expr *e)
         return eval_arith(S, e);
     case E_INDEX: {
         const Layer *xl = xf_callee(S, e->a), *rl = rnn_callee(S, e->a);
+        const Var *tv = e->a->kind == E_NAME ? find_var(S, e->a->s) : NULL;
         int64_t k;
+        if (tv && tv->tup) {    /* out[1]: one of the tensors forward returned */
+            if (e->nargs != 1 || e->args[0]->val->kind == E_SLICE
+                || !arg_int(e->args[0]->val, "the element", -tv->ntup, tv->ntup - 1, &k))
+                return e->nargs != 1 || e->args[0]->val->kind == E_SLICE
+                       ? (diag_error(e->loc, "%s is a tuple of %d tensors: index it with one number", e->a->s,
+                                     tv->ntup), POISON)
+                       : POISON;
+            return tv->tup[k < 0 ? k + tv->ntup : k];
+        }
         if (rl && e->nargs == 1 && e->args[0]->val->kind != E_SLICE) {     /* lstm(x)[0], gru(x)[1] */
             Val out[3];
             if (!arg_int(e->args[0]->val, "the element", -2, 1, &k))
@@ -873,6 +921,26 @@ static const char *output_form(const Sema *S)
 
 static void run_for(Sema *S, const Stmt *st, Val *ret, int *returned);
 
+/* return logits, aux (a loss block takes the tuple): each a float tensor
+ * with the batch first; the first is the one the metric reads */
+static Val forward_tuple(Sema *S, const Expr *e)
+{
+    S->nouts = e->nargs;
+    S->outs = util_alloc(sizeof *S->outs * (size_t)e->nargs);
+    int ok = 1;
+    for (int k = 0; k < e->nargs; k++) {
+        const Expr *a = e->args[k]->val;
+        Val v = eval(S, a);
+        if (v.id >= 0 && k > 0 && ten_batch_dim(&v.s) != 0) {
+            diag_error(a->loc, "each tensor forward returns has the batch first, got %s", ir_shape_str(&v.s));
+            v = POISON;
+        }
+        ok &= v.id >= 0 && layer_float(S, v, "the loss", a->loc);
+        S->outs[k] = v;
+    }
+    return ok ? S->outs[0] : POISON;
+}
+
 /* The most graph nodes a model's forward may make: a hundred times a
  * character GPT's (about 250 with its backward), and where the C
  * compiler's time on the generated program stays within a minute (cc -O3,
@@ -912,8 +980,16 @@ static void run_stmts(Sema *S, Stmt *const *body, int n, Val *ret, int *returned
         if (st->nnames > 0) {   /* a, b = torch.chunk(x, 2, 1) */
             Val *vs = util_alloc(sizeof *vs * (size_t)st->nnames);
             const Layer *xl = xf_callee(S, st->val), *rl = rnn_callee(S, st->val);
+            const Var *tv = st->val->kind == E_NAME ? find_var(S, st->val->s) : NULL;
             int ok;
-            if (rl) {           /* out, (h_n, c_n) = self.lstm(x): each built only where named */
+            if (tv && tv->tup) {    /* logits, aux = out */
+                ok = st->nnames == tv->ntup && !st->nested;
+                if (!ok)
+                    diag_error(st->loc, "%s is a tuple of %d tensors; %d names cannot unpack it", st->val->s, tv->ntup,
+                               st->nnames);
+                for (int k = 0; ok && k < st->nnames; k++)
+                    vs[k] = tv->tup[k];
+            } else if (rl) {           /* out, (h_n, c_n) = self.lstm(x): each built only where named */
                 int *which = util_alloc(sizeof *which * (size_t)st->nnames), want[3] = {0, 0, 0};
                 Val res[3];
                 ok = rnn_unpack(rl, st, which);
@@ -955,9 +1031,18 @@ static void run_stmts(Sema *S, Stmt *const *body, int n, Val *ret, int *returned
                 set_num(S, st->name, num, is_int);
             continue;
         }
-        Val v = st->kind == S_RETURN && is_log_softmax(S, st->val) ? eval_log_softmax(S, st->val)
+        const int tuple = st->kind == S_RETURN && !S->module && !S->in_loss && st->val->kind == E_TUPLE;
+        if (tuple && !S->lossb) {
+            diag_error(st->val->loc, "forward returns a tuple of %d tensors: a loss block in the train block takes it "
+                       "(loss(out, y) { logits, aux = out ... return ... })", st->val->nargs);
+            *ret = POISON;
+            *returned = 1;
+            continue;
+        }
+        Val v = tuple ? forward_tuple(S, st->val)
+                : st->kind == S_RETURN && !S->lossb && is_log_softmax(S, st->val) ? eval_log_softmax(S, st->val)
                 : eval(S, st->val);
-        if (st->kind == S_RETURN && S->module) {    /* a block's: what its caller takes */
+        if (st->kind == S_RETURN && (S->module || S->in_loss)) {    /* a block's: what its caller takes */
             *ret = v;
             *returned = 1;
         } else if (st->kind == S_RETURN) {
@@ -1129,6 +1214,66 @@ static Val run_body(Sema *S, const Forward *f)
     return ret;
 }
 
+/* The train block's loss block, run after forward in the model's scope:
+ * out is what forward returned (a tensor, or the tuple), y the targets
+ * (the normalized input under target = input; class indices where a class
+ * loss takes them, one per output row or position; else float targets of
+ * the first output's elements), model.NAME any parameter or buffer. Its
+ * return, a 0-d float tensor, becomes g->loss. */
+static void run_loss_block(Sema *S, Val out, int target_input)
+{
+    const TrainItem *it = S->lossb;
+    Graph *g = S->g;
+    const Expr *h = it->val;
+    if (!(h->kind == E_TUPLE && h->nargs == 2 && h->args[0]->val->kind == E_NAME
+          && h->args[1]->val->kind == E_NAME)) {
+        diag_error(h->loc, "a loss block names forward's output and the targets: loss(out, y) { ... }, got loss%s",
+                   arg_show(h));
+        return;
+    }
+    const char *on = h->args[0]->val->s, *yn = h->args[1]->val->s;
+    if (S->nouts > 1) {
+        Var *v = new_var(S, on);
+        *v = (Var){.name = on, .v = POISON, .tup = S->outs, .ntup = S->nouts};
+    } else {
+        set_var(S, on, out);
+    }
+    Node *lb = g->n[g->labels];
+    Val y;
+    if (target_input) {
+        y = (Val){g->images, g->n[g->images]->shape};
+    } else if (lfn_class_target(it->body, it->nbody, yn)) {
+        lb->shape = out.s;      /* [N, C] gives [N]; [N, T, C] a class at each position, [N, T] */
+        lb->shape.rank--;
+        y = (Val){g->labels, lb->shape};
+    } else {
+        lb->dt = DT_F32;
+        lb->shape = shape2(DIM_N, ir_row_elems(&out.s));
+        y = (Val){g->labels, lb->shape};
+    }
+    set_var(S, yn, y);
+    Val loss = POISON;
+    int returned = 0;
+    S->in_loss = 1;
+    run_stmts(S, it->body, it->nbody, &loss, &returned);
+    S->in_loss = 0;
+    if (!returned) {
+        diag_error(it->end, "the loss block does not return the loss (add 'return ...')");
+        return;
+    }
+    const Stmt *ret = it->body[0];
+    for (int i = 0; i < it->nbody; i++)
+        if (it->body[i]->kind == S_RETURN)
+            ret = it->body[i];
+    if (loss.id >= 0 && (loss.s.rank != 0 || g->n[loss.id]->dt != DT_F32)) {
+        diag_error(ret->val->loc, "the loss block must return the loss, a 0-d float tensor, got %s%s: reduce it "
+                   "(.mean(), .sum(), or a loss's reduction = 'mean')", ir_dtype_text(g->n[loss.id]->dt),
+                   ir_shape_str(&loss.s));
+        return;
+    }
+    g->loss = loss.id;
+}
+
 /* A member that is a tensor: self.mask = torch.tril(torch.ones(T, T)) or
  * self.register_buffer("mask", ...). Its value is a constant of the
  * program (no batch); a registered buffer is not written to checkpoints,
@@ -1165,7 +1310,7 @@ static void member_tensor(Sema *S, const LayerDecl *d, const Forward *f)
     set_var(S, name, v);
 }
 
-static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in);
+static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in, int target_input);
 
 static void tie(Sema *S, const LayerDecl *d);
 
@@ -1257,13 +1402,20 @@ Val fwd_model(Graph *g, const Model *m, Shape *in, const FwdCfg *c)
     const Sema top = {.g = g, .sync_bn = c->sync_bn, .autoenc = c->autoenc, .elementwise = c->elementwise,
                       .file = c->file};
     Sema S = sema_for(&top, m);
+    /* the model a loss block trains: forward may return a tuple, of any
+     * shapes, and the block reads the targets itself */
+    if (c->loss_block && c->model && strcmp(c->model, m->name) == 0) {
+        S.lossb = c->loss_block;
+        S.autoenc = 0;
+        S.elementwise = 1;
+    }
     arg_names(names_lookup, &S);
-    Val out = model_body(&S, g, m, in);
+    Val out = model_body(&S, g, m, in, c->autoenc);
     arg_names(NULL, NULL);      /* S ends here */
     return out;
 }
 
-static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in)
+static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in, int target_input)
 {
     const Forward *f = m->nfwd ? m->fwd[0] : NULL;
     if (!f)
@@ -1294,5 +1446,8 @@ static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in)
         return x;
     }
     set_var(S, f->param, x);
-    return run_body(S, f);
+    Val out = run_body(S, f);
+    if (S->lossb && out.id >= 0)
+        run_loss_block(S, out, target_input);
+    return out;
 }

@@ -97,7 +97,8 @@ static int output_rows(Program *p, const Shape *o, Loc loc)
     p->positions = elems / last;
     if (p->positions > 1) {
         g->logits = ir_add(g, OP_RESHAPE, 1, &g->logits, shape2(-p->positions, last), DT_F32, loc);
-        g->n[g->labels]->shape = shape1(-p->positions);
+        if (!p->train.loss_block)   /* a loss block reads y as [N, T]; the metric views it (autodiff.c) */
+            g->n[g->labels]->shape = shape1(-p->positions);
     } else if (!(o->rank == 2 && o->d[0] == DIM_N)) {   /* [N, 1, C]: one position (text(block = 1)) */
         g->logits = ir_add(g, OP_RESHAPE, 1, &g->logits, shape2(DIM_N, last), DT_F32, loc);
     }
@@ -121,8 +122,12 @@ static void peek_train(const File *f, FwdCfg *c)
             c->autoenc |= a->key && strcmp(a->key, "target") == 0 && a->val->kind == E_NAME
                           && strcmp(a->val->s, "input") == 0;
         }
-        if (strcmp(it->key, "loss") == 0 && (v->kind == E_NAME || v->kind == E_CALL))
+        if (strcmp(it->key, "loss") == 0 && it->has_body)
+            c->loss_block = it;
+        else if (strcmp(it->key, "loss") == 0 && (v->kind == E_NAME || v->kind == E_CALL))
             c->elementwise = strcmp(v->s, "cross_entropy") != 0 && strcmp(v->s, "nll_loss") != 0;
+        if (strcmp(it->key, "model") == 0 && v->kind == E_NAME)
+            c->model = v->s;
     }
 }
 
@@ -249,6 +254,15 @@ Program *front_compile(const char *path, const char *text, unsigned fusion)
         p->in_dim[d - 1] = in->d[d];
     p->target = RT_TGT_CLASS;
     g->logits = logits[mi].id;
+    if (p->train.loss_block) {
+        /* the loss block built the loss (forward.c); the metric follows
+         * the first output and what y is: classes, floats or the input */
+        if (g->loss < 0)
+            diag_ice("front: the loss block gave no loss and no error");
+        const int classes = !p->train.data.target_input && g->n[g->labels]->dt != DT_F32;
+        p->train.loss = classes ? LOSS_CE : LOSS_MSE;
+        p->target = p->train.data.target_input ? RT_TGT_INPUT : classes ? RT_TGT_CLASS : RT_TGT_FLOAT;
+    }
     if (!output_rows(p, &logits[mi].s, m->loc) || !token_input(p) || !text_data(p, in))
         return NULL;
 
@@ -269,7 +283,8 @@ Program *front_compile(const char *path, const char *text, unsigned fusion)
                    "for this loss");
         return NULL;
     }
-    build_loss(p, loss_loc);
+    if (!p->train.loss_block)
+        build_loss(p, loss_loc);
     if (diag_count() > 0)
         return NULL;
     for (int i = 0; i < g->nn; i++)

@@ -46,20 +46,23 @@ static int refuse_batch(const Val *x, int d, const char *fn, Loc loc)
 
 /* x.sum(dim, keepdim = False), torch.mean(x, dim = (2, 3)), torch.amax(x, -1) */
 /* The reduced dimensions (bits) of x named by dim (an int or a tuple);
- * 0 after reporting. */
-static unsigned reduce_axes(const Expr *e, const Val *x, const Expr *dim)
+ * no dim: all of them. The batch's only in a loss block (each rank's loss
+ * is over its own samples, as under DDP) or where x has none. */
+static unsigned reduce_axes(const Sema *S, const Expr *e, const Val *x, const Expr *dim)
 {
-    if (!dim) {
+    if (!dim && !S->in_loss && ten_batch_dim(&x->s) >= 0) {
         diag_error(e->loc, "%s without dim reduces every dimension, the batch's too: name the dimensions (dim = 1, "
                    "or dim = (1, 2)); the batch is reduced only by the loss", fname(e));
         return 0;
     }
+    if (!dim)
+        return (1u << x->s.rank) - 1;
     unsigned axes = 0;
     const int nd = dim->kind == E_TUPLE ? dim->nargs : 1;
     for (int k = 0; k < nd; k++) {
         const Expr *de = dim->kind == E_TUPLE ? dim->args[k]->val : dim;
         int d;
-        if (!dim_arg(de, x->s.rank, 0, &d) || !refuse_batch(x, d, fname(e), de->loc))
+        if (!dim_arg(de, x->s.rank, 0, &d) || (!S->in_loss && !refuse_batch(x, d, fname(e), de->loc)))
             return 0;
         if (axes & (1u << d)) {
             diag_error(de->loc, "dimension %d appears twice", d);
@@ -79,6 +82,14 @@ static Val reduced(Sema *S, Op op, Val x, unsigned axes, Loc loc)
     return y;
 }
 
+Val meth_reduce_all(Sema *S, Op op, Val x, Loc loc)
+{
+    if (x.id < 0)
+        return x;
+    const unsigned axes = (1u << x.s.rank) - 1;
+    return layer_view(S, reduced(S, op, x, axes, loc), ten_dropped(&x.s, axes), loc);
+}
+
 static Val reduce(Sema *S, const Expr *e, Op op)
 {
     static const char *const names[] = {"input", "dim", "keepdim"};
@@ -92,7 +103,7 @@ static Val reduce(Sema *S, const Expr *e, Op op)
         return POISON;
     if (x.id < 0)
         return POISON;
-    const unsigned axes = reduce_axes(e, &x, a[1]);
+    const unsigned axes = reduce_axes(S, e, &x, a[1]);
     if (!axes)
         return POISON;
     Val y = reduced(S, op, x, axes, e->loc);
@@ -126,12 +137,14 @@ static Val moments(Sema *S, const Expr *e, int sd)
         corr = unbiased ? 1 : 0;
     if (x.id < 0)
         return POISON;
-    const unsigned axes = reduce_axes(e, &x, a[1]);
+    const unsigned axes = reduce_axes(S, e, &x, a[1]);
     if (!axes)
         return POISON;
     double count = 1;
     for (int i = 0; i < x.s.rank; i++)
-        if (axes & (1u << i))
+        if ((axes & (1u << i)) && !refuse_batch(&x, i, fname(e), e->loc))  /* a count known when compiling */
+            return POISON;
+        else if (axes & (1u << i))
             count *= (double)x.s.d[i];
     if (count - corr <= 0) {
         diag_error(e->loc, "%s over %g elements with correction %g divides by %g", fname(e), count, corr,
@@ -167,7 +180,7 @@ static Val norm(Sema *S, const Expr *e)
     }
     if ((a[3] && !arg_bool(a[3], "keepdim", &keep)) || x.id < 0)
         return POISON;
-    const unsigned axes = reduce_axes(e, &x, a[2]);
+    const unsigned axes = reduce_axes(S, e, &x, a[2]);
     if (!axes)
         return POISON;
     Val sq = reduced(S, OP_T_SUM, tfn_unary(S, OP_T_POW, x, 2, 0, e->loc), axes, e->loc);
@@ -188,7 +201,7 @@ static Val logsumexp(Sema *S, const Expr *e)
     Val x = S->eval(S, a[0]);
     if ((a[2] && !arg_bool(a[2], "keepdim", &keep)) || x.id < 0)
         return POISON;
-    const unsigned axes = reduce_axes(e, &x, a[1]);
+    const unsigned axes = reduce_axes(S, e, &x, a[1]);
     if (!axes)
         return POISON;
     Val m = reduced(S, OP_T_AMAX, x, axes, e->loc);

@@ -285,7 +285,7 @@ stmts:
   | stmts stmt      { $$ = $1; push(&$$, $2); }
   ;
 
-/* stmt: IDENT '=' expr | names '=' expr | 'return' expr
+/* stmt: IDENT '=' expr | names '=' expr | 'return' expr { ',' expr }
  * names: IDENT ',' [ IDENT { ',' IDENT } [ ',' ] ]   (a, b = torch.chunk(x, 2, 1)) */
 stmt:
     IDENT '=' expr  { $$ = util_alloc(sizeof *$$); $$->kind = S_ASSIGN; $$->loc = L(@1); $$->name = $1; $$->val = $3; }
@@ -310,6 +310,12 @@ stmt:
                       v->a = x; v->b = $3; nest(P, v);
                       $$ = util_alloc(sizeof *$$); $$->kind = S_ASSIGN; $$->loc = L(@1); $$->name = $1; $$->val = v; }
   | RETURN expr     { $$ = util_alloc(sizeof *$$); $$->kind = S_RETURN; $$->loc = L(@1); $$->val = $2; }
+  | RETURN expr ',' exprs
+                    { /* return a, b: the tuple (a, b) */
+                      Expr *t = mk(E_TUPLE, $2->loc); List l = {0}; push(&l, mkarg(NULL, $2->loc, $2));
+                      for (int k = 0; k < $4.n; k++) push(&l, $4.v[k]);
+                      t->args = (Arg **)l.v; t->nargs = l.n; nest(P, t);
+                      $$ = util_alloc(sizeof *$$); $$->kind = S_RETURN; $$->loc = L(@1); $$->val = t; }
   | FOR IDENT IN expr '{' stmts '}'
                     { $$ = util_alloc(sizeof *$$); $$->kind = S_FOR; $$->loc = L(@1); $$->name = $2; $$->val = $4;
                       $$->body = (Stmt **)$6.v; $$->nbody = $6.n; }
@@ -446,7 +452,8 @@ arg:
   | IDENT '=' expr  { $$ = mkarg($1, L(@1), $3); }
   ;
 
-/* train: 'train' '{' { (IDENT | 'model') expr } '}' */
+/* train: 'train' '{' { (IDENT | 'model') expr [ '{' { stmt } '}' ] } '}'
+ * (a key with a body: the loss block, loss(out, y) { ... }) */
 train:
     TRAIN '{' titems '}'
                     { $$ = util_alloc(sizeof *$$); $$->loc = L(@1); $$->items = (TrainItem **)$3.v;
@@ -460,6 +467,9 @@ titems:
 
 titem:
     IDENT expr      { $$ = util_alloc(sizeof *$$); $$->loc = L(@1); $$->key = $1; $$->val = $2; }
+  | IDENT expr '{' stmts '}'
+                    { $$ = util_alloc(sizeof *$$); $$->loc = L(@1); $$->key = $1; $$->val = $2;
+                      $$->body = (Stmt **)$4.v; $$->nbody = $4.n; $$->has_body = 1; $$->end = L(@5); }
   | MODEL expr      { $$ = util_alloc(sizeof *$$); $$->loc = L(@1); $$->key = "model"; $$->val = $2; }
   ;
 

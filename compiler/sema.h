@@ -134,6 +134,8 @@ typedef struct Var {
                                the batch's size: is_batch */
     int is_int, is_batch;
     double num;
+    Val *tup;               /* the tuple forward returns (out in a loss block), ntup tensors; else NULL */
+    int ntup;
 } Var;
 
 /* One model being checked. */
@@ -148,6 +150,10 @@ typedef struct Sema {
     int sync_bn;            /* the train block's sync_batchnorm */
     int autoenc;            /* the data's target = input: forward returns a sample's shape */
     int elementwise;        /* the loss compares each output (not a class loss): any [N, ...] */
+    int in_loss;            /* running the train block's loss block: reductions may take the batch */
+    const TrainItem *lossb; /* the train block's loss block, when this is the model it trains */
+    Val *outs;              /* ... then forward may return a tuple: its tensors */
+    int nouts;
     /* blocks: a model made inside another (model Block(n) { ... }) is a
      * Sema of its own over the same graph, its parameters named under
      * prefix ("h.0.attn"); module: this is one (its forward returns what
@@ -223,6 +229,15 @@ Val tfn_matmul(Sema *S, Val a, Val b, const char *fn, Loc loc);     /* a @ b */
 Val tfn_pow(Sema *S, Val x, const Expr *exponent, const char *fn, Loc loc);    /* x ** c */
 Val tfn_unary(Sema *S, Op op, Val x, double lo, double hi, Loc loc);   /* a one-operand tensor op, ten.lo/hi set */
 
+/* ---- loss_fns.c: PyTorch's loss functions as values, written out in the
+ * tensor ops (lfn_) --------------------------------------------------------- */
+int lfn_handles(const char *name);          /* cross_entropy, mse_loss, binary_cross_entropy, ... */
+const char *lfn_list(void);                 /* the supported ones, sorted, one line */
+Val lfn_call(Sema *S, const Expr *e);
+/* whether a loss block's statements give y (or what is made of it) to a
+ * class loss as its target: then y is class indices */
+int lfn_class_target(Stmt *const *body, int n, const char *y);
+
 /* ---- transformer.c: nn.MultiheadAttention, nn.TransformerEncoderLayer,
  * nn.TransformerEncoder (xf_) -------------------------------------------- */
 Layer *xf_make(Sema *S, const Expr *e, LayerKind kind, const char *prefix, const char *what);
@@ -287,6 +302,8 @@ Val meth_call(Sema *S, const Expr *e);
 /* a, b = torch.chunk(x, 2, 1): the n tensors of e into out; 0 after reporting */
 int meth_unpack(Sema *S, const Expr *e, Val *out, int n);
 Val meth_index(Sema *S, const Expr *e);     /* x[:, -1], x[..., :k], x[:, None] */
+/* op (T_SUM, T_MEAN) over every dimension of x, the batch's too: a 0-d tensor */
+Val meth_reduce_all(Sema *S, Op op, Val x, Loc loc);
 /* a op b broadcast (op: a BC_ op), sym the operator for messages */
 Val meth_broadcast(Sema *S, Op op, Val a, Val b, const char *sym, Loc loc);
 /* t[0..n) joined along dimension d (not the batch's); where[k]: t[k]'s expression */
@@ -299,6 +316,8 @@ typedef struct FwdCfg {
     int sync_bn;            /* sync_batchnorm: each BatchNorm2d syncs */
     int autoenc;            /* the data's target = input */
     int elementwise;        /* a loss of each output (mse_loss, ...), not of classes */
+    const TrainItem *loss_block;    /* loss(out, y) { ... }, or NULL */
+    const char *model;      /* the model the train block names: the loss block's */
 } FwdCfg;
 
 /* Checks one model, building its graph in g: IMAGES, LABELS, its

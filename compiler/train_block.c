@@ -733,6 +733,13 @@ static const TrainItem *setting(const TrainItem *const *seen, const char *key)
     diag_ice("train block: no key '%s'", key);
 }
 
+static const TrainItem *setting(const TrainItem *const *seen, const char *key);
+
+static int prec_fp16(const TrainItem *const *seen, const TrainCfg *t)
+{
+    return setting(seen, "precision") && t->precision == RT_PREC_FP16;
+}
+
 int train_check(const File *f, const Train *tr, TrainCfg *t)
 {
     *t = (TrainCfg){.reduction = RED_MEAN,
@@ -761,8 +768,18 @@ int train_check(const File *f, const Train *tr, TrainCfg *t)
             continue;
         }
         seen[k] = it;
-        train_keys[k].check(&c, it->val);
+        if (it->has_body && strcmp(it->key, "loss") != 0)
+            diag_error(it->loc, "'%s' takes a value, not a block (only loss has one: loss(out, y) { ... })",
+                       it->key);
+        else if (it->has_body)
+            t->loss_block = it;     /* run after forward, in the model's scope (forward.c) */
+        else
+            train_keys[k].check(&c, it->val);
     }
+    /* the loss's gradient is seeded with 1, not GradScaler's scale yet */
+    if (t->loss_block && prec_fp16(seen, t))
+        diag_error(t->loss_block->loc, "a loss block with precision fp16 is not supported yet (bf16 is: it needs "
+                   "no loss scaling)");
     /* GradScaler scales fp16's gradients; bf16 has fp32's range */
     const TrainItem *prec = setting(seen, "precision"), *scaler = setting(seen, "scaler");
     if (scaler && !(prec && t->precision == RT_PREC_FP16))

@@ -1,0 +1,331 @@
+/* loss_fns.c: PyTorch's loss functions as values (F.cross_entropy,
+ * F.mse_loss, ...), for the train block's loss block: each is written out
+ * in the tensor ops (the binary cross-entropies as ops.def's T_BCE rows,
+ * torch's formulas), so a loss expression's gradient is autodiff's of the
+ * whole composition, and every reduction, shape and weighting of terms
+ * PyTorch takes works as it does there. The one-line `loss` setting keeps
+ * its fused row kernels (front.c's build_loss). */
+#include <math.h>
+#include <string.h>
+
+#include "sema.h"
+
+enum { F_CE, F_NLL, F_MSE, F_L1, F_SMOOTH_L1, F_HUBER, F_BCE, F_BCE_LOGITS };
+
+static const struct {
+    const char *name;
+    int fn;
+} fns[] = {
+    {"binary_cross_entropy", F_BCE}, {"binary_cross_entropy_with_logits", F_BCE_LOGITS},
+    {"cross_entropy", F_CE},         {"huber_loss", F_HUBER},
+    {"l1_loss", F_L1},               {"mse_loss", F_MSE},
+    {"nll_loss", F_NLL},             {"smooth_l1_loss", F_SMOOTH_L1},
+};
+enum { NFNS = sizeof fns / sizeof fns[0] };
+
+static int find(const char *name)
+{
+    for (int i = 0; i < NFNS; i++)
+        if (strcmp(fns[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int lfn_handles(const char *name) { return find(name) >= 0; }
+
+const char *lfn_list(void)
+{
+    const char *s = fns[0].name;
+    for (int i = 1; i < NFNS; i++)
+        s = util_fmt("%s, %s", s, fns[i].name);
+    return s;
+}
+
+/* whether e mentions name (a variable) */
+static int mentions(const Expr *e, const char *name)
+{
+    if (!e)
+        return 0;
+    if (e->kind == E_NAME && strcmp(e->s, name) == 0)
+        return 1;
+    if (mentions(e->a, name) || mentions(e->b, name) || mentions(e->c, name))
+        return 1;
+    for (int k = 0; k < e->nargs; k++)
+        if (mentions(e->args[k]->val, name))
+            return 1;
+    return 0;
+}
+
+/* whether e, anywhere inside, gives a class loss targets that mention y */
+static int class_target_in(const Expr *e, const char *y)
+{
+    if (!e)
+        return 0;
+    if (e->kind == E_CALL && (strcmp(e->s, "cross_entropy") == 0 || strcmp(e->s, "nll_loss") == 0)) {
+        int pos = 0;
+        for (int k = 0; k < e->nargs; k++) {
+            const Arg *a = e->args[k];
+            if ((a->key ? strcmp(a->key, "target") == 0 : pos++ == 1) && mentions(a->val, y))
+                return 1;
+        }
+    }
+    if (class_target_in(e->a, y) || class_target_in(e->b, y) || class_target_in(e->c, y))
+        return 1;
+    for (int k = 0; k < e->nargs; k++)
+        if (class_target_in(e->args[k]->val, y))
+            return 1;
+    return 0;
+}
+
+int lfn_class_target(Stmt *const *body, int n, const char *y)
+{
+    for (int i = 0; i < n; i++)
+        if (class_target_in(body[i]->val, y) || lfn_class_target(body[i]->body, body[i]->nbody, y))
+            return 1;
+    return 0;
+}
+
+/* ---- the compositions --------------------------------------------------- */
+
+static Val make(Sema *S, Op op, int nin, const int *in, Shape s, DType dt, Loc loc)
+{
+    for (int k = 0; k < nin; k++)
+        if (in[k] < 0)
+            return POISON;
+    return (Val){ir_add(S->g, op, nin, in, s, dt, loc), s};
+}
+
+static Val affine(Sema *S, Val x, double a, double b, Loc loc) { return tfn_unary(S, OP_T_AFFINE, x, a, b, loc); }
+static Val add(Sema *S, Val a, Val b, Loc loc) { return meth_broadcast(S, OP_BC_ADD, a, b, "+", loc); }
+static Val mul(Sema *S, Val a, Val b, Loc loc) { return meth_broadcast(S, OP_BC_MUL, a, b, "*", loc); }
+
+/* torch's reductions: none keeps the elements, sum and mean give a 0-d
+ * tensor; a mean over counted elements divides the sum by their count */
+static Val reduce(Sema *S, Val l, int red, Val count, Loc loc)
+{
+    if (red == RED_NONE || l.id < 0)
+        return l;
+    if (red == RED_SUM || count.id < 0)
+        return meth_reduce_all(S, red == RED_SUM ? OP_T_SUM : OP_T_MEAN, l, loc);
+    Val s = meth_reduce_all(S, OP_T_SUM, l, loc), c = meth_reduce_all(S, OP_T_SUM, count, loc);
+    return make(S, OP_BC_DIV, 2, (int[]){s.id, c.id}, s.s, DT_F32, loc);
+}
+
+static int float_tensor(const Sema *S, Val x, const char *fn, const char *what, Loc loc)
+{
+    if (x.id < 0)
+        return 0;
+    if (S->g->n[x.id]->dt == DT_F32)
+        return 1;
+    diag_error(loc, "%s's %s must be a float tensor, got %s%s", fn, what, ir_dtype_text(S->g->n[x.id]->dt),
+               ir_shape_str(&x.s));
+    return 0;
+}
+
+static int same_shape(Val x, Val t, const char *fn, Loc loc)
+{
+    if (x.id < 0 || t.id < 0)
+        return 0;
+    if (ten_same(&x.s, &t.s))
+        return 1;
+    diag_error(loc, "%s compares tensors of one shape: the input is %s, the target %s (view one as the other)", fn,
+               ir_shape_str(&x.s), ir_shape_str(&t.s));
+    return 0;
+}
+
+/* cross_entropy / nll_loss over [R, C] scores (R rows: the batch, or the
+ * batch merged with positions by view(-1, C)): class-index targets [R]
+ * (ignore_index masking them out), or class probabilities [R, C] */
+static Val class_loss(Sema *S, int fn, Val x, Val t, int red, double smooth, int has_ignore, int64_t ignore,
+                      const char *name, Loc loc)
+{
+    if (!float_tensor(S, x, name, "input", loc) || t.id < 0)
+        return POISON;
+    if (x.s.rank != 2 || ten_batch_dim(&x.s) != 0) {
+        diag_error(loc, "%s takes scores [N, C] with the batch first, got %s: view positions as rows, as nanoGPT "
+                   "does (F.%s(logits.view(-1, C), y.view(-1)))", name, ir_shape_str(&x.s), name);
+        return POISON;
+    }
+    const int64_t R = x.s.d[0], C = x.s.d[1];
+    const DType tdt = S->g->n[t.id]->dt;
+    const int probs = tdt == DT_F32;
+    if (probs ? !ten_same(&t.s, &x.s) : !(t.s.rank == 1 && t.s.d[0] == R)) {
+        diag_error(loc, "%s's target must be class indices %s (or class probabilities %s), got %s%s", name,
+                   ir_shape_str(&(Shape){1, {R}}), ir_shape_str(&x.s), ir_dtype_text(tdt), ir_shape_str(&t.s));
+        return POISON;
+    }
+    if (probs && has_ignore) {
+        diag_error(loc, "%s: ignore_index goes with class indices, not probabilities", name);
+        return POISON;
+    }
+    Val lp = x;
+    if (fn == F_CE) {   /* log_softmax over the classes, as the nn.LogSoftmax layer */
+        Layer *l = layer_new(LK_SOFTMAX, "", "log_softmax", loc);
+        l->op = OP_LOG_SOFTMAX;
+        l->dim = 1;
+        lp = layer_apply(S, l, x, loc, 0);
+    }
+    if (probs) {        /* -sum_c t_c log p_c, smoothed: t (1 - e) + e / C */
+        Val tt = smooth > 0 ? affine(S, t, 1 - smooth, smooth / (double)C, loc) : t;
+        Val row = make(S, OP_T_SUM, 1, (int[]){mul(S, tt, lp, loc).id}, (Shape){2, {R, 1}}, DT_F32, loc);
+        if (row.id >= 0)
+            S->g->n[row.id]->ten.axes = 2;
+        return reduce(S, affine(S, layer_view(S, row, (Shape){1, {R}}, loc), -1, 0, loc), red,
+                      POISON, loc);
+    }
+    Val idx = make(S, OP_T_TO_I64, 1, &t.id, t.s, DT_I64, loc), valid = POISON;
+    if (has_ignore) {   /* an ignored target is read nowhere: its index becomes 0, its loss 0 */
+        valid = make(S, OP_T_NEC, 1, &t.id, t.s, DT_BOOL, loc);
+        if (valid.id >= 0)
+            S->g->n[valid.id]->ten.lo = (double)ignore;
+        idx = make(S, OP_T_KEEP_IF, 2, (int[]){idx.id, valid.id}, t.s, DT_I64, loc);
+        if (idx.id >= 0)
+            S->g->n[idx.id]->ten.lo = 0;
+        valid = make(S, OP_T_TO_F32, 1, &valid.id, t.s, DT_F32, loc);
+    }
+    const Shape col = {2, {R, 1}};
+    Val picked = make(S, OP_T_GATHER, 2, (int[]){lp.id, layer_view(S, idx, col, loc).id}, col, DT_F32, loc);
+    if (picked.id >= 0)
+        S->g->n[picked.id]->ten.axis = 1;
+    Val l = affine(S, layer_view(S, picked, t.s, loc), -1, 0, loc);
+    if (smooth > 0) {   /* (1 - e) nll + e mean_c(-log p_c) */
+        Val all = make(S, OP_T_SUM, 1, &lp.id, col, DT_F32, loc);
+        if (all.id >= 0)
+            S->g->n[all.id]->ten.axes = 2;
+        l = add(S, affine(S, l, 1 - smooth, 0, loc), affine(S, layer_view(S, all, t.s, loc), -smooth / (double)C, 0,
+                                                              loc), loc);
+    }
+    if (has_ignore)
+        l = mul(S, l, valid, loc);
+    return reduce(S, l, red, valid, loc);
+}
+
+/* the elementwise losses of an input and a target of one shape */
+static Val pointwise_loss(Sema *S, int fn, Val x, Val t, int red, double delta, Val weight, const char *name, Loc loc)
+{
+    if (!float_tensor(S, x, name, "input", loc) || !float_tensor(S, t, name, "target", loc)
+        || !same_shape(x, t, name, loc))
+        return POISON;
+    Val l;
+    if (fn == F_BCE || fn == F_BCE_LOGITS) {
+        l = make(S, fn == F_BCE ? OP_T_BCE : OP_T_BCE_LOGITS, 2, (int[]){x.id, t.id}, x.s, DT_F32, loc);
+        if (weight.id >= 0)
+            l = mul(S, l, weight, loc);
+    } else {
+        Val d = meth_broadcast(S, OP_BC_SUB, x, t, "-", loc);
+        if (fn == F_MSE) {
+            l = mul(S, d, d, loc);
+        } else if (fn == F_L1 || (fn == F_SMOOTH_L1 && delta == 0)) {   /* beta 0 is l1_loss, as torch's */
+            l = tfn_unary(S, OP_T_ABS, d, 0, 0, loc);
+        } else {
+            /* huber: 0.5 m^2 + delta (|d| - m), m = min(|d|, delta), which is
+             * 0.5 d^2 inside delta and delta (|d| - delta / 2) outside;
+             * smooth_l1 with beta is huber with delta = beta, over beta */
+            Val a = tfn_unary(S, OP_T_ABS, d, 0, 0, loc), m = tfn_unary(S, OP_T_CLAMP, a, 0, delta, loc);
+            l = add(S, affine(S, mul(S, m, m, loc), 0.5, 0, loc),
+                    affine(S, meth_broadcast(S, OP_BC_SUB, a, m, "-", loc), delta, 0, loc), loc);
+            if (fn == F_SMOOTH_L1)
+                l = affine(S, l, 1 / delta, 0, loc);
+        }
+    }
+    return reduce(S, l, red, POISON, loc);
+}
+
+/* reduction = 'mean' | 'sum' | 'none' (a string, as torch's, or a name) */
+static int reduction(const Expr *e, int *red)
+{
+    static const char *const reds[] = {"mean", "sum", "none"};  /* Reduction order */
+    if (e->kind == E_STR || e->kind == E_NAME)
+        for (int k = 0; k < 3; k++)
+            if (strcmp(e->s, reds[k]) == 0) {
+                *red = k;
+                return 1;
+            }
+    diag_error(e->loc, "reduction must be 'mean', 'sum' or 'none', got %s", arg_show(e));
+    return 0;
+}
+
+Val lfn_call(Sema *S, const Expr *e)
+{
+    /* torch 1.13's parameters, in its order */
+    static const char *const class_names[] = {"input", "target", "weight", "size_average", "ignore_index", "reduce",
+                                              "reduction", "label_smoothing"};
+    static const char *const plain_names[] = {"input", "target", "size_average", "reduce", "reduction", "beta"};
+    static const char *const huber_names[] = {"input", "target", "reduction", "delta"};
+    static const char *const bce_names[] = {"input", "target", "weight", "size_average", "reduce", "reduction",
+                                            "pos_weight"};
+    const int fn = fns[find(e->s)].fn;
+    const char *name = e->s;
+    Sig sig;
+    if (fn == F_CE || fn == F_NLL)
+        sig = (Sig){name, class_names, fn == F_CE ? 8 : 7, 2, 2};
+    else if (fn == F_HUBER)
+        sig = (Sig){name, huber_names, 4, 2, 2};
+    else if (fn == F_BCE || fn == F_BCE_LOGITS)
+        sig = (Sig){name, bce_names, fn == F_BCE ? 6 : 7, 2, 2};
+    else
+        sig = (Sig){name, plain_names, fn == F_SMOOTH_L1 ? 6 : 5, 2, 2};
+    Expr *a[8] = {0};
+    if (!arg_bind(e, &sig, a))
+        return POISON;
+    Expr *size_average = NULL, *reduce_ = NULL, *red_e = NULL, *weight = NULL;
+    for (int k = 0; k < sig.n; k++) {
+        const char *p = sig.names[k];
+        if (!a[k])
+            continue;
+        if (strcmp(p, "size_average") == 0)
+            size_average = a[k];
+        else if (strcmp(p, "reduce") == 0)
+            reduce_ = a[k];
+        else if (strcmp(p, "reduction") == 0)
+            red_e = a[k];
+        else if (strcmp(p, "weight") == 0)
+            weight = a[k];
+        else if (strcmp(p, "pos_weight") == 0) {
+            diag_error(a[k]->loc, "%s: pos_weight is not supported in a loss block yet (the one-line loss "
+                       "binary_cross_entropy_with_logits(pos_weight = ...) has it)", name);
+            return POISON;
+        }
+    }
+    if (size_average || reduce_) {
+        const Expr *d = size_average ? size_average : reduce_;
+        diag_error(d->loc, "%s: size_average and reduce are deprecated in PyTorch; say reduction = 'mean', 'sum' or "
+                   "'none'", name);
+        return POISON;
+    }
+    int red = RED_MEAN;
+    if (red_e && !reduction(red_e, &red))
+        return POISON;
+    Val x = S->eval(S, a[0]), t = S->eval(S, a[1]);
+    if (fn == F_CE || fn == F_NLL) {
+        double smooth = 0;
+        int64_t ignore = -100;
+        if (weight) {
+            diag_error(weight->loc, "%s: class weights are not supported in a loss block yet (the one-line loss "
+                       "%s(weight = (...)) has them)", name, name);
+            return POISON;
+        }
+        if (a[7] && !(arg_num(a[7], "label_smoothing", &smooth) && smooth >= 0 && smooth <= 1)) {
+            if (arg_const(a[7], &smooth) == 1)
+                diag_error(a[7]->loc, "label_smoothing must be in [0, 1], got %s", arg_show(a[7]));
+            return POISON;
+        }
+        if (a[4] && !arg_int(a[4], "ignore_index", INT32_MIN, INT32_MAX, &ignore))
+            return POISON;
+        /* torch's default ignore_index (-100) matches no class index, so
+         * only one the file gives masks anything */
+        return class_loss(S, fn, x, t, red, smooth, a[4] != NULL, ignore, name, e->loc);
+    }
+    double delta = 1;
+    const Expr *de = fn == F_HUBER ? a[3] : fn == F_SMOOTH_L1 ? a[5] : NULL;
+    if (de && !(arg_num(de, fn == F_HUBER ? "delta" : "beta", &delta) && delta >= 0 && (fn != F_HUBER || delta > 0))) {
+        if (arg_const(de, &delta) == 1)
+            diag_error(de->loc, "%s must be %s, got %s", fn == F_HUBER ? "delta" : "beta",
+                       fn == F_HUBER ? "positive" : "at least 0", arg_show(de));
+        return POISON;
+    }
+    Val w = weight ? S->eval(S, weight) : POISON;
+    if (weight && (w.id < 0 || !float_tensor(S, w, name, "weight", weight->loc)))
+        return POISON;
+    return pointwise_loss(S, fn, x, t, red, delta, w, name, e->loc);
+}
