@@ -1227,8 +1227,8 @@ static void run_loss_block(Sema *S, Val out, int target_input)
     const Expr *h = it->val;
     if (!(h->kind == E_TUPLE && h->nargs == 2 && h->args[0]->val->kind == E_NAME
           && h->args[1]->val->kind == E_NAME)) {
-        diag_error(h->loc, "a loss block names forward's output and the targets: loss(out, y) { ... }, got loss%s",
-                   arg_show(h));
+        diag_error(h->loc, "a loss block names two things, forward's output and the targets: loss(out, y) { ... }, "
+                   "got %s", arg_show(h));
         return;
     }
     const char *on = h->args[0]->val->s, *yn = h->args[1]->val->s;

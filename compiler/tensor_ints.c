@@ -634,6 +634,13 @@ static Val call_max(Sema *S, const Expr *e)
             return layer_node(S, mx ? OP_T_MAXIMUM : OP_T_MINIMUM, a.id, b.id, s, e->loc);
         }
     }
+    if (!tint_is_pair(e) && e->nargs == 1 && !e->args[0]->key) {
+        /* x.max(): every dimension, to a 0-d tensor; the batch's only in
+         * a loss block or where x has none (methods.c's reductions) */
+        Val x = S->eval(S, e->args[0]->val);
+        if (x.id >= 0 && (S->in_loss || ten_batch_dim(&x.s) < 0))
+            return meth_reduce_all(S, mx ? OP_T_AMAX : OP_T_AMIN, x, e->loc);
+    }
     if (!tint_is_pair(e)) {
         diag_error(e->loc, "%s without dim reduces every dimension, the batch's too: name the dimension "
                    "(values, indices = %s(x, dim = 1)), or use torch.a%s(x, dim)", fname(e), fname(e), e->s);
