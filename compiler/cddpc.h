@@ -147,6 +147,7 @@ typedef struct Node {
             double scale;   /* BC_SCALE: the divisor (a mean's count; -1 negates) */
             double lo, hi;  /* T_POW: the exponent (lo); T_CLAMP: the bounds; T_AFFINE: x * lo + hi */
             int ta, tb;     /* T_BMM: the operand is transposed (its last two dimensions) */
+            int key;        /* T_RAND, T_RANDN: the stream's key, an ordinal shared with the dropouts' */
         } ten;          /* T_FULL: the value (lo); T_ARANGE: lo + hi * i; T_TRIL/TRIU: the diagonal (lo);
                            T_*C comparisons, T_FILL_IF, T_KEEP_IF: the constant (lo); T_GATHER*: the
                            dimension (axis); T_ARGMAX/ARGMIN: it as axes */

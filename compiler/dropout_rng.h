@@ -14,6 +14,12 @@
  * twice. u = (top 24 bits) * 2^-24 is exact in float on every target, and
  * the element is kept when u >= p (p rounded to float).
  *
+ * The noise functions of forward (torch.rand_like, torch.randn_like,
+ * torch.randn) take the same streams, keyed by their call site's ordinal
+ * among the dropouts and noises: rand's element idx is u(idx); randn's is
+ * Box-Muller's sqrt(-2 log(1 - u(2 idx))) cos(2 pi u(2 idx + 1)) in float
+ * (1 - u in (0, 1]: the log is finite).
+ *
  * The text is a macro so that the compiler emits it verbatim (stringified:
  * CDDP_DROP_RNG_TEXT) into the C kernels' prelude (static inline) and the
  * CUDA prelude (__device__ __forceinline__), and the tests compile the very
@@ -42,6 +48,11 @@
     {                                                                                                \
         unsigned long long x = cddp_mix64(cddp_mix64(key + (unsigned long long)idx * 0x9e3779b97f4a7c15ULL)); \
         return (float)(unsigned)(x >> 40) * 5.9604644775390625e-8f;                                  \
+    }                                                                                                \
+    Q float cddp_randn(unsigned long long key, long long idx)                                        \
+    {                                                                                                \
+        float u1 = cddp_drop_u(key, 2 * idx), u2 = cddp_drop_u(key, 2 * idx + 1);                    \
+        return sqrtf(-2.0f * logf(1.0f - u1)) * cosf(6.28318530717958647692f * u2);                  \
     }
 
 #define CDDP_STR_(...) #__VA_ARGS__

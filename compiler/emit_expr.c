@@ -93,9 +93,9 @@ void ex_declare_buffers(const Emit *m)
     /* each dropout's stream key, once per kernel (dropout_rng.h) */
     for (int k = 0; k < gr->nnodes; k++) {
         const Node *n = ex_node(m, gr->nodes[k]);
-        if (n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD)
+        if (n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD || n->op == OP_T_RAND || n->op == OP_T_RANDN)
             fprintf(m->f, "    const unsigned long long dk%d = cddp_drop_key(e->seed, e->rank, (long long)e->step, %d);\n",
-                    n->id, n->drop.key);
+                    n->id, n->op == OP_T_RAND || n->op == OP_T_RANDN ? n->ten.key : n->drop.key);
     }
 }
 

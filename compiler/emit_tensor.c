@@ -94,9 +94,20 @@ static char *constant(double v)
     return isinf(v) ? util_strdup(v > 0 ? "INFINITY" : "-INFINITY") : util_cfloat(v);
 }
 
-/* formula with $k replaced by x<k>, $c by the node's ten.scale, $a and $b
- * by its ten.lo and ten.hi, $q and $r by the last coordinate and the one
- * before */
+/* (i0 * d1 + i1) * d2 + i2 ...: the element at n's coordinates, counted
+ * over n's shape (the batch's extent the step's) */
+static char *flat_index(const Node *n)
+{
+    char *s = util_strdup("(int64_t)0");
+    for (int k = 0; k < n->shape.rank; k++)
+        s = util_fmt("(%s) * %s + i%d", s, ex_dim(n->shape.d[k]), k);
+    return s;
+}
+
+/* formula with $0.. replaced by x<0>.., $c by the node's ten.scale, $a and
+ * $b by its ten.lo and ten.hi, $q and $r by the last coordinate and the
+ * one before, $k by its id (dk$k: its random stream's key), $e by its
+ * element's index */
 static char *expand(const Node *n)
 {
     const char *p = op_formula[n->op];
@@ -106,6 +117,10 @@ static char *expand(const Node *n)
             out = util_fmt("%sx%c", out, *++p);
         else if (p[0] == '$' && (p[1] == 'q' || p[1] == 'r'))
             out = util_fmt("%si%d", out, n->shape.rank - (*++p == 'q' ? 1 : 2));
+        else if (p[0] == '$' && p[1] == 'k')
+            out = util_fmt("%s%d", out, n->id), p++;
+        else if (p[0] == '$' && p[1] == 'e')     /* the element's index in n's row-major order */
+            out = util_fmt("%s%s", out, flat_index(n)), p++;
         else if (p[0] == '$' && p[1] == 'c')
             out = util_fmt("%s%s", out, util_cfloat(n->ten.scale)), p++;
         else if (p[0] == '$' && (p[1] == 'a' || p[1] == 'b'))
@@ -321,8 +336,8 @@ static void body(const Emit *m, const Node *n, const char *ind)
              * elements are each visited once, so one stored is stored once) */
             const char *in3 = util_fmt("%s    ", in2);
             fprintf(f, "%sfloat v;\n%s{\n", in2, in2);
-            if (nred == 1) {
-                fprintf(f, "%sconst int64_t i%d = k;\n", in3, red[0]);
+            if (nred == 1) {    /* (void): a prologue of constants (a count's ones) reads no coordinate */
+                fprintf(f, "%sconst int64_t i%d = k;\n%s(void)i%d;\n", in3, red[0], in3, red[0]);
             } else {
                 fprintf(f, "%sint64_t c_ = k;\n", in3);
                 for (int k = nred - 1; k >= 0; k--)

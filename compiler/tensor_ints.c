@@ -248,6 +248,45 @@ static Val call_full_like(Sema *S, const Expr *e)
     return x.id < 0 ? x : full(S, x.s, v, t, e->loc);
 }
 
+/* torch.randn_like(x), rand_like(x), randn(N, k), rand(...): float noise
+ * from the dropouts' counter-based streams (dropout_rng.h), this call
+ * site's own: the same on both targets, independent across ranks and
+ * steps, the same after --resume */
+static Val call_noise(Sema *S, const Expr *e)
+{
+    const int like = strstr(e->s, "_like") != NULL, normal = strncmp(e->s, "randn", 5) == 0;
+    DType t = DT_F32;
+    Shape s;
+    if (like) {
+        if (e->nargs < 1 || e->args[0]->key) {
+            diag_error(e->loc, "%s takes a tensor", fname(e));
+            return POISON;
+        }
+        for (int k = 1; k < e->nargs; k++)
+            if (!e->args[k]->key || (strcmp(e->args[k]->key, "dtype") == 0 ? !dtype_arg(e->args[k]->val, &t)
+                                     : strcmp(e->args[k]->key, "device") != 0)) {
+                diag_error(e->args[k]->val->loc, "%s takes a tensor (and dtype, device)", fname(e));
+                return POISON;
+            }
+        Val x = S->eval(S, e->args[0]->val);
+        if (x.id < 0)
+            return x;
+        s = x.s;
+    } else {
+        int n;
+        if (!split_keywords(e, 0, &n, &t) || !sizes(S, e, 0, n, &s))
+            return POISON;
+    }
+    if (t != DT_F32) {
+        diag_error(e->loc, "%s gives floats, not %s", fname(e), ir_dtype_text(t));
+        return POISON;
+    }
+    Val y = make(S, normal ? OP_T_RANDN : OP_T_RAND, 0, NULL, s, DT_F32, e->loc);
+    if (y.id >= 0)
+        S->g->n[y.id]->ten.key = S->g->ndropout++;
+    return y;
+}
+
 /* torch.arange(end), arange(start, end[, step]): an i64 when all are
  * integers, as PyTorch; every value exact in a float (below 2^24) */
 static Val call_arange(Sema *S, const Expr *e)
@@ -638,8 +677,13 @@ static Val call_max(Sema *S, const Expr *e)
         /* x.max(): every dimension, to a 0-d tensor; the batch's only in
          * a loss block or where x has none (methods.c's reductions) */
         Val x = S->eval(S, e->args[0]->val);
-        if (x.id >= 0 && (S->in_loss || ten_batch_dim(&x.s) < 0))
-            return meth_reduce_all(S, mx ? OP_T_AMAX : OP_T_AMIN, x, e->loc);
+        if (x.id >= 0 && (S->in_loss || ten_batch_dim(&x.s) < 0)) {
+            const unsigned axes = (1u << x.s.rank) - 1;
+            Val y = make(S, mx ? OP_T_AMAX : OP_T_AMIN, 1, &x.id, ten_reduced(&x.s, axes), DT_F32, e->loc);
+            if (y.id >= 0)
+                S->g->n[y.id]->ten.axes = axes;
+            return layer_view(S, y, ten_dropped(&x.s, axes), e->loc);
+        }
     }
     if (!tint_is_pair(e)) {
         diag_error(e->loc, "%s without dim reduces every dimension, the batch's too: name the dimension "
@@ -741,6 +785,7 @@ static const struct {
     {"ge", call_compare}, {"lt", call_compare}, {"le", call_compare}, {"logical_and", call_compare},
     {"logical_or", call_compare}, {"logical_not", call_compare}, {"float", call_convert}, {"long", call_convert},
     {"int", call_convert}, {"bool", call_convert}, {"to", call_convert}, {"max", call_max}, {"min", call_max},
+    {"rand", call_noise}, {"randn", call_noise}, {"rand_like", call_noise}, {"randn_like", call_noise},
 };
 enum { NCALLS = sizeof calls / sizeof calls[0] };
 
@@ -755,8 +800,8 @@ int tint_handles(const char *name)
 const char *tint_list(void)
 {
     return "arange, argmax, argmin, bool, eq, float, full, full_like, gather, ge, gt, index_select, int, le, "
-           "logical_and, logical_not, logical_or, long, lt, masked_fill, max, min, ne, ones, ones_like, to, tril, "
-           "triu, where, zeros, zeros_like";
+           "logical_and, logical_not, logical_or, long, lt, masked_fill, max, min, ne, ones, ones_like, rand, rand_like, "
+           "randn, randn_like, to, tril, triu, where, zeros, zeros_like";
 }
 
 Val tint_call(Sema *S, const Expr *e)
