@@ -102,6 +102,7 @@ const char *arg_show(const Expr *e)
     case E_SLICE: return "a slice";
     case E_ELLIPSIS: return "...";
     case E_COMP: return "a list comprehension";
+    case E_COND: return util_fmt("%s if %s else %s", arg_show(e->a), arg_show(e->b), arg_show(e->c));
     }
     return "?";
 }

@@ -37,6 +37,7 @@ typedef enum {
     E_SLICE,    /* a:b:c          a, b, c, each NULL when left out */
     E_ELLIPSIS, /* ... */
     E_COMP,     /* [a for s in b]  a list comprehension: a the element, s the name, b range(n) */
+    E_COND,     /* a if b else c  Python's conditional expression; loc is the 'if' */
 } ExprKind;
 
 /* One argument: `key = val`, or positional when key is NULL. */

@@ -450,6 +450,8 @@ static void rule_t_maximum(RULE_ARGS)
         }
 }
 
+static void rule_t_if_training(RULE_ARGS) { accumulate(a, n->in[1], dy); }
+
 /* binary cross-entropy: the input's gradient only (the target is data) */
 static void rule_t_bce(RULE_ARGS)
 {

@@ -555,6 +555,28 @@ typedef struct Operand {
     Val v;
 } Operand;
 
+/* a if self.training else b: a in the train plan, b in the eval plan (a
+ * view there, as dropout is); the only condition known when compiling */
+static Val eval_cond(Sema *S, const Expr *e)
+{
+    if (!(e->b->kind == E_NAME && strcmp(e->b->s, "training") == 0)) {
+        diag_error(e->b->loc, "a conditional expression chooses on self.training only (a if self.training else b), "
+                   "got %s: a condition on the data would change the graph from one batch to the next",
+                   arg_show(e->b));
+        return POISON;
+    }
+    Val a = eval(S, e->a), b = eval(S, e->c);
+    if (a.id < 0 || b.id < 0)
+        return POISON;
+    if (!ten_same(&a.s, &b.s) || S->g->n[a.id]->dt != DT_F32 || S->g->n[b.id]->dt != DT_F32) {
+        diag_error(e->loc, "both values of a conditional expression must be float tensors of one shape, got %s%s "
+                   "and %s%s", ir_dtype_text(S->g->n[a.id]->dt), ir_shape_str(&a.s),
+                   ir_dtype_text(S->g->n[b.id]->dt), ir_shape_str(&b.s));
+        return POISON;
+    }
+    return layer_node(S, OP_T_IF_TRAINING, b.id, a.id, a.s, e->loc);
+}
+
 /* model.fc1.weight in a loss block: a parameter or buffer by its
  * state_dict name (a tied weight's other name too) */
 static Val model_tensor(Sema *S, const Expr *e)
@@ -807,6 +829,8 @@ static Val eval(Sema *S, const Expr *e)
     }
     case E_CMP:
         return tint_compare(S, e);
+    case E_COND:
+        return eval_cond(S, e);
     case E_AND: case E_OR: case E_NOT:
         return tint_logic(S, e);
     case E_POW: {

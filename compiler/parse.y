@@ -159,6 +159,7 @@ static Expr *method(Expr *e, const char *name, List args)
 %token <i> INT "integer"
 %token <f> FLOAT "number"
 %token MODEL "'model'" FORWARD "'forward'" RETURN "'return'" TRAIN "'train'" FOR "'for'" IN "'in'"
+%token IF "'if'" ELSE "'else'"
 %token TRUE "'true'" FALSE "'false'"
 %token FDIV "'//'"
 %token POW "'**'"
@@ -166,7 +167,7 @@ static Expr *method(Expr *e, const char *name, List args)
 %token <i> CMP "a comparison"
 %token ELLIPSIS "'...'"
 
-%type <e> expr orx andx arith term unary power primary sub oexpr
+%type <e> expr cmpx orx andx arith term unary power primary sub oexpr
 %type <arg> arg
 %type <l> args arglist exprs dims stmts titems subs names mparams
 %type <m> model members
@@ -324,11 +325,18 @@ stmt:
                       $$->body = util_alloc(sizeof *$$->body); $$->body[0] = $6; $$->nbody = 1; }
   ;
 
-/* expr: orx [ CMP orx ]; orx: andx { '|' andx }; andx: arith { '&' arith };
+/* expr: cmpx [ 'if' cmpx 'else' expr ] (Python's conditional expression);
+ * cmpx: orx [ CMP orx ]; orx: andx { '|' andx }; andx: arith { '&' arith };
  * arith: term { ('+' | '-') term }; term: unary { ('*' | '/' | '//' | '%' | '@') unary }
  * (Python's precedence: a comparison binds loosest, then '|', '&', '+';
  * unary minus and '~' bind tighter than '*'). */
 expr:
+    cmpx
+  | cmpx IF cmpx ELSE expr
+                    { $$ = mk(E_COND, L(@2)); $$->a = $1; $$->b = $3; $$->c = $5; nest(P, $$); }
+  ;
+
+cmpx:
     orx
   | orx CMP orx     { $$ = mk(E_CMP, L(@2)); $$->i = $2; $$->a = $1; $$->b = $3; nest(P, $$); }
   ;
@@ -496,12 +504,12 @@ static int starts_expr(yysymbol_kind_t k)
         || !strcmp(s, "'~'");
 }
 
-/* Whether k is a binary operator (+ - * / // % @ & | and comparisons) or continues a value (.
+/* Whether k is a binary operator (+ - * / // % @ & | and comparisons, a conditional's 'if') or continues a value (.
  * and [, a method or a subscript): listed as one, "an operator" */
 static int is_operator(yysymbol_kind_t k)
 {
     const char *s = yysymbol_name(k);
-    return k == YYSYMBOL_FDIV || k == YYSYMBOL_POW || k == YYSYMBOL_CMP || !strcmp(s, "'+'") || !strcmp(s, "'-'") || !strcmp(s, "'*'") || !strcmp(s, "'/'")
+    return k == YYSYMBOL_FDIV || k == YYSYMBOL_POW || k == YYSYMBOL_CMP || k == YYSYMBOL_IF || !strcmp(s, "'+'") || !strcmp(s, "'-'") || !strcmp(s, "'*'") || !strcmp(s, "'/'")
         || !strcmp(s, "'@'") || !strcmp(s, "'.'") || !strcmp(s, "'['") || !strcmp(s, "'%'") || !strcmp(s, "'&'")
         || !strcmp(s, "'|'");
 }

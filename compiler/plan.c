@@ -7,7 +7,9 @@
 
 int plan_nin(const Plan *p, const Node *n)
 {
-    return op_eval[n->op] == EV_RUNNING && !p->training ? 3 : n->nin;
+    /* the eval plan's batch norm reads the running statistics too; its
+     * views (dropout, `a if self.training else b`) read their first input */
+    return op_eval[n->op] == EV_RUNNING && !p->training ? 3 : op_eval[n->op] == EV_VIEW && !p->training ? 1 : n->nin;
 }
 
 Plan *plan_new(Graph *g, const char *name, const int *roots, int nroots)

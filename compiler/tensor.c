@@ -271,7 +271,7 @@ const char *ten_verify(const Graph *g, const Node *n)
     case OP_T_GT: case OP_T_GE: case OP_T_LT: case OP_T_LE: case OP_T_EQ: case OP_T_NE: case OP_T_AND: case OP_T_OR:
     case OP_T_WHERE: case OP_T_FILL_IF: case OP_T_KEEP_IF:
     case OP_T_SQRT_GRAD: case OP_T_RSQRT_GRAD: case OP_T_ABS_GRAD: case OP_T_POW_GRAD: case OP_T_CLAMP_GRAD:
-    case OP_T_BCE: case OP_T_BCE_GRAD: case OP_T_BCE_LOGITS: case OP_T_BCE_LOGITS_GRAD:
+    case OP_T_BCE: case OP_T_BCE_GRAD: case OP_T_BCE_LOGITS: case OP_T_BCE_LOGITS_GRAD: case OP_T_IF_TRAINING:
         for (int k = 0; k < n->nin; k++) {
             Shape b;
             if (!ten_broadcast(in_shape(g, n, k), s, &b) || !ten_same(&b, s))
@@ -401,7 +401,7 @@ DType ten_dtype(const Graph *g, Op op, int nin, const int *in, DType given)
         return DT_I64;
     case OP_T_FULL: case OP_T_ARANGE: case OP_T_AFFINE: case OP_T_CLAMP:
         return given;
-    case OP_T_RAND: case OP_T_RANDN:
+    case OP_T_RAND: case OP_T_RANDN: case OP_T_IF_TRAINING:
     case OP_T_TO_F32: case OP_BC_DIV: case OP_BC_SCALE: case OP_T_MEAN: case OP_T_EXP: case OP_T_LOG: case OP_T_SQRT:
     case OP_T_RSQRT: case OP_T_POW: case OP_T_BMM: case OP_T_BCE: case OP_T_BCE_GRAD: case OP_T_BCE_LOGITS:
     case OP_T_BCE_LOGITS_GRAD: case OP_T_ATTN: case OP_T_ATTN_DQ: case OP_T_ATTN_DK:

@@ -20,7 +20,11 @@ PyTorch in place of torch.randn_like. The program trains from the same
 initialization on Fashion-MNIST in file order with Adam for STEPS steps;
 every step's loss must agree to relative 1e-4 and the final parameters to
 relative L2 1e-4. Controls: PyTorch with other noise (another seed) must
-not match. Then: 2 MPI ranks (each its own noise, DDP's mean of their
+not match. A variant written as PyTorch code that skips the noise in
+evaluation (z = mu + eps * std if self.training else mu) must train step
+for step as the original and report as test_loss the loss of PyTorch's
+model.eval() over the test set in float64 (the batches' values weighted
+by their rows), which the original's noisy evaluation must not. Then: 2 MPI ranks (each its own noise, DDP's mean of their
 gradients) against the same computed in one process; a run stopped at
 step 25 and resumed must end bit for bit where the straight run does.
 """
@@ -112,6 +116,22 @@ def oracle(init_sd, X, seed, ranks=1, steps=STEPS):
     return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses
 
 
+def eval_loss(sd, T):
+    """The test loss as the program reports a loss block's: each batch's
+    value (here a sum over its samples) times its rows, over the samples;
+    no noise (model.eval()'s z = mu)"""
+    model = VAE().double()
+    model.load_state_dict({k: torch.from_numpy(v.astype(np.float64)) for k, v in sd.items()})
+    total = 0.0
+    with torch.no_grad():
+        for b in range(0, len(T), BATCH):
+            x = T[b:b + BATCH].double()
+            model.eps = torch.zeros(len(x), 20, dtype=torch.float64)
+            recon, mu, logvar = model(x)
+            total += loss_function(recon, x, mu, logvar).item() * len(x)
+    return total / len(T)
+
+
 def worst_param(got, ref):
     return max(np.linalg.norm(got[k].astype(np.float64) - ref[k]) / np.linalg.norm(ref[k]) for k in ref)
 
@@ -160,6 +180,34 @@ def main(argv):
     print("control: torch with another seed's noise: step loss rel err %.2e (must exceed %.0e)" % (lo, 100 * LOSS_TOL))
     if not lo > 100 * LOSS_TOL:
         failures.append("the losses do not depend on the noise")
+
+    # self.training: the same training, and the evaluation without noise
+    src = open(os.path.join(ROOT, "models", "vae.net")).read()
+    line = "        z = mu + eps * std\n"
+    assert line in src
+    net_t, prog_t = os.path.join(work, "vae_t.net"), os.path.join(work, "vae_t")
+    with open(net_t, "w") as f:
+        f.write(src.replace(line, "        z = mu + eps * std if self.training else mu\n"))
+    try:
+        run([cddpc, net_t, "-o", prog_t])
+        steps_t, final_t, met_t, met = (os.path.join(work, n) for n in ("t.steps.csv", "t.st", "t.metrics.csv",
+                                                                           "a.metrics.csv"))
+        run([prog_t] + base + ["--max-steps", str(STEPS), "--step-log", steps_t, "--save", final_t,
+                               "--metrics", met_t])
+        run([prog] + base + ["--max-steps", str(STEPS), "--metrics", met])
+        got_t = [float(r["loss"]) for r in read_csv(steps_t)]
+        Tu8 = read_idx(os.path.join(data_dir, "t10k-images-idx3-ubyte.gz"))
+        T = torch.from_numpy(np.array(Tu8)).to(torch.float32).div(255.0).reshape(-1, 1, 28, 28)
+        ref_t = eval_loss(st.load(final_t), T)
+        tl, tl_noisy = float(read_csv(met_t)[-1]["test_loss"]), float(read_csv(met)[-1]["test_loss"])
+        print("self.training: steps %s the original's; test_loss %.6f, torch's eval() %.6f (rel %.1e); "
+              "the original's noisy evaluation %.6f (rel %.1e, must exceed %.0e)"
+              % ("equal to" if got_t == got else "DIFFERENT from", tl, ref_t, rel(tl, ref_t), tl_noisy,
+                 rel(tl_noisy, ref_t), 100 * LOSS_TOL))
+        if got_t != got or not rel(tl, ref_t) <= LOSS_TOL or not rel(tl_noisy, ref_t) > 100 * LOSS_TOL:
+            failures.append("self.training does not skip the noise in evaluation only")
+    except (RuntimeError, OSError, subprocess.TimeoutExpired, KeyError) as e:
+        failures.append("self.training: %s" % e)
 
     # --resume: the noise depends on (seed, rank, step, site) only
     a, b, ck = (os.path.join(work, n) for n in ("r_full.st", "r_resumed.st", "r_ck.st"))
