@@ -753,6 +753,7 @@ void ex_class_weights_decl(const Emit *m, const char *ind);
 char *ex_sample(const char *i, const char *k);  /* sample element k of batch row i, normalized */
 char *ex_label(const Node *labels, const char *i);                  /* class label of batch row i */
 char *ex_target(const char *i, const char *k);  /* float target k of batch row i */
+char *ex_labels_count(const Node *n);           /* the class labels a batch has: n, or n times the positions */
 /* The row ops of a G_ROW group (cross-entropy, its gradient, argmax, their
  * sums), their formulas from ops.def, inside the target's per-sample code
  * where x, y, mx, am, lse and i are in scope. The target gives the

@@ -179,7 +179,7 @@ static void emit_data(const Emit *m)
     for (int k = 0; k < m->gr->nnodes; k++) {
         const Node *n = ex_node(m, m->gr->nodes[k]);
         if (n->op == OP_LABELS && n->dt == DT_I32) {
-            fprintf(f, "    for (int64_t i = 0; i < %s; i++) b%d[i] = %s;\n", ex_dim(n->shape.d[0]), n->id,
+            fprintf(f, "    for (int64_t i = 0; i < %s; i++) b%d[i] = %s;\n", ex_labels_count(n), n->id,
                     ex_label(n, "i"));
             continue;
         }

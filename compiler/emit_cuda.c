@@ -218,7 +218,7 @@ static void emit_data(const Emit *m, rt_cuda_launch *L)
         const Node *n = ex_node(m, m->gr->nodes[k]);
         const int64_t r = ir_row_elems(&n->shape);
         if (n->op == OP_LABELS && n->dt == DT_I32) {
-            fprintf(f, "    for (int64_t t = tid; t < %s; t += stride)\n        b%d[t] = %s;\n", ex_dim(n->shape.d[0]),
+            fprintf(f, "    for (int64_t t = tid; t < %s; t += stride)\n        b%d[t] = %s;\n", ex_labels_count(n),
                     n->id, ex_label(n, "t"));
             continue;
         }

@@ -601,6 +601,12 @@ char *ex_sample(const char *i, const char *k) { return util_fmt("rt_sample(e, (i
 
 /* the class label of row i of the labels node n (a row is a sample, or
  * one of a sample's P positions: [N*P]) */
+char *ex_labels_count(const Node *n)
+{
+    const int64_t P = ir_row_elems(&n->shape);
+    return P == 1 ? util_strdup("n") : util_fmt("(n * %lld)", (long long)P);
+}
+
 char *ex_label(const Node *n, const char *i)
 {
     const int64_t P = ir_row_elems(&n->shape);

@@ -276,8 +276,10 @@ static Val eval_view(Sema *S, const Expr *e)
         n = dims[0] ? e->args[1]->val->nargs : 0;
     }
     const int batched = x.id < 0 || ten_batch_dim(&x.s) >= 0;  /* a constant has no batch */
-    if (n < 2 - !batched || n > MAX_RANK) {
-        diag_error(e->loc, "%s needs %d to %d dimensions%s, got %d", fn, 2 - !batched, MAX_RANK,
+    /* one dimension, the batch's: targets in a loss block (y.view(-1)) */
+    const int least = batched && !S->in_loss ? 2 : 1;
+    if (n < least || n > MAX_RANK) {
+        diag_error(e->loc, "%s needs %d to %d dimensions%s, got %d", fn, least, MAX_RANK,
                    batched ? ", the batch first" : "", n);
         return POISON;
     }

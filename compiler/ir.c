@@ -466,8 +466,9 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
         return check(g, n, after, ir_batched(s) && (n->dt == DT_F32 || n->dt == DT_I64),
                      "images must be f32[N, ...] (samples) or i64[N, ...] (tokens)");
     case OP_LABELS:
-        return check(g, n, after, ir_batched(s) && ((s->rank == 1 && n->dt == DT_I32) || (s->rank == 2 && n->dt == DT_F32)),
-                     "labels must be i32[N] (classes) or f32[N, K] (float targets)");
+        /* a loss block's class targets at positions are [N, T] */
+        return check(g, n, after, ir_batched(s) && ((s->rank <= 2 && n->dt == DT_I32) || (s->rank == 2 && n->dt == DT_F32)),
+                     "labels must be i32[N] or i32[N, T] (classes) or f32[N, K] (float targets)");
     case OP_PARAM:
         return check(g, n, after, !ir_batched(s) && n->name && n->param >= 0, "param must be named and unbatched");
     case OP_RESHAPE: {

@@ -41,23 +41,30 @@ const char *lfn_list(void)
     return s;
 }
 
-/* whether e mentions name (a variable) */
-static int mentions(const Expr *e, const char *name)
+/* The names made of y so far (y, then t in t = y.view(-1), ...) */
+typedef struct Made {
+    const char **names;
+    int n;
+} Made;
+
+/* whether e mentions one of the names */
+static int mentions(const Expr *e, const Made *y)
 {
     if (!e)
         return 0;
-    if (e->kind == E_NAME && strcmp(e->s, name) == 0)
-        return 1;
-    if (mentions(e->a, name) || mentions(e->b, name) || mentions(e->c, name))
+    for (int k = 0; e->kind == E_NAME && k < y->n; k++)
+        if (strcmp(e->s, y->names[k]) == 0)
+            return 1;
+    if (mentions(e->a, y) || mentions(e->b, y) || mentions(e->c, y))
         return 1;
     for (int k = 0; k < e->nargs; k++)
-        if (mentions(e->args[k]->val, name))
+        if (mentions(e->args[k]->val, y))
             return 1;
     return 0;
 }
 
-/* whether e, anywhere inside, gives a class loss targets that mention y */
-static int class_target_in(const Expr *e, const char *y)
+/* whether e, anywhere inside, gives a class loss targets made of y */
+static int class_target_in(const Expr *e, const Made *y)
 {
     if (!e)
         return 0;
@@ -77,12 +84,27 @@ static int class_target_in(const Expr *e, const char *y)
     return 0;
 }
 
+static int class_target(Stmt *const *body, int n, Made *y)
+{
+    for (int i = 0; i < n; i++) {
+        const Stmt *st = body[i];
+        if (class_target_in(st->val, y) || class_target(st->body, st->nbody, y))
+            return 1;
+        if (st->kind == S_ASSIGN && mentions(st->val, y)) {   /* t = y.view(-1): t is made of y */
+            const int add = st->nnames ? st->nnames : 1;
+            y->names = util_grow(y->names, sizeof *y->names * (size_t)y->n, sizeof *y->names * (size_t)(y->n + add));
+            for (int k = 0; k < add; k++)
+                y->names[y->n++] = st->nnames ? st->names[k] : st->name;
+        }
+    }
+    return 0;
+}
+
 int lfn_class_target(Stmt *const *body, int n, const char *y)
 {
-    for (int i = 0; i < n; i++)
-        if (class_target_in(body[i]->val, y) || lfn_class_target(body[i]->body, body[i]->nbody, y))
-            return 1;
-    return 0;
+    Made m = {util_alloc(sizeof *m.names), 1};
+    m.names[0] = y;
+    return class_target(body, n, &m);
 }
 
 /* ---- the compositions --------------------------------------------------- */

@@ -394,6 +394,8 @@ static int mask_operand(Op op)
 DType ten_dtype(const Graph *g, Op op, int nin, const int *in, DType given)
 {
     switch (op) {
+    case OP_RESHAPE:    /* a view keeps its values (the class targets' i32 too) */
+        return g->n[in[0]]->dt;
     case OP_T_GT: case OP_T_GE: case OP_T_LT: case OP_T_LE: case OP_T_EQ: case OP_T_NE: case OP_T_GTC: case OP_T_GEC:
     case OP_T_LTC: case OP_T_LEC: case OP_T_EQC: case OP_T_NEC: case OP_T_AND: case OP_T_OR: case OP_T_TO_BOOL:
         return DT_BOOL;
@@ -414,9 +416,9 @@ DType ten_dtype(const Graph *g, Op op, int nin, const int *in, DType given)
     DType t = DT_BOOL;
     for (int k = 0; k < nin; k++) {
         const DType d = k == skip ? DT_BOOL : g->n[in[k]]->dt;
-        if (d == DT_F32 || d == DT_I32)
+        if (d == DT_F32)
             return DT_F32;
-        if (d == DT_I64)
+        if (d == DT_I64 || d == DT_I32)     /* i32: the class targets, integers as PyTorch's int64 */
             t = DT_I64;
     }
     return t == DT_BOOL && op == OP_T_SUM ? DT_I64 : t;     /* a sum of booleans counts */

@@ -9,7 +9,8 @@ set -eu
 cd "$(dirname "$0")/../.."
 {
     # words: "Linear", "in_features", "torch.nn." ...
-    cat compiler/lex.l compiler/parse.y compiler/layers.c compiler/forward.c compiler/train_block.c compiler/front.c |
+    cat compiler/lex.l compiler/parse.y compiler/layers.c compiler/forward.c compiler/train_block.c compiler/front.c \
+        compiler/loss_fns.c compiler/tensor_ints.c |
         grep -o '"[A-Za-z_][A-Za-z0-9_.]*"'
     # the lexer's literal tokens: "//" and each of [{}()\[\],=:+*/-]
     grep -o '^"[^A-Za-z"]*"' compiler/lex.l
