@@ -728,6 +728,25 @@ static int stat_node(Graph *g, Op op, int nin, const int *in, Shape s, Loc loc)
     return id;
 }
 
+/* A multi-task model's metrics (its targets a tuple): the class head's
+ * correct predictions (argmax, the first of ties as torch's, equal to the
+ * target) and the regression head's squared errors, two stat slots in a
+ * row (the SUM_ALLs made one after the other) */
+static void multitask_stats(Graph *g, Loc loc)
+{
+    const Node *x = g->n[g->mt_class_out], *r = g->n[g->mt_reg_out];
+    const int64_t R = x->shape.d[0];
+    const int am = ir_add(g, OP_T_ARGMAX, 1, &g->mt_class_out, (Shape){2, {R, 1}}, DT_I64, loc);
+    g->n[am]->ten.axes = 2;
+    const int amv = ir_add(g, OP_RESHAPE, 1, &am, (Shape){1, {R}}, DT_I64, loc);
+    const int eq = ir_add(g, OP_T_EQ, 2, (int[]){amv, g->mt_class_t}, (Shape){1, {R}}, DT_BOOL, loc);
+    const int hit = stat_node(g, OP_T_TO_F32, 1, &eq, (Shape){1, {R}}, loc);
+    const int d = stat_node(g, OP_BC_SUB, 2, (int[]){g->mt_reg_out, g->mt_reg_t}, r->shape, loc);
+    const int sq = stat_node(g, OP_BC_MUL, 2, (int[]){d, d}, r->shape, loc);
+    g->correct_sum = stat_node(g, OP_SUM_ALL, 1, &hit, (Shape){0}, loc);
+    g->metric2 = stat_node(g, OP_SUM_ALL, 1, &sq, (Shape){0}, loc);
+}
+
 /* A loss block's loss is a 0-d tensor, the step's value. Its stat is that
  * value times the targets the step has (its rows, or its positions), so
  * the epoch's loss is each step's value weighted by its batch, summed over
@@ -745,7 +764,9 @@ static int block_stats(Program *p)
     g->n[count]->ten.axes = 1;
     const int weighted = stat_node(g, OP_BC_MUL, 2, (int[]){g->loss, count}, ir_shape(1, 1), loc);
     g->loss_sum = stat_node(g, OP_SUM_ALL, 1, &weighted, (Shape){0}, loc);
-    if (p->target == RT_TGT_CLASS) {
+    if (g->mt_class_out >= 0) {
+        multitask_stats(g, loc);
+    } else if (p->target == RT_TGT_CLASS) {
         int labels = g->labels;
         if (g->n[labels]->shape.rank != 1)     /* [N, T]: a class at each position, as the logits' rows */
             labels = ir_add(g, OP_RESHAPE, 1, &labels, rows, DT_I32, loc);

@@ -206,6 +206,15 @@ typedef struct Graph {
                                positions, or with ignore_index; its mean's denominator), or -1 */
     int correct_sum;        /* the evaluation's metric sums (stat slots): SUM_ALL of CORRECT, or
                                REG_STATS / ML_STATS for float targets */
+    int metric2;            /* a multi-task model's second metric sum (the squared errors), the stat
+                               slot after correct_sum's; -1 none */
+    /* a loss block whose targets are a tuple (ntargets columns of float
+     * targets; target_classes[k] > 0: column k holds class indices below
+     * it): the class head with its targets and the regression head with
+     * its targets, whose accuracy and MSE the evaluation reports; -1 none */
+    int ntargets;
+    int *target_classes;
+    int mt_class_out, mt_class_t, mt_reg_out, mt_reg_t;
     int *grad;              /* grad[param index] = node id of its gradient */
     int *updates;           /* updates[param index] = its SGD node, or -1 */
     Op opt_op;              /* the update nodes' op: OP_SGD, OP_SGD_MOMENTUM, OP_ADAM, OP_ADAMW, OP_RMSPROP */

@@ -226,6 +226,11 @@ static void emit_plan_init(FILE *f, const Plan *p, const char *var, const Graph 
     int cs = -1, nm = 0;
     if (g->correct_sum >= 0 && p->in_plan[g->correct_sum])
         cs = (int)p->buf[g->correct_sum].off, nm = (int)p->buf[g->correct_sum].size;
+    if (g->metric2 >= 0 && p->in_plan[g->metric2]) {    /* a multi-task model's: the next slot */
+        if (p->buf[g->metric2].off != cs + nm)
+            diag_ice("emit: the second metric sum is not in the slot after the first");
+        nm++;
+    }
     /* nmetric only where it is not accuracy's one slot (0 there): a
      * classifier's program text stays as it was */
     char *zero = util_fmt(", .fix_zero = %lld", (long long)p->fix_zero);
@@ -242,7 +247,7 @@ static void emit_plan_init(FILE *f, const Plan *p, const char *var, const Graph 
         zero = util_fmt("%s, .has_count = 1, .count_stat = %lld", zero, (long long)p->buf[g->count_sum].off);
     fprintf(f, "    .%s = {%s_kernels, %d, %lld, %lld, %d, %lld, %d, %s_cuda%s%s},\n", var, var, p->ngroups,
             (long long)p->cpu_act_units, (long long)p->cpu_fix_floats, p->nstat, (long long)p->buf[g->loss_sum].off, cs, var,
-            g->n[g->correct_sum]->op == OP_SUM_ALL ? "" : util_fmt(", %d", nm), zero);
+            g->n[g->correct_sum]->op == OP_SUM_ALL && nm == 1 ? "" : util_fmt(", %d", nm), zero);
 }
 
 /* the parameter table: each PARAM node, then each tied weight's other
@@ -354,6 +359,12 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     emit_params(f, g, train);
     emit_buckets(f, train);
     emit_data_tables(f, &t->data);
+    if (g->mt_class_out >= 0) {     /* the tuple's class columns, which loading checks */
+        fprintf(f, "static const int target_classes[] = {");
+        for (int k = 0; k < g->ntargets; k++)
+            fprintf(f, "%s%d", k ? ", " : "", g->target_classes[k]);
+        fprintf(f, "};\n");
+    }
     if (t->sched_n > 0) {
         fprintf(f, "static const double sched_v[] = {");
         for (int i = 0; i < t->sched_n; i++)
@@ -390,7 +401,9 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     if (prog->positions > 1 || t->has_ignore)
         fprintf(f, "    .positions = %lld, .has_ignore = %d, .ignore_index = %lld,\n", (long long)prog->positions,
                 t->has_ignore, (long long)t->ignore_index);
-    if (prog->target != RT_TGT_CLASS)   /* classifiers keep the text they had: accuracy is 0 */
+    if (g->mt_class_out >= 0)
+        fprintf(f, "    .metrics = RT_METRICS_MULTITASK, .target_classes = target_classes,\n");
+    else if (prog->target != RT_TGT_CLASS)   /* classifiers keep the text they had: accuracy is 0 */
         fprintf(f, "    .metrics = %s,\n",
                 t->loss == LOSS_BCE_LOGITS ? "RT_METRICS_MULTILABEL" : "RT_METRICS_REGRESSION");
     else if (prog->in_vocab && prog->positions > 1)     /* a language model: perplexity, tokens a second */

@@ -1240,6 +1240,34 @@ static Val run_body(Sema *S, const Forward *f)
     return ret;
 }
 
+/* y as a tuple (cls, reg = y; y[1]): the data's targets are ntup float
+ * columns, each element one of them, [N]: class indices (i64) where a
+ * class loss takes it, else floats */
+static void target_tuple(Sema *S, const TrainItem *it, const char *yn, int ntup, const char *const *names)
+{
+    Graph *g = S->g;
+    Node *lb = g->n[g->labels];
+    lb->dt = DT_F32;
+    lb->shape = shape2(DIM_N, ntup);
+    g->ntargets = ntup;
+    g->target_classes = util_alloc(sizeof *g->target_classes * (size_t)ntup);
+    S->ycols = util_alloc(sizeof *S->ycols * (size_t)ntup);
+    Val *tup = util_alloc(sizeof *tup * (size_t)ntup);
+    for (int k = 0; k < ntup; k++) {
+        const int col = ir_add(g, OP_T_SLICE, 1, &g->labels, shape2(DIM_N, 1), DT_F32, it->loc);
+        g->n[col]->ten.axis = 1;
+        g->n[col]->ten.start = k;
+        g->n[col]->ten.step = 1;
+        Val c = layer_view(S, (Val){col, shape2(DIM_N, 1)}, shape1(DIM_N), it->loc);
+        if (lfn_class_column(it->body, it->nbody, yn, k, names ? names[k] : NULL))
+            c = layer_node(S, OP_T_TO_I64, c.id, -1, c.s, it->loc);
+        S->ycols[k] = col;
+        tup[k] = c;
+    }
+    Var *v = new_var(S, yn);
+    *v = (Var){.name = yn, .v = POISON, .tup = tup, .ntup = ntup};
+}
+
 /* The train block's loss block, run after forward in the model's scope:
  * out is what forward returned (a tensor, or the tuple), y the targets
  * (the normalized input under target = input; class indices where a class
@@ -1265,8 +1293,13 @@ static void run_loss_block(Sema *S, Val out, int target_input)
         set_var(S, on, out);
     }
     Node *lb = g->n[g->labels];
+    const char *const *names;
+    const int ntup = target_input ? 0 : lfn_target_tuple(it->body, it->nbody, yn, &names);
     Val y;
-    if (target_input) {
+    if (ntup > 0) {
+        target_tuple(S, it, yn, ntup, names);
+        y = POISON;
+    } else if (target_input) {
         y = (Val){g->images, g->n[g->images]->shape};
     } else if (lfn_class_target(it->body, it->nbody, yn)) {
         lb->shape = out.s;      /* [N, C] gives [N]; [N, T, C] a class at each position, [N, T] */
@@ -1277,7 +1310,8 @@ static void run_loss_block(Sema *S, Val out, int target_input)
         lb->shape = shape2(DIM_N, ir_row_elems(&out.s));
         y = (Val){g->labels, lb->shape};
     }
-    set_var(S, yn, y);
+    if (ntup == 0)
+        set_var(S, yn, y);
     Val loss = POISON;
     int returned = 0;
     S->in_loss = 1;
@@ -1295,6 +1329,12 @@ static void run_loss_block(Sema *S, Val out, int target_input)
         diag_error(ret->val->loc, "the loss block must return the loss, a 0-d float tensor, got %s%s: reduce it "
                    "(.mean(), .sum(), or a loss's reduction = 'mean')", ir_dtype_text(g->n[loss.id]->dt),
                    ir_shape_str(&loss.s));
+        return;
+    }
+    if (ntup > 0 && loss.id >= 0 && (g->mt_class_out < 0 || g->mt_reg_out < 0)) {
+        diag_error(it->loc, "the targets as a tuple are a multi-task model's: a class loss on one of them and a float "
+                   "loss on another (the evaluation reports the first's accuracy and the second's MSE); this block "
+                   "has no %s loss on an element of %s", g->mt_class_out < 0 ? "class" : "float", yn);
         return;
     }
     g->loss = loss.id;

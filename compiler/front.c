@@ -259,12 +259,14 @@ Program *front_compile(const char *path, const char *text, unsigned fusion)
          * the first output and what y is: classes, floats or the input */
         if (g->loss < 0)
             diag_ice("front: the loss block gave no loss and no error");
-        const int classes = !p->train.data.target_input && g->n[g->labels]->dt != DT_F32;
+        const int classes = !p->train.data.target_input && g->n[g->labels]->dt != DT_F32;   /* a tuple's are floats */
         p->train.loss = classes ? LOSS_CE : LOSS_MSE;
         p->target = p->train.data.target_input ? RT_TGT_INPUT : classes ? RT_TGT_CLASS : RT_TGT_FLOAT;
     }
     if (!output_rows(p, &logits[mi].s, m->loc) || !token_input(p) || !text_data(p, in))
         return NULL;
+    if (g->ntargets > 0)    /* the targets as a tuple: their columns, as the data must give them */
+        p->nclass = g->ntargets;
 
     const TrainItem *loss_item = NULL;
     for (int i = 0; i < f->trains[0]->nitems; i++)

@@ -69,7 +69,8 @@ Graph *ir_new(void)
 {
     Graph *g = util_alloc(sizeof *g);
     g->images = g->labels = g->logits = g->loss = -1;
-    g->loss_sum = g->correct_sum = g->count_sum = -1;
+    g->loss_sum = g->correct_sum = g->count_sum = g->metric2 = -1;
+    g->mt_class_out = g->mt_class_t = g->mt_reg_out = g->mt_reg_t = -1;
     return g;
 }
 

@@ -107,7 +107,94 @@ int lfn_class_target(Stmt *const *body, int n, const char *y)
     return class_target(body, n, &m);
 }
 
+/* y[k], k an integer: element k of the targets' tuple; -1 otherwise */
+static int64_t tuple_index(const Expr *e, const char *y)
+{
+    return e && e->kind == E_INDEX && e->a->kind == E_NAME && strcmp(e->a->s, y) == 0 && e->nargs == 1
+                   && e->args[0]->val->kind == E_INT ? e->args[0]->val->i : -1;
+}
+
+/* the largest y[k] in e, plus one */
+static int64_t tuple_width(const Expr *e, const char *y)
+{
+    if (!e)
+        return 0;
+    int64_t w = tuple_index(e, y) + 1, v;
+    if ((v = tuple_width(e->a, y)) > w)
+        w = v;
+    if ((v = tuple_width(e->b, y)) > w)
+        w = v;
+    if ((v = tuple_width(e->c, y)) > w)
+        w = v;
+    for (int k = 0; k < e->nargs; k++)
+        if ((v = tuple_width(e->args[k]->val, y)) > w)
+            w = v;
+    return w;
+}
+
+int lfn_target_tuple(Stmt *const *body, int n, const char *y, const char *const **names)
+{
+    int64_t w = 0;
+    *names = NULL;
+    for (int i = 0; i < n; i++) {
+        const Stmt *st = body[i];
+        if (st->nnames > 0 && st->val->kind == E_NAME && strcmp(st->val->s, y) == 0) {  /* cls, reg = y */
+            *names = st->names;
+            return st->nnames;
+        }
+        const int64_t v = tuple_width(st->val, y);
+        w = v > w ? v : w;
+    }
+    return w > 64 ? 64 : (int)w;    /* more is refused where it is indexed */
+}
+
+/* whether e, anywhere inside, gives a class loss y[k] (or what is made of it) */
+static int class_column_in(const Expr *e, const char *y, int k)
+{
+    if (!e)
+        return 0;
+    if (e->kind == E_CALL && (strcmp(e->s, "cross_entropy") == 0 || strcmp(e->s, "nll_loss") == 0)) {
+        int pos = 0;
+        for (int j = 0; j < e->nargs; j++) {
+            const Arg *a = e->args[j];
+            const Expr *t = a->val;
+            while (t->kind == E_CALL && t->nargs >= 1 && !t->args[0]->key)    /* y[k].view(-1), y[k].long() */
+                t = t->args[0]->val;
+            if ((a->key ? strcmp(a->key, "target") == 0 : pos++ == 1) && tuple_index(t, y) == k)
+                return 1;
+        }
+    }
+    if (class_column_in(e->a, y, k) || class_column_in(e->b, y, k) || class_column_in(e->c, y, k))
+        return 1;
+    for (int j = 0; j < e->nargs; j++)
+        if (class_column_in(e->args[j]->val, y, k))
+            return 1;
+    return 0;
+}
+
+int lfn_class_column(Stmt *const *body, int n, const char *y, int k, const char *name)
+{
+    if (name)
+        return lfn_class_target(body, n, name);
+    for (int i = 0; i < n; i++)
+        if (class_column_in(body[i]->val, y, k))
+            return 1;
+    return 0;
+}
+
 /* ---- the compositions --------------------------------------------------- */
+
+/* the column of the targets' tuple that v is (through views and
+ * conversions), or -1 */
+static int column_of(const Sema *S, int id)
+{
+    while (id >= 0 && (S->g->n[id]->op == OP_RESHAPE || S->g->n[id]->op == OP_T_TO_I64))
+        id = S->g->n[id]->in[0];
+    for (int k = 0; S->ycols && k < S->g->ntargets; k++)
+        if (S->ycols[k] == id)
+            return k;
+    return -1;
+}
 
 static Val make(Sema *S, Op op, int nin, const int *in, Shape s, DType dt, Loc loc)
 {
@@ -205,6 +292,18 @@ static Val class_loss(Sema *S, int fn, Val x, Val t, int red, double smooth, int
             S->g->n[idx.id]->ten.lo = 0;
         valid = make(S, OP_T_TO_F32, 1, &valid.id, t.s, DT_F32, loc);
     }
+    const int k = column_of(S, t.id);
+    if (k >= 0 && S->g->mt_class_out < 0) {     /* a multi-task model's metric: the first class head */
+        S->g->mt_class_out = x.id;
+        S->g->mt_class_t = make(S, OP_T_TO_I64, 1, &t.id, t.s, DT_I64, loc).id;
+    }
+    if (k >= 0 && !S->g->target_classes[k])
+        S->g->target_classes[k] = (int)C;
+    if (k >= 0 && S->g->target_classes[k] != C) {
+        diag_error(loc, "%s: target %d's classes were counted %d by an earlier loss, here %lld", name, k,
+                   S->g->target_classes[k], (long long)C);
+        return POISON;
+    }
     const Shape col = {2, {R, 1}};
     Val picked = make(S, OP_T_GATHER, 2, (int[]){lp.id, layer_view(S, idx, col, loc).id}, col, DT_F32, loc);
     if (picked.id >= 0)
@@ -228,6 +327,10 @@ static Val pointwise_loss(Sema *S, int fn, Val x, Val t, int red, double delta, 
     if (!float_tensor(S, x, name, "input", loc) || !float_tensor(S, t, name, "target", loc)
         || !same_shape(x, t, name, loc))
         return POISON;
+    if (column_of(S, t.id) >= 0 && S->g->mt_reg_out < 0) {    /* a multi-task model's metric: the first float head */
+        S->g->mt_reg_out = x.id;
+        S->g->mt_reg_t = t.id;
+    }
     Val l;
     if (fn == F_BCE || fn == F_BCE_LOGITS) {
         l = make(S, fn == F_BCE ? OP_T_BCE : OP_T_BCE_LOGITS, 2, (int[]){x.id, t.id}, x.s, DT_F32, loc);

@@ -78,9 +78,11 @@ Plan *plan_predict(Graph *g)
 
 Plan *plan_eval(Graph *g)
 {
-    int roots[3] = {g->loss_sum}, nroots = 1;
+    int roots[4] = {g->loss_sum}, nroots = 1;
     if (g->correct_sum >= 0)
         roots[nroots++] = g->correct_sum;
+    if (g->metric2 >= 0)
+        roots[nroots++] = g->metric2;
     if (g->count_sum >= 0)
         roots[nroots++] = g->count_sum;
     return plan_new(g, "eval", roots, nroots);

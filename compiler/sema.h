@@ -154,6 +154,7 @@ typedef struct Sema {
     const TrainItem *lossb; /* the train block's loss block, when this is the model it trains */
     Val *outs;              /* ... then forward may return a tuple: its tensors */
     int nouts;
+    int *ycols;             /* the loss block's targets as a tuple: each column's node */
     /* blocks: a model made inside another (model Block(n) { ... }) is a
      * Sema of its own over the same graph, its parameters named under
      * prefix ("h.0.attn"); module: this is one (its forward returns what
@@ -237,6 +238,11 @@ Val lfn_call(Sema *S, const Expr *e);
 /* whether a loss block's statements give y (or what is made of it) to a
  * class loss as its target: then y is class indices */
 int lfn_class_target(Stmt *const *body, int n, const char *y);
+/* the targets as a tuple: how many elements the block unpacks (cls, reg = y;
+ * their names in *names) or indexes (y[1]), 0 where y is one tensor */
+int lfn_target_tuple(Stmt *const *body, int n, const char *y, const char *const **names);
+/* whether element k of that tuple (named name, or NULL: y[k]) is class indices */
+int lfn_class_column(Stmt *const *body, int n, const char *y, int k, const char *name);
 
 /* ---- transformer.c: nn.MultiheadAttention, nn.TransformerEncoderLayer,
  * nn.TransformerEncoder (xf_) -------------------------------------------- */

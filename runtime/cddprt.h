@@ -308,8 +308,12 @@ static inline int64_t rt_plan_cuda_fix(const rt_plan *p)
 /* The evaluation's metrics follow the task (rt_model.metrics): accuracy
  * (one sum, the correct predictions); regression: sums of squared and
  * absolute errors (MSE, MAE); multi-label: each output's TP, FP, FN
- * (accuracy per label, macro-F1). At most RT_METRIC_MAX sums. */
-enum { RT_METRICS_ACCURACY = 0, RT_METRICS_REGRESSION = 1, RT_METRICS_MULTILABEL = 2, RT_METRICS_TOKENS = 3 };
+ * (accuracy per label, macro-F1); a multi-task model (a loss block's
+ * targets as a tuple): the correct predictions of its class head and the
+ * squared errors of its regression head (accuracy, MSE; each a column, so
+ * both over the samples). At most RT_METRIC_MAX sums. */
+enum { RT_METRICS_ACCURACY = 0, RT_METRICS_REGRESSION = 1, RT_METRICS_MULTILABEL = 2, RT_METRICS_TOKENS = 3,
+       RT_METRICS_MULTITASK = 4 };
 #define RT_METRIC_MAX 384
 
 enum { RT_RED_MEAN = 0, RT_RED_SUM = 1, RT_RED_NONE = 2 };
@@ -360,6 +364,10 @@ typedef struct rt_model {
                                or the width of float targets */
     int target;             /* RT_TGT_*: what the loss takes */
     int metrics;            /* RT_METRICS_*: what the evaluation reports */
+    /* a loss block's targets as a tuple (float targets, one column each):
+     * column k holds class indices below target_classes[k] where that is
+     * above 0, which loading checks; NULL: no such columns */
+    const int *target_classes;
     /* train-block settings; command-line flags override them */
     rt_data_src data;
     int reduction;          /* RT_RED_* */

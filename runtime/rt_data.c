@@ -287,6 +287,24 @@ static const char *idx_dir(const char *dir, char *buf, size_t cap)
     return dir;     /* rt_idx_load names the missing file */
 }
 
+/* A tuple of targets' class columns (rt_model.target_classes): each value
+ * a class index below the column's count, as a class loss reads it. */
+static int check_class_columns(const rt_model *m, const char *where, const rt_dataset *s, const char *set)
+{
+    for (int64_t k = 0; m->target_classes && s->y_float && k < s->ysize; k++) {
+        const int c = m->target_classes[k];
+        for (int64_t i = 0; c > 0 && i < s->n; i++) {
+            const float v = ((const float *)s->y)[i * s->ysize + k];
+            if (!(v >= 0 && v < (float)c && v == floorf(v))) {
+                rt_err("%s: %s sample %lld, target %lld: %g is not a class index (model '%s' has %d classes there: "
+                       "0 to %d)", where, set, (long long)i, (long long)k, (double)v, m->name, c, c - 1);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 int rt_data_load(const rt_model *m, const char *path, uint64_t seed, const rt_data_saved *sv, rt_data *d)
 {
     const rt_data_src *s = &m->data;
@@ -356,7 +374,8 @@ int rt_data_load(const rt_model *m, const char *path, uint64_t seed, const rt_da
         rt_err("%s: holds a class map, but %s's target is not a column of labels", sv->from, where);
         goto out;
     }
-    if (set_norm(m, sv, d) != 0 || set_meta(m, d) != 0)
+    if (check_class_columns(m, where, &d->train, "training") != 0 || check_class_columns(m, where, &d->test, "test") != 0
+        || set_norm(m, sv, d) != 0 || set_meta(m, d) != 0)
         goto out;
     rc = 0;
 out:

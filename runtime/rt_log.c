@@ -42,8 +42,10 @@ static FILE *open_csv(const char *path, const char *header)
 
 /* the metrics' CSV columns and epoch-line names per task (RT_METRICS_*) */
 static const char *const metric_cols[][2] = {{"test_acc", NULL}, {"test_mse", "test_mae"},
-                                               {"test_label_acc", "test_macro_f1"}, {"test_ppl", "test_acc"}};
-static const char *const plot_names[] = {"test accuracy", "test MAE", "test macro-F1", "test accuracy"};
+                                               {"test_label_acc", "test_macro_f1"}, {"test_ppl", "test_acc"},
+                                               {"test_acc", "test_mse"}};
+static const char *const plot_names[] = {"test accuracy", "test MAE", "test macro-F1", "test accuracy",
+                                         "test accuracy"};
 
 int rt_log_open(rt_log *l, const rt_opts *o, int scaler, int task, int64_t per_sample)
 {
@@ -182,6 +184,9 @@ void rt_log_metrics(int task, const double *sums, int has_metric, int64_t ntest,
     if (task == RT_METRICS_REGRESSION) {
         out[0] = sums[1] / elems;
         out[1] = sums[2] / elems;
+    } else if (task == RT_METRICS_MULTITASK) {     /* a column each: over the samples */
+        out[0] = sums[1] / n;
+        out[1] = sums[2] / n;
     } else if (task == RT_METRICS_TOKENS) {
         out[0] = exp(sums[0] / n);      /* n: the test tokens counted */
         out[1] = sums[1] / n;
@@ -226,7 +231,8 @@ void rt_log_epoch(rt_log *l, int epoch, int epochs, double train_loss, double te
     fflush(stdout);
     flush_steps(l);
     /* the picture's right axis: accuracy, MAE, macro-F1 */
-    rt_live_plot_epoch(l->plot, epoch, train_loss, test_loss, l->task == RT_METRICS_ACCURACY ? m0 : m1, l->title);
+    rt_live_plot_epoch(l->plot, epoch, train_loss, test_loss,
+                       l->task == RT_METRICS_ACCURACY || l->task == RT_METRICS_MULTITASK ? m0 : m1, l->title);
     if (l->metrics) {
         char row[320];
         int n = tok ? snprintf(row, sizeof row, "%d,%.9g,%.9g,%.9g,%.9g", epoch, train_loss,

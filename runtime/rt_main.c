@@ -416,7 +416,7 @@ static int check_model(const rt_model *m)
                  rt_plan_metrics(p) <= RT_METRIC_MAX && p->correct_stat + rt_plan_metrics(p) <= p->nstat &&
                  (!p->has_count || (p->count_stat >= 0 && p->count_stat < p->nstat)) && m->positions >= 0 &&
                  (m->positions <= 1 || m->target == RT_TGT_CLASS) &&
-                 m->metrics >= RT_METRICS_ACCURACY && m->metrics <= RT_METRICS_TOKENS;
+                 m->metrics >= RT_METRICS_ACCURACY && m->metrics <= RT_METRICS_MULTITASK;
         for (int k = 0; ok && k < p->nk; k++)
             ok = p->k[k].fn != NULL;
         if (!ok) {
