@@ -247,7 +247,7 @@ static void emit_plan_init(FILE *f, const Plan *p, const char *var, const Graph 
         zero = util_fmt("%s, .has_count = 1, .count_stat = %lld", zero, (long long)p->buf[g->count_sum].off);
     fprintf(f, "    .%s = {%s_kernels, %d, %lld, %lld, %d, %lld, %d, %s_cuda%s%s},\n", var, var, p->ngroups,
             (long long)p->cpu_act_units, (long long)p->cpu_fix_floats, p->nstat, (long long)p->buf[g->loss_sum].off, cs, var,
-            g->n[g->correct_sum]->op == OP_SUM_ALL && nm == 1 ? "" : util_fmt(", %d", nm), zero);
+            g->n[g->correct_sum]->op == OP_SUM_ALL && g->metric2 < 0 ? "" : util_fmt(", %d", nm), zero);
 }
 
 /* the parameter table: each PARAM node, then each tied weight's other
