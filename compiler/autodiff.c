@@ -747,6 +747,34 @@ static void multitask_stats(Graph *g, Loc loc)
     g->metric2 = stat_node(g, OP_SUM_ALL, 1, &sq, (Shape){0}, loc);
 }
 
+/* the train block's metric: accuracy's correct predictions (one stat
+ * slot), or mse's squared and absolute errors (two in a row), scaled by
+ * the model's outputs per element compared: the runtime divides a
+ * regression's sums by the samples times nclass */
+static void chosen_metric(Program *p, Loc loc)
+{
+    Graph *g = p->g;
+    const Node *x = g->n[g->metric_pred];
+    if (g->metric_kind == METRIC_ACCURACY) {
+        const int am = ir_add(g, OP_T_ARGMAX, 1, &g->metric_pred, (Shape){2, {DIM_N, 1}}, DT_I64, loc);
+        g->n[am]->ten.axes = 2;
+        const int amv = ir_add(g, OP_RESHAPE, 1, &am, (Shape){1, {DIM_N}}, DT_I64, loc);
+        const int eq = ir_add(g, OP_T_EQ, 2, (int[]){amv, g->metric_t}, (Shape){1, {DIM_N}}, DT_BOOL, loc);
+        const int hit = stat_node(g, OP_T_TO_F32, 1, &eq, (Shape){1, {DIM_N}}, loc);
+        g->correct_sum = stat_node(g, OP_SUM_ALL, 1, &hit, (Shape){0}, loc);
+        return;
+    }
+    const double scale = (double)p->nclass / (double)ir_row_elems(&x->shape);
+    const int d = stat_node(g, OP_BC_SUB, 2, (int[]){g->metric_pred, g->metric_t}, x->shape, loc);
+    int sq = stat_node(g, OP_BC_MUL, 2, (int[]){d, d}, x->shape, loc), ab = stat_node(g, OP_T_ABS, 1, &d, x->shape, loc);
+    sq = stat_node(g, OP_T_AFFINE, 1, &sq, x->shape, loc);
+    g->n[sq]->ten.lo = scale;
+    ab = stat_node(g, OP_T_AFFINE, 1, &ab, x->shape, loc);
+    g->n[ab]->ten.lo = scale;
+    g->correct_sum = stat_node(g, OP_SUM_ALL, 1, &sq, (Shape){0}, loc);
+    g->metric2 = stat_node(g, OP_SUM_ALL, 1, &ab, (Shape){0}, loc);
+}
+
 /* A loss block's loss is a 0-d tensor, the step's value. Its stat is that
  * value times the targets the step has (its rows, or its positions), so
  * the epoch's loss is each step's value weighted by its batch, summed over
@@ -764,7 +792,9 @@ static int block_stats(Program *p)
     g->n[count]->ten.axes = 1;
     const int weighted = stat_node(g, OP_BC_MUL, 2, (int[]){g->loss, count}, ir_shape(1, 1), loc);
     g->loss_sum = stat_node(g, OP_SUM_ALL, 1, &weighted, (Shape){0}, loc);
-    if (g->mt_class_out >= 0) {
+    if (g->metric_kind) {
+        chosen_metric(p, loc);
+    } else if (g->mt_class_out >= 0) {
         multitask_stats(g, loc);
     } else if (p->target == RT_TGT_CLASS) {
         int labels = g->labels;

@@ -215,6 +215,9 @@ typedef struct Graph {
     int ntargets;
     int *target_classes;
     int mt_class_out, mt_class_t, mt_reg_out, mt_reg_t;
+    /* the train block's `metric`: METRIC_ACCURACY or METRIC_MSE of
+     * metric_pred against metric_t; 0 none */
+    int metric_kind, metric_pred, metric_t;
     int *grad;              /* grad[param index] = node id of its gradient */
     int *updates;           /* updates[param index] = its SGD node, or -1 */
     Op opt_op;              /* the update nodes' op: OP_SGD, OP_SGD_MOMENTUM, OP_ADAM, OP_ADAMW, OP_RMSPROP */
@@ -312,6 +315,7 @@ int ten_rnn_saved(int cell);
 
 /* ---- front.c: the front end (lex.l, parse.y, then sema.h's files) --- */
 enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2, OPT_RMSPROP = 3 };
+enum { METRIC_ACCURACY = 1, METRIC_MSE = 2 };
 /* The train block's loss: cross_entropy and nll_loss take class indices,
  * the others float targets of the model's output width. */
 enum { LOSS_CE = 0, LOSS_MSE, LOSS_L1, LOSS_SMOOTH_L1, LOSS_HUBER, LOSS_BCE_LOGITS };
@@ -339,6 +343,7 @@ struct TrainItem;
 typedef struct TrainCfg {
     const char *model;      /* model name */
     const struct TrainItem *loss_block;    /* loss(out, y) { ... } (ast.h), or NULL: the one-line loss */
+    const struct Expr *metric;  /* metric accuracy(out[1], y) | mse(...): read in the loss block's scope */
     DataCfg data;
     int reduction;          /* Reduction */
     double label_smoothing; /* cross_entropy's, in [0, 1] */

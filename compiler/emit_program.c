@@ -359,7 +359,7 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     emit_params(f, g, train);
     emit_buckets(f, train);
     emit_data_tables(f, &t->data);
-    if (g->mt_class_out >= 0) {     /* the tuple's class columns, which loading checks */
+    if (g->ntargets > 0) {     /* the tuple's class columns, which loading checks */
         fprintf(f, "static const int target_classes[] = {");
         for (int k = 0; k < g->ntargets; k++)
             fprintf(f, "%s%d", k ? ", " : "", g->target_classes[k]);
@@ -401,8 +401,13 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     if (prog->positions > 1 || t->has_ignore)
         fprintf(f, "    .positions = %lld, .has_ignore = %d, .ignore_index = %lld,\n", (long long)prog->positions,
                 t->has_ignore, (long long)t->ignore_index);
-    if (g->mt_class_out >= 0)
+    if (g->metric_kind)     /* the train block's metric */
+        fprintf(f, "    .metrics = %s,%s\n", g->metric_kind == METRIC_ACCURACY ? "RT_METRICS_ACCURACY" : "RT_METRICS_REGRESSION",
+                g->ntargets > 0 ? " .target_classes = target_classes," : "");
+    else if (g->mt_class_out >= 0)
         fprintf(f, "    .metrics = RT_METRICS_MULTITASK, .target_classes = target_classes,\n");
+    else if (g->ntargets > 0)
+        fprintf(f, "    .target_classes = target_classes,\n");
     else if (prog->target != RT_TGT_CLASS)   /* classifiers keep the text they had: accuracy is 0 */
         fprintf(f, "    .metrics = %s,\n",
                 t->loss == LOSS_BCE_LOGITS ? "RT_METRICS_MULTILABEL" : "RT_METRICS_REGRESSION");

@@ -1240,6 +1240,34 @@ static Val run_body(Sema *S, const Forward *f)
     return ret;
 }
 
+/* metric accuracy(p, t): scores [N, C] against class indices [N];
+ * metric mse(p, t): floats of one shape with the batch first; read with
+ * the loss block's names (autodiff.c builds the sums) */
+static void read_metric(Sema *S, const Expr *e)
+{
+    const int acc = strcmp(e->s, "accuracy") == 0;
+    S->in_loss = 1;
+    Val p = eval(S, e->args[0]->val), t = eval(S, e->args[1]->val);
+    S->in_loss = 0;
+    if (p.id < 0 || t.id < 0)
+        return;
+    const DType pt = S->g->n[p.id]->dt, tt = S->g->n[t.id]->dt;
+    if (acc && !(p.s.rank == 2 && p.s.d[0] == DIM_N && pt == DT_F32 && t.s.rank == 1 && t.s.d[0] == DIM_N
+                 && tt != DT_F32 && tt != DT_BOOL)) {
+        diag_error(e->loc, "accuracy takes scores [N, C] and class indices [N], a sample each, got %s%s and %s%s",
+                   ir_dtype_text(pt), ir_shape_str(&p.s), ir_dtype_text(tt), ir_shape_str(&t.s));
+        return;
+    }
+    if (!acc && !(ten_same(&p.s, &t.s) && ten_batch_dim(&p.s) == 0 && pt == DT_F32 && tt == DT_F32)) {
+        diag_error(e->loc, "mse takes two float tensors of one shape with the batch first, got %s%s and %s%s",
+                   ir_dtype_text(pt), ir_shape_str(&p.s), ir_dtype_text(tt), ir_shape_str(&t.s));
+        return;
+    }
+    S->g->metric_kind = acc ? METRIC_ACCURACY : METRIC_MSE;
+    S->g->metric_pred = p.id;
+    S->g->metric_t = acc ? layer_node(S, OP_T_TO_I64, t.id, -1, t.s, e->loc).id : t.id;
+}
+
 /* y as a tuple (cls, reg = y; y[1]): the data's targets are ntup float
  * columns, each element one of them, [N]: class indices (i64) where a
  * class loss takes it, else floats */
@@ -1331,10 +1359,13 @@ static void run_loss_block(Sema *S, Val out, int target_input)
                    ir_shape_str(&loss.s));
         return;
     }
-    if (ntup > 0 && loss.id >= 0 && (g->mt_class_out < 0 || g->mt_reg_out < 0)) {
+    if (S->metric)
+        read_metric(S, S->metric);
+    if (ntup > 0 && !S->metric && loss.id >= 0 && (g->mt_class_out < 0 || g->mt_reg_out < 0)) {
         diag_error(it->loc, "the targets as a tuple are a multi-task model's: a class loss on one of them and a float "
                    "loss on another (the evaluation reports the first's accuracy and the second's MSE); this block "
-                   "has no %s loss on an element of %s", g->mt_class_out < 0 ? "class" : "float", yn);
+                   "has no %s loss on an element of %s (or say what to report: metric accuracy(out[0], %s[0]))",
+                   g->mt_class_out < 0 ? "class" : "float", yn, yn);
         return;
     }
     g->loss = loss.id;
@@ -1472,6 +1503,7 @@ Val fwd_model(Graph *g, const Model *m, Shape *in, const FwdCfg *c)
      * shapes, and the block reads the targets itself */
     if (c->loss_block && c->model && strcmp(c->model, m->name) == 0) {
         S.lossb = c->loss_block;
+        S.metric = c->metric;
         S.autoenc = 0;
         S.elementwise = 1;
     }

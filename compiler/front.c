@@ -124,6 +124,8 @@ static void peek_train(const File *f, FwdCfg *c)
         }
         if (strcmp(it->key, "loss") == 0 && it->has_body)
             c->loss_block = it;
+        if (strcmp(it->key, "metric") == 0 && v->kind == E_CALL && v->nargs == 2)
+            c->metric = v;
         else if (strcmp(it->key, "loss") == 0 && (v->kind == E_NAME || v->kind == E_CALL))
             c->elementwise = strcmp(v->s, "cross_entropy") != 0 && strcmp(v->s, "nll_loss") != 0;
         if (strcmp(it->key, "model") == 0 && v->kind == E_NAME)

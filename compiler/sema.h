@@ -155,6 +155,7 @@ typedef struct Sema {
     Val *outs;              /* ... then forward may return a tuple: its tensors */
     int nouts;
     int *ycols;             /* the loss block's targets as a tuple: each column's node */
+    const Expr *metric;     /* the train block's metric, read in the loss block's scope */
     /* blocks: a model made inside another (model Block(n) { ... }) is a
      * Sema of its own over the same graph, its parameters named under
      * prefix ("h.0.attn"); module: this is one (its forward returns what
@@ -323,6 +324,7 @@ typedef struct FwdCfg {
     int autoenc;            /* the data's target = input */
     int elementwise;        /* a loss of each output (mse_loss, ...), not of classes */
     const TrainItem *loss_block;    /* loss(out, y) { ... }, or NULL */
+    const Expr *metric;     /* metric accuracy(...) | mse(...), or NULL */
     const char *model;      /* the model the train block names: the loss block's */
 } FwdCfg;
 

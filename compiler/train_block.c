@@ -694,6 +694,21 @@ static void key_bucket_mb(TrainCtx *c, const Expr *v)
     }
 }
 
+/* metric accuracy(out[1], y) | mse(out[0], y): what the evaluation
+ * reports, read in a loss block's scope (forward.c evaluates it) */
+static void key_metric(TrainCtx *c, const Expr *v)
+{
+    if (v->kind == E_CALL && (strcmp(v->s, "accuracy") == 0 || strcmp(v->s, "mse") == 0)) {
+        if (v->nargs != 2 || v->args[0]->key || v->args[1]->key)
+            diag_error(v->loc, "%s takes the prediction and the targets: metric %s(out[1], y)", v->s, v->s);
+        else
+            c->t->metric = v;
+        return;
+    }
+    diag_error(v->loc, "metric must be accuracy(PRED, TARGET) or mse(PRED, TARGET) (macro_f1 is the one-line "
+               "binary_cross_entropy_with_logits loss's), got %s", arg_show(v));
+}
+
 /* The keys, in the order suggestions are tried. */
 static const struct {
     const char *key;
@@ -705,6 +720,7 @@ static const struct {
     {"bucket_mb", key_bucket_mb}, {"schedule", key_schedule},   {"sync_batchnorm", key_sync_batchnorm},
     {"precision", key_precision}, {"scaler", key_scaler},
     {"clip_grad_norm", key_clip_grad_norm}, {"clip_grad_value", key_clip_grad_value}, {"accumulate", key_accumulate}, {"max_steps", key_max_steps},
+    {"metric", key_metric},
 };
 enum { NTRAIN_KEYS = sizeof train_keys / sizeof train_keys[0] };
 
@@ -776,6 +792,10 @@ int train_check(const File *f, const Train *tr, TrainCfg *t)
         else
             train_keys[k].check(&c, it->val);
     }
+    const TrainItem *metric = setting(seen, "metric");
+    if (metric && !t->loss_block)
+        diag_error(metric->loc, "metric goes with a loss block (loss(out, y) { ... }), whose names it reads; a "
+                   "one-line loss's metric follows the task");
     /* the loss's gradient is seeded with 1, not GradScaler's scale yet */
     if (t->loss_block && prec_fp16(seen, t))
         diag_error(t->loss_block->loc, "a loss block with precision fp16 is not supported yet (bf16 is: it needs "

@@ -21,9 +21,7 @@ test set's value) the epoch's test_loss must equal the loss over the
 test set in float64. Controls that must not match: the auxiliary head's
 weight left out, the L2 term left out, smoothing left out.
 """
-import csv
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -35,6 +33,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
+from loss_equiv import read_csv, write_idx  # noqa: E402
 
 SEED = 11
 STEPS = 100
@@ -126,13 +125,6 @@ train {
 """
 
 
-def write_idx(path, a, code):
-    dt = {0x08: ">u1", 0x0D: ">f4", 0x0E: ">f8"}[code]
-    with open(path, "wb") as f:
-        f.write(bytes([0, 0, code, a.ndim]) + b"".join(struct.pack(">I", d) for d in a.shape))
-        f.write(np.ascontiguousarray(a).astype(dt).tobytes())
-
-
 def make_data(root):
     """The same samples with class, regression and 0/1 targets."""
     r = np.random.default_rng(5)
@@ -167,13 +159,6 @@ def oracle(init_sd, aux, X, Y, fn):
         losses.append(loss.item())
         opt.step()
     return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses
-
-
-def read_csv(path):
-    with open(path, newline="") as f:
-        rows = [r for r in csv.reader(f) if r]
-    head = [c.strip() for c in rows[0]]
-    return [dict(zip(head, r)) for r in rows[1:]]
 
 
 def main(argv):

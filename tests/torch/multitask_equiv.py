@@ -14,7 +14,8 @@ relative, the weights within 1e-4 relative L2. The evaluation must report
 both heads' metrics as PyTorch computes them from the trained weights in
 float64: test_acc exactly (argmax, the first of ties) and test_mse within
 1e-6; test_loss the whole test set's loss (a mean: the batches' weighting
-gives it). Controls: the regression term left out must not match. Bad
+gives it). With `metric accuracy(out[0], y[0])` only test_acc, with
+`metric mse(out[1].view(-1), y[1])` test_mse and test_mae, each PyTorch's. Controls: the regression term left out must not match. Bad
 class columns are refused with the file, the sample and the value: a class
 index past the head's 4 classes and a fractional one.
 """
@@ -61,12 +62,17 @@ train {
     epochs    1
     shuffle   true
     seed      %d
-}
+%s}
 """
+UNPACKED = ("        logits, r = out\n        c, t = y\n"
+            "        return F.cross_entropy(logits, c) + 0.5 * F.mse_loss(r.view(-1), t)")
+# name: (loss block, a metric line, the metrics the evaluation must report)
 BODIES = {
-    "unpacked": "        logits, r = out\n        c, t = y\n"
-                "        return F.cross_entropy(logits, c) + 0.5 * F.mse_loss(r.view(-1), t)",
-    "indexed": "        return F.cross_entropy(out[0], y[0]) + 0.5 * F.mse_loss(out[1].view(-1), y[1])",
+    "unpacked": (UNPACKED, "", ("test_acc", "test_mse")),
+    "indexed": ("        return F.cross_entropy(out[0], y[0]) + 0.5 * F.mse_loss(out[1].view(-1), y[1])", "",
+                ("test_acc", "test_mse")),
+    "metric_acc": (UNPACKED, "    metric    accuracy(out[0], y[0])\n", ("test_acc",)),
+    "metric_mse": (UNPACKED, "    metric    mse(out[1].view(-1), y[1])\n", ("test_mse", "test_mae")),
 }
 
 
@@ -137,11 +143,11 @@ def main(argv):
     st.save(init_path, init_sd)
     failures, got_first = [], None
     ref_sd, ref = oracle(init_sd, *data["train"])
-    for tag, body in BODIES.items():
+    for tag, (body, metric_line, want) in BODIES.items():
         net, prog = os.path.join(work, tag + ".net"), os.path.join(work, tag)
         with open(net, "w") as f:
             f.write(NET % (os.path.join(work, "train.csv"), os.path.join(work, "test.csv"), body, LR, MOMENTUM, BATCH,
-                           SEED))
+                           SEED, metric_line))
         p = run([cddpc, net, "-o", prog])
         if p.returncode != 0:
             failures.append("%s: cddpc failed: %s" % (tag, p.stdout.decode()[-2000:]))
@@ -163,15 +169,20 @@ def main(argv):
             out = m64(X.double())
             acc = (out[0].argmax(1) == C).double().mean().item()
             mse = ((out[1].view(-1) - Y.double()) ** 2).mean().item()
+            mae = (out[1].view(-1) - Y.double()).abs().mean().item()
             tl = loss_fn(out, C, Y.double()).item()
+        ref_m = {"test_acc": acc, "test_mse": mse, "test_mae": mae}
         row = read_csv(metrics)[-1]
-        g_acc, g_mse, g_tl = float(row["test_acc"]), float(row["test_mse"]), float(row["test_loss"])
-        print("%-8s %d steps: step loss rel err %.2e, params rel L2 %.2e; test_acc %.4f (torch %.4f), test_mse %.6f "
-              "(torch %.6f), test_loss %.6f (torch %.6f)" % (tag, STEPS, lw, pw, g_acc, acc, g_mse, mse, g_tl, tl))
+        g_tl = float(row["test_loss"])
+        cols = [k for k in ("test_acc", "test_mse", "test_mae") if k in row]
+        text = ", ".join("%s %.6f (torch %.6f)" % (k, float(row[k]), ref_m[k]) for k in cols)
+        print("%-10s %d steps: step loss rel err %.2e, params rel L2 %.2e; %s, test_loss %.6f (torch %.6f)"
+              % (tag, STEPS, lw, pw, text, g_tl, tl))
         if not (lw <= 1e-4 and pw <= 1e-4):
             failures.append("%s does not train as PyTorch does" % tag)
-        if not (abs(g_acc - acc) <= 1e-6 and abs(g_mse - mse) <= 1e-6 * max(1, mse) and rel(g_tl, tl) <= 1e-5):
-            failures.append("%s: the metrics differ from PyTorch's" % tag)
+        if tuple(cols) != want or not rel(g_tl, tl) <= 1e-5 \
+                or any(not abs(float(row[k]) - ref_m[k]) <= 1e-6 * max(1, ref_m[k]) for k in cols):
+            failures.append("%s: the metrics (%s) differ from PyTorch's (%s)" % (tag, ", ".join(cols), ", ".join(want)))
         got_first = got_first or got
     if got_first:
         _, wrong = oracle(init_sd, *data["train"], reg=0.0)
