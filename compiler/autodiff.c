@@ -728,19 +728,26 @@ static int stat_node(Graph *g, Op op, int nin, const int *in, Shape s, Loc loc)
     return id;
 }
 
+/* 1 where the scores pred [R, C] have their maximum (the first of ties,
+ * as torch's argmax) at class index t [R], else 0 */
+static int hits(Graph *g, int pred, int t, Loc loc)
+{
+    const int64_t R = g->n[pred]->shape.d[0];
+    const int am = ir_add(g, OP_T_ARGMAX, 1, &pred, (Shape){2, {R, 1}}, DT_I64, loc);
+    g->n[am]->ten.axes = 2;
+    const int amv = ir_add(g, OP_RESHAPE, 1, &am, (Shape){1, {R}}, DT_I64, loc);
+    const int eq = ir_add(g, OP_T_EQ, 2, (int[]){amv, t}, (Shape){1, {R}}, DT_BOOL, loc);
+    return stat_node(g, OP_T_TO_F32, 1, &eq, (Shape){1, {R}}, loc);
+}
+
 /* A multi-task model's metrics (its targets a tuple): the class head's
  * correct predictions (argmax, the first of ties as torch's, equal to the
  * target) and the regression head's squared errors, two stat slots in a
  * row (the SUM_ALLs made one after the other) */
 static void multitask_stats(Graph *g, Loc loc)
 {
-    const Node *x = g->n[g->mt_class_out], *r = g->n[g->mt_reg_out];
-    const int64_t R = x->shape.d[0];
-    const int am = ir_add(g, OP_T_ARGMAX, 1, &g->mt_class_out, (Shape){2, {R, 1}}, DT_I64, loc);
-    g->n[am]->ten.axes = 2;
-    const int amv = ir_add(g, OP_RESHAPE, 1, &am, (Shape){1, {R}}, DT_I64, loc);
-    const int eq = ir_add(g, OP_T_EQ, 2, (int[]){amv, g->mt_class_t}, (Shape){1, {R}}, DT_BOOL, loc);
-    const int hit = stat_node(g, OP_T_TO_F32, 1, &eq, (Shape){1, {R}}, loc);
+    const Node *r = g->n[g->mt_reg_out];
+    const int hit = hits(g, g->mt_class_out, g->mt_class_t, loc);
     const int d = stat_node(g, OP_BC_SUB, 2, (int[]){g->mt_reg_out, g->mt_reg_t}, r->shape, loc);
     const int sq = stat_node(g, OP_BC_MUL, 2, (int[]){d, d}, r->shape, loc);
     g->correct_sum = stat_node(g, OP_SUM_ALL, 1, &hit, (Shape){0}, loc);
@@ -756,11 +763,7 @@ static void chosen_metric(Program *p, Loc loc)
     Graph *g = p->g;
     const Node *x = g->n[g->metric_pred];
     if (g->metric_kind == METRIC_ACCURACY) {
-        const int am = ir_add(g, OP_T_ARGMAX, 1, &g->metric_pred, (Shape){2, {DIM_N, 1}}, DT_I64, loc);
-        g->n[am]->ten.axes = 2;
-        const int amv = ir_add(g, OP_RESHAPE, 1, &am, (Shape){1, {DIM_N}}, DT_I64, loc);
-        const int eq = ir_add(g, OP_T_EQ, 2, (int[]){amv, g->metric_t}, (Shape){1, {DIM_N}}, DT_BOOL, loc);
-        const int hit = stat_node(g, OP_T_TO_F32, 1, &eq, (Shape){1, {DIM_N}}, loc);
+        const int hit = hits(g, g->metric_pred, g->metric_t, loc);
         g->correct_sum = stat_node(g, OP_SUM_ALL, 1, &hit, (Shape){0}, loc);
         return;
     }

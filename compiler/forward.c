@@ -796,12 +796,12 @@ static Val eval(Sema *S, const Expr *e)
         const Var *tv = e->a->kind == E_NAME ? find_var(S, e->a->s) : NULL;
         int64_t k;
         if (tv && tv->tup) {    /* out[1]: one of the tensors forward returned */
-            if (e->nargs != 1 || e->args[0]->val->kind == E_SLICE
-                || !arg_int(e->args[0]->val, "the element", -tv->ntup, tv->ntup - 1, &k))
-                return e->nargs != 1 || e->args[0]->val->kind == E_SLICE
-                       ? (diag_error(e->loc, "%s is a tuple of %d tensors: index it with one number", e->a->s,
-                                     tv->ntup), POISON)
-                       : POISON;
+            if (e->nargs != 1 || e->args[0]->val->kind == E_SLICE) {
+                diag_error(e->loc, "%s is a tuple of %d tensors: index it with one number", e->a->s, tv->ntup);
+                return POISON;
+            }
+            if (!arg_int(e->args[0]->val, "the element", -tv->ntup, tv->ntup - 1, &k))
+                return POISON;
             return tv->tup[k < 0 ? k + tv->ntup : k];
         }
         if (rl && e->nargs == 1 && e->args[0]->val->kind != E_SLICE) {     /* lstm(x)[0], gru(x)[1] */
