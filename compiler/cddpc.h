@@ -326,7 +326,8 @@ typedef struct DataCfg {
     const char *test;       /* csv: the test file, or NULL */
     const char *arrays[4];  /* npz: x_train, y_train, x_test, y_test (narrays 4), or none (0) */
     int narrays;
-    const char **targets, **features;   /* csv columns; no features: every other column */
+    const char **targets, **features;   /* csv columns; no features: every other column; npz: several
+                                           y arrays, the training set's then the test set's */
     int ntargets, nfeatures;
     double split;           /* held-out fraction of the training set; 0: none */
     int target_input;       /* target = input (an autoencoder): the loss compares the output with the sample */

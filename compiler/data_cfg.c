@@ -39,6 +39,33 @@ static const char *str_arg(const Expr *e, const char *what)
 }
 
 /* a string or a list of strings: ["a", "b"] */
+static int str_list(const Expr *e, const char *what, const char ***out, int *n);
+
+/* npz(..., y_train = ["y_cls", "y_reg"], y_test = ["y_cls_test", "y_reg_test"]):
+ * several target arrays, each a column of the targets (a loss block's
+ * tuple), in d->targets: the training set's, then the test set's */
+static void npz_y_lists(DataCfg *d, const Expr *ytrain, const Expr *ytest, Loc loc)
+{
+    const char **tr = NULL, **te = NULL;
+    int ntr = 0, nte = 0;
+    if (!ytrain || !ytest) {
+        diag_error(ytrain ? ytrain->loc : ytest ? ytest->loc : loc, "several target arrays need both lists, "
+                   "y_train = [...] and y_test = [...], one name each per target");
+        return;
+    }
+    if (!str_list(ytrain, "y_train", &tr, &ntr) || !str_list(ytest, "y_test", &te, &nte))
+        return;
+    if (ntr != nte || ntr < 2) {
+        diag_error(ytest->loc, "y_train and y_test name the same targets: %d and %d arrays (at least 2 each)", ntr,
+                   nte);
+        return;
+    }
+    d->targets = util_alloc(sizeof *d->targets * (size_t)(2 * ntr));
+    for (int k = 0; k < ntr; k++)
+        d->targets[k] = tr[k], d->targets[ntr + k] = te[k];
+    d->ntargets = 2 * ntr;
+}
+
 static int str_list(const Expr *e, const char *what, const char ***out, int *n)
 {
     if (e->kind == E_STR) {
@@ -210,7 +237,9 @@ void data_cfg_check(DataCfg *d, const Expr *e)
             diag_error((a[4] ? a[4] : a[6])->loc, "target = input reads no y arrays: leave out %s",
                        a[4] ? "y_train" : "y_test");
     }
-    if (kind == RT_SRC_NPZ)
+    if (kind == RT_SRC_NPZ && ((a[4] && a[4]->kind == E_TUPLE) || (a[6] && a[6]->kind == E_TUPLE)))
+        npz_y_lists(&n, a[4], a[6], e->loc);
+    else if (kind == RT_SRC_NPZ)
         for (int i = 0; i < 4; i++)
             if (a[3 + i] && (n.arrays[i] = str_arg(a[3 + i], npz_names[3 + i])))
                 n.narrays = 4;

@@ -332,7 +332,8 @@ typedef struct rt_data_src {
     const char *path;       /* idx: the directory; npz: the file; csv: the training file */
     const char *test;       /* csv: the test file; NULL: none (split, or no evaluation) */
     const char *const *arrays; /* npz: names of x_train, y_train, x_test, y_test; NULL: those */
-    const char *const *targets; /* csv: the target columns */
+    const char *const *targets; /* csv: the target columns; npz: y arrays as target columns, the
+                                   training set's then the test set's (ntargets: twice their count) */
     int ntargets;
     const char *const *features; /* csv: the feature columns; NULL: every other column */
     int nfeatures;

@@ -636,6 +636,62 @@ static int get_array(const char *path, const uint8_t *b, size_t n, const char *n
     return member_read(path, mem, &zm, used, a) != 0 ? -1 : 1;
 }
 
+/* npz(..., y_train = ["a", "b"], y_test = [...]): the K arrays (each [N]
+ * or [N, 1]) of one set as the columns of one float64 [N, K] array in
+ * *y, whose memory it owns; 0 none named, 1 made, -1 error reported */
+static int y_columns(const char *path, const uint8_t *buf, size_t len, const rt_data_src *s, int test,
+                     int64_t *used, npy *y, char *names, size_t cap)
+{
+    const int K = s->ntargets / 2;
+    const char *const *nm = s->targets + (test ? K : 0);
+    npy col;
+    int64_t n = -1;
+    memset(y, 0, sizeof *y);
+    snprintf(names, cap, "%s", nm[0]);
+    for (int k = 0; k < K; k++) {
+        memset(&col, 0, sizeof col);
+        const int r = get_array(path, buf, len, nm[k], used, &col);
+        if (r <= 0) {
+            if (r == 0 && (k > 0 || !test))
+                rt_err("%s: has no array '%s' (np.savez(..., %s=...)), a target %s names", path, nm[k], nm[k],
+                       test ? "y_test" : "y_train");
+            free(col.own);     /* y's memory is the caller's to free (a[i].own) */
+            return r == 0 && k == 0 && test ? 0 : -1;
+        }
+        if (k > 0)
+            snprintf(names + strlen(names), cap - strlen(names), " + %s", nm[k]);
+        const int64_t m = col.rank >= 1 ? col.shape[0] : -1;
+        if (!(col.rank == 1 || (col.rank == 2 && col.shape[1] == 1)) || (n >= 0 && m != n) || m < 1) {
+            char a[96];
+            rt_err("%s: %s has shape %s: a target array is [samples] or [samples, 1]%s", path, nm[k],
+                   shape_str(&col, a, sizeof a), n >= 0 && m != n ? ", as many samples as the first" : "");
+            free(col.own);
+            return -1;
+        }
+        if (k == 0) {   /* [N, K] float64, little-endian as an .npy's */
+            n = m;
+            *y = (npy){.kind = 'f', .size = 8, .rank = 2, .shape = {n, K}, .count = n * K};
+            snprintf(y->descr, sizeof y->descr, "<f8");
+            y->own = rt_malloc((size_t)(n * K) * 8);
+            y->data = y->own;
+            if (!y->own) {
+                rt_err("%s: out of memory for %lld targets", path, (long long)(n * K));
+                free(col.own);
+                return -1;
+            }
+        }
+        for (int64_t i = 0; i < n; i++) {
+            const double v = npy_get(&col, i);
+            uint64_t bits;
+            memcpy(&bits, &v, 8);
+            for (int b = 0; b < 8; b++)
+                y->own[(i * K + k) * 8 + b] = (uint8_t)(bits >> (8 * b));
+        }
+        free(col.own);
+    }
+    return 1;
+}
+
 int rt_npz_parse(const rt_model *m, const char *path, const uint8_t *buf, size_t len, rt_dataset *train,
                  rt_dataset *test)
 {
@@ -648,12 +704,17 @@ int rt_npz_parse(const rt_model *m, const char *path, const uint8_t *buf, size_t
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
     /* an autoencoder's targets are its samples: no y arrays are read */
-    const int ys = m->target != RT_TGT_INPUT;
+    const int ys = m->target != RT_TGT_INPUT, cols = m->data.ntargets >= 4;
+    char yname[2][160];
+    snprintf(yname[0], sizeof yname[0], "%s", nm[1]);
+    snprintf(yname[1], sizeof yname[1], "%s", nm[3]);
     for (int i = 0; i < 4; i++)
-        if ((i % 2 == 0 || ys) && (have[i] = get_array(path, buf, len, nm[i], &used, &a[i])) < 0)
+        if ((i % 2 == 0 || ys) && (have[i] = i % 2 && cols
+                                   ? y_columns(path, buf, len, &m->data, i == 3, &used, &a[i], yname[i / 2], 160)
+                                   : get_array(path, buf, len, nm[i], &used, &a[i])) < 0)
             goto out;
     for (int i = 0; i < 2; i++)
-        if (!have[i] && (i == 0 || ys)) {
+        if (!have[i] && (i == 0 || ys) && !(i == 1 && cols)) {    /* y_columns has said which */
             char list[512] = "";
             zmember zm;
             zip_find(path, buf, len, "", &zm, list, sizeof list);
@@ -663,11 +724,11 @@ int rt_npz_parse(const rt_model *m, const char *path, const uint8_t *buf, size_t
         }
     if (ys && have[2] != have[3]) {
         rt_err("%s: has array '%s' but not '%s': give both test arrays, or neither (and split)", path,
-               nm[have[2] ? 2 : 3], nm[have[2] ? 3 : 2]);
+               have[2] ? nm[2] : yname[1], have[2] ? yname[1] : nm[2]);
         goto out;
     }
-    if (to_set(m, path, nm[0], &a[0], nm[1], ys ? &a[1] : NULL, train) != 0 ||
-        (have[2] && to_set(m, path, nm[2], &a[2], nm[3], ys ? &a[3] : NULL, test) != 0))
+    if (to_set(m, path, nm[0], &a[0], yname[0], ys ? &a[1] : NULL, train) != 0 ||
+        (have[2] && to_set(m, path, nm[2], &a[2], yname[1], ys ? &a[3] : NULL, test) != 0))
         goto out;
     if (have[2] && test->xsize == train->xsize && test->x_u8 != train->x_u8) {
         rt_err("%s: %s is %s but %s is %s: save both with one dtype", path, nm[0], dtype_name(&a[0]), nm[2],

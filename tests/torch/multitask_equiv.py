@@ -6,6 +6,8 @@ usage: multitask_equiv.py CDDPC
 The CSV written here has 8 features, a class column (4 classes, integers)
 and a regression column; `targets = ["cls", "reg"]` and a loss block that
 unpacks them (`c, t = y`, or indexes them: `y[0]`, `y[1]`) train a model
+(the same data as an npz whose targets are separate arrays, `y_train =
+["cls_train", "reg_train"]`, trains the same)
 with a class head and a regression head on
     F.cross_entropy(logits, c) + 0.5 * F.mse_loss(r.view(-1), t)
 against PyTorch's same code from the same weights on the same batches (file
@@ -15,9 +17,11 @@ both heads' metrics as PyTorch computes them from the trained weights in
 float64: test_acc exactly (argmax, the first of ties) and test_mse within
 1e-6; test_loss the whole test set's loss (a mean: the batches' weighting
 gives it). With `metric accuracy(out[0], y[0])` only test_acc, with
-`metric mse(out[1].view(-1), y[1])` test_mse and test_mae, each PyTorch's. Controls: the regression term left out must not match. Bad
+`metric mse(out[1].view(-1), y[1])` test_mse and test_mae, each
+PyTorch's. Controls: the regression term left out must not match. Bad
 class columns are refused with the file, the sample and the value: a class
-index past the head's 4 classes and a fractional one.
+index past the head's 4 classes and a fractional one; so are an npz missing
+a target array and one whose target array has two columns.
 """
 import os
 import subprocess
@@ -53,7 +57,7 @@ NET = """model TwoHeads {
 
 train {
     model     TwoHeads
-    data      csv("%s", test = "%s", targets = ["cls", "reg"], normalize = (0.0, 1.0))
+    data      %s
     loss(out, y) {
 %s
     }
@@ -73,7 +77,11 @@ BODIES = {
                 ("test_acc", "test_mse")),
     "metric_acc": (UNPACKED, "    metric    accuracy(out[0], y[0])\n", ("test_acc",)),
     "metric_mse": (UNPACKED, "    metric    mse(out[1].view(-1), y[1])\n", ("test_mse", "test_mae")),
+    "npz": (UNPACKED, "", ("test_acc", "test_mse")),
 }
+CSV = 'csv("%s", test = "%s", targets = ["cls", "reg"], normalize = (0.0, 1.0))'
+NPZ = ('npz("%s", normalize = (0.0, 1.0), y_train = ["cls_train", "reg_train"], '
+       'y_test = ["cls_test", "reg_test"])')
 
 
 class TwoHeads(nn.Module):
@@ -137,6 +145,10 @@ def main(argv):
         # what the program reads: the printed values, as float32
         data[name] = (torch.tensor(np.round(X, 6), dtype=torch.float32), torch.from_numpy(c),
                       torch.tensor(np.round(y, 6), dtype=torch.float32))
+    # the same as an npz: the targets as separate arrays, a class vector and a [N, 1] column
+    np.savez(os.path.join(work, "data.npz"), x_train=data["train"][0].numpy(), x_test=data["test"][0].numpy(),
+             cls_train=data["train"][1].numpy().astype(np.int64), cls_test=data["test"][1].numpy().astype(np.int16),
+             reg_train=data["train"][2].numpy().reshape(-1, 1), reg_test=data["test"][2].numpy().astype(np.float64))
     torch.manual_seed(SEED)
     init_sd = {k: v.detach().numpy().copy() for k, v in TwoHeads().state_dict().items()}
     init_path = os.path.join(work, "init.safetensors")
@@ -146,8 +158,9 @@ def main(argv):
     for tag, (body, metric_line, want) in BODIES.items():
         net, prog = os.path.join(work, tag + ".net"), os.path.join(work, tag)
         with open(net, "w") as f:
-            f.write(NET % (os.path.join(work, "train.csv"), os.path.join(work, "test.csv"), body, LR, MOMENTUM, BATCH,
-                           SEED, metric_line))
+            src = NPZ % os.path.join(work, "data.npz") if tag == "npz" else \
+                CSV % (os.path.join(work, "train.csv"), os.path.join(work, "test.csv"))
+            f.write(NET % (src, body, LR, MOMENTUM, BATCH, SEED, metric_line))
         p = run([cddpc, net, "-o", prog])
         if p.returncode != 0:
             failures.append("%s: cddpc failed: %s" % (tag, p.stdout.decode()[-2000:]))
@@ -201,6 +214,21 @@ def main(argv):
         print("bad class %s: exit %d: %s" % (bad, p.returncode, text.strip().splitlines()[-1] if text else ""))
         if not ok:
             failures.append("a class column holding %s is not refused as it should be" % bad)
+    # bad target arrays in the npz: one missing, one of two columns
+    tr, te = data["train"], data["test"]
+    base = dict(x_train=tr[0].numpy(), x_test=te[0].numpy(), cls_train=tr[1].numpy(), cls_test=te[1].numpy(),
+                reg_train=tr[2].numpy(), reg_test=te[2].numpy())
+    for what, change, want in (("no reg_test", {"reg_test": None}, "has no array 'reg_test'"),
+                               ("reg_train [N, 2]", {"reg_train": np.stack([tr[2].numpy()] * 2, 1)},
+                                "reg_train has shape [%d, 2]: a target array is [samples] or [samples, 1]" % NTRAIN)):
+        arrays = {k: v for k, v in dict(base, **change).items() if v is not None}
+        path = os.path.join(work, "data.npz")
+        np.savez(path, **arrays)
+        p = run([os.path.join(work, "npz"), "--max-steps", "1"])
+        text = p.stdout.decode()
+        print("npz with %s: exit %d: %s" % (what, p.returncode, text.strip().splitlines()[-1] if text else ""))
+        if p.returncode != 1 or want not in text:
+            failures.append("an npz with %s is not refused as it should be" % what)
     if failures:
         print("multitask_equiv: FAIL: %s (work dir %s)" % ("; ".join(failures), work))
         return 1
