@@ -579,28 +579,6 @@ static Val eval_cond(Sema *S, const Expr *e)
     return layer_node(S, OP_T_IF_TRAINING, b.id, a.id, a.s, e->loc);
 }
 
-/* model.fc1.weight in a loss block: a parameter or buffer by its
- * state_dict name (a tied weight's other name too) */
-static Val model_tensor(Sema *S, const Expr *e)
-{
-    const Graph *g = S->g;
-    const char *name = e->s + 6;
-    Near s = arg_near(name);
-    for (int i = 0; i < g->nn; i++) {
-        const Node *n = g->n[i];
-        if (n->op != OP_PARAM)
-            continue;
-        if (strcmp(n->name, name) == 0)
-            return (Val){i, n->shape};
-        arg_near_try(&s, n->name);
-    }
-    for (int k = 0; k < g->naliases; k++)
-        if (strcmp(g->aliases[k], name) == 0)
-            return (Val){g->alias_of[k], g->n[g->alias_of[k]]->shape};
-    diag_error(e->loc, "model '%s' has no parameter or buffer '%s'%s", S->m->name, name, arg_near_hint(&s));
-    return POISON;
-}
-
 static const char *arith_sym(ExprKind k)
 {
     return k == E_ADD ? "+" : k == E_SUB ? "-" : k == E_MUL ? "*" : k == E_DIV ? "/" : "//";
@@ -764,7 +742,7 @@ static Val eval(Sema *S, const Expr *e)
             return POISON;
         }
         if (!v && S->in_loss && strncmp(e->s, "model.", 6) == 0)
-            return model_tensor(S, e);
+            return lblk_model_tensor(S, e);
         if (v)
             return v->v;
         if (find_layer(S, e->s) >= 0) {
@@ -1146,10 +1124,18 @@ static void members(Sema *S, const Model *m, const Forward *f);
 static Val run_body(Sema *S, const Forward *f);
 
 /* a Sema for a model of the file: the top model's, or a block's */
+/* Sema.bind: a name for a tensor, or for a tuple of them (tup) */
+static void bind_var(Sema *S, const char *name, Val v, Val *tup, int ntup)
+{
+    Var *p = new_var(S, name);
+    *p = (Var){.name = name, .v = v, .tup = tup, .ntup = ntup};
+}
+
 static Sema sema_for(const Sema *from, const Model *m)
 {
     return (Sema){.g = from->g, .m = m, .sync_bn = from->sync_bn, .autoenc = from->autoenc,
                   .elementwise = from->elementwise, .file = from->file, .eval = eval, .upsample = ups_apply,
+                  .run = run_stmts, .bind = bind_var,
                   .find_block = find_block, .make_block = make_block, .apply_block = apply_block,
                   .make_xf = xf_make, .apply_xf = xf_apply, .make_rnn = rnn_make};
 }
@@ -1238,137 +1224,6 @@ static Val run_body(Sema *S, const Forward *f)
     if (!returned)
         diag_error(f->end, "forward of '%s' does not return a value (add 'return ...')", S->m->name);
     return ret;
-}
-
-/* metric accuracy(p, t): scores [N, C] against class indices [N];
- * metric mse(p, t): floats of one shape with the batch first; read with
- * the loss block's names (autodiff.c builds the sums) */
-static void read_metric(Sema *S, const Expr *e)
-{
-    const int acc = strcmp(e->s, "accuracy") == 0;
-    S->in_loss = 1;
-    Val p = eval(S, e->args[0]->val), t = eval(S, e->args[1]->val);
-    S->in_loss = 0;
-    if (p.id < 0 || t.id < 0)
-        return;
-    const DType pt = S->g->n[p.id]->dt, tt = S->g->n[t.id]->dt;
-    if (acc && !(p.s.rank == 2 && p.s.d[0] == DIM_N && pt == DT_F32 && t.s.rank == 1 && t.s.d[0] == DIM_N
-                 && tt != DT_F32 && tt != DT_BOOL)) {
-        diag_error(e->loc, "accuracy takes scores [N, C] and class indices [N], a sample each, got %s%s and %s%s",
-                   ir_dtype_text(pt), ir_shape_str(&p.s), ir_dtype_text(tt), ir_shape_str(&t.s));
-        return;
-    }
-    if (!acc && !(ten_same(&p.s, &t.s) && ten_batch_dim(&p.s) == 0 && pt == DT_F32 && tt == DT_F32)) {
-        diag_error(e->loc, "mse takes two float tensors of one shape with the batch first, got %s%s and %s%s",
-                   ir_dtype_text(pt), ir_shape_str(&p.s), ir_dtype_text(tt), ir_shape_str(&t.s));
-        return;
-    }
-    S->g->metric_kind = acc ? METRIC_ACCURACY : METRIC_MSE;
-    S->g->metric_pred = p.id;
-    S->g->metric_t = acc ? layer_node(S, OP_T_TO_I64, t.id, -1, t.s, e->loc).id : t.id;
-}
-
-/* y as a tuple (cls, reg = y; y[1]): the data's targets are ntup float
- * columns, each element one of them, [N]: class indices (i64) where a
- * class loss takes it, else floats */
-static void target_tuple(Sema *S, const TrainItem *it, const char *yn, int ntup, const char *const *names)
-{
-    Graph *g = S->g;
-    Node *lb = g->n[g->labels];
-    lb->dt = DT_F32;
-    lb->shape = shape2(DIM_N, ntup);
-    g->ntargets = ntup;
-    g->target_classes = util_alloc(sizeof *g->target_classes * (size_t)ntup);
-    S->ycols = util_alloc(sizeof *S->ycols * (size_t)ntup);
-    Val *tup = util_alloc(sizeof *tup * (size_t)ntup);
-    for (int k = 0; k < ntup; k++) {
-        const int col = ir_add(g, OP_T_SLICE, 1, &g->labels, shape2(DIM_N, 1), DT_F32, it->loc);
-        g->n[col]->ten.axis = 1;
-        g->n[col]->ten.start = k;
-        g->n[col]->ten.step = 1;
-        Val c = layer_view(S, (Val){col, shape2(DIM_N, 1)}, shape1(DIM_N), it->loc);
-        if (lfn_class_column(it->body, it->nbody, yn, k, names ? names[k] : NULL))
-            c = layer_node(S, OP_T_TO_I64, c.id, -1, c.s, it->loc);
-        S->ycols[k] = col;
-        tup[k] = c;
-    }
-    Var *v = new_var(S, yn);
-    *v = (Var){.name = yn, .v = POISON, .tup = tup, .ntup = ntup};
-}
-
-/* The train block's loss block, run after forward in the model's scope:
- * out is what forward returned (a tensor, or the tuple), y the targets
- * (the normalized input under target = input; class indices where a class
- * loss takes them, one per output row or position; else float targets of
- * the first output's elements), model.NAME any parameter or buffer. Its
- * return, a 0-d float tensor, becomes g->loss. */
-static void run_loss_block(Sema *S, Val out, int target_input)
-{
-    const TrainItem *it = S->lossb;
-    Graph *g = S->g;
-    const Expr *h = it->val;
-    if (!(h->kind == E_TUPLE && h->nargs == 2 && h->args[0]->val->kind == E_NAME
-          && h->args[1]->val->kind == E_NAME)) {
-        diag_error(h->loc, "a loss block names two things, forward's output and the targets: loss(out, y) { ... }, "
-                   "got %s", arg_show(h));
-        return;
-    }
-    const char *on = h->args[0]->val->s, *yn = h->args[1]->val->s;
-    if (S->nouts > 1) {
-        Var *v = new_var(S, on);
-        *v = (Var){.name = on, .v = POISON, .tup = S->outs, .ntup = S->nouts};
-    } else {
-        set_var(S, on, out);
-    }
-    Node *lb = g->n[g->labels];
-    const char *const *names;
-    const int ntup = target_input ? 0 : lfn_target_tuple(it->body, it->nbody, yn, &names);
-    Val y;
-    if (ntup > 0) {
-        target_tuple(S, it, yn, ntup, names);
-        y = POISON;
-    } else if (target_input) {
-        y = (Val){g->images, g->n[g->images]->shape};
-    } else if (lfn_class_target(it->body, it->nbody, yn)) {
-        lb->shape = out.s;      /* [N, C] gives [N]; [N, T, C] a class at each position, [N, T] */
-        lb->shape.rank--;
-        y = (Val){g->labels, lb->shape};
-    } else {
-        lb->dt = DT_F32;
-        lb->shape = shape2(DIM_N, ir_row_elems(&out.s));
-        y = (Val){g->labels, lb->shape};
-    }
-    if (ntup == 0)
-        set_var(S, yn, y);
-    Val loss = POISON;
-    int returned = 0;
-    S->in_loss = 1;
-    run_stmts(S, it->body, it->nbody, &loss, &returned);
-    S->in_loss = 0;
-    if (!returned) {
-        diag_error(it->end, "the loss block does not return the loss (add 'return ...')");
-        return;
-    }
-    const Stmt *ret = it->body[0];
-    for (int i = 0; i < it->nbody; i++)
-        if (it->body[i]->kind == S_RETURN)
-            ret = it->body[i];
-    if (loss.id >= 0 && (loss.s.rank != 0 || g->n[loss.id]->dt != DT_F32)) {
-        diag_error(ret->val->loc, "the loss block must return the loss, a 0-d float tensor, got %s%s: reduce it "
-                   "(.mean(), .sum(), or a loss's reduction = 'mean')", ir_dtype_text(g->n[loss.id]->dt),
-                   ir_shape_str(&loss.s));
-        return;
-    }
-    if (S->metric)
-        read_metric(S, S->metric);
-    if (ntup > 0 && !S->metric && loss.id >= 0 && (g->mt_class_out < 0 || g->mt_reg_out < 0)) {
-        diag_error(it->loc, "the targets as a tuple are a multi-task model's: a class loss on one of them and a float "
-                   "loss on another (the evaluation reports the first's accuracy and the second's MSE); this block "
-                   "has no %s loss on an element of %s (or say what to report: metric accuracy(out[0], %s[0]))",
-                   g->mt_class_out < 0 ? "class" : "float", yn, yn);
-        return;
-    }
-    g->loss = loss.id;
 }
 
 /* A member that is a tensor: self.mask = torch.tril(torch.ones(T, T)) or
@@ -1546,6 +1401,6 @@ static Val model_body(Sema *S, Graph *g, const Model *m, Shape *in, int target_i
     set_var(S, f->param, x);
     Val out = run_body(S, f);
     if (S->lossb && out.id >= 0)
-        run_loss_block(S, out, target_input);
+        lblk_run(S, out, target_input);
     return out;
 }

@@ -5,6 +5,8 @@
  *   layers.c       the layer table: constructors with their parameters,
  *                  and each layer's lowering to graph nodes (layer_)
  *   forward.c      a model's forward: variables, calls, additions (fwd_)
+ *   loss_block.c   the train block's loss block, run in the model's scope (lblk_)
+ *   loss_fns.c     F.cross_entropy, F.mse_loss, ... as values there (lfn_)
  *   train_block.c  the train block, its keys dispatched by name (train_)
  *   data_cfg.c     the train block's data source (data_cfg_)
  *   front.c        front_compile: the front end's one entry point
@@ -168,6 +170,9 @@ typedef struct Sema {
     struct Layer *(*make_block)(struct Sema *S, const Expr *e, const char *prefix, const char *what);
     struct Val (*apply_block)(struct Sema *S, const struct Layer *l, struct Val x, Loc loc);
     struct Val (*eval)(struct Sema *S, const Expr *e);  /* forward's expressions: methods.c's operands */
+    /* forward's statements and names, for the loss block (loss_block.c) */
+    void (*run)(struct Sema *S, Stmt *const *body, int n, struct Val *ret, int *returned);
+    void (*bind)(struct Sema *S, const char *name, struct Val v, struct Val *tup, int ntup);
     /* nn.Upsample / F.interpolate applied (upsample.c, above the layers) */
     struct Val (*upsample)(struct Sema *S, const struct Layer *l, struct Val x, Loc loc);
     /* PyTorch's attention modules made and applied (transformer.c, above the layers) */
@@ -244,6 +249,12 @@ int lfn_class_target(Stmt *const *body, int n, const char *y);
 int lfn_target_tuple(Stmt *const *body, int n, const char *y, const char *const **names);
 /* whether element k of that tuple (named name, or NULL: y[k]) is class indices */
 int lfn_class_column(Stmt *const *body, int n, const char *y, int k, const char *name);
+
+/* ---- loss_block.c: the train block's loss block (lblk_) ----------------- */
+/* runs S->lossb after forward returned out: sets the graph's loss (and the
+ * targets' tuple, the metric), or reports */
+void lblk_run(Sema *S, Val out, int target_input);
+Val lblk_model_tensor(Sema *S, const Expr *e);  /* model.fc1.weight: a parameter or buffer by its name */
 
 /* ---- transformer.c: nn.MultiheadAttention, nn.TransformerEncoderLayer,
  * nn.TransformerEncoder (xf_) -------------------------------------------- */
