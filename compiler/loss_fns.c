@@ -41,54 +41,62 @@ const char *lfn_list(void)
     return s;
 }
 
+/* whether at(e, ctx) holds at e or anywhere inside it */
+static int any_expr(const Expr *e, int (*at)(const Expr *e, void *ctx), void *ctx)
+{
+    if (!e)
+        return 0;
+    if (at(e, ctx) || any_expr(e->a, at, ctx) || any_expr(e->b, at, ctx) || any_expr(e->c, at, ctx))
+        return 1;
+    for (int k = 0; k < e->nargs; k++)
+        if (any_expr(e->args[k]->val, at, ctx))
+            return 1;
+    return 0;
+}
+
+/* the target argument of a class loss's call (cross_entropy, nll_loss), or NULL */
+static const Expr *class_loss_target(const Expr *e)
+{
+    if (e->kind != E_CALL || (strcmp(e->s, "cross_entropy") != 0 && strcmp(e->s, "nll_loss") != 0))
+        return NULL;
+    int pos = 0;
+    for (int k = 0; k < e->nargs; k++) {
+        const Arg *a = e->args[k];
+        if (a->key ? strcmp(a->key, "target") == 0 : pos++ == 1)
+            return a->val;
+    }
+    return NULL;
+}
+
 /* The names made of y so far (y, then t in t = y.view(-1), ...) */
 typedef struct Made {
     const char **names;
     int n;
 } Made;
 
-/* whether e mentions one of the names */
-static int mentions(const Expr *e, const Made *y)
+static int names_one(const Expr *e, void *ctx)
 {
-    if (!e)
-        return 0;
+    const Made *y = ctx;
     for (int k = 0; e->kind == E_NAME && k < y->n; k++)
         if (strcmp(e->s, y->names[k]) == 0)
-            return 1;
-    if (mentions(e->a, y) || mentions(e->b, y) || mentions(e->c, y))
-        return 1;
-    for (int k = 0; k < e->nargs; k++)
-        if (mentions(e->args[k]->val, y))
             return 1;
     return 0;
 }
 
-/* whether e, anywhere inside, gives a class loss targets made of y */
-static int class_target_in(const Expr *e, const Made *y)
+static int mentions(const Expr *e, const Made *y) { return any_expr(e, names_one, (void *)y); }
+
+/* a class loss whose target is made of y */
+static int class_target_at(const Expr *e, void *ctx)
 {
-    if (!e)
-        return 0;
-    if (e->kind == E_CALL && (strcmp(e->s, "cross_entropy") == 0 || strcmp(e->s, "nll_loss") == 0)) {
-        int pos = 0;
-        for (int k = 0; k < e->nargs; k++) {
-            const Arg *a = e->args[k];
-            if ((a->key ? strcmp(a->key, "target") == 0 : pos++ == 1) && mentions(a->val, y))
-                return 1;
-        }
-    }
-    if (class_target_in(e->a, y) || class_target_in(e->b, y) || class_target_in(e->c, y))
-        return 1;
-    for (int k = 0; k < e->nargs; k++)
-        if (class_target_in(e->args[k]->val, y))
-            return 1;
-    return 0;
+    const Expr *t = class_loss_target(e);
+    return t && mentions(t, ctx);
 }
 
 static int class_target(Stmt *const *body, int n, Made *y)
 {
     for (int i = 0; i < n; i++) {
         const Stmt *st = body[i];
-        if (class_target_in(st->val, y) || class_target(st->body, st->nbody, y))
+        if (any_expr(st->val, class_target_at, y) || class_target(st->body, st->nbody, y))
             return 1;
         if (st->kind == S_ASSIGN && mentions(st->val, y)) {   /* t = y.view(-1): t is made of y */
             const int add = st->nnames ? st->nnames : 1;
@@ -114,27 +122,24 @@ static int64_t tuple_index(const Expr *e, const char *y)
                    && e->args[0]->val->kind == E_INT ? e->args[0]->val->i : -1;
 }
 
-/* the largest y[k] in e, plus one */
-static int64_t tuple_width(const Expr *e, const char *y)
+/* y, and the largest y[k] seen plus one (tuple_width) or the k looked for
+ * (class_column_at) */
+typedef struct Column {
+    const char *y;
+    int64_t k;
+} Column;
+
+static int tuple_width(const Expr *e, void *ctx)
 {
-    if (!e)
-        return 0;
-    int64_t w = tuple_index(e, y) + 1, v;
-    if ((v = tuple_width(e->a, y)) > w)
-        w = v;
-    if ((v = tuple_width(e->b, y)) > w)
-        w = v;
-    if ((v = tuple_width(e->c, y)) > w)
-        w = v;
-    for (int k = 0; k < e->nargs; k++)
-        if ((v = tuple_width(e->args[k]->val, y)) > w)
-            w = v;
-    return w;
+    Column *c = ctx;
+    const int64_t w = tuple_index(e, c->y) + 1;
+    c->k = w > c->k ? w : c->k;
+    return 0;   /* every sub-expression is seen */
 }
 
 int lfn_target_tuple(Stmt *const *body, int n, const char *y, const char *const **names)
 {
-    int64_t w = 0;
+    Column w = {y, 0};
     *names = NULL;
     for (int i = 0; i < n; i++) {
         const Stmt *st = body[i];
@@ -142,42 +147,28 @@ int lfn_target_tuple(Stmt *const *body, int n, const char *y, const char *const 
             *names = st->names;
             return st->nnames;
         }
-        const int64_t v = tuple_width(st->val, y);
-        w = v > w ? v : w;
+        any_expr(st->val, tuple_width, &w);
     }
-    return w > 64 ? 64 : (int)w;    /* more is refused where it is indexed */
+    return w.k > 64 ? 64 : (int)w.k;    /* more is refused where it is indexed */
 }
 
-/* whether e, anywhere inside, gives a class loss y[k] (or what is made of it) */
-static int class_column_in(const Expr *e, const char *y, int k)
+/* a class loss whose target is y[k] (or what is made of it: y[k].view(-1), y[k].long()) */
+static int class_column_at(const Expr *e, void *ctx)
 {
-    if (!e)
-        return 0;
-    if (e->kind == E_CALL && (strcmp(e->s, "cross_entropy") == 0 || strcmp(e->s, "nll_loss") == 0)) {
-        int pos = 0;
-        for (int j = 0; j < e->nargs; j++) {
-            const Arg *a = e->args[j];
-            const Expr *t = a->val;
-            while (t->kind == E_CALL && t->nargs >= 1 && !t->args[0]->key)    /* y[k].view(-1), y[k].long() */
-                t = t->args[0]->val;
-            if ((a->key ? strcmp(a->key, "target") == 0 : pos++ == 1) && tuple_index(t, y) == k)
-                return 1;
-        }
-    }
-    if (class_column_in(e->a, y, k) || class_column_in(e->b, y, k) || class_column_in(e->c, y, k))
-        return 1;
-    for (int j = 0; j < e->nargs; j++)
-        if (class_column_in(e->args[j]->val, y, k))
-            return 1;
-    return 0;
+    const Column *c = ctx;
+    const Expr *t = class_loss_target(e);
+    while (t && t->kind == E_CALL && t->nargs >= 1 && !t->args[0]->key)
+        t = t->args[0]->val;
+    return t && tuple_index(t, c->y) == c->k;
 }
 
 int lfn_class_column(Stmt *const *body, int n, const char *y, int k, const char *name)
 {
     if (name)
         return lfn_class_target(body, n, name);
+    Column c = {y, k};
     for (int i = 0; i < n; i++)
-        if (class_column_in(body[i]->val, y, k))
+        if (any_expr(body[i]->val, class_column_at, &c))
             return 1;
     return 0;
 }
@@ -282,7 +273,9 @@ static Val class_loss(Sema *S, int fn, Val x, Val t, int red, double smooth, int
         return reduce(S, affine(S, layer_view(S, row, (Shape){1, {R}}, loc), -1, 0, loc), red,
                       POISON, loc);
     }
-    Val idx = make(S, OP_T_TO_I64, 1, &t.id, t.s, DT_I64, loc), valid = POISON;
+    /* the targets as i64 once: the gather's index and a multi-task metric's */
+    const Val ti = tdt == DT_I64 ? t : make(S, OP_T_TO_I64, 1, &t.id, t.s, DT_I64, loc);
+    Val idx = ti, valid = POISON;
     if (has_ignore) {   /* an ignored target is read nowhere: its index becomes 0, its loss 0 */
         valid = make(S, OP_T_NEC, 1, &t.id, t.s, DT_BOOL, loc);
         if (valid.id >= 0)
@@ -295,7 +288,7 @@ static Val class_loss(Sema *S, int fn, Val x, Val t, int red, double smooth, int
     const int k = column_of(S, t.id);
     if (k >= 0 && S->g->mt_class_out < 0) {     /* a multi-task model's metric: the first class head */
         S->g->mt_class_out = x.id;
-        S->g->mt_class_t = make(S, OP_T_TO_I64, 1, &t.id, t.s, DT_I64, loc).id;
+        S->g->mt_class_t = ti.id;
     }
     if (k >= 0 && !S->g->target_classes[k])
         S->g->target_classes[k] = (int)C;
