@@ -832,32 +832,25 @@ void ad_train_step(Program *p)
         update_params(p);
         return;
     }
-    g->loss_sum = ir_add(g, OP_SUM_ALL, 1, &g->loss, (Shape){0}, DT_F32, loc);
-    g->n[g->loss_sum]->phase = PH_LOSS;
+    g->loss_sum = stat_node(g, OP_SUM_ALL, 1, &g->loss, (Shape){0}, loc);
     /* the evaluation's metric sums follow the task: accuracy of classes,
      * per-output counts of a multi-label classifier, errors of regression */
     const Node *l = g->n[g->loss];
     if (p->target == RT_TGT_CLASS) {
-        int c = ir_add(g, OP_CORRECT, 2, (int[]){g->logits, g->labels}, l->shape, DT_F32, loc);
-        g->correct_sum = ir_add(g, OP_SUM_ALL, 1, &c, (Shape){0}, DT_F32, loc);
-        g->n[c]->phase = PH_LOSS;
+        int c = stat_node(g, OP_CORRECT, 2, (int[]){g->logits, g->labels}, l->shape, loc);
+        g->correct_sum = stat_node(g, OP_SUM_ALL, 1, &c, (Shape){0}, loc);
         loss_attrs(g->n[c], l);
     } else if (p->train.loss == LOSS_BCE_LOGITS) {
-        g->correct_sum = ir_add(g, OP_ML_STATS, 2, (int[]){g->logits, g->labels}, ir_shape(2, 3, p->nclass), DT_F32,
-                                loc);
+        g->correct_sum = stat_node(g, OP_ML_STATS, 2, (int[]){g->logits, g->labels}, ir_shape(2, 3, p->nclass), loc);
     } else {    /* the loss's targets: the labels, or an autoencoder's samples */
-        g->correct_sum = ir_add(g, OP_REG_STATS, 2, (int[]){g->logits, g->n[g->loss]->in[1]}, ir_shape(1, 2),
-                                DT_F32, loc);
+        g->correct_sum = stat_node(g, OP_REG_STATS, 2, (int[]){g->logits, g->n[g->loss]->in[1]}, ir_shape(1, 2), loc);
     }
-    g->n[g->correct_sum]->phase = PH_LOSS;
     /* a loss over positions, or one that ignores a target: its mean (the
      * step's, the epoch's, the accuracy's) divides by the targets counted */
     if (l->counts) {
-        int c = ir_add(g, OP_COUNTED, 2, (int[]){g->logits, g->labels}, l->shape, DT_F32, loc);
-        g->n[c]->phase = PH_LOSS;
+        int c = stat_node(g, OP_COUNTED, 2, (int[]){g->logits, g->labels}, l->shape, loc);
         loss_attrs(g->n[c], l);
-        g->count_sum = ir_add(g, OP_SUM_ALL, 1, &c, (Shape){0}, DT_F32, loc);
-        g->n[g->count_sum]->phase = PH_LOSS;
+        g->count_sum = stat_node(g, OP_SUM_ALL, 1, &c, (Shape){0}, loc);
     }
 
     ad_grad(g, g->loss, -1, g->params, g->nparam, g->grad);
