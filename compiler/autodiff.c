@@ -783,7 +783,7 @@ static void chosen_metric(Program *p, Loc loc)
  * the epoch's loss is each step's value weighted by its batch, summed over
  * the ranks and divided by the samples (or positions); the metric reads
  * the first output as a one-line loss's would. Returns the gradient's
- * seed, d loss / d loss = 1. */
+ * seed, d loss / d loss = 1 (S under fp16). */
 static int block_stats(Program *p)
 {
     Graph *g = p->g;
@@ -816,7 +816,9 @@ static int block_stats(Program *p)
                       ? ir_add(g, OP_RESHAPE, 1, &g->images, ir_shape(2, DIM_N, p->nclass), DT_F32, loc) : g->labels;
         g->correct_sum = stat_node(g, OP_REG_STATS, 2, (int[]){g->logits, t}, ir_shape(1, 2), loc);
     }
-    const int seed = ir_add(g, OP_T_FULL, 0, NULL, (Shape){0}, DT_F32, loc);
+    /* fp16: d (S loss) / d loss = S, so every gradient carries the scale
+     * that the runtime unscales and checks, as the one-line losses' do */
+    const int seed = ir_add(g, p->train.precision == RT_PREC_FP16 ? OP_T_LOSS_SCALE : OP_T_FULL, 0, NULL, (Shape){0}, DT_F32, loc);
     g->n[seed]->ten.lo = 1;
     g->n[seed]->phase = PH_BWD;
     return seed;

@@ -68,6 +68,7 @@ typedef enum { RED_MEAN, RED_SUM, RED_NONE } Reduction;
 #define IR_IS_BATCH(d) ((d) < 0)
 static inline int64_t ir_batch_mul(int64_t d) { return d < 0 ? -d : 1; }
 #define MAX_RANK 6
+#define TABLE_MAX 65536    /* torch.tensor's values at most: each kernel reading one spells them */
 #define MAX_IN 6
 
 typedef struct Shape {
@@ -148,6 +149,8 @@ typedef struct Node {
             double lo, hi;  /* T_POW: the exponent (lo); T_CLAMP: the bounds; T_AFFINE: x * lo + hi */
             int ta, tb;     /* T_BMM: the operand is transposed (its last two dimensions) */
             int key;        /* T_RAND, T_RANDN: the stream's key, an ordinal shared with the dropouts' */
+            const double *table;    /* T_TABLE: the values, row-major (the kernels' text) */
+            int64_t ntable;
         } ten;          /* T_FULL: the value (lo); T_ARANGE: lo + hi * i; T_TRIL/TRIU: the diagonal (lo);
                            T_*C comparisons, T_FILL_IF, T_KEEP_IF: the constant (lo); T_GATHER*: the
                            dimension (axis); T_ARGMAX/ARGMIN: it as axes */

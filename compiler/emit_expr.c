@@ -90,9 +90,19 @@ void ex_declare_buffers(const Emit *m)
             fprintf(m->f, "    %s *const b%d = %s;\n", ex_elem_type(m, id), id, ex_addr(m, id));
         }
     }
-    /* each dropout's stream key, once per kernel (dropout_rng.h) */
+    /* each dropout's stream key, once per kernel (dropout_rng.h); each
+     * torch.tensor's values; the loss scale (the element loops name their
+     * index e) */
     for (int k = 0; k < gr->nnodes; k++) {
         const Node *n = ex_node(m, gr->nodes[k]);
+        if (n->op == OP_T_LOSS_SCALE)
+            fprintf(m->f, "    const float ls%d = e->scale;\n", n->id);
+        if (n->op == OP_T_TABLE) {
+            fprintf(m->f, "    const float tb%d[%lld] = {", n->id, (long long)n->ten.ntable);
+            for (int64_t j = 0; j < n->ten.ntable; j++)
+                fprintf(m->f, "%s%s", j ? (j % 8 ? ", " : ",\n        ") : "", util_cfloat(n->ten.table[j]));
+            fputs("};\n", m->f);
+        }
         if (n->op == OP_DROPOUT || n->op == OP_DROPOUT_GRAD || n->op == OP_T_RAND || n->op == OP_T_RANDN)
             fprintf(m->f, "    const unsigned long long dk%d = cddp_drop_key(e->seed, e->rank, (long long)e->step, %d);\n",
                     n->id, n->op == OP_T_RAND || n->op == OP_T_RANDN ? n->ten.key : n->drop.key);

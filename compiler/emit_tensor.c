@@ -341,8 +341,8 @@ static void body(const Emit *m, const Node *n, const char *ind)
             } else {
                 fprintf(f, "%sint64_t c_ = k;\n", in3);
                 for (int k = nred - 1; k >= 0; k--)
-                    fprintf(f, "%sconst int64_t i%d = c_ %% %s;\n%sc_ /= %s;\n", in3, red[k], ex_dim(rs.d[k]), in3,
-                            ex_dim(rs.d[k]));
+                    fprintf(f, "%sconst int64_t i%d = c_ %% %s;\n%sc_ /= %s;\n%s(void)i%d;\n", in3, red[k],
+                            ex_dim(rs.d[k]), in3, ex_dim(rs.d[k]), in3, red[k]);
                 fprintf(f, "%s(void)c_;\n", in3);
             }
             member_range(m, 0, prologue_len(m), "o2_", in3);

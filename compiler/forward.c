@@ -1318,6 +1318,11 @@ static void members(Sema *S, const Model *m, const Forward *f)
     }
     for (int i = 0; i < nconst; i++)
         member_tensor(S, consts[i], f);
+    /* kept as made (forward may rebind the names): a loss block's model.NAME */
+    S->tensors = util_alloc(sizeof *S->tensors * (size_t)(S->nvars + 1));
+    for (int i = 0; i < S->nvars; i++)
+        if (S->vars[i].v.id >= 0)
+            S->tensors[S->ntensors++] = S->vars[i];
     for (int i = 0; i < nlater; i++)
         if (later[i]->name)
             tie(S, later[i]);

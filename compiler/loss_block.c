@@ -8,7 +8,8 @@
 #include "sema.h"
 
 /* model.fc1.weight in a loss block: a parameter or buffer by its
- * state_dict name (a tied weight's other name too) */
+ * state_dict name (a tied weight's other name too), or one of the top
+ * model's own tensors (model.class_weights of register_buffer) */
 Val lblk_model_tensor(Sema *S, const Expr *e)
 {
     const Graph *g = S->g;
@@ -25,6 +26,11 @@ Val lblk_model_tensor(Sema *S, const Expr *e)
     for (int k = 0; k < g->naliases; k++)
         if (strcmp(g->aliases[k], name) == 0)
             return (Val){g->alias_of[k], g->n[g->alias_of[k]]->shape};
+    for (int k = 0; k < S->ntensors; k++) {
+        if (strcmp(S->tensors[k].name, name) == 0)
+            return S->tensors[k].v;
+        arg_near_try(&s, S->tensors[k].name);
+    }
     diag_error(e->loc, "model '%s' has no parameter or buffer '%s'%s", S->m->name, name, arg_near_hint(&s));
     return POISON;
 }

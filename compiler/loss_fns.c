@@ -85,11 +85,34 @@ static int names_one(const Expr *e, void *ctx)
 
 static int mentions(const Expr *e, const Made *y) { return any_expr(e, names_one, (void *)y); }
 
-/* a class loss whose target is made of y */
+/* e is y's values rearranged (y, y.view(-1), y[:, 0].long(), t if ... else
+ * y): indices stay indices. Arithmetic or another function makes floats
+ * of them (F.cross_entropy(out, y / y.sum(1, keepdim = True)) takes
+ * probabilities). */
+static int rearranged(const Expr *e, const Made *y)
+{
+    static const char *const keep[] = {"view", "reshape", "flatten", "long", "int", "to", "squeeze", "unsqueeze",
+                                       "contiguous", "clone", "detach", "type"};
+    if (!e)
+        return 0;
+    if (e->kind == E_NAME)
+        return names_one(e, (void *)y);
+    if (e->kind == E_INDEX)
+        return rearranged(e->a, y);
+    if (e->kind == E_COND)
+        return rearranged(e->a, y) || rearranged(e->c, y);
+    if (e->kind == E_CALL && e->nargs >= 1 && !e->args[0]->key)
+        for (size_t k = 0; k < sizeof keep / sizeof *keep; k++)
+            if (strcmp(e->s, keep[k]) == 0)
+                return rearranged(e->args[0]->val, y);
+    return 0;
+}
+
+/* a class loss whose target is y's values, rearranged */
 static int class_target_at(const Expr *e, void *ctx)
 {
     const Expr *t = class_loss_target(e);
-    return t && mentions(t, ctx);
+    return t && rearranged(t, ctx);
 }
 
 static int class_target(Stmt *const *body, int n, Made *y)
@@ -98,7 +121,8 @@ static int class_target(Stmt *const *body, int n, Made *y)
         const Stmt *st = body[i];
         if (any_expr(st->val, class_target_at, y) || class_target(st->body, st->nbody, y))
             return 1;
-        if (st->kind == S_ASSIGN && mentions(st->val, y)) {   /* t = y.view(-1): t is made of y */
+        if (st->kind == S_ASSIGN && (st->nnames ? mentions(st->val, y) : rearranged(st->val, y))) {
+            /* t = y.view(-1): t is y's values; a, b = y: each is */
             const int add = st->nnames ? st->nnames : 1;
             y->names = util_grow(y->names, sizeof *y->names * (size_t)y->n, sizeof *y->names * (size_t)(y->n + add));
             for (int k = 0; k < add; k++)
@@ -236,7 +260,7 @@ static int same_shape(Val x, Val t, const char *fn, Loc loc)
 /* cross_entropy / nll_loss over [R, C] scores (R rows: the batch, or the
  * batch merged with positions by view(-1, C)): class-index targets [R]
  * (ignore_index masking them out), or class probabilities [R, C] */
-static Val class_loss(Sema *S, int fn, Val x, Val t, int red, double smooth, int has_ignore, int64_t ignore,
+static Val class_loss(Sema *S, int fn, Val x, Val t, Val w, int red, double smooth, int has_ignore, int64_t ignore,
                       const char *name, Loc loc)
 {
     if (!float_tensor(S, x, name, "input", loc) || t.id < 0)
@@ -258,6 +282,12 @@ static Val class_loss(Sema *S, int fn, Val x, Val t, int red, double smooth, int
         diag_error(loc, "%s: ignore_index goes with class indices, not probabilities", name);
         return POISON;
     }
+    if (w.id >= 0 && !(float_tensor(S, w, name, "weight", loc) && w.s.rank == 1 && w.s.d[0] == C)) {
+        if (S->g->n[w.id]->dt == DT_F32)
+            diag_error(loc, "%s's weight is one per class, %s, got %s", name, ir_shape_str(&(Shape){1, {C}}),
+                       ir_shape_str(&w.s));
+        return POISON;
+    }
     Val lp = x;
     if (fn == F_CE) {   /* log_softmax over the classes, as the nn.LogSoftmax layer */
         Layer *l = layer_new(LK_SOFTMAX, "", "log_softmax", loc);
@@ -265,8 +295,13 @@ static Val class_loss(Sema *S, int fn, Val x, Val t, int red, double smooth, int
         l->dim = 1;
         lp = layer_apply(S, l, x, loc, 0);
     }
-    if (probs) {        /* -sum_c t_c log p_c, smoothed: t (1 - e) + e / C */
+    /* torch 1.13: the weights multiply log p_c; a weighted mean over
+     * class indices divides by the targets' weights, over probabilities
+     * by the rows */
+    const Val wlp = w.id >= 0 ? mul(S, lp, w, loc) : lp;
+    if (probs) {        /* -sum_c w_c t_c log p_c, smoothed: t (1 - e) + e / C */
         Val tt = smooth > 0 ? affine(S, t, 1 - smooth, smooth / (double)C, loc) : t;
+        lp = wlp;
         Val row = make(S, OP_T_SUM, 1, (int[]){mul(S, tt, lp, loc).id}, (Shape){2, {R, 1}}, DT_F32, loc);
         if (row.id >= 0)
             S->g->n[row.id]->ten.axes = 2;
@@ -298,12 +333,21 @@ static Val class_loss(Sema *S, int fn, Val x, Val t, int red, double smooth, int
         return POISON;
     }
     const Shape col = {2, {R, 1}};
-    Val picked = make(S, OP_T_GATHER, 2, (int[]){lp.id, layer_view(S, idx, col, loc).id}, col, DT_F32, loc);
+    Val picked = make(S, OP_T_GATHER, 2, (int[]){wlp.id, layer_view(S, idx, col, loc).id}, col, DT_F32, loc);
     if (picked.id >= 0)
         S->g->n[picked.id]->ten.axis = 1;
     Val l = affine(S, layer_view(S, picked, t.s, loc), -1, 0, loc);
-    if (smooth > 0) {   /* (1 - e) nll + e mean_c(-log p_c) */
-        Val all = make(S, OP_T_SUM, 1, &lp.id, col, DT_F32, loc);
+    Val count = valid;
+    if (w.id >= 0) {    /* w[y], a lookup of the weights as an embedding's rows [C, 1] */
+        Val wy = make(S, OP_T_EMBED, 2, (int[]){layer_view(S, w, (Shape){2, {C, 1}}, loc).id, idx.id}, col, DT_F32,
+                      loc);
+        if (wy.id >= 0)
+            S->g->n[wy.id]->ten.lo = -1;
+        wy = layer_view(S, wy, t.s, loc);
+        count = has_ignore ? mul(S, wy, valid, loc) : wy;
+    }
+    if (smooth > 0) {   /* (1 - e) nll + e mean_c(-w_c log p_c) */
+        Val all = make(S, OP_T_SUM, 1, &wlp.id, col, DT_F32, loc);
         if (all.id >= 0)
             S->g->n[all.id]->ten.axes = 2;
         l = add(S, affine(S, l, 1 - smooth, 0, loc), affine(S, layer_view(S, all, t.s, loc), -smooth / (double)C, 0,
@@ -311,11 +355,12 @@ static Val class_loss(Sema *S, int fn, Val x, Val t, int red, double smooth, int
     }
     if (has_ignore)
         l = mul(S, l, valid, loc);
-    return reduce(S, l, red, valid, loc);
+    return reduce(S, l, red, count, loc);
 }
 
 /* the elementwise losses of an input and a target of one shape */
-static Val pointwise_loss(Sema *S, int fn, Val x, Val t, int red, double delta, Val weight, const char *name, Loc loc)
+static Val pointwise_loss(Sema *S, int fn, Val x, Val t, int red, double delta, Val weight, Val pos_weight,
+                          const char *name, Loc loc)
 {
     if (!float_tensor(S, x, name, "input", loc) || !float_tensor(S, t, name, "target", loc)
         || !same_shape(x, t, name, loc))
@@ -325,7 +370,21 @@ static Val pointwise_loss(Sema *S, int fn, Val x, Val t, int red, double delta, 
         S->g->mt_reg_t = t.id;
     }
     Val l;
-    if (fn == F_BCE || fn == F_BCE_LOGITS) {
+    if (pos_weight.id >= 0) {
+        /* torch 1.13: (1 - t) x + (1 + (p - 1) t) softplus(-x), p broadcast
+         * over the outputs; log(1 + exp(-x)) as max(-x, 0) + log1p(exp(-|x|))
+         * (log_sigmoid's form: no overflow) */
+        Val pm1 = affine(S, pos_weight, 1, -1, loc);
+        Val lw = affine(S, mul(S, pm1, t, loc), 1, 1, loc);
+        Val nx = affine(S, x, -1, 0, loc);
+        Val ax = tfn_unary(S, OP_T_ABS, x, 0, 0, loc);
+        Val sp = add(S, tfn_unary(S, OP_T_CLAMP, nx, 0, INFINITY, loc),
+                     tfn_unary(S, OP_T_LOG, affine(S, tfn_unary(S, OP_T_EXP, affine(S, ax, -1, 0, loc), 0, 0, loc),
+                                                     1, 1, loc), 0, 0, loc), loc);
+        l = add(S, mul(S, affine(S, t, -1, 1, loc), x, loc), mul(S, lw, sp, loc), loc);
+        if (weight.id >= 0)
+            l = mul(S, l, weight, loc);
+    } else if (fn == F_BCE || fn == F_BCE_LOGITS) {
         l = make(S, fn == F_BCE ? OP_T_BCE : OP_T_BCE_LOGITS, 2, (int[]){x.id, t.id}, x.s, DT_F32, loc);
         if (weight.id >= 0)
             l = mul(S, l, weight, loc);
@@ -386,7 +445,7 @@ Val lfn_call(Sema *S, const Expr *e)
     Expr *a[8] = {0};
     if (!arg_bind(e, &sig, a))
         return POISON;
-    Expr *size_average = NULL, *reduce_ = NULL, *red_e = NULL, *weight = NULL;
+    Expr *size_average = NULL, *reduce_ = NULL, *red_e = NULL, *weight = NULL, *pos_weight = NULL;
     for (int k = 0; k < sig.n; k++) {
         const char *p = sig.names[k];
         if (!a[k])
@@ -399,11 +458,8 @@ Val lfn_call(Sema *S, const Expr *e)
             red_e = a[k];
         else if (strcmp(p, "weight") == 0)
             weight = a[k];
-        else if (strcmp(p, "pos_weight") == 0) {
-            diag_error(a[k]->loc, "%s: pos_weight is not supported in a loss block yet (the one-line loss "
-                       "binary_cross_entropy_with_logits(pos_weight = ...) has it)", name);
-            return POISON;
-        }
+        else if (strcmp(p, "pos_weight") == 0)
+            pos_weight = a[k];
     }
     if (size_average || reduce_) {
         const Expr *d = size_average ? size_average : reduce_;
@@ -418,11 +474,9 @@ Val lfn_call(Sema *S, const Expr *e)
     if (fn == F_CE || fn == F_NLL) {
         double smooth = 0;
         int64_t ignore = -100;
-        if (weight) {
-            diag_error(weight->loc, "%s: class weights are not supported in a loss block yet (the one-line loss "
-                       "%s(weight = (...)) has them)", name, name);
+        Val w = weight ? S->eval(S, weight) : POISON;
+        if (weight && w.id < 0)
             return POISON;
-        }
         if (a[7] && !(arg_num(a[7], "label_smoothing", &smooth) && smooth >= 0 && smooth <= 1)) {
             if (arg_const(a[7], &smooth) == 1)
                 diag_error(a[7]->loc, "label_smoothing must be in [0, 1], got %s", arg_show(a[7]));
@@ -432,7 +486,7 @@ Val lfn_call(Sema *S, const Expr *e)
             return POISON;
         /* torch's default ignore_index (-100) matches no class index, so
          * only one the file gives masks anything */
-        return class_loss(S, fn, x, t, red, smooth, a[4] != NULL, ignore, name, e->loc);
+        return class_loss(S, fn, x, t, w, red, smooth, a[4] != NULL, ignore, name, e->loc);
     }
     double delta = 1;
     const Expr *de = fn == F_HUBER ? a[3] : fn == F_SMOOTH_L1 ? a[5] : NULL;
@@ -442,8 +496,9 @@ Val lfn_call(Sema *S, const Expr *e)
                        fn == F_HUBER ? "positive" : "at least 0", arg_show(de));
         return POISON;
     }
-    Val w = weight ? S->eval(S, weight) : POISON;
-    if (weight && (w.id < 0 || !float_tensor(S, w, name, "weight", weight->loc)))
+    Val w = weight ? S->eval(S, weight) : POISON, pw = pos_weight ? S->eval(S, pos_weight) : POISON;
+    if ((weight && (w.id < 0 || !float_tensor(S, w, name, "weight", weight->loc)))
+        || (pos_weight && (pw.id < 0 || !float_tensor(S, pw, name, "pos_weight", pos_weight->loc))))
         return POISON;
-    return pointwise_loss(S, fn, x, t, red, delta, w, name, e->loc);
+    return pointwise_loss(S, fn, x, t, red, delta, w, pw, name, e->loc);
 }

@@ -149,6 +149,8 @@ typedef struct Sema {
     int nlayers;
     Var *vars;
     int nvars;
+    Var *tensors;           /* the model's own tensors (buffers, constants) as its members made them */
+    int ntensors;
     int sync_bn;            /* the train block's sync_batchnorm */
     int autoenc;            /* the data's target = input: forward returns a sample's shape */
     int elementwise;        /* the loss compares each output (not a class loss): any [N, ...] */

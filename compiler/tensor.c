@@ -260,7 +260,7 @@ static const char *rnn_shapes(const Graph *g, const Node *n)
 const char *ten_verify(const Graph *g, const Node *n)
 {
     const Shape *s = &n->shape;
-    if (n->op == OP_T_FULL || n->op == OP_T_RAND || n->op == OP_T_RANDN)
+    if (n->op == OP_T_FULL || n->op == OP_T_TABLE || n->op == OP_T_LOSS_SCALE || n->op == OP_T_RAND || n->op == OP_T_RANDN)
         return NULL;
     if (n->op == OP_T_ARANGE)
         return s->rank == 1 && !IR_IS_BATCH(s->d[0]) ? NULL : "arange is one dimension";
@@ -401,9 +401,9 @@ DType ten_dtype(const Graph *g, Op op, int nin, const int *in, DType given)
         return DT_BOOL;
     case OP_T_ARGMAX: case OP_T_ARGMIN: case OP_T_TO_I64: case OP_T_FLOORDIV_C: case OP_T_MOD_C:
         return DT_I64;
-    case OP_T_FULL: case OP_T_ARANGE: case OP_T_AFFINE: case OP_T_CLAMP:
+    case OP_T_FULL: case OP_T_TABLE: case OP_T_ARANGE: case OP_T_AFFINE: case OP_T_CLAMP:
         return given;
-    case OP_T_RAND: case OP_T_RANDN: case OP_T_IF_TRAINING:
+    case OP_T_RAND: case OP_T_RANDN: case OP_T_IF_TRAINING: case OP_T_LOSS_SCALE:
     case OP_T_TO_F32: case OP_BC_DIV: case OP_BC_SCALE: case OP_T_MEAN: case OP_T_EXP: case OP_T_LOG: case OP_T_SQRT:
     case OP_T_RSQRT: case OP_T_POW: case OP_T_BMM: case OP_T_BCE: case OP_T_BCE_GRAD: case OP_T_BCE_LOGITS:
     case OP_T_BCE_LOGITS_GRAD: case OP_T_ATTN: case OP_T_ATTN_DQ: case OP_T_ATTN_DK:

@@ -1,6 +1,6 @@
 /* tensor_ints.c: integer and boolean tensors in forward, as PyTorch
  * spells them: constant tensors (torch.ones, zeros, full, arange, tril,
- * triu and the _like forms; a model's buffers), comparisons and logic
+ * triu, the _like forms, torch.tensor of a list; a model's buffers), comparisons and logic
  * (x > 0, ==, &, |, ~, torch.eq ..., logical_and / or / not), selections
  * by a mask (torch.where, masked_fill), indices (argmax, argmin, max / min
  * with a dim, gather, index_select, x[:, idx]) and conversions (.float(),
@@ -227,6 +227,94 @@ static Val call_full(Sema *S, const Expr *e)
         }
     }
     return full(S, s, t == DT_BOOL ? v != 0 : v, (int)t < 0 ? DT_F32 : t, e->loc);
+}
+
+/* The numbers of a nested list into v (row-major), its shape into s at
+ * depth d; 0 after reporting a ragged or non-numeric one. *ints: all are
+ * written as Python ints; *bools: all are True / False. */
+static int table_values(const Expr *e, int d, Shape *s, double *v, int64_t *nv, int *ints, int *bools)
+{
+    if (e->kind != E_TUPLE) {
+        if (d < s->rank) {
+            diag_error(e->loc, "torch.tensor: a number where a list of %lld is expected (the rows must be alike)",
+                       (long long)s->d[d]);
+            return 0;
+        }
+        double x;
+        if (e->kind == E_BOOL) {
+            x = e->i != 0;
+        } else {
+            const int r = arg_const(e, &x);
+            if (r == 1 && !isfinite(x))
+                diag_error(e->loc, "torch.tensor's values must be finite, got %s", arg_show(e));
+            if (r == 0)
+                diag_error(e->loc, "torch.tensor's values must be numbers, got %s", arg_show(e));
+            if (r != 1 || !isfinite(x) || !arg_float32(e->loc, "the value", x))
+                return 0;
+        }
+        *ints = *ints && e->kind != E_BOOL && int_written(e);
+        *bools = *bools && e->kind == E_BOOL;
+        if (*nv >= TABLE_MAX) {
+            diag_error(e->loc, "torch.tensor of more than %d values (they are the kernels' text)", TABLE_MAX);
+            return 0;
+        }
+        v[(*nv)++] = x;
+        return 1;
+    }
+    if (d == s->rank) {     /* the first list at this depth sets its length */
+        if (d == MAX_RANK || e->nargs == 0) {
+            diag_error(e->loc, e->nargs ? "torch.tensor of more than %d dimensions" : "torch.tensor of an empty list",
+                       MAX_RANK);
+            return 0;
+        }
+        s->d[s->rank++] = e->nargs;
+    } else if (d > s->rank || s->d[d] != e->nargs) {
+        diag_error(e->loc, "torch.tensor: a list of %d where %s is expected (the rows must be alike)", e->nargs,
+                   d < s->rank ? util_fmt("one of %lld", (long long)s->d[d]) : "a number");
+        return 0;
+    }
+    for (int k = 0; k < e->nargs; k++)
+        if (!table_values(e->args[k]->val, d + 1, s, v, nv, ints, bools))
+            return 0;
+    return 1;
+}
+
+/* torch.tensor([0.2, 1.0, 3.0]), torch.tensor([[1, 0], [0, 1]], dtype = ...):
+ * a constant of the file's numbers (class weights, a loss's pos_weight, a
+ * buffer's values), its dtype PyTorch's: i64 when every value is an int,
+ * bool when every one is True / False, else f32 */
+static Val call_tensor(Sema *S, const Expr *e)
+{
+    DType t = (DType)-1;
+    int n;
+    if (!split_keywords(e, 0, &n, &t))
+        return POISON;
+    if (n != 1) {
+        diag_error(e->loc, "torch.tensor takes one list of numbers (and dtype), got %d values", n);
+        return POISON;
+    }
+    double *v = util_alloc(sizeof *v * TABLE_MAX);
+    int64_t nv = 0;
+    int ints = 1, bools = 1;
+    Shape s = {0};
+    if (!table_values(e->args[0]->val, 0, &s, v, &nv, &ints, &bools))
+        return POISON;
+    if ((int)t < 0)
+        t = bools ? DT_BOOL : ints ? DT_I64 : DT_F32;
+    for (int64_t k = 0; k < nv; k++) {
+        if (t != DT_F32 && v[k] != floor(v[k])) {
+            diag_error(e->loc, "torch.tensor: %g is not a whole number, so not an %s", v[k], ir_dtype_text(t));
+            return POISON;
+        }
+        if (t == DT_BOOL)
+            v[k] = v[k] != 0;
+    }
+    Val y = make(S, OP_T_TABLE, 0, NULL, s, t, e->loc);
+    if (y.id >= 0) {
+        S->g->n[y.id]->ten.table = v;
+        S->g->n[y.id]->ten.ntable = nv;
+    }
+    return y;
 }
 
 /* torch.ones_like(x), zeros_like, full_like(x, v): x's shape, x's dtype */
@@ -786,6 +874,7 @@ static const struct {
     {"logical_or", call_compare}, {"logical_not", call_compare}, {"float", call_convert}, {"long", call_convert},
     {"int", call_convert}, {"bool", call_convert}, {"to", call_convert}, {"max", call_max}, {"min", call_max},
     {"rand", call_noise}, {"randn", call_noise}, {"rand_like", call_noise}, {"randn_like", call_noise},
+    {"tensor", call_tensor},
 };
 enum { NCALLS = sizeof calls / sizeof calls[0] };
 
@@ -801,7 +890,7 @@ const char *tint_list(void)
 {
     return "arange, argmax, argmin, bool, eq, float, full, full_like, gather, ge, gt, index_select, int, le, "
            "logical_and, logical_not, logical_or, long, lt, masked_fill, max, min, ne, ones, ones_like, rand, rand_like, "
-           "randn, randn_like, to, tril, triu, where, zeros, zeros_like";
+           "randn, randn_like, tensor, to, tril, triu, where, zeros, zeros_like";
 }
 
 Val tint_call(Sema *S, const Expr *e)

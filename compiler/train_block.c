@@ -749,13 +749,6 @@ static const TrainItem *setting(const TrainItem *const *seen, const char *key)
     diag_ice("train block: no key '%s'", key);
 }
 
-static const TrainItem *setting(const TrainItem *const *seen, const char *key);
-
-static int prec_fp16(const TrainItem *const *seen, const TrainCfg *t)
-{
-    return setting(seen, "precision") && t->precision == RT_PREC_FP16;
-}
-
 int train_check(const File *f, const Train *tr, TrainCfg *t)
 {
     *t = (TrainCfg){.reduction = RED_MEAN,
@@ -796,10 +789,6 @@ int train_check(const File *f, const Train *tr, TrainCfg *t)
     if (metric && !t->loss_block)
         diag_error(metric->loc, "metric goes with a loss block (loss(out, y) { ... }), whose names it reads; a "
                    "one-line loss's metric follows the task");
-    /* the loss's gradient is seeded with 1, not GradScaler's scale yet */
-    if (t->loss_block && prec_fp16(seen, t))
-        diag_error(t->loss_block->loc, "a loss block with precision fp16 is not supported yet (bf16 is: it needs "
-                   "no loss scaling)");
     /* GradScaler scales fp16's gradients; bf16 has fp32's range */
     const TrainItem *prec = setting(seen, "precision"), *scaler = setting(seen, "scaler");
     if (scaler && !(prec && t->precision == RT_PREC_FP16))

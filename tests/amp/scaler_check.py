@@ -3,7 +3,10 @@
 
 PROGRAM is an fp16 model whose scaler starts far too high (init_scale
 2^40: the first gradients overflow fp16) and grows fast (growth_interval
-3), so ~40 steps see skips, backoffs and growth. Checks:
+3), so ~40 steps see skips, backoffs and growth: SimpleNet with the
+one-line cross_entropy loss (tests/amp/overflow.net) or the same loss as
+a loss block (overflow_block.net, whose gradient must be seeded with the
+scale: seeded with 1 the first step would not overflow). Checks:
   1. the scale sequence of --step-log (the scale each step ran with) is
      exactly PyTorch's GradScaler update replayed on the program's own
      found_inf sequence, and so is the final scale on the epoch output;

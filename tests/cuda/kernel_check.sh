@@ -10,7 +10,8 @@
 # CDDPC). CC, CXX and CDDPC_CFLAGS (e.g. sanitizer flags) are honoured.
 # KC_CDDPC_FLAGS adds cddpc options (e.g. --fusion=none) to both emissions.
 # KC_MUTATE='sed script' edits all.cu before it is compiled: mutants.sh
-# uses it to show that broken kernels are caught.
+# uses it to show that broken kernels are caught, KC_BASE=dir to build the
+# unmutated half once per model and flags.
 # Skips (exit 77) only when the CUDA toolkit is absent.
 set -eu
 . "$(dirname "$0")/toolkit.sh"
@@ -32,9 +33,19 @@ W=${KC_WORKDIR:-$ROOT/build/tests/cuda/kc_$NAME${KC_CDDPC_FLAGS:+$(echo "$KC_CDD
 rm -rf "$W"
 mkdir -p "$W"
 
-# KC_CDDPC_FLAGS: extra cddpc options for both emissions (--fusion=none)
-"$CDDPC" "$MODEL" ${KC_CDDPC_FLAGS:-} --emit c "$W/c"
-"$CDDPC" "$MODEL" ${KC_CDDPC_FLAGS:-} --emit cuda "$W/cu"
+# KC_BASE (mutants.sh): the emissions and the C kernels' object, which do
+# not depend on a mutation, kept there per model text and flags and reused
+KEY=
+if [ -n "${KC_BASE:-}" ]; then
+    KEY=$KC_BASE/$( { cat "$MODEL"; echo "${KC_CDDPC_FLAGS:-} $XFLAGS $CC"; } | cksum | tr ' ' _)
+fi
+if [ -n "$KEY" ] && [ -f "$KEY/kc_program.o" ]; then
+    cp -R "$KEY/c" "$KEY/cu" "$KEY/kc_program.o" "$W/"
+else
+    # KC_CDDPC_FLAGS: extra cddpc options for both emissions (--fusion=none)
+    "$CDDPC" "$MODEL" ${KC_CDDPC_FLAGS:-} --emit c "$W/c"
+    "$CDDPC" "$MODEL" ${KC_CDDPC_FLAGS:-} --emit cuda "$W/cu"
+fi
 for f in "$W/c/program.c" "$W/cu/all.cu" "$W/cu/launch.txt"; do
     [ -s "$f" ] || { echo "FAIL: cddpc did not write $f"; exit 1; }
 done
@@ -80,8 +91,15 @@ END { if (!bad && !nk) { print "launch.txt lists no kernels" > "/dev/stderr"; ex
 ' "$W/cu/launch.txt" > "$W/cu/kc_table.inc"
 
 # (a) the C kernels: program.c as a library
-$CC -std=c11 -O2 -fopenmp -D_GNU_SOURCE $XFLAGS \
-    -I"$ROOT/runtime" -I"$W/c" -c "$HERE/kc_program.c" -o "$W/kc_program.o"
+if [ ! -f "$W/kc_program.o" ]; then
+    $CC -std=c11 -O2 -fopenmp -D_GNU_SOURCE $XFLAGS \
+        -I"$ROOT/runtime" -I"$W/c" -c "$HERE/kc_program.c" -o "$W/kc_program.o"
+    if [ -n "$KEY" ]; then   # saved unmutated, under a name made whole by mv
+        mkdir -p "$KEY.tmp.$$" && cp -R "$W/c" "$W/cu" "$W/kc_program.o" "$KEY.tmp.$$/" &&
+            { [ -z "${KC_MUTATE:-}" ] || cp "$W/cu/all.cu.orig" "$KEY.tmp.$$/cu/all.cu"; } &&
+            rm -f "$KEY.tmp.$$/cu/all.cu.orig" && mv "$KEY.tmp.$$" "$KEY" 2>/dev/null || rm -rf "$KEY.tmp.$$"
+    fi
+fi
 # (b) the CUDA source on the CPU: all.cu under emu.h, fusing a*b+c as
 # NVRTC does (tests/cuda/emu_flags.sh)
 $CXX -std=c++17 $(sh "$HERE/emu_flags.sh") -DCDDP_HAVE_STDINT $XFLAGS -Wall -Wno-unused-variable -Wno-unused-but-set-variable \

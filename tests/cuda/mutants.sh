@@ -13,22 +13,38 @@
 # the embeddings,
 # models/bmm_tiles.net for the products' tiles, models/attn_causal.net,
 # attn_masks.net and attn_odd.net for scaled dot-product attention,
-# rnn_mix.net for the recurrences; odd.net
+# rnn_mix.net for the recurrences, tables.net for torch.tensor's
+# constants and a loss block's fp16 seed; odd.net
 # also with rule row-tail off, for the row kernel) with one
 # edit (sed);
 # kernel_check has to fail on every one of them (and pass on the unedited
 # source, which kernel_check.sh's own test runs).
-# Usage: tests/cuda/mutants.sh CDDPC
+# Usage: tests/cuda/mutants.sh CDDPC [--part K/M]
+#   --part K/M runs every M-th mutant from the K-th (the slow tier runs M
+#   entries, one a core).
+# The unmutated half of each build (cddpc's two emissions and the C
+# kernels' object) depends only on the model and the flags: kernel_check
+# keeps it in KC_BASE and reuses it, so a mutant costs one compile of the
+# mutated CUDA source, a link and a run.
 set -u
 . "$(dirname "$0")/toolkit.sh"
-[ $# -ge 1 ] || { echo "usage: $0 CDDPC" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: $0 CDDPC [--part K/M]" >&2; exit 2; }
 CDDPC=$1
+PART=1 PARTS=1
+if [ "${2:-}" = --part ]; then
+    PART=${3%/*} PARTS=${3#*/}
+    [ "$PART" -ge 1 ] 2>/dev/null && [ "$PART" -le "$PARTS" ] || { echo "$0: --part K/M, 1 <= K <= M" >&2; exit 2; }
+fi
+export KC_BASE="${TMPDIR:-/tmp}/kc_base.$$"
+index=0
 HERE=$(cd "$(dirname "$0")" && pwd)
 MODEL=$HERE/models/odd.net
 caught=0 missed=0
 check() { # description, sed script, kernel_check options
     what=$1 script=$2
     shift 2
+    index=$((index + 1))
+    [ $(( (index - 1) % PARTS )) -eq $((PART - 1)) ] || return 0
     out=$(KC_WORKDIR="${TMPDIR:-/tmp}/kc_mutant.$$" KC_MUTATE="$script" \
           "$HERE/kernel_check.sh" "$CDDPC" "$MODEL" "$@" 2>&1)
     rc=$?
@@ -336,6 +352,14 @@ check 'recurrence: a unit'"'"'s sums added over 2 of its 4 lanes' '/_recurrence:
 check 'recurrence: a block'"'"'s sample past the batch computed' 's/ \&\& n0_ + 3 < n) {   \/\* sample/) {   \/* sample/' $S
 check 'recurrence: sample 1'"'"'s cell in lane 2, which holds none of its state' 's/if (p_ == 1 \&\& j_ < 12 \&\& n0_ + 1 < n) {   \/\* sample/if (p_ == 2 \&\& j_ < 12 \&\& n0_ + 1 < n) {   \/* sample/' $S
 check 'GRU: units past the first 128 of a row dropped' '/_recurrence: /,/^}/s/for (int u_ = 0; u_ < 2; u_++) {/for (int u_ = 0; u_ < 1; u_++) {/' $S
-rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$" "$NETS"
-echo "mutants: $caught caught, $missed missed"
+# constants of the file's numbers (torch.tensor: each kernel's table) and a
+# loss block's fp16 gradient seed (the loss scale, read once a kernel)
+MODEL=$HERE/models/tables.net
+TB='--sizes 19:19:0 --orders 1 --plan train'
+check 'torch.tensor: class weights 0 and 1 swapped' 's/const float tb\([0-9]*\)\[5\] = {1.0f, 2.0f/const float tb\1[5] = {2.0f, 1.0f/' $TB
+check 'torch.tensor: read one element on' 's/tb\([0-9]*\)\[\(.*\) + i0\]/tb\1[(\2 + i0 + 1) % 5]/' $TB
+check 'loss block fp16: the gradient seeded with 1, not the loss scale' 's/const float ls\([0-9]*\) = e->scale;/const float ls\1 = 1.0f;/' $TB
+rm -rf "${TMPDIR:-/tmp}/kc_mutant.$$" "$KC_BASE" "$NETS"
+echo "mutants: $caught caught, $missed missed (part $PART of $PARTS, $index in all)"
+[ $((caught + missed)) -gt 0 ] || { echo "FAIL: part $PART of $PARTS ran no mutant"; exit 1; }
 [ "$missed" -eq 0 ]

@@ -13,7 +13,7 @@
 #     (default SimpleNet, the ConvNet, and the bf16 and fp16 tensor-core
 #     GEMMs, whose inline mma PTX only ptxas checks); it ends by naming
 #     what it left to --all.
-#   --all (make test, cuda-nvrtc-all-1, -2): the whole compile of every unit
+#   --all (make test, cuda-nvrtc-all-1 .. -3): the whole compile of every unit
 #     and kernel file; --all --part K/M compiles every M-th unit from the
 #     K-th (the suite runs M entries, each within its time budget), part 1
 #     also SimpleNet's kernel files and the planted warning.
@@ -184,6 +184,6 @@ fi
 if [ $ALL = 1 ]; then
     echo "nvrtc_check --all: $nunits units and $nfiles kernel files: front end and whole compile clean for sm_80 and sm_90; no spills"
 else
-    echo "not checked here: NVVM and ptxas (the whole compile) for $((nunits - nfull)) of $nunits units and SimpleNet's $nfiles kernel files alone: cuda-nvrtc-all-1 and -2 (test tier) do them"
+    echo "not checked here: NVVM and ptxas (the whole compile) for $((nunits - nfull)) of $nunits units and SimpleNet's $nfiles kernel files alone: cuda-nvrtc-all-1 .. -3 (test tier) do them"
     echo "nvrtc_check: $nunits units x 2 archs clean in the front end; $nfull compiled whole, no spills"
 fi

@@ -9,7 +9,11 @@ as PyTorch code writes the loss: cross-entropy plus an L2 term on one
 weight, an auxiliary head's loss added with weight 0.3, label smoothing
 with reduction sum, ignore_index, nll_loss of log_softmax, the regression
 losses summed with weights, binary cross-entropy with logits and of
-probabilities, and a reduction none reduced by hand. The data are written
+probabilities, a reduction none reduced by hand, and the weights of a
+torch.tensor of the file's numbers: cross_entropy's and nll_loss's class
+weights (with label smoothing and ignore_index, over class indices and
+over probabilities; a registered buffer read as model.cw), binary_cross_entropy_with_logits' pos_weight and
+weight. The data are written
 here as IDX files (float32 samples; ubyte classes, double regression
 targets, ubyte 0/1 targets). Each program trains from PyTorch's
 initialization on the data in file order with SGD and momentum for STEPS
@@ -19,7 +23,9 @@ relative 1e-4 and the final parameters to relative L2 1e-4; where the
 loss is a mean plus a constant (so the batches' weighting gives the whole
 test set's value) the epoch's test_loss must equal the loss over the
 test set in float64. Controls that must not match: the auxiliary head's
-weight left out, the L2 term left out, smoothing left out.
+weight left out, the L2 term left out, smoothing left out, the class
+weights left out or the weighted mean taken over the rows, pos_weight
+left out.
 """
 import os
 import subprocess
@@ -91,13 +97,51 @@ CASES = [
     ("bce", "bin", False,
      "return F.binary_cross_entropy(torch.sigmoid(out), y, reduction = 'sum') / 64",
      lambda m, o, y: F.binary_cross_entropy(torch.sigmoid(o), y, reduction="sum") / 64, False),
+    ("ce_weight", "cls", False,
+     "return F.cross_entropy(out, y, weight = torch.tensor([1.0, 2.0, 0.5, 1.5]))",
+     lambda m, o, y: F.cross_entropy(o, y, weight=torch.tensor([1.0, 2.0, 0.5, 1.5])), False),
+    ("ce_weight_all", "cls", False,
+     "w = torch.tensor([0.3, 2.0, 1.0, 4.0])\n"
+     "        return F.cross_entropy(out, y, weight = w, label_smoothing = 0.2, ignore_index = 1)",
+     lambda m, o, y: F.cross_entropy(o, y, weight=torch.tensor([0.3, 2.0, 1.0, 4.0]), label_smoothing=0.2,
+                                     ignore_index=1), False),
+    ("nll_weight", "cls", False,
+     "return F.nll_loss(F.log_softmax(out, dim = 1), y, weight = torch.tensor([2.0, 1.0, 1.0, 0.25]), "
+     "reduction = 'sum') / 16",
+     lambda m, o, y: F.nll_loss(F.log_softmax(o, dim=1), y, weight=torch.tensor([2.0, 1.0, 1.0, 0.25]),
+                                reduction="sum") / 16, False),
+    ("ce_probs_weight", "bin", False,
+     "p = y / (y.sum(dim = 1, keepdim = True) + 1.0)\n"
+     "        return F.cross_entropy(out, p, weight = torch.tensor([1.0, 3.0, 0.5, 2.0]), label_smoothing = 0.1)",
+     lambda m, o, y: F.cross_entropy(o, y / (y.sum(dim=1, keepdim=True) + 1.0),
+                                     weight=torch.tensor([1.0, 3.0, 0.5, 2.0]), label_smoothing=0.1), True),
+    ("ce_buffer", "cls", False,
+     "return F.cross_entropy(out, y, weight = model.cw, reduction = 'sum') / 16",
+     lambda m, o, y: F.cross_entropy(o, y, weight=torch.tensor([0.5, 1.0, 2.0, 1.0]), reduction="sum") / 16, False),
+    ("bce_pos_weight", "bin", False,
+     "return F.binary_cross_entropy_with_logits(out, y, pos_weight = torch.tensor([1.0, 3.0, 0.5, 2.0]))",
+     lambda m, o, y: F.binary_cross_entropy_with_logits(o, y, pos_weight=torch.tensor([1.0, 3.0, 0.5, 2.0])),
+     True),
+    ("bce_both_weights", "bin", False,
+     "return F.binary_cross_entropy_with_logits(out * 4.0, y, weight = torch.tensor([[0.5, 1.0, 2.0, 1.0]]), "
+     "pos_weight = torch.tensor([4, 1, 1, 2]).float(), reduction = 'sum') / 64",
+     lambda m, o, y: F.binary_cross_entropy_with_logits(o * 4.0, y, weight=torch.tensor([[0.5, 1.0, 2.0, 1.0]]),
+                                                        pos_weight=torch.tensor([4, 1, 1, 2]).float(),
+                                                        reduction="sum") / 64, False),
 ]
+
+# the members a case adds to the model: a buffer the loss block reads as model.cw
+MEMBERS = {"ce_buffer": '    self.register_buffer("cw", torch.tensor([0.5, 1.0, 2.0, 1.0]))\n'}
 
 # (case, what, a wrong oracle): each must not match
 CONTROLS = [
     ("aux", "the auxiliary head left out", lambda m, o, y: F.cross_entropy(o[0], y)),
     ("ce_l2", "the L2 term left out", lambda m, o, y: F.cross_entropy(o, y)),
     ("smooth", "label smoothing left out", lambda m, o, y: F.cross_entropy(o, y, reduction="sum") * 0.0625),
+    ("ce_weight", "the class weights left out", lambda m, o, y: F.cross_entropy(o, y)),
+    ("ce_weight", "a weighted sum over the rows, not over the weights",
+     lambda m, o, y: F.cross_entropy(o, y, weight=torch.tensor([1.0, 2.0, 0.5, 1.5]), reduction="sum") / 16),
+    ("bce_pos_weight", "pos_weight left out", lambda m, o, y: F.binary_cross_entropy_with_logits(o, y)),
 ]
 
 TEMPLATE = """model Net {
@@ -178,7 +222,7 @@ def main(argv):
         st.save(init_path, init_sd)
         net = os.path.join(work, name + ".net")
         with open(net, "w") as f:
-            f.write(TEMPLATE % (K, "    aux = nn.Linear(16, %d)\n" % K if aux else "",
+            f.write(TEMPLATE % (K, ("    aux = nn.Linear(16, %d)\n" % K if aux else "") + MEMBERS.get(name, ""),
                                 "self.fc2(h), self.aux(h)" if aux else "self.fc2(h)", body, LR, MOMENTUM, BATCH,
                                 SEED))
         prog = os.path.join(work, name)
