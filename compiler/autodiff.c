@@ -755,7 +755,8 @@ static void multitask_stats(Graph *g, Loc loc)
 }
 
 /* the train block's metric: accuracy's correct predictions (one stat
- * slot), or mse's squared and absolute errors (two in a row), scaled by
+ * slot), macro_f1's counts per output (3 K slots), or mse's squared and
+ * absolute errors (two in a row), scaled by
  * the model's outputs per element compared: the runtime divides a
  * regression's sums by the samples times nclass */
 static void chosen_metric(Program *p, Loc loc)
@@ -765,6 +766,11 @@ static void chosen_metric(Program *p, Loc loc)
     if (g->metric_kind == METRIC_ACCURACY) {
         const int hit = hits(g, g->metric_pred, g->metric_t, loc);
         g->correct_sum = stat_node(g, OP_SUM_ALL, 1, &hit, (Shape){0}, loc);
+        return;
+    }
+    if (g->metric_kind == METRIC_MACRO_F1) {   /* each output's TP, FP, FN, as the one-line BCE's */
+        g->correct_sum = stat_node(g, OP_ML_STATS, 2, (int[]){g->metric_pred, g->metric_t},
+                                   ir_shape(2, 3, x->shape.d[1]), loc);
         return;
     }
     const double scale = (double)p->nclass / (double)ir_row_elems(&x->shape);

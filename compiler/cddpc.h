@@ -218,8 +218,8 @@ typedef struct Graph {
     int ntargets;
     int *target_classes;
     int mt_class_out, mt_class_t, mt_reg_out, mt_reg_t;
-    /* the train block's `metric`: METRIC_ACCURACY or METRIC_MSE of
-     * metric_pred against metric_t; 0 none */
+    /* the train block's `metric`: METRIC_ACCURACY, METRIC_MSE or
+     * METRIC_MACRO_F1 of metric_pred against metric_t; 0 none */
     int metric_kind, metric_pred, metric_t;
     int *grad;              /* grad[param index] = node id of its gradient */
     int *updates;           /* updates[param index] = its SGD node, or -1 */
@@ -318,7 +318,7 @@ int ten_rnn_saved(int cell);
 
 /* ---- front.c: the front end (lex.l, parse.y, then sema.h's files) --- */
 enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2, OPT_RMSPROP = 3 };
-enum { METRIC_ACCURACY = 1, METRIC_MSE = 2 };
+enum { METRIC_ACCURACY = 1, METRIC_MSE = 2, METRIC_MACRO_F1 = 3 };
 /* The train block's loss: cross_entropy and nll_loss take class indices,
  * the others float targets of the model's output width. */
 enum { LOSS_CE = 0, LOSS_MSE, LOSS_L1, LOSS_SMOOTH_L1, LOSS_HUBER, LOSS_BCE_LOGITS };

@@ -402,7 +402,8 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
         fprintf(f, "    .positions = %lld, .has_ignore = %d, .ignore_index = %lld,\n", (long long)prog->positions,
                 t->has_ignore, (long long)t->ignore_index);
     if (g->metric_kind)     /* the train block's metric */
-        fprintf(f, "    .metrics = %s,%s\n", g->metric_kind == METRIC_ACCURACY ? "RT_METRICS_ACCURACY" : "RT_METRICS_REGRESSION",
+        fprintf(f, "    .metrics = %s,%s\n", g->metric_kind == METRIC_ACCURACY ? "RT_METRICS_ACCURACY"
+                                        : g->metric_kind == METRIC_MACRO_F1 ? "RT_METRICS_MULTILABEL" : "RT_METRICS_REGRESSION",
                 g->ntargets > 0 ? " .target_classes = target_classes," : "");
     else if (g->mt_class_out >= 0)
         fprintf(f, "    .metrics = RT_METRICS_MULTITASK, .target_classes = target_classes,\n");

@@ -36,11 +36,14 @@ Val lblk_model_tensor(Sema *S, const Expr *e)
 }
 
 /* metric accuracy(p, t): scores [N, C] against class indices [N];
- * metric mse(p, t): floats of one shape with the batch first; read with
- * the loss block's names (autodiff.c builds the sums) */
-static void read_metric(Sema *S, const Expr *e)
+ * metric mse(p, t): floats of one shape with the batch first; metric
+ * macro_f1(p, t): a multi-label head's logits [N, K] (an output is on
+ * where its sigmoid is over 0.5) against 0/1 targets [N, K], K the first
+ * output's (the runtime sizes the sums by it); read with the loss block's
+ * names (autodiff.c builds the sums) */
+static void read_metric(Sema *S, const Expr *e, const Shape *first)
 {
-    const int acc = strcmp(e->s, "accuracy") == 0;
+    const int acc = strcmp(e->s, "accuracy") == 0, f1 = strcmp(e->s, "macro_f1") == 0;
     S->in_loss = 1;
     Val p = S->eval(S, e->args[0]->val), t = S->eval(S, e->args[1]->val);
     S->in_loss = 0;
@@ -54,11 +57,16 @@ static void read_metric(Sema *S, const Expr *e)
         return;
     }
     if (!acc && !(ten_same(&p.s, &t.s) && ten_batch_dim(&p.s) == 0 && pt == DT_F32 && tt == DT_F32)) {
-        diag_error(e->loc, "mse takes two float tensors of one shape with the batch first, got %s%s and %s%s",
+        diag_error(e->loc, "%s takes two float tensors of one shape with the batch first, got %s%s and %s%s", e->s,
                    ir_dtype_text(pt), ir_shape_str(&p.s), ir_dtype_text(tt), ir_shape_str(&t.s));
         return;
     }
-    S->g->metric_kind = acc ? METRIC_ACCURACY : METRIC_MSE;
+    if (f1 && !(p.s.rank == 2 && first->rank == 2 && p.s.d[1] == first->d[1])) {
+        diag_error(e->loc, "macro_f1 takes a multi-label head's logits [N, K] with K the first output's (%s), got %s",
+                   ir_shape_str(first), ir_shape_str(&p.s));
+        return;
+    }
+    S->g->metric_kind = acc ? METRIC_ACCURACY : f1 ? METRIC_MACRO_F1 : METRIC_MSE;
     S->g->metric_pred = p.id;
     S->g->metric_t = acc ? layer_node(S, OP_T_TO_I64, t.id, -1, t.s, e->loc).id : t.id;
 }
@@ -153,7 +161,7 @@ void lblk_run(Sema *S, Val out, int target_input)
         return;
     }
     if (S->metric)
-        read_metric(S, S->metric);
+        read_metric(S, S->metric, &out.s);
     if (ntup > 0 && !S->metric && loss.id >= 0 && (g->mt_class_out < 0 || g->mt_reg_out < 0)) {
         diag_error(it->loc, "the targets as a tuple are a multi-task model's: a class loss on one of them and a float "
                    "loss on another (the evaluation reports the first's accuracy and the second's MSE); this block "

@@ -694,19 +694,20 @@ static void key_bucket_mb(TrainCtx *c, const Expr *v)
     }
 }
 
-/* metric accuracy(out[1], y) | mse(out[0], y): what the evaluation
- * reports, read in a loss block's scope (forward.c evaluates it) */
+/* metric accuracy(out[1], y) | mse(out[0], y) | macro_f1(out, y): what
+ * the evaluation reports, read in a loss block's scope (loss_block.c) */
 static void key_metric(TrainCtx *c, const Expr *v)
 {
-    if (v->kind == E_CALL && (strcmp(v->s, "accuracy") == 0 || strcmp(v->s, "mse") == 0)) {
+    if (v->kind == E_CALL && (strcmp(v->s, "accuracy") == 0 || strcmp(v->s, "mse") == 0
+                              || strcmp(v->s, "macro_f1") == 0)) {
         if (v->nargs != 2 || v->args[0]->key || v->args[1]->key)
             diag_error(v->loc, "%s takes the prediction and the targets: metric %s(out[1], y)", v->s, v->s);
         else
             c->t->metric = v;
         return;
     }
-    diag_error(v->loc, "metric must be accuracy(PRED, TARGET) or mse(PRED, TARGET) (macro_f1 is the one-line "
-               "binary_cross_entropy_with_logits loss's), got %s", arg_show(v));
+    diag_error(v->loc, "metric must be accuracy(PRED, TARGET), mse(PRED, TARGET) or macro_f1(LOGITS, TARGETS), got %s",
+               arg_show(v));
 }
 
 /* The keys, in the order suggestions are tried. */

@@ -12,7 +12,9 @@ losses summed with weights, binary cross-entropy with logits and of
 probabilities, a reduction none reduced by hand, and the weights of a
 torch.tensor of the file's numbers: cross_entropy's and nll_loss's class
 weights (with label smoothing and ignore_index, over class indices and
-over probabilities; a registered buffer read as model.cw), binary_cross_entropy_with_logits' pos_weight and
+over probabilities; a registered buffer read as model.cw),
+and `metric macro_f1(out, y)` (its test metrics recomputed from the
+weights), binary_cross_entropy_with_logits' pos_weight and
 weight. The data are written
 here as IDX files (float32 samples; ubyte classes, double regression
 targets, ubyte 0/1 targets). Each program trains from PyTorch's
@@ -118,6 +120,9 @@ CASES = [
     ("ce_buffer", "cls", False,
      "return F.cross_entropy(out, y, weight = model.cw, reduction = 'sum') / 16",
      lambda m, o, y: F.cross_entropy(o, y, weight=torch.tensor([0.5, 1.0, 2.0, 1.0]), reduction="sum") / 16, False),
+    ("bce_f1", "bin", False,
+     "return F.binary_cross_entropy_with_logits(out, y, reduction = 'sum') / 64",
+     lambda m, o, y: F.binary_cross_entropy_with_logits(o, y, reduction="sum") / 64, False),
     ("bce_pos_weight", "bin", False,
      "return F.binary_cross_entropy_with_logits(out, y, pos_weight = torch.tensor([1.0, 3.0, 0.5, 2.0]))",
      lambda m, o, y: F.binary_cross_entropy_with_logits(o, y, pos_weight=torch.tensor([1.0, 3.0, 0.5, 2.0])),
@@ -132,6 +137,8 @@ CASES = [
 
 # the members a case adds to the model: a buffer the loss block reads as model.cw
 MEMBERS = {"ce_buffer": '    self.register_buffer("cw", torch.tensor([0.5, 1.0, 2.0, 1.0]))\n'}
+# the train block's metric, where a case names one
+METRICS = {"bce_f1": "    metric    macro_f1(out, y)\n"}
 
 # (case, what, a wrong oracle): each must not match
 CONTROLS = [
@@ -160,7 +167,7 @@ train {
     loss(out, y) {
         %s
     }
-    optimizer sgd(lr = %g, momentum = %g)
+%s    optimizer sgd(lr = %g, momentum = %g)
     batch     %d
     epochs    1
     shuffle   true
@@ -205,6 +212,28 @@ def oracle(init_sd, aux, X, Y, fn):
     return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses
 
 
+def check_f1(name, sd, test, row, failures):
+    """test_label_acc and test_macro_f1 of a multi-label head (an output
+    on where its logit is over 0: sigmoid over 0.5), recomputed from the
+    program's final weights over the test set; per output F1 is
+    2 TP / (2 TP + FP + FN), 0 where that is 0"""
+    m64 = Net(False).double()
+    m64.load_state_dict({k: torch.from_numpy(v.astype(np.float64)) for k, v in sd.items()})
+    with torch.no_grad():
+        p = (m64(test["x"].double()) > 0).numpy()
+    t = test["bin"].numpy() > 0.5
+    tp, fp, fn = (p & t).sum(0), (p & ~t).sum(0), (~p & t).sum(0)
+    f1 = np.where(2 * tp + fp + fn > 0, 2 * tp / np.maximum(2 * tp + fp + fn, 1), 0.0).mean()
+    acc = (p == t).mean()
+    got_acc, got_f1 = float(row["test_label_acc"]), float(row["test_macro_f1"])
+    # a logit within float32's rounding of 0 may fall either way: one flip
+    # moves the label accuracy by 1 / (samples * outputs)
+    if not (abs(got_acc - acc) <= 1.5 / p.size and abs(got_f1 - f1) <= 5e-3):
+        failures.append("%s: test_label_acc %.6f, test_macro_f1 %.6f; the weights' own %.6f, %.6f"
+                        % (name, got_acc, got_f1, acc, f1))
+    return "test_label_acc %.4f test_macro_f1 %.4f (float64 %.4f %.4f)" % (got_acc, got_f1, acc, f1)
+
+
 def main(argv):
     if len(argv) != 1:
         sys.stderr.write(__doc__)
@@ -223,7 +252,8 @@ def main(argv):
         net = os.path.join(work, name + ".net")
         with open(net, "w") as f:
             f.write(TEMPLATE % (K, ("    aux = nn.Linear(16, %d)\n" % K if aux else "") + MEMBERS.get(name, ""),
-                                "self.fc2(h), self.aux(h)" if aux else "self.fc2(h)", body, LR, MOMENTUM, BATCH,
+                                "self.fc2(h), self.aux(h)" if aux else "self.fc2(h)", body, METRICS.get(name, ""),
+                                LR, MOMENTUM, BATCH,
                                 SEED))
         prog = os.path.join(work, name)
         r = subprocess.run([cddpc, net, "-o", prog], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -258,6 +288,8 @@ def main(argv):
             text = ", test_loss %.6g (float64 %.6g, rel %.1e)" % (test_loss, ref_test, tw)
             if not tw <= 1e-5:
                 failures.append("%s: test_loss %.9g, the test set's %.9g" % (name, test_loss, ref_test))
+        if name in METRICS:     # macro_f1: the program's test metrics against the weights' own, in float64
+            text += ", " + check_f1(name, got_sd, sets["t10k"], read_csv(metrics)[-1], failures)
         print("%-11s %3d steps, losses %.5g .. %.5g: step loss rel err %.2e, params rel L2 %.2e%s"
               % (name, STEPS, got[0], got[-1], lw, pw, text))
         if not (lw <= LOSS_TOL and pw <= PARAM_TOL):
