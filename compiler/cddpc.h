@@ -891,5 +891,8 @@ int emit_cuda_zero_ranges(const Plan *p, int64_t *r);
 int emit_program(const Program *prog, const Plan *train, const Plan *eval, const Plan *predict,
                  const char *src_path, const char *out_path, const char *emit_c_dir, const char *emit_cuda_dir,
                  double cc_timeout);
+/* onnx.c: the forward in eval mode as ONNX operators, the program's
+ * static rt_onnx_graph onnx_graph (its refusal where an op has no export) */
+void onnx_emit(FILE *f, const Graph *g);
 
 #endif

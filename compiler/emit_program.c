@@ -346,6 +346,7 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
     emit_plan_table(f, eval, "eval", cp->launch[1]);
     if (predict)
         emit_predict(f, predict);
+    onnx_emit(f, g);
     fprintf(f, "\nstatic const char cuda_src[] =\n");
     for (const char *s = cp->text; *s;) {   /* one literal per line keeps it readable */
         const char *nl = strchr(s, '\n');
@@ -386,6 +387,7 @@ static void emit_source(FILE *f, const Program *prog, const Plan *train, const P
         fprintf(f, "    .in_vocab = %lld,\n", (long long)prog->in_vocab);
     if (predict)
         fprintf(f, "    .predict = &predict_plan, .predict_out = %lld,\n", (long long)predict_out(predict));
+    fprintf(f, "    .onnx = &onnx_graph,\n");
     for (int i = 0; i < g->nparam; i++)
         if (g->n[g->params[i]]->zero_row > 0) {
             fprintf(f, "    .param_zero_row = param_zero_row,\n");

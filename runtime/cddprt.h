@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RT_ABI_VERSION 14
+#define RT_ABI_VERSION 15
 
 /* Source text of both targets: RT_STR(x) is x after macro expansion, as a
  * string literal (one line), for the text the compiler emits and NVRTC
@@ -439,7 +439,53 @@ typedef struct rt_model {
      * NULL; its logits at act + predict_out * nmax, [nmax * T, nclass] */
     const rt_plan *predict;
     int64_t predict_out;
+    /* the evaluation graph for --export-onnx (cddpc's onnx.c), or NULL */
+    const struct rt_onnx_graph *onnx;
 } rt_model;
+
+/* ---- ONNX export (cddpc's onnx.c writes the graph, rt_onnx.c the file) ----
+ * The model's forward in eval mode as ONNX operators (opset 17) from the
+ * normalized input "x" (the runtime puts the data's scaling and
+ * normalization before it) to the output "y". A node's inputs name the
+ * graph's tensors, the parameters by their state_dict names (the runtime
+ * writes their values as initializers) or consts. */
+enum { RT_OX_F32 = 1, RT_OX_U8 = 2, RT_OX_I64 = 7, RT_OX_BOOL = 9 };    /* TensorProto.DataType */
+enum { RT_OXA_FLOAT = 1, RT_OXA_INT = 2, RT_OXA_STRING = 3, RT_OXA_INTS = 7 };   /* AttributeProto.AttributeType */
+typedef struct rt_onnx_attr {
+    const char *name;
+    int type;               /* RT_OXA_* */
+    float f;
+    int64_t i;
+    const int64_t *ints;
+    int nints;
+    const char *s;
+} rt_onnx_attr;
+typedef struct rt_onnx_node {
+    const char *op;
+    const char *const *in;  /* "" for an input left out */
+    int nin;
+    const char *out;
+    const rt_onnx_attr *attr;
+    int nattr;
+} rt_onnx_node;
+typedef struct rt_onnx_const {
+    const char *name;
+    int dtype;              /* RT_OX_F32, RT_OX_I64 or RT_OX_BOOL */
+    int rank;
+    const int64_t *dims;
+    const double *v;        /* [n], converted to dtype */
+    int64_t n;
+} rt_onnx_const;
+typedef struct rt_onnx_graph {
+    const rt_onnx_node *nodes;
+    int nnodes;
+    const rt_onnx_const *consts;
+    int nconsts;
+    int out_rank;           /* y's shape; a dimension -k is the batch times k */
+    int64_t out_dims[6];
+    int out_dtype;          /* RT_OX_* */
+    const char *refused;    /* NULL, or the first op with no export and where it is (then no nodes) */
+} rt_onnx_graph;
 
 /* The class labels of one sample. */
 static inline int64_t rt_model_positions(const rt_model *m) { return m->positions > 1 ? m->positions : 1; }

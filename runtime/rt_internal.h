@@ -49,7 +49,8 @@ typedef struct rt_opts {
     /* --generate N --load FILE [--prompt S --temperature X --top-k K]:
      * a language model writes N tokens after the prompt (rt_gen.c) */
     int64_t generate;
-    const char *gen_weights, *prompt;
+    const char *gen_weights, *prompt;   /* gen_weights: --load FILE (--generate, --export-onnx) */
+    const char *onnx_path;  /* --export-onnx FILE: the forward as ONNX (after training, or of --load's weights) */
     double temperature;
     int top_k;
     /* not an option: what the data load keeps for --save and --checkpoint
@@ -134,6 +135,12 @@ typedef struct rt_data {
                                numbers, a csv target's labels (rt_st_save_kv) */
     int nmeta;
 } rt_data;
+
+/* rt_onnx.c: --export-onnx. check: the model exports (0), else says which
+ * op does not; write: the ONNX file of param, with d's scaling and
+ * normalization before the graph, atomically */
+int rt_onnx_check(const rt_model *m);
+int rt_onnx_write(const rt_model *m, const rt_data *d, const float *param, const char *path);
 
 /* What a training run saved about its data (set_meta in rt_data.c): an
  * evaluation, and a run resumed from a checkpoint, normalizes with these

@@ -30,7 +30,7 @@ enum { OPT_DATA, OPT_DEVICE, OPT_THREADS, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_SEE
        OPT_SHUFFLE, OPT_DROP_LAST, OPT_MAX_STEPS, OPT_INIT, OPT_SAVE, OPT_METRICS,
        OPT_STEP_LOG, OPT_PROFILE, OPT_NO_CACHE, OPT_TRACE, OPT_COMM_TIMEOUT, OPT_HELP,
        OPT_VERSION, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME, OPT_PLOT, OPT_BENCH_KERNEL,
-       OPT_PEAK_GFLOPS, OPT_PEAK_GBS, OPT_EVALUATE, OPT_GENERATE, OPT_LOAD, OPT_PROMPT, OPT_TEMPERATURE,
+       OPT_PEAK_GFLOPS, OPT_PEAK_GBS, OPT_EVALUATE, OPT_GENERATE, OPT_LOAD, OPT_PROMPT, OPT_TEMPERATURE, OPT_EXPORT_ONNX,
        OPT_TOP_K, OPT_DATA_LIMIT };
 
 static const struct { const char *name; int id; int takes_value; } options[] = {
@@ -46,6 +46,7 @@ static const struct { const char *name; int id; int takes_value; } options[] = {
     {"peak-gflops", OPT_PEAK_GFLOPS, 1}, {"peak-gbs", OPT_PEAK_GBS, 1}, {"evaluate", OPT_EVALUATE, 1},
     {"generate", OPT_GENERATE, 1}, {"load", OPT_LOAD, 1}, {"prompt", OPT_PROMPT, 1},
     {"temperature", OPT_TEMPERATURE, 1}, {"top-k", OPT_TOP_K, 1}, {"data-limit", OPT_DATA_LIMIT, 1},
+    {"export-onnx", OPT_EXPORT_ONNX, 1},
 };
 
 static void usage(const rt_model *m, const rt_opts *d)
@@ -79,6 +80,9 @@ static void usage(const rt_model *m, const rt_opts *d)
            "  --evaluate FILE       no training: the test set through the parameters of FILE\n"
            "                        (--save or --checkpoint), normalized and labelled as the\n"
            "                        training run saved it (normalize = auto, a csv's classes)\n"
+           "  --export-onnx FILE    the forward in eval mode as ONNX (opset 17; the data's scaling\n"
+           "                        and normalization its first nodes): after training, or of\n"
+           "                        --load FILE's weights with no training (docs/onnx.md)\n"
            "  --generate N          a language model writes N tokens after --prompt S (the CPU);\n"
            "                        --load FILE: the weights (--save's or a --checkpoint, their\n"
            "                        vocabulary); --temperature X (default 1; 0: greedy), --top-k K\n"
@@ -287,6 +291,7 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
         case OPT_PLOT: o->plot_path = v; break;
         case OPT_EVALUATE: o->eval_path = v; break;
         case OPT_LOAD: o->gen_weights = v; break;
+        case OPT_EXPORT_ONNX: o->onnx_path = v; break;
         case OPT_PROMPT: o->prompt = v; break;
         case OPT_GENERATE:
             if (parse_int(name, v, 1, 1000000, &x))
@@ -354,8 +359,13 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
         }
         }
     }
-    if ((o->prompt || o->gen_weights || o->top_k || o->temperature != defaults.temperature) && !o->generate)
-        return bad_arg("--prompt, --load, --temperature and --top-k go with --generate N");
+    if ((o->prompt || o->top_k || o->temperature != defaults.temperature) && !o->generate)
+        return bad_arg("--prompt, --temperature and --top-k go with --generate N");
+    if (o->gen_weights && !o->generate && !o->onnx_path)
+        return bad_arg("--load FILE goes with --generate N or --export-onnx FILE");
+    if (o->onnx_path && (o->generate || o->eval_path))
+        return bad_arg("--export-onnx writes the model after training, or of --load's weights; not with %s",
+                       o->generate ? "--generate" : "--evaluate");
     if (o->generate && !o->gen_weights)
         return bad_arg("--generate N needs the trained weights: --load FILE (--save's or a --checkpoint)");
     if (o->ckpt_every && !o->ckpt_path)
@@ -613,7 +623,8 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         (r0 && o.save_path && rt_st_check_writable(o.save_path)) ||
         (r0 && o.trace_path && rt_st_check_writable(o.trace_path)) ||
         (r0 && o.ckpt_path && rt_st_check_writable(o.ckpt_path)) ||
-        (r0 && o.plot_path && rt_st_check_writable(o.plot_path)) || rt_log_open(&log, &o, m->precision == RT_PREC_FP16, m->metrics,
+        (r0 && o.plot_path && rt_st_check_writable(o.plot_path)) ||
+        (o.onnx_path && (rt_onnx_check(m) != 0 || (r0 && rt_st_check_writable(o.onnx_path)))) || rt_log_open(&log, &o, m->precision == RT_PREC_FP16, m->metrics,
                                                          rt_model_positions(m)) != 0) {
         rt_gpu_close(gpu);
         return 1;
@@ -632,6 +643,9 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         goto out;
     if (o.eval_path && (rt_st_load(m, o.eval_path, w.param) != 0 || rt_data_saved_read(o.eval_path, &saved) != 0))
         goto out;
+    const char *loaded = o.eval_path ? o.eval_path : o.onnx_path ? o.gen_weights : NULL;
+    if (o.onnx_path && loaded && (rt_st_load(m, loaded, w.param) != 0 || rt_data_saved_read(loaded, &saved) != 0))
+        goto out;
     rt_resume rs;
     memset(&rs, 0, sizeof rs);
     /* resuming, the data's normalization and class map are the run's own,
@@ -649,8 +663,12 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         if (rt_ckpt_bcast_data(&saved) != 0)
             goto out;
     }
-    if (rt_data_load(m, o.data_dir, o.seed, o.eval_path || o.resume_path ? &saved : NULL, &data) != 0)
+    if (rt_data_load(m, o.data_dir, o.seed, loaded || o.resume_path ? &saved : NULL, &data) != 0)
         goto out;
+    if (o.onnx_path && loaded) {    /* the weights as they are: no training */
+        rc = r0 && rt_onnx_write(m, &data, w.param, o.onnx_path) != 0;
+        goto out;
+    }
     o.data_meta = data.meta;
     o.ndata_meta = data.nmeta;
     if (rt_comm_check_data(train->n, test->n) != 0) {
@@ -749,6 +767,8 @@ static int run(const rt_model *m, rt_opts o, int *agreed)
         goto out;
     dev.close(&dev);
     if (r0 && o.save_path && rt_st_save_kv(m, o.save_path, w.param, data.meta, data.nmeta) != 0)
+        goto out;
+    if (r0 && o.onnx_path && rt_onnx_write(m, &data, w.param, o.onnx_path) != 0)
         goto out;
     rc = 0;
 out:

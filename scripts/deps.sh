@@ -13,6 +13,7 @@ PKGS=(
   dataset-fashion-mnist                   # /usr/share/datasets/fashion-mnist
   python3-torch python3-torchvision python3-numpy   # PyTorch oracle tests and benchmark
   python3-sklearn                         # real data sets shipped as files (scripts/sklearn_data.py), LogisticRegression beside ours
+  python3-onnx                            # the ONNX checker and shape inference for --export-onnx's files (tests/onnx)
   chromium python3-pil                    # tests/cli/plot.sh renders the loss-curve SVG and reads its pixels
   graphviz                                # dot: cddpc --graph FILE.svg draws the fused graph; tests/ir/graph_dot.sh parses the DOT
   clang libclang-rt-dev                   # libFuzzer and the sanitizers' runtimes: tests/fuzz (make fuzz-frontend, SUITE fuzz-replay)
@@ -35,7 +36,26 @@ done
 command -v node >/dev/null 2>&1 || installed nodejs || missing+=(nodejs)
 command -v npm  >/dev/null 2>&1 || installed npm    || missing+=(npm)
 
-[ "${#missing[@]}" -eq 0 ] && exit 0
+# onnxruntime-node (npm), the independent runtime the ONNX export's tests
+# run the exported files with, in .deps/ (its install script would fetch
+# CUDA binaries from nuget.org unless told to skip them)
+ORT_VERSION=1.31.1
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ort_node() {
+  [ -f "$ROOT/.deps/node_modules/onnxruntime-node/package.json" ] \
+    && grep -q "\"version\": \"$ORT_VERSION\"" "$ROOT/.deps/node_modules/onnxruntime-node/package.json" && return 0
+  command -v npm >/dev/null 2>&1 || die "npm not found: cannot install onnxruntime-node"
+  mkdir -p "$ROOT/.deps"
+  echo "deps.sh: installing onnxruntime-node@$ORT_VERSION (npm) into .deps/"
+  ( cd "$ROOT/.deps" && ONNXRUNTIME_NODE_INSTALL_CUDA=skip npm install --no-save --no-audit --no-fund \
+      "onnxruntime-node@$ORT_VERSION" --onnxruntime-node-install-cuda=skip >npm.log 2>&1 ) \
+    || { tail -n 20 "$ROOT/.deps/npm.log" >&2; die "npm install onnxruntime-node@$ORT_VERSION failed"; }
+}
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  ort_node
+  exit 0
+fi
 
 command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install by hand: ${missing[*]}"
 if [ "$(id -u)" -eq 0 ]; then
@@ -63,3 +83,4 @@ for p in "${missing[@]}"; do
 done
 [ "${#still[@]}" -eq 0 ] || die "still missing after apt-get install: ${still[*]}"
 echo "deps.sh: installed ${#missing[@]} package(s)"
+ort_node

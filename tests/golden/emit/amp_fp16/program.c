@@ -1380,6 +1380,67 @@ static const rt_cuda_launch eval_cuda[] = {
     {"e9_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, eval_acts9, 3},
 };
 
+/* the forward in eval mode as ONNX operators (onnx.c) */
+static const char *const oxi0[] = {"x", "stem.0.weight"};
+static const int64_t oxv0_0[] = {3, 3};
+static const int64_t oxv0_1[] = {3, 3};
+static const int64_t oxv0_2[] = {1, 1, 1, 1};
+static const int64_t oxv0_3[] = {1, 1};
+static const rt_onnx_attr oxa0[] = {{"kernel_shape", 7, 0.0f, 0LL, oxv0_0, 2, NULL}, {"strides", 7, 0.0f, 0LL, oxv0_1, 2, NULL}, {"pads", 7, 0.0f, 0LL, oxv0_2, 4, NULL}, {"dilations", 7, 0.0f, 0LL, oxv0_3, 2, NULL}, {"group", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi1[] = {"stem.0.bias", "c0"};
+static const char *const oxi2[] = {"u0", "u1"};
+static const char *const oxi3[] = {"u2", "stem.1.weight", "stem.1.bias", "stem.1.running_mean", "stem.1.running_var"};
+static const rt_onnx_attr oxa3[] = {{"epsilon", 1, 0.001f, 0LL, NULL, 0, NULL}};
+static const char *const oxi4[] = {"u3"};
+static const char *const oxi5[] = {"u4", "mix.0.weight"};
+static const int64_t oxv5_0[] = {3, 2};
+static const int64_t oxv5_1[] = {2, 2};
+static const int64_t oxv5_2[] = {2, 1, 2, 1};
+static const int64_t oxv5_3[] = {2, 1};
+static const rt_onnx_attr oxa5[] = {{"kernel_shape", 7, 0.0f, 0LL, oxv5_0, 2, NULL}, {"strides", 7, 0.0f, 0LL, oxv5_1, 2, NULL}, {"pads", 7, 0.0f, 0LL, oxv5_2, 4, NULL}, {"dilations", 7, 0.0f, 0LL, oxv5_3, 2, NULL}, {"group", 2, 0.0f, 3LL, NULL, 0, NULL}};
+static const char *const oxi6[] = {"u5"};
+static const int64_t oxv6_0[] = {3, 3};
+static const int64_t oxv6_1[] = {2, 2};
+static const int64_t oxv6_2[] = {1, 1, 1, 1};
+static const int64_t oxv6_3[] = {1, 1};
+static const rt_onnx_attr oxa6[] = {{"kernel_shape", 7, 0.0f, 0LL, oxv6_0, 2, NULL}, {"strides", 7, 0.0f, 0LL, oxv6_1, 2, NULL}, {"pads", 7, 0.0f, 0LL, oxv6_2, 4, NULL}, {"dilations", 7, 0.0f, 0LL, oxv6_3, 2, NULL}};
+static const char *const oxi7[] = {"u6", "mix.2.weight", "mix.2.bias", "mix.2.running_mean", "mix.2.running_var"};
+static const rt_onnx_attr oxa7[] = {{"epsilon", 1, 1e-05f, 0LL, NULL, 0, NULL}};
+static const char *const oxi8[] = {"u7"};
+static const int64_t oxv8_0[] = {2, 2};
+static const int64_t oxv8_1[] = {2, 2};
+static const int64_t oxv8_2[] = {1, 1, 1, 1};
+static const rt_onnx_attr oxa8[] = {{"kernel_shape", 7, 0.0f, 0LL, oxv8_0, 2, NULL}, {"strides", 7, 0.0f, 0LL, oxv8_1, 2, NULL}, {"pads", 7, 0.0f, 0LL, oxv8_2, 4, NULL}, {"count_include_pad", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi9[] = {"u8", "c1"};
+static const char *const oxi10[] = {"u9", "fc.weight"};
+static const rt_onnx_attr oxa10[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi11[] = {"u10", "fc.bias"};
+static const char *const oxi12[] = {"u11"};
+static const rt_onnx_node onnx_nodes[] = {
+    {"Conv", oxi0, 2, "u0", oxa0, 5},
+    {"Reshape", oxi1, 2, "u1", NULL, 0},
+    {"Add", oxi2, 2, "u2", NULL, 0},
+    {"BatchNormalization", oxi3, 5, "u3", oxa3, 1},
+    {"Relu", oxi4, 1, "u4", NULL, 0},
+    {"Conv", oxi5, 2, "u5", oxa5, 5},
+    {"MaxPool", oxi6, 1, "u6", oxa6, 4},
+    {"BatchNormalization", oxi7, 5, "u7", oxa7, 1},
+    {"AveragePool", oxi8, 1, "u8", oxa8, 4},
+    {"Reshape", oxi9, 2, "u9", NULL, 0},
+    {"Gemm", oxi10, 2, "u10", oxa10, 1},
+    {"Add", oxi11, 2, "u11", NULL, 0},
+    {"Identity", oxi12, 1, "y", NULL, 0},
+};
+static const int64_t oxd0[] = {3};
+static const double oxc0[] = {3, 1, 1};
+static const int64_t oxd1[] = {2};
+static const double oxc1[] = {-1, 24};
+static const rt_onnx_const onnx_consts[] = {
+    {"c0", 7, 1, oxd0, oxc0, 3},
+    {"c1", 7, 1, oxd1, oxc1, 2},
+};
+static const rt_onnx_graph onnx_graph = {onnx_nodes, 13, onnx_consts, 2, 2, {-1, 10}, 1, NULL};
+
 static const char cuda_src[] = /* all.cu */
     ;
 
@@ -1420,6 +1481,7 @@ static const rt_model cddp_model = {
     .train = {train_kernels, 25, 2000, 96, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 2, .fix_zero = 160, .cuda_act_units = 2000, .cuda_fix_floats = 240},
     .eval = {eval_kernels, 10, 1104, 32, 2, 0, 1, eval_cuda, .fix_zero = 32},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
+    .onnx = &onnx_graph,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,
              .split = 0, .norm_auto = 0, .nnorm = 1, .norm_mean = data_norm_mean, .norm_std = data_norm_std},

@@ -713,6 +713,53 @@ static const rt_cuda_launch eval_cuda[] = {
     {"e5_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
+/* the forward in eval mode as ONNX operators (onnx.c) */
+static const char *const oxi0[] = {"x", "conv.weight"};
+static const int64_t oxv0_0[] = {5, 5};
+static const int64_t oxv0_1[] = {3, 3};
+static const int64_t oxv0_2[] = {0, 0, 0, 0};
+static const int64_t oxv0_3[] = {1, 1};
+static const rt_onnx_attr oxa0[] = {{"kernel_shape", 7, 0.0f, 0LL, oxv0_0, 2, NULL}, {"strides", 7, 0.0f, 0LL, oxv0_1, 2, NULL}, {"pads", 7, 0.0f, 0LL, oxv0_2, 4, NULL}, {"dilations", 7, 0.0f, 0LL, oxv0_3, 2, NULL}, {"group", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi1[] = {"conv.bias", "c0"};
+static const char *const oxi2[] = {"u0", "u1"};
+static const char *const oxi3[] = {"u2"};
+static const char *const oxi4[] = {"u3", "c1"};
+static const char *const oxi5[] = {"u4", "body.0.weight"};
+static const rt_onnx_attr oxa5[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi6[] = {"u5", "body.0.bias"};
+static const char *const oxi7[] = {"u6"};
+static const char *const oxi8[] = {"u7", "body.3.weight"};
+static const rt_onnx_attr oxa8[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi9[] = {"u8", "body.3.bias"};
+static const char *const oxi10[] = {"u9", "body.5.weight"};
+static const rt_onnx_attr oxa10[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi11[] = {"u10", "body.5.bias"};
+static const char *const oxi12[] = {"u11"};
+static const rt_onnx_node onnx_nodes[] = {
+    {"Conv", oxi0, 2, "u0", oxa0, 5},
+    {"Reshape", oxi1, 2, "u1", NULL, 0},
+    {"Add", oxi2, 2, "u2", NULL, 0},
+    {"Relu", oxi3, 1, "u3", NULL, 0},
+    {"Reshape", oxi4, 2, "u4", NULL, 0},
+    {"Gemm", oxi5, 2, "u5", oxa5, 1},
+    {"Add", oxi6, 2, "u6", NULL, 0},
+    {"Relu", oxi7, 1, "u7", NULL, 0},
+    {"Gemm", oxi8, 2, "u8", oxa8, 1},
+    {"Add", oxi9, 2, "u9", NULL, 0},
+    {"Gemm", oxi10, 2, "u10", oxa10, 1},
+    {"Add", oxi11, 2, "u11", NULL, 0},
+    {"Identity", oxi12, 1, "y", NULL, 0},
+};
+static const int64_t oxd0[] = {3};
+static const double oxc0[] = {3, 1, 1};
+static const int64_t oxd1[] = {2};
+static const double oxc1[] = {-1, 192};
+static const rt_onnx_const onnx_consts[] = {
+    {"c0", 7, 1, oxd0, oxc0, 3},
+    {"c1", 7, 1, oxd1, oxc1, 2},
+};
+static const rt_onnx_graph onnx_graph = {onnx_nodes, 13, onnx_consts, 2, 2, {-1, 13}, 1, NULL};
+
 static const char cuda_src[] = /* all.cu */
     ;
 
@@ -746,6 +793,7 @@ static const rt_model cddp_model = {
     .train = {train_kernels, 16, 1408, 0, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 3, .fix_zero = 32, .cuda_act_units = 1632, .cuda_fix_floats = 48},
     .eval = {eval_kernels, 6, 992, 0, 2, 0, 1, eval_cuda, .fix_zero = 16, .cuda_act_units = 1216, .cuda_fix_floats = 16},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 13, .target = 0,
+    .onnx = &onnx_graph,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,
              .split = 0, .norm_auto = 0, .nnorm = 1, .norm_mean = data_norm_mean, .norm_std = data_norm_std},

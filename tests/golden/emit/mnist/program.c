@@ -351,6 +351,39 @@ static const rt_cuda_launch eval_cuda[] = {
     {"e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
+/* the forward in eval mode as ONNX operators (onnx.c) */
+static const char *const oxi0[] = {"x", "c0"};
+static const char *const oxi1[] = {"u0", "fc1.weight"};
+static const rt_onnx_attr oxa1[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi2[] = {"u1", "fc1.bias"};
+static const char *const oxi3[] = {"u2"};
+static const char *const oxi4[] = {"u3", "fc2.weight"};
+static const rt_onnx_attr oxa4[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi5[] = {"u4", "fc2.bias"};
+static const char *const oxi6[] = {"u5"};
+static const char *const oxi7[] = {"u6", "fc3.weight"};
+static const rt_onnx_attr oxa7[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi8[] = {"u7", "fc3.bias"};
+static const char *const oxi9[] = {"u8"};
+static const rt_onnx_node onnx_nodes[] = {
+    {"Reshape", oxi0, 2, "u0", NULL, 0},
+    {"Gemm", oxi1, 2, "u1", oxa1, 1},
+    {"Add", oxi2, 2, "u2", NULL, 0},
+    {"Relu", oxi3, 1, "u3", NULL, 0},
+    {"Gemm", oxi4, 2, "u4", oxa4, 1},
+    {"Add", oxi5, 2, "u5", NULL, 0},
+    {"Relu", oxi6, 1, "u6", NULL, 0},
+    {"Gemm", oxi7, 2, "u7", oxa7, 1},
+    {"Add", oxi8, 2, "u8", NULL, 0},
+    {"Identity", oxi9, 1, "y", NULL, 0},
+};
+static const int64_t oxd0[] = {2};
+static const double oxc0[] = {-1, 784};
+static const rt_onnx_const onnx_consts[] = {
+    {"c0", 7, 1, oxd0, oxc0, 2},
+};
+static const rt_onnx_graph onnx_graph = {onnx_nodes, 10, onnx_consts, 1, 2, {-1, 10}, 1, NULL};
+
 static const char cuda_src[] = /* all.cu */
     ;
 
@@ -382,6 +415,7 @@ static const rt_model cddp_model = {
     .train = {train_kernels, 9, 2064, 0, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 3, .fix_zero = 48, .cuda_act_units = 6160, .cuda_fix_floats = 48},
     .eval = {eval_kernels, 3, 1312, 0, 2, 0, 1, eval_cuda, .fix_zero = 32, .cuda_act_units = 4896, .cuda_fix_floats = 32},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
+    .onnx = &onnx_graph,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,
              .split = 0, .norm_auto = 0, .nnorm = 1, .norm_mean = data_norm_mean, .norm_std = data_norm_std},

@@ -1412,6 +1412,77 @@ static const rt_cuda_launch eval_cuda[] = {
     {"e7_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 33}, {0, 1, 0}, {0, 16, 0}, 0, 0, 15696, 330, 96, 4, 0, 0, 0, 0, 0},
 };
 
+/* the forward in eval mode as ONNX operators (onnx.c) */
+static const char *const oxi0[] = {"x", "layer1.0.weight"};
+static const int64_t oxv0_0[] = {5, 5};
+static const int64_t oxv0_1[] = {1, 1};
+static const int64_t oxv0_2[] = {2, 2, 2, 2};
+static const int64_t oxv0_3[] = {1, 1};
+static const rt_onnx_attr oxa0[] = {{"kernel_shape", 7, 0.0f, 0LL, oxv0_0, 2, NULL}, {"strides", 7, 0.0f, 0LL, oxv0_1, 2, NULL}, {"pads", 7, 0.0f, 0LL, oxv0_2, 4, NULL}, {"dilations", 7, 0.0f, 0LL, oxv0_3, 2, NULL}, {"group", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi1[] = {"layer1.0.bias", "c0"};
+static const char *const oxi2[] = {"u0", "u1"};
+static const char *const oxi3[] = {"u2", "layer1.1.weight", "layer1.1.bias", "layer1.1.running_mean", "layer1.1.running_var"};
+static const rt_onnx_attr oxa3[] = {{"epsilon", 1, 1e-05f, 0LL, NULL, 0, NULL}};
+static const char *const oxi4[] = {"u3"};
+static const char *const oxi5[] = {"u4"};
+static const int64_t oxv5_0[] = {2, 2};
+static const int64_t oxv5_1[] = {2, 2};
+static const int64_t oxv5_2[] = {0, 0, 0, 0};
+static const int64_t oxv5_3[] = {1, 1};
+static const rt_onnx_attr oxa5[] = {{"kernel_shape", 7, 0.0f, 0LL, oxv5_0, 2, NULL}, {"strides", 7, 0.0f, 0LL, oxv5_1, 2, NULL}, {"pads", 7, 0.0f, 0LL, oxv5_2, 4, NULL}, {"dilations", 7, 0.0f, 0LL, oxv5_3, 2, NULL}};
+static const char *const oxi6[] = {"u5", "layer2.0.weight"};
+static const int64_t oxv6_0[] = {5, 5};
+static const int64_t oxv6_1[] = {1, 1};
+static const int64_t oxv6_2[] = {2, 2, 2, 2};
+static const int64_t oxv6_3[] = {1, 1};
+static const rt_onnx_attr oxa6[] = {{"kernel_shape", 7, 0.0f, 0LL, oxv6_0, 2, NULL}, {"strides", 7, 0.0f, 0LL, oxv6_1, 2, NULL}, {"pads", 7, 0.0f, 0LL, oxv6_2, 4, NULL}, {"dilations", 7, 0.0f, 0LL, oxv6_3, 2, NULL}, {"group", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi7[] = {"layer2.0.bias", "c1"};
+static const char *const oxi8[] = {"u6", "u7"};
+static const char *const oxi9[] = {"u8", "layer2.1.weight", "layer2.1.bias", "layer2.1.running_mean", "layer2.1.running_var"};
+static const rt_onnx_attr oxa9[] = {{"epsilon", 1, 1e-05f, 0LL, NULL, 0, NULL}};
+static const char *const oxi10[] = {"u9"};
+static const char *const oxi11[] = {"u10"};
+static const int64_t oxv11_0[] = {2, 2};
+static const int64_t oxv11_1[] = {2, 2};
+static const int64_t oxv11_2[] = {0, 0, 0, 0};
+static const int64_t oxv11_3[] = {1, 1};
+static const rt_onnx_attr oxa11[] = {{"kernel_shape", 7, 0.0f, 0LL, oxv11_0, 2, NULL}, {"strides", 7, 0.0f, 0LL, oxv11_1, 2, NULL}, {"pads", 7, 0.0f, 0LL, oxv11_2, 4, NULL}, {"dilations", 7, 0.0f, 0LL, oxv11_3, 2, NULL}};
+static const char *const oxi12[] = {"u11", "c2"};
+static const char *const oxi13[] = {"u12", "fc.weight"};
+static const rt_onnx_attr oxa13[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi14[] = {"u13", "fc.bias"};
+static const char *const oxi15[] = {"u14"};
+static const rt_onnx_node onnx_nodes[] = {
+    {"Conv", oxi0, 2, "u0", oxa0, 5},
+    {"Reshape", oxi1, 2, "u1", NULL, 0},
+    {"Add", oxi2, 2, "u2", NULL, 0},
+    {"BatchNormalization", oxi3, 5, "u3", oxa3, 1},
+    {"Relu", oxi4, 1, "u4", NULL, 0},
+    {"MaxPool", oxi5, 1, "u5", oxa5, 4},
+    {"Conv", oxi6, 2, "u6", oxa6, 5},
+    {"Reshape", oxi7, 2, "u7", NULL, 0},
+    {"Add", oxi8, 2, "u8", NULL, 0},
+    {"BatchNormalization", oxi9, 5, "u9", oxa9, 1},
+    {"Relu", oxi10, 1, "u10", NULL, 0},
+    {"MaxPool", oxi11, 1, "u11", oxa11, 4},
+    {"Reshape", oxi12, 2, "u12", NULL, 0},
+    {"Gemm", oxi13, 2, "u13", oxa13, 1},
+    {"Add", oxi14, 2, "u14", NULL, 0},
+    {"Identity", oxi15, 1, "y", NULL, 0},
+};
+static const int64_t oxd0[] = {3};
+static const double oxc0[] = {16, 1, 1};
+static const int64_t oxd1[] = {3};
+static const double oxc1[] = {32, 1, 1};
+static const int64_t oxd2[] = {2};
+static const double oxc2[] = {-1, 1568};
+static const rt_onnx_const onnx_consts[] = {
+    {"c0", 7, 1, oxd0, oxc0, 3},
+    {"c1", 7, 1, oxd1, oxc1, 3},
+    {"c2", 7, 1, oxd2, oxc2, 2},
+};
+static const rt_onnx_graph onnx_graph = {onnx_nodes, 16, onnx_consts, 3, 2, {-1, 10}, 1, NULL};
+
 static const char cuda_src[] = /* all.cu */
     ;
 
@@ -1453,6 +1524,7 @@ static const rt_model cddp_model = {
     .train = {train_kernels, 24, 49392, 288, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 2, .fix_zero = 496, .cuda_act_units = 49728, .cuda_fix_floats = 2736},
     .eval = {eval_kernels, 8, 15696, 96, 2, 0, 1, eval_cuda, .fix_zero = 112, .cuda_act_units = 16032, .cuda_fix_floats = 112},
     .in_rank = 3, .in_dim = {1, 28, 28}, .nclass = 10, .target = 0,
+    .onnx = &onnx_graph,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,
              .split = 0, .norm_auto = 0, .nnorm = 1, .norm_mean = data_norm_mean, .norm_std = data_norm_std},

@@ -358,6 +358,34 @@ static const rt_cuda_launch eval_cuda[] = {
     {"e2_mm_nt_bias_add_ce_loss_sum_all_correct_sum_all__epilogue__reduction__row_ops__row_tail", {256, 1, 1}, {1, 1, 1}, {0, 1, 0}, {0, 16, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
+/* the forward in eval mode as ONNX operators (onnx.c) */
+static const char *const oxi0[] = {"x", "0.weight"};
+static const rt_onnx_attr oxa0[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi1[] = {"u0", "0.bias"};
+static const char *const oxi2[] = {"u1"};
+static const char *const oxi3[] = {"u2", "2.weight"};
+static const rt_onnx_attr oxa3[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi4[] = {"u3", "2.bias"};
+static const char *const oxi5[] = {"u4"};
+static const char *const oxi6[] = {"u5", "4.weight"};
+static const rt_onnx_attr oxa6[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
+static const char *const oxi7[] = {"u6", "4.bias"};
+static const char *const oxi8[] = {"u7"};
+static const rt_onnx_node onnx_nodes[] = {
+    {"Gemm", oxi0, 2, "u0", oxa0, 1},
+    {"Add", oxi1, 2, "u1", NULL, 0},
+    {"Relu", oxi2, 1, "u2", NULL, 0},
+    {"Gemm", oxi3, 2, "u3", oxa3, 1},
+    {"Add", oxi4, 2, "u4", NULL, 0},
+    {"Relu", oxi5, 1, "u5", NULL, 0},
+    {"Gemm", oxi6, 2, "u6", oxa6, 1},
+    {"Add", oxi7, 2, "u7", NULL, 0},
+    {"Identity", oxi8, 1, "y", NULL, 0},
+};
+static const rt_onnx_const onnx_consts[] = {
+    {0}};
+static const rt_onnx_graph onnx_graph = {onnx_nodes, 9, onnx_consts, 0, 2, {-1, 13}, 1, NULL};
+
 static const char cuda_src[] = /* all.cu */
     ;
 
@@ -389,6 +417,7 @@ static const rt_model cddp_model = {
     .train = {train_kernels, 9, 1008, 0, 1, 0, -1, train_cuda, .zero = train_zero, .nzero = 3, .fix_zero = 16, .cuda_act_units = 1648, .cuda_fix_floats = 16},
     .eval = {eval_kernels, 3, 848, 0, 2, 0, 1, eval_cuda, .fix_zero = 16, .cuda_act_units = 1488, .cuda_fix_floats = 16},
     .in_rank = 1, .in_dim = {784, 0, 0}, .nclass = 13, .target = 0,
+    .onnx = &onnx_graph,
     .data = {.kind = 0, .path = "data/mnist", .test = NULL,
              .arrays = NULL, .targets = NULL, .ntargets = 0, .features = NULL, .nfeatures = 0,
              .split = 0, .norm_auto = 0, .nnorm = 1, .norm_mean = data_norm_mean, .norm_std = data_norm_std},
