@@ -26,7 +26,7 @@ typedef struct OxNode {
     const char *op;
     const char *in[MAX_IN + 2];
     int nin;
-    const char *out;
+    const char *out, *out2, *out3;     /* out2, out3: more outputs ("" left out), or NULL */
     OxAttr at[6];
     int nat;
 } OxNode;
@@ -130,6 +130,31 @@ static const char *ints(Ox *x, const int64_t *v, int k)
     return cst(x, RT_OX_I64, 1, (int64_t[]){k}, w, k);
 }
 
+/* shape s as a tensor of the graph, the batch's size read from the input
+ * "x" (Expand and constants of the batch's size need it) */
+static const char *batch_shape(Ox *x, const Shape *s)
+{
+    const char *n = add(x, "Slice", NULL, 3,
+                        (const char *[]){op1(x, "Shape", "x"), ints(x, (int64_t[]){0}, 1), ints(x, (int64_t[]){1}, 1)})
+                        ->out;
+    const char *part[MAX_RANK];
+    for (int d = 0; d < s->rank; d++) {
+        const int64_t k = IR_IS_BATCH(s->d[d]) ? ir_batch_mul(s->d[d]) : s->d[d];
+        part[d] = !IR_IS_BATCH(s->d[d]) ? ints(x, &k, 1) : k == 1 ? n : op2(x, "Mul", n, ints(x, &k, 1));
+    }
+    OxNode *o = add(x, "Concat", NULL, s->rank, part);
+    attr_i(o, "axis", 0);
+    return o->out;
+}
+
+static int has_batch(const Shape *s)
+{
+    for (int d = 0; d < s->rank; d++)
+        if (IR_IS_BATCH(s->d[d]))
+            return 1;
+    return 0;
+}
+
 /* a shape for Reshape: the batch's dimension (with what it merged) -1 */
 static const char *shape_of(Ox *x, const Shape *s)
 {
@@ -224,7 +249,8 @@ static const char *attention(Ox *x, const Node *n)
     return op2(x, "MatMul", sm->out, x->name[n->in[2]]);
 }
 
-/* expand a to n's shape (a dimension of the batch kept as a's) */
+/* expand a to n's shape (a dimension of the batch kept as a's, or the
+ * batch's size read from the input) */
 static const char *expand(Ox *x, const Node *n, const char *a, const Shape *as_)
 {
     int64_t v[MAX_RANK];
@@ -235,10 +261,74 @@ static const char *expand(Ox *x, const Node *n, const char *a, const Shape *as_)
             continue;
         }
         if (d < off || !IR_IS_BATCH(as_->d[d - off]))
-            return NULL;    /* over the batch: its size is the data's */
+            return op2(x, "Expand", a, batch_shape(x, &n->shape));
         v[d] = 1;
     }
     return op2(x, "Expand", a, ints(x, v, n->shape.rank));
+}
+
+/* PyTorch's gate blocks in ONNX's order: ONNX's block b is PyTorch's
+ * order[b] (LSTM i, o, f, c from i, f, g, o; GRU z, r, h from r, z, n) */
+static const int *gate_order(int cell)
+{
+    static const int lstm[] = {0, 3, 1, 2}, gru[] = {1, 0, 2}, one[] = {0};
+    return cell == RNN_LSTM ? lstm : cell == RNN_GRU ? gru : one;
+}
+
+/* a recurrence as ONNX's LSTM, GRU (linear_before_reset, PyTorch's) or
+ * RNN over its input projection xw [N, T, G H]: X is xw time-major and W
+ * the permutation that puts its gates in ONNX's order (the projection, a
+ * Linear, is the graph's node before this one); R and the bias are W_hh
+ * and b_hh with their rows so reordered. The LSTM's last cell state is
+ * its third output, "cn<id>" (T_RNN_CN reads it). */
+static const char *recurrence(Ox *x, const Node *n)
+{
+    const int cell = n->rnn.cell, G = ten_rnn_gates(cell);
+    const int64_t GH = in_node(x, n, 0)->shape.d[2], H = GH / G;
+    const int *ord = gate_order(cell);
+    int64_t *rows = util_alloc(sizeof *rows * (size_t)GH);
+    double *perm = util_alloc(sizeof *perm * (size_t)(GH * GH));
+    for (int b = 0; b < G; b++)
+        for (int64_t j = 0; j < H; j++)
+            rows[b * H + j] = ord[b] * H + j;
+    for (int64_t r = 0; r < GH; r++)
+        perm[r * GH + rows[r]] = 1;
+    double *rv = util_alloc(sizeof *rv * (size_t)GH);
+    for (int64_t r = 0; r < GH; r++)
+        rv[r] = (double)rows[r];
+    const char *idx = cst(x, RT_OX_I64, 1, &GH, rv, GH);
+    OxNode *t = add(x, "Transpose", NULL, 1, &x->name[n->in[0]]);
+    attr_ints(t, "perm", (int64_t[]){1, 0, 2}, 3);
+    const char *X = t->out, *W = cst(x, RT_OX_F32, 3, (int64_t[]){1, GH, GH}, perm, GH * GH);
+    const char *R = op2(x, "Unsqueeze", op2(x, "Gather", x->name[n->in[1]], idx), ints(x, (int64_t[]){0}, 1));
+    int k = 2;
+    const char *B = "";
+    if (n->rnn.bias) {  /* [Wb, Rb]: xw holds b_ih already */
+        double *z = util_alloc(sizeof *z * (size_t)GH);
+        OxNode *c = add(x, "Concat", NULL, 2,
+                        (const char *[]){cst(x, RT_OX_F32, 1, &GH, z, GH), op2(x, "Gather", x->name[n->in[k++]], idx)});
+        attr_i(c, "axis", 0);
+        B = op2(x, "Unsqueeze", c->out, ints(x, (int64_t[]){0}, 1));
+    }
+    const char *h0 = n->rnn.h0 ? op2(x, "Unsqueeze", x->name[n->in[k++]], ints(x, (int64_t[]){0}, 1)) : "";
+    const char *c0 = n->rnn.c0 ? op2(x, "Unsqueeze", x->name[n->in[k++]], ints(x, (int64_t[]){0}, 1)) : "";
+    OxNode *o = add(x, cell == RNN_LSTM ? "LSTM" : cell == RNN_GRU ? "GRU" : "RNN", NULL,
+                    cell == RNN_LSTM ? 7 : 6, (const char *[]){X, W, R, B, "", h0, c0});
+    attr_i(o, "hidden_size", H);
+    OxAttr *dir = attr(o, "direction", RT_OXA_STRING);
+    dir->s = n->rnn.reverse ? "reverse" : "forward";
+    if (cell == RNN_GRU)
+        attr_i(o, "linear_before_reset", 1);
+    if (cell == RNN_RELU)
+        attr(o, "activations", RT_OXA_STRINGS)->s = "Relu";
+    if (cell == RNN_LSTM) {
+        o->out2 = "";
+        o->out3 = util_fmt("cn%d", n->id);
+    }
+    const char *y = o->out;     /* [T, 1, N, H] -> [N, T, H] */
+    t = add(x, "Transpose", NULL, 1, (const char *[]){op2(x, "Squeeze", y, ints(x, (int64_t[]){1}, 1))});
+    attr_ints(t, "perm", (int64_t[]){1, 0, 2}, 3);
+    return t->out;
 }
 
 static const char *cmp_name(Op op)
@@ -317,6 +407,17 @@ static const char *convert(Ox *x, const Node *n)
         window(o, &n->win, 1);
         attr_i(o, "group", n->win.groups);
         return o->out;
+    case OP_CONV2D_DX: {    /* ConvTranspose2d: the weight [in, out / groups, kh, kw] as PyTorch's */
+        const Window *w = &n->win;
+        const int64_t oh = s->d[2] - ((xs->d[2] - 1) * w->sh - 2 * w->ph + w->dh * (w->kh - 1) + 1),
+                      ow = s->d[3] - ((xs->d[3] - 1) * w->sw - 2 * w->pw + w->dw * (w->kw - 1) + 1);
+        o = add(x, "ConvTranspose", NULL, 2, (const char *[]){a, b});
+        window(o, w, 1);
+        attr_i(o, "group", w->groups);
+        if (oh || ow)
+            attr_ints(o, "output_padding", (int64_t[]){oh, ow}, 2);
+        return o->out;
+    }
     case OP_BN_STATS:       /* eval mode: BN_APPLY reads the running statistics */
         return "";
     case OP_BN_APPLY: {
@@ -425,9 +526,10 @@ static const char *convert(Ox *x, const Node *n)
     case OP_T_ATTN:
         return attention(x, n);
     case OP_T_FULL: case OP_T_TABLE: case OP_T_ARANGE: {
-        for (int d = 0; d < s->rank; d++)
-            if (IR_IS_BATCH(s->d[d]))
-                return NULL;
+        if (n->op == OP_T_FULL && has_batch(s))     /* zeros_like(x): the value expanded to the batch */
+            return op2(x, "Expand", scalar(x, ox_type(n->dt), n->ten.lo), batch_shape(x, s));
+        if (has_batch(s))
+            return NULL;
         const int64_t cnt = ir_row_elems(s);
         double *v = util_alloc(sizeof *v * (size_t)(cnt + 1));
         for (int64_t i = 0; i < cnt; i++)
@@ -486,6 +588,10 @@ static const char *convert(Ox *x, const Node *n)
     }
     case OP_T_EMBED:
         return op2(x, "Gather", a, b);
+    case OP_T_RNN:
+        return recurrence(x, n);
+    case OP_T_RNN_CN:
+        return op2(x, "Squeeze", util_fmt("cn%d", n->in[0]), ints(x, (int64_t[]){0}, 1));
     default:
         return NULL;
     }
@@ -556,9 +662,9 @@ void onnx_emit(FILE *f, const Graph *g)
             fprintf(f, "static const rt_onnx_attr oxa%d[] = {", i);
             for (int k = 0; k < o->nat; k++) {
                 const OxAttr *a = &o->at[k];
-                fprintf(f, "%s{\"%s\", %d, %s, %lldLL, %s, %d, NULL}", k ? ", " : "", a->name, a->type,
+                fprintf(f, "%s{\"%s\", %d, %s, %lldLL, %s, %d, %s}", k ? ", " : "", a->name, a->type,
                         util_cfloat(a->f), (long long)a->i, a->type == RT_OXA_INTS ? util_fmt("oxv%d_%d", i, k) : "NULL",
-                        a->n);
+                        a->n, a->s ? util_fmt("\"%s\"", a->s) : "NULL");
             }
             fprintf(f, "};\n");
         }
@@ -566,8 +672,9 @@ void onnx_emit(FILE *f, const Graph *g)
     fprintf(f, "static const rt_onnx_node onnx_nodes[] = {\n");
     for (int i = 0; i < x.nn; i++) {
         const OxNode *o = &x.nodes[i];
-        fprintf(f, "    {\"%s\", oxi%d, %d, \"%s\", %s, %d},\n", o->op, i, o->nin, o->out,
-                o->nat ? util_fmt("oxa%d", i) : "NULL", o->nat);
+        fprintf(f, "    {\"%s\", oxi%d, %d, \"%s\", %s, %d, %s, %s},\n", o->op, i, o->nin, o->out,
+                o->nat ? util_fmt("oxa%d", i) : "NULL", o->nat, o->out2 ? util_fmt("\"%s\"", o->out2) : "NULL",
+                o->out3 ? util_fmt("\"%s\"", o->out3) : "NULL");
     }
     fprintf(f, "};\n");
     for (int i = 0; i < x.nc; i++) {

@@ -450,7 +450,8 @@ typedef struct rt_model {
  * graph's tensors, the parameters by their state_dict names (the runtime
  * writes their values as initializers) or consts. */
 enum { RT_OX_F32 = 1, RT_OX_U8 = 2, RT_OX_I64 = 7, RT_OX_BOOL = 9 };    /* TensorProto.DataType */
-enum { RT_OXA_FLOAT = 1, RT_OXA_INT = 2, RT_OXA_STRING = 3, RT_OXA_INTS = 7 };   /* AttributeProto.AttributeType */
+enum { RT_OXA_FLOAT = 1, RT_OXA_INT = 2, RT_OXA_STRING = 3, RT_OXA_INTS = 7, RT_OXA_STRINGS = 8 };
+/* AttributeProto.AttributeType (STRINGS: the one string s) */
 typedef struct rt_onnx_attr {
     const char *name;
     int type;               /* RT_OXA_* */
@@ -467,6 +468,7 @@ typedef struct rt_onnx_node {
     const char *out;
     const rt_onnx_attr *attr;
     int nattr;
+    const char *out2, *out3;    /* a second and third output ("" left out), or NULL */
 } rt_onnx_node;
 typedef struct rt_onnx_const {
     const char *name;

@@ -152,15 +152,19 @@ static void value_info(pb *b, int field, const char *name, int dtype, int rank, 
 
 /* NodeProto: input 1, output 2, name 3, op_type 4, attribute 5
  * (AttributeProto: name 1, f 2, i 3, s 4, ints 8, type 20) */
-static void node(pb *b, const char *op, const char *const *in, int nin, const char *out, const rt_onnx_attr *a,
-                 int na, int id)
+static void node(pb *b, const char *op, const char *const *in, int nin, const char *const *out, int nout,
+                 const rt_onnx_attr *a, int na, int id)
 {
     pb nd = {0};
     char name[32];
     for (int k = 0; k < nin; k++)
         f_str(&nd, 1, in[k]);
-    f_str(&nd, 2, out);
-    snprintf(name, sizeof name, "n%d_%s", id, op);
+    for (int k = 0; k < nout; k++)
+        f_str(&nd, 2, out[k]);
+    if (id)
+        snprintf(name, sizeof name, "n%d_%s", id, op);
+    else    /* the prologue's: one of each op */
+        snprintf(name, sizeof name, "pre_%s", op);
     f_str(&nd, 3, name);
     f_str(&nd, 4, op);
     for (int k = 0; k < na; k++) {
@@ -172,6 +176,8 @@ static void node(pb *b, const char *op, const char *const *in, int nin, const ch
             f_int(&at, 3, a[k].i);
         else if (a[k].type == RT_OXA_STRING)
             f_str(&at, 4, a[k].s);
+        else if (a[k].type == RT_OXA_STRINGS)
+            f_str(&at, 9, a[k].s);
         else
             for (int j = 0; j < a[k].nints; j++)
                 f_int(&at, 8, a[k].ints[j]);
@@ -181,9 +187,14 @@ static void node(pb *b, const char *op, const char *const *in, int nin, const ch
     f_msg(b, 1, &nd);
 }
 
-static void node2(pb *b, const char *op, const char *x, const char *y, const char *out, int id)
+static void node1(pb *b, const char *op, const char *x, const char *out, const rt_onnx_attr *a, int na)
 {
-    node(b, op, (const char *const[]){x, y}, 2, out, NULL, 0, id);
+    node(b, op, (const char *const[]){x}, 1, (const char *const[]){out}, 1, a, na, 0);
+}
+
+static void node2(pb *b, const char *op, const char *x, const char *y, const char *out)
+{
+    node(b, op, (const char *const[]){x, y}, 2, (const char *const[]){out}, 1, NULL, 0, 0);
 }
 
 /* ---- the model ------------------------------------------------------------ */
@@ -199,16 +210,16 @@ static int prologue(pb *g, const rt_model *m, const rt_data *d, int64_t *in_dims
         in_dims[1 + k] = m->in_dim[k];
     if (m->in_vocab) {      /* tokens are read as they are */
         *in_type = RT_OX_I64;
-        node(g, "Identity", (const char *const[]){"input"}, 1, "x", NULL, 0, 0);
+        node1(g, "Identity", "input", "x", NULL, 0);
         return 0;
     }
     *in_type = s->x_u8 ? RT_OX_U8 : RT_OX_F32;
     const char *v = "input";
     if (s->x_u8) {
         const rt_onnx_attr to = {"to", RT_OXA_INT, 0, RT_OX_F32, NULL, 0, NULL};
-        node(g, "Cast", (const char *const[]){"input"}, 1, "input_f", &to, 1, 0);
+        node1(g, "Cast", "input", "input_f", &to, 1);
         tensor(g, "input_scale", RT_OX_F32, 0, NULL, (const double[]){1.0 / 255.0}, NULL, 1);
-        node2(g, "Mul", "input_f", "input_scale", "input_s", 0);
+        node2(g, "Mul", "input_f", "input_scale", "input_s");
         v = "input_s";
     }
     /* element k of a sample is in channel k / norm_div % norm_n: the
@@ -230,14 +241,14 @@ static int prologue(pb *g, const rt_model *m, const rt_data *d, int64_t *in_dims
         rank = m->in_rank;
     }
     if (!d->norm || d->norm_n < 1) {
-        node(g, "Identity", (const char *const[]){v}, 1, "x", NULL, 0, 0);
+        node1(g, "Identity", v, "x", NULL, 0);
         return 0;
     }
     const int nn = d->norm_n > 1 ? d->norm_n : 1;
     tensor(g, "input_mean", RT_OX_F32, (int)rank, dims, NULL, d->norm, nn);
     tensor(g, "input_std", RT_OX_F32, (int)rank, dims, NULL, d->norm + nn, nn);
-    node2(g, "Sub", v, "input_mean", "input_c", 0);
-    node2(g, "Div", "input_c", "input_std", "x", 0);
+    node2(g, "Sub", v, "input_mean", "input_c");
+    node2(g, "Div", "input_c", "input_std", "x");
     return 0;
 }
 
@@ -285,9 +296,11 @@ int rt_onnx_write(const rt_model *m, const rt_data *d, const float *param, const
         free(g.p);
         return -1;
     }
-    for (int i = 0; i < x->nnodes; i++)
-        node(&g, x->nodes[i].op, x->nodes[i].in, x->nodes[i].nin, x->nodes[i].out, x->nodes[i].attr,
-             x->nodes[i].nattr, i + 1);
+    for (int i = 0; i < x->nnodes; i++) {
+        const rt_onnx_node *n = &x->nodes[i];
+        const char *out[3] = {n->out, n->out2, n->out3};
+        node(&g, n->op, n->in, n->nin, out, n->out3 ? 3 : n->out2 ? 2 : 1, n->attr, n->nattr, i + 1);
+    }
     f_str(&g, 2, m->name);
     for (int i = 0; i < m->nparam; i++) {   /* a tied weight's other name is no tensor of the graph */
         const rt_param *p = &m->params[i];

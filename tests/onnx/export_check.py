@@ -1,13 +1,17 @@
 #!/usr/bin/python3
 """export_check.py CDDPC ROOT: --export-onnx checked by others' code.
 
-usage: export_check.py CDDPC ROOT [NAME ...]
+usage: export_check.py CDDPC ROOT [NAME ...]   (NAME: a case below, or refusal)
 
 For each model (SimpleNet, the ConvNet, LeNet-5, the attention-over-rows
 model, GoogLeNet-style with its auxiliary head, and the tabular ones:
 iris with class names, breast_cancer's one logit, diabetes' regression,
-digits from an npz, digits_multilabel's three labels; the character GPT
-on the first 120000 characters of the KJV): compile it, train
+digits from an npz, digits_multilabel's three labels; the character GPT,
+MLP and GRU on the first 120000 characters of the KJV; the recurrent
+networks: a 2-layer LSTM over an image's rows, an LSTM without biases
+over the sequence-first layout, a bidirectional GRU read through h_n, a
+ReLU RNN; ConvTranspose2d and bilinear and nearest upsampling): compile
+it, train
 it briefly with --save and --export-onnx (the file after training), then
 
   1. onnx's checker (full_check) and strict shape inference pass, and the
@@ -39,6 +43,7 @@ import tempfile
 import numpy as np
 
 STEPS = 60
+STEPS_OF = {"updown": 400}     # it learns slowly: an untrained net's outputs are near constant
 
 
 def idx_images(path):
@@ -84,6 +89,13 @@ CASES = [
     ("breast_cancer", "models/breast_cancer.net", "csv_bin", "data/sklearn/breast_cancer.csv"),
     ("diabetes", "models/diabetes.net", "csv_reg", "data/sklearn/diabetes.csv"),
     ("gpt_char", "models/gpt_char.net", "text", "data/kjv.txt"),
+    ("char_lm", "models/char_lm.net", "text", "data/kjv.txt"),
+    ("lstm_rows", "models/lstm_rows.net", "idx", "data/fashion-mnist"),
+    ("lstm_seq", "tests/torch/lstm_seq.net", "idx", "data/fashion-mnist"),
+    ("gru_bi", "tests/torch/gru_bi.net", "idx", "data/fashion-mnist"),
+    ("rnn_relu", "tests/torch/rnn_relu.net", "idx", "data/fashion-mnist"),
+    ("char_gru", "models/char_gru.net", "text", "data/kjv.txt"),
+    ("updown", "tests/torch/updown_net.net", "idx", "data/fashion-mnist"),
     ("digits_multilabel", "models/digits_multilabel.net", "csv_bin", "data/sklearn/digits_multilabel.csv"),
 ]
 
@@ -152,6 +164,10 @@ def main(argv):
         return 2
     cddpc, root = os.path.abspath(argv[0]), os.path.abspath(argv[1])
     only = set(argv[2:])
+    unknown = only - {c[0] for c in CASES} - {"refusal"}
+    if unknown:
+        sys.stderr.write("export_check: no case %s\n" % ", ".join(sorted(unknown)))
+        return 2
     import onnx
     from onnx import shape_inference
     node_modules = os.path.join(root, ".deps", "node_modules")
@@ -192,7 +208,7 @@ def main(argv):
             failures.append("%s: cddpc: %s" % (name, out[-1500:]))
             continue
         st, o1, o2 = (os.path.join(work, name + s) for s in (".st", ".onnx", ".load.onnx"))
-        rc, out = run([prog, "--data", path, "--epochs", "1", "--max-steps", str(STEPS), "--threads", "1",
+        rc, out = run([prog, "--data", path, "--epochs", "1", "--max-steps", str(STEPS_OF.get(name, STEPS)), "--threads", "1",
                        "--save", st, "--export-onnx", o1])
         if rc or not os.path.exists(o1):
             failures.append("%s: training with --export-onnx: %s" % (name, out[-1500:]))

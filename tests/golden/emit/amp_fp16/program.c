@@ -1417,19 +1417,19 @@ static const rt_onnx_attr oxa10[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
 static const char *const oxi11[] = {"u10", "fc.bias"};
 static const char *const oxi12[] = {"u11"};
 static const rt_onnx_node onnx_nodes[] = {
-    {"Conv", oxi0, 2, "u0", oxa0, 5},
-    {"Reshape", oxi1, 2, "u1", NULL, 0},
-    {"Add", oxi2, 2, "u2", NULL, 0},
-    {"BatchNormalization", oxi3, 5, "u3", oxa3, 1},
-    {"Relu", oxi4, 1, "u4", NULL, 0},
-    {"Conv", oxi5, 2, "u5", oxa5, 5},
-    {"MaxPool", oxi6, 1, "u6", oxa6, 4},
-    {"BatchNormalization", oxi7, 5, "u7", oxa7, 1},
-    {"AveragePool", oxi8, 1, "u8", oxa8, 4},
-    {"Reshape", oxi9, 2, "u9", NULL, 0},
-    {"Gemm", oxi10, 2, "u10", oxa10, 1},
-    {"Add", oxi11, 2, "u11", NULL, 0},
-    {"Identity", oxi12, 1, "y", NULL, 0},
+    {"Conv", oxi0, 2, "u0", oxa0, 5, NULL, NULL},
+    {"Reshape", oxi1, 2, "u1", NULL, 0, NULL, NULL},
+    {"Add", oxi2, 2, "u2", NULL, 0, NULL, NULL},
+    {"BatchNormalization", oxi3, 5, "u3", oxa3, 1, NULL, NULL},
+    {"Relu", oxi4, 1, "u4", NULL, 0, NULL, NULL},
+    {"Conv", oxi5, 2, "u5", oxa5, 5, NULL, NULL},
+    {"MaxPool", oxi6, 1, "u6", oxa6, 4, NULL, NULL},
+    {"BatchNormalization", oxi7, 5, "u7", oxa7, 1, NULL, NULL},
+    {"AveragePool", oxi8, 1, "u8", oxa8, 4, NULL, NULL},
+    {"Reshape", oxi9, 2, "u9", NULL, 0, NULL, NULL},
+    {"Gemm", oxi10, 2, "u10", oxa10, 1, NULL, NULL},
+    {"Add", oxi11, 2, "u11", NULL, 0, NULL, NULL},
+    {"Identity", oxi12, 1, "y", NULL, 0, NULL, NULL},
 };
 static const int64_t oxd0[] = {3};
 static const double oxc0[] = {3, 1, 1};

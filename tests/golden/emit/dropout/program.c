@@ -736,19 +736,19 @@ static const rt_onnx_attr oxa10[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
 static const char *const oxi11[] = {"u10", "body.5.bias"};
 static const char *const oxi12[] = {"u11"};
 static const rt_onnx_node onnx_nodes[] = {
-    {"Conv", oxi0, 2, "u0", oxa0, 5},
-    {"Reshape", oxi1, 2, "u1", NULL, 0},
-    {"Add", oxi2, 2, "u2", NULL, 0},
-    {"Relu", oxi3, 1, "u3", NULL, 0},
-    {"Reshape", oxi4, 2, "u4", NULL, 0},
-    {"Gemm", oxi5, 2, "u5", oxa5, 1},
-    {"Add", oxi6, 2, "u6", NULL, 0},
-    {"Relu", oxi7, 1, "u7", NULL, 0},
-    {"Gemm", oxi8, 2, "u8", oxa8, 1},
-    {"Add", oxi9, 2, "u9", NULL, 0},
-    {"Gemm", oxi10, 2, "u10", oxa10, 1},
-    {"Add", oxi11, 2, "u11", NULL, 0},
-    {"Identity", oxi12, 1, "y", NULL, 0},
+    {"Conv", oxi0, 2, "u0", oxa0, 5, NULL, NULL},
+    {"Reshape", oxi1, 2, "u1", NULL, 0, NULL, NULL},
+    {"Add", oxi2, 2, "u2", NULL, 0, NULL, NULL},
+    {"Relu", oxi3, 1, "u3", NULL, 0, NULL, NULL},
+    {"Reshape", oxi4, 2, "u4", NULL, 0, NULL, NULL},
+    {"Gemm", oxi5, 2, "u5", oxa5, 1, NULL, NULL},
+    {"Add", oxi6, 2, "u6", NULL, 0, NULL, NULL},
+    {"Relu", oxi7, 1, "u7", NULL, 0, NULL, NULL},
+    {"Gemm", oxi8, 2, "u8", oxa8, 1, NULL, NULL},
+    {"Add", oxi9, 2, "u9", NULL, 0, NULL, NULL},
+    {"Gemm", oxi10, 2, "u10", oxa10, 1, NULL, NULL},
+    {"Add", oxi11, 2, "u11", NULL, 0, NULL, NULL},
+    {"Identity", oxi12, 1, "y", NULL, 0, NULL, NULL},
 };
 static const int64_t oxd0[] = {3};
 static const double oxc0[] = {3, 1, 1};

@@ -366,16 +366,16 @@ static const rt_onnx_attr oxa7[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
 static const char *const oxi8[] = {"u7", "fc3.bias"};
 static const char *const oxi9[] = {"u8"};
 static const rt_onnx_node onnx_nodes[] = {
-    {"Reshape", oxi0, 2, "u0", NULL, 0},
-    {"Gemm", oxi1, 2, "u1", oxa1, 1},
-    {"Add", oxi2, 2, "u2", NULL, 0},
-    {"Relu", oxi3, 1, "u3", NULL, 0},
-    {"Gemm", oxi4, 2, "u4", oxa4, 1},
-    {"Add", oxi5, 2, "u5", NULL, 0},
-    {"Relu", oxi6, 1, "u6", NULL, 0},
-    {"Gemm", oxi7, 2, "u7", oxa7, 1},
-    {"Add", oxi8, 2, "u8", NULL, 0},
-    {"Identity", oxi9, 1, "y", NULL, 0},
+    {"Reshape", oxi0, 2, "u0", NULL, 0, NULL, NULL},
+    {"Gemm", oxi1, 2, "u1", oxa1, 1, NULL, NULL},
+    {"Add", oxi2, 2, "u2", NULL, 0, NULL, NULL},
+    {"Relu", oxi3, 1, "u3", NULL, 0, NULL, NULL},
+    {"Gemm", oxi4, 2, "u4", oxa4, 1, NULL, NULL},
+    {"Add", oxi5, 2, "u5", NULL, 0, NULL, NULL},
+    {"Relu", oxi6, 1, "u6", NULL, 0, NULL, NULL},
+    {"Gemm", oxi7, 2, "u7", oxa7, 1, NULL, NULL},
+    {"Add", oxi8, 2, "u8", NULL, 0, NULL, NULL},
+    {"Identity", oxi9, 1, "y", NULL, 0, NULL, NULL},
 };
 static const int64_t oxd0[] = {2};
 static const double oxc0[] = {-1, 784};

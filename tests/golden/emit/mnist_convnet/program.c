@@ -1453,22 +1453,22 @@ static const rt_onnx_attr oxa13[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
 static const char *const oxi14[] = {"u13", "fc.bias"};
 static const char *const oxi15[] = {"u14"};
 static const rt_onnx_node onnx_nodes[] = {
-    {"Conv", oxi0, 2, "u0", oxa0, 5},
-    {"Reshape", oxi1, 2, "u1", NULL, 0},
-    {"Add", oxi2, 2, "u2", NULL, 0},
-    {"BatchNormalization", oxi3, 5, "u3", oxa3, 1},
-    {"Relu", oxi4, 1, "u4", NULL, 0},
-    {"MaxPool", oxi5, 1, "u5", oxa5, 4},
-    {"Conv", oxi6, 2, "u6", oxa6, 5},
-    {"Reshape", oxi7, 2, "u7", NULL, 0},
-    {"Add", oxi8, 2, "u8", NULL, 0},
-    {"BatchNormalization", oxi9, 5, "u9", oxa9, 1},
-    {"Relu", oxi10, 1, "u10", NULL, 0},
-    {"MaxPool", oxi11, 1, "u11", oxa11, 4},
-    {"Reshape", oxi12, 2, "u12", NULL, 0},
-    {"Gemm", oxi13, 2, "u13", oxa13, 1},
-    {"Add", oxi14, 2, "u14", NULL, 0},
-    {"Identity", oxi15, 1, "y", NULL, 0},
+    {"Conv", oxi0, 2, "u0", oxa0, 5, NULL, NULL},
+    {"Reshape", oxi1, 2, "u1", NULL, 0, NULL, NULL},
+    {"Add", oxi2, 2, "u2", NULL, 0, NULL, NULL},
+    {"BatchNormalization", oxi3, 5, "u3", oxa3, 1, NULL, NULL},
+    {"Relu", oxi4, 1, "u4", NULL, 0, NULL, NULL},
+    {"MaxPool", oxi5, 1, "u5", oxa5, 4, NULL, NULL},
+    {"Conv", oxi6, 2, "u6", oxa6, 5, NULL, NULL},
+    {"Reshape", oxi7, 2, "u7", NULL, 0, NULL, NULL},
+    {"Add", oxi8, 2, "u8", NULL, 0, NULL, NULL},
+    {"BatchNormalization", oxi9, 5, "u9", oxa9, 1, NULL, NULL},
+    {"Relu", oxi10, 1, "u10", NULL, 0, NULL, NULL},
+    {"MaxPool", oxi11, 1, "u11", oxa11, 4, NULL, NULL},
+    {"Reshape", oxi12, 2, "u12", NULL, 0, NULL, NULL},
+    {"Gemm", oxi13, 2, "u13", oxa13, 1, NULL, NULL},
+    {"Add", oxi14, 2, "u14", NULL, 0, NULL, NULL},
+    {"Identity", oxi15, 1, "y", NULL, 0, NULL, NULL},
 };
 static const int64_t oxd0[] = {3};
 static const double oxc0[] = {16, 1, 1};

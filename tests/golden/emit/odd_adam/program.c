@@ -372,15 +372,15 @@ static const rt_onnx_attr oxa6[] = {{"transB", 2, 0.0f, 1LL, NULL, 0, NULL}};
 static const char *const oxi7[] = {"u6", "4.bias"};
 static const char *const oxi8[] = {"u7"};
 static const rt_onnx_node onnx_nodes[] = {
-    {"Gemm", oxi0, 2, "u0", oxa0, 1},
-    {"Add", oxi1, 2, "u1", NULL, 0},
-    {"Relu", oxi2, 1, "u2", NULL, 0},
-    {"Gemm", oxi3, 2, "u3", oxa3, 1},
-    {"Add", oxi4, 2, "u4", NULL, 0},
-    {"Relu", oxi5, 1, "u5", NULL, 0},
-    {"Gemm", oxi6, 2, "u6", oxa6, 1},
-    {"Add", oxi7, 2, "u7", NULL, 0},
-    {"Identity", oxi8, 1, "y", NULL, 0},
+    {"Gemm", oxi0, 2, "u0", oxa0, 1, NULL, NULL},
+    {"Add", oxi1, 2, "u1", NULL, 0, NULL, NULL},
+    {"Relu", oxi2, 1, "u2", NULL, 0, NULL, NULL},
+    {"Gemm", oxi3, 2, "u3", oxa3, 1, NULL, NULL},
+    {"Add", oxi4, 2, "u4", NULL, 0, NULL, NULL},
+    {"Relu", oxi5, 1, "u5", NULL, 0, NULL, NULL},
+    {"Gemm", oxi6, 2, "u6", oxa6, 1, NULL, NULL},
+    {"Add", oxi7, 2, "u7", NULL, 0, NULL, NULL},
+    {"Identity", oxi8, 1, "y", NULL, 0, NULL, NULL},
 };
 static const rt_onnx_const onnx_consts[] = {
     {0}};
