@@ -372,7 +372,7 @@ static Val pointwise_loss(Sema *S, int fn, Val x, Val t, int red, double delta, 
     Val l;
     if (pos_weight.id >= 0) {
         /* torch 1.13: (1 - t) x + (1 + (p - 1) t) softplus(-x), p broadcast
-         * over the outputs; log(1 + exp(-x)) as max(-x, 0) + log1p(exp(-|x|))
+         * over the outputs; log(1 + exp(-x)) as max(-x, 0) + log(1 + exp(-|x|))
          * (log_sigmoid's form: no overflow) */
         Val pm1 = affine(S, pos_weight, 1, -1, loc);
         Val lw = affine(S, mul(S, pm1, t, loc), 1, 1, loc);
