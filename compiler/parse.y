@@ -102,8 +102,9 @@ static Arg *mkarg(const char *key, Loc key_loc, Expr *val)
  * Sema words its messages about the name as written (Expr.written). */
 static const char *pyname(const char *s)
 {
-    static const char *const spaces[] = {"torch.nn.functional.", "nn.functional.", "torch.nn.", "torch.optim.",
-                                         "torch.", "nn.", "optim.", "F.", "self."};
+    static const char *const spaces[] = {"torch.nn.functional.", "nn.functional.", "torch.nn.",
+                                         "torch.optim.lr_scheduler.", "optim.lr_scheduler.", "torch.optim.",
+                                         "lr_scheduler.", "torch.", "nn.", "optim.", "F.", "self."};
     for (size_t i = 0; i < sizeof spaces / sizeof *spaces; i++)
         if (strncmp(s, spaces[i], strlen(spaces[i])) == 0)
             return s + strlen(spaces[i]);

@@ -18,6 +18,51 @@ static const char *callee(const Expr *e, const char *what)
 
 static int num_at_least(const Expr *e, const char *what, double lo, int open, double *out);
 
+/* PyTorch's class names for the train block's settings (the namespace,
+ * nn., torch.optim., optim., lr_scheduler., is gone from Expr.s) */
+static const char *const pytorch_names[][2] = {
+    {"BCEWithLogitsLoss", "binary_cross_entropy_with_logits"}, {"CrossEntropyLoss", "cross_entropy"},
+    {"HuberLoss", "huber_loss"}, {"L1Loss", "l1_loss"}, {"MSELoss", "mse_loss"}, {"NLLLoss", "nll_loss"},
+    {"SmoothL1Loss", "smooth_l1_loss"},
+    {"Adam", "adam"}, {"AdamW", "adamw"}, {"RMSprop", "rmsprop"}, {"SGD", "sgd"},
+    {"CosineAnnealingLR", "cosine"}, {"ExponentialLR", "exponential"}, {"MultiStepLR", "multistep"},
+    {"OneCycleLR", "onecycle"}, {"StepLR", "step"},
+};
+
+/* e as the train block's own spelling: PyTorch's class (nn.CrossEntropyLoss(),
+ * torch.optim.Adam(model.parameters(), lr = 1e-3), StepLR(optimizer,
+ * step_size = 30)) named as ours, the optimizer's parameters and the
+ * schedule's optimizer, which the train block implies, left out */
+/* a misspelt PyTorch class is hinted at as PyTorch spells it */
+static void near_pytorch(Near *s)
+{
+    for (size_t i = 0; i < sizeof pytorch_names / sizeof *pytorch_names; i++)
+        arg_near_try(s, pytorch_names[i][0]);
+}
+
+static const Expr *ours(const Expr *e)
+{
+    if (e->kind != E_NAME && e->kind != E_CALL)
+        return e;
+    const char *name = e->s;
+    for (size_t i = 0; i < sizeof pytorch_names / sizeof *pytorch_names; i++)
+        if (strcmp(e->s, pytorch_names[i][0]) == 0)
+            name = pytorch_names[i][1];
+    const Expr *first = e->kind == E_CALL && e->nargs > 0 && !e->args[0]->key ? e->args[0]->val : NULL;
+    const int implied = first && ((first->kind == E_CALL && strcmp(first->s, "parameters") == 0)
+                                  || (first->kind == E_NAME && (strcmp(first->s, "params") == 0
+                                                                || strcmp(first->s, "optimizer") == 0
+                                                                || strcmp(first->s, "opt") == 0)));
+    if (name == e->s && !implied)
+        return e;
+    Expr *c = util_alloc(sizeof *c);
+    *c = *e;
+    c->s = name;
+    if (implied)
+        c->args++, c->nargs--;
+    return c;
+}
+
 /* The losses, sorted by name (the unknown-loss message lists them so):
  * LOSS_* and the arguments each takes after `reduction`. */
 static const struct {
@@ -40,6 +85,8 @@ enum { NLOSSES = sizeof losses / sizeof losses[0] };
  * (front.c checks the count against the model's output width) */
 static void loss_weights(TrainCfg *t, const Expr *e, const char *what)
 {
+    if (e->kind == E_CALL && strcmp(e->s, "tensor") == 0 && e->nargs == 1 && !e->args[0]->key)
+        e = e->args[0]->val;    /* nn.CrossEntropyLoss(weight = torch.tensor([...])) */
     int n = e->kind == E_TUPLE ? e->nargs : 0;
     if (n == 0) {
         diag_error(e->loc, "%s must be a list of numbers, one per %s, such as [1.0, 2.0], got %s", what,
@@ -82,6 +129,7 @@ static void loss_ignore(TrainCfg *t, const Expr *e)
  * (front.c checks the model). */
 static void train_loss(TrainCfg *t, const Expr *e)
 {
+    e = ours(e);
     const char *name = callee(e, "loss");
     if (!name)
         return;
@@ -95,7 +143,10 @@ static void train_loss(TrainCfg *t, const Expr *e)
             arg_near_try(&s, losses[i].name);
             all = util_fmt("%s%s%s", all, i ? ", " : "", losses[i].name);
         }
-        diag_error(e->loc, "unknown loss '%s'%s (supported: %s)", name, arg_near_hint(&s), all);
+        near_pytorch(&s);
+        diag_error(e->loc, "unknown loss '%s'%s (supported: %s; or PyTorch's classes: nn.BCEWithLogitsLoss, "
+                   "nn.CrossEntropyLoss, nn.HuberLoss, nn.L1Loss, nn.MSELoss, nn.NLLLoss, nn.SmoothL1Loss; a loss "
+                   "block, loss(out, y) { ... }, takes any other as code)", name, arg_near_hint(&s), all);
         return;
     }
     t->loss = losses[k].loss;
@@ -255,6 +306,7 @@ static void train_rmsprop(TrainCfg *t, const Expr *e)
  * torch.optim.SGD's; adam(...), adamw(...), rmsprop(...). */
 static void train_optimizer(TrainCfg *t, const Expr *e)
 {
+    e = ours(e);
     const char *name = callee(e, "optimizer");
     if (!name)
         return;
@@ -271,8 +323,9 @@ static void train_optimizer(TrainCfg *t, const Expr *e)
         static const char *const known[] = {"adam", "adamw", "rmsprop", "sgd"};   /* sorted */
         for (int i = 0; i < 4; i++)
             arg_near_try(&s, known[i]);
-        diag_error(e->loc, "unknown optimizer '%s'%s (supported: adam, adamw, rmsprop, sgd)", name,
-                   arg_near_hint(&s));
+        near_pytorch(&s);
+        diag_error(e->loc, "unknown optimizer '%s'%s (supported: adam, adamw, rmsprop, sgd, or as PyTorch spells "
+                   "them: torch.optim.Adam, AdamW, RMSprop, SGD)", name, arg_near_hint(&s));
         return;
     }
     static const char *const names[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov", "decay"};
@@ -435,6 +488,7 @@ static void train_schedule(TrainCfg *t, const Expr *e)
                                                                "eta_min"}, 4},
     };
     enum { NSCHED = sizeof scheds / sizeof scheds[0] };
+    e = ours(e);
     const char *name = callee(e, "schedule");
     if (!name)
         return;
@@ -445,8 +499,10 @@ static void train_schedule(TrainCfg *t, const Expr *e)
         Near s = arg_near(name);
         for (int i = 0; i < NSCHED; i++)
             arg_near_try(&s, scheds[i].name);
+        near_pytorch(&s);
         diag_error(e->loc, "unknown schedule '%s'%s (supported: cosine, exponential, multistep, onecycle, step, "
-                   "warmup_cosine)", name, arg_near_hint(&s));
+                   "warmup_cosine, or as PyTorch spells them: lr_scheduler.CosineAnnealingLR, ExponentialLR, "
+                   "MultiStepLR, OneCycleLR, StepLR)", name, arg_near_hint(&s));
         return;
     }
     const Sig sig = {name, scheds[k].names, scheds[k].n, scheds[k].n, 1};
