@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/pytorch_spellings.sh CDDPC: the train block in PyTorch's own
+# tests/cli/pytorch_train_names.sh CDDPC: the train block in PyTorch's own
 # words (nn.CrossEntropyLoss(weight = torch.tensor([...])),
 # torch.optim.Adam(model.parameters(), lr = ...),
 # torch.optim.lr_scheduler.StepLR(optimizer, step_size = ...), optim.SGD,
@@ -95,4 +95,4 @@ else
     echo "FAIL: optim.Adagrad's message:"; cat "$W/c.out"; fail=1
 fi
 [ $fail -eq 0 ] || exit 1
-echo "pytorch-spellings: PASS: $n pairs compile to the same program"
+echo "pytorch-train-names: PASS: $n pairs compile to the same program"
