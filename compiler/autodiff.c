@@ -873,9 +873,10 @@ static void update_params(Program *p)
     Graph *g = p->g;
     const TrainCfg *t = &p->train;
     g->opt_op = t->optimizer == OPT_ADAM ? OP_ADAM : t->optimizer == OPT_ADAMW ? OP_ADAMW
-              : t->optimizer == OPT_RMSPROP ? OP_RMSPROP : t->momentum != 0.0 ? OP_SGD_MOMENTUM : OP_SGD;
+              : t->optimizer == OPT_RMSPROP ? OP_RMSPROP : t->optimizer == OPT_ADAGRAD ? OP_ADAGRAD
+              : t->momentum != 0.0 ? OP_SGD_MOMENTUM : OP_SGD;
     g->opt = (OptHyper){t->momentum, t->dampening, t->weight_decay, t->nesterov, t->beta1, t->beta2, t->eps,
-                        t->amsgrad, t->alpha, t->centered};
+                        t->amsgrad, t->alpha, t->centered, t->lr_decay, t->init_acc};
     g->prec = t->precision;
     g->updates = util_alloc(sizeof(int) * (size_t)(g->nparam + 1));
     /* a parameter read through a view (Conv1d's weight as 4-d): its

@@ -186,6 +186,7 @@ typedef struct OptHyper {
     int amsgrad;                                /* ADAM, ADAMW: max_exp_avg_sq, a third slot */
     double alpha;                               /* RMSPROP (momentum: its buffer when > 0) */
     int centered;                               /* RMSPROP: grad_avg */
+    double lr_decay, init_acc;                  /* ADAGRAD: lr_decay, initial_accumulator_value (eps too) */
 } OptHyper;
 
 typedef struct Graph {
@@ -223,7 +224,8 @@ typedef struct Graph {
     int metric_kind, metric_pred, metric_t;
     int *grad;              /* grad[param index] = node id of its gradient */
     int *updates;           /* updates[param index] = its SGD node, or -1 */
-    Op opt_op;              /* the update nodes' op: OP_SGD, OP_SGD_MOMENTUM, OP_ADAM, OP_ADAMW, OP_RMSPROP */
+    Op opt_op;              /* the update nodes' op: OP_SGD, OP_SGD_MOMENTUM, OP_ADAM, OP_ADAMW, OP_RMSPROP,
+                               OP_ADAGRAD */
     OptHyper opt;
     int decay_dim;          /* 0: opt.weight_decay on every parameter; 2: only on those of rank >= 2
                                (decay = "dim>=2": nanoGPT's two groups; ir_param_decays) */
@@ -317,7 +319,7 @@ int ten_rnn_gates(int cell);
 int ten_rnn_saved(int cell);
 
 /* ---- front.c: the front end (lex.l, parse.y, then sema.h's files) --- */
-enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2, OPT_RMSPROP = 3 };
+enum { OPT_SGD = 0, OPT_ADAM = 1, OPT_ADAMW = 2, OPT_RMSPROP = 3, OPT_ADAGRAD = 4 };
 enum { METRIC_ACCURACY = 1, METRIC_MSE = 2, METRIC_MACRO_F1 = 3 };
 /* The train block's loss: cross_entropy and nll_loss take class indices,
  * the others float targets of the model's output width. */
@@ -359,13 +361,14 @@ typedef struct TrainCfg {
     int has_ignore;         /* cross_entropy / nll_loss(ignore_index = k): targets equal to k count
                                for nothing (loss, gradient, the mean's count, accuracy) */
     int64_t ignore_index;
-    int optimizer;          /* OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_RMSPROP */
+    int optimizer;          /* OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_RMSPROP, OPT_ADAGRAD */
     double lr, momentum, dampening, weight_decay;
     int nesterov;
     double beta1, beta2, eps;   /* adam, adamw (eps: rmsprop too) */
     int amsgrad;                /* adam, adamw */
     double alpha;               /* rmsprop */
     int centered;               /* rmsprop */
+    double lr_decay, init_acc;  /* adagrad */
     int decay_dim;              /* decay = "all" (0) or "dim>=2" (2): which parameters weight_decay shrinks */
     int sched;              /* RT_SCHED_*: the lr per epoch or per optimizer step */
     double step_size, gamma, t_max, eta_min;

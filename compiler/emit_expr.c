@@ -752,6 +752,13 @@ void ex_opt_prelude(FILE *f, const Graph *g, int64_t param_floats)
             fprintf(f, "    float *const ga = e->opt + %lld;\n", slot * (long long)param_floats);
         return;
     }
+    case OP_ADAGRAD:
+        /* the step's lr, decayed as torch's clr = lr / (1 + (step - 1) lr_decay) (a
+         * Python float, then the tensor's float); the first step's sum
+         * starts at initial_accumulator_value (the slab starts at zero) */
+        fprintf(f, "    float *const sm = e->opt;\n    const int first = e->step == 0;\n");
+        fprintf(f, "    const float clr = (float)((double)lr / (1.0 + (double)e->step * %.17g));\n", o->lr_decay);
+        return;
     default:
         diag_ice("emit: %s is not an optimizer", op_text[g->opt_op]);
     }
@@ -763,6 +770,7 @@ const char *ex_opt_names(const Graph *g)
     switch (g->opt_op) {
     case OP_ADAM: case OP_ADAMW: return g->opt.amsgrad ? "exp_avg,exp_avg_sq,max_exp_avg_sq" : "exp_avg,exp_avg_sq";
     case OP_SGD_MOMENTUM: return "momentum_buffer";
+    case OP_ADAGRAD: return "sum";
     case OP_RMSPROP:
         return g->opt.momentum > 0 ? (g->opt.centered ? "square_avg,momentum_buffer,grad_avg"
                                                       : "square_avg,momentum_buffer")
@@ -848,6 +856,17 @@ static void rmsprop_body(FILE *f, const Graph *g, int cuda, int decay)
     }
 }
 
+/* torch.optim.Adagrad: sum += d^2; p -= clr * d / (sqrt(sum) + eps) */
+static void adagrad_body(FILE *f, const Graph *g, int decay)
+{
+    const OptHyper *o = &g->opt;
+    opt_grad(f, g);
+    if (decay)
+        fprintf(f, "        d += %s * w[k];\n", util_cfloat(o->weight_decay));
+    fprintf(f, "        sm[k] = (first ? %s : sm[k]) + d * d;\n", util_cfloat(o->init_acc));
+    fprintf(f, "        w[k] -= clr * (d / (sqrtf(sm[k]) + %s));\n    }\n", util_cfloat(o->eps));
+}
+
 /* decay: ex_opt_ranges' flag of the range (weight_decay != 0 and the
  * parameters in decay = "..."'s group) */
 void ex_opt_body(FILE *f, const Graph *g, int cuda, int decay)
@@ -856,6 +875,8 @@ void ex_opt_body(FILE *f, const Graph *g, int cuda, int decay)
         adam_body(f, g, decay);
     else if (g->opt_op == OP_RMSPROP)
         rmsprop_body(f, g, cuda, decay);
+    else if (g->opt_op == OP_ADAGRAD)
+        adagrad_body(f, g, decay);
     else
         sgd_body(f, g, decay);
 }

@@ -540,7 +540,7 @@ static int verify_node(const Graph *g, const Node *n, const char *after)
     }
     case OP_SUM_ALL:
         return check(g, n, after, s->rank == 0, "sum_all gives a scalar");
-    case OP_SGD: case OP_SGD_MOMENTUM: case OP_ADAM: case OP_ADAMW: case OP_RMSPROP:
+    case OP_SGD: case OP_SGD_MOMENTUM: case OP_ADAM: case OP_ADAMW: case OP_RMSPROP: case OP_ADAGRAD:
         return check(g, n, after, g->n[n->in[0]]->op == OP_PARAM && ir_same_shape(in_shape(g, n, 0), in_shape(g, n, 1))
                      && ir_same_shape(in_shape(g, n, 0), s), "sgd updates a param with a gradient of its shape");
     case OP_CONV2D: case OP_CONV2D_DX: case OP_CONV2D_DW: case OP_SUM_CHAN: case OP_BN_STATS: case OP_BN_APPLY:
@@ -597,6 +597,7 @@ int ir_opt_slots(const Graph *g)
     case OP_ADAM: case OP_ADAMW: return 2 + !!g->opt.amsgrad;
     case OP_SGD_MOMENTUM: return 1;
     case OP_RMSPROP: return 1 + (g->opt.momentum > 0) + !!g->opt.centered;
+    case OP_ADAGRAD: return 1;
     default: return 0;
     }
 }

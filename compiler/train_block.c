@@ -24,7 +24,7 @@ static const char *const pytorch_names[][2] = {
     {"BCEWithLogitsLoss", "binary_cross_entropy_with_logits"}, {"CrossEntropyLoss", "cross_entropy"},
     {"HuberLoss", "huber_loss"}, {"L1Loss", "l1_loss"}, {"MSELoss", "mse_loss"}, {"NLLLoss", "nll_loss"},
     {"SmoothL1Loss", "smooth_l1_loss"},
-    {"Adam", "adam"}, {"AdamW", "adamw"}, {"RMSprop", "rmsprop"}, {"SGD", "sgd"},
+    {"Adagrad", "adagrad"}, {"Adam", "adam"}, {"AdamW", "adamw"}, {"RMSprop", "rmsprop"}, {"SGD", "sgd"},
     {"CosineAnnealingLR", "cosine"}, {"ExponentialLR", "exponential"}, {"MultiStepLR", "multistep"},
     {"OneCycleLR", "onecycle"}, {"StepLR", "step"},
 };
@@ -302,6 +302,34 @@ static void train_rmsprop(TrainCfg *t, const Expr *e)
         opt_decay(t, a[6]);
 }
 
+/* adagrad(lr, lr_decay, weight_decay, initial_accumulator_value, eps,
+ * decay), torch.optim.Adagrad's, with its defaults */
+static void train_adagrad(TrainCfg *t, const Expr *e)
+{
+    static const char *const names[] = {"lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps",
+                                        "decay"};
+    const Sig sig = {"adagrad", names, 6, 1, 0};
+    Expr *a[6] = {NULL};
+    if (e->kind == E_CALL && !arg_bind(e, &sig, a))
+        return;
+    t->optimizer = OPT_ADAGRAD;
+    t->lr = 1e-2;
+    t->eps = 1e-10;
+    t->weight_decay = t->lr_decay = t->init_acc = 0;
+    if (a[0])
+        num_at_least(a[0], "lr", 0, 1, &t->lr);
+    if (a[1])
+        num_at_least(a[1], "lr_decay", 0, 0, &t->lr_decay);
+    if (a[2])
+        num_at_least(a[2], "weight_decay", 0, 0, &t->weight_decay);
+    if (a[3])
+        num_at_least(a[3], "initial_accumulator_value", 0, 0, &t->init_acc);
+    if (a[4])
+        num_at_least(a[4], "eps", 0, 1, &t->eps);
+    if (a[5])
+        opt_decay(t, a[5]);
+}
+
 /* sgd(lr, momentum, dampening, weight_decay, nesterov, decay),
  * torch.optim.SGD's; adam(...), adamw(...), rmsprop(...). */
 static void train_optimizer(TrainCfg *t, const Expr *e)
@@ -318,14 +346,18 @@ static void train_optimizer(TrainCfg *t, const Expr *e)
         train_rmsprop(t, e);
         return;
     }
+    if (strcmp(name, "adagrad") == 0) {
+        train_adagrad(t, e);
+        return;
+    }
     if (strcmp(name, "sgd") != 0) {
         Near s = arg_near(name);
-        static const char *const known[] = {"adam", "adamw", "rmsprop", "sgd"};   /* sorted */
-        for (int i = 0; i < 4; i++)
+        static const char *const known[] = {"adagrad", "adam", "adamw", "rmsprop", "sgd"};   /* sorted */
+        for (int i = 0; i < 5; i++)
             arg_near_try(&s, known[i]);
         near_pytorch(&s);
-        diag_error(e->loc, "unknown optimizer '%s'%s (supported: adam, adamw, rmsprop, sgd, or as PyTorch spells "
-                   "them: torch.optim.Adam, AdamW, RMSprop, SGD)", name, arg_near_hint(&s));
+        diag_error(e->loc, "unknown optimizer '%s'%s (supported: adagrad, adam, adamw, rmsprop, sgd, or as PyTorch "
+                   "spells them: torch.optim.Adagrad, Adam, AdamW, RMSprop, SGD)", name, arg_near_hint(&s));
         return;
     }
     static const char *const names[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov", "decay"};

@@ -3,7 +3,8 @@
 # mutant is the emitted all.cu of tests/cuda/models/odd.net (then of
 # tests/cuda/models/conv.net, for the image kernels, and of tanh.net,
 # acts.net, gate.net and smooth.net for the activations, the arithmetic
-# and label smoothing, settings.net and amsgrad.net for RMSprop and amsgrad,
+# and label smoothing, settings.net, amsgrad.net and adagrad.net for
+# RMSprop, amsgrad and Adagrad,
 # tests/ddp/syncbn.net for the channel passes split over blocks,
 # loss_*.net for the losses of float targets, norm.net for the row
 # normalizations, tests/ir/pool_chain.net for rule pool-chain,
@@ -210,6 +211,10 @@ check 'rmsprop centered: grad_avg not subtracted' 's/sqrtf(sa\[k\] - __fmul_rn(g
 check 'rmsprop: momentum buffer without its decay' 's/mb\[k\] = mb\[k\] \* 0\.5f + d \/ avg;/mb[k] = d \/ avg;/' $T
 MODEL=$HERE/models/amsgrad.net
 check 'amsgrad: the maximum not kept (exp_avg_sq used)' 's/(sqrtf(m3\[k\])/(sqrtf(m2[k])/' $T
+MODEL=$HERE/models/adagrad.net
+check 'adagrad: initial_accumulator_value left out' 's/sm\[k\] = (first ? 0.5f : sm\[k\]) + d \* d;/sm[k] = sm[k] + d * d;/' $T
+check 'adagrad: the lr not decayed with the step' 's/(1.0 + (double)e->step \* /(1.0 + 0.0 * /' $T
+check 'adagrad: eps inside the square root' 's/(sqrtf(sm\[k\]) + 1e-06f)/(sqrtf(sm[k] + 1e-06f))/' $T
 MODEL=$HERE/models/loss_mse.net
 check 'mse: a row of 37 outputs not summed over the warp' 's|\(v[0-9]*\) += __shfl_xor_sync(0xffffffffu, v[0-9]*, o);|;|' $T
 check 'mse: the mean gradient over n alone (torch divides by n K)' 's|\(scale[0-9]*\) = 1\.0f / ((float)n \* (float)C)|\1 = 1.0f / (float)n|' $T

@@ -5,7 +5,9 @@ with amsgrad, clip_grad_norm, accumulate and the learning-rate schedules.
 usage: settings_equiv.py CDDPC DATA_DIR GROUP
 
   GROUP  optim       rmsprop (plain, momentum, centered with weight decay),
-                     adam and adamw with amsgrad = true
+                     adam and adamw with amsgrad = true, adagrad (PyTorch's
+                     spelling; lr_decay, weight_decay,
+                     initial_accumulator_value, eps)
          clip        clip_grad_norm 0.5 with SGD momentum, 120 steps
          accumulate  accumulate 4 x batch 16 against batch 64 (the two
                      programs within 1e-5), and against a torch loop that
@@ -72,6 +74,13 @@ OPTIM = {
     "adamw_amsgrad": ("optimizer adamw(lr = 0.002, betas = (0.8, 0.95), weight_decay = 0.05, amsgrad = true)",
                       lambda p: O.AdamW(p, lr=0.002, betas=(0.8, 0.95), weight_decay=0.05, amsgrad=True),
                       lambda p: O.AdamW(p, lr=0.002, betas=(0.8, 0.95), weight_decay=0.05), {}),
+    "adagrad": ("optimizer torch.optim.Adagrad(model.parameters(), lr = 0.01)",
+                lambda p: O.Adagrad(p, lr=0.01), lambda p: O.Adagrad(p, lr=0.01, lr_decay=0.05), {}),
+    "adagrad_all": ("optimizer adagrad(lr = 0.02, lr_decay = 0.01, weight_decay = 0.001, "
+                    "initial_accumulator_value = 0.1, eps = 1e-8)",
+                    lambda p: O.Adagrad(p, lr=0.02, lr_decay=0.01, weight_decay=0.001, initial_accumulator_value=0.1,
+                                        eps=1e-8),
+                    lambda p: O.Adagrad(p, lr=0.02, lr_decay=0.01, weight_decay=0.001, eps=1e-8), {}),
 }
 CLIP = {
     "clip": ("optimizer sgd(lr = 0.02, momentum = 0.5)\n    clip_grad_norm 0.5",
