@@ -322,6 +322,26 @@ int rt_onnx_write(const rt_model *m, const rt_data *d, const float *param, const
     f_str(&op, 1, "");
     f_int(&op, 2, 17);
     f_msg(&model, 8, &op);
+    if (d->classes.n > 0) {     /* a csv's class names, output j's: metadata_props 14 (key 1, value 2) */
+        pb kv = {0}, v = {0};
+        put(&v, "[", 1);
+        for (int j = 0; j < d->classes.n; j++) {
+            put(&v, j ? ", \"" : "\"", j ? 3 : 1);
+            for (const char *c = d->classes.name[j]; *c; c++) {
+                if (*c == '"' || *c == '\\')
+                    put(&v, "\\", 1);
+                put(&v, c, 1);
+            }
+            put(&v, "\"", 1);
+        }
+        put(&v, "]", 1);
+        f_str(&kv, 1, "classes");
+        f_bytes(&kv, 2, v.p, v.n);
+        if (v.oom)
+            kv.oom = 1;
+        free(v.p);
+        f_msg(&model, 14, &kv);
+    }
     if (model.oom) {
         rt_err("%s: out of memory for the ONNX model", path);
         free(model.p);

@@ -234,6 +234,11 @@ def main(argv):
         except Exception as e:  # noqa: BLE001 (any failure of theirs is ours)
             failures.append("%s: onnx checker: %s" % (name, str(e)[:600]))
             continue
+        if kind == "csv_class":     # the class names, output j's, in the file's metadata
+            props = {p.key: p.value for p in mp.metadata_props}
+            import json
+            if json.loads(props.get("classes", "null")) != classes:
+                failures.append("%s: metadata classes %s, want %s" % (name, props.get("classes"), classes))
         gi, go = mp.graph.input[0], mp.graph.output[0]
         dim0 = gi.type.tensor_type.shape.dim[0]
         if gi.name != "input" or go.name != "y" or dim0.dim_param != "batch":
