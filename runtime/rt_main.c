@@ -366,6 +366,15 @@ static int parse_args(const rt_model *m, rt_opts *o, int argc, char **argv)
     if (o->onnx_path && (o->generate || o->eval_path))
         return bad_arg("--export-onnx writes the model after training, or of --load's weights; not with %s",
                        o->generate ? "--generate" : "--evaluate");
+    if (o->onnx_path && o->gen_weights) {
+        /* exporting --load's weights trains nothing: what only training uses is refused, not ignored */
+        const char *both = o->init_path ? "--init" : o->resume_path ? "--resume" : o->save_path ? "--save"
+                         : o->ckpt_path ? "--checkpoint" : o->steplog_path ? "--step-log"
+                         : o->metrics_path ? "--metrics" : o->plot_path ? "--plot" : NULL;
+        if (both)
+            return bad_arg("--load FILE --export-onnx FILE exports FILE's weights and trains nothing: %s has no use "
+                           "with it", both);
+    }
     if (o->generate && !o->gen_weights)
         return bad_arg("--generate N needs the trained weights: --load FILE (--save's or a --checkpoint)");
     if (o->ckpt_every && !o->ckpt_path)

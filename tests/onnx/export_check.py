@@ -19,7 +19,8 @@ it briefly with --save and --export-onnx (the file after training), then
      graph's input and output are "input" (the data as stored, a symbolic
      batch) and "y";
   2. --load WEIGHTS --export-onnx writes the same bytes (no training: the
-     normalization comes from the weights' saved metadata);
+     normalization comes from the weights' saved metadata; --save with it
+     is refused);
   3. onnxruntime-node (tests/onnx/ort_run.js: Microsoft's runtime, not
      ours) runs the file on the whole test set as stored (uint8 IDX
      images, an npz's x_test, a CSV's feature columns), and the loss and
@@ -226,6 +227,10 @@ def main(argv):
         same = rc == 0 and open(o1, "rb").read() == open(o2, "rb").read()
         if not same:
             failures.append("%s: --load --export-onnx wrote another file (rc %d): %s" % (name, rc, out[-800:]))
+        if name == "simplenet":     # exporting --load's weights trains nothing: --save is refused, not ignored
+            rc, out = run([prog, "--data", path, "--load", st, "--export-onnx", o2, "--save", st + ".no"])
+            if rc != 2 or "trains nothing: --save" not in out or os.path.exists(st + ".no"):
+                failures.append("--load --export-onnx --save: rc %d, %s" % (rc, out[-300:]))
         # 1. the checker, strict shape inference, the names
         mp = onnx.load(o1)
         try:
