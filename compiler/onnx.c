@@ -147,14 +147,6 @@ static const char *batch_shape(Ox *x, const Shape *s)
     return o->out;
 }
 
-static int has_batch(const Shape *s)
-{
-    for (int d = 0; d < s->rank; d++)
-        if (IR_IS_BATCH(s->d[d]))
-            return 1;
-    return 0;
-}
-
 /* a shape for Reshape: the batch's dimension (with what it merged) -1 */
 static const char *shape_of(Ox *x, const Shape *s)
 {
@@ -526,9 +518,9 @@ static const char *convert(Ox *x, const Node *n)
     case OP_T_ATTN:
         return attention(x, n);
     case OP_T_FULL: case OP_T_TABLE: case OP_T_ARANGE: {
-        if (n->op == OP_T_FULL && has_batch(s))     /* zeros_like(x): the value expanded to the batch */
+        if (n->op == OP_T_FULL && ten_batch_dim(s) >= 0)    /* zeros_like(x): the value expanded to the batch */
             return op2(x, "Expand", scalar(x, ox_type(n->dt), n->ten.lo), batch_shape(x, s));
-        if (has_batch(s))
+        if (ten_batch_dim(s) >= 0)
             return NULL;
         const int64_t cnt = ir_row_elems(s);
         double *v = util_alloc(sizeof *v * (size_t)(cnt + 1));

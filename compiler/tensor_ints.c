@@ -229,10 +229,12 @@ static Val call_full(Sema *S, const Expr *e)
     return full(S, s, t == DT_BOOL ? v != 0 : v, (int)t < 0 ? DT_F32 : t, e->loc);
 }
 
-/* The numbers of a nested list into v (row-major), its shape into s at
- * depth d; 0 after reporting a ragged or non-numeric one. *ints: all are
- * written as Python ints; *bools: all are True / False. */
-static int table_values(const Expr *e, int d, Shape *s, double *v, int64_t *nv, int *ints, int *bools)
+/* The numbers of a nested list appended to *v (row-major, *nv of them,
+ * room for *cap), its shape into s at depth d; 0 after reporting a ragged
+ * or non-numeric one. *ints: all are written as Python ints; *bools: all
+ * are True / False. */
+static int table_values(const Expr *e, int d, Shape *s, double **v, int64_t *nv, int64_t *cap, int *ints,
+                        int *bools)
 {
     if (e->kind != E_TUPLE) {
         if (d < s->rank) {
@@ -258,7 +260,12 @@ static int table_values(const Expr *e, int d, Shape *s, double *v, int64_t *nv, 
             diag_error(e->loc, "torch.tensor of more than %d values (they are the kernels' text)", TABLE_MAX);
             return 0;
         }
-        v[(*nv)++] = x;
+        if (*nv == *cap) {
+            const int64_t c = *cap ? 2 * *cap : 16;
+            *v = util_grow(*v, sizeof **v * (size_t)*cap, sizeof **v * (size_t)c);
+            *cap = c;
+        }
+        (*v)[(*nv)++] = x;
         return 1;
     }
     if (d == s->rank) {     /* the first list at this depth sets its length */
@@ -274,7 +281,7 @@ static int table_values(const Expr *e, int d, Shape *s, double *v, int64_t *nv, 
         return 0;
     }
     for (int k = 0; k < e->nargs; k++)
-        if (!table_values(e->args[k]->val, d + 1, s, v, nv, ints, bools))
+        if (!table_values(e->args[k]->val, d + 1, s, v, nv, cap, ints, bools))
             return 0;
     return 1;
 }
@@ -293,11 +300,11 @@ static Val call_tensor(Sema *S, const Expr *e)
         diag_error(e->loc, "torch.tensor takes one list of numbers (and dtype), got %d values", n);
         return POISON;
     }
-    double *v = util_alloc(sizeof *v * TABLE_MAX);
-    int64_t nv = 0;
+    double *v = NULL;
+    int64_t nv = 0, cap = 0;
     int ints = 1, bools = 1;
     Shape s = {0};
-    if (!table_values(e->args[0]->val, 0, &s, v, &nv, &ints, &bools))
+    if (!table_values(e->args[0]->val, 0, &s, &v, &nv, &cap, &ints, &bools))
         return POISON;
     if ((int)t < 0)
         t = bools ? DT_BOOL : ints ? DT_I64 : DT_F32;

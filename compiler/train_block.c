@@ -29,10 +29,6 @@ static const char *const pytorch_names[][2] = {
     {"OneCycleLR", "onecycle"}, {"StepLR", "step"},
 };
 
-/* e as the train block's own spelling: PyTorch's class (nn.CrossEntropyLoss(),
- * torch.optim.Adam(model.parameters(), lr = 1e-3), StepLR(optimizer,
- * step_size = 30)) named as ours, the optimizer's parameters and the
- * schedule's optimizer, which the train block implies, left out */
 /* a misspelt PyTorch class is hinted at as PyTorch spells it */
 static void near_pytorch(Near *s)
 {
@@ -40,6 +36,10 @@ static void near_pytorch(Near *s)
         arg_near_try(s, pytorch_names[i][0]);
 }
 
+/* e as the train block's own spelling: PyTorch's class (nn.CrossEntropyLoss(),
+ * torch.optim.Adam(model.parameters(), lr = 1e-3), StepLR(optimizer,
+ * step_size = 30)) named as ours, the optimizer's parameters and the
+ * schedule's optimizer, which the train block implies, left out */
 static const Expr *ours(const Expr *e)
 {
     if (e->kind != E_NAME && e->kind != E_CALL)
@@ -342,7 +342,7 @@ static void train_optimizer(TrainCfg *t, const Expr *e)
         train_adam(t, e, strcmp(name, "adam") == 0 ? OPT_ADAM : OPT_ADAMW);
         return;
     }
-    if (strcmp(name, "rmsprop") == 0 || strcmp(name, "RMSprop") == 0) {
+    if (strcmp(name, "rmsprop") == 0) {
         train_rmsprop(t, e);
         return;
     }
